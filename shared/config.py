@@ -1,0 +1,204 @@
+"""Configuration, read once from the environment.
+
+Every name here is part of the deployment contract: Terraform sets the same names
+on each function (`PRODUCTION_ENV_NAMES` below is what its tests check), and the
+defaults are the local ones from DESIGN.md. A bad value fails at start-up with a
+`ConfigError` naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+# Well-known local secrets: used only for a `demo-` project (Firebase's emulator-only prefix).
+LOCAL_GITHUB_SECRET = "local-github-secret"  # noqa: S105
+LOCAL_GEMINI_SECRET = "whsec_bG9jYWwtZ2VtaW5pLXNlY3JldC0wMTIzNDU2Nzg5"  # noqa: S105
+LOCAL_ENVELOPE_KEY = "local-envelope-key"
+
+GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v3/certs"
+
+
+class ConfigError(ValueError):
+    """An environment variable is missing or malformed; the message names it."""
+
+
+def _split(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+@dataclass(frozen=True)
+class Config:
+    project: str = "demo-hookledger"
+    location: str = "us-central1"
+    queue: str = "hookledger-deliveries"
+    worker_url: str = "http://127.0.0.1:8081/"
+    reconcile_url: str = "http://127.0.0.1:8082/"
+    # OIDC: the account Cloud Tasks signs tokens as, and the audience the worker expects.
+    tasks_service_account: str = ""
+    oidc_audience: str = ""
+    oidc_certs_url: str = GOOGLE_CERTS_URL
+    github_webhook_secrets: tuple[str, ...] = (LOCAL_GITHUB_SECRET,)
+    gemini_webhook_secrets: tuple[str, ...] = (LOCAL_GEMINI_SECRET,)
+    gemini_jwks_url: str = ""
+    envelope_keys: tuple[str, ...] = (LOCAL_ENVELOPE_KEY,)
+    signature_tolerance_s: int = 300
+    max_body_bytes: int = 26_214_400
+    firestore_emulator_host: str = ""
+    cloud_tasks_emulator_host: str = ""
+    gemini_base_url: str = ""
+    gemini_api_key: str = ""
+    github_api_url: str = "https://api.github.com"
+    github_token: str = ""
+    review_path: str = ""
+    review_model: str = "models/gemini-2.5-flash"
+    reconcile_grace_s: int = 90
+    reconcile_concurrency: int = 8
+    reconcile_budget_s: int = 240
+    reconcile_fanout_threshold: int = 500
+    stuck_after_s: int = 6 * 3600
+    retention_days: int = 14
+    worker_max_retries: int = 20
+    http_timeout_s: float = 30.0
+    tasks_timeout_s: float = 5.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
+        """Build from `env` (default `os.environ`); unset names keep their defaults."""
+        env = os.environ if env is None else env
+        d = cls()
+        project = env.get("GOOGLE_CLOUD_PROJECT", d.project)
+        local = project.startswith("demo-")
+
+        def text(name: str, default: str) -> str:
+            return env.get(name, default)
+
+        def integer(name: str, default: int, minimum: int = 0) -> int:
+            raw = env.get(name)
+            if raw is None or raw == "":
+                return default
+            try:
+                value = int(raw)
+            except ValueError:
+                raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
+            if value < minimum:
+                raise ConfigError(f"{name} must be at least {minimum}, got {value}")
+            return value
+
+        def number(name: str, default: float) -> float:
+            raw = env.get(name)
+            if raw is None or raw == "":
+                return default
+            try:
+                value = float(raw)
+            except ValueError:
+                raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+            if value <= 0:
+                raise ConfigError(f"{name} must be positive, got {value}")
+            return value
+
+        def secrets(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+            raw = env.get(name)
+            if raw is None:
+                if local:
+                    return default
+                # A deployed function must never fall back to a secret published in the repo.
+                raise ConfigError(f"{name} must be set outside a demo- project")
+            values = _split(raw)
+            if not values:
+                raise ConfigError(f"{name} is set but holds no secret")
+            return values
+
+        return cls(
+            project=project,
+            location=text("TASKS_LOCATION", d.location),
+            queue=text("TASKS_QUEUE", d.queue),
+            worker_url=text("WORKER_URL", d.worker_url),
+            reconcile_url=text("RECONCILE_URL", d.reconcile_url),
+            tasks_service_account=text("TASKS_SERVICE_ACCOUNT", d.tasks_service_account),
+            oidc_audience=text("OIDC_AUDIENCE", d.oidc_audience),
+            oidc_certs_url=text("OIDC_CERTS_URL", d.oidc_certs_url),
+            github_webhook_secrets=secrets("GITHUB_WEBHOOK_SECRETS", d.github_webhook_secrets),
+            gemini_webhook_secrets=secrets("GEMINI_WEBHOOK_SECRETS", d.gemini_webhook_secrets),
+            gemini_jwks_url=text("GEMINI_JWKS_URL", d.gemini_jwks_url),
+            envelope_keys=secrets("ENVELOPE_KEYS", d.envelope_keys),
+            signature_tolerance_s=integer("SIGNATURE_TOLERANCE_S", d.signature_tolerance_s),
+            max_body_bytes=integer("MAX_BODY_BYTES", d.max_body_bytes, minimum=1),
+            firestore_emulator_host=text("FIRESTORE_EMULATOR_HOST", ""),
+            cloud_tasks_emulator_host=text("CLOUD_TASKS_EMULATOR_HOST", ""),
+            gemini_base_url=text("GEMINI_BASE_URL", d.gemini_base_url),
+            gemini_api_key=text("GEMINI_API_KEY", d.gemini_api_key),
+            github_api_url=text("GITHUB_API_URL", d.github_api_url),
+            github_token=text("GITHUB_TOKEN", d.github_token),
+            review_path=text("REVIEW_PATH", d.review_path).strip("/"),
+            review_model=text("REVIEW_MODEL", d.review_model),
+            reconcile_grace_s=integer("RECONCILE_GRACE_S", d.reconcile_grace_s),
+            reconcile_concurrency=integer(
+                "RECONCILE_CONCURRENCY", d.reconcile_concurrency, minimum=1
+            ),
+            reconcile_budget_s=integer("RECONCILE_BUDGET_S", d.reconcile_budget_s, minimum=1),
+            reconcile_fanout_threshold=integer(
+                "RECONCILE_FANOUT_THRESHOLD", d.reconcile_fanout_threshold, minimum=1
+            ),
+            stuck_after_s=integer("STUCK_AFTER_S", d.stuck_after_s, minimum=1),
+            retention_days=integer("RETENTION_DAYS", d.retention_days, minimum=1),
+            worker_max_retries=integer("WORKER_MAX_RETRIES", d.worker_max_retries),
+            http_timeout_s=number("HTTP_TIMEOUT_S", d.http_timeout_s),
+            tasks_timeout_s=number("TASKS_TIMEOUT_S", d.tasks_timeout_s),
+        )
+
+    @property
+    def is_local(self) -> bool:
+        """True for a `demo-` project: emulators only, local secrets allowed."""
+        return self.project.startswith("demo-")
+
+    @property
+    def queue_path(self) -> str:
+        return f"projects/{self.project}/locations/{self.location}/queues/{self.queue}"
+
+
+# Every variable the deployed functions read; Terraform's tests check each is wired.
+PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
+    "ingress": (
+        "GOOGLE_CLOUD_PROJECT",
+        "TASKS_LOCATION",
+        "TASKS_QUEUE",
+        "WORKER_URL",
+        "TASKS_SERVICE_ACCOUNT",
+        "OIDC_AUDIENCE",
+        "GITHUB_WEBHOOK_SECRETS",
+        "GEMINI_WEBHOOK_SECRETS",
+        "GEMINI_JWKS_URL",
+        "ENVELOPE_KEYS",
+        "SIGNATURE_TOLERANCE_S",
+        "MAX_BODY_BYTES",
+    ),
+    "worker": (
+        "GOOGLE_CLOUD_PROJECT",
+        "OIDC_AUDIENCE",
+        "ENVELOPE_KEYS",
+        "GEMINI_API_KEY",
+        "GITHUB_TOKEN",
+        "REVIEW_PATH",
+        "REVIEW_MODEL",
+        "RETENTION_DAYS",
+        "WORKER_MAX_RETRIES",
+    ),
+    "reconcile": (
+        "GOOGLE_CLOUD_PROJECT",
+        "TASKS_LOCATION",
+        "TASKS_QUEUE",
+        "WORKER_URL",
+        "TASKS_SERVICE_ACCOUNT",
+        "OIDC_AUDIENCE",
+        "ENVELOPE_KEYS",
+        "GEMINI_API_KEY",
+        "RECONCILE_GRACE_S",
+        "RECONCILE_CONCURRENCY",
+        "RECONCILE_BUDGET_S",
+        "RECONCILE_FANOUT_THRESHOLD",
+        "STUCK_AFTER_S",
+        "RETENTION_DAYS",
+    ),
+}

@@ -1,0 +1,45 @@
+"""The official Firestore emulator for the whole test session, emptied between tests."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from local.firestore_emulator import reset, start_firestore
+from local.processes import ServiceError, free_port
+
+PROJECT = "demo-hookledger"
+
+
+@pytest.fixture(scope="session")
+def firestore_emulator() -> Iterator[str]:
+    """`host:port` of a running emulator; FIRESTORE_EMULATOR_HOST points at it. Never skips."""
+    port = free_port()
+    try:
+        service = start_firestore(port)
+    except ServiceError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    host_port = f"127.0.0.1:{port}"
+    previous = os.environ.get("FIRESTORE_EMULATOR_HOST")
+    os.environ["FIRESTORE_EMULATOR_HOST"] = host_port
+    try:
+        yield host_port
+    finally:
+        service.stop()
+        if previous is None:
+            os.environ.pop("FIRESTORE_EMULATOR_HOST", None)
+        else:
+            os.environ["FIRESTORE_EMULATOR_HOST"] = previous
+
+
+@pytest.fixture
+def firestore_client(firestore_emulator: str):  # type: ignore[no-untyped-def]
+    """A Firestore client on an empty emulator database."""
+    from google.cloud import firestore
+
+    reset(firestore_emulator, PROJECT)
+    client = firestore.Client(project=PROJECT)
+    yield client
+    client.close()
