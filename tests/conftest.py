@@ -7,7 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
-pytest_plugins = ["tests.plugins.firestore"]
+pytest_plugins = [
+    "tests.plugins.firestore",
+    "tests.plugins.cloudtasks",
+    "tests.plugins.simulator",
+]
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,1 @@
+"""Fixtures for the local Cloud Tasks emulator (filled in by the Cloud Tasks emulator work)."""

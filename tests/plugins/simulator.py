@@ -1,0 +1,1 @@
+"""Fixtures for the local Gemini + GitHub simulator (filled in by the simulator work)."""
