@@ -1,0 +1,399 @@
+"""Queues and tasks in memory, behind one lock: every API rule that is about state lives here.
+
+The dispatcher asks `take_due()` for work and reports back through `complete()`;
+the gRPC layer converts protos to the records of `model` and back. Times are epoch
+seconds from the injected `now`; emulator-side waits (backoff, dispatch deadline,
+max_retry_duration, rate refill) are multiplied by `time_scale`.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import grpc
+
+from local.cloudtasks_emulator.model import (
+    MAX_DISPATCH_DEADLINE_S,
+    MAX_SCHEDULE_AHEAD_S,
+    MAX_URL_CHARS,
+    MIN_DISPATCH_DEADLINE_S,
+    ApiError,
+    Attempt,
+    QueueRecord,
+    TaskRecord,
+    invalid,
+    parse_location,
+    parse_queue,
+    parse_task,
+)
+
+RUNNING, PAUSED = 1, 2  # google.cloud.tasks.v2.Queue.State
+HTTP_METHODS = {
+    0: "POST",
+    1: "POST",
+    2: "GET",
+    3: "HEAD",
+    4: "PUT",
+    5: "DELETE",
+    6: "PATCH",
+    7: "OPTIONS",
+}
+_BODY_METHODS = {"POST", "PUT", "PATCH"}
+# Headers Cloud Tasks computes or reserves itself; a task's own values are dropped.
+_RESERVED_PREFIXES = ("x-cloudtasks-", "x-google-", "x-appengine-")
+_RESERVED = {"host", "content-length", "user-agent"}
+
+
+def http_to_rpc(status: int) -> int:
+    """google.rpc.Code for an HTTP answer, as the API reports it in Attempt.response_status."""
+    table = {400: 3, 401: 16, 403: 7, 404: 5, 409: 10, 429: 8, 499: 1, 501: 12, 503: 14, 504: 4}
+    if 200 <= status < 300:
+        return 0
+    if status in table:
+        return table[status]
+    return 13 if status >= 500 else 9
+
+
+@dataclass(frozen=True)
+class DispatchJob:
+    """One attempt handed to the dispatcher; `generation` ties the answer to this attempt."""
+
+    queue_id: str
+    task_name: str
+    generation: int
+    attempt: int
+    url: str
+    method: str
+    headers: dict[str, str]
+    body: bytes
+    deadline_s: float  # already scaled
+    oidc_email: str | None
+    oidc_audience: str | None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the target did: an HTTP status, or none (deadline, connection error) with a reason."""
+
+    http_status: int | None
+    rpc_code: int
+    message: str
+
+
+class Store:
+    def __init__(
+        self,
+        *,
+        tombstone_s: float = 3600.0,
+        time_scale: float = 1.0,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        if time_scale <= 0:
+            raise ValueError(f"time_scale must be positive, got {time_scale}")
+        self.tombstone_s = tombstone_s
+        self.time_scale = time_scale
+        self.now = now
+        self.cond = threading.Condition()
+        self._queues: dict[str, QueueRecord] = {}
+
+    # ---- queues -------------------------------------------------------------------------
+
+    def _queue(self, name: str) -> QueueRecord:
+        parse_queue(name)
+        queue = self._queues.get(name)
+        if queue is None:
+            raise ApiError(grpc.StatusCode.NOT_FOUND, f"Queue {name!r} does not exist.")
+        return queue
+
+    def create_queue(self, parent: str, queue: QueueRecord) -> QueueRecord:
+        parse_location(parent)
+        location, _ = parse_queue(queue.name)
+        if location != parent:
+            raise invalid(f"Queue name {queue.name!r} is not in parent {parent!r}")
+        queue.retry.validate()
+        queue.rate.validate()
+        with self.cond:
+            if queue.name in self._queues:
+                raise ApiError(
+                    grpc.StatusCode.ALREADY_EXISTS, f"Queue {queue.name!r} already exists."
+                )
+            queue.state = RUNNING
+            queue.tokens = float(queue.rate.max_burst_size)
+            queue.refilled_at = time.monotonic()
+            self._queues[queue.name] = queue
+            return copy.deepcopy(queue)
+
+    def get_queue(self, name: str) -> QueueRecord:
+        with self.cond:
+            return copy.deepcopy(self._queue(name))
+
+    def list_queues(self, parent: str, state: int | None) -> list[QueueRecord]:
+        parse_location(parent)
+        with self.cond:
+            found = [
+                copy.deepcopy(q)
+                for n, q in sorted(self._queues.items())
+                if n.startswith(parent + "/queues/") and (state is None or q.state == state)
+            ]
+        return found
+
+    def update_queue(
+        self, name: str, change: Callable[[QueueRecord | None], QueueRecord]
+    ) -> QueueRecord:
+        """Apply `change` to the stored queue (None when absent: UpdateQueue creates it)."""
+        parse_queue(name)
+        with self.cond:
+            current = self._queues.get(name)
+            updated = change(copy.deepcopy(current) if current else None)
+            updated.retry.validate()
+            updated.rate.validate()
+            if current is None:
+                updated.state = RUNNING
+                updated.tokens = float(updated.rate.max_burst_size)
+                updated.refilled_at = time.monotonic()
+            else:
+                # Live state survives a settings change.
+                updated.state = current.state
+                updated.tasks = current.tasks
+                updated.tombstones = current.tombstones
+                updated.tokens = min(current.tokens, float(updated.rate.max_burst_size))
+                updated.refilled_at = current.refilled_at
+                updated.running = current.running
+                updated.purge_time = current.purge_time
+            self._queues[name] = updated
+            self.cond.notify_all()
+            return copy.deepcopy(updated)
+
+    def set_state(self, name: str, state: int) -> QueueRecord:
+        with self.cond:
+            queue = self._queue(name)
+            queue.state = state
+            self.cond.notify_all()
+            return copy.deepcopy(queue)
+
+    def purge_queue(self, name: str) -> QueueRecord:
+        with self.cond:
+            queue = self._queue(name)
+            now = self.now()
+            for task_name in list(queue.tasks):
+                self._retire(queue, task_name, now)
+            queue.purge_time = now
+            return copy.deepcopy(queue)
+
+    def delete_queue(self, name: str) -> None:
+        with self.cond:
+            self._queue(name)
+            del self._queues[name]
+            self.cond.notify_all()
+
+    # ---- tasks --------------------------------------------------------------------------
+
+    def _retire(self, queue: QueueRecord, task_name: str, now: float) -> None:
+        """Remove a task and keep its name unusable for the tombstone window."""
+        queue.tasks.pop(task_name, None)
+        queue.tombstones[task_name] = now + self.tombstone_s
+
+    def create_task(self, parent: str, task: TaskRecord) -> TaskRecord:
+        parse_queue(parent)
+        now = self.now()
+        if task.name:
+            queue_path, _ = parse_task(task.name)
+            if queue_path != parent:
+                raise invalid(f"Task name {task.name!r} is not in queue {parent!r}")
+        self._validate_task(task, repr(task.name) if task.name else f"(new in {parent})", now)
+        if not task.name:
+            task.name = f"{parent}/tasks/{secrets.randbelow(10**20):020d}"
+        with self.cond:
+            queue = self._queue(parent)
+            if task.name in queue.tasks:
+                raise ApiError(
+                    grpc.StatusCode.ALREADY_EXISTS, f"Task {task.name!r} already exists."
+                )
+            expiry = queue.tombstones.get(task.name)
+            if expiry is not None and expiry > now:
+                raise ApiError(
+                    grpc.StatusCode.ALREADY_EXISTS,
+                    f"Task {task.name!r} cannot be created: a task with this name existed "
+                    "too recently (it ran or was deleted).",
+                )
+            queue.tombstones.pop(task.name, None)
+            task.create_time = float(int(now))
+            if task.schedule_time <= 0:
+                task.schedule_time = now
+            queue.tasks[task.name] = task
+            self.cond.notify_all()
+            return copy.deepcopy(task)
+
+    @staticmethod
+    def _validate_task(task: TaskRecord, label: str, now: float) -> None:
+        from urllib.parse import urlsplit
+
+        if not task.url:
+            raise invalid(f"Task {label}: http_request.url is required")
+        parts = urlsplit(task.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise invalid(f"Task {label}: http_request.url must be an http(s) URL")
+        if len(task.url) > MAX_URL_CHARS:
+            raise invalid(f"Task {label}: http_request.url is longer than 2083 characters")
+        method = HTTP_METHODS.get(task.http_method)
+        if method is None:
+            raise invalid(f"Task {label}: unknown http_method {task.http_method}")
+        if task.body and method not in _BODY_METHODS:
+            raise invalid(f"Task {label}: a body is only allowed with POST, PUT or PATCH")
+        if not MIN_DISPATCH_DEADLINE_S <= task.dispatch_deadline_s <= MAX_DISPATCH_DEADLINE_S:
+            raise invalid(
+                f"Task {label}: dispatch_deadline must be in [15s, 30m], "
+                f"got {task.dispatch_deadline_s}s"
+            )
+        if task.schedule_time > now + MAX_SCHEDULE_AHEAD_S:
+            raise invalid(f"Task {label}: schedule_time is more than 30 days ahead")
+        if task.oidc_email is not None and "@" not in task.oidc_email:
+            raise invalid(f"Task {label}: oidc_token.service_account_email must be an email")
+        if task.retry is not None:
+            task.retry.validate()
+
+    def _task(self, name: str) -> tuple[QueueRecord, TaskRecord]:
+        queue_path, _ = parse_task(name)
+        queue = self._queue(queue_path)
+        task = queue.tasks.get(name)
+        if task is None:
+            raise ApiError(grpc.StatusCode.NOT_FOUND, f"Task {name!r} does not exist.")
+        return queue, task
+
+    def get_task(self, name: str) -> TaskRecord:
+        with self.cond:
+            return copy.deepcopy(self._task(name)[1])
+
+    def list_tasks(self, parent: str) -> list[TaskRecord]:
+        with self.cond:
+            queue = self._queue(parent)
+            tasks = sorted(queue.tasks.values(), key=lambda t: (t.schedule_time, t.name))
+            return [copy.deepcopy(t) for t in tasks]
+
+    def delete_task(self, name: str) -> None:
+        with self.cond:
+            queue, task = self._task(name)
+            self._retire(queue, task.name, self.now())
+            self.cond.notify_all()
+
+    def run_task(self, name: str) -> tuple[TaskRecord, DispatchJob]:
+        """Dispatch now, even when paused or rate limited (RunTask is for debugging)."""
+        with self.cond:
+            queue, task = self._task(name)
+            job = self._begin(queue, task, self.now())
+            return copy.deepcopy(task), job
+
+    # ---- dispatch -----------------------------------------------------------------------
+
+    def _begin(self, queue: QueueRecord, task: TaskRecord, now: float) -> DispatchJob:
+        retry_count = task.dispatch_count
+        task.dispatch_count += 1
+        task.generation += 1
+        task.running += 1
+        queue.running += 1
+        attempt = Attempt(schedule_time=task.schedule_time, dispatch_time=now)
+        if task.first_attempt is None:
+            task.first_attempt = Attempt(schedule_time=task.schedule_time, dispatch_time=now)
+        task.last_attempt = attempt
+        headers = {
+            k: v
+            for k, v in task.headers.items()
+            if k.lower() not in _RESERVED and not k.lower().startswith(_RESERVED_PREFIXES)
+        }
+        headers.update(
+            {
+                "User-Agent": "Google-Cloud-Tasks",
+                "X-CloudTasks-QueueName": queue.short_id,
+                "X-CloudTasks-TaskName": task.short_id,
+                "X-CloudTasks-TaskRetryCount": str(retry_count),
+                "X-CloudTasks-TaskExecutionCount": str(task.execution_count),
+                "X-CloudTasks-TaskETA": f"{task.schedule_time:.6f}",
+            }
+        )
+        if task.previous_response is not None:
+            headers["X-CloudTasks-TaskPreviousResponse"] = str(task.previous_response)
+        return DispatchJob(
+            queue_id=queue.short_id,
+            task_name=task.name,
+            generation=task.generation,
+            attempt=task.dispatch_count,
+            url=task.url,
+            method=HTTP_METHODS[task.http_method],
+            headers=headers,
+            body=task.body,
+            deadline_s=task.dispatch_deadline_s * self.time_scale,
+            oidc_email=task.oidc_email,
+            oidc_audience=task.oidc_audience,
+        )
+
+    def take_due(self) -> tuple[list[DispatchJob], float]:
+        """Start every attempt allowed now; returns them and how long to sleep (seconds)."""
+        jobs: list[DispatchJob] = []
+        wait = 1.0
+        now = self.now()
+        mono = time.monotonic()
+        with self.cond:
+            for queue in self._queues.values():
+                if queue.state != RUNNING:
+                    continue
+                rate = queue.rate.max_dispatches_per_second / self.time_scale
+                burst = float(queue.rate.max_burst_size)
+                queue.tokens = min(burst, queue.tokens + (mono - queue.refilled_at) * rate)
+                queue.refilled_at = mono
+                waiting = sorted(
+                    (t for t in queue.tasks.values() if not t.running),
+                    key=lambda t: (t.schedule_time, t.name),
+                )
+                for task in waiting:
+                    if task.schedule_time > now:
+                        wait = min(wait, task.schedule_time - now)
+                        break
+                    if queue.running >= queue.rate.max_concurrent_dispatches:
+                        break  # a completion will notify
+                    if queue.tokens < 1.0:
+                        wait = min(wait, (1.0 - queue.tokens) / rate)
+                        break
+                    queue.tokens -= 1.0
+                    jobs.append(self._begin(queue, task, now))
+        return jobs, max(wait, 0.001)
+
+    def complete(self, job: DispatchJob, outcome: Outcome) -> str:
+        """Record an attempt's result; returns what became of the task (for the log)."""
+        with self.cond:
+            self.cond.notify_all()
+            queue_path, _ = parse_task(job.task_name)
+            queue = self._queues.get(queue_path)
+            task = queue.tasks.get(job.task_name) if queue else None
+            if queue is None or task is None:
+                return "gone"
+            queue.running = max(0, queue.running - 1)
+            task.running = max(0, task.running - 1)
+            now = self.now()
+            if task.last_attempt is not None and task.generation == job.generation:
+                task.last_attempt.response_time = now
+                task.last_attempt.status_code = outcome.rpc_code
+                task.last_attempt.status_message = outcome.message
+            if outcome.http_status is not None:
+                task.response_count += 1
+                task.previous_response = outcome.http_status
+                if outcome.http_status < 500:
+                    task.execution_count += 1
+                if 200 <= outcome.http_status < 300:
+                    self._retire(queue, task.name, now)
+                    return "done"
+            policy = task.retry or queue.retry
+            assert task.first_attempt is not None
+            elapsed = (now - task.first_attempt.dispatch_time) / self.time_scale
+            if policy.exhausted(task.dispatch_count, elapsed):
+                self._retire(queue, task.name, now)
+                return "deleted: retries exhausted"
+            if task.running:
+                return "still running"
+            delay = policy.backoff_s(task.dispatch_count - 1) * self.time_scale
+            task.schedule_time = now + delay
+            return f"retry in {delay:.3f}s"

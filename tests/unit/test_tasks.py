@@ -1,0 +1,112 @@
+"""Pure rules: the emulator's retry schedule and names, and shared.tasks' task ids."""
+
+from __future__ import annotations
+
+import re
+
+import grpc
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from local.cloudtasks_emulator.model import (
+    DEFAULT_RETRY,
+    ApiError,
+    RetryPolicy,
+    parse_queue,
+    parse_task,
+)
+from shared.tasks import TaskQueue, make_client, task_id_for
+
+TASK_ID = re.compile(r"^[A-Za-z0-9_-]{1,500}$")
+
+
+def test_default_retry_config_is_the_documented_one() -> None:
+    documented = RetryPolicy(
+        max_attempts=100,
+        max_retry_duration_s=0.0,
+        min_backoff_s=0.1,
+        max_backoff_s=3600.0,
+        max_doublings=16,
+    )
+    assert documented == DEFAULT_RETRY
+
+
+def test_default_backoff_schedule_doubles_from_a_tenth_of_a_second_up_to_an_hour() -> None:
+    schedule = [DEFAULT_RETRY.backoff_s(i) for i in range(18)]
+    doubling = [0.1 * 2**i for i in range(16)]  # 0.1 s ... 3276.8 s
+    assert schedule == pytest.approx([*doubling[:16], 3600.0, 3600.0])
+
+
+def test_backoff_matches_the_api_reference_example() -> None:
+    # min_backoff 10s, max_backoff 300s, max_doublings 3 -> 10, 20, 40, 80, 160, 240, 300, 300.
+    policy = RetryPolicy(min_backoff_s=10, max_backoff_s=300, max_doublings=3)
+    assert [policy.backoff_s(i) for i in range(8)] == [10, 20, 40, 80, 160, 240, 300, 300]
+
+
+@pytest.mark.parametrize(
+    ("policy", "attempts", "elapsed", "exhausted"),
+    [
+        (RetryPolicy(max_attempts=3), 2, 0, False),
+        (RetryPolicy(max_attempts=3), 3, 0, True),
+        # Both limits must be met.
+        (RetryPolicy(max_attempts=3, max_retry_duration_s=60), 3, 59, False),
+        (RetryPolicy(max_attempts=3, max_retry_duration_s=60), 3, 60, True),
+        (RetryPolicy(max_attempts=-1, max_retry_duration_s=60), 500, 60, True),
+        # Unlimited attempts and no duration: retried until retention ends.
+        (RetryPolicy(max_attempts=-1), 10_000, 10**6, False),
+    ],
+)
+def test_retries_stop_only_when_both_limits_are_met(
+    policy: RetryPolicy, attempts: int, elapsed: float, exhausted: bool
+) -> None:
+    assert policy.exhausted(attempts, elapsed) is exhausted
+
+
+def test_bad_retry_settings_are_invalid_argument() -> None:
+    for policy in (
+        RetryPolicy(max_attempts=-2),
+        RetryPolicy(min_backoff_s=5, max_backoff_s=1),
+        RetryPolicy(min_backoff_s=-1),
+    ):
+        with pytest.raises(ApiError) as caught:
+            policy.validate()
+        assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_names_parse_and_malformed_names_are_invalid_argument() -> None:
+    queue = "projects/demo-x:y.z/locations/us-central1/queues/my-q"
+    assert parse_queue(queue) == ("projects/demo-x:y.z/locations/us-central1", "my-q")
+    assert parse_task(f"{queue}/tasks/a_b-1") == (queue, "a_b-1")
+    for bad in (
+        "",
+        "queues/q",
+        f"{queue}/tasks/a\n",
+        f"{queue}/tasks/",
+        f"{queue}/tasks/a b",
+        f"{queue}x/",
+    ):
+        with pytest.raises(ApiError):
+            parse_task(bad)
+
+
+def test_task_id_is_deterministic_and_keeps_parts_apart() -> None:
+    assert task_id_for("github", "abc") == task_id_for("github", "abc")
+    assert task_id_for("a-b") != task_id_for("a", "b")
+    assert task_id_for("github", "abc").endswith("-github_abc")
+
+
+@given(st.lists(st.text(), min_size=1, max_size=5))
+def test_task_id_is_always_valid(parts: list[str]) -> None:
+    assert TASK_ID.match(task_id_for(*parts))
+
+
+def test_task_id_of_a_huge_part_is_capped_at_500() -> None:
+    assert len(task_id_for("x" * 10_000)) == 500
+    with pytest.raises(ValueError):
+        task_id_for()
+
+
+def test_task_queue_rejects_a_non_positive_timeout() -> None:
+    with pytest.raises(ValueError, match="timeout_s"):
+        TaskQueue(make_client("127.0.0.1:1"), "projects/p/locations/l/queues/q", timeout_s=0)
