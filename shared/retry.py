@@ -1,0 +1,100 @@
+"""Bounded retries with jittered exponential backoff, for Firestore transactions.
+
+The official emulator (and Firestore Standard edition) lock pessimistically: a losing
+transaction waits for the lock (~2 s on the emulator) and then fails with ABORTED. The
+stock client retries at once, which only queues it behind the winner again; `retrying`
+instead waits a jittered, growing delay, and gives up after a fixed number of attempts.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class Retry(Enum):
+    """How `classify` says an exception may be retried."""
+
+    NOW = "now"  # the data changed under us: re-read at once
+    LATER = "later"  # contention: back off first
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """At most `attempts` tries; the n-th wait is jittered in [c/2, c], c = min(cap, first·2ⁿ)."""
+
+    attempts: int = 8
+    first_s: float = 0.05
+    cap_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1 or self.first_s < 0 or self.cap_s < self.first_s:
+            raise ValueError(f"bad backoff {self!r}: need attempts ≥ 1 and 0 ≤ first_s ≤ cap_s")
+
+    def delay(self, retry: int, rand: Callable[[], float] = random.random) -> float:
+        """Seconds to wait before retry number `retry` (0-based)."""
+        ceiling = min(self.cap_s, self.first_s * 2**retry)
+        return ceiling / 2 + ceiling / 2 * rand()
+
+
+class RetriesExhausted(Exception):
+    """Every attempt failed with a retryable error; `__cause__` is the last one."""
+
+    def __init__(self, attempts: int) -> None:
+        super().__init__(f"gave up after {attempts} attempts")
+        self.attempts = attempts
+
+
+def find_cause(
+    exc: BaseException, kind: type[BaseException] | tuple[type[BaseException], ...]
+) -> BaseException | None:
+    """The first exception of type(s) `kind` in `exc`'s cause/context chain, or None."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def retrying(
+    attempt: Callable[[], T],
+    *,
+    classify: Callable[[Exception], Retry | None],
+    backoff: Backoff,
+    sleep: Callable[[float], None] = time.sleep,
+    rand: Callable[[], float] = random.random,
+    on_retry: Callable[[int, Retry, float, Exception], None] | None = None,
+) -> T:
+    """Call `attempt` until it returns; re-raise what `classify` maps to None.
+
+    `on_retry(attempt_number, kind, delay_s, exc)` runs before each retry (for logs and
+    counters). After `backoff.attempts` retryable failures raises `RetriesExhausted`.
+    """
+    retries_later = 0
+    for number in range(1, backoff.attempts + 1):
+        try:
+            return attempt()
+        except Exception as exc:
+            kind = classify(exc)
+            if kind is None:
+                raise
+            if number == backoff.attempts:
+                raise RetriesExhausted(number) from exc
+            delay = 0.0
+            if kind is Retry.LATER:
+                delay = backoff.delay(retries_later, rand)
+                retries_later += 1
+            if on_retry is not None:
+                on_retry(number, kind, delay, exc)
+            if delay:
+                sleep(delay)
+    raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover

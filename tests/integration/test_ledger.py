@@ -1,0 +1,363 @@
+"""The ledger's API against the official Firestore emulator: what each call stores."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from shared import opnames
+from shared.clock import FakeClock
+from shared.ledger import (
+    AmbiguousId,
+    InvalidArgument,
+    Ledger,
+    Settlement,
+    UnknownDelivery,
+    WritebackFailed,
+)
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def ledger(firestore_client, clock):
+    return Ledger(firestore_client, clock=clock)
+
+
+def stored(client, name):
+    return client.collection("operations").document(opnames.encode(name)).get().to_dict()
+
+
+def write_result(txn, record):
+    ref = txn._client.collection("results").document(record.doc_id)
+    txn.create(ref, {"operation": record.name, "kind": record.kind})
+
+
+# ----------------------------------------------------------------------- register
+
+
+def test_register_stores_a_pending_operation_with_its_grace_period(ledger, firestore_client, clock):
+    record = ledger.register("batches/abc", "github-review", {"repo": "o/r", "sha": "1"})
+
+    doc = stored(firestore_client, "batches/abc")
+    assert doc["name"] == "batches/abc"
+    assert doc["short_id"] == "abc"
+    assert doc["kind"] == "github-review"
+    assert doc["status"] == "pending"
+    assert doc["attempts"] == 0
+    assert doc["writeback_done"] is False
+    assert doc["context"] == {"repo": "o/r", "sha": "1"}
+    assert doc["submitted_at"] == clock.now
+    assert doc["next_check_at"] == clock.now + timedelta(seconds=90)
+    assert "settled_at" not in doc  # keeps pending operations out of the outbox sweep
+    assert record.name == "batches/abc" and record.pending
+
+
+def test_registering_again_returns_the_existing_record_and_changes_nothing(
+    ledger, firestore_client, clock
+):
+    first = ledger.register("batches/abc", "github-review", {"sha": "1"})
+    clock.advance(60)
+
+    again = ledger.register("batches/abc", "other-kind", {"sha": "2"})
+
+    assert again.kind == "github-review"
+    assert again.context == {"sha": "1"}
+    assert again.submitted_at == first.submitted_at
+    assert stored(firestore_client, "batches/abc")["kind"] == "github-review"
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "context"),
+    [
+        ("", "k", None),
+        ("batches/", "k", None),
+        ("/abc", "k", None),
+        ("batches//abc", "k", None),
+        ("batches/abc", "", None),
+        ("batches/abc", "k", ["not", "a", "mapping"]),
+        ("b/" * 700 + "x", "k", None),
+    ],
+    ids=[
+        "empty",
+        "trailing slash",
+        "leading slash",
+        "empty segment",
+        "no kind",
+        "bad context",
+        "too long",
+    ],
+)
+def test_register_rejects_bad_input_and_writes_nothing(
+    ledger, firestore_client, name, kind, context
+):
+    with pytest.raises(InvalidArgument):
+        ledger.register(name, kind, context)
+    assert list(firestore_client.collection("operations").stream()) == []
+
+
+# ----------------------------------------------------------------------- get
+
+
+def test_get_accepts_the_name_or_the_bare_id(ledger):
+    ledger.register("batches/abc", "k")
+    ledger.register("models/x/operations/y", "k")
+
+    assert ledger.get("batches/abc").name == "batches/abc"
+    assert ledger.get("abc").name == "batches/abc"
+    assert ledger.get("y").name == "models/x/operations/y"
+    assert ledger.get("batches/nope") is None
+    assert ledger.get("nope") is None
+
+
+def test_a_bare_id_shared_by_two_operations_is_ambiguous(ledger):
+    ledger.register("batches/same", "k")
+    ledger.register("models/x/operations/same", "k")
+
+    with pytest.raises(AmbiguousId, match="same"):
+        ledger.get("same")
+
+
+# ----------------------------------------------------------------------- settle
+
+
+def test_settle_flips_pending_to_terminal_and_commits_the_writeback(
+    ledger, firestore_client, clock
+):
+    ledger.register("batches/abc", "github-review")
+    clock.advance(300)
+
+    outcome = ledger.settle("batches/abc", "succeeded", "webhook", writeback=write_result)
+
+    assert outcome is Settlement.SETTLED
+    doc = stored(firestore_client, "batches/abc")
+    assert doc["status"] == "succeeded"
+    assert doc["settled_by"] == "webhook"
+    assert doc["settled_at"] == clock.now
+    assert doc["expire_at"] == clock.now + timedelta(days=14)
+    assert doc["writeback_done"] is True  # no outbox: nothing left to do
+    assert "error" not in doc
+    result = firestore_client.collection("results").document("batches%2Fabc").get()
+    assert result.to_dict() == {"operation": "batches/abc", "kind": "github-review"}
+
+
+def test_settle_by_bare_id_with_an_error_and_custom_retention(firestore_client, clock):
+    ledger = Ledger(firestore_client, clock=clock, retention=timedelta(days=2))
+    ledger.register("models/x/operations/y", "k")
+
+    outcome = ledger.settle("y", "failed", "reconcile", error={"code": 3, "message": "bad"})
+
+    assert outcome is Settlement.SETTLED
+    doc = stored(firestore_client, "models/x/operations/y")
+    assert doc["status"] == "failed"
+    assert doc["settled_by"] == "reconcile"
+    assert doc["error"] == {"code": 3, "message": "bad"}
+    assert doc["expire_at"] == clock.now + timedelta(days=2)
+
+
+def test_settling_an_unknown_operation_writes_nothing(ledger, firestore_client):
+    calls = []
+
+    assert ledger.settle("batches/ghost", "succeeded", "webhook", writeback=calls.append) == (
+        Settlement.UNKNOWN
+    )
+    assert ledger.settle("ghost", "succeeded", "webhook") is Settlement.UNKNOWN
+    assert calls == []
+    assert list(firestore_client.collection("operations").stream()) == []
+
+
+def test_settling_a_terminal_operation_again_changes_nothing(ledger, firestore_client, clock):
+    ledger.register("batches/abc", "k")
+    ledger.settle("batches/abc", "succeeded", "webhook", writeback=write_result)
+    before = stored(firestore_client, "batches/abc")
+    clock.advance(600)
+    calls = []
+
+    outcome = ledger.settle(
+        "batches/abc", "failed", "reconcile", error="late", writeback=lambda t, r: calls.append(r)
+    )
+
+    assert outcome is Settlement.ALREADY_SETTLED
+    assert calls == []
+    assert stored(firestore_client, "batches/abc") == before
+    assert before["status"] == "succeeded" and before["settled_by"] == "webhook"
+
+
+@pytest.mark.parametrize(
+    ("status", "by"),
+    [("pending", "webhook"), ("done", "webhook"), ("succeeded", "cron"), ("", "")],
+    ids=["pending is not terminal", "unknown status", "unknown settler", "empty"],
+)
+def test_settle_rejects_a_bad_status_or_settler_and_writes_nothing(
+    ledger, firestore_client, status, by
+):
+    ledger.register("batches/abc", "k")
+    before = stored(firestore_client, "batches/abc")
+
+    with pytest.raises(InvalidArgument, match=r"batches/abc"):
+        ledger.settle("batches/abc", status, by)
+    assert stored(firestore_client, "batches/abc") == before
+
+
+def test_a_writeback_that_raises_leaves_the_operation_pending_then_a_later_settle_wins(
+    ledger, firestore_client
+):
+    ledger.register("batches/abc", "k")
+
+    def half_then_crash(txn, record):
+        write_result(txn, record)
+        raise RuntimeError("model output unparsable")
+
+    with pytest.raises(WritebackFailed, match="batches/abc") as caught:
+        ledger.settle("batches/abc", "succeeded", "webhook", writeback=half_then_crash)
+
+    assert isinstance(caught.value.__cause__, RuntimeError)
+    doc = stored(firestore_client, "batches/abc")
+    assert doc["status"] == "pending" and "settled_at" not in doc
+    assert list(firestore_client.collection("results").stream()) == []
+
+    assert ledger.settle("batches/abc", "succeeded", "reconcile", writeback=write_result) == (
+        Settlement.SETTLED
+    )
+    assert stored(firestore_client, "batches/abc")["settled_by"] == "reconcile"
+    assert len(list(firestore_client.collection("results").stream())) == 1
+
+
+def test_a_writeback_whose_own_write_is_refused_fails_and_settles_nothing(ledger, firestore_client):
+    ledger.register("batches/abc", "k")
+    firestore_client.collection("results").document("batches%2Fabc").set({"stale": True})
+
+    with pytest.raises(WritebackFailed, match="batches/abc"):
+        ledger.settle("batches/abc", "succeeded", "webhook", writeback=write_result)
+
+    assert stored(firestore_client, "batches/abc")["status"] == "pending"
+    assert firestore_client.collection("results").document("batches%2Fabc").get().to_dict() == {
+        "stale": True
+    }
+
+
+def test_a_writeback_may_read_in_the_transaction_before_writing(ledger, firestore_client):
+    firestore_client.collection("counters").document("reviews").set({"n": 4})
+    ledger.register("batches/abc", "k")
+
+    def count_review(txn, record):
+        ref = firestore_client.collection("counters").document("reviews")
+        n = ref.get(transaction=txn).get("n")
+        txn.update(ref, {"n": n + 1})
+
+    ledger.settle("batches/abc", "succeeded", "webhook", writeback=count_review)
+
+    assert firestore_client.collection("counters").document("reviews").get().get("n") == 5
+
+
+# ----------------------------------------------------------------------- reconcile helpers
+
+
+def test_due_pending_returns_due_operations_earliest_first_in_pages(ledger, clock):
+    start = clock.now
+    for index, name in enumerate(["batches/a", "batches/b", "batches/c", "batches/d"]):
+        clock.now = start + timedelta(seconds=10 * (index // 2))  # a,b tie; c,d tie
+        ledger.register(name, "k")
+    clock.now = start
+    ledger.register("batches/late", "k")
+    ledger.defer("batches/late", start + timedelta(hours=1), 1)
+    ledger.register("batches/done", "k")
+    ledger.settle("batches/done", "succeeded", "webhook")
+    now = start + timedelta(seconds=200)
+
+    first = ledger.due_pending(now, limit=3)
+    second = ledger.due_pending(now, limit=3, start_after=first[-1])
+
+    assert [op.name for op in first] == ["batches/a", "batches/b", "batches/c"]
+    assert [op.name for op in second] == ["batches/d"]
+    assert ledger.due_pending(start, limit=10) == []
+
+
+def test_defer_updates_a_pending_operation_and_is_a_no_op_once_settled(
+    ledger, firestore_client, clock
+):
+    ledger.register("batches/abc", "k")
+    later = clock.now + timedelta(minutes=5)
+
+    assert ledger.defer("abc", later, 3) is True
+    doc = stored(firestore_client, "batches/abc")
+    assert (doc["attempts"], doc["next_check_at"]) == (3, later)
+
+    ledger.settle("batches/abc", "expired", "reconcile")
+    settled = stored(firestore_client, "batches/abc")
+    assert ledger.defer("batches/abc", later + timedelta(hours=1), 4) is False
+    assert stored(firestore_client, "batches/abc") == settled
+    assert ledger.defer("batches/ghost", later, 1) is False
+
+
+def test_defer_rejects_a_naive_time_or_negative_attempts(ledger):
+    ledger.register("batches/abc", "k")
+    with pytest.raises(InvalidArgument, match="aware"):
+        ledger.defer("batches/abc", ledger.get("abc").submitted_at.replace(tzinfo=None), 1)
+    with pytest.raises(InvalidArgument, match="attempts"):
+        ledger.defer("batches/abc", ledger.get("abc").submitted_at, -1)
+
+
+# ----------------------------------------------------------------------- deliveries
+
+
+def test_record_delivery_creates_once_and_recognises_a_redelivery_days_later(
+    ledger, firestore_client, clock
+):
+    first = ledger.record_delivery("github", "d-1", "push", payload={"ref": "refs/heads/main"})
+    clock.advance(3 * 86400)
+    again = ledger.record_delivery("github", "d-1", "push", payload={"other": True})
+
+    assert first.new is True and again.new is False
+    assert again.delivery.payload == {"ref": "refs/heads/main"}
+    doc = firestore_client.collection("deliveries").document("github:d-1").get().to_dict()
+    assert doc["status"] == "queued" and doc["attempts"] == 0
+    assert doc["received_at"] == clock.now - timedelta(days=3)
+    assert doc["expire_at"] == doc["received_at"] + timedelta(days=14)
+
+
+def test_delivery_ids_with_unsafe_characters_are_encoded(ledger, firestore_client):
+    ledger.record_delivery("gemini", "msg/1%2", "batch.succeeded")
+
+    ids = [snap.id for snap in firestore_client.collection("deliveries").stream()]
+    assert ids == ["gemini:msg%2F1%252"]
+    assert ledger.get_delivery("gemini", "msg/1%2").delivery_id == "msg/1%2"
+
+
+def test_mark_delivery_counts_attempts_and_keeps_the_last_error(ledger, firestore_client, clock):
+    ledger.record_delivery("github", "d-1", "push")
+
+    ledger.mark_delivery("github", "d-1", "queued", error="GitHub API 502")
+    clock.advance(30)
+    marked = ledger.mark_delivery("github", "d-1", "done")
+
+    doc = firestore_client.collection("deliveries").document("github:d-1").get().to_dict()
+    assert (doc["status"], doc["attempts"], doc["last_error"]) == ("done", 2, "GitHub API 502")
+    assert doc["expire_at"] == clock.now + timedelta(days=14)
+    assert marked.status == "done" and marked.attempts == 2
+
+
+def test_mark_delivery_rejects_unknown_deliveries_and_statuses(ledger):
+    with pytest.raises(UnknownDelivery, match="github:nope"):
+        ledger.mark_delivery("github", "nope", "done")
+    ledger.record_delivery("github", "d-1", "push")
+    with pytest.raises(InvalidArgument, match="github:d-1"):
+        ledger.mark_delivery("github", "d-1", "finished")
+    with pytest.raises(InvalidArgument, match="source"):
+        ledger.record_delivery("Git Hub", "d-2", "push")
+
+
+def test_list_deliveries_newest_first_optionally_by_status(ledger, clock):
+    for index in range(4):
+        ledger.record_delivery("github", f"d-{index}", "push")
+        clock.advance(1)
+    ledger.mark_delivery("github", "d-1", "dead", error="bad payload")
+    ledger.mark_delivery("github", "d-3", "dead", error="bad payload")
+
+    assert [d.delivery_id for d in ledger.list_deliveries()] == ["d-3", "d-2", "d-1", "d-0"]
+    assert [d.delivery_id for d in ledger.list_deliveries(status="dead")] == ["d-3", "d-1"]
+    assert [d.delivery_id for d in ledger.list_deliveries(limit=1)] == ["d-3"]

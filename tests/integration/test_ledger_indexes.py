@@ -1,0 +1,115 @@
+"""Every query the ledger issues is served by an index declared in terraform/firestore_indexes.json.
+
+The emulator runs any query without an index; production rejects one that needs a missing
+composite index. So the queries are captured as the real client builds them, and each
+is matched against the declared indexes by Firestore's rules.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from google.cloud import firestore
+from google.cloud.firestore_v1.query import Query
+
+from shared.clock import FakeClock
+from shared.ledger import Ledger
+
+INDEXES = Path(__file__).resolve().parents[2] / "terraform" / "firestore_indexes.json"
+EQUALITY = {"EQUAL"}
+
+
+def declared_indexes():
+    spec = json.loads(INDEXES.read_text())
+    return [
+        (index["collectionGroup"], [(f["fieldPath"], f["order"]) for f in index["fields"]])
+        for index in spec["indexes"]
+    ]
+
+
+def shape(structured):
+    """(collection, equality fields, other filter fields, [(order field, direction)])."""
+    query = type(structured).to_dict(structured, use_integers_for_enums=False)
+    collection = query["from_"][0]["collection_id"]
+    where = query.get("where") or {}
+    filters = [f["field_filter"] for f in (where.get("composite_filter") or {}).get("filters", [])]
+    if where.get("field_filter"):
+        filters.append(where["field_filter"])
+    equality = {f["field"]["field_path"] for f in filters if f["op"] in EQUALITY}
+    others = {f["field"]["field_path"] for f in filters if f["op"] not in EQUALITY}
+    order = [
+        (o["field"]["field_path"], o["direction"])
+        for o in query.get("order_by", [])
+        if o["field"]["field_path"] != "__name__"
+    ]
+    return collection, equality, others, order
+
+
+def missing_index(structured, indexes):
+    """None when the query is served; else a description of the index it needs."""
+    collection, equality, others, order = shape(structured)
+    fields = equality | others | {field for field, _ in order}
+    if len(fields) <= 1:
+        return None  # single-field indexes exist automatically
+    if others and (not order or order[0][0] not in others):
+        return f"{collection}: inequality on {others} must be the first order-by"
+    for group, index_fields in indexes:
+        if group != collection or len(index_fields) != len(equality) + len(order):
+            continue
+        prefix, rest = index_fields[: len(equality)], index_fields[len(equality) :]
+        if {field for field, _ in prefix} == equality and rest == order:
+            return None
+    return f"{collection}: equality {sorted(equality)} then order {order}"
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    queries = []
+    real_stream = Query.stream
+
+    def recording_stream(self, *args, **kwargs):
+        queries.append(self._to_protobuf())
+        return real_stream(self, *args, **kwargs)
+
+    monkeypatch.setattr(Query, "stream", recording_stream)
+    return queries
+
+
+def test_each_ledger_query_uses_a_declared_index(firestore_client, captured):
+    clock = FakeClock()
+    ledger = Ledger(firestore_client, clock=clock)
+    ledger.register("batches/a", "k")
+    ledger.register("batches/b", "k")
+    ledger.settle("batches/b", "succeeded", "webhook", outbox=[{"n": 1}])
+    ledger.record_delivery("github", "d-1", "push")
+    clock.advance(3600)
+
+    page = ledger.due_pending(clock.now, limit=1)
+    ledger.due_pending(clock.now, limit=1, start_after=page[-1])
+    ledger.sweep_outbox(lambda item: None, older_than=timedelta(seconds=60))
+    ledger.list_deliveries(status="queued")
+    ledger.list_deliveries()
+    ledger.get("a")  # bare id: looked up by short_id
+
+    assert len(captured) == 6
+    indexes = declared_indexes()
+    assert [missing_index(query, indexes) for query in captured] == [None] * len(captured)
+
+
+def test_the_checker_reports_a_query_without_a_declared_index(firestore_client):
+    query = (
+        firestore_client.collection("operations")
+        .where(filter=firestore.FieldFilter("kind", "==", "github-review"))
+        .order_by("submitted_at")
+    )
+
+    assert missing_index(query._to_protobuf(), declared_indexes()) is not None
+    wrong_direction = (
+        firestore_client.collection("deliveries")
+        .where(filter=firestore.FieldFilter("status", "==", "done"))
+        .order_by("received_at")
+    )
+    assert missing_index(wrong_direction._to_protobuf(), declared_indexes()) is not None
