@@ -1,0 +1,212 @@
+"""Claim-check storage for payloads too large to ride inside a Cloud Task (1 MB limit).
+
+A body is stored first under a key derived from its delivery, and the task carries only
+the reference. `FirestoreClaimStore` splits it into chunk documents under
+``payloads/{key}/chunks/{n}`` (a Firestore document holds at most 1 MiB) and writes the
+parent ``payloads/{key}`` last, as the commit marker; the parent holds the sha256, size
+and chunk count, checked on every read. Both carry ``expire_at`` for a TTL policy.
+
+What callers may rely on:
+- ``put(key, data)`` returns a reference that ``get`` accepts; putting the same bytes
+  under the same key again is a no-op returning the same reference (redeliveries);
+  different bytes under an existing key raise `ClaimConflict`.
+- ``get(ref)`` returns exactly the bytes put, or raises.
+
+Exceptions::
+
+    ClaimError
+     ├── ClaimNotFound      no payload under that reference (expired, never stored)
+     ├── ClaimCorrupt       stored chunks do not add up to the recorded sha256/size
+     ├── ClaimConflict      a different payload already holds that key
+     └── ClaimUnavailable   storage failed (network, quota): retry later
+
+google.cloud.firestore is imported only inside `FirestoreClaimStore`, so modules that
+merely reference this one (the ingress) do not pay for loading it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any, Protocol
+from urllib.parse import quote
+
+from shared.clock import Clock, system_clock
+
+MAX_CLAIM_BYTES = 25 * 1024 * 1024
+# Below Firestore's 1 MiB document limit, leaving room for the name and other fields.
+CHUNK_BYTES = 900 * 1024
+# Firestore documents a 10 MiB request limit, but gRPC messages (the emulator's, and a
+# client's default receive size) stop at 4 MiB: 4 chunks (3.6 MiB) per write or read.
+CHUNKS_PER_BATCH = 4
+DEFAULT_TTL = timedelta(days=14)
+COLLECTION = "payloads"
+CHUNKS = "chunks"
+_MAX_KEY_CHARS = 700
+
+
+class ClaimError(Exception):
+    """A claim-checked payload could not be stored or fetched; the message names it."""
+
+
+class ClaimNotFound(ClaimError):
+    pass
+
+
+class ClaimCorrupt(ClaimError):
+    pass
+
+
+class ClaimConflict(ClaimError):
+    pass
+
+
+class ClaimUnavailable(ClaimError):
+    pass
+
+
+class ClaimStore(Protocol):
+    """Where large payloads wait for the worker."""
+
+    def put(self, key: str, data: bytes) -> str: ...
+
+    def get(self, ref: str) -> bytes: ...
+
+
+def claim_key(source: str, delivery_id: str) -> str:
+    """The storage key for one delivery's payload: readable and a valid document id."""
+    if not source or not delivery_id:
+        raise ValueError("claim_key needs a source and a delivery id")
+    key = f"{source}:{quote(delivery_id, safe='')}"
+    if len(key) > _MAX_KEY_CHARS:
+        raise ValueError(f"claim key for delivery {delivery_id[:64]!r}… is too long")
+    return key
+
+
+def _check_put(key: str, data: bytes) -> str:
+    if not key or "/" in key or len(key) > _MAX_KEY_CHARS or key in (".", ".."):
+        raise ValueError(f"claim key {key!r} is not a valid document id")
+    if not isinstance(data, bytes | bytearray):
+        raise TypeError("claim data must be bytes")
+    if len(data) > MAX_CLAIM_BYTES:
+        raise ValueError(f"payload for claim {key} exceeds {MAX_CLAIM_BYTES} bytes")
+    return hashlib.sha256(data).hexdigest()
+
+
+class MemoryClaimStore:
+    """A `ClaimStore` in a dict, with the same contract: for unit tests."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def put(self, key: str, data: bytes) -> str:
+        _check_put(key, data)
+        with self._lock:
+            existing = self._items.get(key)
+            if existing is not None and existing != data:
+                raise ClaimConflict(f"claim {key} already holds a different payload")
+            self._items[key] = bytes(data)
+        return key
+
+    def get(self, ref: str) -> bytes:
+        with self._lock:
+            try:
+                return self._items[ref]
+            except KeyError:
+                raise ClaimNotFound(f"no payload under claim {ref}") from None
+
+
+def _chunks(data: bytes, size: int) -> Iterator[bytes]:
+    for start in range(0, len(data), size):
+        yield bytes(data[start : start + size])
+
+
+class FirestoreClaimStore:
+    """A `ClaimStore` on Firestore (see the module docstring for the layout)."""
+
+    def __init__(
+        self,
+        client: Any,
+        clock: Clock = system_clock,
+        ttl: timedelta = DEFAULT_TTL,
+        chunk_bytes: int = CHUNK_BYTES,
+    ) -> None:
+        if not 1 <= chunk_bytes <= CHUNK_BYTES:
+            raise ValueError(f"chunk_bytes must be between 1 and {CHUNK_BYTES}")
+        self._client = client
+        self._clock = clock
+        self._ttl = ttl
+        self._chunk_bytes = chunk_bytes
+
+    def _parent(self, key: str) -> Any:
+        return self._client.collection(COLLECTION).document(key)
+
+    def put(self, key: str, data: bytes) -> str:
+        digest = _check_put(key, data)
+        from google.api_core import exceptions as api_exceptions
+
+        parent = self._parent(key)
+        try:
+            snapshot = parent.get()
+            if snapshot.exists:
+                if snapshot.get("sha256") == digest:
+                    return key  # the same payload, stored by an earlier delivery attempt
+                raise ClaimConflict(f"claim {key} already holds a different payload")
+            now = self._clock()
+            expire_at = now + self._ttl
+            pieces = list(_chunks(data, self._chunk_bytes))
+            # Chunks first, parent last: a parent that exists always has all its chunks.
+            for first in range(0, len(pieces), CHUNKS_PER_BATCH):
+                batch = self._client.batch()
+                for n in range(first, min(first + CHUNKS_PER_BATCH, len(pieces))):
+                    ref = parent.collection(CHUNKS).document(f"{n:05d}")
+                    batch.set(ref, {"data": pieces[n], "expire_at": expire_at})
+                batch.commit()
+            parent.set(
+                {
+                    "sha256": digest,
+                    "size": len(data),
+                    "chunks": len(pieces),
+                    "created_at": now,
+                    "expire_at": expire_at,
+                }
+            )
+        except (api_exceptions.GoogleAPICallError, api_exceptions.RetryError) as exc:
+            raise ClaimUnavailable(f"storing claim {key} failed: {exc.__class__.__name__}") from exc
+        return key
+
+    def get(self, ref: str) -> bytes:
+        from google.api_core import exceptions as api_exceptions
+
+        parent = self._parent(ref)
+        try:
+            snapshot = parent.get()
+            if not snapshot.exists:
+                raise ClaimNotFound(f"no payload under claim {ref}")
+            meta = snapshot.to_dict() or {}
+            count = meta.get("chunks")
+            if not isinstance(count, int) or count < 0:
+                raise ClaimCorrupt(f"claim {ref} has no valid chunk count")
+            refs = [parent.collection(CHUNKS).document(f"{n:05d}") for n in range(count)]
+            found = {}
+            for first in range(0, count, CHUNKS_PER_BATCH):
+                group = refs[first : first + CHUNKS_PER_BATCH]
+                found.update({doc.id: doc for doc in self._client.get_all(group) if doc.exists})
+        except (api_exceptions.GoogleAPICallError, api_exceptions.RetryError) as exc:
+            raise ClaimUnavailable(f"reading claim {ref} failed: {exc.__class__.__name__}") from exc
+        parts = []
+        for n in range(count):
+            doc = found.get(f"{n:05d}")
+            data = doc.get("data") if doc is not None else None
+            if not isinstance(data, bytes):
+                raise ClaimCorrupt(f"claim {ref} is missing chunk {n}")
+            parts.append(data)
+        payload = b"".join(parts)
+        if len(payload) != meta.get("size") or hashlib.sha256(payload).hexdigest() != meta.get(
+            "sha256"
+        ):
+            raise ClaimCorrupt(f"claim {ref} does not match its recorded sha256")
+        return payload

@@ -1,0 +1,354 @@
+"""The signed envelope the ingress hands to the worker through Cloud Tasks.
+
+The worker's URL is reachable from outside, so it trusts nothing it did not seal itself:
+`EnvelopeSealer.seal` signs an envelope with the first of ``ENVELOPE_KEYS`` and `open`
+accepts a signature by any of them (rotation: add the new key first, drop the old one
+after the longest retry window).
+
+Wire format (compact JSON, ASCII)::
+
+    {"v": 1, "payload": "<canonical JSON of the fields>", "sig": "<base64url HMAC>"}
+
+The HMAC-SHA256 covers the exact bytes of the ``payload`` string (behind a domain tag),
+so re-serializing the outer object can never break it. The payload holds `source`,
+`event`, `delivery_id`, `received_at`, `sealed_at` (whole Unix seconds), the kept
+headers, and either the body (base64) or a claim reference with the body's sha256.
+
+Age: `open` rejects envelopes sealed more than `max_age_s` ago (default 7 days, longer
+than the queue's retry window must be: keep the Cloud Tasks ``max_retry_duration`` below
+it) and envelopes sealed more than `future_skew_s` (default 300 s) in the future.
+
+Claim check: a body over `claim_threshold_bytes` (default 512 KiB, i.e. ~683 KiB once in
+base64, leaving headroom under Cloud Tasks' 1 MB task limit) is stored in a `ClaimStore`
+first, under a key derived from source and delivery id, up to 25 MiB. `resolve_body`
+fetches it back and checks the sha256 sealed into the envelope.
+
+Exceptions: `EnvelopeError` (a `shared.signatures.VerificationError`) for anything wrong
+with sealed bytes, and nothing else from `open`; `ValueError` from `seal` and `Envelope`
+for a caller's mistake (`EnvelopeTooLarge` when a body cannot fit); `shared.claims`
+errors from `seal`/`resolve_body` when the claim store fails.
+
+This module must stay light: it imports neither google.cloud.firestore nor google.genai.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from shared.claims import MAX_CLAIM_BYTES, ClaimCorrupt, ClaimError, ClaimStore, claim_key
+from shared.clock import Clock, system_clock
+from shared.signatures import MIN_KEY_BYTES, SecretError, VerificationError
+
+SOURCES = ("github", "gemini")
+VERSION = 1
+DEFAULT_MAX_AGE_S = 7 * 24 * 3600
+DEFAULT_FUTURE_SKEW_S = 300
+DEFAULT_CLAIM_THRESHOLD_BYTES = 512 * 1024
+# Cloud Tasks allows 1 MB per task; keep room for the URL, headers and OIDC metadata.
+MAX_SEALED_BYTES = 1_000_000 - 32 * 1024
+_MAX_OPEN_BYTES = 1_048_576
+_DOMAIN = b"hookledger-envelope-v1\n"
+
+# The only request headers an envelope may carry: never a signature or a credential.
+KEPT_HEADERS = frozenset(
+    {
+        "content-type",
+        "user-agent",
+        "x-github-event",
+        "x-github-delivery",
+        "x-github-hook-id",
+        "x-github-hook-installation-target-id",
+        "x-github-hook-installation-target-type",
+        "webhook-id",
+        "webhook-timestamp",
+    }
+)
+_MAX_HEADER_VALUE = 1024
+_MAX_EVENT = 128
+_MAX_DELIVERY_ID = 256
+_FIELDS = frozenset(
+    {
+        "v",
+        "source",
+        "event",
+        "delivery_id",
+        "received_at",
+        "sealed_at",
+        "headers",
+        "body",
+        "claim",
+        "body_sha256",
+    }
+)
+
+
+class EnvelopeError(VerificationError):
+    """Sealed bytes are not a valid, current envelope; `reason` is safe to log."""
+
+
+class EnvelopeTooLarge(ValueError):
+    """The body cannot travel in a task and no claim store can take it."""
+
+
+def select_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The request headers worth keeping, names lower-cased; signatures never pass."""
+    kept: dict[str, str] = {}
+    for name, value in headers.items():
+        lowered = name.lower()
+        if lowered in KEPT_HEADERS and isinstance(value, str):
+            kept[lowered] = value[:_MAX_HEADER_VALUE]
+    return kept
+
+
+def _text(value: object, name: str, limit: int) -> str:
+    if not isinstance(value, str) or not value or len(value) > limit:
+        raise ValueError(f"envelope {name} must be a non-empty string of at most {limit} chars")
+    return value
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """One verified delivery. Exactly one of `body` and `claim` is set.
+
+    `body_sha256` is set with a claim (and checked by `resolve_body`); `sealed_at` is
+    set on envelopes returned by `EnvelopeSealer.open`.
+    """
+
+    source: str
+    event: str
+    delivery_id: str
+    received_at: datetime
+    headers: Mapping[str, str]
+    body: bytes | None
+    claim: str | None = None
+    body_sha256: str | None = None
+    sealed_at: datetime | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ValueError(f"envelope source must be one of {SOURCES}, got {self.source!r}")
+        _text(self.event, "event", _MAX_EVENT)
+        _text(self.delivery_id, "delivery_id", _MAX_DELIVERY_ID)
+        if not isinstance(self.received_at, datetime) or self.received_at.tzinfo is None:
+            raise ValueError("envelope received_at must be an aware datetime")
+        headers = dict(self.headers)
+        for name, value in headers.items():
+            if name not in KEPT_HEADERS:
+                raise ValueError(f"envelope may not carry header {name!r}")
+            _text(value, f"header {name}", _MAX_HEADER_VALUE)
+        object.__setattr__(self, "headers", headers)
+        if (self.body is None) == (self.claim is None):
+            raise ValueError("envelope needs exactly one of body and claim")
+        if self.body is not None and not isinstance(self.body, bytes):
+            raise ValueError("envelope body must be bytes")
+        if self.claim is not None:
+            _text(self.claim, "claim", 1500)
+            sha = self.body_sha256
+            if not (isinstance(sha, str) and len(sha) == 64 and _is_hex(sha)):
+                raise ValueError("a claim-checked envelope needs the body's sha256")
+
+
+def _is_hex(text: str) -> bool:
+    return all(c in "0123456789abcdef" for c in text)
+
+
+def _key_bytes(keys: Sequence[str]) -> tuple[bytes, ...]:
+    if isinstance(keys, str) or not keys:
+        raise SecretError("ENVELOPE_KEYS: pass a non-empty list of keys")
+    result = []
+    for position, key in enumerate(keys, start=1):
+        if not isinstance(key, str) or len(key.encode("utf-8")) < MIN_KEY_BYTES:
+            raise SecretError(
+                f"ENVELOPE_KEYS: key #{position} is shorter than {MIN_KEY_BYTES} bytes"
+            )
+        result.append(key.encode("utf-8"))
+    return tuple(result)
+
+
+def _mac(key: bytes, payload: bytes) -> bytes:
+    """The one computation behind both sealing and opening."""
+    return hmac.new(key, _DOMAIN + payload, hashlib.sha256).digest()
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64url(text: str) -> bytes:
+    if not text.isascii() or any(c in text for c in "+/="):
+        raise ValueError("not base64url")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _canonical(fields: Mapping[str, Any]) -> bytes:
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode(
+        "ascii"
+    )
+
+
+class EnvelopeSealer:
+    """Seals envelopes for the worker and opens them there. Thread-safe."""
+
+    def __init__(
+        self,
+        keys: Sequence[str],
+        clock: Clock = system_clock,
+        max_age_s: int = DEFAULT_MAX_AGE_S,
+        future_skew_s: int = DEFAULT_FUTURE_SKEW_S,
+        claims: ClaimStore | None = None,
+        claim_threshold_bytes: int = DEFAULT_CLAIM_THRESHOLD_BYTES,
+    ) -> None:
+        self._keys = _key_bytes(keys)
+        if max_age_s < 1 or future_skew_s < 0:
+            raise ValueError("max_age_s must be positive and future_skew_s not negative")
+        if not 1 <= claim_threshold_bytes <= DEFAULT_CLAIM_THRESHOLD_BYTES:
+            raise ValueError(
+                f"claim_threshold_bytes must be between 1 and {DEFAULT_CLAIM_THRESHOLD_BYTES}"
+            )
+        self._clock = clock
+        self._max_age_s = max_age_s
+        self._future_skew_s = future_skew_s
+        self._claims = claims
+        self._threshold = claim_threshold_bytes
+
+    def seal(self, envelope: Envelope) -> bytes:
+        """Compact signed bytes for `envelope`, claim-checking a large body first."""
+        if envelope.body is not None and len(envelope.body) > self._threshold:
+            envelope = self._claim(envelope)
+        fields = {
+            "v": VERSION,
+            "source": envelope.source,
+            "event": envelope.event,
+            "delivery_id": envelope.delivery_id,
+            "received_at": envelope.received_at.astimezone(UTC).isoformat(),
+            "sealed_at": int(self._clock().timestamp()),
+            "headers": dict(envelope.headers),
+            "body": None
+            if envelope.body is None
+            else base64.b64encode(envelope.body).decode("ascii"),
+            "claim": envelope.claim,
+            "body_sha256": envelope.body_sha256,
+        }
+        payload = _canonical(fields)
+        sealed = json.dumps(
+            {
+                "v": VERSION,
+                "payload": payload.decode("ascii"),
+                "sig": _b64url(_mac(self._keys[0], payload)),
+            },
+            separators=(",", ":"),
+        ).encode("ascii")
+        if len(sealed) > MAX_SEALED_BYTES:
+            raise EnvelopeTooLarge(
+                f"sealed envelope for delivery {envelope.delivery_id} is {len(sealed)} bytes"
+            )
+        return sealed
+
+    def _claim(self, envelope: Envelope) -> Envelope:
+        body = envelope.body or b""
+        if len(body) > MAX_CLAIM_BYTES:
+            raise EnvelopeTooLarge(
+                f"body of delivery {envelope.delivery_id} exceeds {MAX_CLAIM_BYTES} bytes"
+            )
+        if self._claims is None:
+            raise EnvelopeTooLarge(
+                f"body of delivery {envelope.delivery_id} needs a claim check and no store is set"
+            )
+        ref = self._claims.put(claim_key(envelope.source, envelope.delivery_id), body)
+        return replace(envelope, body=None, claim=ref, body_sha256=hashlib.sha256(body).hexdigest())
+
+    def open(self, data: bytes | str) -> Envelope:
+        """The envelope sealed in `data`; `EnvelopeError` for anything wrong with it."""
+        try:
+            return self._open(data)
+        except EnvelopeError:
+            raise
+        except (
+            ValueError,
+            TypeError,
+            KeyError,
+            AttributeError,
+            RecursionError,
+            OverflowError,
+        ) as exc:
+            # Reached only after the signature verified: our own format is off.
+            raise EnvelopeError(f"envelope fields are invalid: {exc.__class__.__name__}") from exc
+
+    def _open(self, data: bytes | str) -> Envelope:
+        if isinstance(data, str):
+            data = data.encode("utf-8", errors="replace")
+        if not isinstance(data, bytes | bytearray):
+            raise EnvelopeError("envelope is not bytes")
+        if len(data) > _MAX_OPEN_BYTES:
+            raise EnvelopeError("envelope is too large")
+        try:
+            outer = json.loads(data)
+        except (ValueError, RecursionError):
+            raise EnvelopeError("envelope is not JSON") from None
+        if not isinstance(outer, dict) or set(outer) != {"v", "payload", "sig"}:
+            raise EnvelopeError("envelope does not have the v/payload/sig fields")
+        if outer["v"] != VERSION:
+            raise EnvelopeError("envelope version is not supported")
+        payload_text, sig_text = outer["payload"], outer["sig"]
+        if not isinstance(payload_text, str) or not isinstance(sig_text, str):
+            raise EnvelopeError("envelope payload and sig must be strings")
+        try:
+            given = _unb64url(sig_text)
+        except ValueError:
+            raise EnvelopeError("envelope sig is not base64url") from None
+        payload = payload_text.encode("utf-8", errors="surrogatepass")
+        matched = False
+        for key in self._keys:
+            matched |= hmac.compare_digest(_mac(key, payload), given)
+        if not matched:
+            raise EnvelopeError("envelope signature does not match any key")
+        fields = json.loads(payload)
+        if not isinstance(fields, dict) or set(fields) != _FIELDS or fields["v"] != VERSION:
+            raise EnvelopeError("envelope payload fields are wrong")
+        sealed_at = fields["sealed_at"]
+        if isinstance(sealed_at, bool) or not isinstance(sealed_at, int):
+            raise EnvelopeError("envelope sealed_at is not whole seconds")
+        now = self._clock().timestamp()
+        if now - sealed_at > self._max_age_s:
+            raise EnvelopeError("envelope has expired")
+        if sealed_at - now > self._future_skew_s:
+            raise EnvelopeError("envelope is sealed in the future")
+        received_at = datetime.fromisoformat(fields["received_at"])
+        body = fields["body"]
+        return Envelope(
+            source=fields["source"],
+            event=fields["event"],
+            delivery_id=fields["delivery_id"],
+            received_at=received_at,
+            headers=fields["headers"],
+            body=None if body is None else base64.b64decode(body, validate=True),
+            claim=fields["claim"],
+            body_sha256=fields["body_sha256"],
+            sealed_at=datetime.fromtimestamp(sealed_at, UTC),
+        )
+
+
+def resolve_body(envelope: Envelope, claims: ClaimStore | None) -> bytes:
+    """The delivery's body: inline, or fetched from `claims` and checked against its sha256.
+
+    Raises `ClaimError` (see `shared.claims`) when the claim cannot be fetched or its
+    bytes are not the ones sealed.
+    """
+    if envelope.body is not None:
+        return envelope.body
+    if claims is None:
+        raise ClaimError(f"delivery {envelope.delivery_id} is claim-checked and no store is set")
+    assert envelope.claim is not None  # guaranteed by Envelope
+    data = claims.get(envelope.claim)
+    if hashlib.sha256(data).hexdigest() != envelope.body_sha256:
+        raise ClaimCorrupt(
+            f"claim {envelope.claim} of delivery {envelope.delivery_id} is not the sealed body"
+        )
+    return data

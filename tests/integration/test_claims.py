@@ -1,0 +1,123 @@
+"""The Firestore claim store against the official emulator: big payloads round-trip,
+stay out of the task, and corruption is detected."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from shared.claims import (
+    CHUNK_BYTES,
+    ClaimConflict,
+    ClaimCorrupt,
+    ClaimNotFound,
+    FirestoreClaimStore,
+    claim_key,
+)
+from shared.clock import FakeClock
+from shared.envelope import Envelope, EnvelopeSealer, resolve_body
+
+MIB = 1024 * 1024
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def payload(size: int) -> bytes:
+    """Incompressible-looking, position-dependent bytes: a misplaced chunk changes them."""
+    block = hashlib.sha256(str(size).encode()).digest() * 2048  # 64 KiB
+    whole, rest = divmod(size, len(block))
+    return b"".join(i.to_bytes(4, "big") + block[4:] for i in range(whole)) + block[:rest]
+
+
+def envelope(body: bytes, delivery_id: str = "d-big") -> Envelope:
+    return Envelope(
+        source="github",
+        event="push",
+        delivery_id=delivery_id,
+        received_at=START,
+        headers={"x-github-event": "push", "x-github-delivery": delivery_id},
+        body=body,
+    )
+
+
+@pytest.fixture
+def store(firestore_client):
+    return FirestoreClaimStore(firestore_client, clock=FakeClock(START))
+
+
+def test_a_5_mib_body_round_trips_and_the_sealed_envelope_stays_under_1_mb(firestore_client, store):
+    body = payload(5 * MIB)
+    clock = FakeClock(START)
+    sealer = EnvelopeSealer(["local-envelope-key"], clock=clock, claims=store)
+
+    sealed = sealer.seal(envelope(body))
+    opened = EnvelopeSealer(["local-envelope-key"], clock=clock).open(sealed)
+
+    assert len(sealed) < 1_000_000
+    assert resolve_body(opened, store) == body
+    parent = firestore_client.collection("payloads").document(opened.claim).get().to_dict()
+    assert parent["sha256"] == hashlib.sha256(body).hexdigest()
+    assert parent["size"] == len(body)
+    assert parent["chunks"] == -(-len(body) // CHUNK_BYTES) == 6
+    assert parent["expire_at"] == START + timedelta(days=14)
+    chunks = list(
+        firestore_client.collection("payloads").document(opened.claim).collection("chunks").stream()
+    )
+    assert len(chunks) == 6
+    assert all(len(c.get("data")) <= CHUNK_BYTES for c in chunks)
+    assert all(c.get("expire_at") == START + timedelta(days=14) for c in chunks)
+
+
+def test_a_25_mib_body_round_trips(store):
+    body = payload(25 * MIB)
+
+    ref = store.put(claim_key("gemini", "msg_25"), body)
+
+    assert store.get(ref) == body
+
+
+def test_putting_the_same_payload_again_is_a_no_op_and_a_different_one_conflicts(
+    firestore_client, store
+):
+    body = payload(2 * MIB)
+    key = claim_key("github", "d-again")
+
+    first = store.put(key, body)
+    created = firestore_client.collection("payloads").document(key).get().update_time
+    second = store.put(key, body)
+
+    assert first == second == key
+    assert firestore_client.collection("payloads").document(key).get().update_time == created
+    with pytest.raises(ClaimConflict, match=key):
+        store.put(key, payload(2 * MIB + 1))
+    assert store.get(key) == body
+
+
+def test_a_corrupted_chunk_is_detected(firestore_client, store):
+    body = payload(3 * MIB)
+    key = store.put(claim_key("github", "d-corrupt"), body)
+    chunk = (
+        firestore_client.collection("payloads").document(key).collection("chunks").document("00001")
+    )
+    data = bytearray(chunk.get().get("data"))
+    data[1000] ^= 0x01
+    chunk.update({"data": bytes(data)})
+
+    with pytest.raises(ClaimCorrupt, match=key):
+        store.get(key)
+
+
+def test_a_missing_chunk_is_detected(firestore_client, store):
+    key = store.put(claim_key("github", "d-missing"), payload(2 * MIB))
+    firestore_client.collection("payloads").document(key).collection("chunks").document(
+        "00002"
+    ).delete()
+
+    with pytest.raises(ClaimCorrupt, match="chunk 2"):
+        store.get(key)
+
+
+def test_an_unknown_claim_is_not_found(store):
+    with pytest.raises(ClaimNotFound, match="github:nothing"):
+        store.get("github:nothing")

@@ -1,0 +1,407 @@
+"""The signed worker envelope: round trip, tampering, rotation, age, malformed input, and
+the claim check (with the in-memory store; the Firestore store is in integration)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared.claims import ClaimCorrupt, ClaimError, MemoryClaimStore, claim_key
+from shared.clock import FakeClock
+from shared.config import LOCAL_ENVELOPE_KEY
+from shared.envelope import (
+    DEFAULT_MAX_AGE_S,
+    MAX_SEALED_BYTES,
+    Envelope,
+    EnvelopeError,
+    EnvelopeSealer,
+    EnvelopeTooLarge,
+    _canonical,
+    _mac,
+    resolve_body,
+    select_headers,
+)
+from shared.signatures import SecretError, VerificationError
+
+OLD_KEY = LOCAL_ENVELOPE_KEY
+NEW_KEY = "new-envelope-key-0123456789"
+RECEIVED = datetime(2026, 1, 1, 0, 0, 0, 123456, tzinfo=UTC)
+BODY = b'{"ref":"refs/heads/main","commits":[]}'
+HEADERS = {"x-github-event": "push", "x-github-delivery": "d-1", "content-type": "application/json"}
+
+
+def envelope(**changes: object) -> Envelope:
+    fields: dict[str, object] = {
+        "source": "github",
+        "event": "push",
+        "delivery_id": "d-1",
+        "received_at": RECEIVED,
+        "headers": HEADERS,
+        "body": BODY,
+    }
+    fields.update(changes)
+    return Envelope(**fields)  # type: ignore[arg-type]
+
+
+def sealer(keys=(OLD_KEY,), clock=None, **options) -> EnvelopeSealer:
+    return EnvelopeSealer(list(keys), clock=clock or FakeClock(), **options)
+
+
+def test_seal_then_open_returns_the_same_envelope():
+    clock = FakeClock()
+    original = envelope()
+
+    data = sealer(clock=clock).seal(original)
+    opened = sealer(clock=clock).open(data)
+
+    assert opened == original
+    assert opened.body == BODY
+    assert opened.sealed_at == clock()
+    assert json.loads(data)["v"] == 1
+
+
+def test_a_binary_body_and_unicode_fields_round_trip():
+    clock = FakeClock()
+    original = envelope(body=bytes(range(256)) * 4, event="issues", delivery_id="dé-1/ü")
+
+    assert sealer(clock=clock).open(sealer(clock=clock).seal(original)) == original
+
+
+def test_reserializing_the_outer_json_does_not_break_the_signature():
+    data = sealer().seal(envelope())
+    reformatted = json.dumps(json.loads(data), indent=4, sort_keys=True, ensure_ascii=False)
+
+    assert sealer().open(reformatted.encode()) == envelope()
+
+
+def test_select_headers_keeps_delivery_headers_and_drops_every_secret():
+    request_headers = {
+        "X-GitHub-Event": "push",
+        "X-GitHub-Delivery": "d-1",
+        "X-Hub-Signature-256": "sha256=abc",
+        "X-Hub-Signature": "sha1=abc",
+        "Webhook-Id": "msg_1",
+        "Webhook-Timestamp": "1767225600",
+        "Webhook-Signature": "v1,abc",
+        "Authorization": "Bearer token",
+        "Cookie": "session=1",
+    }
+
+    assert select_headers(request_headers) == {
+        "x-github-event": "push",
+        "x-github-delivery": "d-1",
+        "webhook-id": "msg_1",
+        "webhook-timestamp": "1767225600",
+    }
+
+
+BAD_ENVELOPES = [
+    ("unknown source", {"source": "gitlab"}),
+    ("empty event", {"event": ""}),
+    ("empty delivery id", {"delivery_id": ""}),
+    ("naive received_at", {"received_at": datetime(2026, 1, 1)}),
+    ("a signature header", {"headers": {"x-hub-signature-256": "sha256=abc"}}),
+    ("an authorization header", {"headers": {"authorization": "Bearer x"}}),
+    ("neither body nor claim", {"body": None}),
+    ("both body and claim", {"claim": "github:d-1", "body_sha256": "0" * 64}),
+    ("claim without sha256", {"body": None, "claim": "github:d-1"}),
+    ("body that is text", {"body": "text"}),
+]
+
+
+@pytest.mark.parametrize(("name", "changes"), BAD_ENVELOPES, ids=[c[0] for c in BAD_ENVELOPES])
+def test_an_envelope_refuses_bad_fields(name, changes):
+    with pytest.raises(ValueError):
+        envelope(**changes)
+
+
+# ------------------------------------------------------------------------ tampering
+
+
+def _tamper_payload(data: bytes, old: str, new: str) -> bytes:
+    outer = json.loads(data)
+    assert old in outer["payload"]
+    outer["payload"] = outer["payload"].replace(old, new)
+    return json.dumps(outer).encode()
+
+
+def test_a_tampered_payload_is_rejected():
+    data = sealer().seal(envelope())
+
+    with pytest.raises(EnvelopeError, match="signature"):
+        sealer().open(_tamper_payload(data, '"event":"push"', '"event":"ping"'))
+
+
+def test_a_tampered_signature_is_rejected():
+    outer = json.loads(sealer().seal(envelope()))
+    sig = outer["sig"]
+    outer["sig"] = ("B" if sig[0] == "A" else "A") + sig[1:]
+
+    with pytest.raises(EnvelopeError, match="signature"):
+        sealer().open(json.dumps(outer).encode())
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_any_single_character_change_to_the_payload_is_rejected(data):
+    outer = json.loads(sealer().seal(envelope()))
+    payload = outer["payload"]
+    index = data.draw(st.integers(0, len(payload) - 1))
+    char = data.draw(st.characters(codec="ascii").filter(lambda c: c != payload[index]))
+    outer["payload"] = payload[:index] + char + payload[index + 1 :]
+
+    with pytest.raises(EnvelopeError):
+        sealer().open(json.dumps(outer).encode())
+
+
+# ------------------------------------------------------------------------- rotation
+
+
+def test_key_rotation_first_key_seals_every_key_opens():
+    clock = FakeClock()
+    sealed_with_old = sealer([OLD_KEY], clock).seal(envelope())
+    rotating = sealer([NEW_KEY, OLD_KEY], clock)
+
+    assert rotating.open(sealed_with_old) == envelope(), "the old key still opens"
+    sealed_with_new = rotating.seal(envelope())
+    assert sealer([NEW_KEY], clock).open(sealed_with_new) == envelope(), "the new key seals"
+    with pytest.raises(EnvelopeError):
+        sealer([NEW_KEY], clock).open(sealed_with_old)  # the old key was removed
+
+
+@pytest.mark.parametrize(
+    ("name", "keys"),
+    [
+        ("no keys", []),
+        ("a string, not a list", OLD_KEY),
+        ("an empty key", [""]),
+        ("a short key", ["x" * 15]),
+        ("good then short", [OLD_KEY, "short"]),
+    ],
+)
+def test_unusable_keys_fail_at_construction(name, keys):
+    with pytest.raises(SecretError):
+        EnvelopeSealer(keys)
+
+
+# ------------------------------------------------------------------------------ age
+
+
+def test_an_envelope_expires_after_max_age():
+    clock = FakeClock()
+    data = sealer(clock=clock, max_age_s=3600).seal(envelope())
+
+    clock.advance(3600)
+    assert sealer(clock=clock, max_age_s=3600).open(data) == envelope()
+    clock.advance(1)
+    with pytest.raises(EnvelopeError, match="expired"):
+        sealer(clock=clock, max_age_s=3600).open(data)
+
+
+def test_the_default_max_age_is_a_week():
+    clock = FakeClock()
+    data = sealer(clock=clock).seal(envelope())
+
+    clock.advance(DEFAULT_MAX_AGE_S)
+    sealer(clock=clock).open(data)
+    clock.advance(1)
+    with pytest.raises(EnvelopeError, match="expired"):
+        sealer(clock=clock).open(data)
+
+
+def test_an_envelope_from_the_future_is_rejected():
+    ahead = FakeClock(datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=301))
+    behind = FakeClock()
+    data = sealer(clock=ahead).seal(envelope())
+
+    with pytest.raises(EnvelopeError, match="future"):
+        sealer(clock=behind).open(data)
+    behind.advance(1)
+    assert sealer(clock=behind).open(data) == envelope(), "within the allowed skew"
+
+
+# ------------------------------------------------------------------- malformed input
+
+
+def _signed(fields: dict[str, object], key: str = OLD_KEY) -> bytes:
+    """Bytes signed with a real key whose payload is whatever `fields` says."""
+    return _signed_raw(_canonical(fields), key)
+
+
+def _signed_raw(payload: bytes, key: str = OLD_KEY) -> bytes:
+    sig = base64.urlsafe_b64encode(_mac(key.encode(), payload)).decode().rstrip("=")
+    return json.dumps({"v": 1, "payload": payload.decode(), "sig": sig}).encode()
+
+
+GOOD_FIELDS = json.loads(json.loads(sealer().seal(envelope()))["payload"])
+
+
+def _fields(**changes: object) -> dict[str, object]:
+    return {**GOOD_FIELDS, **changes}
+
+
+MALFORMED = [
+    ("empty", b""),
+    ("not JSON", b"{not json"),
+    ("invalid UTF-8", b"\xff\xfe\xfa"),
+    ("a JSON list", b"[1, 2]"),
+    ("a JSON string", b'"hello"'),
+    ("deeply nested", b"[" * 100_000),
+    ("missing sig", json.dumps({"v": 1, "payload": "{}"}).encode()),
+    ("extra outer field", json.dumps({"v": 1, "payload": "{}", "sig": "x", "kid": 1}).encode()),
+    ("version 2", json.dumps({"v": 2, "payload": "{}", "sig": "AAAA"}).encode()),
+    ("payload not a string", json.dumps({"v": 1, "payload": {}, "sig": "AAAA"}).encode()),
+    ("sig not a string", json.dumps({"v": 1, "payload": "{}", "sig": 5}).encode()),
+    ("sig not base64url", json.dumps({"v": 1, "payload": "{}", "sig": "+/+/"}).encode()),
+    ("sig of the wrong length", json.dumps({"v": 1, "payload": "{}", "sig": "AAAA"}).encode()),
+    ("too large", b" " * 1_100_000),
+    ("signed payload not JSON", _signed_raw(b"not json")),
+    ("signed payload a JSON list", _signed_raw(b"[]")),
+    ("signed payload nested too deep", _signed_raw(b"[" * 50_000)),
+    (
+        "signed payload missing a field",
+        _signed({k: v for k, v in GOOD_FIELDS.items() if k != "event"}),
+    ),
+    ("signed payload with an extra field", _signed(_fields(extra=1))),
+    ("signed payload of another version", _signed(_fields(v=2))),
+    ("signed unknown source", _signed(_fields(source="gitlab"))),
+    ("signed sealed_at as text", _signed(_fields(sealed_at="now"))),
+    ("signed sealed_at as bool", _signed(_fields(sealed_at=True))),
+    ("signed sealed_at as float", _signed(_fields(sealed_at=1.5))),
+    ("signed naive received_at", _signed(_fields(received_at="2026-01-01T00:00:00"))),
+    ("signed garbage received_at", _signed(_fields(received_at="yesterday"))),
+    ("signed received_at as number", _signed(_fields(received_at=5))),
+    ("signed body not base64", _signed(_fields(body="***"))),
+    ("signed headers as a list", _signed(_fields(headers=["a"]))),
+    ("signed a forbidden header", _signed(_fields(headers={"authorization": "Bearer x"}))),
+    ("signed neither body nor claim", _signed(_fields(body=None))),
+    ("signed claim without sha", _signed(_fields(body=None, claim="github:d-1"))),
+    ("signed with an unknown key", _signed(GOOD_FIELDS, key="some-other-key-0123456789")),
+]
+
+
+@pytest.mark.parametrize(("name", "data"), MALFORMED, ids=[c[0] for c in MALFORMED])
+def test_malformed_envelopes_raise_only_envelope_error(name, data):
+    try:
+        sealer().open(data)
+    except EnvelopeError as exc:
+        assert isinstance(exc, VerificationError), name
+        assert len(exc.reason) < 120, name
+    except BaseException as exc:  # any other type is the failure this test exists for
+        pytest.fail(f"{name}: raised {exc!r}")
+    else:
+        pytest.fail(f"{name}: opened")
+
+
+def test_the_signed_table_rows_differ_from_a_valid_envelope_only_in_their_change():
+    assert sealer().open(_signed(GOOD_FIELDS)) == envelope()
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.one_of(st.binary(max_size=300), st.text(max_size=300)))
+def test_arbitrary_input_raises_only_envelope_error(data):
+    with pytest.raises(EnvelopeError):
+        sealer().open(data)
+
+
+# ------------------------------------------------------------------------ claim check
+
+
+def test_a_large_body_goes_by_claim_check_and_resolves():
+    store = MemoryClaimStore()
+    clock = FakeClock()
+    big = bytes(range(256)) * 4096  # 1 MiB
+    data = sealer(clock=clock, claims=store).seal(envelope(body=big))
+
+    opened = sealer(clock=clock).open(data)
+
+    assert len(data) < 10_000
+    assert opened.body is None
+    assert opened.claim == claim_key("github", "d-1")
+    assert opened.body_sha256 == hashlib.sha256(big).hexdigest()
+    assert resolve_body(opened, store) == big
+
+
+def test_the_threshold_is_configurable_and_small_bodies_stay_inline():
+    store = MemoryClaimStore()
+    small = sealer(claims=store, claim_threshold_bytes=len(BODY)).open(
+        sealer(claims=store, claim_threshold_bytes=len(BODY)).seal(envelope())
+    )
+    over = sealer(claims=store, claim_threshold_bytes=len(BODY) - 1).seal(envelope())
+
+    assert small.body == BODY
+    assert sealer().open(over).claim is not None
+
+
+def test_the_largest_inline_body_fits_in_a_task():
+    threshold_body = b"\xff" * (512 * 1024)
+    data = sealer().seal(envelope(body=threshold_body))
+
+    assert len(data) <= MAX_SEALED_BYTES < 1_000_000
+
+
+def test_sealing_the_same_delivery_twice_reuses_its_claim():
+    store = MemoryClaimStore()
+    big = b"x" * 600_000
+    first = sealer(claims=store).open(sealer(claims=store).seal(envelope(body=big)))
+    second = sealer(claims=store).open(sealer(claims=store).seal(envelope(body=big)))
+
+    assert first.claim == second.claim
+
+
+def test_a_large_body_without_a_claim_store_is_too_large():
+    with pytest.raises(EnvelopeTooLarge):
+        sealer().seal(envelope(body=b"x" * 600_000))
+
+
+def test_a_body_over_25_mib_is_too_large_even_with_a_store():
+    with pytest.raises(EnvelopeTooLarge):
+        sealer(claims=MemoryClaimStore()).seal(envelope(body=b"x" * (25 * 1024 * 1024 + 1)))
+
+
+def test_resolve_body_detects_a_claim_replaced_by_other_bytes():
+    store = MemoryClaimStore()
+    data = sealer(claims=store).seal(envelope(body=b"a" * 600_000))
+    opened = sealer().open(data)
+    store._items[opened.claim] = b"b" * 600_000  # someone rewrote the stored payload
+
+    with pytest.raises(ClaimCorrupt):
+        resolve_body(opened, store)
+
+
+def test_resolve_body_without_a_store_names_the_delivery():
+    opened = sealer().open(sealer(claims=MemoryClaimStore()).seal(envelope(body=b"a" * 600_000)))
+
+    with pytest.raises(ClaimError, match="d-1"):
+        resolve_body(opened, None)
+
+
+# ----------------------------------------------------------------------- cold start
+
+
+def test_importing_the_ingress_modules_loads_neither_firestore_nor_genai():
+    code = (
+        "import sys, shared.envelope, shared.signatures, shared.claims\n"
+        "heavy = [m for m in sys.modules if m.startswith(('google.cloud.firestore', "
+        "'google.genai', 'requests'))]\n"
+        "print(heavy)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
+        check=True,
+    )
+
+    assert result.stdout.strip() == "[]"
