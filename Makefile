@@ -4,12 +4,13 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: help install test lint bench clean
+.PHONY: help install test lint bench clean tf-init plan deploy deploy-secrets
 
 help:
 	@echo "make test   - install into $(VENV) if needed, run ruff and the whole pytest suite"
 	@echo "make lint   - ruff and mypy"
 	@echo "make bench  - run the benchmarks, each printing one JSON object"
+	@echo "make plan / make deploy PROJECT_ID=... - Terraform (see terraform/README.md)"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,3 +41,25 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# Deploy targets (terraform/README.md "Deploy"). PROJECT_ID / REGION may instead come from
+# terraform/terraform.tfvars or TF_VAR_project_id / TF_VAR_region.
+TERRAFORM ?= terraform
+TF         = $(TERRAFORM) -chdir=terraform
+TF_VARS    = $(if $(PROJECT_ID),-var 'project_id=$(PROJECT_ID)') $(if $(REGION),-var 'region=$(REGION)')
+
+tf-init:
+	@test -n "$(PROJECT_ID)$(TF_VAR_project_id)" -o -f terraform/terraform.tfvars || \
+	  { echo "set PROJECT_ID=<your-gcp-project> (see terraform/README.md)" >&2; exit 2; }
+	$(TF) init -input=false
+
+plan: tf-init
+	$(TF) plan -input=false -out=tfplan $(TF_VARS)
+
+deploy: plan
+	$(TF) apply -input=false tfplan
+	@$(TF) output github_webhook_url
+	@$(TF) output gemini_webhook_url
+
+deploy-secrets: tf-init
+	$(TF) apply -input=false $(TF_VARS) -target=google_secret_manager_secret.secret

@@ -1,0 +1,59 @@
+locals {
+  # The one definition of the composite indexes and TTL fields, shared with the tests of shared/.
+  firestore_spec = jsondecode(file("${path.module}/firestore_indexes.json"))
+
+  firestore_indexes = {
+    for index in local.firestore_spec.indexes :
+    "${index.collectionGroup}:${join(",", [for f in index.fields : "${f.fieldPath}.${f.order}"])}" => index
+  }
+
+  firestore_ttl_fields = {
+    for ttl in local.firestore_spec.ttl : "${ttl.collectionGroup}.${ttl.field}" => ttl
+  }
+}
+
+resource "google_firestore_database" "main" {
+  # The code uses the default database (it reads no database name from the environment).
+  project     = var.project_id
+  name        = "(default)"
+  location_id = coalesce(var.firestore.location, var.region)
+  type        = "FIRESTORE_NATIVE"
+  # Transactions lock as in the emulator the tests run against.
+  concurrency_mode                  = "PESSIMISTIC"
+  point_in_time_recovery_enablement = var.firestore.point_in_time_recovery ? "POINT_IN_TIME_RECOVERY_ENABLED" : "POINT_IN_TIME_RECOVERY_DISABLED"
+  delete_protection_state           = var.firestore.delete_protection ? "DELETE_PROTECTION_ENABLED" : "DELETE_PROTECTION_DISABLED"
+  deletion_policy                   = var.firestore.delete_protection ? "ABANDON" : "DELETE"
+
+  depends_on = [google_project_service.api]
+}
+
+resource "google_firestore_field" "ttl" {
+  for_each = local.firestore_ttl_fields
+
+  project    = var.project_id
+  database   = google_firestore_database.main.name
+  collection = each.value.collectionGroup
+  field      = each.value.field
+
+  ttl_config {}
+
+  # No query filters on expire_at: skip its single-field indexes (monotonic timestamps hotspot).
+  index_config {}
+}
+
+resource "google_firestore_index" "composite" {
+  for_each = local.firestore_indexes
+
+  project     = var.project_id
+  database    = google_firestore_database.main.name
+  collection  = each.value.collectionGroup
+  query_scope = "COLLECTION"
+
+  dynamic "fields" {
+    for_each = each.value.fields
+    content {
+      field_path = fields.value.fieldPath
+      order      = fields.value.order
+    }
+  }
+}

@@ -1,0 +1,220 @@
+locals {
+  functions = {
+    ingress = {
+      description = "Public webhook receiver: verifies GitHub and Gemini signatures, enqueues a signed envelope, answers 202."
+      # GitHub and Gemini call from the internet.
+      ingress_settings = "ALLOW_ALL"
+      sizing           = var.ingress_function
+    }
+    worker = {
+      description = "Private: runs each queued delivery (called by Cloud Tasks with an OIDC token)."
+      # Cloud Tasks in the same project counts as internal traffic.
+      ingress_settings = "ALLOW_INTERNAL_ONLY"
+      sizing           = var.worker_function
+    }
+    reconcile = {
+      description = "Private: settles operations whose webhook never came (called by Cloud Scheduler with an OIDC token)."
+      # Cloud Scheduler in the same project counts as internal traffic.
+      ingress_settings = "ALLOW_INTERNAL_ONLY"
+      sizing           = var.reconcile_function
+    }
+  }
+
+  function_names = { for key, _ in local.functions : key => "${var.name_prefix}-${key}" }
+
+  # A function cannot read its own `url` attribute (a cycle), so every URL is built in the
+  # deterministic form Cloud Functions assigns and accepts as the OIDC audience.
+  function_urls = {
+    for key, name in local.function_names : key => "https://${var.region}-${var.project_id}.cloudfunctions.net/${name}"
+  }
+
+  # The deployment contract with shared/config.py: plain environment per function. Secret
+  # environment variables come from local.secrets (secrets.tf).
+  function_env = {
+    ingress = {
+      GEMINI_JWKS_URL       = var.settings.gemini_jwks_url
+      GOOGLE_CLOUD_PROJECT  = var.project_id
+      MAX_BODY_BYTES        = tostring(var.settings.max_body_bytes)
+      OIDC_AUDIENCE         = local.function_urls.worker
+      SIGNATURE_TOLERANCE_S = tostring(var.settings.signature_tolerance_s)
+      TASKS_LOCATION        = var.region
+      TASKS_QUEUE           = var.queue.name
+      TASKS_SERVICE_ACCOUNT = google_service_account.tasks_invoker.email
+      WORKER_URL            = local.function_urls.worker
+    }
+    worker = {
+      GOOGLE_CLOUD_PROJECT = var.project_id
+      OIDC_AUDIENCE        = local.function_urls.worker
+      RETENTION_DAYS       = tostring(var.settings.retention_days)
+      REVIEW_MODEL         = var.review.model
+      REVIEW_PATH          = var.review.path
+      # Pins the OIDC token's email: only Cloud Tasks' account may call the worker.
+      TASKS_SERVICE_ACCOUNT = google_service_account.tasks_invoker.email
+      WORKER_MAX_RETRIES    = tostring(var.settings.worker_max_retries)
+    }
+    reconcile = {
+      GOOGLE_CLOUD_PROJECT       = var.project_id
+      OIDC_AUDIENCE              = local.function_urls.reconcile
+      RECONCILE_BUDGET_S         = tostring(var.settings.reconcile_budget_s)
+      RECONCILE_CONCURRENCY      = tostring(var.settings.reconcile_concurrency)
+      RECONCILE_FANOUT_THRESHOLD = tostring(var.settings.reconcile_fanout_threshold)
+      RECONCILE_GRACE_S          = tostring(var.settings.reconcile_grace_s)
+      RECONCILE_URL              = local.function_urls.reconcile
+      RETENTION_DAYS             = tostring(var.settings.retention_days)
+      STUCK_AFTER_S              = tostring(var.settings.stuck_after_s)
+      TASKS_LOCATION             = var.region
+      TASKS_QUEUE                = var.queue.name
+      TASKS_SERVICE_ACCOUNT      = google_service_account.tasks_invoker.email
+      WORKER_URL                 = local.function_urls.worker
+    }
+  }
+
+  # Only what the functions import: main.py and requirements.txt at the archive root and the
+  # shared package beside them. local/ (dev-only) and tests/ are never deployed.
+  repo_root = abspath("${path.module}/..")
+  source_files = merge(
+    { for f in fileset("${local.repo_root}/functions", "*.py") : f => "${local.repo_root}/functions/${f}" },
+    { "requirements.txt" = "${local.repo_root}/functions/requirements.txt" },
+    { for f in fileset("${local.repo_root}/shared", "**/*.py") : "shared/${f}" => "${local.repo_root}/shared/${f}" },
+  )
+  # Hash of names and contents, not of the zip: zip timestamps must not force a redeploy.
+  source_hash = sha256(join("\n", [for name in sort(keys(local.source_files)) : "${name} ${filesha256(local.source_files[name])}"]))
+}
+
+data "archive_file" "functions_source" {
+  type        = "zip"
+  output_path = "${path.module}/.build/functions-${substr(local.source_hash, 0, 16)}.zip"
+
+  dynamic "source" {
+    for_each = local.source_files
+    content {
+      content  = file(source.value)
+      filename = source.key
+    }
+  }
+}
+
+resource "google_storage_bucket" "source" {
+  #checkov:skip=CKV_GCP_62:Holds only build inputs; object reads are recorded by Cloud Audit Logs, a second log bucket adds nothing.
+  project                     = var.project_id
+  name                        = "${var.project_id}-${var.name_prefix}-source"
+  location                    = var.region
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+  force_destroy               = true
+
+  versioning {
+    enabled = true
+  }
+
+  # Old archives are only needed for a rollback; keep the last few.
+  lifecycle_rule {
+    condition {
+      num_newer_versions = 5
+      with_state         = "ARCHIVED"
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
+  depends_on = [google_project_service.api]
+}
+
+resource "google_storage_bucket_object" "source" {
+  # The content hash in the name makes any source change redeploy all three functions.
+  name   = "functions-${local.source_hash}.zip"
+  bucket = google_storage_bucket.source.name
+  source = data.archive_file.functions_source.output_path
+}
+
+resource "google_artifact_registry_repository" "functions" {
+  #checkov:skip=CKV_GCP_84:Holds only images rebuilt from this repository's public source; Google-managed encryption suffices.
+  project       = var.project_id
+  location      = var.region
+  repository_id = "${var.name_prefix}-functions"
+  format        = "DOCKER"
+  description   = "Images built from the hookledger functions' source."
+
+  cleanup_policies {
+    id     = "keep-recent"
+    action = "KEEP"
+    most_recent_versions {
+      keep_count = 10
+    }
+  }
+
+  depends_on = [google_project_service.api]
+}
+
+resource "google_cloudfunctions2_function" "function" {
+  #checkov:skip=CKV_GCP_124:Only ingress allows all traffic (public webhook endpoint); worker and reconcile are internal-only, checked by tests/terraform.
+  for_each = local.functions
+
+  project     = var.project_id
+  location    = var.region
+  name        = local.function_names[each.key]
+  description = each.value.description
+
+  build_config {
+    runtime           = var.runtime
+    entry_point       = each.key
+    service_account   = google_service_account.build.id
+    docker_repository = google_artifact_registry_repository.functions.id
+
+    source {
+      storage_source {
+        bucket = google_storage_bucket.source.name
+        object = google_storage_bucket_object.source.name
+      }
+    }
+  }
+
+  service_config {
+    available_memory                 = each.value.sizing.memory
+    available_cpu                    = each.value.sizing.cpu
+    timeout_seconds                  = each.value.sizing.timeout_seconds
+    max_instance_request_concurrency = each.value.sizing.concurrency
+    min_instance_count               = each.value.sizing.min_instances
+    max_instance_count               = each.value.sizing.max_instances
+    # Network reach per function; who may call is decided by run.invoker grants.
+    ingress_settings               = each.value.ingress_settings
+    all_traffic_on_latest_revision = true
+    service_account_email          = google_service_account.function[each.key].email
+    environment_variables          = local.function_env[each.key]
+
+    dynamic "secret_environment_variables" {
+      for_each = local.function_secrets[each.key]
+      content {
+        key        = secret_environment_variables.value
+        project_id = var.project_id
+        secret     = google_secret_manager_secret.secret[secret_environment_variables.value].secret_id
+        version    = "latest"
+      }
+    }
+  }
+
+  lifecycle {
+    precondition {
+      condition     = var.settings.reconcile_budget_s < var.reconcile_function.timeout_seconds
+      error_message = "settings.reconcile_budget_s must be below reconcile_function.timeout_seconds, or reconcile is killed before it stops on its own."
+    }
+  }
+
+  depends_on = [
+    google_secret_manager_secret_iam_member.reader,
+    google_project_iam_member.build_log_writer,
+    google_project_iam_member.build_source_reader,
+    google_artifact_registry_repository_iam_member.build_image_writer,
+  ]
+}
+
+# The only public grant in the deployment: GitHub and Gemini call ingress unauthenticated and
+# ingress checks their signatures itself.
+resource "google_cloud_run_v2_service_iam_member" "ingress_public" {
+  project  = var.project_id
+  location = var.region
+  name     = google_cloudfunctions2_function.function["ingress"].service_config[0].service
+  role     = "roles/run.invoker"
+  member   = "allUsers"
+}

@@ -1,0 +1,80 @@
+# One identity per caller, each granted only what it calls. Resource-scoped grants live next
+# to their resource (tasks.tf, scheduler.tf, secrets.tf, functions.tf); project-wide ones here.
+
+resource "google_service_account" "function" {
+  for_each = local.functions
+
+  project      = var.project_id
+  account_id   = "${var.name_prefix}-${each.key}"
+  display_name = "hookledger ${each.key} function"
+  description  = "Runtime identity of the ${each.key} function."
+
+  depends_on = [google_project_service.api]
+}
+
+resource "google_service_account" "tasks_invoker" {
+  project      = var.project_id
+  account_id   = "${var.name_prefix}-tasks"
+  display_name = "hookledger Cloud Tasks invoker"
+  description  = "Cloud Tasks signs the worker's OIDC tokens as this account; it may invoke the worker only."
+
+  depends_on = [google_project_service.api]
+}
+
+resource "google_service_account" "scheduler_invoker" {
+  project      = var.project_id
+  account_id   = "${var.name_prefix}-scheduler"
+  display_name = "hookledger Cloud Scheduler invoker"
+  description  = "Cloud Scheduler signs reconcile's OIDC tokens as this account; it may invoke reconcile only."
+
+  depends_on = [google_project_service.api]
+}
+
+resource "google_service_account" "build" {
+  project      = var.project_id
+  account_id   = "${var.name_prefix}-build"
+  display_name = "hookledger function builds"
+  description  = "Cloud Build runs the functions' builds as this account instead of a default, broader one."
+
+  depends_on = [google_project_service.api]
+}
+
+# Firestore grants only exist at project level; the condition narrows them to the one database.
+resource "google_project_iam_member" "firestore_user" {
+  for_each = local.functions
+
+  project = var.project_id
+  role    = "roles/datastore.user"
+  member  = google_service_account.function[each.key].member
+
+  condition {
+    title      = "hookledger-database-only"
+    expression = "resource.name.startsWith(\"${google_firestore_database.main.id}\")"
+  }
+}
+
+resource "google_project_iam_member" "build_log_writer" {
+  project = var.project_id
+  role    = "roles/logging.logWriter"
+  member  = google_service_account.build.member
+}
+
+# Builds read the uploaded source from our bucket and from the staging copy Cloud Functions makes.
+resource "google_project_iam_member" "build_source_reader" {
+  project = var.project_id
+  role    = "roles/storage.objectViewer"
+  member  = google_service_account.build.member
+
+  condition {
+    title      = "function-sources-only"
+    expression = "resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.source.name}\") || resource.name.startsWith(\"projects/_/buckets/gcf-v2-sources-\")"
+  }
+}
+
+resource "google_artifact_registry_repository_iam_member" "build_image_writer" {
+  project    = var.project_id
+  location   = google_artifact_registry_repository.functions.location
+  repository = google_artifact_registry_repository.functions.name
+  role       = "roles/artifactregistry.writer"
+  member     = google_service_account.build.member
+}

@@ -1,0 +1,115 @@
+locals {
+  # Structured log alerts emitted by shared/ (field `alert` of the JSON log line) => what they mean.
+  log_alerts = {
+    operation_stuck = {
+      display_name = "hookledger: operation stuck"
+      runbook      = "An operation stayed pending past STUCK_AFTER_S. It is never closed automatically: find it with `hookledger ops list --json` (status pending) and check the job at Gemini."
+    }
+    delivery_dead = {
+      display_name = "hookledger: delivery dead"
+      runbook      = "A delivery failed permanently or ran out of retries. Inspect it with `hookledger deliveries show ID`, fix the cause, then `hookledger deliveries replay ID`."
+    }
+  }
+}
+
+resource "google_logging_metric" "alert" {
+  for_each = local.log_alerts
+
+  project     = var.project_id
+  name        = "${var.name_prefix}/${each.key}"
+  description = "Count of `${each.key}` alert log lines from the hookledger functions."
+  filter      = "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=~\"^${var.name_prefix}-\" AND jsonPayload.alert=\"${each.key}\""
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = each.value.display_name
+  }
+
+  depends_on = [google_project_service.api]
+}
+
+resource "google_monitoring_alert_policy" "log_alert" {
+  for_each = local.log_alerts
+
+  project               = var.project_id
+  display_name          = each.value.display_name
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+
+  conditions {
+    display_name = "${each.key} logged"
+
+    condition_threshold {
+      filter          = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.alert[each.key].name}\" AND resource.type=\"cloud_run_revision\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  documentation {
+    content   = each.value.runbook
+    mime_type = "text/markdown"
+  }
+
+  alert_strategy {
+    auto_close = "86400s"
+  }
+}
+
+resource "google_monitoring_alert_policy" "ingress_5xx" {
+  project               = var.project_id
+  display_name          = "hookledger: ingress 5xx rate"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+
+  conditions {
+    display_name = "ingress answers 5xx to more than ${var.alerts.ingress_5xx_ratio * 100}% of requests"
+
+    condition_threshold {
+      # 5xx (mostly 503: the hand-off to Cloud Tasks failed) divided by all requests to ingress.
+      filter             = "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${google_cloudfunctions2_function.function["ingress"].service_config[0].service}\" AND metric.labels.response_code_class=\"5xx\""
+      denominator_filter = "metric.type=\"run.googleapis.com/request_count\" AND resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${google_cloudfunctions2_function.function["ingress"].service_config[0].service}\""
+      comparison         = "COMPARISON_GT"
+      threshold_value    = var.alerts.ingress_5xx_ratio
+      duration           = "0s"
+
+      aggregations {
+        alignment_period     = "${var.alerts.ingress_5xx_window_s}s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+
+      denominator_aggregations {
+        alignment_period     = "${var.alerts.ingress_5xx_window_s}s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  documentation {
+    content   = "ingress is answering 5xx: senders retry (GitHub only on manual redelivery). Check the queue `${var.queue.name}` exists and ingress may enqueue, then the ingress logs."
+    mime_type = "text/markdown"
+  }
+
+  alert_strategy {
+    auto_close = "86400s"
+  }
+}

@@ -1,0 +1,315 @@
+# Alphabetical. Only `project_id` has no default; see README.md "Deploy".
+
+variable "alerts" {
+  description = "Alert thresholds: the ingress 5xx ratio (0-1) over a window of `ingress_5xx_window_s` seconds that opens an incident."
+  type = object({
+    ingress_5xx_ratio    = optional(number, 0.05)
+    ingress_5xx_window_s = optional(number, 300)
+  })
+  default = {}
+
+  validation {
+    condition     = var.alerts.ingress_5xx_ratio > 0 && var.alerts.ingress_5xx_ratio < 1
+    error_message = "alerts.ingress_5xx_ratio must be strictly between 0 and 1."
+  }
+
+  validation {
+    condition     = var.alerts.ingress_5xx_window_s >= 60 && var.alerts.ingress_5xx_window_s % 60 == 0
+    error_message = "alerts.ingress_5xx_window_s must be a whole number of minutes (60, 120, ...)."
+  }
+}
+
+variable "enable_apis" {
+  description = "Enable the Google APIs hookledger uses. Set false when the project's APIs are managed elsewhere."
+  type        = bool
+  default     = true
+}
+
+variable "firestore" {
+  description = "The Firestore database (always `(default)`, Native mode): location (null = `region`), point-in-time recovery and delete protection."
+  type = object({
+    delete_protection      = optional(bool, true)
+    location               = optional(string)
+    point_in_time_recovery = optional(bool, true)
+  })
+  default = {}
+
+  validation {
+    condition     = var.firestore.location == null || can(regex("^[a-z0-9-]+$", var.firestore.location))
+    error_message = "firestore.location must be a Firestore location id such as nam5 or us-central1."
+  }
+}
+
+variable "github_token_enabled" {
+  description = "Create a GITHUB_TOKEN secret for the GitHub Contents API and give it to the worker (needed for private repositories and higher rate limits)."
+  type        = bool
+  default     = false
+}
+
+variable "ingress_function" {
+  description = "Sizing of the public ingress function: memory, CPU, timeout, requests per instance and instance bounds."
+  type = object({
+    concurrency     = optional(number, 80)
+    cpu             = optional(string, "1")
+    max_instances   = optional(number, 20)
+    memory          = optional(string, "512Mi")
+    min_instances   = optional(number, 0)
+    timeout_seconds = optional(number, 60)
+  })
+  default = {}
+
+  validation {
+    condition     = can(regex("^[0-9]+(M|Mi|G|Gi)$", var.ingress_function.memory))
+    error_message = "ingress_function.memory must look like 512Mi or 1Gi."
+  }
+
+  validation {
+    condition     = var.ingress_function.concurrency >= 1 && var.ingress_function.concurrency <= 1000 && (var.ingress_function.concurrency == 1 || tonumber(var.ingress_function.cpu) >= 1)
+    error_message = "ingress_function.concurrency must be 1-1000, and above 1 needs cpu >= 1."
+  }
+
+  validation {
+    condition     = var.ingress_function.timeout_seconds >= 1 && var.ingress_function.timeout_seconds <= 3600
+    error_message = "ingress_function.timeout_seconds must be 1-3600."
+  }
+
+  validation {
+    condition     = var.ingress_function.min_instances >= 0 && var.ingress_function.max_instances >= max(1, var.ingress_function.min_instances)
+    error_message = "ingress_function needs 0 <= min_instances <= max_instances and max_instances >= 1."
+  }
+}
+
+variable "labels" {
+  description = "Labels added to every resource that supports them."
+  type        = map(string)
+  default     = { app = "hookledger" }
+}
+
+variable "name_prefix" {
+  description = "Prefix of every resource name (functions, service accounts, secrets, bucket, metrics)."
+  type        = string
+  default     = "hookledger"
+
+  validation {
+    # Service account ids are 6-30 characters; the longest suffix used is "-scheduler" (10).
+    condition     = can(regex("^[a-z][a-z0-9-]{2,18}[a-z0-9]$", var.name_prefix))
+    error_message = "name_prefix must be 4-20 lowercase letters, digits or hyphens, starting with a letter."
+  }
+}
+
+variable "notification_channels" {
+  description = "Ids of existing Cloud Monitoring notification channels (projects/P/notificationChannels/N) the alert policies notify."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for c in var.notification_channels : can(regex("^projects/[^/]+/notificationChannels/[0-9]+$", c))])
+    error_message = "Each notification channel must be a full id: projects/PROJECT/notificationChannels/NUMBER."
+  }
+}
+
+variable "project_id" {
+  description = "The Google Cloud project to deploy into (must exist, billing enabled)."
+  type        = string
+
+  validation {
+    # A domain-scoped id (example.com:p) would break the deterministic function URLs.
+    condition     = can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", var.project_id)) && !startswith(var.project_id, "demo-")
+    error_message = "project_id must be a plain project id (6-30 lowercase letters, digits, hyphens) and not a demo- (emulator-only) project."
+  }
+}
+
+variable "queue" {
+  description = "The Cloud Tasks queue feeding the worker: name, retry policy (attempts, backoff, doublings) and dispatch rate limits."
+  type = object({
+    max_attempts              = optional(number, 30)
+    max_backoff               = optional(string, "600s")
+    max_concurrent_dispatches = optional(number, 50)
+    max_dispatches_per_second = optional(number, 20)
+    max_doublings             = optional(number, 6)
+    min_backoff               = optional(string, "2s")
+    name                      = optional(string, "hookledger-deliveries")
+  })
+  default = {}
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9-]{1,100}$", var.queue.name))
+    error_message = "queue.name must be 1-100 letters, digits or hyphens."
+  }
+
+  validation {
+    condition     = can(regex("^[0-9]+(\\.[0-9]+)?s$", var.queue.min_backoff)) && can(regex("^[0-9]+(\\.[0-9]+)?s$", var.queue.max_backoff))
+    error_message = "queue.min_backoff and queue.max_backoff are durations in seconds such as \"2s\" or \"600s\"."
+  }
+
+  validation {
+    condition     = var.queue.max_attempts == -1 || var.queue.max_attempts >= 1
+    error_message = "queue.max_attempts must be -1 (unlimited) or at least 1."
+  }
+
+  validation {
+    condition     = var.queue.max_doublings >= 0 && var.queue.max_dispatches_per_second > 0 && var.queue.max_concurrent_dispatches >= 1
+    error_message = "queue.max_doublings must be >= 0, max_dispatches_per_second > 0 and max_concurrent_dispatches >= 1."
+  }
+}
+
+variable "reconcile_function" {
+  description = "Sizing of the private reconcile function: memory, CPU, timeout (must exceed settings.reconcile_budget_s), requests per instance and instance bounds."
+  type = object({
+    concurrency     = optional(number, 1)
+    cpu             = optional(string, "1")
+    max_instances   = optional(number, 2)
+    memory          = optional(string, "512Mi")
+    min_instances   = optional(number, 0)
+    timeout_seconds = optional(number, 300)
+  })
+  default = {}
+
+  validation {
+    condition     = can(regex("^[0-9]+(M|Mi|G|Gi)$", var.reconcile_function.memory))
+    error_message = "reconcile_function.memory must look like 512Mi or 1Gi."
+  }
+
+  validation {
+    condition     = var.reconcile_function.concurrency >= 1 && var.reconcile_function.concurrency <= 1000 && (var.reconcile_function.concurrency == 1 || tonumber(var.reconcile_function.cpu) >= 1)
+    error_message = "reconcile_function.concurrency must be 1-1000, and above 1 needs cpu >= 1."
+  }
+
+  validation {
+    condition     = var.reconcile_function.timeout_seconds >= 1 && var.reconcile_function.timeout_seconds <= 3600
+    error_message = "reconcile_function.timeout_seconds must be 1-3600."
+  }
+
+  validation {
+    condition     = var.reconcile_function.min_instances >= 0 && var.reconcile_function.max_instances >= max(1, var.reconcile_function.min_instances)
+    error_message = "reconcile_function needs 0 <= min_instances <= max_instances and max_instances >= 1."
+  }
+}
+
+variable "region" {
+  description = "Region of the functions, the queue and the scheduler job (also TASKS_LOCATION)."
+  type        = string
+  default     = "us-central1"
+
+  validation {
+    condition     = can(regex("^[a-z]+-[a-z]+[0-9]+$", var.region))
+    error_message = "region must be a Google Cloud region such as us-central1."
+  }
+}
+
+variable "review" {
+  description = "The reference review pipeline: the repository path whose Markdown files are reviewed (empty = whole repository) and the Gemini model."
+  type = object({
+    model = optional(string, "models/gemini-2.5-flash")
+    path  = optional(string, "")
+  })
+  default = {}
+
+  validation {
+    condition     = startswith(var.review.model, "models/")
+    error_message = "review.model must be a full model name such as models/gemini-2.5-flash."
+  }
+}
+
+variable "runtime" {
+  description = "Python runtime of the three functions (3.11 or later)."
+  type        = string
+  default     = "python312"
+
+  validation {
+    condition     = contains(["python311", "python312", "python313"], var.runtime)
+    error_message = "runtime must be python311, python312 or python313."
+  }
+}
+
+variable "scheduler" {
+  description = "The Cloud Scheduler job calling reconcile: cron schedule, time zone and attempt deadline in seconds."
+  type = object({
+    attempt_deadline_s = optional(number, 320)
+    schedule           = optional(string, "*/5 * * * *")
+    time_zone          = optional(string, "Etc/UTC")
+  })
+  default = {}
+
+  validation {
+    condition     = length(split(" ", trimspace(var.scheduler.schedule))) == 5
+    error_message = "scheduler.schedule must be a five-field cron expression such as \"*/5 * * * *\"."
+  }
+
+  validation {
+    condition     = var.scheduler.attempt_deadline_s >= 15 && var.scheduler.attempt_deadline_s <= 1800
+    error_message = "scheduler.attempt_deadline_s must be 15-1800 (Cloud Scheduler's limits for HTTP targets)."
+  }
+}
+
+variable "settings" {
+  description = "Application settings passed to the functions as environment variables (names in shared/config.py); defaults match the code's."
+  type = object({
+    gemini_jwks_url            = optional(string, "")
+    max_body_bytes             = optional(number, 26214400)
+    reconcile_budget_s         = optional(number, 240)
+    reconcile_concurrency      = optional(number, 8)
+    reconcile_fanout_threshold = optional(number, 500)
+    reconcile_grace_s          = optional(number, 90)
+    retention_days             = optional(number, 14)
+    signature_tolerance_s      = optional(number, 300)
+    stuck_after_s              = optional(number, 21600)
+    worker_max_retries         = optional(number, 20)
+  })
+  default = {}
+
+  validation {
+    # Cloud Functions rejects HTTP requests over 32 MiB before the code sees them.
+    condition     = var.settings.max_body_bytes >= 1 && var.settings.max_body_bytes <= 33554432
+    error_message = "settings.max_body_bytes must be 1-33554432 (32 MiB, the Cloud Functions request limit)."
+  }
+
+  validation {
+    condition     = var.settings.gemini_jwks_url == "" || startswith(var.settings.gemini_jwks_url, "https://")
+    error_message = "settings.gemini_jwks_url must be empty or an https:// URL."
+  }
+
+  validation {
+    condition = alltrue([
+      for v in [
+        var.settings.reconcile_budget_s, var.settings.reconcile_concurrency,
+        var.settings.reconcile_fanout_threshold, var.settings.retention_days, var.settings.stuck_after_s,
+      ] : v >= 1 && floor(v) == v
+    ]) && var.settings.reconcile_grace_s >= 0 && var.settings.signature_tolerance_s >= 0 && var.settings.worker_max_retries >= 0
+    error_message = "settings: budgets, concurrency, thresholds and retention are whole numbers >= 1; grace, tolerance and retries are >= 0."
+  }
+}
+
+variable "worker_function" {
+  description = "Sizing of the private worker function: memory, CPU, timeout, requests per instance and instance bounds."
+  type = object({
+    concurrency     = optional(number, 8)
+    cpu             = optional(string, "1")
+    max_instances   = optional(number, 10)
+    memory          = optional(string, "1Gi")
+    min_instances   = optional(number, 0)
+    timeout_seconds = optional(number, 540)
+  })
+  default = {}
+
+  validation {
+    condition     = can(regex("^[0-9]+(M|Mi|G|Gi)$", var.worker_function.memory))
+    error_message = "worker_function.memory must look like 512Mi or 1Gi."
+  }
+
+  validation {
+    condition     = var.worker_function.concurrency >= 1 && var.worker_function.concurrency <= 1000 && (var.worker_function.concurrency == 1 || tonumber(var.worker_function.cpu) >= 1)
+    error_message = "worker_function.concurrency must be 1-1000, and above 1 needs cpu >= 1."
+  }
+
+  validation {
+    # Cloud Tasks waits at most 30 minutes for an HTTP target.
+    condition     = var.worker_function.timeout_seconds >= 1 && var.worker_function.timeout_seconds <= 1800
+    error_message = "worker_function.timeout_seconds must be 1-1800 (Cloud Tasks' dispatch deadline limit)."
+  }
+
+  validation {
+    condition     = var.worker_function.min_instances >= 0 && var.worker_function.max_instances >= max(1, var.worker_function.min_instances)
+    error_message = "worker_function needs 0 <= min_instances <= max_instances and max_instances >= 1."
+  }
+}
