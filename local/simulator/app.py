@@ -1,0 +1,312 @@
+"""HTTP routes: the Gemini REST API (as google-genai calls it), GitHub's Contents API,
+and (from `control.py`) the local-only `/_sim/...` control API.
+
+Gemini paths are served under `v1`, `v1beta` and `v1alpha` alike: google-genai 3.x
+defaults to `v1`, older releases and `GOOGLE_GENAI_API_VERSION=beta` use `v1beta`.
+Every error answers JSON; nothing a client sends can crash the process.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import time
+from typing import Any
+
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
+
+from local.simulator import control
+from local.simulator.engine import Simulator
+from local.simulator.gemini import batch_resource, error_body, operation_resource, rfc3339
+from local.simulator.github import DEFAULT_REF, file_body, not_found
+from local.simulator.state import (
+    WEBHOOK_EVENTS,
+    WEBHOOK_STATES,
+    BadRequest,
+    NotFound,
+    RegisteredWebhook,
+    SimError,
+)
+from local.simulator.wire import json_response, read_json
+from shared.logs import event, get_logger
+
+logger = get_logger("simulator")
+
+VERSION = "<any(v1, v1beta, v1alpha):version>"
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 1000
+MAX_BODY_BYTES = 32 * 1024 * 1024
+
+
+def page_args(size_name: str, token_name: str) -> tuple[int, int | None]:
+    """(page size, cursor) from the query string; the cursor is an opaque token."""
+    raw_size = request.args.get(size_name, "")
+    try:
+        size = int(raw_size) if raw_size else DEFAULT_PAGE_SIZE
+    except ValueError:
+        raise BadRequest(f"{size_name} must be a whole number, got {raw_size!r}.") from None
+    if size <= 0:
+        size = DEFAULT_PAGE_SIZE
+    size = min(size, MAX_PAGE_SIZE)
+    token = request.args.get(token_name, "")
+    if not token:
+        return size, None
+    try:
+        cursor = int(base64.urlsafe_b64decode(token.encode()).decode().removeprefix("after:"))
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise BadRequest(f"{token_name} {token!r} is not a token this API handed out.") from None
+    return size, cursor
+
+
+def page_token(cursor: int) -> str:
+    return base64.urlsafe_b64encode(f"after:{cursor}".encode()).decode()
+
+
+def inject_faults(sim: Simulator, what: str) -> None:
+    """Apply `/_sim/faults` to one GET of a batch or operation."""
+    status, latency_ms = sim.world.draw_fault()
+    if latency_ms:
+        time.sleep(latency_ms / 1000)
+    if status is not None:
+        raise InjectedFault(status, f"Simulated fault while reading {what}.")
+
+
+class InjectedFault(SimError):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def webhook_json(webhook: RegisteredWebhook, new_secret: str | None = None) -> dict[str, Any]:
+    """A webhook as the webhooks API returns it (snake_case; secrets only truncated)."""
+    body: dict[str, Any] = {
+        "id": webhook.id,
+        "uri": webhook.uri,
+        "subscribed_events": webhook.subscribed_events,
+        "state": webhook.state,
+        "create_time": rfc3339(webhook.created_at),
+        "update_time": rfc3339(webhook.updated_at),
+        "signing_secrets": [
+            {
+                "truncated_secret": secret.secret[-4:],
+                **({"expire_time": rfc3339(secret.expire_time)} if secret.expire_time else {}),
+            }
+            for secret in webhook.secrets
+        ],
+    }
+    if webhook.name is not None:
+        body["name"] = webhook.name
+    if new_secret is not None:
+        body["new_signing_secret"] = new_secret
+    return body
+
+
+def webhook_fields(body: dict[str, Any], *, partial: bool) -> dict[str, Any]:
+    """Validated `uri`, `subscribed_events`, `name`, `state` from a create/update body."""
+    fields: dict[str, Any] = {}
+    if "uri" in body or not partial:
+        uri = body.get("uri")
+        if not isinstance(uri, str) or not uri.startswith(("http://", "https://")):
+            raise BadRequest("uri is required and must be an http(s) URL.")
+        fields["uri"] = uri
+    if "subscribed_events" in body or not partial:
+        events = body.get("subscribed_events")
+        if not isinstance(events, list) or not events:
+            raise BadRequest("subscribed_events is required: a non-empty list of event names.")
+        unknown = [e for e in events if e not in WEBHOOK_EVENTS]
+        if unknown:
+            raise BadRequest(f"Unknown subscribed_events {unknown}; known: {list(WEBHOOK_EVENTS)}.")
+        fields["subscribed_events"] = list(events)
+    if body.get("name") is not None:
+        if not isinstance(body["name"], str):
+            raise BadRequest("name must be a string.")
+        fields["name"] = body["name"]
+    if "state" in body:
+        if body["state"] not in WEBHOOK_STATES:
+            raise BadRequest(f"state must be one of {list(WEBHOOK_STATES)}.")
+        fields["state"] = body["state"]
+    return fields
+
+
+def parse_batch(body: dict[str, Any]) -> tuple[str, list[dict[str, Any]], tuple[str, ...], Any]:
+    """(display name, inline requests, webhook URIs, user metadata) from a create body."""
+    batch = body.get("batch")
+    if not isinstance(batch, dict):
+        raise BadRequest("Request body must hold a `batch` object.")
+    config = batch.get("inputConfig") or batch.get("input_config")
+    if not isinstance(config, dict):
+        raise BadRequest("batch.inputConfig is required.")
+    if "fileName" in config:
+        raise BadRequest("The simulator supports inline requests only, not an input file.")
+    requests_ = (config.get("requests") or {}).get("requests")
+    if not isinstance(requests_, list) or not requests_:
+        raise BadRequest("batch.inputConfig.requests.requests must be a non-empty list.")
+    for index, item in enumerate(requests_):
+        if not isinstance(item, dict) or not isinstance(item.get("request"), dict):
+            raise BadRequest(f"requests[{index}] must be an object with a `request` object.")
+        if not isinstance(item["request"].get("contents"), list):
+            raise BadRequest(f"requests[{index}].request.contents must be a list.")
+        if "metadata" in item and not isinstance(item["metadata"], dict):
+            raise BadRequest(f"requests[{index}].metadata must be an object.")
+    display_name = batch.get("displayName", "")
+    if not isinstance(display_name, str):
+        raise BadRequest("batch.displayName must be a string.")
+    hook = batch.get("webhookConfig") or {}
+    if not isinstance(hook, dict):
+        raise BadRequest("batch.webhookConfig must be an object.")
+    uris = hook.get("uris") or []
+    if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
+        raise BadRequest("batch.webhookConfig.uris must be a list of URLs.")
+    user_metadata = hook.get("userMetadata", hook.get("user_metadata"))
+    return display_name, requests_, tuple(uris), user_metadata
+
+
+def create_app(sim: Simulator) -> Flask:
+    """The WSGI app serving `sim`; `app.config["SIMULATOR"]` is `sim`."""
+    app = Flask("local.simulator")
+    app.config["SIMULATOR"] = sim
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    app.register_blueprint(control.blueprint(sim))
+
+    @app.errorhandler(SimError)
+    def sim_error(exc: SimError) -> Response:
+        return json_response(error_body(exc.status, exc.message), exc.status)
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> Response:
+        code = exc.code or 500
+        return json_response(error_body(code, exc.description or exc.name), code)
+
+    @app.errorhandler(Exception)
+    def unexpected(exc: Exception) -> Response:
+        event(
+            logger,
+            logging.ERROR,
+            "simulator request failed",
+            exc_info=True,
+            method=request.method,
+            path=request.path,
+        )
+        return json_response(error_body(500, f"Simulator error: {type(exc).__name__}: {exc}"), 500)
+
+    # --- Gemini: batches -----------------------------------------------------------
+
+    @app.post(f"/{VERSION}/models/<model>:batchGenerateContent")
+    def create_batch(version: str, model: str) -> Response:
+        display_name, requests_, uris, user_metadata = parse_batch(read_json())
+        batch = sim.world.create_batch(
+            f"models/{model}", display_name, requests_, uris, user_metadata
+        )
+        event(logger, logging.INFO, "batch created", operation=batch.name, requests=len(requests_))
+        return json_response(batch_resource(batch))
+
+    @app.get(f"/{VERSION}/batches")
+    def list_batches(version: str) -> Response:
+        inject_faults(sim, "the batch list")
+        size, cursor = page_args("pageSize", "pageToken")
+        batches = [b for b in sim.world.batches() if cursor is None or b.seq < cursor]
+        page = batches[:size]
+        body: dict[str, Any] = {"operations": [batch_resource(b) for b in page]}
+        if len(batches) > size:
+            body["nextPageToken"] = page_token(page[-1].seq)
+        return json_response(body)
+
+    @app.get(f"/{VERSION}/batches/<batch_id>")
+    def get_batch(version: str, batch_id: str) -> Response:
+        inject_faults(sim, f"batches/{batch_id}")
+        return json_response(batch_resource(sim.world.batch(batch_id)))
+
+    @app.post(f"/{VERSION}/batches/<batch_id>:cancel")
+    def cancel_batch(version: str, batch_id: str) -> Response:
+        sim.cancel_batch(batch_id)
+        return json_response({})
+
+    @app.delete(f"/{VERSION}/batches/<batch_id>")
+    def delete_batch(version: str, batch_id: str) -> Response:
+        sim.world.delete_batch(batch_id)
+        return json_response({})
+
+    # --- Gemini: webhooks API --------------------------------------------------------
+
+    @app.post(f"/{VERSION}/webhooks")
+    def create_webhook(version: str) -> Response:
+        fields = webhook_fields(read_json(), partial=False)
+        webhook, secret = sim.world.create_webhook(
+            fields["uri"], fields["subscribed_events"], fields.get("name")
+        )
+        return json_response(webhook_json(webhook, new_secret=secret))
+
+    @app.get(f"/{VERSION}/webhooks")
+    def list_webhooks(version: str) -> Response:
+        size, cursor = page_args("page_size", "page_token")
+        webhooks = sim.world.webhooks()
+        start = cursor or 0
+        page = webhooks[start : start + size]
+        body: dict[str, Any] = {"webhooks": [webhook_json(w) for w in page]}
+        if start + size < len(webhooks):
+            body["next_page_token"] = page_token(start + size)
+        return json_response(body)
+
+    @app.get(f"/{VERSION}/webhooks/<webhook_id>")
+    def get_webhook(version: str, webhook_id: str) -> Response:
+        return json_response(webhook_json(sim.world.webhook(webhook_id)))
+
+    @app.patch(f"/{VERSION}/webhooks/<webhook_id>")
+    def update_webhook(version: str, webhook_id: str) -> Response:
+        fields = webhook_fields(read_json(), partial=True)
+        mask = request.args.get("update_mask") or request.args.get("updateMask")
+        if mask:
+            wanted = {part.strip() for part in mask.split(",")}
+            fields = {k: v for k, v in fields.items() if k in wanted}
+        return json_response(webhook_json(sim.world.update_webhook(webhook_id, fields)))
+
+    @app.delete(f"/{VERSION}/webhooks/<webhook_id>")
+    def delete_webhook(version: str, webhook_id: str) -> Response:
+        sim.world.delete_webhook(webhook_id)
+        return json_response({})
+
+    @app.post(f"/{VERSION}/webhooks/<webhook_id>:rotateSigningSecret")
+    def rotate_webhook(version: str, webhook_id: str) -> Response:
+        behavior = read_json().get("revocation_behavior") or "revoke_previous_secrets_after_h24"
+        if behavior not in (
+            "revoke_previous_secrets_after_h24",
+            "revoke_previous_secrets_immediately",
+        ):
+            raise BadRequest(f"Unknown revocation_behavior {behavior!r}.")
+        immediately = behavior == "revoke_previous_secrets_immediately"
+        return json_response({"secret": sim.world.rotate_webhook_secret(webhook_id, immediately)})
+
+    @app.post(f"/{VERSION}/webhooks/<webhook_id>:ping")
+    def ping_webhook(version: str, webhook_id: str) -> Response:
+        sim.ping(webhook_id)
+        return json_response({})
+
+    # --- Gemini: other long-running operations -------------------------------------
+
+    @app.get(f"/{VERSION}/<path:name>")
+    def get_operation(version: str, name: str) -> Response:
+        if "/operations/" not in f"/{name}":
+            raise NotFound(f"No resource at {request.path}.")
+        inject_faults(sim, name)
+        return json_response(operation_resource(sim.world.operation(name)))
+
+    # --- GitHub: Contents API ----------------------------------------------------------
+
+    @app.get("/repos/<owner>/<repo>/contents/<path:path>")
+    def github_contents(owner: str, repo: str, path: str) -> Response:
+        fault = sim.contents.take_fault(path)
+        if fault is not None:
+            return json_response({"message": "Server Error (simulated)"}, fault)
+        ref = request.args.get("ref") or DEFAULT_REF
+        data = sim.contents.get(owner, repo, path, ref)
+        if data is None:
+            return json_response(not_found(), 404)
+        if "vnd.github.raw" in request.headers.get("Accept", "") or (
+            "vnd.github.v3.raw" in request.headers.get("Accept", "")
+        ):
+            return Response(data, mimetype="application/vnd.github.raw")
+        return json_response(file_body(request.host_url.rstrip("/"), owner, repo, path, ref, data))
+
+    return app

@@ -1,0 +1,117 @@
+"""Start the simulator as a child process and drive its control API (tests, `make run`).
+
+`start_simulator(port, webhook_url=…)` returns a `Service` once it printed `listening`;
+`SimulatorClient(url)` wraps `/_sim/...`. Every call has a timeout and raises
+`requests.HTTPError` on a non-2xx answer (the body names what was wrong).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import requests
+
+from local.processes import Service, printed, start
+from shared.config import LOCAL_GEMINI_SECRET
+
+TIMEOUT_S = 10.0
+
+
+def start_simulator(
+    port: int,
+    host: str = "127.0.0.1",
+    *,
+    webhook_url: str = "",
+    webhook_secret: str = LOCAL_GEMINI_SECRET,
+    extra_args: Sequence[str] = (),
+    echo: Callable[[str, str], None] | None = None,
+    timeout: float = 30.0,
+) -> Service:
+    """`python -m local.simulator` on `host:port`, ready when it printed `listening`."""
+    argv = [
+        sys.executable,
+        "-m",
+        "local.simulator",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--webhook-url",
+        webhook_url,
+        "--webhook-secret",
+        webhook_secret,
+        *extra_args,
+    ]
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return start(
+        "simulator",
+        argv,
+        env=os.environ.copy(),
+        cwd=root,
+        ready=printed("listening"),
+        timeout=timeout,
+        echo=echo,
+    )
+
+
+class SimulatorClient:
+    """The control API of a running simulator at `url` (no trailing slash)."""
+
+    def __init__(self, url: str, session: requests.Session | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.http = session or requests.Session()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self.http.request(method, self.url + path, timeout=TIMEOUT_S, **kwargs)
+        if not response.ok:
+            raise requests.HTTPError(
+                f"{method} {path} answered {response.status_code}: {response.text}",
+                response=response,
+            )
+        return response.json()
+
+    def reset(self) -> None:
+        self._call("POST", "/_sim/reset")
+
+    def complete(
+        self, name: str, state: str = "succeeded", webhook: str = "send", **extra: Any
+    ) -> dict[str, Any]:
+        """Finish operation `name` (e.g. `batches/abc`); `extra` may hold `rows`, `error`."""
+        body = {"state": state, "webhook": webhook, **extra}
+        return dict(self._call("POST", f"/_sim/operations/{name}:complete", json=body))
+
+    def create_operation(self, name: str, metadata: dict[str, Any] | None = None) -> Any:
+        return self._call(
+            "POST", "/_sim/operations", json={"name": name, "metadata": metadata or {}}
+        )
+
+    def set_faults(
+        self,
+        get_error_rate: float,
+        status: int = 503,
+        latency_ms: int = 0,
+        seed: int | None = None,
+    ) -> None:
+        body = {"get_error_rate": get_error_rate, "status": status, "latency_ms": latency_ms}
+        if seed is not None:
+            body["seed"] = seed
+        self._call("POST", "/_sim/faults", json=body)
+
+    def deliveries(self, operation: str | None = None) -> list[dict[str, Any]]:
+        params = {"operation": operation} if operation else None
+        return list(self._call("GET", "/_sim/webhook-deliveries", params=params)["deliveries"])
+
+    def batches(self) -> list[dict[str, Any]]:
+        return list(self._call("GET", "/_sim/batches")["batches"])
+
+    def put_file(self, owner: str, repo: str, path: str, ref: str, data: bytes) -> str:
+        """Store a file for the Contents API; returns its git blob sha."""
+        url = f"/_sim/github/{owner}/{repo}/contents/{path}"
+        return str(self._call("PUT", url, params={"ref": ref}, data=data)["sha"])
+
+    def github_fault(self, path: str, status: int = 502, count: int = 1) -> None:
+        body = {"path": path, "status": status, "count": count}
+        self._call("POST", "/_sim/github/faults", json=body)

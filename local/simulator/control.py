@@ -1,0 +1,189 @@
+"""The local-only control API under `/_sim/` (see DESIGN.md, "Simulator control").
+
+- `POST /_sim/operations/{name}:complete` `{"state", "webhook"?, "rows"?, "error"?, "response"?}`
+- `POST /_sim/operations` `{"name": "models/veo/operations/x", "metadata"?}` creates a
+  pending non-batch operation (video generation, file-search import…)
+- `POST /_sim/faults` `{"get_error_rate", "status"?, "latency_ms"?, "seed"?}`
+- `POST /_sim/reset`
+- `GET /_sim/webhook-deliveries[?operation=NAME]`, `GET /_sim/batches`, `GET /_sim/health`
+- `PUT /_sim/github/{owner}/{repo}/contents/{path}?ref=SHA` (raw bytes), and
+  `POST /_sim/github/faults` `{"path", "status"?, "count"?}`
+
+Bad input is a 400 whose message names the offending field.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from flask import Blueprint, Response, request
+
+from local.simulator.engine import WEBHOOK_MODES
+from local.simulator.gemini import batch_resource, operation_resource, prompt_text
+from local.simulator.github import DEFAULT_REF
+from local.simulator.state import BATCH_STATES, BadRequest
+from local.simulator.wire import json_response, read_json
+
+if TYPE_CHECKING:
+    from local.simulator.engine import Simulator
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _rpc_status(value: Any, field: str) -> dict[str, Any]:
+    """A google.rpc.Status-like `{"code": int, "message": str}` or `BadRequest`."""
+    if not isinstance(value, dict) or not _is_int(value.get("code")):
+        raise BadRequest(f"{field} must be an object with an integer `code` and a `message`.")
+    if not isinstance(value.get("message", ""), str):
+        raise BadRequest(f"{field}.message must be a string.")
+    return {
+        "code": value["code"],
+        "message": value.get("message", ""),
+        **{k: v for k, v in value.items() if k not in ("code", "message")},
+    }
+
+
+def _rows(value: Any, request_count: int) -> dict[int, dict[str, Any]]:
+    """`rows: [{"index": 1, "error": {...}} | {"index": 0, "text": "..."}]` by index."""
+    if not isinstance(value, list):
+        raise BadRequest("rows must be a list of {index, error | text} objects.")
+    rows: dict[int, dict[str, Any]] = {}
+    for position, row in enumerate(value):
+        where = f"rows[{position}]"
+        if not isinstance(row, dict) or not _is_int(row.get("index")):
+            raise BadRequest(f"{where} must be an object with an integer `index`.")
+        index = row["index"]
+        if not 0 <= index < request_count:
+            raise BadRequest(f"{where}.index {index} is outside 0..{request_count - 1}.")
+        if ("error" in row) == ("text" in row):
+            raise BadRequest(f"{where} needs exactly one of `error` or `text`.")
+        if "error" in row:
+            rows[index] = {"error": _rpc_status(row["error"], f"{where}.error")}
+        elif not isinstance(row["text"], str):
+            raise BadRequest(f"{where}.text must be a string.")
+        else:
+            rows[index] = {"text": row["text"]}
+    return rows
+
+
+def blueprint(sim: Simulator) -> Blueprint:
+    bp = Blueprint("sim_control", __name__, url_prefix="/_sim")
+
+    @bp.get("/health")
+    def health() -> Response:
+        return json_response({"status": "ok"})
+
+    @bp.post("/reset")
+    def reset() -> Response:
+        sim.reset()
+        return json_response({"status": "reset"})
+
+    @bp.post("/operations/<path:name>:complete")
+    def complete(name: str) -> Response:
+        body = read_json()
+        state = body.get("state")
+        if state not in BATCH_STATES:
+            raise BadRequest(f"state must be one of {sorted(BATCH_STATES)}, got {state!r}.")
+        webhook = body.get("webhook", "send")
+        if webhook not in WEBHOOK_MODES:
+            raise BadRequest(f"webhook must be one of {sorted(WEBHOOK_MODES)}, got {webhook!r}.")
+        if "rows" in body and state != "succeeded":
+            raise BadRequest("rows applies only to state 'succeeded'.")
+        if "error" in body and state != "failed":
+            raise BadRequest("error applies only to state 'failed'.")
+        error = _rpc_status(body["error"], "error") if "error" in body else None
+        if name.startswith("batches/"):
+            batch_id = name.removeprefix("batches/")
+            batch = sim.world.batch(batch_id)
+            rows = _rows(body["rows"], len(batch.requests)) if "rows" in body else None
+            done = sim.complete_batch(batch_id, state, webhook, rows, error)
+            return json_response(batch_resource(done))
+        if "rows" in body:
+            raise BadRequest("rows applies only to batches.")
+        response = body.get("response")
+        if response is not None and not isinstance(response, dict):
+            raise BadRequest("response must be an object.")
+        operation = sim.complete_operation(name, state, webhook, response, error)
+        return json_response(operation_resource(operation))
+
+    @bp.post("/operations")
+    def create_operation() -> Response:
+        body = read_json()
+        name = body.get("name")
+        if not isinstance(name, str) or "/operations/" not in name or name.startswith("batches/"):
+            raise BadRequest(
+                "name must be an operation name such as "
+                "'models/veo-2.0-generate-001/operations/abc' (batches are made through the API)."
+            )
+        metadata = body.get("metadata", {})
+        if not isinstance(metadata, dict):
+            raise BadRequest("metadata must be an object.")
+        return json_response(operation_resource(sim.world.create_operation(name, metadata)))
+
+    @bp.get("/batches")
+    def batches() -> Response:
+        return json_response(
+            {
+                "batches": [
+                    {
+                        "name": b.name,
+                        "model": b.model,
+                        "display_name": b.display_name,
+                        "state": b.state,
+                        "requests": [
+                            {"metadata": r.get("metadata"), "text": prompt_text(r)}
+                            for r in b.requests
+                        ],
+                    }
+                    for b in sim.world.batches()
+                ]
+            }
+        )
+
+    @bp.post("/faults")
+    def faults() -> Response:
+        body = read_json()
+        rate = body.get("get_error_rate", 0.0)
+        status = body.get("status", 503)
+        latency = body.get("latency_ms", 0)
+        seed = body.get("seed")
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 <= rate <= 1:
+            raise BadRequest(f"get_error_rate must be a number in [0, 1], got {rate!r}.")
+        if not _is_int(status) or not 400 <= status <= 599:
+            raise BadRequest(f"status must be an HTTP error code 400..599, got {status!r}.")
+        if not _is_int(latency) or not 0 <= latency <= 60_000:
+            raise BadRequest(f"latency_ms must be a whole number 0..60000, got {latency!r}.")
+        if seed is not None and not _is_int(seed):
+            raise BadRequest(f"seed must be an integer, got {seed!r}.")
+        sim.world.set_faults(float(rate), status, latency, seed)
+        return json_response({"get_error_rate": rate, "status": status, "latency_ms": latency})
+
+    @bp.get("/webhook-deliveries")
+    def deliveries() -> Response:
+        operation = request.args.get("operation") or None
+        return json_response({"deliveries": sim.dispatcher.attempts(operation)})
+
+    @bp.put("/github/<owner>/<repo>/contents/<path:path>")
+    def put_file(owner: str, repo: str, path: str) -> Response:
+        ref = request.args.get("ref") or DEFAULT_REF
+        sha = sim.contents.put(owner, repo, path, ref, request.get_data())
+        return json_response({"path": path.strip("/"), "ref": ref, "sha": sha}, 201)
+
+    @bp.post("/github/faults")
+    def github_faults() -> Response:
+        body = read_json()
+        path = body.get("path")
+        status = body.get("status", 502)
+        count = body.get("count", 1)
+        if not isinstance(path, str) or not path.strip("/"):
+            raise BadRequest("path is required: the file path inside the repository.")
+        if not _is_int(status) or not 400 <= status <= 599:
+            raise BadRequest(f"status must be an HTTP error code 400..599, got {status!r}.")
+        if not _is_int(count) or count < 0:
+            raise BadRequest(f"count must be a whole number >= 0, got {count!r}.")
+        sim.contents.add_fault(path, status, count)
+        return json_response({"path": path.strip("/"), "status": status, "count": count})
+
+    return bp

@@ -1,0 +1,194 @@
+"""The simulator's behaviour: completing batches and operations and telling webhooks.
+
+`Simulator` ties the store (`World`), the webhook sender (`Dispatcher`) and the GitHub
+file store together; the HTTP layer (`app.py`, `control.py`) only parses and answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from local.simulator.gemini import build_rows
+from local.simulator.github import Contents
+from local.simulator.state import (
+    BATCH_STATES,
+    Batch,
+    FailedPrecondition,
+    Operation,
+    SimError,
+    World,
+)
+from local.simulator.webhooks import Dispatcher, Target
+from shared.clock import Clock, monotonic, system_clock
+from shared.config import LOCAL_GEMINI_SECRET
+from shared.logs import event, get_logger
+
+logger = get_logger("simulator.engine")
+
+DEFAULT_FAILURE = {"code": 13, "message": "Simulated batch failure."}
+CANCELLED_ERROR = {"code": 1, "message": "The batch was cancelled."}
+WEBHOOK_MODES = {"send": 1, "duplicate": 2, "drop": 0}
+
+
+@dataclass
+class Settings:
+    """What `python -m local.simulator` was started with."""
+
+    webhook_url: str = ""
+    webhook_secret: str = LOCAL_GEMINI_SECRET
+    auto_complete_s: float | None = None
+    webhook_retries: int = 3
+    webhook_backoff_s: float = 0.2
+    webhook_timeout_s: float = 5.0
+    webhook_disable_after: int = 3
+
+
+class Simulator:
+    """Everything the HTTP routes act on. `reset()` returns it to a fresh start."""
+
+    def __init__(self, settings: Settings | None = None, clock: Clock = system_clock) -> None:
+        self.settings = settings or Settings()
+        self.world = World(clock)
+        self.contents = Contents()
+        self.dispatcher = Dispatcher(
+            self.world,
+            retries=self.settings.webhook_retries,
+            backoff_s=self.settings.webhook_backoff_s,
+            timeout_s=self.settings.webhook_timeout_s,
+            disable_after=self.settings.webhook_disable_after,
+        )
+        self._stop = threading.Event()
+        self._auto: threading.Thread | None = None
+
+    def reset(self) -> None:
+        self.world.reset()
+        self.dispatcher.reset()
+        self.contents.reset()
+
+    # --- completion ----------------------------------------------------------------
+
+    def complete_batch(
+        self,
+        batch_id: str,
+        state: str,
+        webhook: str = "send",
+        rows: dict[int, dict[str, Any]] | None = None,
+        error: dict[str, Any] | None = None,
+    ) -> Batch:
+        """Finish a batch as `state` (control word) and send its webhook per `webhook` mode.
+
+        Completing again with the same state re-sends the webhook (a redelivery).
+        """
+        batch = self.world.batch(batch_id)
+        batch_state = BATCH_STATES[state]
+        built_rows = build_rows(batch, rows or {}) if state == "succeeded" else None
+        failure = None
+        if state == "failed":
+            failure = error or DEFAULT_FAILURE
+        elif state == "cancelled":
+            failure = CANCELLED_ERROR
+        batch, _changed = self.world.finish_batch(batch_id, batch_state, built_rows, failure)
+        self._announce(f"batch.{state}", batch.name, webhook, batch)
+        return batch
+
+    def cancel_batch(self, batch_id: str) -> Batch:
+        """The Gemini API's cancel: only a batch still pending or running can be cancelled."""
+        batch = self.world.batch(batch_id)
+        if batch.done:
+            raise FailedPrecondition(f"Batch {batch.name} is already {batch.state}.")
+        return self.complete_batch(batch_id, "cancelled")
+
+    def complete_operation(
+        self,
+        name: str,
+        state: str,
+        webhook: str = "send",
+        response: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+    ) -> Operation:
+        """Finish a generic operation; only a successful video generation has an event."""
+        failure = None
+        if state == "failed":
+            failure = error or {"code": 13, "message": "Simulated operation failure."}
+        elif state == "cancelled":
+            failure = {"code": 1, "message": "The operation was cancelled."}
+        elif state == "expired":
+            failure = {"code": 4, "message": "The operation expired."}
+        payload = None if failure else (response or {"@type": "simulated", "name": name})
+        operation, _changed = self.world.finish_operation(name, state, payload, failure)
+        if state == "succeeded" and operation.event_on_success:
+            self._announce(operation.event_on_success, name, webhook, None)
+        return operation
+
+    # --- webhooks --------------------------------------------------------------------
+
+    def targets(self, event_type: str, batch: Batch | None) -> list[Target]:
+        """Per-job webhook URIs replace the project's webhooks, as in Gemini's dynamic webhooks."""
+        secret = (self.settings.webhook_secret,)
+        if batch is not None and batch.webhook_uris:
+            return [Target(uri, secret) for uri in batch.webhook_uris]
+        targets = [Target(self.settings.webhook_url, secret)] if self.settings.webhook_url else []
+        for registered in self.world.webhooks():
+            live = self.world.live_secrets(registered)
+            if (
+                registered.state == "enabled"
+                and event_type in registered.subscribed_events
+                and live
+            ):
+                targets.append(Target(registered.uri, tuple(live), registered.id))
+        return targets
+
+    def _announce(self, event_type: str, name: str, mode: str, batch: Batch | None) -> None:
+        copies = WEBHOOK_MODES[mode]
+        if copies == 0:
+            return
+        extra = None
+        if batch is not None and batch.webhook_uris and batch.user_metadata is not None:
+            extra = {"user_metadata": batch.user_metadata}
+        message = self.dispatcher.message(event_type, name, extra)
+        self.dispatcher.dispatch(message, self.targets(event_type, batch), copies)
+
+    def ping(self, webhook_id: str) -> None:
+        """Send a signed `webhook.ping` event to one registered webhook."""
+        registered = self.world.webhook(webhook_id)
+        message = self.dispatcher.message("webhook.ping", f"webhooks/{webhook_id}")
+        live = tuple(self.world.live_secrets(registered))
+        self.dispatcher.dispatch(message, [Target(registered.uri, live, registered.id)])
+
+    # --- auto-complete -------------------------------------------------------------
+
+    def start_auto_complete(self) -> None:
+        """With `auto_complete_s` set, batches succeed on their own that long after creation."""
+        delay = self.settings.auto_complete_s
+        if delay is None or self._auto is not None:
+            return
+
+        def run() -> None:
+            tick = min(0.2, max(0.02, delay / 4))
+            while not self._stop.wait(tick):
+                for batch_id in self.world.pending_batches_older_than(delay):
+                    # A batch deleted or cancelled meanwhile is skipped, with a note saying so.
+                    try:
+                        self.complete_batch(batch_id, "succeeded")
+                    except SimError as exc:
+                        event(
+                            logger,
+                            logging.INFO,
+                            "auto-complete skipped a batch",
+                            operation=f"batches/{batch_id}",
+                            reason=exc.message,
+                        )
+
+        self._auto = threading.Thread(target=run, name="auto-complete", daemon=True)
+        self._auto.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the auto-complete loop and let in-flight webhook deliveries finish."""
+        self._stop.set()
+        deadline = monotonic() + timeout
+        if self._auto is not None:
+            self._auto.join(timeout)
+        self.dispatcher.wait_idle(max(0.0, deadline - monotonic()))

@@ -1,0 +1,158 @@
+"""The JSON the Gemini API (generativelanguage, v1beta) answers with, built from `state`.
+
+Shapes match what google-genai parses (`batches._BatchJob_from_mldev`): the batch
+lives under `metadata` (`state`, `displayName`, `createTime`, `output`), results
+under `metadata.output.inlinedResponses.inlinedResponses`, and a failure in the
+top-level `error` (which the SDK does not copy: callers read the raw JSON).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from typing import Any
+
+from local.simulator.state import Batch, Operation
+
+BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch"
+OUTPUT_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatchOutput"
+
+# google.rpc.Code names for the HTTP statuses the simulator answers with.
+STATUS_NAMES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    409: "ALREADY_EXISTS",
+    413: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    501: "UNIMPLEMENTED",
+    502: "UNAVAILABLE",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def error_body(code: int, message: str) -> dict[str, Any]:
+    """`{"error": {"code", "message", "status"}}`, the shape google-genai's errors parse."""
+    return {
+        "error": {"code": code, "message": message, "status": STATUS_NAMES.get(code, "UNKNOWN")}
+    }
+
+
+def prompt_text(request: dict[str, Any]) -> str:
+    """All text parts of one inline request, joined."""
+    texts = []
+    for content in request.get("request", {}).get("contents", []) or []:
+        for part in content.get("parts", []) or []:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+    return "\n".join(texts)
+
+
+def review_text(request: dict[str, Any]) -> str:
+    """A deterministic simulated review that names the request (its metadata) and its size."""
+    text = prompt_text(request)
+    metadata = request.get("metadata") or {}
+    label = ", ".join(f"{k}={v}" for k, v in sorted(metadata.items())) or "unlabelled request"
+    lines = text.splitlines()
+    first = lines[0].strip()[:80] if lines else ""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    return (
+        f"Simulated review of {label}: {len(lines)} lines, {len(text)} characters "
+        f"(sha256 {digest}). Opens with: {first!r}."
+    )
+
+
+def generate_content_response(request: dict[str, Any], model: str, text: str) -> dict[str, Any]:
+    prompt_tokens = max(1, len(prompt_text(request)) // 4)
+    answer_tokens = max(1, len(text) // 4)
+    return {
+        "candidates": [
+            {
+                "content": {"parts": [{"text": text}], "role": "model"},
+                "finishReason": "STOP",
+                "index": 0,
+            }
+        ],
+        "usageMetadata": {
+            "promptTokenCount": prompt_tokens,
+            "candidatesTokenCount": answer_tokens,
+            "totalTokenCount": prompt_tokens + answer_tokens,
+        },
+        "modelVersion": model.removeprefix("models/"),
+    }
+
+
+def build_rows(batch: Batch, overrides: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One inlined response per request, in request order, each echoing its `metadata`.
+
+    `overrides[index]` may hold `error` (that row fails) or `text` (its answer).
+    """
+    rows = []
+    for index, request in enumerate(batch.requests):
+        override = overrides.get(index, {})
+        row: dict[str, Any] = {}
+        if "error" in override:
+            row["error"] = override["error"]
+        else:
+            text = override.get("text") or review_text(request)
+            row["response"] = generate_content_response(request, batch.model, text)
+        if request.get("metadata") is not None:
+            row["metadata"] = request["metadata"]
+        rows.append(row)
+    return rows
+
+
+def batch_resource(batch: Batch) -> dict[str, Any]:
+    """A batch as `GET /v1beta/batches/{id}` answers it: an Operation, the batch in metadata."""
+    total = len(batch.requests)
+    failed = sum(1 for row in batch.rows or [] if "error" in row)
+    succeeded = (len(batch.rows) - failed) if batch.rows is not None else 0
+    metadata: dict[str, Any] = {
+        "@type": BATCH_TYPE,
+        "model": batch.model,
+        "displayName": batch.display_name,
+        "createTime": rfc3339(batch.created_at),
+        "updateTime": rfc3339(batch.updated_at),
+        "batchStats": {
+            "requestCount": str(total),
+            "pendingRequestCount": str(0 if batch.done else total),
+            "successfulRequestCount": str(succeeded),
+            "failedRequestCount": str(failed),
+        },
+        "state": batch.state,
+        "name": batch.name,
+    }
+    if batch.end_time is not None:
+        metadata["endTime"] = rfc3339(batch.end_time)
+    body: dict[str, Any] = {"name": batch.name, "metadata": metadata}
+    if batch.done:
+        body["done"] = True
+    if batch.rows is not None:
+        output = {"inlinedResponses": {"inlinedResponses": batch.rows}}
+        metadata["output"] = output
+        body["response"] = {"@type": OUTPUT_TYPE, **output}
+    if batch.error is not None:
+        body["error"] = batch.error
+    return body
+
+
+def operation_resource(operation: Operation) -> dict[str, Any]:
+    """A generic long-running operation: `name`, `metadata`, `done`, `response` or `error`."""
+    body: dict[str, Any] = {"name": operation.name}
+    if operation.metadata:
+        body["metadata"] = operation.metadata
+    if operation.done:
+        body["done"] = True
+        if operation.error is not None:
+            body["error"] = operation.error
+        elif operation.response is not None:
+            body["response"] = operation.response
+    return body

@@ -1,0 +1,101 @@
+"""A GitHub Contents API stand-in: files stored per (owner, repo, ref, path).
+
+`GET /repos/{owner}/{repo}/contents/{path}?ref=SHA` answers as GitHub does for a file:
+`type: "file"`, `encoding: "base64"`, `content` in base64 with a newline after every
+60 characters (Ruby's `Base64.encode64`, which GitHub uses), `sha` the git blob sha,
+plus `size`, `name`, `path` and the URL fields. A missing file is 404
+`{"message": "Not Found", …}`. With `Accept: application/vnd.github.raw…` the raw
+bytes come back instead.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_REF = "HEAD"
+DOCS_URL = "https://docs.github.com/rest/repos/contents#get-repository-content"
+
+
+def blob_sha(data: bytes) -> str:
+    """The git blob id of `data` (what GitHub reports as a file's `sha`)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+def encode64(data: bytes) -> str:
+    """Base64 with a newline after every 60 characters, the last line included."""
+    text = base64.b64encode(data).decode()
+    return "".join(text[i : i + 60] + "\n" for i in range(0, len(text), 60))
+
+
+def not_found() -> dict[str, str]:
+    return {"message": "Not Found", "documentation_url": DOCS_URL, "status": "404"}
+
+
+@dataclass
+class PathFault:
+    status: int
+    remaining: int
+
+
+class Contents:
+    """Thread-safe file store plus per-path injected failures."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._files: dict[tuple[str, str, str, str], bytes] = {}
+            self._faults: dict[str, PathFault] = {}
+
+    def put(self, owner: str, repo: str, path: str, ref: str | None, data: bytes) -> str:
+        with self._lock:
+            self._files[(owner, repo, ref or DEFAULT_REF, path.strip("/"))] = data
+        return blob_sha(data)
+
+    def get(self, owner: str, repo: str, path: str, ref: str | None) -> bytes | None:
+        with self._lock:
+            return self._files.get((owner, repo, ref or DEFAULT_REF, path.strip("/")))
+
+    def add_fault(self, path: str, status: int, count: int) -> None:
+        with self._lock:
+            self._faults[path.strip("/")] = PathFault(status, count)
+
+    def take_fault(self, path: str) -> int | None:
+        """The status to fail this GET with, consuming one of the path's injected failures."""
+        with self._lock:
+            fault = self._faults.get(path.strip("/"))
+            if fault is None or fault.remaining <= 0:
+                return None
+            fault.remaining -= 1
+            return fault.status
+
+
+def file_body(
+    base_url: str, owner: str, repo: str, path: str, ref: str, data: bytes
+) -> dict[str, Any]:
+    path = path.strip("/")
+    sha = blob_sha(data)
+    api = f"{base_url}/repos/{owner}/{repo}"
+    self_url = f"{api}/contents/{path}?ref={ref}"
+    git_url = f"{api}/git/blobs/{sha}"
+    html_url = f"https://github.com/{owner}/{repo}/blob/{ref}/{path}"
+    return {
+        "type": "file",
+        "encoding": "base64",
+        "size": len(data),
+        "name": path.rsplit("/", 1)[-1],
+        "path": path,
+        "content": encode64(data),
+        "sha": sha,
+        "url": self_url,
+        "git_url": git_url,
+        "html_url": html_url,
+        "download_url": f"https://raw.githubusercontent.com/{owner}/{repo}/{ref}/{path}",
+        "_links": {"self": self_url, "git": git_url, "html": html_url},
+    }

@@ -1,0 +1,399 @@
+"""The simulator's in-memory world: batches, other long-running operations, registered
+webhooks and injected faults, all behind one lock.
+
+Names follow the Gemini API: a batch is `batches/{id}`, any other operation keeps the
+name it was created with (e.g. `models/veo-2.0-generate-001/operations/abc`).
+Every transition goes through `World`; callers get plain snapshots back.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import secrets
+import threading
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from shared.clock import Clock, system_clock
+
+# Control-API state word -> the batch state the Gemini API reports.
+BATCH_STATES = {
+    "succeeded": "BATCH_STATE_SUCCEEDED",
+    "failed": "BATCH_STATE_FAILED",
+    "cancelled": "BATCH_STATE_CANCELLED",
+    "expired": "BATCH_STATE_EXPIRED",
+}
+PENDING = "BATCH_STATE_PENDING"
+TERMINAL_STATES = frozenset(BATCH_STATES.values())
+
+WEBHOOK_EVENTS = (
+    "batch.succeeded",
+    "batch.expired",
+    "batch.failed",
+    "batch.cancelled",
+    "interaction.requires_action",
+    "interaction.completed",
+    "interaction.failed",
+    "interaction.cancelled",
+    "video.generated",
+)
+WEBHOOK_STATES = ("enabled", "disabled", "disabled_due_to_failed_deliveries")
+
+
+class SimError(Exception):
+    """A request the simulator refuses; `status` is the HTTP code to answer with."""
+
+    status = 400
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class BadRequest(SimError):
+    status = 400
+
+
+class NotFound(SimError):
+    status = 404
+
+
+class Conflict(SimError):
+    status = 409
+
+
+class FailedPrecondition(SimError):
+    status = 400
+
+
+@dataclass
+class Batch:
+    """One batch job. `rows` holds the inlined responses once it succeeded."""
+
+    id: str
+    model: str
+    display_name: str
+    requests: list[dict[str, Any]]
+    created_at: datetime
+    updated_at: datetime
+    state: str = PENDING
+    end_time: datetime | None = None
+    rows: list[dict[str, Any]] | None = None
+    error: dict[str, Any] | None = None
+    webhook_uris: tuple[str, ...] = ()
+    user_metadata: dict[str, Any] | None = None
+    seq: int = 0  # creation order; list pages are cut on it, so inserts never shift a page
+
+    @property
+    def name(self) -> str:
+        return f"batches/{self.id}"
+
+    @property
+    def done(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+
+@dataclass
+class Operation:
+    """Any other long-running operation (video generation, file-search import…)."""
+
+    name: str
+    created_at: datetime
+    metadata: dict[str, Any] = field(default_factory=dict)
+    done: bool = False
+    status: str = "pending"
+    response: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+    @property
+    def event_on_success(self) -> str | None:
+        """The webhook event Gemini sends when this operation succeeds, if any."""
+        return "video.generated" if self.name.startswith("models/") else None
+
+
+@dataclass
+class SigningSecret:
+    secret: str
+    expire_time: datetime | None = None
+
+
+@dataclass
+class RegisteredWebhook:
+    """A webhook created through the webhooks API (a static, project-level webhook)."""
+
+    id: str
+    uri: str
+    subscribed_events: list[str]
+    name: str | None
+    created_at: datetime
+    updated_at: datetime
+    secrets: list[SigningSecret]
+    state: str = "enabled"
+    consecutive_failures: int = 0
+
+
+@dataclass
+class Faults:
+    """Errors injected into GETs of batches and operations."""
+
+    get_error_rate: float = 0.0
+    status: int = 503
+    latency_ms: int = 0
+    rng: random.Random = field(default_factory=random.Random)
+
+
+def new_batch_id() -> str:
+    """Lower-case alphanumeric, like the ids the Gemini API hands out."""
+    return uuid.uuid4().hex[:20]
+
+
+def new_secret() -> str:
+    """A Standard Webhooks secret: `whsec_` + base64 of 32 random bytes."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+class World:
+    """Thread-safe store of everything the simulator knows; `reset()` empties it."""
+
+    def __init__(self, clock: Clock = system_clock) -> None:
+        self.clock = clock
+        self._lock = threading.RLock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._batches: dict[str, Batch] = {}
+            self._seq = 0
+            self._operations: dict[str, Operation] = {}
+            self._webhooks: dict[str, RegisteredWebhook] = {}
+            self.faults = Faults()
+            # Bumped on reset so deliveries still in flight stop recording into the new world.
+            self.generation = getattr(self, "generation", 0) + 1
+
+    # --- batches -------------------------------------------------------------------
+
+    def create_batch(
+        self,
+        model: str,
+        display_name: str,
+        requests: list[dict[str, Any]],
+        webhook_uris: Iterable[str] = (),
+        user_metadata: dict[str, Any] | None = None,
+    ) -> Batch:
+        now = self.clock()
+        batch = Batch(
+            id=new_batch_id(),
+            model=model,
+            display_name=display_name,
+            requests=requests,
+            created_at=now,
+            updated_at=now,
+            webhook_uris=tuple(webhook_uris),
+            user_metadata=user_metadata,
+        )
+        with self._lock:
+            self._seq += 1
+            batch.seq = self._seq
+            self._batches[batch.id] = batch
+        return replace(batch)
+
+    def batch(self, batch_id: str) -> Batch:
+        with self._lock:
+            found = self._batches.get(batch_id)
+            if found is None:
+                raise NotFound(f"Batch batches/{batch_id} not found.")
+            return replace(found)
+
+    def batches(self) -> list[Batch]:
+        """Every batch, newest first (the order the Gemini API lists them in)."""
+        with self._lock:
+            return sorted(
+                (replace(b) for b in self._batches.values()), key=lambda b: b.seq, reverse=True
+            )
+
+    def delete_batch(self, batch_id: str) -> None:
+        with self._lock:
+            if self._batches.pop(batch_id, None) is None:
+                raise NotFound(f"Batch batches/{batch_id} not found.")
+
+    def finish_batch(
+        self,
+        batch_id: str,
+        state: str,
+        rows: list[dict[str, Any]] | None = None,
+        error: dict[str, Any] | None = None,
+    ) -> tuple[Batch, bool]:
+        """Move a batch to terminal `state` (a `BATCH_STATE_*`).
+
+        Returns the batch and whether it changed. Finishing again with the same state
+        is allowed (it changes nothing; the caller may re-send the webhook); finishing
+        with a different state is a `Conflict`.
+        """
+        with self._lock:
+            batch = self._batches.get(batch_id)
+            if batch is None:
+                raise NotFound(f"Batch batches/{batch_id} not found.")
+            if batch.done:
+                if batch.state != state:
+                    raise Conflict(
+                        f"Batch {batch.name} is already {batch.state}; cannot make it {state}."
+                    )
+                return replace(batch), False
+            now = self.clock()
+            batch.state = state
+            batch.updated_at = now
+            batch.end_time = now
+            batch.rows = rows
+            batch.error = error
+            return replace(batch), True
+
+    def pending_batches_older_than(self, seconds: float) -> list[str]:
+        now = self.clock()
+        with self._lock:
+            return [
+                b.id
+                for b in self._batches.values()
+                if not b.done and (now - b.created_at).total_seconds() >= seconds
+            ]
+
+    # --- other operations ----------------------------------------------------------
+
+    def create_operation(self, name: str, metadata: dict[str, Any]) -> Operation:
+        with self._lock:
+            if name in self._operations:
+                raise Conflict(f"Operation {name} already exists.")
+            operation = Operation(name=name, created_at=self.clock(), metadata=metadata)
+            self._operations[name] = operation
+            return replace(operation)
+
+    def operation(self, name: str) -> Operation:
+        with self._lock:
+            found = self._operations.get(name)
+            if found is None:
+                raise NotFound(f"Operation {name} not found.")
+            return replace(found)
+
+    def finish_operation(
+        self,
+        name: str,
+        status: str,
+        response: dict[str, Any] | None,
+        error: dict[str, Any] | None,
+    ) -> tuple[Operation, bool]:
+        """Like `finish_batch`, for a generic operation; `status` is the control word."""
+        with self._lock:
+            operation = self._operations.get(name)
+            if operation is None:
+                raise NotFound(f"Operation {name} not found.")
+            if operation.done:
+                if operation.status != status:
+                    raise Conflict(
+                        f"Operation {name} is already {operation.status}; cannot make it {status}."
+                    )
+                return replace(operation), False
+            operation.done = True
+            operation.status = status
+            operation.response = response
+            operation.error = error
+            return replace(operation), True
+
+    # --- registered webhooks -------------------------------------------------------
+
+    def create_webhook(
+        self, uri: str, subscribed_events: list[str], name: str | None
+    ) -> tuple[RegisteredWebhook, str]:
+        """Register a webhook; returns it and its signing secret (shown once, like Gemini)."""
+        now = self.clock()
+        secret = new_secret()
+        webhook = RegisteredWebhook(
+            id=uuid.uuid4().hex[:16],
+            uri=uri,
+            subscribed_events=list(subscribed_events),
+            name=name,
+            created_at=now,
+            updated_at=now,
+            secrets=[SigningSecret(secret)],
+        )
+        with self._lock:
+            self._webhooks[webhook.id] = webhook
+            return replace(webhook), secret
+
+    def webhook(self, webhook_id: str) -> RegisteredWebhook:
+        with self._lock:
+            found = self._webhooks.get(webhook_id)
+            if found is None:
+                raise NotFound(f"Webhook {webhook_id} not found.")
+            return replace(found, secrets=list(found.secrets))
+
+    def webhooks(self) -> list[RegisteredWebhook]:
+        with self._lock:
+            return [replace(w, secrets=list(w.secrets)) for w in self._webhooks.values()]
+
+    def update_webhook(self, webhook_id: str, changes: dict[str, Any]) -> RegisteredWebhook:
+        with self._lock:
+            webhook = self._webhooks.get(webhook_id)
+            if webhook is None:
+                raise NotFound(f"Webhook {webhook_id} not found.")
+            for key, value in changes.items():
+                setattr(webhook, key, value)
+            if changes.get("state") == "enabled":
+                webhook.consecutive_failures = 0
+            webhook.updated_at = self.clock()
+            return replace(webhook, secrets=list(webhook.secrets))
+
+    def delete_webhook(self, webhook_id: str) -> None:
+        with self._lock:
+            if self._webhooks.pop(webhook_id, None) is None:
+                raise NotFound(f"Webhook {webhook_id} not found.")
+
+    def rotate_webhook_secret(self, webhook_id: str, revoke_immediately: bool) -> str:
+        """A new signing secret; the old ones keep signing for 24 h unless revoked now."""
+        secret = new_secret()
+        now = self.clock()
+        with self._lock:
+            webhook = self._webhooks.get(webhook_id)
+            if webhook is None:
+                raise NotFound(f"Webhook {webhook_id} not found.")
+            if revoke_immediately:
+                webhook.secrets = []
+            else:
+                for old in webhook.secrets:
+                    if old.expire_time is None:
+                        old.expire_time = now + timedelta(hours=24)
+            webhook.secrets.insert(0, SigningSecret(secret))
+            webhook.updated_at = now
+            return secret
+
+    def live_secrets(self, webhook: RegisteredWebhook) -> list[str]:
+        now = self.clock()
+        return [s.secret for s in webhook.secrets if s.expire_time is None or s.expire_time > now]
+
+    def record_delivery_outcome(self, webhook_id: str, delivered: bool, disable_after: int) -> None:
+        """Count failed deliveries in a row; past `disable_after` the webhook is disabled."""
+        with self._lock:
+            webhook = self._webhooks.get(webhook_id)
+            if webhook is None:
+                return
+            if delivered:
+                webhook.consecutive_failures = 0
+                return
+            webhook.consecutive_failures += 1
+            if disable_after > 0 and webhook.consecutive_failures >= disable_after:
+                webhook.state = "disabled_due_to_failed_deliveries"
+
+    # --- faults --------------------------------------------------------------------
+
+    def set_faults(self, rate: float, status: int, latency_ms: int, seed: int | None) -> None:
+        with self._lock:
+            self.faults = Faults(rate, status, latency_ms, random.Random(seed))
+
+    def draw_fault(self) -> tuple[int | None, int]:
+        """(status to fail with or None, latency in ms) for one GET of a batch/operation."""
+        with self._lock:
+            faults = self.faults
+            fail = faults.get_error_rate > 0 and faults.rng.random() < faults.get_error_rate
+            return (faults.status if fail else None), faults.latency_ms

@@ -1,0 +1,245 @@
+"""Sending Gemini-style completion webhooks, signed per Standard Webhooks.
+
+Each event is one message: one `webhook-id`, one timestamp, one body, POSTed to every
+target from a background thread (so the control call that triggered it returns fast),
+retried a bounded number of times on non-2xx or transport errors with doubling
+backoff (Gemini retries for 24 h; locally a handful is enough). Every attempt is
+recorded for tests (`Dispatcher.attempts()`).
+
+Signing uses the `standardwebhooks` reference library, an implementation independent
+of hookledger's own verifier, so end-to-end tests cross-check the two.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import requests
+from standardwebhooks import Webhook
+
+from local.simulator.gemini import rfc3339
+from local.simulator.state import World
+from shared.logs import event, get_logger
+
+logger = get_logger("simulator.webhooks")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where one event goes and which secrets sign it (several during a rotation)."""
+
+    url: str
+    secrets: tuple[str, ...]
+    registered_id: str | None = None  # a webhook created through the webhooks API
+
+
+@dataclass(frozen=True)
+class Message:
+    webhook_id: str
+    timestamp: int
+    body: bytes
+    event_type: str
+    operation: str
+
+
+@dataclass
+class Attempt:
+    """One POST of one message to one target, as `GET /_sim/webhook-deliveries` lists it."""
+
+    webhook_id: str
+    type: str
+    operation: str
+    target: str
+    copy: int
+    attempt: int
+    status: int | None
+    ok: bool
+    error: str | None
+    at: str
+
+
+def signature_header(secrets: tuple[str, ...], message: Message) -> str:
+    """`v1,<b64>` per secret, space-separated (Standard Webhooks' rotation form)."""
+    from datetime import UTC, datetime
+
+    moment = datetime.fromtimestamp(message.timestamp, UTC)
+    return " ".join(
+        Webhook(secret).sign(message.webhook_id, moment, message.body.decode())
+        for secret in secrets
+    )
+
+
+class Dispatcher:
+    """Builds, signs and sends events; thread-safe; `reset()` forgets recorded attempts."""
+
+    def __init__(
+        self,
+        world: World,
+        *,
+        retries: int = 3,
+        backoff_s: float = 0.2,
+        timeout_s: float = 5.0,
+        disable_after: int = 3,
+        post: Callable[..., requests.Response] | None = None,
+    ) -> None:
+        self.world = world
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.timeout_s = timeout_s
+        self.disable_after = disable_after
+        self._post = post or requests.post
+        self._lock = threading.Lock()
+        self._attempts: list[Attempt] = []
+        self._threads: list[threading.Thread] = []
+
+    def reset(self) -> None:
+        with self._lock:
+            self._attempts = []
+
+    def attempts(self, operation: str | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            found = [a for a in self._attempts if operation is None or a.operation == operation]
+            return [asdict(a) for a in found]
+
+    def message(
+        self, event_type: str, operation: str, extra: dict[str, Any] | None = None
+    ) -> Message:
+        now = self.world.clock()
+        body = {
+            "type": event_type,
+            "version": "v1",
+            "timestamp": rfc3339(now),
+            "data": {"id": operation, **(extra or {})},
+        }
+        return Message(
+            webhook_id=f"msg_{uuid.uuid4().hex}",
+            timestamp=int(now.timestamp()),
+            body=json.dumps(body, separators=(",", ":")).encode(),
+            event_type=event_type,
+            operation=operation,
+        )
+
+    def dispatch(self, message: Message, targets: list[Target], copies: int = 1) -> None:
+        """Send `message` `copies` times (identical bytes and headers) to each target."""
+        generation = self.world.generation
+        for target in targets:
+            thread = threading.Thread(
+                target=self._deliver,
+                args=(message, target, copies, generation),
+                name=f"webhook-{message.webhook_id}",
+                daemon=True,
+            )
+            thread.start()
+            with self._lock:
+                self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+
+    def wait_idle(self, timeout: float = 10.0) -> None:
+        """Block until every delivery started so far has finished (for shutdown)."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _deliver(self, message: Message, target: Target, copies: int, generation: int) -> None:
+        headers = {
+            "content-type": "application/json",
+            "user-agent": "hookledger-gemini-simulator",
+            "webhook-id": message.webhook_id,
+            "webhook-timestamp": str(message.timestamp),
+            "webhook-signature": signature_header(target.secrets, message),
+        }
+        delivered_all = True
+        for copy in range(1, copies + 1):
+            delivered_all = self._deliver_copy(message, target, headers, copy, generation) and (
+                delivered_all
+            )
+        if target.registered_id is not None and generation == self.world.generation:
+            self.world.record_delivery_outcome(
+                target.registered_id, delivered_all, self.disable_after
+            )
+
+    def _deliver_copy(
+        self,
+        message: Message,
+        target: Target,
+        headers: dict[str, str],
+        copy: int,
+        generation: int,
+    ) -> bool:
+        for attempt in range(1, self.retries + 2):
+            if generation != self.world.generation:
+                return False  # the world was reset: this delivery no longer exists
+            status: int | None = None
+            error: str | None = None
+            try:
+                response = self._post(
+                    target.url, data=message.body, headers=headers, timeout=self.timeout_s
+                )
+                status = response.status_code
+                ok = 200 <= status < 300
+                if not ok:
+                    error = f"HTTP {status}"
+            except requests.RequestException as exc:
+                ok = False
+                error = f"{type(exc).__name__}: {exc}"
+            if generation != self.world.generation:
+                return ok  # the world was reset meanwhile: this delivery no longer exists
+            self._record(message, target, copy, attempt, status, ok, error)
+            if ok:
+                return True
+            event(
+                logger,
+                logging.WARNING,
+                "webhook delivery attempt failed",
+                webhook_id=message.webhook_id,
+                operation=message.operation,
+                target=target.url,
+                attempt=attempt,
+                error=error,
+            )
+            if attempt <= self.retries:
+                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+        event(
+            logger,
+            logging.ERROR,
+            "webhook delivery gave up",
+            webhook_id=message.webhook_id,
+            operation=message.operation,
+            target=target.url,
+            attempts=self.retries + 1,
+        )
+        return False
+
+    def _record(
+        self,
+        message: Message,
+        target: Target,
+        copy: int,
+        attempt: int,
+        status: int | None,
+        ok: bool,
+        error: str | None,
+    ) -> None:
+        with self._lock:
+            self._attempts.append(
+                Attempt(
+                    webhook_id=message.webhook_id,
+                    type=message.event_type,
+                    operation=message.operation,
+                    target=target.url,
+                    copy=copy,
+                    attempt=attempt,
+                    status=status,
+                    ok=ok,
+                    error=error,
+                    at=rfc3339(self.world.clock()),
+                )
+            )

@@ -1,0 +1,28 @@
+"""JSON in and out for every route: one response helper, one strict body reader."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import Response, request
+
+from local.simulator.state import BadRequest
+
+
+def json_response(body: Any, status: int = 200) -> Response:
+    return Response(json.dumps(body), status=status, mimetype="application/json")
+
+
+def read_json() -> dict[str, Any]:
+    """The request body as a JSON object ({} when empty), or `BadRequest` saying what is wrong."""
+    raw = request.get_data()
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"Request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("Request body must be a JSON object.")
+    return body
