@@ -177,6 +177,7 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
     "worker": (
         "GOOGLE_CLOUD_PROJECT",
         "OIDC_AUDIENCE",
+        "TASKS_SERVICE_ACCOUNT",
         "ENVELOPE_KEYS",
         "GEMINI_API_KEY",
         "GITHUB_TOKEN",

@@ -1,0 +1,45 @@
+"""Cloud Functions entry points: thin. Parse the request, delegate to `shared`, map to HTTP.
+
+Each function is deployed from this one file with its own entry point. What an entry
+point needs is built on its first request (see `shared.runtime`), so the ingress never
+loads the Firestore or Gemini clients.
+"""
+
+from __future__ import annotations
+
+import flask
+import functions_framework
+
+from shared import logs, runtime
+from shared.ingress import Reply, too_large
+
+logs.configure()
+
+
+def _body_within(request: flask.Request, limit: int) -> bytes | None:
+    """The raw body, or None when it exceeds `limit` (read at most limit + 1 bytes)."""
+    if request.content_length is not None and request.content_length > limit:
+        return None
+    body = request.stream.read(limit + 1)
+    return None if len(body) > limit else body
+
+
+def _respond(reply: Reply) -> flask.Response:
+    response = flask.jsonify(reply.body)
+    response.status_code = reply.status
+    return response
+
+
+@functions_framework.http
+def ingress(request: flask.Request) -> flask.Response:
+    limit = runtime.config().max_body_bytes
+    body = _body_within(request, limit)
+    if body is None:
+        return _respond(too_large(limit))
+    return _respond(runtime.ingress().handle(request.method, request.path, request.headers, body))
+
+
+@functions_framework.http
+def worker(request: flask.Request) -> flask.Response:
+    body = request.get_data(cache=False)
+    return _respond(runtime.worker().handle(request.method, request.path, request.headers, body))

@@ -1,0 +1,64 @@
+"""The built-in handlers: Gemini batch events settle; a GitHub push starts the review pipeline.
+
+Importing this module registers them. It stays light (the ingress imports it at cold
+start): the Gemini, GitHub and Firestore work is imported inside the handlers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.handlers import Done, Event, Ignored, PermanentError, RetryableError, handler
+
+BATCH_EVENTS = ("batch.succeeded", "batch.failed", "batch.cancelled", "batch.expired")
+
+
+@handler("gemini", *BATCH_EVENTS)
+def settle_batch(event: Event, ctx: Any) -> Done | Ignored:
+    """Re-fetch the batch named in the event (a hint only) and settle it through the ledger."""
+    from shared.gemini import GeminiNotFound, GeminiRejected, GeminiUnavailable
+    from shared.settlement import RUNNING, settle_from_gemini
+
+    payload = event.json()
+    data = payload.get("data") if isinstance(payload, dict) else None
+    name = data.get("id") if isinstance(data, dict) else None
+    if not isinstance(name, str) or not name:
+        raise PermanentError(f"delivery {event.delivery_id}: event has no data.id")
+    try:
+        outcome = settle_from_gemini(ctx.ledger, ctx.gemini, ctx.firestore, name, "webhook")
+    except GeminiUnavailable as exc:
+        raise RetryableError(str(exc)) from exc
+    except (GeminiNotFound, GeminiRejected) as exc:
+        raise PermanentError(str(exc)) from exc
+    if outcome.result == "unknown":
+        return Ignored(f"{name} is not in the ledger")
+    if outcome.result == RUNNING:
+        # The event ran ahead of what Gemini reports: retry later rather than settle wrongly.
+        raise RetryableError(f"{name}: {event.type} received but Gemini still reports it running")
+    return Done(f"{name}: {outcome.result} ({outcome.status})")
+
+
+@handler("github", "push")
+def review_push(event: Event, ctx: Any) -> Done | Ignored:
+    """A push to the default branch: one Gemini batch reviewing its Markdown files."""
+    from shared.gemini import GeminiNotFound, GeminiRejected, GeminiUnavailable
+    from shared.review import ReviewDeps
+    from shared.review import review_push as run
+
+    payload = event.json()
+    if not isinstance(payload, dict):
+        raise PermanentError(f"delivery {event.delivery_id}: push body is not an object")
+    deps = ReviewDeps(
+        ledger=ctx.ledger,
+        firestore=ctx.firestore,
+        gemini=ctx.gemini,
+        github=ctx.github,
+        review_path=ctx.config.review_path,
+        model=ctx.config.review_model,
+    )
+    try:
+        return run(payload, event.delivery_id, deps)
+    except GeminiUnavailable as exc:
+        raise RetryableError(str(exc)) from exc
+    except (GeminiNotFound, GeminiRejected) as exc:
+        raise PermanentError(str(exc)) from exc

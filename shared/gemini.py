@@ -1,0 +1,210 @@
+"""Gemini batch jobs through the real google-genai client.
+
+What the SDK does not do for us, and this module does:
+- a failed batch's top-level `error` is not copied by the SDK: read the raw JSON;
+- a batch can report SUCCEEDED with every row failed: rows are returned one by one;
+- creating a batch is not idempotent: callers tag `display_name` (see `review_tag`).
+
+Errors:
+
+    GeminiError
+    ├── GeminiUnavailable   timeout, connection error, 429 or 5xx: leave pending, retry later
+    ├── GeminiNotFound      404: the operation does not exist (yet, or any more)
+    └── GeminiRejected      any other 4xx
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types
+
+TAG_PREFIX = "hookledger:"
+TERMINAL_STATES = {
+    "JOB_STATE_SUCCEEDED": "succeeded",
+    "JOB_STATE_PARTIALLY_SUCCEEDED": "succeeded",
+    "JOB_STATE_FAILED": "failed",
+    "JOB_STATE_CANCELLED": "cancelled",
+    "JOB_STATE_EXPIRED": "expired",
+}
+
+
+class GeminiError(Exception):
+    """Base of the Gemini gateway's errors; messages name the operation."""
+
+
+class GeminiUnavailable(GeminiError):
+    """Transient: a later poll may succeed."""
+
+
+class GeminiNotFound(GeminiError):
+    """Gemini does not know the operation."""
+
+
+class GeminiRejected(GeminiError):
+    """Gemini refused the request (4xx other than 404 and 429)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One inline request's outcome: `key` is the request's metadata key (e.g. a file path)."""
+
+    key: str
+    text: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class BatchStatus:
+    name: str
+    state: str
+    display_name: str = ""
+    error: dict[str, Any] | None = None
+    rows: tuple[Row, ...] = field(default_factory=tuple)
+
+    @property
+    def terminal_status(self) -> str | None:
+        """`succeeded`/`failed`/`cancelled`/`expired`, or None while the batch is running."""
+        return TERMINAL_STATES.get(self.state)
+
+    @property
+    def all_rows_failed(self) -> bool:
+        return bool(self.rows) and all(row.error is not None for row in self.rows)
+
+
+def make_client(
+    api_key: str, base_url: str = "", timeout_s: float = 30.0, attempts: int = 3
+) -> genai.Client:
+    """A google-genai client with a per-call timeout and the SDK's own retry options."""
+    options = types.HttpOptions(
+        base_url=base_url or None,
+        timeout=int(timeout_s * 1000),  # the SDK takes milliseconds
+        retry_options=types.HttpRetryOptions(
+            attempts=attempts, initial_delay=0.5, max_delay=4.0, http_status_codes=[429, 503]
+        ),
+    )
+    return genai.Client(api_key=api_key or "unset", http_options=options)
+
+
+def review_tag(repo: str, sha: str) -> str:
+    """The `display_name` that marks a batch as ours, so an orphan can be recognised."""
+    return f"{TAG_PREFIX}review:{repo}@{sha}"
+
+
+def batch_name(name: str) -> str:
+    """Accept `batches/abc` or a bare `abc`."""
+    return name if name.startswith("batches/") else f"batches/{name}"
+
+
+class GeminiGateway:
+    """The few Gemini calls hookledger makes, with errors mapped to the tree above."""
+
+    def __init__(self, client: genai.Client) -> None:
+        self._client = client
+
+    def create_batch(
+        self, model: str, requests: Sequence[tuple[str, str]], display_name: str
+    ) -> str:
+        """Create a batch with one inline request per (key, prompt); returns its name."""
+        inline = [
+            types.InlinedRequest(
+                contents=[types.Content(role="user", parts=[types.Part(text=prompt)])],
+                metadata={"key": key},
+            )
+            for key, prompt in requests
+        ]
+        with _mapped(f"create batch {display_name}"):
+            job = self._client.batches.create(
+                model=model,
+                src=inline,
+                config=types.CreateBatchJobConfig(display_name=display_name),
+            )
+        if not job.name:
+            raise GeminiRejected(f"create batch {display_name}: Gemini returned no name")
+        return job.name
+
+    def fetch_batch(self, name: str) -> BatchStatus:
+        """The batch's state and, once terminal, its rows and top-level error."""
+        name = batch_name(name)
+        with _mapped(name):
+            job = self._client.batches.get(name=name)
+        state = job.state.value if job.state is not None else "JOB_STATE_UNSPECIFIED"
+        error = None
+        if TERMINAL_STATES.get(state) in {"failed", "cancelled", "expired"}:
+            error = self._raw_error(name)
+        rows: list[Row] = []
+        if job.dest is not None and job.dest.inlined_responses:
+            for index, item in enumerate(job.dest.inlined_responses):
+                key = (item.metadata or {}).get("key", str(index))
+                if item.error is not None:
+                    rows.append(Row(key=key, error=item.error.message or f"code {item.error.code}"))
+                else:
+                    rows.append(Row(key=key, text=_text(item.response)))
+        return BatchStatus(
+            name=name,
+            state=state,
+            display_name=job.display_name or "",
+            error=error,
+            rows=tuple(rows),
+        )
+
+    def list_batches(self, page_size: int = 100) -> Iterator[tuple[str, str, str]]:
+        """(name, display_name, state) of every batch, all pages."""
+        with _mapped("list batches"):
+            for job in self._client.batches.list(config={"page_size": page_size}):
+                state = job.state.value if job.state is not None else ""
+                yield job.name or "", job.display_name or "", state
+
+    def _raw_error(self, name: str) -> dict[str, Any] | None:
+        # The SDK drops a failed batch's top-level `error`: read the resource as sent.
+        with _mapped(name):
+            response = self._client._api_client.request("get", name, {}, None)
+        try:
+            body = json.loads(response.body or "{}")
+        except ValueError:
+            return None
+        error = body.get("error")
+        return error if isinstance(error, dict) else None
+
+
+def _text(response: types.GenerateContentResponse | None) -> str:
+    if response is None or not response.candidates:
+        return ""
+    content = response.candidates[0].content
+    if content is None or not content.parts:
+        return ""
+    return "".join(part.text or "" for part in content.parts)
+
+
+class _mapped:
+    """Translate google-genai and httpx errors into the GeminiError tree, naming `what`."""
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> bool:
+        if exc is None or isinstance(exc, GeminiError):
+            return False
+        if isinstance(exc, genai_errors.APIError):
+            code = exc.code
+            message = f"{self._what}: Gemini answered {code}: {exc.message}"
+            if code == 404:
+                raise GeminiNotFound(message) from exc
+            if code == 429 or code >= 500:
+                raise GeminiUnavailable(message) from exc
+            raise GeminiRejected(message) from exc
+        import httpx  # the SDK's transport; only needed on this error path
+
+        if isinstance(exc, httpx.HTTPError | TimeoutError | ConnectionError):
+            raise GeminiUnavailable(f"{self._what}: {type(exc).__name__}: {exc}") from exc
+        return False

@@ -1,0 +1,127 @@
+"""The handler registry: plain functions registered per (source, event).
+
+    from shared.handlers import handler, Event, Done
+
+    @handler("github", "issues")
+    def on_issue(event: Event, ctx) -> Done:
+        ...
+        return Done("labelled")
+
+The ingress enqueues an event only when a handler is registered for it (anything else
+is answered 200 `ignored`); the worker runs the handler with the verified event and a
+context (ledger, clients, clock, config). A handler reports its outcome by returning
+`Done` / `Ignored` or by raising:
+
+    HandlerError        base of what a handler may raise on purpose
+    ├── RetryableError  transient (timeout, 429/5xx upstream): 5xx, Cloud Tasks retries
+    └── PermanentError  will never succeed: delivery recorded `dead`, answered 2xx
+
+Any other exception is treated as retryable until the retry limit, then dead.
+This module imports nothing heavy: the ingress loads it at cold start.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+
+class HandlerError(Exception):
+    """Base of the outcomes a handler raises on purpose."""
+
+
+class RetryableError(HandlerError):
+    """A transient failure: the worker answers 5xx and Cloud Tasks retries with backoff."""
+
+
+class PermanentError(HandlerError):
+    """A failure that no retry can fix: the delivery is recorded `dead` and answered 2xx."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """A verified event as the worker hands it to a handler."""
+
+    source: str
+    type: str
+    delivery_id: str
+    received_at: datetime
+    body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def json(self) -> Any:
+        """The body parsed as JSON; a body that is not JSON is a `PermanentError`."""
+        try:
+            return json.loads(self.body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise PermanentError(f"delivery {self.delivery_id}: body is not JSON: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Done:
+    """The event was handled; `detail` is a short summary for logs and the delivery record."""
+
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """The event needs no work (e.g. a push that touches no reviewed file)."""
+
+    detail: str = ""
+
+
+Outcome = Done | Ignored
+
+
+class Handler(Protocol):
+    def __call__(self, event: Event, ctx: Any) -> Outcome: ...
+
+
+_REGISTRY: dict[tuple[str, str], Handler] = {}
+
+
+def handler(source: str, *events: str) -> Callable[[Handler], Handler]:
+    """Register the decorated function for `source` and each of `events`.
+
+    Registering a second handler for the same pair is an error: one event, one owner.
+    """
+    if not events:
+        raise ValueError("handler() needs at least one event type")
+
+    def register(fn: Handler) -> Handler:
+        for name in events:
+            key = (source, name)
+            existing = _REGISTRY.get(key)
+            if existing is not None and existing is not fn:
+                raise ValueError(f"a handler for {source}/{name} is already registered")
+            _REGISTRY[key] = fn
+        return fn
+
+    return register
+
+
+def lookup(source: str, event: str) -> Handler | None:
+    return _REGISTRY.get((source, event))
+
+
+def registered() -> Iterable[tuple[str, str]]:
+    return sorted(_REGISTRY)
+
+
+def unregister(source: str, event: str) -> None:
+    """Remove a registration (tests restore the registry with this)."""
+    _REGISTRY.pop((source, event), None)
+
+
+def snapshot() -> dict[tuple[str, str], Handler]:
+    """A copy of the registry, to restore after a test with `restore`."""
+    return dict(_REGISTRY)
+
+
+def restore(saved: Mapping[tuple[str, str], Handler]) -> None:
+    _REGISTRY.clear()
+    _REGISTRY.update(saved)

@@ -1,0 +1,113 @@
+"""The reference pipeline: a push to the default branch becomes one Gemini batch of reviews.
+
+Creating a batch is not idempotent, and the push delivery may be retried (a file that
+failed to fetch, a crash). A `submissions/{repo@sha}` document is claimed before the
+batch is created and holds its name afterwards:
+
+    attempt 1: claim submission ─ create batch ─✗ crash before recording the name
+    attempt 2: claim exists, no name ─ look for a batch tagged review:{repo}@{sha} ─ adopt it
+
+so a retry never creates a second batch. The batch's `display_name` carries the tag,
+which is also how reconcile recognises an orphan.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from google.api_core import exceptions as gexc
+
+from shared import logs, opnames
+from shared.gemini import GeminiGateway, review_tag
+from shared.github import ContentsClient, GitHubRejected, GitHubUnavailable, parse_push, reviewable
+from shared.handlers import Done, Ignored, PermanentError, RetryableError
+from shared.ledger import Ledger
+
+log = logs.get_logger("review")
+
+KIND = "github-review"
+PROMPT = (
+    "You review Markdown documentation. Point out unclear sentences, broken structure and "
+    "factual slips, briefly, as a bulleted list.\n\nFile: {path}\n\n{text}"
+)
+
+
+@dataclass(frozen=True)
+class ReviewDeps:
+    ledger: Ledger
+    firestore: Any
+    gemini: GeminiGateway
+    github: ContentsClient
+    review_path: str
+    model: str
+
+
+def review_push(payload: dict[str, Any], delivery_id: str, deps: ReviewDeps) -> Done | Ignored:
+    """Submit one batch for the push's reviewable files; safe to call again for the same push."""
+    try:
+        push = parse_push(payload)
+    except ValueError as exc:
+        raise PermanentError(f"delivery {delivery_id}: {exc}") from exc
+    if push.deleted or not push.to_default_branch:
+        return Ignored(f"{push.ref} is not a push to {push.default_branch}")
+    paths = reviewable(push.changed, deps.review_path)
+    if not paths:
+        return Ignored(f"{push.repo}@{push.sha[:12]}: no Markdown files to review")
+
+    files = _fetch_all(push.repo, push.sha, paths, deps.github, delivery_id)
+    tag = review_tag(push.repo, push.sha)
+    submission = deps.firestore.collection("submissions").document(opnames.encode(tag))
+    name = _existing_batch(submission, tag, deps.gemini)
+    if name is None:
+        requests = [(path, PROMPT.format(path=path, text=files[path])) for path in paths]
+        name = deps.gemini.create_batch(deps.model, requests, display_name=tag)
+        # Register at once: from here on reconcile can find it even if we crash.
+        deps.ledger.register(name, KIND, {"repo": push.repo, "sha": push.sha, "paths": paths})
+        submission.set({"tag": tag, "operation": name}, merge=True)
+        logs.event(log, logging.INFO, "review batch submitted", operation=name,
+                   delivery_id=delivery_id, repo=push.repo, files=len(paths))
+        return Done(f"submitted {name} for {len(paths)} file(s)")
+    deps.ledger.register(name, KIND, {"repo": push.repo, "sha": push.sha, "paths": paths})
+    return Done(f"already submitted as {name}")
+
+
+def _fetch_all(
+    repo: str, sha: str, paths: list[str], github: ContentsClient, delivery_id: str
+) -> dict[str, str]:
+    """Every file's text, or an error naming each file that failed."""
+    files: dict[str, str] = {}
+    transient: list[str] = []
+    for path in paths:
+        try:
+            files[path] = github.fetch(repo, path, sha).decode("utf-8", errors="replace")
+        except GitHubUnavailable as exc:
+            logs.event(log, logging.ERROR, f"fetch failed for {path}", path=path, repo=repo,
+                       sha=sha, delivery_id=delivery_id, reason=str(exc))
+            transient.append(path)
+        except GitHubRejected as exc:
+            logs.event(log, logging.ERROR, f"fetch rejected for {path}", path=path, repo=repo,
+                       sha=sha, delivery_id=delivery_id, reason=str(exc))
+            raise PermanentError(f"{repo}@{sha[:12]}: {path}: {exc}") from exc
+    if transient:
+        raise RetryableError(f"{repo}@{sha[:12]}: could not fetch {', '.join(transient)}")
+    return files
+
+
+def _existing_batch(submission: Any, tag: str, gemini: GeminiGateway) -> str | None:
+    """The batch already created for `tag`, claiming the submission if there is none."""
+    try:
+        submission.create({"tag": tag, "operation": None})
+        return None  # first attempt: we own the submission
+    except gexc.AlreadyExists:
+        pass
+    stored = (submission.get().to_dict() or {}).get("operation")
+    if stored:
+        return str(stored)
+    # An earlier attempt claimed the submission but crashed around the create call.
+    for name, display_name, _state in gemini.list_batches():
+        if display_name == tag:
+            submission.set({"tag": tag, "operation": name}, merge=True)
+            return name
+    return None

@@ -1,0 +1,181 @@
+"""Production defaults, built lazily and once per process.
+
+The entry points in `functions/main.py` ask this module for what they need. Nothing is
+built at import: the ingress's cold start pays only for what the ingress uses, and the
+Firestore client is created on the first claim-checked payload, not before.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from shared.claims import ClaimStore
+from shared.clock import system_clock
+from shared.config import Config
+from shared.envelope import EnvelopeSealer
+from shared.ingress import Ingress
+from shared.signatures import (
+    DynamicWebhookVerifier,
+    GeminiVerifier,
+    GitHubVerifier,
+    JwksCache,
+    StandardWebhookVerifier,
+)
+from shared.tasks import TaskQueue, make_client
+
+T = TypeVar("T")
+_BOXES: list[list[Any]] = []
+
+
+def once(factory: Callable[[], T]) -> Callable[[], T]:
+    """A thread-safe, lazily evaluated singleton (`reset` forgets them all)."""
+    lock = threading.Lock()
+    box: list[T] = []
+    _BOXES.append(box)
+
+    def get() -> T:
+        if not box:
+            with lock:
+                if not box:
+                    box.append(factory())
+        return box[0]
+
+    return get
+
+
+def reset() -> None:
+    """Forget every built object, so the next request reads the environment again (tests)."""
+    for box in _BOXES:
+        box.clear()
+
+
+@once
+def config() -> Config:
+    return Config.from_env()
+
+
+@once
+def firestore_client() -> Any:
+    from google.cloud import firestore  # heavy: only the paths that need it pay
+
+    return firestore.Client(project=config().project)
+
+
+class _LazyFirestoreClaims:
+    """A claim store that builds its Firestore client on first use (rare: bodies > 512 KiB)."""
+
+    def __init__(self) -> None:
+        self._store = once(self._build)
+
+    @staticmethod
+    def _build() -> ClaimStore:
+        from shared.claims import FirestoreClaimStore
+
+        return FirestoreClaimStore(firestore_client(), clock=system_clock)
+
+    def put(self, key: str, data: bytes) -> str:
+        return self._store().put(key, data)
+
+    def get(self, ref: str) -> bytes:
+        return self._store().get(ref)
+
+
+def build_sealer(cfg: Config) -> EnvelopeSealer:
+    return EnvelopeSealer(cfg.envelope_keys, clock=system_clock, claims=_LazyFirestoreClaims())
+
+
+def build_gemini_verifier(cfg: Config) -> GeminiVerifier:
+    static = StandardWebhookVerifier(
+        cfg.gemini_webhook_secrets, tolerance_s=cfg.signature_tolerance_s, clock=system_clock
+    )
+    dynamic = None
+    if cfg.gemini_jwks_url:
+        jwks = JwksCache(cfg.gemini_jwks_url, timeout_s=min(cfg.http_timeout_s, 5.0))
+        dynamic = DynamicWebhookVerifier(
+            jwks, tolerance_s=cfg.signature_tolerance_s, clock=system_clock
+        )
+    return GeminiVerifier(static=static, dynamic=dynamic)
+
+
+@once
+def task_queue() -> TaskQueue:
+    cfg = config()
+    client = make_client(cfg.cloud_tasks_emulator_host or None)
+    return TaskQueue(client, cfg.queue_path, timeout_s=cfg.tasks_timeout_s)
+
+
+@once
+def ingress() -> Ingress:
+    """The ingress, with secrets validated now (a bad secret fails start-up, not a request)."""
+    import shared.builtin_handlers  # noqa: F401  registers the built-in (source, event) pairs
+
+    cfg = config()
+    return Ingress(
+        cfg,
+        github=GitHubVerifier(cfg.github_webhook_secrets),
+        gemini=build_gemini_verifier(cfg),
+        sealer=build_sealer(cfg),
+        queue=task_queue,
+        clock=system_clock,
+    )
+
+
+def _service(name: str) -> Any:
+    """The clients handlers reach through `ctx.<name>`, each built once per process."""
+    return _SERVICES[name]()
+
+
+@once
+def ledger() -> Any:
+    from shared.ledger import Ledger
+
+    cfg = config()
+    return Ledger(
+        firestore_client(),
+        clock=system_clock,
+        grace=timedelta(seconds=cfg.reconcile_grace_s),
+        retention=timedelta(days=cfg.retention_days),
+    )
+
+
+@once
+def gemini() -> Any:
+    from shared.gemini import GeminiGateway, make_client
+
+    cfg = config()
+    return GeminiGateway(
+        make_client(cfg.gemini_api_key, cfg.gemini_base_url, timeout_s=cfg.http_timeout_s)
+    )
+
+
+@once
+def github() -> Any:
+    from shared.github import ContentsClient
+
+    cfg = config()
+    return ContentsClient(cfg.github_api_url, cfg.github_token, timeout_s=cfg.http_timeout_s)
+
+
+_SERVICES: dict[str, Callable[[], Any]] = {
+    "firestore": firestore_client,
+    "claims": lambda: _LazyFirestoreClaims(),
+    "gemini": gemini,
+    "github": github,
+    "tasks": task_queue,
+}
+
+
+@once
+def worker() -> Any:
+    import shared.builtin_handlers  # noqa: F401  registers the built-in handlers
+    from shared.oidc import OidcVerifier
+    from shared.worker import Worker
+
+    cfg = config()
+    oidc = None
+    if cfg.oidc_audience:
+        oidc = OidcVerifier(cfg.oidc_audience, cfg.oidc_certs_url, cfg.tasks_service_account)
+    return Worker(cfg, sealer=build_sealer(cfg), ledger=ledger(), services=_service, oidc=oidc)

@@ -1,0 +1,305 @@
+"""The ingress, loaded by functions-framework's real loader, against the local Cloud Tasks emulator.
+
+The queue is paused, so every task the ingress creates stays listable: "no task was
+created" is checked by listing the queue, not by trusting a mock.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import functions_framework
+import pytest
+
+from shared import runtime
+from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET
+from shared.envelope import EnvelopeSealer
+from shared.signatures import sign_github, sign_standard_webhook
+from shared.tasks import ensure_queue, make_client
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures" / "github"
+PUSH = (FIXTURES / "push-with-new-branch.payload.json").read_bytes()
+OTHER_GEMINI_SECRET = "whsec_" + base64.b64encode(b"another-gemini-secret-0123").decode()
+RETIRED_GITHUB_SECRET = "retired-github-secret"
+RETIRED_GEMINI_SECRET = "whsec_" + base64.b64encode(b"retired-gemini-secret-0123").decode()
+SMALL_LIMIT = 64 * 1024
+
+
+@dataclass
+class Harness:
+    client: Any
+    tasks_client: Any
+    queue: str
+    sent: list[str] = field(default_factory=list)
+
+    def tasks(self) -> list[Any]:
+        return list(self.tasks_client.list_tasks(request={"parent": self.queue, "response_view": "FULL"}))
+
+
+@pytest.fixture
+def ingress(cloudtasks_emulator, monkeypatch) -> Harness:
+    tasks_client = make_client(cloudtasks_emulator.host)
+    queue_id = f"ingress-{uuid.uuid4().hex[:12]}"
+    queue = f"projects/demo-hookledger/locations/us-central1/queues/{queue_id}"
+    ensure_queue(tasks_client, queue)
+    tasks_client.pause_queue(name=queue)  # keep every created task listable
+    for name, value in {
+        "GOOGLE_CLOUD_PROJECT": "demo-hookledger",
+        "CLOUD_TASKS_EMULATOR_HOST": cloudtasks_emulator.host,
+        "TASKS_QUEUE": queue_id,
+        "WORKER_URL": "http://127.0.0.1:9/worker",
+        "GITHUB_WEBHOOK_SECRETS": f"new-github-secret-0123,{LOCAL_GITHUB_SECRET}",
+        "GEMINI_WEBHOOK_SECRETS": f"{OTHER_GEMINI_SECRET},{LOCAL_GEMINI_SECRET}",
+        "ENVELOPE_KEYS": LOCAL_ENVELOPE_KEY,
+        "MAX_BODY_BYTES": str(SMALL_LIMIT),
+        "TASKS_TIMEOUT_S": "2",
+    }.items():
+        monkeypatch.setenv(name, value)
+    runtime.reset()
+    app = functions_framework.create_app(target="ingress", source=str(REPO / "functions/main.py"))
+    yield Harness(app.test_client(), tasks_client, queue)
+    runtime.reset()
+    tasks_client.delete_queue(name=queue)
+
+
+def github_headers(body: bytes, *, secret: str = LOCAL_GITHUB_SECRET, event: str = "push",
+                   delivery: str | None = None) -> dict[str, str]:
+    return {
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+        "X-Hub-Signature-256": sign_github(secret, body),
+        "Content-Type": "application/json",
+    }
+
+
+def gemini_body(event: str = "batch.succeeded", op: str = "batches/abc123") -> bytes:
+    return json.dumps({"type": event, "version": "v1", "timestamp": "2026-11-30T00:00:00Z",
+                       "data": {"id": op}}).encode()
+
+
+def gemini_headers(body: bytes, *, secret: str = LOCAL_GEMINI_SECRET, msg_id: str | None = None,
+                   timestamp: int | None = None) -> dict[str, str]:
+    msg_id = msg_id or f"msg_{uuid.uuid4().hex}"
+    timestamp = int(time.time()) if timestamp is None else timestamp
+    return {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": sign_standard_webhook(secret, msg_id, timestamp, body),
+        "Content-Type": "application/json",
+    }
+
+
+def _without(headers: dict[str, str], name: str) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k != name}
+
+
+def _with(headers: dict[str, str], **changes: str) -> dict[str, str]:
+    out = dict(headers)
+    for key, value in changes.items():
+        out[key.replace("_", "-")] = value
+    return out
+
+
+def _bad_requests() -> list[tuple[str, str, str, dict[str, str], bytes, int]]:
+    """(name, method, path, headers, body, expected status): each must create no task."""
+    push, gh = PUSH, github_headers(PUSH)
+    sig = gh["X-Hub-Signature-256"]
+    reserialized = json.dumps(json.loads(PUSH)).encode()
+    g_body = gemini_body()
+    g = gemini_headers(g_body)
+    now = int(time.time())
+    g_sig = g["webhook-signature"]
+    cases = [
+        ("github: no signature header", "POST", "/github", _without(gh, "X-Hub-Signature-256"), push, 401),
+        ("github: empty signature", "POST", "/github", {**gh, "X-Hub-Signature-256": ""}, push, 401),
+        ("github: wrong secret", "POST", "/github", github_headers(push, secret="wrong-secret-0123456"), push, 401),
+        ("github: rotated-out secret", "POST", "/github", github_headers(push, secret=RETIRED_GITHUB_SECRET), push, 401),
+        ("github: forged body", "POST", "/github", gh, push.replace(b"master", b"main"), 401),
+        ("github: truncated body", "POST", "/github", gh, push[:-10], 401),
+        ("github: re-serialized JSON", "POST", "/github", gh, reserialized, 401),
+        ("github: body with a trailing newline", "POST", "/github", gh, push + b"\n", 401),
+        ("github: sha1 prefix", "POST", "/github", {**gh, "X-Hub-Signature-256": "sha1=" + sig[7:]}, push, 401),
+        ("github: no prefix", "POST", "/github", {**gh, "X-Hub-Signature-256": sig[7:]}, push, 401),
+        ("github: truncated hex", "POST", "/github", {**gh, "X-Hub-Signature-256": sig[:-2]}, push, 401),
+        ("github: non-hex digest", "POST", "/github", {**gh, "X-Hub-Signature-256": "sha256=" + "z" * 64}, push, 401),
+        ("github: two signatures", "POST", "/github", {**gh, "X-Hub-Signature-256": f"{sig}, {sig}"}, push, 401),
+        ("github: signature in the sha1 header only", "POST", "/github",
+         {**_without(gh, "X-Hub-Signature-256"), "X-Hub-Signature": "sha1=" + "0" * 40}, push, 401),
+        ("github: upper-case header name, wrong value", "POST", "/github",
+         {**_without(gh, "X-Hub-Signature-256"), "X-HUB-SIGNATURE-256": "sha256=" + "0" * 64}, push, 401),
+        ("github: empty body", "POST", "/github", github_headers(b""), b"", 400),
+        ("github: non-JSON body", "POST", "/github", github_headers(b"hello"), b"hello", 400),
+        ("github: JSON array body", "POST", "/github", github_headers(b"[1,2]"), b"[1,2]", 400),
+        ("github: missing event header", "POST", "/github", _without(gh, "X-GitHub-Event"), push, 400),
+        ("github: missing delivery id", "POST", "/github", _without(gh, "X-GitHub-Delivery"), push, 400),
+        ("github: blank delivery id", "POST", "/github", {**gh, "X-GitHub-Delivery": "  "}, push, 400),
+        ("github: overlong delivery id", "POST", "/github", {**gh, "X-GitHub-Delivery": "d" * 300}, push, 400),
+        ("github: oversized body", "POST", "/github", github_headers(b"x" * (SMALL_LIMIT + 1)),
+         b"x" * (SMALL_LIMIT + 1), 413),
+        ("github: GET", "GET", "/github", gh, b"", 405),
+        ("github: PUT", "PUT", "/github", gh, push, 405),
+        ("unknown route", "POST", "/bitbucket", gh, push, 404),
+        ("root route", "POST", "/", gh, push, 404),
+        ("gemini: DELETE", "DELETE", "/gemini", g, g_body, 405),
+        ("gemini: no signature", "POST", "/gemini", _without(g, "webhook-signature"), g_body, 401),
+        ("gemini: no id", "POST", "/gemini", _without(g, "webhook-id"), g_body, 401),
+        ("gemini: no timestamp", "POST", "/gemini", _without(g, "webhook-timestamp"), g_body, 401),
+        ("gemini: stale timestamp", "POST", "/gemini", gemini_headers(g_body, timestamp=now - 3600), g_body, 401),
+        ("gemini: future timestamp", "POST", "/gemini", gemini_headers(g_body, timestamp=now + 3600), g_body, 401),
+        ("gemini: non-integer timestamp", "POST", "/gemini", {**g, "webhook-timestamp": "soon"}, g_body, 401),
+        ("gemini: unknown version", "POST", "/gemini", {**g, "webhook-signature": "v2" + g_sig[2:]}, g_body, 401),
+        ("gemini: missing comma", "POST", "/gemini", {**g, "webhook-signature": g_sig.replace(",", "")}, g_body, 401),
+        ("gemini: bad base64", "POST", "/gemini", {**g, "webhook-signature": "v1,not*base64!"}, g_body, 401),
+        ("gemini: truncated signature", "POST", "/gemini", {**g, "webhook-signature": g_sig[:-8]}, g_body, 401),
+        ("gemini: wrong secret", "POST", "/gemini",
+         gemini_headers(g_body, secret="whsec_" + base64.b64encode(b"w" * 24).decode()), g_body, 401),
+        ("gemini: rotated-out secret", "POST", "/gemini", gemini_headers(g_body, secret=RETIRED_GEMINI_SECRET), g_body, 401),
+        ("gemini: tampered body", "POST", "/gemini", g, g_body.replace(b"abc123", b"abc124"), 401),
+        ("gemini: re-serialized JSON", "POST", "/gemini", g, json.dumps(json.loads(g_body), indent=1).encode(), 401),
+        ("gemini: tampered id", "POST", "/gemini", {**g, "webhook-id": g["webhook-id"] + "x"}, g_body, 401),
+        ("gemini: tampered timestamp", "POST", "/gemini", {**g, "webhook-timestamp": str(int(g["webhook-timestamp"]) - 1)}, g_body, 401),
+        ("gemini: empty body", "POST", "/gemini", gemini_headers(b""), b"", 400),
+        ("gemini: non-JSON body", "POST", "/gemini", gemini_headers(b"not json"), b"not json", 400),
+        ("gemini: no type", "POST", "/gemini", gemini_headers(b'{"data":{"id":"batches/x"}}'),
+         b'{"data":{"id":"batches/x"}}', 400),
+        ("gemini: no data.id", "POST", "/gemini", gemini_headers(b'{"type":"batch.succeeded","data":{}}'),
+         b'{"type":"batch.succeeded","data":{}}', 400),
+        ("gemini: oversized body", "POST", "/gemini", gemini_headers(b"y" * (SMALL_LIMIT + 1)),
+         b"y" * (SMALL_LIMIT + 1), 413),
+    ]
+    return cases
+
+
+BAD = _bad_requests()
+
+
+def test_there_are_at_least_forty_distinct_bad_requests():
+    assert len({name for name, *_ in BAD}) == len(BAD) >= 40
+
+
+@pytest.mark.parametrize(("name", "method", "path", "headers", "body", "status"), BAD,
+                         ids=[case[0] for case in BAD])
+def test_a_bad_request_is_refused_and_creates_no_task(ingress, name, method, path, headers, body, status):
+    response = ingress.client.open(path, method=method, headers=headers, data=body)
+
+    assert response.status_code == status, name
+    assert ingress.tasks() == [], name
+
+
+@pytest.mark.parametrize(
+    ("name", "event", "path", "expected"),
+    [
+        ("github issues: no handler", "issues", "/github", "ignored"),
+        ("github ping", "ping", "/github", "pong"),
+    ],
+)
+def test_events_without_work_answer_200_and_create_no_task(ingress, name, event, path, expected):
+    body = (FIXTURES / "ping-payload.json").read_bytes()
+    response = ingress.client.post(path, headers=github_headers(body, event=event), data=body)
+
+    assert (response.status_code, response.json["status"]) == (200, expected), name
+    assert ingress.tasks() == []
+
+
+def test_a_non_terminal_gemini_event_is_ignored(ingress):
+    body = gemini_body("interaction.requires_action", "interactions/i1")
+    response = ingress.client.post("/gemini", headers=gemini_headers(body), data=body)
+
+    assert (response.status_code, response.json["status"]) == (200, "ignored")
+    assert ingress.tasks() == []
+
+
+def test_a_signed_push_is_accepted_with_one_task_holding_a_sealed_envelope(ingress):
+    headers = github_headers(PUSH, delivery="d-accepted-1")
+    response = ingress.client.post("/github", headers=headers, data=PUSH)
+
+    assert response.status_code == 202
+    assert response.json == {"status": "accepted", "delivery_id": "d-accepted-1", "event": "push"}
+    [task] = ingress.tasks()
+    envelope = EnvelopeSealer([LOCAL_ENVELOPE_KEY]).open(task.http_request.body)
+    assert (envelope.source, envelope.event, envelope.delivery_id) == ("github", "push", "d-accepted-1")
+    assert envelope.body == PUSH  # byte for byte, never re-serialized
+    assert "x-hub-signature-256" not in envelope.headers
+    assert task.http_request.url == "http://127.0.0.1:9/worker"
+
+
+def test_the_same_delivery_three_times_yields_one_task(ingress):
+    headers = github_headers(PUSH, delivery="d-thrice")
+    answers = [ingress.client.post("/github", headers=headers, data=PUSH) for _ in range(3)]
+
+    assert [a.status_code for a in answers] == [202, 200, 200]
+    assert [a.json["status"] for a in answers] == ["accepted", "duplicate", "duplicate"]
+    assert len(ingress.tasks()) == 1
+
+
+def test_the_second_secret_still_verifies_during_rotation(ingress):
+    response = ingress.client.post("/github", headers=github_headers(PUSH), data=PUSH)
+    assert response.status_code == 202
+    body = gemini_body()
+    response = ingress.client.post("/gemini", headers=gemini_headers(body), data=body)
+    assert response.status_code == 202
+    assert len(ingress.tasks()) == 2
+
+
+@pytest.mark.parametrize("case", [str.lower, str.upper, str.title], ids=["lower", "upper", "title"])
+def test_header_names_are_case_insensitive(ingress, case):
+    headers = {case(k): v for k, v in github_headers(PUSH).items()}
+    assert ingress.client.post("/github", headers=headers, data=PUSH).status_code == 202
+    body = gemini_body()
+    headers = {case(k): v for k, v in gemini_headers(body).items()}
+    assert ingress.client.post("/gemini", headers=headers, data=body).status_code == 202
+
+
+def test_a_gemini_terminal_event_is_accepted(ingress):
+    body = gemini_body("batch.failed", "batches/zz")
+    headers = gemini_headers(body, msg_id="msg_terminal")
+    response = ingress.client.post("/gemini", headers=headers, data=body)
+
+    assert response.status_code == 202
+    assert response.json["delivery_id"] == "msg_terminal"
+    assert len(ingress.tasks()) == 1
+
+
+def test_a_cloud_tasks_outage_answers_503(ingress, monkeypatch):
+    from local.processes import free_port
+
+    monkeypatch.setenv("CLOUD_TASKS_EMULATOR_HOST", f"127.0.0.1:{free_port()}")
+    monkeypatch.setenv("TASKS_TIMEOUT_S", "1")
+    runtime.reset()
+
+    response = ingress.client.post("/github", headers=github_headers(PUSH), data=PUSH)
+
+    assert response.status_code == 503
+    assert ingress.tasks() == []
+
+
+def test_healthz_answers_200(ingress):
+    assert ingress.client.get("/healthz").status_code == 200
+
+
+def test_no_signature_or_secret_reaches_the_logs(ingress, caplog):
+    caplog.set_level(logging.DEBUG, logger="hookledger")
+    good = github_headers(PUSH)
+    ingress.client.post("/github", headers=good, data=PUSH)
+    bad = github_headers(PUSH, secret="wrong-secret-0123456")
+    ingress.client.post("/github", headers=bad, data=PUSH)
+    body = gemini_body()
+    g = gemini_headers(body)
+    ingress.client.post("/gemini", headers=g, data=body)
+
+    text = "\n".join(
+        f"{r.getMessage()} {getattr(r, 'hookledger_fields', {})}" for r in caplog.records
+    )
+    assert "github delivery accepted" in text  # the logs did record the traffic
+    for secret in (good["X-Hub-Signature-256"][7:], bad["X-Hub-Signature-256"][7:],
+                   g["webhook-signature"][3:], LOCAL_GITHUB_SECRET, LOCAL_GEMINI_SECRET,
+                   LOCAL_ENVELOPE_KEY):
+        assert secret not in text
