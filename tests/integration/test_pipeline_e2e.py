@@ -1,0 +1,289 @@
+"""End to end, every part real: a signed push → ingress → Cloud Tasks emulator → worker →
+simulator batch → the simulator's signed webhook → ingress → worker → settled, reviews written.
+
+The ingress and worker run under functions-framework as separate processes; the worker
+requires the OIDC token the Cloud Tasks emulator mints, verified against its JWKS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from local.processes import Service, free_port, listening_on, start
+from local.simulator.client import SimulatorClient, start_simulator
+from shared.clock import FakeClock, system_clock
+from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_GITHUB_SECRET
+from shared.envelope import Envelope, EnvelopeSealer
+from shared.signatures import sign_github
+from shared.tasks import ensure_queue, make_client
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures" / "github"
+PROJECT = "demo-hookledger"
+TASKS_ACCOUNT = "tasks-invoker@demo-hookledger.iam.gserviceaccount.com"
+OWNER_REPO = "octo-org/handbook"
+SHA = "0f1e2d3c4b5a69788796a5b4c3d2e1f001122334"
+FILES = {"docs/intro.md": b"# Intro\n\nHookledger settles things.\n",
+         "docs/howto.markdown": b"# How to\n\nRun it.\n"}
+
+
+@dataclass
+class Stack:
+    ingress_url: str
+    worker_url: str
+    sim: SimulatorClient
+    worker: Service
+    ingress: Service
+
+    def push(self, payload: bytes, delivery: str | None = None) -> requests.Response:
+        headers = {"X-GitHub-Event": "push", "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+                   "X-Hub-Signature-256": sign_github(LOCAL_GITHUB_SECRET, payload),
+                   "Content-Type": "application/json"}
+        return requests.post(f"{self.ingress_url}/github", data=payload, headers=headers, timeout=10)
+
+
+def _serve(target: str, port: int, env: dict[str, str]) -> Service:
+    return start(
+        target,
+        [sys.executable, "-m", "functions_framework", f"--target={target}",
+         f"--source={REPO / 'functions' / 'main.py'}", "--host=127.0.0.1", f"--port={port}"],
+        env=env, cwd=REPO, ready=listening_on(port), timeout=60,
+    )
+
+
+@pytest.fixture(scope="module")
+def stack(firestore_emulator, cloudtasks_emulator_fast) -> Iterator[Stack]:
+    ingress_port, worker_port, sim_port = free_port(), free_port(), free_port()
+    ingress_url, worker_url = f"http://127.0.0.1:{ingress_port}", f"http://127.0.0.1:{worker_port}"
+    queue_id = f"e2e-{uuid.uuid4().hex[:10]}"
+    ensure_queue(make_client(cloudtasks_emulator_fast.host),
+                 f"projects/{PROJECT}/locations/us-central1/queues/{queue_id}")
+    sim_url = f"http://127.0.0.1:{sim_port}"
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "GOOGLE_CLOUD_PROJECT": PROJECT,
+        "FIRESTORE_EMULATOR_HOST": firestore_emulator,
+        "CLOUD_TASKS_EMULATOR_HOST": cloudtasks_emulator_fast.host,
+        "TASKS_QUEUE": queue_id,
+        "WORKER_URL": f"{worker_url}/",
+        "TASKS_SERVICE_ACCOUNT": TASKS_ACCOUNT,
+        "OIDC_AUDIENCE": f"{worker_url}/",
+        "OIDC_CERTS_URL": cloudtasks_emulator_fast.jwks_url,
+        "GEMINI_BASE_URL": sim_url,
+        "GEMINI_API_KEY": "sim-key",
+        "GITHUB_API_URL": sim_url,
+        "HTTP_TIMEOUT_S": "5",
+        "REVIEW_PATH": "docs",
+    }
+    started: list[Service] = []
+    try:
+        started.append(start_simulator(sim_port, webhook_url=f"{ingress_url}/gemini"))
+        started.append(_serve("ingress", ingress_port, env))
+        started.append(_serve("worker", worker_port, env))
+        yield Stack(ingress_url, worker_url, SimulatorClient(sim_url), started[2], started[1])
+    finally:
+        for service in reversed(started):
+            service.stop()
+
+
+@pytest.fixture
+def fresh(stack: Stack, firestore_client) -> Stack:
+    stack.sim.reset()
+    for path, data in FILES.items():
+        stack.sim.put_file(*OWNER_REPO.split("/"), path, SHA, data)
+    return stack
+
+
+def push_payload(sha: str = SHA, files: list[str] | None = None) -> bytes:
+    return json.dumps({
+        "ref": "refs/heads/main", "before": "0" * 40, "after": sha, "deleted": False,
+        "repository": {"full_name": OWNER_REPO, "default_branch": "main"},
+        "commits": [{"id": sha, "added": files if files is not None else list(FILES),
+                     "modified": ["src/app.py"], "removed": []}],
+    }).encode()
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def operations(client) -> list[dict[str, Any]]:
+    return [doc.to_dict() for doc in client.collection("operations").stream()]
+
+
+def delivery_status(client, doc_id: str) -> str | None:
+    """The delivery's status once it is finished (done/ignored/dead), else None."""
+    status = (client.collection("deliveries").document(doc_id).get().to_dict() or {}).get("status")
+    return status if status in ("done", "ignored", "dead") else None
+
+
+def reviews(client) -> dict[str, dict[str, Any]]:
+    return {d["path"]: d for d in (doc.to_dict() for doc in client.collection("reviews").stream())}
+
+
+def test_a_push_is_reviewed_end_to_end(fresh: Stack, firestore_client):
+    assert fresh.push(push_payload(), delivery="e2e-push-1").status_code == 202
+    [op] = wait_for("the batch to be registered", lambda: operations(firestore_client))
+    assert (op["kind"], op["status"], sorted(op["context"]["paths"])) == (
+        "github-review", "pending", sorted(FILES))
+
+    fresh.sim.complete(op["name"], state="succeeded", webhook="send")
+
+    done = wait_for("the settlement", lambda: [o for o in operations(firestore_client)
+                                              if o["status"] == "succeeded"])
+    assert done[0]["settled_by"] == "webhook"
+    written = wait_for("two reviews", lambda: len(reviews(firestore_client)) == 2 and reviews(firestore_client))
+    assert set(written) == set(FILES)
+    for path, doc in written.items():
+        assert (doc["repo"], doc["sha"], doc["operation"]) == (OWNER_REPO, SHA, op["name"])
+        assert doc["text"] and "error" not in doc, path
+    delivery = firestore_client.collection("deliveries").document("github:e2e-push-1").get()
+    assert delivery.get("status") == "done"
+
+
+def test_duplicate_webhooks_and_a_repeated_push_settle_once(fresh: Stack, firestore_client):
+    assert fresh.push(push_payload(), delivery="dup-push-1").status_code == 202
+    [op] = wait_for("the batch", lambda: operations(firestore_client))
+    # The same push again, as a new delivery (a re-sent hook): no second batch.
+    assert fresh.push(push_payload(), delivery="dup-push-2").status_code == 202
+    assert wait_for("the second push to finish", lambda: delivery_status(firestore_client, "github:dup-push-2")) == "done"
+
+    fresh.sim.complete(op["name"], state="succeeded", webhook="duplicate")
+    fresh.sim.complete(op["name"], state="succeeded", webhook="send")  # a third delivery
+    wait_for("three webhook deliveries", lambda: len(
+        [d for d in fresh.sim.deliveries(op["name"]) if d.get("ok")]) >= 3)
+    wait_for("the gemini deliveries to finish", lambda: all(
+        d.get("status") in ("done", "ignored") for d in
+        (doc.to_dict() for doc in firestore_client.collection("deliveries").stream())
+        if d["source"] == "gemini") and any(
+        doc.to_dict()["source"] == "gemini" for doc in firestore_client.collection("deliveries").stream()))
+
+    assert len(fresh.sim.batches()) == 1
+    [settled] = operations(firestore_client)
+    assert (settled["status"], settled["settled_by"]) == ("succeeded", "webhook")
+    assert len(reviews(firestore_client)) == len(FILES)
+
+
+def test_a_contents_api_502_is_retried_and_the_error_names_the_file(fresh: Stack, firestore_client):
+    fresh.sim.github_fault("docs/intro.md", status=502, count=3)  # the client retries 3 times
+    assert fresh.push(push_payload(), delivery="flaky-push").status_code == 202
+
+    [op] = wait_for("the batch after a retry", lambda: operations(firestore_client), timeout=60)
+    assert len(fresh.sim.batches()) == 1
+    assert sorted(op["context"]["paths"]) == sorted(FILES)
+    logs = fresh.worker.output()
+    assert '"severity": "ERROR"' in logs and "docs/intro.md" in logs
+    assert wait_for("the push delivery to finish", lambda: delivery_status(firestore_client, "github:flaky-push")) == "done"
+
+
+def test_a_failed_batch_settles_failed_with_its_error(fresh: Stack, firestore_client):
+    assert fresh.push(push_payload(), delivery="fail-push").status_code == 202
+    [op] = wait_for("the batch", lambda: operations(firestore_client))
+
+    fresh.sim.complete(op["name"], state="failed", webhook="send",
+                       error={"code": 13, "message": "model overloaded"})
+
+    failed = wait_for("the failed settlement", lambda: [o for o in operations(firestore_client)
+                                                       if o["status"] == "failed"])
+    assert failed[0]["error"]["message"] == "model overloaded"
+    written = wait_for("the reviews", lambda: len(reviews(firestore_client)) == 2 and reviews(firestore_client))
+    assert {doc["error"] for doc in written.values()} == {"model overloaded"}
+
+
+def test_a_push_with_no_reviewable_file_is_ignored(fresh: Stack, firestore_client):
+    assert fresh.push(push_payload(files=["README.txt"]), delivery="nothing-push").status_code == 202
+    status = wait_for("the delivery", lambda: delivery_status(firestore_client, "github:nothing-push"))
+    assert status == "ignored"
+    assert fresh.sim.batches() == []
+
+
+def _sealed(clock) -> bytes:
+    """An envelope sealed with the real key, at the time `clock` gives."""
+    sealer = EnvelopeSealer([LOCAL_ENVELOPE_KEY], clock=clock)
+    envelope = Envelope(source="github", event="push", delivery_id="forged-1",
+                        received_at=clock(), headers={}, body=push_payload())
+    return sealer.seal(envelope)
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "headers", "status"),
+    [
+        ("no token", lambda: _sealed(system_clock), {}, 401),
+        ("not a bearer token", lambda: _sealed(system_clock), {"Authorization": "Basic abc"}, 401),
+        ("a made-up token", lambda: _sealed(system_clock),
+         {"Authorization": "Bearer eyJhbGciOiJSUzI1NiJ9.e30.c2ln"}, 401),
+    ],
+)
+def test_a_worker_call_without_a_valid_token_is_refused(fresh: Stack, firestore_client, name, body, headers, status):
+    response = requests.post(fresh.worker_url, data=body(), headers=headers, timeout=10)
+
+    assert response.status_code == status, name
+    assert list(firestore_client.collection("deliveries").stream()) == [], name
+
+
+def test_a_worker_call_with_a_bad_or_expired_envelope_is_refused(fresh: Stack, firestore_client,
+                                                                 cloudtasks_emulator_fast):
+    """A real token (minted by the emulator for a task) but a forged or stale envelope."""
+    token = _emulator_token(cloudtasks_emulator_fast, fresh)
+    auth = {"Authorization": f"Bearer {token}"}
+    forged = EnvelopeSealer(["an-attacker-key-0123456789"]).seal(
+        Envelope("github", "push", "forged-2", system_clock(), {}, push_payload()))
+    stale_clock = FakeClock(system_clock() - timedelta(days=8))
+    expired = _sealed(stale_clock)
+
+    for name, body in (("forged signature", forged), ("expired envelope", expired)):
+        response = requests.post(fresh.worker_url, data=body, headers=auth, timeout=10)
+        assert response.status_code == 401, name
+    assert list(firestore_client.collection("deliveries").stream()) == []
+
+
+def _emulator_token(emulator, stack: Stack) -> str:
+    """Have the Cloud Tasks emulator deliver one OIDC task to a recorder; return its token."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[str] = []
+
+    class Recorder(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            seen.append(self.headers.get("Authorization", ""))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = make_client(emulator.host)
+        queue = f"projects/{PROJECT}/locations/us-central1/queues/token-{uuid.uuid4().hex[:8]}"
+        ensure_queue(client, queue)
+        from shared.tasks import TaskQueue
+
+        TaskQueue(client, queue).enqueue(
+            f"http://127.0.0.1:{server.server_address[1]}/", b"{}",
+            oidc_service_account=TASKS_ACCOUNT, oidc_audience=f"{stack.worker_url}/")
+        header = wait_for("the OIDC task", lambda: seen and seen[0])
+    finally:
+        server.shutdown()
+    return header.split(" ", 1)[1]
