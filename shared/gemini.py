@@ -15,6 +15,7 @@ Errors:
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,20 @@ TERMINAL_STATES = {
     "JOB_STATE_CANCELLED": "cancelled",
     "JOB_STATE_EXPIRED": "expired",
 }
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    # The SDK speaks through httpx or its fork httpx2, whichever is installed.
+    found: list[type[BaseException]] = [TimeoutError, ConnectionError]
+    for module in ("httpx", "httpx2"):
+        try:
+            found.append(importlib.import_module(module).HTTPError)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+_TRANSPORT_ERRORS = _transport_errors()
 
 
 class GeminiError(Exception):
@@ -193,8 +208,8 @@ class _mapped:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
     ) -> bool:
-        if exc is None or isinstance(exc, GeminiError):
-            return False
+        if exc is None or isinstance(exc, GeminiError) or not isinstance(exc, Exception):
+            return False  # GeneratorExit and friends pass through untouched
         if isinstance(exc, genai_errors.APIError):
             code = exc.code
             message = f"{self._what}: Gemini answered {code}: {exc.message}"
@@ -203,8 +218,6 @@ class _mapped:
             if code == 429 or code >= 500:
                 raise GeminiUnavailable(message) from exc
             raise GeminiRejected(message) from exc
-        import httpx  # the SDK's transport; only needed on this error path
-
-        if isinstance(exc, httpx.HTTPError | TimeoutError | ConnectionError):
+        if isinstance(exc, _TRANSPORT_ERRORS):
             raise GeminiUnavailable(f"{self._what}: {type(exc).__name__}: {exc}") from exc
         return False
