@@ -1,0 +1,291 @@
+"""Reconcile's cost: documents read per run against a naive full-scan reconciler.
+
+    python -m bench.reconcile [--settled 20000] [--due 200] [--poll 1000] [--latency-ms 50]
+
+Starts its own Firestore emulator and Gemini simulator on free ports (and stops them).
+(a) With `settled` settled and `due` due-pending operations (real simulator batches,
+    completed with their webhooks dropped), one `Reconciler.run()` and one naive run
+    (stream the whole collection, filter in Python, then the same settle path) over the
+    same state: Firestore documents read (counted by wrapping the client's document
+    `get` and query `stream`: every snapshot returned, and 1 for an empty query, as
+    Firestore bills), reads by the due-selection query alone, and wall time.
+(b) Wall time for one run over `poll` pending (still running) operations with
+    `latency_ms` of simulated Gemini latency, at concurrency 1 and 8.
+Progress goes to stderr; one JSON object to stdout. Exit status 1 if a run missed an
+operation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+from typing import Any
+
+from local.firestore_emulator import start_firestore
+from local.processes import free_port
+from local.simulator.client import SimulatorClient, start_simulator
+
+PROJECT = "demo-hookledger"
+MODEL = "gemini-2.5-flash"
+KIND = "bench"  # no write-back registered: the bench measures reads, not result writes
+
+
+def progress(message: str) -> None:
+    print(f"[bench.reconcile] {message}", file=sys.stderr, flush=True)
+
+
+class ReadCounter:
+    """Counts documents returned by `DocumentReference.get` and `Query.stream`, process-wide."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.lock = threading.Lock()
+
+    def add(self, n: int) -> None:
+        with self.lock:
+            self.reads += n
+
+    def install(self) -> None:
+        from google.cloud.firestore_v1.document import DocumentReference
+        from google.cloud.firestore_v1.query import Query
+
+        counter = self
+        get, stream = DocumentReference.get, Query.stream
+
+        def counted_get(ref: Any, *args: Any, **kwargs: Any) -> Any:
+            snapshot = get(ref, *args, **kwargs)
+            counter.add(1)  # a missing document is billed as one read too
+            return snapshot
+
+        def counted_stream(query: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+            returned = 0
+            for snapshot in stream(query, *args, **kwargs):
+                returned += 1
+                yield snapshot
+            counter.add(max(returned, 1))  # an empty query is billed one read
+
+        DocumentReference.get = counted_get  # type: ignore[method-assign,assignment]
+        Query.stream = counted_stream  # type: ignore[method-assign,assignment]
+
+    def measure(self, fn: Callable[[], Any]) -> tuple[Any, int, float]:
+        before = self.reads
+        started = time.monotonic()
+        result = fn()
+        return result, self.reads - before, round(time.monotonic() - started, 3)
+
+
+def seed_settled(client: Any, total: int, at: datetime) -> None:
+    """`total` settled operations, 500 per batched write."""
+    from shared import opnames
+
+    collection = client.collection("operations")
+    for start in range(0, total, 500):
+        batch = client.batch()
+        for i in range(start, min(start + 500, total)):
+            name = f"batches/old{i:06d}"
+            batch.set(
+                collection.document(opnames.encode(name)),
+                {
+                    "name": name,
+                    "short_id": f"old{i:06d}",
+                    "kind": KIND,
+                    "status": "succeeded",
+                    "submitted_at": at - timedelta(hours=2),
+                    "attempts": 1,
+                    "next_check_at": at - timedelta(hours=1),
+                    "writeback_done": True,
+                    "context": {},
+                    "outbox": [],
+                    "settled_at": at - timedelta(hours=1),
+                    "settled_by": "webhook",
+                    "expire_at": at + timedelta(days=14),
+                },
+            )
+        batch.commit()
+
+
+def submit(gateway: Any, ledger: Any, sim: SimulatorClient, n: int, finish: bool) -> list[str]:
+    """`n` simulator batches registered in the ledger; finished (webhook dropped) if asked."""
+    from shared.gemini import review_tag
+
+    def one(i: int) -> str:
+        tag = review_tag("bench/repo", f"{time.monotonic_ns()}-{i}")  # tagged, like real ones
+        name = gateway.create_batch(MODEL, [(f"f{i}.md", "text")], display_name=tag)
+        ledger.register(name, KIND)
+        if finish:
+            sim.complete(name, "succeeded", webhook="drop")
+        return name
+
+    with ThreadPoolExecutor(8) as pool:
+        return list(pool.map(one, range(n)))
+
+
+def naive_run(ledger: Any, gateway: Any, client: Any, now: datetime, concurrency: int) -> int:
+    """The baseline: read every operation, keep the due pending ones, settle them."""
+    from shared.settlement import settle_from_gemini
+
+    due = [
+        snapshot.get("name")
+        for snapshot in client.collection("operations").stream()
+        if snapshot.get("status") == "pending" and snapshot.get("next_check_at") <= now
+    ]
+    with ThreadPoolExecutor(concurrency) as pool:
+        outcomes = list(
+            pool.map(
+                lambda name: settle_from_gemini(ledger, gateway, client, name, "reconcile"), due
+            )
+        )
+    return sum(1 for outcome in outcomes if outcome.result == "settled")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--settled", type=int, default=20_000)
+    parser.add_argument("--due", type=int, default=200)
+    parser.add_argument("--poll", type=int, default=1000)
+    parser.add_argument("--latency-ms", type=int, default=50)
+    args = parser.parse_args(argv)
+
+    fs_port, sim_port = free_port(), free_port()
+    progress(f"starting the Firestore emulator on {fs_port} and the simulator on {sim_port}")
+    firestore_service = start_firestore(fs_port)
+    os.environ["FIRESTORE_EMULATOR_HOST"] = f"127.0.0.1:{fs_port}"
+    sim_service = start_simulator(sim_port)
+    try:
+        result, ok = run(args, f"http://127.0.0.1:{sim_port}")
+    finally:
+        sim_service.stop()
+        firestore_service.stop()
+    print(json.dumps(result, indent=2))
+    return 0 if ok else 1
+
+
+def run(args: argparse.Namespace, sim_url: str) -> tuple[dict[str, Any], bool]:
+    from google.cloud import firestore
+
+    from shared.clock import FakeClock, system_clock
+    from shared.gemini import GeminiGateway, make_client
+    from shared.ledger import Ledger
+    from shared.reconcile import BACKOFF_CAP_S, Reconciler
+
+    counter = ReadCounter()
+    counter.install()
+    client = firestore.Client(project=PROJECT)
+    sim = SimulatorClient(sim_url)
+    gateway = GeminiGateway(make_client("sim", sim_url, timeout_s=10, attempts=1))
+    ledger = Ledger(client, grace=timedelta(0))
+    now = system_clock()
+
+    started = time.monotonic()
+    seed_settled(client, args.settled, now)
+    progress(f"seeded {args.settled} settled operations in {time.monotonic() - started:.1f} s")
+    due = submit(gateway, ledger, sim, args.due, finish=True)
+    saved = {s.id: s.to_dict() for s in client.get_all(_refs(client, due))}
+    progress(f"{args.due} due-pending operations ready")
+
+    selection = {"reads": 0}
+    due_pending = ledger.due_pending
+
+    def counted_due_pending(*a: Any, **kw: Any) -> Any:
+        page = due_pending(*a, **kw)
+        selection["reads"] += max(len(page), 1)
+        return page
+
+    ledger.due_pending = counted_due_pending  # type: ignore[method-assign]
+    reconciler = Reconciler(
+        ledger,
+        gateway,
+        client,
+        system_clock,
+        grace_s=0,
+        budget_s=600,
+        stuck_after_s=6 * 3600,
+        page_size=100,
+        fanout_threshold=10_000,
+    )
+    report, reads, wall = counter.measure(reconciler.run)
+    progress(f"reconcile: {reads} reads, {wall} s, {report.settled} settled")
+
+    # The same state for the baseline: the due operations back to pending.
+    batch = client.batch()
+    for doc_id, data in saved.items():
+        batch.set(client.collection("operations").document(doc_id), data or {})
+    batch.commit()
+    naive_settled, naive_reads, naive_wall = counter.measure(
+        lambda: naive_run(ledger, gateway, client, system_clock(), 8)
+    )
+    progress(f"naive: {naive_reads} reads, {naive_wall} s, {naive_settled} settled")
+
+    # (b) polling still-running operations with Gemini latency.
+    clock = FakeClock(system_clock() + timedelta(days=1))
+    poll_ledger = Ledger(client, clock=clock, grace=timedelta(0))
+    submit(gateway, poll_ledger, sim, args.poll, finish=False)
+    sim.set_faults(0.0, latency_ms=args.latency_ms)
+    polls: dict[str, Any] = {}
+    for concurrency in (1, 8):
+        poller = Reconciler(
+            poll_ledger,
+            gateway,
+            client,
+            clock,
+            grace_s=0,
+            concurrency=concurrency,
+            budget_s=600,
+            stuck_after_s=6 * 3600,
+            page_size=500,
+            fanout_threshold=10_000,
+            adopt_orphans=False,
+        )
+        poll_report, _, poll_wall = counter.measure(poller.run)
+        polls[f"concurrency_{concurrency}"] = {
+            "wall_s": poll_wall,
+            "examined": poll_report.examined,
+            "ops_per_s": round(poll_report.examined / poll_wall, 1) if poll_wall else None,
+        }
+        progress(f"poll at concurrency {concurrency}: {poll_wall} s")
+        clock.advance(BACKOFF_CAP_S + 1)  # every operation due again for the next round
+    sim.set_faults(0.0)
+
+    pages = report.pages
+    result = {
+        "settled_operations": args.settled,
+        "due_pending_operations": args.due,
+        "reconcile": {
+            "documents_read": reads,
+            "selection_reads": selection["reads"],
+            "pages": pages,
+            "wall_s": wall,
+            "settled": report.settled,
+            "report": report.to_dict(),
+        },
+        "naive_full_scan": {
+            "documents_read": naive_reads,
+            "selection_reads": args.settled + args.due,
+            "wall_s": naive_wall,
+            "settled": naive_settled,
+        },
+        "read_ratio_total": round(naive_reads / reads, 1) if reads else None,
+        "read_ratio_selection": round((args.settled + args.due) / selection["reads"], 1),
+        "selection_within_goal": selection["reads"] <= args.due + pages,
+        "poll": {"operations": args.poll, "latency_ms": args.latency_ms, **polls},
+    }
+    ok = report.settled == args.due and naive_settled == args.due
+    ok = ok and all(p["examined"] == args.poll for p in polls.values())
+    return result, ok
+
+
+def _refs(client: Any, names: list[str]) -> list[Any]:
+    from shared import opnames
+
+    return [client.collection("operations").document(opnames.encode(n)) for n in names]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,484 @@
+"""Reconcile against the official Firestore emulator and the simulator, via real google-genai."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from shared import review
+from shared.clock import FakeClock, system_clock
+from shared.gemini import GeminiGateway, review_tag
+from shared.ledger import Ledger, Operation
+from shared.reconcile import (
+    BACKOFF_CAP_S,
+    Reconciler,
+    RunReport,
+    TaskPageEnqueuer,
+    page_names,
+    page_payload,
+    page_task_id,
+)
+from shared.settlement import settle_from_gemini, writeback
+from shared.tasks import TaskQueue, ensure_queue, make_client
+
+MODEL = "gemini-2.5-flash"
+COUNTED = "reconcile-test"  # a kind whose write-back refuses to run twice
+
+
+@writeback(COUNTED)
+def _create_once(client: Any, txn: Any, record: Operation, batch: Any) -> None:
+    # `create` fails if the document exists: a second write-back could not commit.
+    txn.create(client.collection("writebacks").document(record.doc_id), {"op": record.name})
+
+
+def count(client: Any, collection: str) -> int:
+    return int(client.collection(collection).count().get()[0][0].value)
+
+
+def statuses(ledger: Ledger, names: list[str]) -> dict[str, Operation]:
+    return {name: ledger.get(name) for name in names}  # type: ignore[misc]
+
+
+@pytest.fixture
+def gateway(simulator: Any) -> GeminiGateway:
+    return GeminiGateway(simulator.genai())
+
+
+def make_reconciler(
+    ledger: Ledger, gateway: GeminiGateway, client: Any, clock: Any = system_clock, **overrides: Any
+) -> Reconciler:
+    options: dict[str, Any] = {
+        "grace_s": 0,
+        "concurrency": 8,
+        "budget_s": 60,
+        "stuck_after_s": 6 * 3600,
+        "page_size": 50,
+        "fanout_threshold": 10_000,
+        **overrides,
+    }
+    return Reconciler(ledger, gateway, client, clock, **options)
+
+
+def submit(gateway: GeminiGateway, ledger: Ledger, count_: int, kind: str = COUNTED) -> list[str]:
+    """`count_` one-row batches in the simulator, each registered in the ledger."""
+
+    def one(index: int) -> str:
+        name = gateway.create_batch(MODEL, [(f"f{index}.md", "text")], display_name=f"t{index}")
+        ledger.register(name, kind, {"repo": "o/r", "sha": f"s{index}", "paths": [f"f{index}.md"]})
+        return name
+
+    with ThreadPoolExecutor(8) as pool:
+        return list(pool.map(one, range(count_)))
+
+
+def complete(simulator: Any, names: list[str], state: str = "succeeded", webhook: str = "drop"):
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda name: simulator.control.complete(name, state, webhook=webhook), names))
+
+
+@pytest.fixture
+def ledger(firestore_client: Any) -> Ledger:
+    return Ledger(firestore_client, grace=timedelta(0))
+
+
+# ----------------------------------------------------------------------- acceptance
+
+
+def test_reconcile_settles_every_operation_whose_webhook_was_dropped(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
+) -> None:
+    names = submit(gateway, ledger, 100)
+    dropped, sent = names[:30], names[30:]
+    complete(simulator, dropped, webhook="drop")
+    complete(simulator, sent, webhook="send")
+    # The worker's path for the webhooks that did arrive (a hint: re-fetch, then settle).
+    received = simulator.receiver.wait_for(70, timeout=20)
+    for item in received:
+        name = json.loads(item.body)["data"]["id"]
+        settle_from_gemini(ledger, gateway, firestore_client, name, "webhook")
+
+    report = make_reconciler(ledger, gateway, firestore_client).run()
+
+    ops = statuses(ledger, names)
+    assert all(op.status == "succeeded" for op in ops.values()), report
+    assert {name for name, op in ops.items() if op.settled_by == "reconcile"} == set(dropped)
+    assert {name for name, op in ops.items() if op.settled_by == "webhook"} == set(sent)
+    assert report.settled == 30 and report.errors == 0
+    assert count(firestore_client, "writebacks") == 100  # each write-back exactly once
+    # A second run finds nothing due: it reads no page of operations.
+    again = make_reconciler(ledger, gateway, firestore_client).run()
+    assert (again.examined, again.settled) == (0, 0)
+
+
+def test_webhook_and_reconcile_racing_settle_each_operation_once(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
+) -> None:
+    outcomes: list[str] = []
+    lock = threading.Lock()
+    total: list[str] = []
+    for _round in range(3):
+        names = submit(gateway, ledger, 20)
+        total += names
+        complete(simulator, names)
+        reports: list[RunReport] = []
+
+        def webhook(name: str) -> None:
+            result = settle_from_gemini(ledger, gateway, firestore_client, name, "webhook").result
+            with lock:
+                outcomes.append(result)
+
+        def reconcile(reports: list[RunReport] = reports) -> None:
+            reports.append(make_reconciler(ledger, gateway, firestore_client).run())
+
+        with ThreadPoolExecutor(10) as pool:
+            futures = [pool.submit(reconcile), pool.submit(reconcile)]
+            futures += [pool.submit(webhook, name) for name in names]
+            for future in futures:
+                future.result()
+        won_by_webhook = outcomes.count("settled")
+        won_by_reconcile = sum(report.settled for report in reports)
+        assert sum(report.errors for report in reports) == 0
+        assert won_by_webhook + won_by_reconcile == len(names)
+        outcomes.clear()
+    ops = statuses(ledger, total)
+    assert all(op.status == "succeeded" and op.settled_by for op in ops.values())
+    assert count(firestore_client, "writebacks") == len(total)
+
+
+def test_gemini_503s_never_settle_wrongly_and_all_settle_once_faults_stop(
+    simulator: Any, gateway: GeminiGateway, firestore_client: Any
+) -> None:
+    clock = FakeClock()
+    ledger = Ledger(firestore_client, clock=clock, grace=timedelta(0))
+    names = submit(gateway, ledger, 40)
+    succeeded, failed, running = names[:20], names[20:30], names[30:]
+    complete(simulator, succeeded, "succeeded")
+    complete(simulator, failed, "failed")
+    simulator.control.set_faults(0.3, status=503, seed=7)
+    reconciler = make_reconciler(ledger, gateway, firestore_client, clock, adopt_orphans=False)
+
+    faulty = reconciler.run()
+    assert faulty.unavailable > 0, faulty
+    ops = statuses(ledger, names)
+    for name in running:
+        assert ops[name].pending and ops[name].attempts == 1
+    for name in succeeded + failed:
+        expected = "succeeded" if name in succeeded else "failed"
+        assert ops[name].status in ("pending", expected)
+        if ops[name].pending:  # a failed poll: deferred, never settled from the error
+            assert ops[name].attempts == 1 and ops[name].next_check_at > clock()
+
+    simulator.control.set_faults(0.0)
+    clock.advance(BACKOFF_CAP_S + 1)
+    healed = reconciler.run()
+    ops = statuses(ledger, names)
+    assert healed.errors == 0
+    assert all(ops[n].status == "succeeded" for n in succeeded)
+    assert all(ops[n].status == "failed" and ops[n].error for n in failed)
+    assert all(ops[n].pending and ops[n].attempts == 2 for n in running)
+    assert count(firestore_client, "writebacks") == 30
+
+
+def stuck_alerts(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    fields = [getattr(r, "hookledger_fields", {}) for r in caplog.records]
+    return [f for f in fields if f.get("alert") == "operation_stuck"]
+
+
+def test_stuck_operation_alerts_once_per_window_and_stays_pending(
+    simulator: Any, gateway: GeminiGateway, firestore_client: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="hookledger")
+    clock = FakeClock()
+    ledger = Ledger(firestore_client, clock=clock, grace=timedelta(0))
+    (name,) = submit(gateway, ledger, 1)
+    stuck_after = 6 * 3600
+    reconciler = make_reconciler(ledger, gateway, firestore_client, clock, adopt_orphans=False)
+
+    reconciler.run()  # young: no alert
+    assert stuck_alerts(caplog) == []
+    clock.advance(stuck_after + 1)
+    with ThreadPoolExecutor(2) as pool:  # two overlapping runs: still one alert
+        list(pool.map(lambda _: reconciler.run(), range(2)))
+    for _ in range(3):  # later runs in the same window: none
+        clock.advance(BACKOFF_CAP_S + 1)
+        reconciler.run()
+    alerts = stuck_alerts(caplog)
+    assert len(alerts) == 1
+    assert alerts[0]["operation"] == name and alerts[0]["kind"] == COUNTED
+    assert alerts[0]["age_s"] >= stuck_after
+    clock.advance(stuck_after)  # the next window
+    reconciler.run()
+    assert len(stuck_alerts(caplog)) == 2
+    assert ledger.get(name).pending  # type: ignore[union-attr]
+
+
+def test_orphan_with_our_tag_is_adopted_and_settled_untagged_is_left_alone(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
+) -> None:
+    tag = review_tag("octo/docs", "abc123")
+    ours = gateway.create_batch(MODEL, [("docs/a.md", "x"), ("docs/b.md", "y")], display_name=tag)
+    theirs = gateway.create_batch(MODEL, [("c.md", "z")], display_name="someone-else")
+    complete(simulator, [ours, theirs])
+
+    report = make_reconciler(ledger, gateway, firestore_client).run()
+
+    assert report.adopted == 1 and report.settled == 1, report
+    adopted = ledger.get(ours)
+    assert adopted is not None and adopted.status == "succeeded"
+    assert adopted.settled_by == "reconcile" and adopted.kind == review.KIND
+    assert adopted.context == {
+        "repo": "octo/docs",
+        "sha": "abc123",
+        "paths": ["docs/a.md", "docs/b.md"],
+    }
+    reviews = {
+        d.get("path"): d
+        for d in (s.to_dict() for s in firestore_client.collection("reviews").stream())
+    }
+    assert set(reviews) == {"docs/a.md", "docs/b.md"} and all("text" in d for d in reviews.values())
+    assert ledger.get(theirs) is None
+
+
+def test_run_stops_within_its_budget_and_the_next_run_finishes(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
+) -> None:
+    names = submit(gateway, ledger, 40)
+    complete(simulator, names)
+    simulator.control.set_faults(0.0, latency_ms=100)
+    budget = 1.0
+    short = make_reconciler(ledger, gateway, firestore_client, concurrency=1, budget_s=budget)
+
+    started = time.monotonic()
+    first = short.run()
+    took = time.monotonic() - started
+
+    assert first.stopped_early and 0 < first.settled < 40, first
+    assert took < budget + 2.0  # one in-flight check plus the write may finish after the budget
+    second = make_reconciler(ledger, gateway, firestore_client).run()
+    assert second.settled == 40 - first.settled and not second.stopped_early
+    assert count(firestore_client, "writebacks") == 40
+
+
+def test_overlapping_runs_settle_each_operation_once(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
+) -> None:
+    names = submit(gateway, ledger, 30)
+    complete(simulator, names)
+    with ThreadPoolExecutor(3) as pool:
+        reports = list(
+            pool.map(lambda _: make_reconciler(ledger, gateway, firestore_client).run(), range(3))
+        )
+    assert sum(r.settled for r in reports) == 30
+    assert sum(r.errors for r in reports) == 0
+    assert count(firestore_client, "writebacks") == 30
+
+
+# ----------------------------------------------------------------------- fan-out
+
+
+def register_many(ledger: Ledger, total: int) -> list[str]:
+    with ThreadPoolExecutor(8) as pool:
+        return list(
+            pool.map(lambda i: ledger.register(f"batches/fan{i:04d}", COUNTED).name, range(total))
+        )
+
+
+def test_many_due_operations_are_fanned_out_in_pages_with_stable_task_ids(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
+) -> None:
+    names = register_many(ledger, 310)
+    calls: list[tuple[list[str], str]] = []
+
+    def enqueue(page: list[Operation], task_id: str) -> None:
+        calls.append(([op.name for op in page], task_id))
+
+    clock = FakeClock(system_clock())
+    fan = make_reconciler(
+        ledger,
+        gateway,
+        firestore_client,
+        clock,
+        page_size=100,
+        fanout_threshold=150,
+        enqueue_page=enqueue,
+        adopt_orphans=False,
+    )
+    report = fan.run()
+
+    assert report.fanned_out_pages == 4 and report.fanned_out_ops == 310 and report.examined == 0
+    assert sorted(n for page, _ in calls for n in page) == sorted(names)
+    assert [len(page) for page, _ in calls] == [100, 100, 100, 10]
+    first_ids = [task_id for _, task_id in calls]
+    assert len(set(first_ids)) == 4
+    calls.clear()
+    fan.run()  # an overlapping run in the same window names the same tasks: no doubles
+    assert [task_id for _, task_id in calls] == first_ids
+    assert all(ledger.get(n).pending for n in names[:5])  # type: ignore[union-attr]
+
+
+def test_check_names_settles_a_page_through_the_same_path(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
+) -> None:
+    names = submit(gateway, ledger, 12)
+    complete(simulator, names[:10])
+    body = page_payload([ledger.get(n) for n in names])  # type: ignore[misc]
+    reconciler = make_reconciler(ledger, gateway, firestore_client)
+
+    report = reconciler.check_names([*page_names(body), "batches/never-registered"])
+
+    assert (report.settled, report.still_running, report.unknown) == (10, 2, 1), report
+    assert all(ledger.get(n).settled_by == "reconcile" for n in names[:10])  # type: ignore[union-attr]
+    again = reconciler.check_names(names[:10])
+    assert again.already_settled == 10 and again.settled == 0
+
+
+# ----------------------------------------------------------------------- small contracts
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"not json", b"{}", b'{"names": []}', b'{"names": [1]}', b'{"names": "batches/a"}'],
+)
+def test_bad_check_page_body_is_refused(body: bytes) -> None:
+    with pytest.raises(ValueError, match="check-page"):
+        page_names(body)
+
+
+def test_backoff_grows_is_jittered_and_capped(firestore_client: Any) -> None:
+    low = Reconciler(
+        Ledger(firestore_client),
+        None,
+        None,
+        system_clock,
+        grace_s=0,
+        budget_s=1,  # type: ignore[arg-type]
+        stuck_after_s=60,
+        rand=lambda: 0.0,
+    )
+    high = Reconciler(
+        Ledger(firestore_client),
+        None,
+        None,
+        system_clock,
+        grace_s=0,
+        budget_s=1,  # type: ignore[arg-type]
+        stuck_after_s=60,
+        rand=lambda: 1.0,
+    )
+    assert (low.backoff_s(0), high.backoff_s(0)) == (15.0, 30.0)
+    assert high.backoff_s(3) == 240.0
+    assert high.backoff_s(50) == BACKOFF_CAP_S and low.backoff_s(50) == BACKOFF_CAP_S / 2
+
+
+@pytest.mark.parametrize("stuck_after_s", [0, 48 * 3600, 49 * 3600])
+def test_stuck_after_must_come_before_geminis_expiry(
+    firestore_client: Any, stuck_after_s: int
+) -> None:
+    with pytest.raises(ValueError, match="stuck_after_s"):
+        Reconciler(
+            Ledger(firestore_client),
+            None,
+            None,
+            system_clock,
+            grace_s=0,  # type: ignore[arg-type]
+            budget_s=1,
+            stuck_after_s=stuck_after_s,
+        )
+
+
+def test_page_task_id_depends_on_window_and_page_ends(firestore_client: Any) -> None:
+    ledger = Ledger(firestore_client)
+    a, b, c = (ledger.register(f"batches/p{i}", COUNTED) for i in range(3))
+    assert page_task_id("w1", [a, b]) == page_task_id("w1", [a, b])
+    assert (
+        len({page_task_id("w1", [a, b]), page_task_id("w2", [a, b]), page_task_id("w1", [a, c])})
+        == 3
+    )
+
+
+@pytest.fixture
+def check_page_worker(firestore_client: Any) -> Iterator[dict[str, Any]]:
+    """A loopback stand-in for the worker's check-page endpoint: runs `check_names`."""
+    state: dict[str, Any] = {"reconciler": None, "reports": [], "lock": threading.Lock()}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            try:
+                report = state["reconciler"].check_names(page_names(body))
+                status = 200 if report.errors == 0 else 503
+            except Exception:
+                status, report = 503, None
+            with state["lock"]:
+                state["reports"].append(report)
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state["url"] = f"http://127.0.0.1:{server.server_port}/check-page"
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_fan_out_through_the_cloud_tasks_emulator_settles_every_operation_once(
+    simulator: Any,
+    gateway: GeminiGateway,
+    ledger: Ledger,
+    firestore_client: Any,
+    cloudtasks_emulator_fast: Any,
+    check_page_worker: dict[str, Any],
+) -> None:
+    names = submit(gateway, ledger, 310)
+    complete(simulator, names)
+    client = make_client(cloudtasks_emulator_fast.host)
+    queue_path = f"projects/demo-hookledger/locations/us-central1/queues/fan-{uuid.uuid4().hex[:8]}"
+    ensure_queue(client, queue_path)
+    enqueue = TaskPageEnqueuer(
+        TaskQueue(client, queue_path), check_page_worker["url"], lambda _id, payload: payload
+    )
+    worker_side = make_reconciler(ledger, gateway, firestore_client)
+    check_page_worker["reconciler"] = worker_side
+    fan = make_reconciler(
+        ledger,
+        gateway,
+        firestore_client,
+        page_size=50,
+        fanout_threshold=100,
+        enqueue_page=enqueue,
+        adopt_orphans=False,
+    )
+
+    first, second = fan.run(), fan.run()  # the second run's pages are duplicates by name
+
+    assert first.fanned_out_pages == 7 and first.examined == 0, first
+    assert second.errors == 0
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and count(firestore_client, "writebacks") < 310:
+        time.sleep(0.2)
+    ops = statuses(ledger, names)
+    assert all(op.status == "succeeded" and op.settled_by == "reconcile" for op in ops.values())
+    assert count(firestore_client, "writebacks") == 310
+    with check_page_worker["lock"]:
+        reports = [r for r in check_page_worker["reports"] if r is not None]
+    assert sum(r.settled for r in reports) == 310
