@@ -43,3 +43,20 @@ def ingress(request: flask.Request) -> flask.Response:
 def worker(request: flask.Request) -> flask.Response:
     body = request.get_data(cache=False)
     return _respond(runtime.worker().handle(request.method, request.path, request.headers, body))
+
+
+@functions_framework.http
+def reconcile(request: flask.Request) -> flask.Response:
+    if request.path.strip("/") == "healthz" and request.method in ("GET", "HEAD"):
+        return _respond(Reply(200, {"status": "ok"}))
+    if request.method != "POST":
+        return _respond(Reply(405, {"error": f"{request.method} is not allowed; use POST"}))
+    verifier = runtime.reconcile_oidc()
+    if verifier is not None:
+        from shared.oidc import OidcError
+
+        try:
+            verifier.verify(request.headers)
+        except OidcError as exc:
+            return _respond(Reply(exc.status, {"error": str(exc)}))
+    return _respond(Reply(200, runtime.reconciler().run().to_dict()))

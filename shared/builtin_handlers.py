@@ -62,3 +62,27 @@ def review_push(event: Event, ctx: Any) -> Done | Ignored:
         raise RetryableError(str(exc)) from exc
     except (GeminiNotFound, GeminiRejected) as exc:
         raise PermanentError(str(exc)) from exc
+
+
+@handler("hookledger", "check-page")
+def check_page(event: Event, ctx: Any) -> Done:
+    """Poll and settle one page of due operations that reconcile fanned out to the worker."""
+    from shared.clock import system_clock
+    from shared.reconcile import Reconciler, page_names
+
+    try:
+        names = page_names(event.body)
+    except ValueError as exc:
+        raise PermanentError(f"delivery {event.delivery_id}: {exc}") from exc
+    cfg = ctx.config
+    reconciler = Reconciler(
+        ctx.ledger, ctx.gemini, ctx.firestore, system_clock,
+        grace_s=cfg.reconcile_grace_s, concurrency=cfg.reconcile_concurrency,
+        budget_s=cfg.reconcile_budget_s, stuck_after_s=cfg.stuck_after_s, adopt_orphans=False,
+    )
+    report = reconciler.check_names(names)
+    if report.examined == 0 and report.errors:
+        raise RetryableError(f"delivery {event.delivery_id}: no operation could be read")
+    # Operations left pending are already deferred: the next reconcile run picks them up.
+    return Done(f"page of {len(names)}: {report.settled} settled, "
+                f"{report.still_running} running, {report.errors} errors")

@@ -37,6 +37,7 @@ class Config:
     reconcile_url: str = "http://127.0.0.1:8082/"
     # OIDC: the account Cloud Tasks signs tokens as, and the audience the worker expects.
     tasks_service_account: str = ""
+    scheduler_service_account: str = ""
     oidc_audience: str = ""
     oidc_certs_url: str = GOOGLE_CERTS_URL
     github_webhook_secrets: tuple[str, ...] = (LOCAL_GITHUB_SECRET,)
@@ -117,6 +118,9 @@ class Config:
             worker_url=text("WORKER_URL", d.worker_url),
             reconcile_url=text("RECONCILE_URL", d.reconcile_url),
             tasks_service_account=text("TASKS_SERVICE_ACCOUNT", d.tasks_service_account),
+            scheduler_service_account=text(
+                "SCHEDULER_SERVICE_ACCOUNT", d.scheduler_service_account
+            ),
             oidc_audience=text("OIDC_AUDIENCE", d.oidc_audience),
             oidc_certs_url=text("OIDC_CERTS_URL", d.oidc_certs_url),
             github_webhook_secrets=secrets("GITHUB_WEBHOOK_SECRETS", d.github_webhook_secrets),
@@ -166,7 +170,6 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "TASKS_QUEUE",
         "WORKER_URL",
         "TASKS_SERVICE_ACCOUNT",
-        "OIDC_AUDIENCE",
         "GITHUB_WEBHOOK_SECRETS",
         "GEMINI_WEBHOOK_SECRETS",
         "GEMINI_JWKS_URL",
@@ -192,6 +195,7 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "TASKS_QUEUE",
         "WORKER_URL",
         "TASKS_SERVICE_ACCOUNT",
+        "SCHEDULER_SERVICE_ACCOUNT",
         "OIDC_AUDIENCE",
         "ENVELOPE_KEYS",
         "GEMINI_API_KEY",

@@ -46,7 +46,8 @@ from shared.claims import MAX_CLAIM_BYTES, ClaimCorrupt, ClaimError, ClaimStore,
 from shared.clock import Clock, system_clock
 from shared.signatures import MIN_KEY_BYTES, SecretError, VerificationError
 
-SOURCES = ("github", "gemini")
+# "hookledger" is internal (reconcile fan-out pages); the ingress has no route for it.
+SOURCES = ("github", "gemini", "hookledger")
 VERSION = 1
 DEFAULT_MAX_AGE_S = 7 * 24 * 3600
 DEFAULT_FUTURE_SKEW_S = 300

@@ -156,7 +156,7 @@ class Ingress:
                 {"Content-Type": "application/json"},
                 task_id=task_id_for(source, delivery_id),
                 oidc_service_account=self._config.tasks_service_account or None,
-                oidc_audience=self._config.oidc_audience or None,
+                oidc_audience=self._config.worker_url,  # the worker checks this audience
             )
         except EnvelopeTooLarge as exc:
             raise _Rejected(413, str(exc)) from None

@@ -179,3 +179,37 @@ def worker() -> Any:
     if cfg.oidc_audience:
         oidc = OidcVerifier(cfg.oidc_audience, cfg.oidc_certs_url, cfg.tasks_service_account)
     return Worker(cfg, sealer=build_sealer(cfg), ledger=ledger(), services=_service, oidc=oidc)
+
+
+@once
+def reconciler() -> Any:
+    """The Reconciler on this process's clients; it fans out pages to the worker."""
+    from shared.envelope import Envelope
+    from shared.reconcile import CHECK_PAGE_EVENT, CHECK_PAGE_SOURCE, Reconciler, TaskPageEnqueuer
+
+    cfg = config()
+    sealer = build_sealer(cfg)
+
+    def seal(task_id: str, payload: bytes) -> bytes:
+        return sealer.seal(Envelope(source=CHECK_PAGE_SOURCE, event=CHECK_PAGE_EVENT,
+                                    delivery_id=task_id, received_at=system_clock(),
+                                    headers={}, body=payload))
+
+    enqueue = TaskPageEnqueuer(task_queue(), cfg.worker_url, seal,
+                               oidc_service_account=cfg.tasks_service_account or None,
+                               oidc_audience=cfg.worker_url)
+    return Reconciler(ledger(), gemini(), firestore_client(), system_clock,
+                      grace_s=cfg.reconcile_grace_s, concurrency=cfg.reconcile_concurrency,
+                      budget_s=cfg.reconcile_budget_s, stuck_after_s=cfg.stuck_after_s,
+                      fanout_threshold=cfg.reconcile_fanout_threshold, enqueue_page=enqueue)
+
+
+@once
+def reconcile_oidc() -> Any:
+    """The check on Cloud Scheduler's token; None when OIDC_AUDIENCE is not set."""
+    from shared.oidc import OidcVerifier
+
+    cfg = config()
+    if not cfg.oidc_audience:
+        return None
+    return OidcVerifier(cfg.oidc_audience, cfg.oidc_certs_url, cfg.scheduler_service_account)

@@ -35,7 +35,6 @@ locals {
       GEMINI_JWKS_URL       = var.settings.gemini_jwks_url
       GOOGLE_CLOUD_PROJECT  = var.project_id
       MAX_BODY_BYTES        = tostring(var.settings.max_body_bytes)
-      OIDC_AUDIENCE         = local.function_urls.worker
       SIGNATURE_TOLERANCE_S = tostring(var.settings.signature_tolerance_s)
       TASKS_LOCATION        = var.region
       TASKS_QUEUE           = var.queue.name
@@ -61,6 +60,7 @@ locals {
       RECONCILE_GRACE_S          = tostring(var.settings.reconcile_grace_s)
       RECONCILE_URL              = local.function_urls.reconcile
       RETENTION_DAYS             = tostring(var.settings.retention_days)
+      SCHEDULER_SERVICE_ACCOUNT  = google_service_account.scheduler_invoker.email
       STUCK_AFTER_S              = tostring(var.settings.stuck_after_s)
       TASKS_LOCATION             = var.region
       TASKS_QUEUE                = var.queue.name
