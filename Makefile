@@ -4,9 +4,10 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: help install test lint bench clean tf-init plan deploy deploy-secrets
+.PHONY: help install run test lint bench clean tf-init plan deploy deploy-secrets
 
 help:
+	@echo "make run    - the whole local stack in the foreground (Ctrl-C stops it)"
 	@echo "make test   - install into $(VENV) if needed, run ruff and the whole pytest suite"
 	@echo "make lint   - ruff and mypy"
 	@echo "make bench  - run the benchmarks, each printing one JSON object"
@@ -22,6 +23,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	touch $(STAMP)
 
 install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python -m local.stack
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,0 +1,258 @@
+"""`make run`: the whole pipeline on this machine, in the foreground.
+
+Starts the official Firestore emulator, the local Cloud Tasks emulator (queue created),
+the Gemini + GitHub simulator, the three functions under functions-framework, and a
+scheduler loop calling reconcile every `RECONCILE_EVERY_S` seconds. Prints one line
+containing `hookledger ready` with the URLs, then one compact line per thing that
+happens. Ctrl-C / SIGTERM stops every child by PID.
+
+Ports (each overridable): FIRESTORE_EMULATOR_HOST (127.0.0.1:8686),
+CLOUD_TASKS_EMULATOR_HOST (127.0.0.1:8123), CLOUD_TASKS_JWKS_PORT (8124),
+GEMINI_BASE_URL (http://127.0.0.1:8090), INGRESS_PORT (8080), WORKER_PORT (8081),
+RECONCILE_PORT (8082).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import requests
+
+from local.firestore_emulator import start_firestore
+from local.processes import Service, ServiceError, listening_on, port_is_free, printed, start
+from local.simulator.client import start_simulator
+from shared.config import LOCAL_GEMINI_SECRET
+from shared.tasks import ensure_queue, make_client
+
+REPO = Path(__file__).resolve().parents[1]
+TASKS_ACCOUNT = "tasks-invoker@demo-hookledger.iam.gserviceaccount.com"
+_SHOWN_FIELDS = ("source", "event", "delivery_id", "operation", "status", "by", "reason", "path")
+
+
+@dataclass(frozen=True)
+class Ports:
+    firestore: int
+    tasks: int
+    jwks: int
+    simulator: int
+    ingress: int
+    worker: int
+    reconcile: int
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> tuple[Ports, dict[int, str]]:
+        """The ports, and which variable sets each (for the "port in use" message)."""
+        def host_port(name: str, default: int) -> int:
+            value = env.get(name, "")
+            return int(value.rsplit(":", 1)[1]) if ":" in value else default
+
+        def number(name: str, default: int) -> int:
+            return int(env.get(name) or default)
+
+        sim = urlparse(env.get("GEMINI_BASE_URL") or "http://127.0.0.1:8090").port or 8090
+        ports = cls(
+            firestore=host_port("FIRESTORE_EMULATOR_HOST", 8686),
+            tasks=host_port("CLOUD_TASKS_EMULATOR_HOST", 8123),
+            jwks=number("CLOUD_TASKS_JWKS_PORT", 8124),
+            simulator=sim,
+            ingress=number("INGRESS_PORT", 8080),
+            worker=number("WORKER_PORT", 8081),
+            reconcile=number("RECONCILE_PORT", 8082),
+        )
+        names = {
+            ports.firestore: "FIRESTORE_EMULATOR_HOST",
+            ports.tasks: "CLOUD_TASKS_EMULATOR_HOST",
+            ports.jwks: "CLOUD_TASKS_JWKS_PORT",
+            ports.simulator: "GEMINI_BASE_URL",
+            ports.ingress: "INGRESS_PORT",
+            ports.worker: "WORKER_PORT",
+            ports.reconcile: "RECONCILE_PORT",
+        }
+        return ports, names
+
+
+def compact(name: str, line: str) -> str | None:
+    """One readable line for what a child printed, or None for noise."""
+    line = line.strip()
+    if not line:
+        return None
+    if line.startswith("{"):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            return f"{name:<10} {line}"
+        if str(entry.get("message", "")).startswith("reconcile run"):
+            # One line per run that did something; quiet runs stay quiet.
+            counts = {k: v for k, v in entry.items() if type(v) is int and v and k != "pages"}
+            if not counts:
+                return None
+            entry["message"] += " " + " ".join(f"{k}={v}" for k, v in counts.items())
+        fields = " ".join(f"{k}={entry[k]}" for k in _SHOWN_FIELDS if entry.get(k) is not None)
+        level = entry.get("severity", "INFO")
+        marker = "" if level in ("INFO", "DEBUG") else f"{level} "
+        return f"{name:<10} {marker}{entry.get('message', '')}  {fields}".rstrip()
+    if name == "cloudtasks" and line.startswith("dispatch "):
+        return f"{name:<10} {line}"
+    if name in ("ingress", "worker", "reconcile") and ("Traceback" in line or "Error" in line):
+        return f"{name:<10} {line}"
+    return None
+
+
+def _echo(name: str, line: str) -> None:
+    text = compact(name, line)
+    if text is not None:
+        print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
+
+
+def function_env(ports: Ports, base: Mapping[str, str]) -> dict[str, str]:
+    """The environment every function process gets."""
+    sim = f"http://127.0.0.1:{ports.simulator}"
+    worker_url = f"http://127.0.0.1:{ports.worker}/"
+    env = {
+        **base,
+        "PYTHONUNBUFFERED": "1",
+        "GOOGLE_CLOUD_PROJECT": base.get("GOOGLE_CLOUD_PROJECT", "demo-hookledger"),
+        "FIRESTORE_EMULATOR_HOST": f"127.0.0.1:{ports.firestore}",
+        "CLOUD_TASKS_EMULATOR_HOST": f"127.0.0.1:{ports.tasks}",
+        "WORKER_URL": worker_url,
+        "RECONCILE_URL": f"http://127.0.0.1:{ports.reconcile}/",
+        "TASKS_SERVICE_ACCOUNT": TASKS_ACCOUNT,
+        "OIDC_CERTS_URL": f"http://127.0.0.1:{ports.jwks}/jwks.json",
+        "GEMINI_BASE_URL": sim,
+        "GEMINI_API_KEY": base.get("GEMINI_API_KEY") or "local-simulator-key",
+        "GITHUB_API_URL": sim,
+        "RECONCILE_GRACE_S": base.get("RECONCILE_GRACE_S", "10"),
+    }
+    return env
+
+
+class Stack:
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = dict(env)
+        self.ports, self.port_names = Ports.from_env(self.env)
+        self.children: list[Service] = []
+        self.stopping = threading.Event()
+
+    def check_ports(self) -> None:
+        for port, name in self.port_names.items():
+            if not port_is_free(port):
+                raise ServiceError(
+                    f"port {port} is in use; stop what holds it or set {name} to another port"
+                )
+
+    def start(self) -> None:
+        p = self.ports
+        env = function_env(p, self.env)
+        self.children.append(start_firestore(p.firestore, echo=_echo))
+        self.children.append(start(
+            "cloudtasks",
+            [sys.executable, "-m", "local.cloudtasks_emulator", "--host=127.0.0.1",
+             f"--port={p.tasks}", f"--http-port={p.jwks}"],
+            env=env, cwd=REPO, ready=printed("listening"), echo=_echo,
+        ))
+        queue = self.queue_path(env)
+        ensure_queue(make_client(env["CLOUD_TASKS_EMULATOR_HOST"]), queue)
+        secret = self.env.get("GEMINI_WEBHOOK_SECRETS", LOCAL_GEMINI_SECRET).split(",")[0]
+        self.children.append(start_simulator(
+            p.simulator, webhook_url=f"http://127.0.0.1:{p.ingress}/gemini",
+            webhook_secret=secret, echo=_echo,
+        ))
+        for target, port, extra in (
+            ("ingress", p.ingress, {}),
+            ("worker", p.worker, {"OIDC_AUDIENCE": env["WORKER_URL"]}),
+            # Locally the scheduler loop below calls reconcile without a token.
+            ("reconcile", p.reconcile, {"OIDC_AUDIENCE": ""}),
+        ):
+            self.children.append(start(
+                target,
+                [sys.executable, "-m", "functions_framework", f"--target={target}",
+                 f"--source={REPO / 'functions' / 'main.py'}", "--host=127.0.0.1",
+                 f"--port={port}"],
+                env={**env, **extra}, cwd=REPO, ready=listening_on(port), echo=_echo,
+            ))
+
+    @staticmethod
+    def queue_path(env: Mapping[str, str]) -> str:
+        return (f"projects/{env['GOOGLE_CLOUD_PROJECT']}/locations/"
+                f"{env.get('TASKS_LOCATION', 'us-central1')}/queues/"
+                f"{env.get('TASKS_QUEUE', 'hookledger-deliveries')}")
+
+    def ready_line(self) -> str:
+        p = self.ports
+        return (f"hookledger ready  ingress http://127.0.0.1:{p.ingress}  "
+                f"worker http://127.0.0.1:{p.worker}  reconcile http://127.0.0.1:{p.reconcile}  "
+                f"simulator http://127.0.0.1:{p.simulator}  firestore 127.0.0.1:{p.firestore}  "
+                f"cloudtasks 127.0.0.1:{p.tasks}")
+
+    def schedule_reconcile(self, every_s: float) -> None:
+        """Call reconcile every `every_s` seconds, as Cloud Scheduler does in production.
+
+        What a run did is in reconcile's own log; only a failed call is reported here.
+        """
+        url = f"http://127.0.0.1:{self.ports.reconcile}/"
+        while not self.stopping.wait(every_s):
+            try:
+                response = requests.post(url, json={}, timeout=max(every_s, 30))
+                failure = None if response.status_code == 200 else f"HTTP {response.status_code}"
+            except requests.RequestException as exc:
+                failure = f"{type(exc).__name__}: {exc}"
+            if failure is not None and not self.stopping.is_set():
+                _echo("scheduler", json.dumps({"severity": "WARNING",
+                                               "message": f"reconcile call failed: {failure}"}))
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for child in reversed(self.children):
+            child.stop()
+        self.children.clear()
+
+
+def main() -> int:
+    stack = Stack(os.environ)
+    try:
+        every_s = float(os.environ.get("RECONCILE_EVERY_S", "15"))
+        stack.check_ports()
+    except (ServiceError, ValueError) as exc:
+        print(f"make run: {exc}", file=sys.stderr)
+        return 2
+
+    def on_signal(signum: int, frame: Any) -> None:
+        # A second Ctrl-C or a SIGTERM sent to the whole group must not cut the clean-up short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        stack.start()
+        print(stack.ready_line(), flush=True)
+        threading.Thread(target=stack.schedule_reconcile, args=(every_s,), daemon=True).start()
+        while all(child.alive() for child in stack.children):
+            time.sleep(0.5)
+        dead = [c.name for c in stack.children if not c.alive()]
+        print(f"make run: {', '.join(dead)} exited; stopping everything", file=sys.stderr)
+        return 1
+    except ServiceError as exc:
+        print(f"make run: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("stopping…", flush=True)
+        return 0
+    finally:
+        stack.stop()
+        print("hookledger stopped", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
