@@ -370,7 +370,9 @@ class Reconciler:
         report.add(examined=1)
         name = record.name
         try:
-            outcome = settle_from_gemini(self._ledger, self._gemini, self._client, name, BY)
+            outcome = settle_from_gemini(
+                self._ledger, self._gemini, self._client, name, BY, record=record
+            )
         except GeminiUnavailable as exc:
             report.add(unavailable=1, errors=1)
             logs.event(

@@ -50,10 +50,19 @@ RUNNING = "running"
 
 
 def settle_from_gemini(
-    ledger: Ledger, gemini: GeminiGateway, client: Any, name: str, by: str
+    ledger: Ledger,
+    gemini: GeminiGateway,
+    client: Any,
+    name: str,
+    by: str,
+    record: Operation | None = None,
 ) -> Outcome:
-    """Re-fetch `name` from Gemini and settle it if terminal. Gemini errors propagate."""
-    record = ledger.get(name)
+    """Re-fetch `name` from Gemini and settle it if terminal. Gemini errors propagate.
+
+    `record` saves a read when the caller already holds the operation (reconcile's query);
+    a stale one is harmless: `ledger.settle` re-reads before its conditional commit.
+    """
+    record = record if record is not None else ledger.get(name)
     if record is None:
         return Outcome(Settlement.UNKNOWN.value)
     if not record.pending:
