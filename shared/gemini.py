@@ -19,7 +19,8 @@ import importlib
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 from google import genai
 from google.genai import errors as genai_errors
@@ -72,6 +73,15 @@ class Row:
     key: str
     text: str | None = None
     error: str | None = None
+
+
+class BatchSummary(NamedTuple):
+    """One row of `list_batches`."""
+
+    name: str
+    display_name: str
+    state: str
+    create_time: datetime | None
 
 
 @dataclass(frozen=True)
@@ -168,12 +178,12 @@ class GeminiGateway:
             rows=tuple(rows),
         )
 
-    def list_batches(self, page_size: int = 100) -> Iterator[tuple[str, str, str]]:
-        """(name, display_name, state) of every batch, all pages."""
+    def list_batches(self, page_size: int = 100) -> Iterator[BatchSummary]:
+        """Every batch, all pages."""
         with _mapped("list batches"):
             for job in self._client.batches.list(config={"page_size": page_size}):
                 state = job.state.value if job.state is not None else ""
-                yield job.name or "", job.display_name or "", state
+                yield BatchSummary(job.name or "", job.display_name or "", state, job.create_time)
 
     def _raw_error(self, name: str) -> dict[str, Any] | None:
         # The SDK drops a failed batch's top-level `error`: read the resource as sent.

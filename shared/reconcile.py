@@ -64,6 +64,9 @@ log = logs.get_logger("reconcile")
 BY = "reconcile"
 REVIEW_TAG_PREFIX = f"{TAG_PREFIX}review:"
 GEMINI_MAX_PENDING = timedelta(hours=48)  # Gemini expires a batch pending this long
+# Orphans are looked for among batches this young: past Gemini's 48 h expiry with a day's
+# slack, so the reads per run stay bounded however many batches the project has made.
+ORPHAN_WINDOW = timedelta(hours=72)
 BACKOFF_FIRST_S = 30.0
 BACKOFF_CAP_S = 30 * 60.0
 STUCK_ALERTED_AT = "stuck_alerted_at"
@@ -513,9 +516,12 @@ class Reconciler:
                 reason=str(exc),
             )
             return adopted
-        for name, display_name, state in batches:
+        cutoff = self._clock() - ORPHAN_WINDOW
+        for name, display_name, state, created in batches:
             if not display_name.startswith(TAG_PREFIX) or not name:
                 continue  # not ours: never touched
+            if created is not None and created < cutoff:
+                continue  # long expired in Gemini; checking it would cost a read every run
             if self._monotonic() >= deadline:
                 self._stop(report, "adopt", name)
                 break

@@ -106,8 +106,8 @@ def _existing_batch(submission: Any, tag: str, gemini: GeminiGateway) -> str | N
     if stored:
         return str(stored)
     # An earlier attempt claimed the submission but crashed around the create call.
-    for name, display_name, _state in gemini.list_batches():
-        if display_name == tag:
-            submission.set({"tag": tag, "operation": name}, merge=True)
-            return name
+    for batch in gemini.list_batches():
+        if batch.display_name == tag:
+            submission.set({"tag": tag, "operation": batch.name}, merge=True)
+            return batch.name
     return None

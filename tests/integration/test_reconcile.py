@@ -21,6 +21,7 @@ from shared.gemini import GeminiGateway, review_tag
 from shared.ledger import Ledger, Operation
 from shared.reconcile import (
     BACKOFF_CAP_S,
+    ORPHAN_WINDOW,
     Reconciler,
     RunReport,
     TaskPageEnqueuer,
@@ -247,6 +248,19 @@ def test_orphan_with_our_tag_is_adopted_and_settled_untagged_is_left_alone(
     }
     assert set(reviews) == {"docs/a.md", "docs/b.md"} and all("text" in d for d in reviews.values())
     assert ledger.get(theirs) is None
+
+
+def test_a_tagged_batch_older_than_the_orphan_window_is_not_read(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
+) -> None:
+    old = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s1"))
+    complete(simulator, [old])
+    later = system_clock() + ORPHAN_WINDOW + timedelta(hours=1)
+
+    report = make_reconciler(ledger, gateway, firestore_client, clock=lambda: later).run()
+
+    assert report.adopted == 0 and report.errors == 0, report
+    assert ledger.get(old) is None
 
 
 def test_run_stops_within_its_budget_and_the_next_run_finishes(
