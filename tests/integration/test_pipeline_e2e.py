@@ -209,6 +209,37 @@ def test_a_failed_batch_settles_failed_with_its_error(fresh: Stack, firestore_cl
     assert {doc["error"] for doc in written.values()} == {"model overloaded"}
 
 
+def test_a_succeeded_batch_whose_rows_all_failed_records_each_row_error(fresh: Stack, firestore_client):
+    assert fresh.push(push_payload(), delivery="rows-push").status_code == 202
+    [op] = wait_for("the batch", lambda: operations(firestore_client))
+
+    fresh.sim.complete(op["name"], state="succeeded", webhook="send", rows=[
+        {"index": 0, "error": {"code": 3, "message": "row zero refused"}},
+        {"index": 1, "error": {"code": 3, "message": "row one refused"}}])
+
+    written = wait_for("the reviews", lambda: len(reviews(firestore_client)) == 2 and reviews(firestore_client))
+    assert {doc["error"] for doc in written.values()} == {"row zero refused", "row one refused"}
+    [settled] = operations(firestore_client)
+    assert settled["status"] == "succeeded"
+    assert "every row failed" in fresh.worker.output()  # logged as a warning
+
+
+def test_a_webhook_for_an_operation_not_in_the_ledger_is_recorded_and_ignored(fresh: Stack, firestore_client):
+    from shared.gemini import GeminiGateway, make_client
+
+    gateway = GeminiGateway(make_client("sim-key", fresh.sim.url, timeout_s=5))
+    stranger = gateway.create_batch("models/m", [("k", "p")], "not-ours")
+    fresh.sim.complete(stranger, state="succeeded", webhook="send")
+
+    def gemini_delivery():
+        docs = [d.to_dict() for d in firestore_client.collection("deliveries").stream()]
+        return [d for d in docs if d["source"] == "gemini" and d["status"] in ("done", "ignored", "dead")]
+
+    [delivery] = wait_for("the gemini delivery", gemini_delivery)
+    assert delivery["status"] == "ignored"
+    assert operations(firestore_client) == []
+
+
 def test_a_push_with_no_reviewable_file_is_ignored(fresh: Stack, firestore_client):
     assert fresh.push(push_payload(files=["README.txt"]), delivery="nothing-push").status_code == 202
     status = wait_for("the delivery", lambda: delivery_status(firestore_client, "github:nothing-push"))
