@@ -14,6 +14,7 @@ from shared import logs, runtime
 from shared.ingress import Reply, too_large
 
 logs.configure()
+ENVELOPE_LIMIT = 1_048_576
 
 
 def _body_within(request: flask.Request, limit: int) -> bytes | None:
@@ -41,7 +42,10 @@ def ingress(request: flask.Request) -> flask.Response:
 
 @functions_framework.http
 def worker(request: flask.Request) -> flask.Response:
-    body = request.get_data(cache=False)
+    # A sealed envelope is at most Cloud Tasks' 1 MB; never read more than that.
+    body = _body_within(request, ENVELOPE_LIMIT)
+    if body is None:
+        return _respond(too_large(ENVELOPE_LIMIT))
     return _respond(runtime.worker().handle(request.method, request.path, request.headers, body))
 
 

@@ -121,18 +121,21 @@ def start(
     service._reader = threading.Thread(target=pump, name=f"{name}-output", daemon=True)
     service._reader.start()
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if ready(service):
-            return service
-        if not service.alive():
-            service.stop()
-            raise ServiceError(
-                f"{name} exited with code {process.returncode} before it was ready:\n"
-                f"{service.output()}"
-            )
-        time.sleep(0.05)
-    service.stop()
-    raise ServiceError(f"{name} was not ready after {timeout:.0f} s:\n{service.output()}")
+    try:
+        while time.monotonic() < deadline:
+            if ready(service):
+                return service
+            if not service.alive():
+                raise ServiceError(
+                    f"{name} exited with code {process.returncode} before it was ready:\n"
+                    f"{service.output()}"
+                )
+            time.sleep(0.05)
+        raise ServiceError(f"{name} was not ready after {timeout:.0f} s:\n{service.output()}")
+    except BaseException:
+        # Ctrl-C while waiting too: the child is in its own session and would outlive us.
+        service.stop()
+        raise
 
 
 def printed(marker: str) -> Callable[[Service], bool]:

@@ -218,8 +218,8 @@ class Stack:
 
 
 def main() -> int:
-    stack = Stack(os.environ)
     try:
+        stack = Stack(os.environ)
         every_s = float(os.environ.get("RECONCILE_EVERY_S", "15"))
         stack.check_ports()
     except (ServiceError, ValueError) as exc:

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from shared.clock import Clock, system_clock
+from shared.config import FIRESTORE_TIMEOUT_S
 
 MAX_CLAIM_BYTES = 25 * 1024 * 1024
 # Below Firestore's 1 MiB document limit, leaving room for the name and other fields.
@@ -150,7 +151,7 @@ class FirestoreClaimStore:
 
         parent = self._parent(key)
         try:
-            snapshot = parent.get()
+            snapshot = parent.get(timeout=FIRESTORE_TIMEOUT_S)
             if snapshot.exists:
                 if snapshot.get("sha256") == digest:
                     return key  # the same payload, stored by an earlier delivery attempt
@@ -164,7 +165,7 @@ class FirestoreClaimStore:
                 for n in range(first, min(first + CHUNKS_PER_BATCH, len(pieces))):
                     ref = parent.collection(CHUNKS).document(f"{n:05d}")
                     batch.set(ref, {"data": pieces[n], "expire_at": expire_at})
-                batch.commit()
+                batch.commit(timeout=FIRESTORE_TIMEOUT_S)
             parent.set(
                 {
                     "sha256": digest,
@@ -172,7 +173,8 @@ class FirestoreClaimStore:
                     "chunks": len(pieces),
                     "created_at": now,
                     "expire_at": expire_at,
-                }
+                },
+                timeout=FIRESTORE_TIMEOUT_S,
             )
         except (api_exceptions.GoogleAPICallError, api_exceptions.RetryError) as exc:
             raise ClaimUnavailable(f"storing claim {key} failed: {exc.__class__.__name__}") from exc
@@ -183,7 +185,7 @@ class FirestoreClaimStore:
 
         parent = self._parent(ref)
         try:
-            snapshot = parent.get()
+            snapshot = parent.get(timeout=FIRESTORE_TIMEOUT_S)
             if not snapshot.exists:
                 raise ClaimNotFound(f"no payload under claim {ref}")
             meta = snapshot.to_dict() or {}
@@ -194,7 +196,13 @@ class FirestoreClaimStore:
             found = {}
             for first in range(0, count, CHUNKS_PER_BATCH):
                 group = refs[first : first + CHUNKS_PER_BATCH]
-                found.update({doc.id: doc for doc in self._client.get_all(group) if doc.exists})
+                found.update(
+                    {
+                        doc.id: doc
+                        for doc in self._client.get_all(group, timeout=FIRESTORE_TIMEOUT_S)
+                        if doc.exists
+                    }
+                )
         except (api_exceptions.GoogleAPICallError, api_exceptions.RetryError) as exc:
             raise ClaimUnavailable(f"reading claim {ref} failed: {exc.__class__.__name__}") from exc
         parts = []

@@ -18,6 +18,8 @@ LOCAL_GEMINI_SECRET = "whsec_bG9jYWwtZ2VtaW5pLXNlY3JldC0wMTIzNDU2Nzg5"  # noqa: 
 LOCAL_ENVELOPE_KEY = "local-envelope-key"
 
 GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v3/certs"
+# Deadline of a single Firestore read or write made outside the ledger's own calls.
+FIRESTORE_TIMEOUT_S = 15.0
 
 
 class ConfigError(ValueError):
@@ -151,6 +153,12 @@ class Config:
             http_timeout_s=number("HTTP_TIMEOUT_S", d.http_timeout_s),
             tasks_timeout_s=number("TASKS_TIMEOUT_S", d.tasks_timeout_s),
         )
+
+    def __post_init__(self) -> None:
+        deployed = not self.project.startswith("demo-")
+        if deployed and self.oidc_audience and not self.tasks_service_account:
+            # Any Google-signed token for the audience would pass: pin the caller.
+            raise ConfigError("OIDC_AUDIENCE is set but TASKS_SERVICE_ACCOUNT is not")
 
     @property
     def is_local(self) -> bool:

@@ -103,7 +103,7 @@ def select_headers(headers: Mapping[str, str]) -> dict[str, str]:
     kept: dict[str, str] = {}
     for name, value in headers.items():
         lowered = name.lower()
-        if lowered in KEPT_HEADERS and isinstance(value, str):
+        if lowered in KEPT_HEADERS and isinstance(value, str) and value:
             kept[lowered] = value[:_MAX_HEADER_VALUE]
     return kept
 

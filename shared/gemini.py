@@ -147,7 +147,14 @@ class GeminiGateway:
             job = self._client.batches.create(
                 model=model,
                 src=inline,
-                config=types.CreateBatchJobConfig(display_name=display_name),
+                config=types.CreateBatchJobConfig(
+                    display_name=display_name,
+                    # Creating is not idempotent: a blind retry could make a second batch.
+                    # The caller's retry goes through the submission guard instead.
+                    http_options=types.HttpOptions(
+                        retry_options=types.HttpRetryOptions(attempts=1)
+                    ),
+                ),
             )
         if not job.name:
             raise GeminiRejected(f"create batch {display_name}: Gemini returned no name")

@@ -62,11 +62,14 @@ def parse_push(payload: Mapping[str, Any]) -> Push:
         raise ValueError("push payload is missing repository.default_branch")
     # Later commits win: a file added then removed in one push is not reviewed.
     present: dict[str, None] = {}
-    for commit in payload.get("commits") or []:
-        for path in [*commit.get("added", []), *commit.get("modified", [])]:
-            present[path] = None
-        for path in commit.get("removed", []):
-            present.pop(path, None)
+    try:
+        for commit in payload.get("commits") or []:
+            for path in [*commit.get("added", []), *commit.get("modified", [])]:
+                present[str(path)] = None
+            for path in commit.get("removed", []):
+                present.pop(str(path), None)
+    except (AttributeError, TypeError):
+        raise ValueError("push payload has malformed commits") from None
     return Push(
         repo=repo,
         sha=sha,
@@ -131,7 +134,7 @@ class ContentsClient:
             except requests.RequestException as exc:
                 last = GitHubUnavailable(f"{where}: {type(exc).__name__}: {exc}")
                 continue
-            if response.status_code in _RETRY_STATUSES:
+            if response.status_code in _RETRY_STATUSES or _rate_limited(response):
                 last = GitHubUnavailable(f"{where}: GitHub answered {response.status_code}")
                 continue
             if response.status_code != 200:
@@ -139,6 +142,13 @@ class ContentsClient:
             return _decode(response, where)
         assert last is not None
         raise last
+
+
+def _rate_limited(response: requests.Response) -> bool:
+    """GitHub answers a rate limit with 403 and says so in its headers: wait, do not give up."""
+    return response.status_code == 403 and (
+        response.headers.get("x-ratelimit-remaining") == "0" or "retry-after" in response.headers
+    )
 
 
 def _decode(response: requests.Response, where: str) -> bytes:

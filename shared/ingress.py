@@ -195,7 +195,7 @@ def _parse_json_object(body: bytes) -> dict[str, Any]:
         raise _Rejected(400, "empty body")
     try:
         payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise _Rejected(400, "body is not JSON") from None
     if not isinstance(payload, dict):
         raise _Rejected(400, "body is not a JSON object")

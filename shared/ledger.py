@@ -276,6 +276,7 @@ class Ledger:
         backoff: Backoff | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rand: Callable[[], float] = random.random,
+        timeout_s: float = 15.0,
     ) -> None:
         if grace < timedelta(0) or retention <= timedelta(0):
             raise InvalidArgument(f"need grace ≥ 0 and retention > 0, got {grace}, {retention}")
@@ -286,6 +287,8 @@ class Ledger:
         self._backoff = backoff or Backoff()
         self._sleep = sleep
         self._rand = rand
+        # Reads, creates and queries carry it; commits keep the client's own 60 s deadline.
+        self._timeout_s = timeout_s
         self._counts_lock = threading.Lock()
         self._counts = {"aborted": 0, "conflicts": 0}
 
@@ -313,7 +316,7 @@ class Ledger:
             "outbox": [],
         }
         try:
-            ref.create(data)
+            ref.create(data, timeout=self._timeout_s)
         except gexc.AlreadyExists:
             existing = self.get(name)
             if existing is None:  # deleted (TTL) between create and read
@@ -573,7 +576,7 @@ class Ledger:
         }
         ref = self._deliveries().document(doc_id)
         try:
-            ref.create(data)
+            ref.create(data, timeout=self._timeout_s)
         except gexc.AlreadyExists:
             existing = self.get_delivery(source, delivery_id)
             if existing is None:  # expired by TTL between create and read
@@ -637,7 +640,9 @@ class Ledger:
             query = query.where(filter=firestore.FieldFilter("status", "==", status))
         query = query.order_by("received_at", direction=firestore.Query.DESCENDING).limit(limit)
         try:
-            return [_delivery(s.to_dict() or {}, s.id) for s in query.stream()]
+            return [
+                _delivery(s.to_dict() or {}, s.id) for s in query.stream(timeout=self._timeout_s)
+            ]
         except gexc.GoogleAPIError as exc:
             raise StoreUnavailable(f"list_deliveries failed: {exc}") from exc
 
@@ -664,7 +669,9 @@ class Ledger:
             return ref
         query = self._operations().where(filter=firestore.FieldFilter("short_id", "==", name))
         try:
-            matches = [snapshot.reference for snapshot in query.limit(2).stream()]
+            matches = [
+                snapshot.reference for snapshot in query.limit(2).stream(timeout=self._timeout_s)
+            ]
         except gexc.GoogleAPIError as exc:
             raise StoreUnavailable(f"operation {name}: lookup by id failed: {exc}") from exc
         if len(matches) > 1:
@@ -673,13 +680,13 @@ class Ledger:
 
     def _read(self, ref: Any, subject: str) -> Any:
         try:
-            return ref.get()
+            return ref.get(timeout=self._timeout_s)
         except gexc.GoogleAPIError as exc:
             raise StoreUnavailable(f"{subject}: read failed: {exc}") from exc
 
     def _query(self, query: Any, what: str) -> list[Operation]:
         try:
-            return [_from_snapshot(snapshot) for snapshot in query.stream()]
+            return [_from_snapshot(snapshot) for snapshot in query.stream(timeout=self._timeout_s)]
         except gexc.GoogleAPIError as exc:
             raise StoreUnavailable(f"{what} query failed: {exc}") from exc
 

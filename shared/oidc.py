@@ -95,6 +95,8 @@ class OidcVerifier:
             raise Unauthorized(f"cannot fetch signing certificates: {type(exc).__name__}") from exc
         except Exception as exc:  # google-auth and PyJWT raise many types for a bad token
             raise Unauthorized(f"invalid token: {type(exc).__name__}") from exc
+        if claims.get("email_verified") is not True:
+            raise Forbidden("the token's email is not verified")
         if self._allowed_email and claims.get("email") != self._allowed_email:
             raise Forbidden(f"caller {claims.get('email')!r} may not call this function")
         return claims

@@ -47,6 +47,7 @@ from google.api_core import exceptions as gexc
 from shared import logs, review
 from shared.clock import Clock
 from shared.clock import monotonic as system_monotonic
+from shared.config import FIRESTORE_TIMEOUT_S
 from shared.gemini import (
     TAG_PREFIX,
     TERMINAL_STATES,
@@ -476,7 +477,7 @@ class Reconciler:
             return False
         ref = self._client.collection(OPERATIONS).document(record.doc_id)
         for _ in range(3):
-            snapshot = ref.get()
+            snapshot = ref.get(timeout=FIRESTORE_TIMEOUT_S)
             data = snapshot.to_dict() or {}
             if not snapshot.exists or data.get("status") != PENDING:
                 return False
@@ -485,7 +486,7 @@ class Reconciler:
                 return False
             option = self._client.write_option(last_update_time=snapshot.update_time)
             try:
-                ref.update({STUCK_ALERTED_AT: now}, option=option)
+                ref.update({STUCK_ALERTED_AT: now}, option=option, timeout=FIRESTORE_TIMEOUT_S)
             except (gexc.FailedPrecondition, gexc.NotFound):
                 continue  # changed under us (another run, a defer): decide again
             logs.event(

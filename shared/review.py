@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from google.api_core import exceptions as gexc
 
 from shared import logs, opnames
+from shared.clock import Clock, system_clock
+from shared.config import FIRESTORE_TIMEOUT_S
 from shared.gemini import GeminiGateway, review_tag
 from shared.github import ContentsClient, GitHubRejected, GitHubUnavailable, parse_push, reviewable
 from shared.handlers import Done, Ignored, PermanentError, RetryableError
@@ -28,6 +31,8 @@ from shared.ledger import Ledger
 log = logs.get_logger("review")
 
 KIND = "github-review"
+# How long another delivery's claim on a push is honoured before this one takes over.
+CLAIM_FRESH_FOR = timedelta(minutes=10)
 PROMPT = (
     "You review Markdown documentation. Point out unclear sentences, broken structure and "
     "factual slips, briefly, as a bulleted list.\n\nFile: {path}\n\n{text}"
@@ -42,6 +47,7 @@ class ReviewDeps:
     github: ContentsClient
     review_path: str
     model: str
+    clock: Clock = system_clock
 
 
 def review_push(payload: dict[str, Any], delivery_id: str, deps: ReviewDeps) -> Done | Ignored:
@@ -59,13 +65,13 @@ def review_push(payload: dict[str, Any], delivery_id: str, deps: ReviewDeps) -> 
     files = _fetch_all(push.repo, push.sha, paths, deps.github, delivery_id)
     tag = review_tag(push.repo, push.sha)
     submission = deps.firestore.collection("submissions").document(opnames.encode(tag))
-    name = _existing_batch(submission, tag, deps.gemini)
+    name = _existing_batch(submission, tag, deps.gemini, delivery_id, deps.clock())
     if name is None:
         requests = [(path, PROMPT.format(path=path, text=files[path])) for path in paths]
         name = deps.gemini.create_batch(deps.model, requests, display_name=tag)
         # Register at once: from here on reconcile can find it even if we crash.
         deps.ledger.register(name, KIND, {"repo": push.repo, "sha": push.sha, "paths": paths})
-        submission.set({"tag": tag, "operation": name}, merge=True)
+        submission.set({"tag": tag, "operation": name}, merge=True, timeout=FIRESTORE_TIMEOUT_S)
         logs.event(log, logging.INFO, "review batch submitted", operation=name,
                    delivery_id=delivery_id, repo=push.repo, files=len(paths))
         return Done(f"submitted {name} for {len(paths)} file(s)")
@@ -95,19 +101,31 @@ def _fetch_all(
     return files
 
 
-def _existing_batch(submission: Any, tag: str, gemini: GeminiGateway) -> str | None:
-    """The batch already created for `tag`, claiming the submission if there is none."""
+def _existing_batch(
+    submission: Any, tag: str, gemini: GeminiGateway, delivery_id: str, now: datetime
+) -> str | None:
+    """The batch already created for `tag`; None when this delivery may create it.
+
+    Two deliveries of one push (a repository and an organisation hook) may race: the
+    first claims the submission, the other waits for it (a retry) while the claim is fresh.
+    """
+    claim = {"tag": tag, "operation": None, "claimed_by": delivery_id, "claimed_at": now}
     try:
-        submission.create({"tag": tag, "operation": None})
+        submission.create(claim, timeout=FIRESTORE_TIMEOUT_S)
         return None  # first attempt: we own the submission
     except gexc.AlreadyExists:
         pass
-    stored = (submission.get().to_dict() or {}).get("operation")
-    if stored:
-        return str(stored)
+    stored = submission.get(timeout=FIRESTORE_TIMEOUT_S).to_dict() or {}
+    if stored.get("operation"):
+        return str(stored["operation"])
     # An earlier attempt claimed the submission but crashed around the create call.
     for batch in gemini.list_batches():
         if batch.display_name == tag:
-            submission.set({"tag": tag, "operation": batch.name}, merge=True)
+            submission.set({"operation": batch.name}, merge=True, timeout=FIRESTORE_TIMEOUT_S)
             return batch.name
+    claimed_at = stored.get("claimed_at")
+    fresh = isinstance(claimed_at, datetime) and now - claimed_at < CLAIM_FRESH_FOR
+    if stored.get("claimed_by") not in (None, delivery_id) and fresh:
+        raise RetryableError(f"{tag}: delivery {stored['claimed_by']} is submitting this push")
+    submission.set(claim, merge=True, timeout=FIRESTORE_TIMEOUT_S)
     return None

@@ -161,7 +161,7 @@ def github() -> Any:
 
 _SERVICES: dict[str, Callable[[], Any]] = {
     "firestore": firestore_client,
-    "claims": lambda: _LazyFirestoreClaims(),
+    "claims": once(_LazyFirestoreClaims),
     "gemini": gemini,
     "github": github,
     "tasks": task_queue,

@@ -106,7 +106,8 @@ def write_reviews(client: Any, txn: Any, record: Operation, batch: BatchStatus) 
     batch_error = (
         (batch.error or {}).get("message") if batch.terminal_status != "succeeded" else None
     )
-    for path in context.get("paths", []):
+    # An orphan adopted while still running was registered without its paths: use the rows.
+    for path in context.get("paths") or [row.key for row in batch.rows]:
         row = rows.get(path)
         doc: dict[str, Any] = {"repo": repo, "sha": sha, "path": path, "operation": record.name}
         if row is not None and row.error is None:

@@ -21,7 +21,7 @@ from shared.config import Config
 from shared.envelope import EnvelopeSealer, resolve_body
 from shared.handlers import Done, Event, Ignored, PermanentError
 from shared.ingress import Reply
-from shared.ledger import Ledger, LedgerError, StoreUnavailable
+from shared.ledger import Ledger, LedgerError
 from shared.oidc import OidcError, OidcVerifier
 from shared.signatures import VerificationError
 
@@ -29,7 +29,6 @@ log = logs.get_logger("worker")
 
 # Deliveries in these states are finished: a redelivery changes nothing.
 FINISHED = frozenset({"done", "ignored", "dead"})
-_PAYLOAD_KEEP_BYTES = 700 * 1024  # larger bodies stay behind their claim reference
 
 
 @dataclass
@@ -92,7 +91,8 @@ class Worker:
         try:
             recorded = self._ledger.record_delivery(
                 source, delivery_id, event_type,
-                payload=raw if len(raw) <= _PAYLOAD_KEEP_BYTES else None,
+                # A claim-checked body stays behind its reference: stored once, not twice.
+                payload=raw if envelope.claim is None else None,
                 payload_ref=envelope.claim,
             )
         except LedgerError as exc:
@@ -108,7 +108,7 @@ class Worker:
             outcome = fn(event, self._context)
         except PermanentError as exc:
             return self._dead(ids, str(exc))
-        except (StoreUnavailable, Exception) as exc:
+        except Exception as exc:  # every other failure (Firestore, upstream) retries
             reason = f"{type(exc).__name__}: {exc}"
             if retry_count >= self._config.worker_max_retries:
                 return self._dead(ids, f"gave up after {retry_count} retries: {reason}")

@@ -303,3 +303,15 @@ def test_no_signature_or_secret_reaches_the_logs(ingress, caplog):
                    g["webhook-signature"][3:], LOCAL_GITHUB_SECRET, LOCAL_GEMINI_SECRET,
                    LOCAL_ENVELOPE_KEY):
         assert secret not in text
+
+
+def test_a_signed_push_with_an_empty_kept_header_is_accepted_not_a_500(ingress):
+    headers = {**github_headers(PUSH), "User-Agent": "", "X-GitHub-Hook-ID": ""}
+    assert ingress.client.post("/github", headers=headers, data=PUSH).status_code == 202
+
+
+def test_a_signed_but_absurdly_nested_body_is_a_400(ingress):
+    body = b"[" * 5_000 + b"]" * 5_000  # deeper than the JSON parser's recursion limit
+    response = ingress.client.post("/github", headers=github_headers(body), data=body)
+    assert response.status_code == 400
+    assert ingress.tasks() == []

@@ -250,6 +250,22 @@ def test_orphan_with_our_tag_is_adopted_and_settled_untagged_is_left_alone(
     assert ledger.get(theirs) is None
 
 
+def test_an_orphan_adopted_while_running_still_gets_its_reviews(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
+) -> None:
+    running = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s2"))
+    first = make_reconciler(ledger, gateway, firestore_client).run()
+    assert first.adopted == 1 and first.still_running == 1, first
+
+    complete(simulator, [running])
+    ledger.defer(running, system_clock() - timedelta(seconds=1), 1)  # due again now
+    second = make_reconciler(ledger, gateway, firestore_client).run()
+
+    assert second.settled == 1, second
+    [review_doc] = [s.to_dict() for s in firestore_client.collection("reviews").stream()]
+    assert review_doc["path"] == "docs/a.md" and "text" in review_doc
+
+
 def test_a_tagged_batch_older_than_the_orphan_window_is_not_read(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:

@@ -98,3 +98,24 @@ def test_a_missing_file_is_permanent_and_a_flaky_one_retryable(deps, simulator):
 def test_a_malformed_push_is_permanent(deps):
     with pytest.raises(PermanentError, match="missing"):
         review_push({"ref": "refs/heads/main"}, "d6", deps)
+
+
+def test_a_second_delivery_of_the_same_push_waits_while_the_first_holds_a_fresh_claim(deps, simulator):
+    from datetime import timedelta
+
+    from shared import opnames
+    from shared.clock import FakeClock
+
+    clock = FakeClock()
+    tag = review_tag(REPO, SHA)
+    deps.firestore.collection("submissions").document(opnames.encode(tag)).set(
+        {"tag": tag, "operation": None, "claimed_by": "org-hook-delivery", "claimed_at": clock()})
+    waiting = ReviewDeps(**{**deps.__dict__, "clock": clock})
+
+    with pytest.raises(RetryableError, match="org-hook-delivery"):
+        review_push(payload(["docs/a.md"]), "repo-hook-delivery", waiting)
+    assert simulator.control.batches() == []
+
+    clock.advance(timedelta(minutes=11).total_seconds())  # the other claim went stale
+    assert isinstance(review_push(payload(["docs/a.md"]), "repo-hook-delivery", waiting), Done)
+    assert len(simulator.control.batches()) == 1
