@@ -1,0 +1,168 @@
+"""`deliveries list|show|replay`: what the worker recorded, and GitHub's "Redeliver" button.
+
+A replay seals the stored payload into a fresh envelope and enqueues it for the worker
+exactly as the ingress does, under a new task name (the original one is tombstoned). The
+delivery is set back to `queued` first, because the worker answers a finished delivery
+`duplicate` without running its handler; the handlers are idempotent, so replaying a
+delivery whose work is already done changes nothing (a settled operation stays settled).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from shared import runtime
+from shared.cli.ops import limit_arg
+from shared.cli.output import CliError, Output, fields_block, payload_value, rfc3339, table
+from shared.clock import system_clock
+from shared.envelope import SOURCES, Envelope
+from shared.ledger import DELIVERIES, DELIVERY_STATUSES, Delivery
+from shared.tasks import task_id_for
+
+LIST_COLUMNS = [
+    ("SOURCE", "source"),
+    ("DELIVERY", "delivery_id"),
+    ("EVENT", "event"),
+    ("STATUS", "status"),
+    ("ATTEMPTS", "attempts"),
+    ("RECEIVED", "received_at"),
+    ("LAST ERROR", "last_error"),
+]
+
+
+def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    deliveries = sub.add_parser("deliveries", help="webhook deliveries the worker recorded")
+    dsub = deliveries.add_subparsers(
+        dest="deliveries_command", required=True, metavar="{list,show,replay}"
+    )
+    listing = dsub.add_parser("list", parents=[common], help="deliveries, newest first")
+    listing.add_argument("--status", choices=sorted(DELIVERY_STATUSES))
+    listing.add_argument("--limit", type=limit_arg, default=50)
+    listing.set_defaults(func=cmd_list)
+    for name, func, text in (
+        ("show", cmd_show, "every stored field of one delivery"),
+        ("replay", cmd_replay, "re-enqueue the stored payload"),
+    ):
+        parser = dsub.add_parser(name, parents=[common], help=text)
+        parser.add_argument("id", help="SOURCE:DELIVERY_ID, or the delivery id if unambiguous")
+        parser.set_defaults(func=func)
+
+
+def find(ident: str) -> Delivery:
+    """The delivery named `source:id`, or the one delivery whose id is `ident`."""
+    ledger = runtime.ledger()
+    source, sep, rest = ident.partition(":")
+    if sep and source in SOURCES and rest:
+        found = ledger.get_delivery(source, rest)
+        if found is None:
+            raise CliError(f"delivery {ident} not found")
+        return found
+    from google.cloud import firestore
+
+    query = (
+        runtime.firestore_client()
+        .collection(DELIVERIES)
+        .where(filter=firestore.FieldFilter("delivery_id", "==", ident))
+    )
+    matches = [s.to_dict() or {} for s in query.limit(2).stream()]
+    if not matches:
+        raise CliError(f"delivery {ident} not found")
+    if len(matches) > 1:
+        choices = " or ".join(f"{m.get('source')}:{ident}" for m in matches)
+        raise CliError(f"delivery id {ident} is ambiguous: use {choices}")
+    found = ledger.get_delivery(matches[0]["source"], ident)
+    if found is None:  # expired between the query and the read
+        raise CliError(f"delivery {ident} not found")
+    return found
+
+
+def shown(delivery: Delivery) -> dict[str, Any]:
+    data = delivery.to_dict()
+    data["id"] = f"{delivery.source}:{delivery.delivery_id}"
+    if delivery.payload is not None:
+        data["payload"] = payload_value(delivery.payload)
+    return data
+
+
+def cmd_list(args: argparse.Namespace, out: Output) -> int:
+    rows = [shown(d) for d in runtime.ledger().list_deliveries(args.status, args.limit)]
+    for row in rows:
+        row.pop("payload", None)  # a list is for scanning; `show` prints the payload
+    out.emit(rows, lambda: table(rows, LIST_COLUMNS) if rows else "no deliveries")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, out: Output) -> int:
+    data = shown(find(args.id))
+    out.emit(data, lambda: fields_block(data))
+    return 0
+
+
+def _headers(delivery: Delivery) -> dict[str, str]:
+    """The headers the ingress would have kept for this delivery (never a signature)."""
+    headers = {"content-type": "application/json"}
+    if delivery.source == "github":
+        headers.update(
+            {"x-github-event": delivery.event, "x-github-delivery": delivery.delivery_id}
+        )
+    elif delivery.source == "gemini":
+        headers["webhook-id"] = delivery.delivery_id
+    return headers
+
+
+def cmd_replay(args: argparse.Namespace, out: Output) -> int:
+    delivery = find(args.id)
+    label = f"{delivery.source}:{delivery.delivery_id}"
+    if delivery.payload is None:
+        where = f" (only a claim reference {delivery.payload_ref})" if delivery.payload_ref else ""
+        raise CliError(f"delivery {label} has no stored payload{where}; nothing to replay")
+    body = (
+        delivery.payload
+        if isinstance(delivery.payload, bytes)
+        else (str(delivery.payload).encode("utf-8"))
+    )
+    cfg = runtime.config()
+    now = system_clock()
+    sealed = runtime.build_sealer(cfg).seal(
+        Envelope(
+            source=delivery.source,
+            event=delivery.event,
+            delivery_id=delivery.delivery_id,
+            received_at=now,
+            headers=_headers(delivery),
+            body=body,
+        )
+    )
+    ledger = runtime.ledger()
+    # Queued first: the worker skips a delivery already done/ignored/dead as a duplicate.
+    ledger.mark_delivery(delivery.source, delivery.delivery_id, "queued")
+    task_id = task_id_for(delivery.source, delivery.delivery_id, "replay", rfc3339(now))
+    try:
+        result = runtime.task_queue().enqueue(
+            cfg.worker_url,
+            sealed,
+            {"Content-Type": "application/json"},
+            task_id=task_id,
+            oidc_service_account=cfg.tasks_service_account or None,
+            oidc_audience=cfg.worker_url,
+        )
+    except Exception as exc:
+        # Put the status back, so the record does not claim a replay is on its way.
+        ledger.mark_delivery(delivery.source, delivery.delivery_id, delivery.status)
+        raise CliError(f"delivery {label}: enqueueing the replay failed: {exc}") from exc
+    data = {
+        "id": label,
+        "task": result.task_name,
+        "status": result.status,
+        "previous_status": delivery.status,
+        "worker_url": cfg.worker_url,
+    }
+    out.emit(
+        data,
+        lambda: (
+            f"replaying {label} ({delivery.event}, was {delivery.status}) "
+            f"as task {result.task_name}"
+        ),
+    )
+    return 0

@@ -1,0 +1,220 @@
+"""`demo`: the lost-webhook story against a running `make run`, narrated step by step.
+
+1. store two Markdown files in the simulator's GitHub at a random commit;
+2. send the signed push GitHub would send to the ingress;
+3. wait for the review batch to be registered in the ledger;
+4. have the simulator complete the batch with its webhook dropped (the webhook is lost);
+5. wait for the reconcile loop of `make run` to find and settle it;
+6. read the `reviews` written in the settling transaction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import requests
+
+from shared import runtime
+from shared.cli.localenv import SIMULATOR_URL, ingress_url
+from shared.cli.output import CliError, Output
+from shared.ledger import OPERATIONS
+from shared.signatures import sign_github
+
+T = TypeVar("T")
+REPO = "hookledger/demo"
+FILES = {
+    "docs/getting-started.md": "# Getting started\n\nRun `make run`, then `hookledger demo`.\n",
+    "docs/operations.md": "# Operating\n\n`hookledger status` shows what is pending or stuck.\n",
+}
+HTTP_TIMEOUT_S = 10.0
+
+
+def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("demo", parents=[common], help="show a lost webhook being recovered")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long to wait for reconcile to settle the batch (default 60)",
+    )
+    parser.set_defaults(func=cmd_demo)
+
+
+class Narrator:
+    """Collects the steps (for --json) and prints each as it happens (for people)."""
+
+    def __init__(self, out: Output, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.out = out
+        self.steps: list[dict[str, Any]] = []
+        self._monotonic = monotonic
+        self._started = monotonic()
+
+    def step(self, text: str, **fields: Any) -> None:
+        elapsed = round(self._monotonic() - self._started, 1)
+        self.steps.append({"at_s": elapsed, "step": text, **fields})
+        self.out.say(f"[{elapsed:5.1f}s] {text}")
+
+
+def wait_for(what: str, check: Callable[[], T | None], timeout: float, every: float = 0.5) -> T:
+    """`check()`'s first truthy value, polled until `timeout`; CliError naming `what` after."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise CliError(f"demo: timed out after {timeout:g} s waiting for {what}")
+        time.sleep(every)
+
+
+def push_body(sha: str) -> bytes:
+    return json.dumps(
+        {
+            "ref": "refs/heads/main",
+            "before": "0" * 40,
+            "after": sha,
+            "deleted": False,
+            "repository": {"full_name": REPO, "default_branch": "main"},
+            "commits": [
+                {
+                    "id": sha,
+                    "message": "Add the demo docs",
+                    "added": list(FILES),
+                    "modified": [],
+                    "removed": [],
+                }
+            ],
+            "head_commit": {"id": sha},
+        }
+    ).encode()
+
+
+def _operation_for(sha: str) -> dict[str, Any] | None:
+    from google.cloud import firestore
+
+    query = (
+        runtime.firestore_client()
+        .collection(OPERATIONS)
+        .where(filter=firestore.FieldFilter("context.sha", "==", sha))
+        .limit(1)
+    )
+    for snapshot in query.stream():
+        return snapshot.to_dict()
+    return None
+
+
+def _reviews(name: str) -> list[dict[str, Any]]:
+    from google.cloud import firestore
+
+    query = (
+        runtime.firestore_client()
+        .collection("reviews")
+        .where(filter=firestore.FieldFilter("operation", "==", name))
+    )
+    return [snapshot.to_dict() or {} for snapshot in query.stream()]
+
+
+def cmd_demo(args: argparse.Namespace, out: Output) -> int:
+    from local.simulator.client import SimulatorClient  # dev-only: the demo needs the simulator
+
+    cfg = runtime.config()
+    ingress = ingress_url(os.environ)
+    sim = SimulatorClient(cfg.gemini_base_url or SIMULATOR_URL)
+    narrator = Narrator(out)
+    try:
+        requests.get(f"{ingress}/healthz", timeout=HTTP_TIMEOUT_S).raise_for_status()
+    except requests.RequestException as exc:
+        raise CliError(
+            f"demo: the ingress at {ingress} does not answer ({exc}); "
+            "start the stack with `make run` (or set INGRESS_URL)"
+        ) from exc
+
+    sha = secrets.token_hex(20)
+    owner, repo = REPO.split("/")
+    try:
+        for path, text in FILES.items():
+            sim.put_file(owner, repo, path, sha, text.encode())
+    except requests.RequestException as exc:
+        raise CliError(f"demo: the simulator at {sim.url} refused the files: {exc}") from exc
+    narrator.step(
+        f"stored {len(FILES)} Markdown files in {REPO}@{sha[:12]} (simulated GitHub)",
+        repo=REPO,
+        sha=sha,
+        files=list(FILES),
+    )
+
+    body = push_body(sha)
+    delivery = str(uuid.uuid4())
+    headers = {
+        "X-GitHub-Event": "push",
+        "X-GitHub-Delivery": delivery,
+        "X-Hub-Signature-256": sign_github(cfg.github_webhook_secrets[0], body),
+        "Content-Type": "application/json",
+    }
+    answer = requests.post(f"{ingress}/github", data=body, headers=headers, timeout=HTTP_TIMEOUT_S)
+    if answer.status_code != 202:
+        raise CliError(
+            f"demo: the ingress answered {answer.status_code} to push {delivery}: "
+            f"{answer.text.strip()}"
+        )
+    narrator.step(
+        f"sent a signed push (delivery {delivery}); ingress answered 202", delivery_id=delivery
+    )
+
+    op = wait_for("the review batch to be registered", lambda: _operation_for(sha), 30.0)
+    name = op["name"]
+    narrator.step(f"the worker submitted batch {name} and registered it as pending", operation=name)
+
+    sim.complete(name, state="succeeded", webhook="drop")
+    narrator.step(f"Gemini finished {name}; its webhook was dropped (lost)", operation=name)
+
+    narrator.step(f"waiting for the reconcile loop to notice (up to {args.timeout:g} s)")
+    settled = wait_for(
+        f"reconcile to settle {name}",
+        lambda: (r := runtime.ledger().get(name)) and not r.pending and r,
+        args.timeout,
+    )
+    narrator.step(
+        f"{name} settled {settled.status} by {settled.settled_by}",
+        operation=name,
+        status=settled.status,
+        settled_by=settled.settled_by,
+    )
+
+    written = wait_for(
+        f"the reviews of {name}",
+        lambda: (docs := _reviews(name)) and len(docs) >= len(FILES) and docs,
+        10.0,
+    )
+    reviews = [
+        {"path": d.get("path"), "text": d.get("text"), "error": d.get("error")}
+        for d in sorted(written, key=lambda d: d.get("path", ""))
+    ]
+    for review in reviews:
+        first = (review["text"] or review["error"] or "").strip().splitlines()
+        narrator.step(
+            f"review of {review['path']}: {first[0] if first else '(empty)'}", path=review["path"]
+        )
+    result = {
+        "operation": name,
+        "status": settled.status,
+        "settled_by": settled.settled_by,
+        "reviews": reviews,
+        "steps": narrator.steps,
+    }
+    if out.json:
+        out.emit(result, lambda: "")
+    if (settled.status, settled.settled_by) != ("succeeded", "reconcile"):
+        raise CliError(
+            f"demo: {name} settled {settled.status} by {settled.settled_by}; "
+            "expected succeeded by reconcile"
+        )
+    return 0

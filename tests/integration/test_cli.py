@@ -1,0 +1,493 @@
+"""The `hookledger` CLI against the Firestore emulator, the simulator and the Cloud Tasks emulator.
+
+Commands run in-process through `main([...])` (output read with capsys); one runs
+through the installed `.venv/bin/hookledger` console script.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from google.cloud.tasks_v2 import types as task_types
+
+from shared import runtime
+from shared.cli import main
+from shared.cli.output import ProgressBar
+from shared.clock import FakeClock
+from shared.config import LOCAL_ENVELOPE_KEY, Config
+from shared.envelope import EnvelopeSealer
+from shared.ledger import Ledger
+from shared.tasks import ensure_queue, make_client, task_id_for
+from shared.worker import Worker
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / ".venv" / "bin" / "hookledger"
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def cli(firestore_client: Any, simulator: Any) -> Iterator[Any]:
+    """The environment a user of `make run` has, pointed at this test's services."""
+    os.environ.update(
+        {
+            "GOOGLE_CLOUD_PROJECT": "demo-hookledger",
+            "GEMINI_BASE_URL": simulator.url,
+            "GEMINI_API_KEY": "sim-key",
+            "HTTP_TIMEOUT_S": "5",
+            "RECONCILE_GRACE_S": "0",
+        }
+    )
+    runtime.reset()
+    yield firestore_client
+    runtime.reset()
+
+
+def run(capsys: Any, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def run_json(capsys: Any, *argv: str) -> Any:
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def ledger_at(client: Any, when: datetime = T0) -> tuple[Ledger, FakeClock]:
+    clock = FakeClock(when)
+    return Ledger(client, clock=clock, grace=timedelta(0)), clock
+
+
+def operation_doc(client: Any, doc_id: str) -> dict[str, Any]:
+    return client.collection("operations").document(doc_id).get().to_dict()
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["bogus"],
+        ["ops"],
+        ["ops", "list", "--limit", "0"],
+        ["ops", "list", "--status", "done"],
+        ["submit", "--kind", "k"],
+        ["submit", "--kind", "k", "--prompt", "a", "--file", "x.jsonl"],
+        ["deliveries", "replay"],
+        ["webhooks", "register", "--uri", "https://x.test/h", "--events", "batch.exploded"],
+        ["reconcile"],
+    ],
+    ids=lambda argv: " ".join(argv) or "nothing",
+)
+def test_bad_arguments_give_one_line_and_exit_2(capsys: Any, argv: list[str]) -> None:
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("hookledger") and "error:" in err
+
+
+def test_the_console_script_reports_bad_arguments_in_one_line() -> None:
+    done = subprocess.run(
+        [str(SCRIPT), "ops", "list", "--limit", "lots"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "hookledger ops list: error: argument --limit: must be a whole number, got 'lots' "
+        "(try: hookledger ops list --help)"
+    ]
+
+
+# --------------------------------------------------------------------------- submit
+
+
+def test_submit_creates_a_tagged_batch_and_registers_it(cli: Any, simulator: Any, capsys) -> None:
+    code, out, err = run(
+        capsys,
+        "submit",
+        "--kind",
+        "summaries",
+        "--model",
+        "models/m",
+        "--prompt",
+        "one",
+        "--prompt",
+        "two",
+    )
+
+    assert code == 0, err
+    name = out.strip()
+    [batch] = simulator.control.batches()
+    assert batch["name"] == name and batch["display_name"].startswith("hookledger:summaries:")
+    stored = runtime.ledger().get(name)
+    assert (stored.kind, stored.status) == ("summaries", "pending")
+    assert stored.context["keys"] == ["prompt-1", "prompt-2"]
+    assert stored.context["display_name"] == batch["display_name"]
+
+
+def test_submit_from_a_file_and_a_bad_line_named(cli: Any, tmp_path: Path, capsys) -> None:
+    good = tmp_path / "requests.jsonl"
+    good.write_text('{"key": "a.md", "prompt": "review a"}\n\n{"key": "b.md", "prompt": "b"}\n')
+    data = run_json(capsys, "submit", "--kind", "docs", "--file", str(good))
+    assert data["context"]["keys"] == ["a.md", "b.md"] and data["status"] == "pending"
+    assert data["submitted_at"].endswith("Z")
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"key": "a", "prompt": "x"}\n{"key": "a"}\n')
+    code, out, err = run(capsys, "submit", "--kind", "docs", "--file", str(bad))
+    assert (code, out) == (1, "")
+    assert err == f'hookledger: error: {bad}:2: needs non-empty string "key" and "prompt"\n'
+
+
+# --------------------------------------------------------------------------- ops
+
+
+def _three_operations(client: Any) -> Ledger:
+    ledger, clock = ledger_at(client)
+    ledger.register("batches/old", "alpha", {"n": 1})
+    clock.advance(60)
+    ledger.register("batches/mid", "beta")
+    clock.advance(60)
+    ledger.register("batches/new", "alpha")
+    clock.advance(5)
+    ledger.settle("batches/old", "succeeded", "reconcile")
+    return ledger
+
+
+def test_ops_list_filters_and_orders_newest_first(cli: Any, capsys) -> None:
+    _three_operations(cli)
+
+    everything = run_json(capsys, "ops", "list")
+    assert [o["name"] for o in everything] == ["batches/new", "batches/mid", "batches/old"]
+    old = everything[2]
+    assert (old["status"], old["settled_by"]) == ("succeeded", "reconcile")
+    assert (old["submitted_at"], old["settled_at"]) == (
+        "2026-03-01T12:00:00Z",
+        "2026-03-01T12:02:05Z",
+    )
+    alpha_pending = run_json(capsys, "ops", "list", "--status", "pending", "--kind", "alpha")
+    assert [o["name"] for o in alpha_pending] == ["batches/new"]
+    assert [o["name"] for o in run_json(capsys, "ops", "list", "--limit", "1")] == ["batches/new"]
+
+    code, out, _ = run(capsys, "ops", "list", "--kind", "alpha")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split() == [
+        "NAME",
+        "KIND",
+        "STATUS",
+        "BY",
+        "SUBMITTED",
+        "SETTLED",
+        "ATTEMPTS",
+    ]
+    assert [line.split()[0] for line in lines[1:]] == ["batches/new", "batches/old"]
+    assert lines[1].index("alpha") == lines[0].index("KIND")  # aligned under its header
+
+
+def test_ops_queries_are_served_by_declared_indexes(cli: Any, capsys, monkeypatch) -> None:
+    from google.cloud.firestore_v1.query import Query
+
+    from tests.integration.test_ledger_indexes import declared_indexes, missing_index
+
+    queries: list[Any] = []
+    real_stream = Query.stream
+    monkeypatch.setattr(
+        Query,
+        "stream",
+        lambda self, *a, **k: queries.append(self._to_protobuf()) or real_stream(self, *a, **k),
+    )
+    for argv in (
+        ["ops", "list"],
+        ["ops", "list", "--status", "pending"],
+        ["ops", "list", "--kind", "alpha"],
+        ["ops", "list", "--kind", "alpha", "--status", "failed"],
+        ["status"],
+    ):
+        assert run(capsys, *argv)[0] == 0
+    missing = [m for q in queries if (m := missing_index(q, declared_indexes()))]
+    assert missing == []
+
+
+def test_ops_show_prints_every_stored_field(cli: Any, capsys) -> None:
+    _three_operations(cli)
+    cli.collection("operations").document("batches%2Fmid").update(
+        {"stuck_alerted_at": T0 + timedelta(hours=7)}
+    )
+
+    data = run_json(capsys, "ops", "show", "mid")  # a bare id
+
+    assert data["name"] == "batches/mid" and data["kind"] == "beta"
+    assert data["stuck_alerted_at"] == "2026-03-01T19:00:00Z"
+    assert data["submitted_at"] == "2026-03-01T12:01:00Z"
+    assert set(operation_doc(cli, "batches%2Fmid")) <= set(data)
+    code, out, _ = run(capsys, "ops", "show", "batches/mid")
+    assert code == 0 and "stuck_alerted_at" in out and "2026-03-01T19:00:00Z" in out
+
+    code, out, err = run(capsys, "ops", "show", "nope")
+    assert (code, out, err) == (1, "", "hookledger: error: operation nope not found\n")
+
+
+# --------------------------------------------------------------------------- deliveries
+
+
+def _deliveries(client: Any) -> Ledger:
+    ledger, clock = ledger_at(client)
+    ledger.record_delivery("github", "d-1", "push", payload=b'{"ref": "refs/heads/main"}')
+    ledger.mark_delivery("github", "d-1", "done")
+    clock.advance(10)
+    ledger.record_delivery("gemini", "msg_2", "batch.failed", payload=b'{"type": "x"}')
+    ledger.mark_delivery("gemini", "msg_2", "dead", error="batches/zz: Gemini answered 400")
+    clock.advance(10)
+    ledger.record_delivery("github", "same", "push", payload=b"{}")
+    ledger.record_delivery("gemini", "same", "batch.succeeded", payload=b"{}")
+    return ledger
+
+
+def test_deliveries_list_and_show(cli: Any, capsys) -> None:
+    _deliveries(cli)
+
+    dead = run_json(capsys, "deliveries", "list", "--status", "dead")
+    assert [(d["id"], d["last_error"]) for d in dead] == [
+        ("gemini:msg_2", "batches/zz: Gemini answered 400")
+    ]
+    assert len(run_json(capsys, "deliveries", "list")) == 4
+
+    shown = run_json(capsys, "deliveries", "show", "d-1")
+    assert (shown["status"], shown["payload"]) == ("done", {"ref": "refs/heads/main"})
+    assert shown["received_at"] == "2026-03-01T12:00:00Z"
+    assert run_json(capsys, "deliveries", "show", "gemini:same")["event"] == "batch.succeeded"
+
+    code, _, err = run(capsys, "deliveries", "show", "same")
+    assert code == 1 and err.count("\n") == 1
+    assert "ambiguous" in err and "github:same" in err and "gemini:same" in err
+    code, out, _ = run(capsys, "deliveries", "list", "--status", "dead")
+    assert out.splitlines()[0].split()[:4] == ["SOURCE", "DELIVERY", "EVENT", "STATUS"]
+    assert "msg_2" in out.splitlines()[1]
+
+
+@pytest.fixture
+def paused_queue(cloudtasks_emulator: Any) -> Iterator[tuple[Any, str]]:
+    queue_id = f"cli-{uuid.uuid4().hex[:10]}"
+    path = f"projects/demo-hookledger/locations/us-central1/queues/{queue_id}"
+    client = make_client(cloudtasks_emulator.host)
+    ensure_queue(client, path)
+    client.pause_queue(name=path)
+    os.environ.update(
+        {"TASKS_QUEUE": queue_id, "WORKER_URL": "http://127.0.0.1:9/", "TASKS_SERVICE_ACCOUNT": ""}
+    )
+    runtime.reset()
+    yield client, path
+    client.delete_queue(name=path)
+
+
+def test_replay_of_a_settled_operation_changes_nothing(
+    cli: Any, simulator: Any, paused_queue: tuple[Any, str], capsys
+) -> None:
+    tasks, queue = paused_queue
+    ledger, _ = ledger_at(cli)
+    ledger.register("batches/done1", "summaries")
+    ledger.settle("batches/done1", "succeeded", "webhook")
+    before = operation_doc(cli, "batches%2Fdone1")
+    payload = json.dumps({"type": "batch.succeeded", "data": {"id": "batches/done1"}}).encode()
+    ledger.record_delivery("gemini", "msg_done", "batch.succeeded", payload=payload)
+    ledger.mark_delivery("gemini", "msg_done", "done")
+
+    data = run_json(capsys, "deliveries", "replay", "gemini:msg_done")
+
+    assert data["previous_status"] == "done" and data["status"] == "created"
+    [task] = list(tasks.list_tasks(parent=queue))
+    assert task.name == data["task"] != f"{queue}/tasks/{task_id_for('gemini', 'msg_done')}"
+    full = tasks.get_task(request={"name": task.name, "response_view": task_types.Task.View.FULL})
+    sealer = EnvelopeSealer([LOCAL_ENVELOPE_KEY])
+    envelope = sealer.open(full.http_request.body)
+    assert (envelope.source, envelope.event, envelope.delivery_id, envelope.body) == (
+        "gemini",
+        "batch.succeeded",
+        "msg_done",
+        payload,
+    )
+    assert ledger.get_delivery("gemini", "msg_done").status == "queued"
+
+    # The worker runs the replayed envelope: the ledger says already_settled, nothing moves.
+    import shared.builtin_handlers  # noqa: F401  registers the batch handlers
+
+    services = {"firestore": cli, "gemini": runtime.gemini()}
+    worker = Worker(Config.from_env(), sealer=sealer, ledger=ledger, services=services.__getitem__)
+    reply = worker.handle("POST", "/", {}, full.http_request.body)
+    assert (reply.status, reply.body["status"]) == (200, "done")
+    assert "already_settled" in reply.body["detail"]
+    assert operation_doc(cli, "batches%2Fdone1") == before
+    assert ledger.get_delivery("gemini", "msg_done").status == "done"
+
+
+def test_replay_refuses_a_delivery_without_payload(
+    cli: Any, paused_queue: tuple[Any, str], capsys
+) -> None:
+    tasks, queue = paused_queue
+    ledger, _ = ledger_at(cli)
+    ledger.record_delivery("github", "big-1", "push", payload=None, payload_ref="payloads/p1")
+    ledger.mark_delivery("github", "big-1", "dead", error="claim expired")
+
+    code, out, err = run(capsys, "deliveries", "replay", "big-1")
+
+    assert (code, out) == (1, "")
+    assert err == (
+        "hookledger: error: delivery github:big-1 has no stored payload (only a claim "
+        "reference payloads/p1); nothing to replay\n"
+    )
+    assert list(tasks.list_tasks(parent=queue)) == []
+    assert ledger.get_delivery("github", "big-1").status == "dead"
+
+
+# --------------------------------------------------------------------------- reconcile
+
+
+def test_reconcile_once_settles_a_batch_whose_webhook_was_lost(
+    cli: Any, simulator: Any, capsys
+) -> None:
+    assert run(capsys, "submit", "--kind", "summaries", "--prompt", "p")[0] == 0
+    [batch] = simulator.control.batches()
+    simulator.control.complete(batch["name"], state="succeeded", webhook="drop")
+
+    report = run_json(capsys, "reconcile", "--once")
+
+    assert (report["examined"], report["settled"], report["errors"]) == (1, 1, 0)
+    settled = runtime.ledger().get(batch["name"])
+    assert (settled.status, settled.settled_by) == ("succeeded", "reconcile")
+    code, out, _ = run(capsys, "reconcile", "--once")
+    assert code == 0 and "settled" in out and "examined" in out
+
+
+def test_progress_bar_draws_only_for_more_than_a_handful() -> None:
+    stream = io.StringIO()
+    bar = ProgressBar(stream, min_total=5, width=10, monotonic=lambda: 0.0)
+    bar("poll", 1, 3)
+    assert stream.getvalue() == ""
+    bar("poll", 0, 8)
+    bar("poll", 4, 8)  # throttled: the clock did not move
+    bar("poll", 8, 8)
+    bar.close()
+    assert stream.getvalue() == "\rpoll    [..........] 0/8\rpoll    [##########] 8/8\n"
+
+
+# --------------------------------------------------------------------------- webhooks
+
+
+def test_webhooks_register_list_rotate(cli: Any, simulator: Any, capsys) -> None:
+    code, out, err = run(
+        capsys,
+        "webhooks",
+        "register",
+        "--uri",
+        "https://hooks.example/gemini",
+        "--events",
+        "batch.succeeded",
+        "batch.failed",
+    )
+    assert code == 0, err
+    secret = out.splitlines()[1].removeprefix("signing secret: ")
+    assert secret.startswith("whsec_") and "not shown again" in out
+    hook_id = out.splitlines()[0].split()[-1]
+    assert secret not in err
+
+    listed = run_json(capsys, "webhooks", "list")
+    assert [(h["id"], h["state"], h["subscribed_events"]) for h in listed] == [
+        (hook_id, "enabled", ["batch.succeeded", "batch.failed"])
+    ]
+    assert listed[0]["signing_secrets"][0]["truncated_secret"] == secret[-4:]
+
+    requests.patch(
+        f"{simulator.url}/v1beta/webhooks/{hook_id}",
+        timeout=5,
+        json={"state": "disabled_due_to_failed_deliveries"},
+    ).raise_for_status()
+    assert run_json(capsys, "webhooks", "list")[0]["disabled_due_to_failed_deliveries"] is True
+    code, out, _ = run(capsys, "webhooks", "list")
+    assert "DISABLED" in out.splitlines()[1]
+    assert f"webhook {hook_id} is disabled_due_to_failed_deliveries" in out
+
+    rotated = run_json(capsys, "webhooks", "rotate", hook_id)
+    assert rotated["signing_secret"].startswith("whsec_") and rotated["signing_secret"] != secret
+
+    code, out, err = run(capsys, "webhooks", "rotate", "no-such-hook")
+    assert (code, out) == (1, "") and err.count("\n") == 1
+    assert "no-such-hook" in err and "404" in err
+
+
+# --------------------------------------------------------------------------- status
+
+
+def test_status_counts_oldest_pending_and_alerts(cli: Any, capsys) -> None:
+    _three_operations(cli)
+    _deliveries(cli)
+    cli.collection("operations").document("batches%2Fmid").update(
+        {"stuck_alerted_at": T0 + timedelta(hours=7)}
+    )
+
+    data = run_json(capsys, "status")
+
+    assert data["operations"] == {
+        "pending": 2,
+        "cancelled": 0,
+        "expired": 0,
+        "failed": 0,
+        "succeeded": 1,
+    }
+    assert data["deliveries"] == {"queued": 2, "done": 1, "ignored": 0, "dead": 1}
+    assert data["dead_deliveries"] == 1
+    assert data["oldest_pending"]["name"] == "batches/mid"
+    assert data["oldest_pending"]["submitted_at"] == "2026-03-01T12:01:00Z"
+    assert (data["stuck_alerts"], [s["name"] for s in data["stuck"]]) == (1, ["batches/mid"])
+    code, out, _ = run(capsys, "status")
+    assert code == 0 and "oldest pending  batches/mid" in out and "stuck alerts  1" in out
+
+
+def test_the_console_script_lists_operations_as_json(cli: Any) -> None:
+    _three_operations(cli)
+    done = subprocess.run(
+        [str(SCRIPT), "ops", "list", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=dict(os.environ),
+    )
+    assert done.returncode == 0, done.stderr
+    assert [o["name"] for o in json.loads(done.stdout)] == [
+        "batches/new",
+        "batches/mid",
+        "batches/old",
+    ]
+
+
+def test_a_stopped_emulator_is_one_line_naming_the_variable(capsys) -> None:
+    from local.processes import free_port
+
+    address = f"127.0.0.1:{free_port()}"
+    os.environ.update(
+        {"GOOGLE_CLOUD_PROJECT": "demo-hookledger", "FIRESTORE_EMULATOR_HOST": address}
+    )
+    runtime.reset()
+    try:
+        code, out, err = run(capsys, "ops", "show", "batches/x")
+    finally:
+        runtime.reset()
+    assert (code, out) == (1, "") and err.count("\n") == 1
+    assert f"FIRESTORE_EMULATOR_HOST={address}" in err and "make run" in err
