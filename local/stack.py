@@ -31,11 +31,10 @@ import requests
 from local.firestore_emulator import start_firestore
 from local.processes import Service, ServiceError, listening_on, port_is_free, printed, start
 from local.simulator.client import start_simulator
-from shared.config import LOCAL_GEMINI_SECRET
+from shared.config import LOCAL_GEMINI_SECRET, LOCAL_TASKS_SERVICE_ACCOUNT
 from shared.tasks import ensure_queue, make_client
 
 REPO = Path(__file__).resolve().parents[1]
-TASKS_ACCOUNT = "tasks-invoker@demo-hookledger.iam.gserviceaccount.com"
 _SHOWN_FIELDS = ("source", "event", "delivery_id", "operation", "status", "by", "reason", "path")
 
 
@@ -126,7 +125,7 @@ def function_env(ports: Ports, base: Mapping[str, str]) -> dict[str, str]:
         "CLOUD_TASKS_EMULATOR_HOST": f"127.0.0.1:{ports.tasks}",
         "WORKER_URL": worker_url,
         "RECONCILE_URL": f"http://127.0.0.1:{ports.reconcile}/",
-        "TASKS_SERVICE_ACCOUNT": TASKS_ACCOUNT,
+        "TASKS_SERVICE_ACCOUNT": LOCAL_TASKS_SERVICE_ACCOUNT,
         "OIDC_CERTS_URL": f"http://127.0.0.1:{ports.jwks}/jwks.json",
         "GEMINI_BASE_URL": sim,
         "GEMINI_API_KEY": base.get("GEMINI_API_KEY") or "local-simulator-key",

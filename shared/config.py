@@ -16,6 +16,8 @@ from dataclasses import dataclass
 LOCAL_GITHUB_SECRET = "local-github-secret"  # noqa: S105
 LOCAL_GEMINI_SECRET = "whsec_bG9jYWwtZ2VtaW5pLXNlY3JldC0wMTIzNDU2Nzg5"  # noqa: S105
 LOCAL_ENVELOPE_KEY = "local-envelope-key"
+# The account the local Cloud Tasks emulator signs as, and the local worker accepts.
+LOCAL_TASKS_SERVICE_ACCOUNT = "tasks-invoker@demo-hookledger.iam.gserviceaccount.com"
 
 GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v3/certs"
 # Deadline of a single Firestore read or write made outside the ledger's own calls.

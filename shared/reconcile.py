@@ -68,6 +68,9 @@ GEMINI_MAX_PENDING = timedelta(hours=48)  # Gemini expires a batch pending this 
 # Orphans are looked for among batches this young: past Gemini's 48 h expiry with a day's
 # slack, so the reads per run stay bounded however many batches the project has made.
 ORPHAN_WINDOW = timedelta(hours=72)
+
+Progress = Callable[[str, int, int], None]
+"""`progress(phase, done, total)`: how many of a phase's operations have been checked."""
 BACKOFF_FIRST_S = 30.0
 BACKOFF_CAP_S = 30 * 60.0
 STUCK_ALERTED_AT = "stuck_alerted_at"
@@ -216,17 +219,20 @@ class Reconciler:
 
     # ------------------------------------------------------------------- public
 
-    def run(self) -> RunReport:
-        """One pass: adopt orphans, check due operations (or fan them out), sweep outboxes."""
+    def run(self, progress: Progress | None = None) -> RunReport:
+        """One pass: adopt orphans, check due operations (or fan them out), sweep outboxes.
+
+        `progress(phase, done, total)` is told how far each phase's checks got (a CLI bar).
+        """
         started = self._monotonic()
         deadline = started + self._budget_s
         report = RunReport()
         now = self._clock()
         adopted = self._adopt(report, deadline) if self._adopt_orphans else []
         if adopted:
-            self._check_all(adopted, report, deadline, "adopt")
+            self._check_all(adopted, report, deadline, "adopt", progress)
         if not report.stopped_early:
-            self._due(now, report, deadline)
+            self._due(now, report, deadline, progress)
         if not report.stopped_early:
             self._sweep(report, deadline)
         report.elapsed_s = round(self._monotonic() - started, 3)
@@ -282,7 +288,9 @@ class Reconciler:
 
     # ------------------------------------------------------------------- phases
 
-    def _due(self, now: datetime, report: RunReport, deadline: float) -> None:
+    def _due(
+        self, now: datetime, report: RunReport, deadline: float, progress: Progress | None = None
+    ) -> None:
         """Read due pages; poll them, or fan them out once more than the threshold are due."""
         pages = self._pages(now, report)
         buffered: list[list[Operation]] = []
@@ -295,7 +303,8 @@ class Reconciler:
                 exhausted = False
                 break
         if exhausted:
-            self._check_all([op for page in buffered for op in page], report, deadline, "poll")
+            due = [op for page in buffered for op in page]
+            self._check_all(due, report, deadline, "poll", progress)
             return
         logs.event(
             log,
@@ -352,11 +361,27 @@ class Reconciler:
             cursor = page[-1]
 
     def _check_all(
-        self, records: Sequence[Operation], report: RunReport, deadline: float, phase: str
+        self,
+        records: Sequence[Operation],
+        report: RunReport,
+        deadline: float,
+        phase: str,
+        progress: Progress | None = None,
     ) -> None:
         """Check `records` with at most `concurrency` in flight; stop submitting at `deadline`."""
         if not records:
             return
+        total, done, lock = len(records), [0], threading.Lock()
+
+        def tick(_: Future[None]) -> None:
+            with lock:
+                done[0] += 1
+                count = done[0]
+            if progress is not None:
+                progress(phase, count, total)
+
+        if progress is not None:
+            progress(phase, 0, total)
         with ThreadPoolExecutor(self._concurrency, thread_name_prefix="reconcile") as pool:
             in_flight: set[Future[None]] = set()
             for record in records:
@@ -366,7 +391,9 @@ class Reconciler:
                 while len(in_flight) >= self._concurrency:
                     _, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
                 report.last_examined = record.name
-                in_flight.add(pool.submit(self._check, record, report))
+                future = pool.submit(self._check, record, report)
+                future.add_done_callback(tick)
+                in_flight.add(future)
             wait(in_flight)
 
     def _check(self, record: Operation, report: RunReport) -> None:

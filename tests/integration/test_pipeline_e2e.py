@@ -24,7 +24,7 @@ import requests
 from local.processes import Service, free_port, listening_on, start
 from local.simulator.client import SimulatorClient, start_simulator
 from shared.clock import FakeClock, system_clock
-from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_GITHUB_SECRET
+from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_GITHUB_SECRET, LOCAL_TASKS_SERVICE_ACCOUNT
 from shared.envelope import Envelope, EnvelopeSealer
 from shared.signatures import sign_github
 from shared.tasks import ensure_queue, make_client
@@ -32,7 +32,6 @@ from shared.tasks import ensure_queue, make_client
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "github"
 PROJECT = "demo-hookledger"
-TASKS_ACCOUNT = "tasks-invoker@demo-hookledger.iam.gserviceaccount.com"
 OWNER_REPO = "octo-org/handbook"
 SHA = "0f1e2d3c4b5a69788796a5b4c3d2e1f001122334"
 FILES = {"docs/intro.md": b"# Intro\n\nHookledger settles things.\n",
@@ -79,7 +78,7 @@ def stack(firestore_emulator, cloudtasks_emulator_fast) -> Iterator[Stack]:
         "CLOUD_TASKS_EMULATOR_HOST": cloudtasks_emulator_fast.host,
         "TASKS_QUEUE": queue_id,
         "WORKER_URL": f"{worker_url}/",
-        "TASKS_SERVICE_ACCOUNT": TASKS_ACCOUNT,
+        "TASKS_SERVICE_ACCOUNT": LOCAL_TASKS_SERVICE_ACCOUNT,
         "OIDC_AUDIENCE": f"{worker_url}/",
         "OIDC_CERTS_URL": cloudtasks_emulator_fast.jwks_url,
         "GEMINI_BASE_URL": sim_url,
@@ -313,7 +312,7 @@ def _emulator_token(emulator, stack: Stack) -> str:
 
         TaskQueue(client, queue).enqueue(
             f"http://127.0.0.1:{server.server_address[1]}/", b"{}",
-            oidc_service_account=TASKS_ACCOUNT, oidc_audience=f"{stack.worker_url}/")
+            oidc_service_account=LOCAL_TASKS_SERVICE_ACCOUNT, oidc_audience=f"{stack.worker_url}/")
         header = wait_for("the OIDC task", lambda: seen and seen[0])
     finally:
         server.shutdown()

@@ -266,6 +266,22 @@ def test_an_orphan_adopted_while_running_still_gets_its_reviews(
     assert review_doc["path"] == "docs/a.md" and "text" in review_doc
 
 
+def test_run_reports_progress_for_every_checked_operation(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
+) -> None:
+    names = submit(gateway, ledger, 12)
+    complete(simulator, names)
+    calls: list[tuple[str, int, int]] = []
+
+    report = make_reconciler(ledger, gateway, firestore_client).run(
+        progress=lambda phase, done, total: calls.append((phase, done, total))
+    )
+
+    assert report.settled == 12, report
+    assert calls[0] == ("poll", 0, 12)
+    assert sorted(done for _, done, _ in calls[1:]) == list(range(1, 13))
+
+
 def test_a_tagged_batch_older_than_the_orphan_window_is_not_read(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
