@@ -274,6 +274,12 @@ def run(args: argparse.Namespace, sim_url: str) -> tuple[dict[str, Any], bool]:
         "read_ratio_total": round(naive_reads / reads, 1) if reads else None,
         "read_ratio_selection": round((args.settled + args.due) / selection["reads"], 1),
         "selection_within_goal": selection["reads"] <= args.due + pages,
+        "goal": {
+            "reads_per_run_at_most": args.due + pages,  # pending-due operations + pages
+            "reads_met": reads <= args.due + pages,
+            "ratio_at_least": 90,
+            "ratio_met": bool(reads) and naive_reads / reads >= 90,
+        },
         "poll": {"operations": args.poll, "latency_ms": args.latency_ms, **polls},
     }
     ok = report.settled == args.due and naive_settled == args.due

@@ -259,6 +259,14 @@ Deliver = Callable[[OutboxItem], None]
 """`deliver(item)`: perform one side effect, passing `item.idempotency_key` along."""
 
 
+@dataclass(frozen=True)
+class _Seen:
+    """What a conditional commit needs of a snapshot, taken from a record already read."""
+
+    id: str
+    update_time: Any
+
+
 class _Conflict(Exception):
     """A conditional write found the document changed since it was read."""
 
@@ -345,12 +353,16 @@ class Ledger:
         writeback: Writeback | None = None,
         outbox: Sequence[Any] | None = None,
         deliver: Deliver | None = None,
+        expected: Operation | None = None,
     ) -> Settlement:
         """Move a pending operation to `status` once; see the module docstring.
 
         `writeback(txn, record)` commits with the settlement or not at all. `outbox` items
         are stored in the same commit; with `deliver`, they are delivered right after
         (a failure is logged and left to `sweep_outbox`; the answer is still `settled`).
+
+        `expected`, a pending record the caller has just read, saves the first read: the
+        commit is conditional on its `update_time`, and a refusal re-reads as usual.
         """
         if status not in TERMINAL_STATUSES:
             raise InvalidArgument(
@@ -371,11 +383,17 @@ class Ledger:
             log_event(log, logging.INFO, "settle: unknown operation", operation=name, status=status)
             return Settlement.UNKNOWN
 
+        known = [expected] if expected is not None and expected.update_time is not None else []
+
         def attempt() -> Settlement:
-            snapshot = self._read(ref, name)
-            if not snapshot.exists:
-                return Settlement.UNKNOWN
-            record = _from_snapshot(snapshot)
+            if known:  # first attempt only: trust the caller's fresh read
+                record = known.pop()
+                snapshot: Any = _Seen(ref.id, record.update_time)
+            else:
+                snapshot = self._read(ref, name)
+                if not snapshot.exists:
+                    return Settlement.UNKNOWN
+                record = _from_snapshot(snapshot)
             if not record.pending:
                 if record.status != status:
                     log_event(

@@ -2,17 +2,18 @@
 
 Webhooks are the fast path, never the only one. A run, called by Cloud Scheduler:
 
-1. adopts orphans: Gemini batches tagged `hookledger:` (`gemini.TAG_PREFIX`) that are not
-   in the ledger (a crash between create and register) are registered, then checked;
-   untagged batches are left alone;
-2. reads the due operations page by page (`status == pending`, `next_check_at <= now`,
+1. reads the due operations page by page (`status == pending`, `next_check_at <= now`,
    ordered, cursor-paged: `Ledger.due_pending`), never the whole collection;
-3. checks each through `settle_from_gemini(..., by="reconcile")` with at most
+2. checks each through `settle_from_gemini(..., by="reconcile")` with at most
    `concurrency` Gemini calls in flight: terminal → settled once, with the same
    write-back as the webhook path; still running, Gemini unavailable (429/5xx/timeout),
    not found or rejected → left pending, `attempts + 1`, `next_check_at` pushed back
    by a capped, jittered exponential backoff (30 s → 30 min). Nothing is ever settled
    from an error;
+3. adopts orphans: Gemini batches from the last `ORPHAN_WINDOW` tagged `hookledger:`
+   (`gemini.TAG_PREFIX`) that are not in the ledger (a crash between create and
+   register) are registered, then checked; untagged batches are left alone, and batches
+   just read as due cost no second read;
 4. reports an operation pending longer than `stuck_after_s` with one ERROR log
    (`alert="operation_stuck"`, `operation`, `kind`, `age_s`) per alert window, recorded
    as `stuck_alerted_at` on the operation by a conditional write, so overlapping runs
@@ -220,7 +221,7 @@ class Reconciler:
     # ------------------------------------------------------------------- public
 
     def run(self, progress: Progress | None = None) -> RunReport:
-        """One pass: adopt orphans, check due operations (or fan them out), sweep outboxes.
+        """One pass: check due operations (or fan them out), adopt orphans, sweep outboxes.
 
         `progress(phase, done, total)` is told how far each phase's checks got (a CLI bar).
         """
@@ -228,11 +229,13 @@ class Reconciler:
         deadline = started + self._budget_s
         report = RunReport()
         now = self._clock()
-        adopted = self._adopt(report, deadline) if self._adopt_orphans else []
-        if adopted:
-            self._check_all(adopted, report, deadline, "adopt", progress)
-        if not report.stopped_early:
-            self._due(now, report, deadline, progress)
+        seen: set[str] = set()
+        self._due(now, report, deadline, progress, seen)
+        # After the due pages: a batch just read there is known to the ledger, no read needed.
+        if self._adopt_orphans and not report.stopped_early:
+            adopted = self._adopt(report, deadline, seen)
+            if adopted:
+                self._check_all(adopted, report, deadline, "adopt", progress)
         if not report.stopped_early:
             self._sweep(report, deadline)
         report.elapsed_s = round(self._monotonic() - started, 3)
@@ -289,10 +292,18 @@ class Reconciler:
     # ------------------------------------------------------------------- phases
 
     def _due(
-        self, now: datetime, report: RunReport, deadline: float, progress: Progress | None = None
+        self,
+        now: datetime,
+        report: RunReport,
+        deadline: float,
+        progress: Progress | None = None,
+        seen: set[str] | None = None,
     ) -> None:
-        """Read due pages; poll them, or fan them out once more than the threshold are due."""
-        pages = self._pages(now, report)
+        """Read due pages; poll them, or fan them out once more than the threshold are due.
+
+        The name of every operation read is added to `seen`.
+        """
+        pages = self._pages(now, report, seen if seen is not None else set())
         buffered: list[list[Operation]] = []
         count = 0
         exhausted = True
@@ -337,7 +348,9 @@ class Reconciler:
             report.add(fanned_out_pages=1, fanned_out_ops=len(page))
             report.last_examined = page[-1].name
 
-    def _pages(self, now: datetime, report: RunReport) -> Iterator[list[Operation]]:
+    def _pages(
+        self, now: datetime, report: RunReport, seen: set[str]
+    ) -> Iterator[list[Operation]]:
         cursor: Operation | None = None
         while True:
             try:
@@ -355,6 +368,7 @@ class Reconciler:
             if not page:
                 return
             report.add(pages=1)
+            seen.update(op.name for op in page)
             yield page
             if len(page) < self._page_size:
                 return
@@ -530,7 +544,7 @@ class Reconciler:
             return True
         return False
 
-    def _adopt(self, report: RunReport, deadline: float) -> list[Operation]:
+    def _adopt(self, report: RunReport, deadline: float, known: set[str]) -> list[Operation]:
         """Register tagged batches missing from the ledger; returns them, to check now."""
         adopted: list[Operation] = []
         try:
@@ -550,6 +564,8 @@ class Reconciler:
                 continue  # not ours: never touched
             if created is not None and created < cutoff:
                 continue  # long expired in Gemini; checking it would cost a read every run
+            if name in known:
+                continue  # read from the ledger moments ago
             if self._monotonic() >= deadline:
                 self._stop(report, "adopt", name)
                 break

@@ -59,8 +59,9 @@ def settle_from_gemini(
 ) -> Outcome:
     """Re-fetch `name` from Gemini and settle it if terminal. Gemini errors propagate.
 
-    `record` saves a read when the caller already holds the operation (reconcile's query);
-    a stale one is harmless: `ledger.settle` re-reads before its conditional commit.
+    `record` saves a read when the caller already holds the operation (reconcile's query).
+    Either way the settlement commits only if the operation is unchanged since that read;
+    a stale record costs a re-read, never a second settlement.
     """
     record = record if record is not None else ledger.get(name)
     if record is None:
@@ -88,7 +89,7 @@ def settle_from_gemini(
     error = batch.error if status != "succeeded" else None
     if error is None and status != "succeeded":
         error = {"message": f"batch ended {batch.state}"}
-    result = ledger.settle(record.name, status, by, error=error, writeback=stage)
+    result = ledger.settle(record.name, status, by, error=error, writeback=stage, expected=record)
     return Outcome(result.value, status)
 
 
