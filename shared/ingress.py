@@ -84,13 +84,16 @@ class Ingress:
             else:
                 reply = self._gemini_delivery(headers, body)
         except _Rejected as exc:
+            # The id is unverified (it may be forged) but is what an operator searches for.
+            claimed = headers.get("X-GitHub-Delivery") or headers.get("webhook-id") or ""
             logs.event(
                 log,
                 logging.WARNING,
-                "webhook rejected",
+                f"{source} webhook rejected",
                 source=source,
                 status=exc.status,
                 reason=str(exc),
+                claimed_delivery_id=claimed[:100],
             )
             return Reply(exc.status, {"error": str(exc)})
         logs.event(
