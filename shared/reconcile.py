@@ -70,6 +70,9 @@ GEMINI_MAX_PENDING = timedelta(hours=48)  # Gemini expires a batch pending this 
 # slack, so the reads per run stay bounded however many batches the project has made.
 ORPHAN_WINDOW = timedelta(hours=72)
 
+# How long a run waits, past its budget, for checks already in flight.
+DRAIN_S = 30.0
+
 Progress = Callable[[str, int, int], None]
 """`progress(phase, done, total)`: how many of a phase's operations have been checked."""
 BACKOFF_FIRST_S = 30.0
@@ -138,6 +141,7 @@ class RunReport:
     pages: int = 0
     fanned_out_pages: int = 0
     fanned_out_ops: int = 0
+    abandoned: int = 0  # checks still running when the run had to answer (they finish alone)
     stopped_early: bool = False
     stopped_at: str = ""  # the phase the deadline stopped: adopt|poll|fanout|sweep
     last_examined: str | None = None  # the last operation whose check started (cursor)
@@ -181,6 +185,7 @@ class Reconciler:
         backoff_cap_s: float = BACKOFF_CAP_S,
         monotonic: Callable[[], float] = system_monotonic,
         rand: Callable[[], float] = random.random,
+        drain_s: float = DRAIN_S,
     ) -> None:
         if not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"concurrency must be an integer ≥ 1, got {concurrency!r}")
@@ -215,6 +220,7 @@ class Reconciler:
         self._backoff_first_s = backoff_first_s
         self._backoff_cap_s = backoff_cap_s
         self._monotonic = monotonic
+        self._drain_s = drain_s
         self._rand = rand
         self._rand_lock = threading.Lock()
 
@@ -233,8 +239,9 @@ class Reconciler:
         self._due(now, report, deadline, progress, seen)
         # After the due pages: a batch just read there is known to the ledger, no read needed.
         if self._adopt_orphans and not report.stopped_early:
-            adopted = self._adopt(report, deadline, seen)
-            if adopted:
+            if self._monotonic() >= deadline:
+                self._stop(report, "adopt", None)  # listing Gemini's batches takes time too
+            elif adopted := self._adopt(report, deadline, seen):
                 self._check_all(adopted, report, deadline, "adopt", progress)
         if not report.stopped_early:
             self._sweep(report, deadline)
@@ -396,19 +403,37 @@ class Reconciler:
 
         if progress is not None:
             progress(phase, 0, total)
-        with ThreadPoolExecutor(self._concurrency, thread_name_prefix="reconcile") as pool:
-            in_flight: set[Future[None]] = set()
+        pool = ThreadPoolExecutor(self._concurrency, thread_name_prefix="reconcile")
+        in_flight: set[Future[None]] = set()
+        try:
             for record in records:
                 if self._monotonic() >= deadline:
                     self._stop(report, phase, record.name)
                     break
                 while len(in_flight) >= self._concurrency:
-                    _, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
-                report.last_examined = record.name
-                future = pool.submit(self._check, record, report)
-                future.add_done_callback(tick)
-                in_flight.add(future)
-            wait(in_flight)
+                    _, in_flight = wait(
+                        in_flight, timeout=self._left(deadline), return_when=FIRST_COMPLETED
+                    )
+                    if self._monotonic() >= deadline + self._drain_s:
+                        break
+                else:
+                    report.last_examined = record.name
+                    future = pool.submit(self._check, record, report)
+                    future.add_done_callback(tick)
+                    in_flight.add(future)
+                    continue
+                self._stop(report, phase, record.name)
+                break
+            _, in_flight = wait(in_flight, timeout=self._left(deadline))
+        finally:
+            # A check stuck past the drain time is left to finish on its own: its commit is
+            # atomic, and the function must answer before its platform timeout.
+            report.add(abandoned=len(in_flight))
+            pool.shutdown(wait=not in_flight, cancel_futures=True)
+
+    def _left(self, deadline: float) -> float:
+        """Seconds until the drain time after `deadline` runs out (at least 0)."""
+        return max(0.0, deadline + self._drain_s - self._monotonic())
 
     def _check(self, record: Operation, report: RunReport) -> None:
         """Poll one operation and settle or defer it; never raises (each failure is logged)."""

@@ -282,6 +282,21 @@ def test_run_reports_progress_for_every_checked_operation(
     assert sorted(done for _, done, _ in calls[1:]) == list(range(1, 13))
 
 
+def test_a_check_stuck_past_the_budget_is_abandoned_and_the_run_still_answers(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
+) -> None:
+    [name] = submit(gateway, ledger, 1)
+    simulator.control.set_faults(0.0, latency_ms=4000)  # a Gemini call slower than the budget
+
+    started = time.monotonic()
+    report = make_reconciler(ledger, gateway, firestore_client, budget_s=0.5, drain_s=0.5).run()
+    took = time.monotonic() - started
+
+    assert report.abandoned == 1 and took < 3.5, (report, took)
+    simulator.control.set_faults(0.0)
+    assert ledger.get(name).pending  # nothing was settled from the abandoned check
+
+
 def test_a_tagged_batch_older_than_the_orphan_window_is_not_read(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
