@@ -196,8 +196,9 @@ resource "google_cloudfunctions2_function" "function" {
 
   lifecycle {
     precondition {
-      condition     = var.settings.reconcile_budget_s < var.reconcile_function.timeout_seconds
-      error_message = "settings.reconcile_budget_s must be below reconcile_function.timeout_seconds, or reconcile is killed before it stops on its own."
+      # Reconcile stops taking work at its budget, then waits up to 30 s (DRAIN_S) for checks in flight.
+      condition     = var.settings.reconcile_budget_s + 30 < var.reconcile_function.timeout_seconds
+      error_message = "settings.reconcile_budget_s + 30 s must be below reconcile_function.timeout_seconds, or reconcile is killed before it answers."
     }
   }
 
