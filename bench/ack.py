@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from bench._loadgen import LoadGenerator, Phase, http_caller, merge, summary
-from local.processes import Service, free_port, listening_on, printed, start
+from local.cloudtasks_emulator.launch import start_cloudtasks
+from local.processes import Service, free_port, listening_on, start
 
 REPO = Path(__file__).resolve().parents[1]
 PROJECT = "demo-hookledger"
@@ -75,21 +76,7 @@ def progress(message: str) -> None:
 
 def start_emulator() -> tuple[Service, str]:
     port, http_port = free_port(), free_port()
-    service = start(
-        f"cloudtasks-{port}",
-        [
-            sys.executable,
-            "-m",
-            "local.cloudtasks_emulator",
-            "--host=127.0.0.1",
-            f"--port={port}",
-            f"--http-port={http_port}",
-        ],
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        cwd=REPO,
-        ready=printed("listening"),
-        timeout=60,
-    )
+    service = start_cloudtasks(port, http_port)
     return service, f"127.0.0.1:{port}"
 
 

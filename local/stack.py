@@ -28,8 +28,9 @@ from urllib.parse import urlparse
 
 import requests
 
+from local.cloudtasks_emulator.launch import start_cloudtasks
 from local.firestore_emulator import start_firestore
-from local.processes import Service, ServiceError, listening_on, port_is_free, printed, start
+from local.processes import Service, ServiceError, listening_on, port_is_free, start
 from local.simulator.client import start_simulator
 from shared.config import LOCAL_GEMINI_SECRET, LOCAL_TASKS_SERVICE_ACCOUNT
 from shared.tasks import ensure_queue, make_client
@@ -153,12 +154,7 @@ class Stack:
         p = self.ports
         env = function_env(p, self.env)
         self.children.append(start_firestore(p.firestore, echo=_echo))
-        self.children.append(start(
-            "cloudtasks",
-            [sys.executable, "-m", "local.cloudtasks_emulator", "--host=127.0.0.1",
-             f"--port={p.tasks}", f"--http-port={p.jwks}"],
-            env=env, cwd=REPO, ready=printed("listening"), echo=_echo,
-        ))
+        self.children.append(start_cloudtasks(p.tasks, p.jwks, echo=_echo))
         queue = self.queue_path(env)
         ensure_queue(make_client(env["CLOUD_TASKS_EMULATOR_HOST"]), queue)
         secret = self.env.get("GEMINI_WEBHOOK_SECRETS", LOCAL_GEMINI_SECRET).split(",")[0]

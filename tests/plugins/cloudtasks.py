@@ -13,7 +13,6 @@ Fixtures:
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -23,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from local.processes import Service, ServiceError, free_port, printed, start
+from local.cloudtasks_emulator.launch import start_cloudtasks
+from local.processes import Service, ServiceError, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 FAST_TIME_SCALE = 0.01
@@ -44,23 +44,7 @@ class EmulatorHandle:
 def start_emulator(time_scale: float = 1.0, tombstone_s: float = 3600.0) -> EmulatorHandle:
     """Start `python -m local.cloudtasks_emulator` on free ports; raises `ServiceError`."""
     port, http_port = free_port(), free_port()
-    service = start(
-        f"cloudtasks-{port}",
-        [
-            sys.executable,
-            "-m",
-            "local.cloudtasks_emulator",
-            "--host=127.0.0.1",
-            f"--port={port}",
-            f"--http-port={http_port}",
-            f"--time-scale={time_scale}",
-            f"--tombstone-s={tombstone_s}",
-        ],
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        cwd=REPO,
-        ready=printed("listening"),
-        timeout=60,
-    )
+    service = start_cloudtasks(port, http_port, time_scale=time_scale, tombstone_s=tombstone_s)
     base = f"http://127.0.0.1:{http_port}"
     return EmulatorHandle(
         host=f"127.0.0.1:{port}",

@@ -1,0 +1,45 @@
+"""Start the emulator as a child process (tests, benchmarks, `make run`)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from local.processes import Service, printed, start
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def start_cloudtasks(
+    port: int,
+    http_port: int,
+    *,
+    time_scale: float = 1.0,
+    tombstone_s: float = 3600.0,
+    echo: Callable[[str, str], None] | None = None,
+    timeout: float = 60.0,
+) -> Service:
+    """`python -m local.cloudtasks_emulator` on 127.0.0.1, ready once it printed `listening`.
+
+    Its JWKS is then at `http://127.0.0.1:{http_port}/jwks.json`.
+    """
+    return start(
+        "cloudtasks",
+        [
+            sys.executable,
+            "-m",
+            "local.cloudtasks_emulator",
+            "--host=127.0.0.1",
+            f"--port={port}",
+            f"--http-port={http_port}",
+            f"--time-scale={time_scale}",
+            f"--tombstone-s={tombstone_s}",
+        ],
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        cwd=REPO,
+        ready=printed("listening"),
+        timeout=timeout,
+        echo=echo,
+    )
