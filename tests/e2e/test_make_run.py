@@ -8,12 +8,12 @@ import os
 import signal
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from local.processes import free_port, port_accepts
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -54,13 +54,7 @@ def make_run():
 
 
 def _wait(what, check, timeout=90.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_until(check, timeout, what, every=0.2)
 
 
 def test_make_run_comes_up_settles_a_dropped_webhook_and_stops_cleanly(make_run):

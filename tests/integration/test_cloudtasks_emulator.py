@@ -31,6 +31,7 @@ from shared.tasks import (
     task_id_for,
 )
 from tests.plugins.cloudtasks import EmulatorHandle, TargetServer, start_emulator
+from tests.waiting import wait_until
 
 LOCATION = "projects/demo-hookledger/locations/us-central1"
 SERVICE_ACCOUNT = "tasks@demo-hookledger.iam.gserviceaccount.com"
@@ -59,14 +60,6 @@ def new_queue(client: CloudTasksClient, **settings: object) -> str:
 def http_task(url: str, *, name: str = "", body: bytes = b"{}", **fields: object) -> types.Task:
     request = types.HttpRequest(url=url, http_method=types.HttpMethod.POST, body=body)
     return types.Task(name=name, http_request=request, **fields)
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}", pytrace=False)
-        time.sleep(0.02)
 
 
 def gone(client: CloudTasksClient, task_name: str) -> Callable[[], bool]:

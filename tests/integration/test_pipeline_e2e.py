@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_GITHUB_SECRET, LOCAL_TASKS_S
 from shared.envelope import Envelope, EnvelopeSealer
 from shared.signatures import sign_github
 from shared.tasks import ensure_queue, make_client
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "github"
@@ -116,13 +116,7 @@ def push_payload(sha: str = SHA, files: list[str] | None = None) -> bytes:
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_until(check, timeout, what, every=0.1)
 
 
 def operations(client) -> list[dict[str, Any]]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import time
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from standardwebhooks import Webhook
 
 from local.processes import free_port
 from local.simulator.client import SimulatorClient, start_simulator
+from tests.waiting import wait_until
 
 MODEL = "gemini-2.5-flash"
 
@@ -32,16 +32,6 @@ def create_batch(client: Any, *paths: str, display_name: str = "review-test", **
 
 def raw_get(simulator: Any, name: str) -> requests.Response:
     return requests.get(f"{simulator.url}/v1beta/{name}", timeout=10)
-
-
-def wait_until(predicate: Any, timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    pytest.fail(f"timed out waiting for {what}", pytrace=False)
 
 
 # --- batches through the real SDK ----------------------------------------------------
