@@ -29,7 +29,9 @@ def find_emulator() -> Path:
         sdk_root = Path(os.path.realpath(gcloud)).parent.parent
         candidates.append(sdk_root / "platform/cloud-firestore-emulator/cloud_firestore_emulator")
     candidates += [
-        Path("/usr/lib/google-cloud-sdk/platform/cloud-firestore-emulator/cloud_firestore_emulator"),
+        Path(
+            "/usr/lib/google-cloud-sdk/platform/cloud-firestore-emulator/cloud_firestore_emulator"
+        ),
         Path("/opt/google-cloud-sdk/platform/cloud-firestore-emulator/cloud_firestore_emulator"),
     ]
     for candidate in candidates:

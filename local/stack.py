@@ -52,6 +52,7 @@ class Ports:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> tuple[Ports, dict[int, str]]:
         """The ports, and which variable sets each (for the "port in use" message)."""
+
         def host_port(name: str, default: int) -> int:
             value = env.get(name, "")
             return int(value.rsplit(":", 1)[1]) if ":" in value else default
@@ -158,36 +159,55 @@ class Stack:
         queue = self.queue_path(env)
         ensure_queue(make_client(env["CLOUD_TASKS_EMULATOR_HOST"]), queue)
         secret = self.env.get("GEMINI_WEBHOOK_SECRETS", LOCAL_GEMINI_SECRET).split(",")[0]
-        self.children.append(start_simulator(
-            p.simulator, webhook_url=f"http://127.0.0.1:{p.ingress}/gemini",
-            webhook_secret=secret, echo=_echo,
-        ))
+        self.children.append(
+            start_simulator(
+                p.simulator,
+                webhook_url=f"http://127.0.0.1:{p.ingress}/gemini",
+                webhook_secret=secret,
+                echo=_echo,
+            )
+        )
         for target, port, extra in (
             ("ingress", p.ingress, {}),
             ("worker", p.worker, {"OIDC_AUDIENCE": env["WORKER_URL"]}),
             # Locally the scheduler loop below calls reconcile without a token.
             ("reconcile", p.reconcile, {"OIDC_AUDIENCE": ""}),
         ):
-            self.children.append(start(
-                target,
-                [sys.executable, "-m", "functions_framework", f"--target={target}",
-                 f"--source={REPO / 'functions' / 'main.py'}", "--host=127.0.0.1",
-                 f"--port={port}"],
-                env={**env, **extra}, cwd=REPO, ready=listening_on(port), echo=_echo,
-            ))
+            self.children.append(
+                start(
+                    target,
+                    [
+                        sys.executable,
+                        "-m",
+                        "functions_framework",
+                        f"--target={target}",
+                        f"--source={REPO / 'functions' / 'main.py'}",
+                        "--host=127.0.0.1",
+                        f"--port={port}",
+                    ],
+                    env={**env, **extra},
+                    cwd=REPO,
+                    ready=listening_on(port),
+                    echo=_echo,
+                )
+            )
 
     @staticmethod
     def queue_path(env: Mapping[str, str]) -> str:
-        return (f"projects/{env['GOOGLE_CLOUD_PROJECT']}/locations/"
-                f"{env.get('TASKS_LOCATION', 'us-central1')}/queues/"
-                f"{env.get('TASKS_QUEUE', 'hookledger-deliveries')}")
+        return (
+            f"projects/{env['GOOGLE_CLOUD_PROJECT']}/locations/"
+            f"{env.get('TASKS_LOCATION', 'us-central1')}/queues/"
+            f"{env.get('TASKS_QUEUE', 'hookledger-deliveries')}"
+        )
 
     def ready_line(self) -> str:
         p = self.ports
-        return (f"hookledger ready  ingress http://127.0.0.1:{p.ingress}  "
-                f"worker http://127.0.0.1:{p.worker}  reconcile http://127.0.0.1:{p.reconcile}  "
-                f"simulator http://127.0.0.1:{p.simulator}  firestore 127.0.0.1:{p.firestore}  "
-                f"cloudtasks 127.0.0.1:{p.tasks}")
+        return (
+            f"hookledger ready  ingress http://127.0.0.1:{p.ingress}  "
+            f"worker http://127.0.0.1:{p.worker}  reconcile http://127.0.0.1:{p.reconcile}  "
+            f"simulator http://127.0.0.1:{p.simulator}  firestore 127.0.0.1:{p.firestore}  "
+            f"cloudtasks 127.0.0.1:{p.tasks}"
+        )
 
     def schedule_reconcile(self, every_s: float) -> None:
         """Call reconcile every `every_s` seconds, as Cloud Scheduler does in production.
@@ -202,8 +222,12 @@ class Stack:
             except requests.RequestException as exc:
                 failure = f"{type(exc).__name__}: {exc}"
             if failure is not None and not self.stopping.is_set():
-                _echo("scheduler", json.dumps({"severity": "WARNING",
-                                               "message": f"reconcile call failed: {failure}"}))
+                _echo(
+                    "scheduler",
+                    json.dumps(
+                        {"severity": "WARNING", "message": f"reconcile call failed: {failure}"}
+                    ),
+                )
 
     def stop(self) -> None:
         self.stopping.set()

@@ -76,13 +76,21 @@ def check_page(event: Event, ctx: Any) -> Done:
         raise PermanentError(f"delivery {event.delivery_id}: {exc}") from exc
     cfg = ctx.config
     reconciler = Reconciler(
-        ctx.ledger, ctx.gemini, ctx.firestore, system_clock,
-        grace_s=cfg.reconcile_grace_s, concurrency=cfg.reconcile_concurrency,
-        budget_s=cfg.reconcile_budget_s, stuck_after_s=cfg.stuck_after_s, adopt_orphans=False,
+        ctx.ledger,
+        ctx.gemini,
+        ctx.firestore,
+        system_clock,
+        grace_s=cfg.reconcile_grace_s,
+        concurrency=cfg.reconcile_concurrency,
+        budget_s=cfg.reconcile_budget_s,
+        stuck_after_s=cfg.stuck_after_s,
+        adopt_orphans=False,
     )
     report = reconciler.check_names(names)
     if report.examined == 0 and report.errors:
         raise RetryableError(f"delivery {event.delivery_id}: no operation could be read")
     # Operations left pending are already deferred: the next reconcile run picks them up.
-    return Done(f"page of {len(names)}: {report.settled} settled, "
-                f"{report.still_running} running, {report.errors} errors")
+    return Done(
+        f"page of {len(names)}: {report.settled} settled, "
+        f"{report.still_running} running, {report.errors} errors"
+    )

@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from google import genai
 from google.genai import errors as genai_errors
@@ -224,7 +224,7 @@ class _mapped:
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
-    ) -> bool:
+    ) -> Literal[False]:
         if exc is None or isinstance(exc, GeminiError) or not isinstance(exc, Exception):
             return False  # GeneratorExit and friends pass through untouched
         if isinstance(exc, genai_errors.APIError):

@@ -45,8 +45,15 @@ class _CachingRequest(google.auth.transport.requests.Request):
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[float, Any]] = {}
 
-    def __call__(self, url: str, method: str = "GET", body: Any = None, headers: Any = None,
-                 timeout: Any = None, **kwargs: Any) -> Any:
+    def __call__(
+        self,
+        url: str,
+        method: str = "GET",
+        body: Any = None,
+        headers: Any = None,
+        timeout: Any = None,
+        **kwargs: Any,
+    ) -> Any:
         if method != "GET":
             return super().__call__(url, method, body, headers, self._timeout_s, **kwargs)
         with self._lock:
@@ -88,8 +95,11 @@ class OidcVerifier:
             raise Unauthorized("missing bearer token")
         try:
             claims = id_token.verify_token(
-                token.strip(), self._request, audience=self._audience,
-                certs_url=self._certs_url, clock_skew_in_seconds=10,
+                token.strip(),
+                self._request,
+                audience=self._audience,
+                certs_url=self._certs_url,
+                clock_skew_in_seconds=10,
             )
         except google.auth.exceptions.TransportError as exc:
             raise Unauthorized(f"cannot fetch signing certificates: {type(exc).__name__}") from exc

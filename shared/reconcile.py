@@ -355,9 +355,7 @@ class Reconciler:
             report.add(fanned_out_pages=1, fanned_out_ops=len(page))
             report.last_examined = page[-1].name
 
-    def _pages(
-        self, now: datetime, report: RunReport, seen: set[str]
-    ) -> Iterator[list[Operation]]:
+    def _pages(self, now: datetime, report: RunReport, seen: set[str]) -> Iterator[list[Operation]]:
         cursor: Operation | None = None
         while True:
             try:

@@ -72,8 +72,15 @@ def review_push(payload: dict[str, Any], delivery_id: str, deps: ReviewDeps) -> 
         # Register at once: from here on reconcile can find it even if we crash.
         deps.ledger.register(name, KIND, {"repo": push.repo, "sha": push.sha, "paths": paths})
         submission.set({"tag": tag, "operation": name}, merge=True, timeout=FIRESTORE_TIMEOUT_S)
-        logs.event(log, logging.INFO, "review batch submitted", operation=name,
-                   delivery_id=delivery_id, repo=push.repo, files=len(paths))
+        logs.event(
+            log,
+            logging.INFO,
+            "review batch submitted",
+            operation=name,
+            delivery_id=delivery_id,
+            repo=push.repo,
+            files=len(paths),
+        )
         return Done(f"submitted {name} for {len(paths)} file(s)")
     deps.ledger.register(name, KIND, {"repo": push.repo, "sha": push.sha, "paths": paths})
     return Done(f"already submitted as {name}")
@@ -89,12 +96,28 @@ def _fetch_all(
         try:
             files[path] = github.fetch(repo, path, sha).decode("utf-8", errors="replace")
         except GitHubUnavailable as exc:
-            logs.event(log, logging.ERROR, f"fetch failed for {path}", path=path, repo=repo,
-                       sha=sha, delivery_id=delivery_id, reason=str(exc))
+            logs.event(
+                log,
+                logging.ERROR,
+                f"fetch failed for {path}",
+                path=path,
+                repo=repo,
+                sha=sha,
+                delivery_id=delivery_id,
+                reason=str(exc),
+            )
             transient.append(path)
         except GitHubRejected as exc:
-            logs.event(log, logging.ERROR, f"fetch rejected for {path}", path=path, repo=repo,
-                       sha=sha, delivery_id=delivery_id, reason=str(exc))
+            logs.event(
+                log,
+                logging.ERROR,
+                f"fetch rejected for {path}",
+                path=path,
+                repo=repo,
+                sha=sha,
+                delivery_id=delivery_id,
+                reason=str(exc),
+            )
             raise PermanentError(f"{repo}@{sha[:12]}: {path}: {exc}") from exc
     if transient:
         raise RetryableError(f"{repo}@{sha[:12]}: could not fetch {', '.join(transient)}")

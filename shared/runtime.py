@@ -191,17 +191,36 @@ def reconciler() -> Any:
     sealer = build_sealer(cfg)
 
     def seal(task_id: str, payload: bytes) -> bytes:
-        return sealer.seal(Envelope(source=CHECK_PAGE_SOURCE, event=CHECK_PAGE_EVENT,
-                                    delivery_id=task_id, received_at=system_clock(),
-                                    headers={}, body=payload))
+        return sealer.seal(
+            Envelope(
+                source=CHECK_PAGE_SOURCE,
+                event=CHECK_PAGE_EVENT,
+                delivery_id=task_id,
+                received_at=system_clock(),
+                headers={},
+                body=payload,
+            )
+        )
 
-    enqueue = TaskPageEnqueuer(task_queue(), cfg.worker_url, seal,
-                               oidc_service_account=cfg.tasks_service_account or None,
-                               oidc_audience=cfg.worker_url)
-    return Reconciler(ledger(), gemini(), firestore_client(), system_clock,
-                      grace_s=cfg.reconcile_grace_s, concurrency=cfg.reconcile_concurrency,
-                      budget_s=cfg.reconcile_budget_s, stuck_after_s=cfg.stuck_after_s,
-                      fanout_threshold=cfg.reconcile_fanout_threshold, enqueue_page=enqueue)
+    enqueue = TaskPageEnqueuer(
+        task_queue(),
+        cfg.worker_url,
+        seal,
+        oidc_service_account=cfg.tasks_service_account or None,
+        oidc_audience=cfg.worker_url,
+    )
+    return Reconciler(
+        ledger(),
+        gemini(),
+        firestore_client(),
+        system_clock,
+        grace_s=cfg.reconcile_grace_s,
+        concurrency=cfg.reconcile_concurrency,
+        budget_s=cfg.reconcile_budget_s,
+        stuck_after_s=cfg.stuck_after_s,
+        fanout_threshold=cfg.reconcile_fanout_threshold,
+        enqueue_page=enqueue,
+    )
 
 
 @once

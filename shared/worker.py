@@ -81,7 +81,7 @@ class Worker:
 
     def _run(self, envelope: Any, retry_count: int) -> Reply:
         source, delivery_id, event_type = envelope.source, envelope.delivery_id, envelope.event
-        ids = {"source": source, "delivery_id": delivery_id, "event": event_type}
+        ids: dict[str, Any] = {"source": source, "delivery_id": delivery_id, "event": event_type}
         try:
             raw = resolve_body(envelope, self._context.claims if envelope.claim else None)
         except ClaimUnavailable as exc:
@@ -90,7 +90,9 @@ class Worker:
             return self._dead(ids, f"payload claim unusable: {exc}", record=True)
         try:
             recorded = self._ledger.record_delivery(
-                source, delivery_id, event_type,
+                source,
+                delivery_id,
+                event_type,
                 # A claim-checked body stays behind its reference: stored once, not twice.
                 payload=raw if envelope.claim is None else None,
                 payload_ref=envelope.claim,
@@ -98,8 +100,9 @@ class Worker:
         except LedgerError as exc:
             return self._retry(ids, f"recording the delivery failed: {exc}")
         if not recorded.new and recorded.delivery.status in FINISHED:
-            return Reply(200, {"status": "duplicate", **ids,
-                               "delivery_status": recorded.delivery.status})
+            return Reply(
+                200, {"status": "duplicate", **ids, "delivery_status": recorded.delivery.status}
+            )
         fn = handlers.lookup(source, event_type)
         if fn is None:
             return self._finish(ids, "ignored", "no handler registered")
@@ -118,7 +121,7 @@ class Worker:
         assert isinstance(outcome, Done)
         return self._finish(ids, "done", outcome.detail)
 
-    def _finish(self, ids: dict[str, str], status: str, detail: str) -> Reply:
+    def _finish(self, ids: dict[str, Any], status: str, detail: str) -> Reply:
         try:
             self._ledger.mark_delivery(ids["source"], ids["delivery_id"], status)
         except LedgerError as exc:
@@ -126,20 +129,31 @@ class Worker:
         logs.event(log, logging.INFO, f"delivery {status}: {detail}", **ids)
         return Reply(200, {"status": status, "detail": detail, **ids})
 
-    def _dead(self, ids: dict[str, str], reason: str, record: bool = False) -> Reply:
+    def _dead(self, ids: dict[str, Any], reason: str, record: bool = False) -> Reply:
         try:
             if record:
                 self._ledger.record_delivery(ids["source"], ids["delivery_id"], ids["event"])
             self._ledger.mark_delivery(ids["source"], ids["delivery_id"], "dead", error=reason)
         except LedgerError as exc:
             return self._retry(ids, f"recording the dead delivery failed: {exc}")
-        logs.event(log, logging.ERROR, f"delivery {ids['delivery_id']} dead: {reason}",
-                   alert="delivery_dead", reason=reason, **ids)
+        logs.event(
+            log,
+            logging.ERROR,
+            f"delivery {ids['delivery_id']} dead: {reason}",
+            alert="delivery_dead",
+            reason=reason,
+            **ids,
+        )
         return Reply(200, {"status": "dead", "reason": reason, **ids})
 
-    def _retry(self, ids: dict[str, str], reason: str) -> Reply:
-        logs.event(log, logging.WARNING, f"delivery {ids['delivery_id']} will be retried",
-                   reason=reason, **ids)
+    def _retry(self, ids: dict[str, Any], reason: str) -> Reply:
+        logs.event(
+            log,
+            logging.WARNING,
+            f"delivery {ids['delivery_id']} will be retried",
+            reason=reason,
+            **ids,
+        )
         # The retry itself is what matters; the record catches up on the next attempt.
         with contextlib.suppress(LedgerError):
             self._ledger.mark_delivery(ids["source"], ids["delivery_id"], "queued", error=reason)

@@ -189,9 +189,9 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
         settled_by=settled.settled_by,
     )
 
-    written = wait_for(
+    written: list[dict[str, Any]] = wait_for(
         f"the reviews of {name}",
-        lambda: (docs := _reviews(name)) and len(docs) >= len(FILES) and docs,
+        lambda: docs if len(docs := _reviews(name)) >= len(FILES) else None,
         10.0,
     )
     reviews = [

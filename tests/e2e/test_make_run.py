@@ -35,15 +35,24 @@ def make_run_env(ports: dict[str, int]) -> dict[str, str]:
 
 @pytest.fixture
 def make_run():
-    ports = {name: free_port() for name in
-             ("firestore", "tasks", "jwks", "sim", "ingress", "worker", "reconcile")}
+    ports = {
+        name: free_port()
+        for name in ("firestore", "tasks", "jwks", "sim", "ingress", "worker", "reconcile")
+    }
     env = {**make_run_env(ports), "RECONCILE_EVERY_S": "2", "RECONCILE_GRACE_S": "1"}
-    process = subprocess.Popen(["make", "--no-print-directory", "run"], cwd=REPO, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        ["make", "--no-print-directory", "run"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")),
-                              daemon=True)
+    reader = threading.Thread(
+        target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True
+    )
     reader.start()
     try:
         yield process, ports, lines
@@ -59,25 +68,47 @@ def _wait(what, check, timeout=90.0):
 
 def test_make_run_comes_up_settles_a_dropped_webhook_and_stops_cleanly(make_run):
     process, ports, lines = make_run
-    ready = _wait("hookledger ready", lambda: next((line for line in lines if "hookledger ready" in line), None))
+    ready = _wait(
+        "hookledger ready",
+        lambda: next((line for line in lines if "hookledger ready" in line), None),
+    )
     assert f"ingress http://127.0.0.1:{ports['ingress']}" in ready
 
-    demo = subprocess.run([str(REPO / ".venv" / "bin" / "hookledger"), "demo", "--json"],
-                          env=make_run_env(ports), capture_output=True, text=True, timeout=120)
+    demo = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "hookledger"), "demo", "--json"],
+        env=make_run_env(ports),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert demo.returncode == 0, demo.stderr
     result = json.loads(demo.stdout)
     assert (result["status"], result["settled_by"]) == ("succeeded", "reconcile")  # webhook dropped
     assert len(result["reviews"]) == 2
     assert all(review.get("text") for review in result["reviews"])
     name = result["operation"]
-    assert any("operation settled" in line and name in line and "by=reconcile" in line for line in lines)
+    assert any(
+        "operation settled" in line and name in line and "by=reconcile" in line for line in lines
+    )
     assert any("github delivery accepted" in line for line in lines)  # the compact per-delivery log
 
     os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
-    assert process.wait(60) in (0, -signal.SIGINT, 2, 130)  # make passes the interrupt on its own way
+    assert process.wait(60) in (
+        0,
+        -signal.SIGINT,
+        2,
+        130,
+    )  # make passes the interrupt on its own way
     assert any("hookledger stopped" in line for line in lines)
     for name, port in ports.items():
         assert not port_accepts(port), f"{name} still listening on {port}"
-    leftovers = subprocess.run(["pgrep", "-f", f"port={ports['tasks']}|port={ports['firestore']}|--port {ports['sim']}|port={ports['ingress']}"],
-                               capture_output=True, text=True).stdout.split()
+    leftovers = subprocess.run(
+        [
+            "pgrep",
+            "-f",
+            f"port={ports['tasks']}|port={ports['firestore']}|--port {ports['sim']}|port={ports['ingress']}",
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
     assert leftovers == []

@@ -41,7 +41,9 @@ class Harness:
     sent: list[str] = field(default_factory=list)
 
     def tasks(self) -> list[Any]:
-        return list(self.tasks_client.list_tasks(request={"parent": self.queue, "response_view": "FULL"}))
+        return list(
+            self.tasks_client.list_tasks(request={"parent": self.queue, "response_view": "FULL"})
+        )
 
 
 @pytest.fixture
@@ -70,8 +72,13 @@ def ingress(cloudtasks_emulator, monkeypatch) -> Harness:
     tasks_client.delete_queue(name=queue)
 
 
-def github_headers(body: bytes, *, secret: str = LOCAL_GITHUB_SECRET, event: str = "push",
-                   delivery: str | None = None) -> dict[str, str]:
+def github_headers(
+    body: bytes,
+    *,
+    secret: str = LOCAL_GITHUB_SECRET,
+    event: str = "push",
+    delivery: str | None = None,
+) -> dict[str, str]:
     return {
         "X-GitHub-Event": event,
         "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
@@ -81,12 +88,18 @@ def github_headers(body: bytes, *, secret: str = LOCAL_GITHUB_SECRET, event: str
 
 
 def gemini_body(event: str = "batch.succeeded", op: str = "batches/abc123") -> bytes:
-    return json.dumps({"type": event, "version": "v1", "timestamp": "2026-11-30T00:00:00Z",
-                       "data": {"id": op}}).encode()
+    return json.dumps(
+        {"type": event, "version": "v1", "timestamp": "2026-11-30T00:00:00Z", "data": {"id": op}}
+    ).encode()
 
 
-def gemini_headers(body: bytes, *, secret: str = LOCAL_GEMINI_SECRET, msg_id: str | None = None,
-                   timestamp: int | None = None) -> dict[str, str]:
+def gemini_headers(
+    body: bytes,
+    *,
+    secret: str = LOCAL_GEMINI_SECRET,
+    msg_id: str | None = None,
+    timestamp: int | None = None,
+) -> dict[str, str]:
     msg_id = msg_id or f"msg_{uuid.uuid4().hex}"
     timestamp = int(time.time()) if timestamp is None else timestamp
     return {
@@ -118,32 +131,134 @@ def _bad_requests() -> list[tuple[str, str, str, dict[str, str], bytes, int]]:
     now = int(time.time())
     g_sig = g["webhook-signature"]
     cases = [
-        ("github: no signature header", "POST", "/github", _without(gh, "X-Hub-Signature-256"), push, 401),
-        ("github: empty signature", "POST", "/github", {**gh, "X-Hub-Signature-256": ""}, push, 401),
-        ("github: wrong secret", "POST", "/github", github_headers(push, secret="wrong-secret-0123456"), push, 401),
-        ("github: rotated-out secret", "POST", "/github", github_headers(push, secret=RETIRED_GITHUB_SECRET), push, 401),
+        (
+            "github: no signature header",
+            "POST",
+            "/github",
+            _without(gh, "X-Hub-Signature-256"),
+            push,
+            401,
+        ),
+        (
+            "github: empty signature",
+            "POST",
+            "/github",
+            {**gh, "X-Hub-Signature-256": ""},
+            push,
+            401,
+        ),
+        (
+            "github: wrong secret",
+            "POST",
+            "/github",
+            github_headers(push, secret="wrong-secret-0123456"),
+            push,
+            401,
+        ),
+        (
+            "github: rotated-out secret",
+            "POST",
+            "/github",
+            github_headers(push, secret=RETIRED_GITHUB_SECRET),
+            push,
+            401,
+        ),
         ("github: forged body", "POST", "/github", gh, push.replace(b"master", b"main"), 401),
         ("github: truncated body", "POST", "/github", gh, push[:-10], 401),
         ("github: re-serialized JSON", "POST", "/github", gh, reserialized, 401),
         ("github: body with a trailing newline", "POST", "/github", gh, push + b"\n", 401),
-        ("github: sha1 prefix", "POST", "/github", {**gh, "X-Hub-Signature-256": "sha1=" + sig[7:]}, push, 401),
+        (
+            "github: sha1 prefix",
+            "POST",
+            "/github",
+            {**gh, "X-Hub-Signature-256": "sha1=" + sig[7:]},
+            push,
+            401,
+        ),
         ("github: no prefix", "POST", "/github", {**gh, "X-Hub-Signature-256": sig[7:]}, push, 401),
-        ("github: truncated hex", "POST", "/github", {**gh, "X-Hub-Signature-256": sig[:-2]}, push, 401),
-        ("github: non-hex digest", "POST", "/github", {**gh, "X-Hub-Signature-256": "sha256=" + "z" * 64}, push, 401),
-        ("github: two signatures", "POST", "/github", {**gh, "X-Hub-Signature-256": f"{sig}, {sig}"}, push, 401),
-        ("github: signature in the sha1 header only", "POST", "/github",
-         {**_without(gh, "X-Hub-Signature-256"), "X-Hub-Signature": "sha1=" + "0" * 40}, push, 401),
-        ("github: upper-case header name, wrong value", "POST", "/github",
-         {**_without(gh, "X-Hub-Signature-256"), "X-HUB-SIGNATURE-256": "sha256=" + "0" * 64}, push, 401),
+        (
+            "github: truncated hex",
+            "POST",
+            "/github",
+            {**gh, "X-Hub-Signature-256": sig[:-2]},
+            push,
+            401,
+        ),
+        (
+            "github: non-hex digest",
+            "POST",
+            "/github",
+            {**gh, "X-Hub-Signature-256": "sha256=" + "z" * 64},
+            push,
+            401,
+        ),
+        (
+            "github: two signatures",
+            "POST",
+            "/github",
+            {**gh, "X-Hub-Signature-256": f"{sig}, {sig}"},
+            push,
+            401,
+        ),
+        (
+            "github: signature in the sha1 header only",
+            "POST",
+            "/github",
+            {**_without(gh, "X-Hub-Signature-256"), "X-Hub-Signature": "sha1=" + "0" * 40},
+            push,
+            401,
+        ),
+        (
+            "github: upper-case header name, wrong value",
+            "POST",
+            "/github",
+            {**_without(gh, "X-Hub-Signature-256"), "X-HUB-SIGNATURE-256": "sha256=" + "0" * 64},
+            push,
+            401,
+        ),
         ("github: empty body", "POST", "/github", github_headers(b""), b"", 400),
         ("github: non-JSON body", "POST", "/github", github_headers(b"hello"), b"hello", 400),
         ("github: JSON array body", "POST", "/github", github_headers(b"[1,2]"), b"[1,2]", 400),
-        ("github: missing event header", "POST", "/github", _without(gh, "X-GitHub-Event"), push, 400),
-        ("github: missing delivery id", "POST", "/github", _without(gh, "X-GitHub-Delivery"), push, 400),
-        ("github: blank delivery id", "POST", "/github", {**gh, "X-GitHub-Delivery": "  "}, push, 400),
-        ("github: overlong delivery id", "POST", "/github", {**gh, "X-GitHub-Delivery": "d" * 300}, push, 400),
-        ("github: oversized body", "POST", "/github", github_headers(b"x" * (SMALL_LIMIT + 1)),
-         b"x" * (SMALL_LIMIT + 1), 413),
+        (
+            "github: missing event header",
+            "POST",
+            "/github",
+            _without(gh, "X-GitHub-Event"),
+            push,
+            400,
+        ),
+        (
+            "github: missing delivery id",
+            "POST",
+            "/github",
+            _without(gh, "X-GitHub-Delivery"),
+            push,
+            400,
+        ),
+        (
+            "github: blank delivery id",
+            "POST",
+            "/github",
+            {**gh, "X-GitHub-Delivery": "  "},
+            push,
+            400,
+        ),
+        (
+            "github: overlong delivery id",
+            "POST",
+            "/github",
+            {**gh, "X-GitHub-Delivery": "d" * 300},
+            push,
+            400,
+        ),
+        (
+            "github: oversized body",
+            "POST",
+            "/github",
+            github_headers(b"x" * (SMALL_LIMIT + 1)),
+            b"x" * (SMALL_LIMIT + 1),
+            413,
+        ),
         ("github: GET", "GET", "/github", gh, b"", 405),
         ("github: PUT", "PUT", "/github", gh, push, 405),
         ("unknown route", "POST", "/bitbucket", gh, push, 404),
@@ -152,28 +267,129 @@ def _bad_requests() -> list[tuple[str, str, str, dict[str, str], bytes, int]]:
         ("gemini: no signature", "POST", "/gemini", _without(g, "webhook-signature"), g_body, 401),
         ("gemini: no id", "POST", "/gemini", _without(g, "webhook-id"), g_body, 401),
         ("gemini: no timestamp", "POST", "/gemini", _without(g, "webhook-timestamp"), g_body, 401),
-        ("gemini: stale timestamp", "POST", "/gemini", gemini_headers(g_body, timestamp=now - 3600), g_body, 401),
-        ("gemini: future timestamp", "POST", "/gemini", gemini_headers(g_body, timestamp=now + 3600), g_body, 401),
-        ("gemini: non-integer timestamp", "POST", "/gemini", {**g, "webhook-timestamp": "soon"}, g_body, 401),
-        ("gemini: unknown version", "POST", "/gemini", {**g, "webhook-signature": "v2" + g_sig[2:]}, g_body, 401),
-        ("gemini: missing comma", "POST", "/gemini", {**g, "webhook-signature": g_sig.replace(",", "")}, g_body, 401),
-        ("gemini: bad base64", "POST", "/gemini", {**g, "webhook-signature": "v1,not*base64!"}, g_body, 401),
-        ("gemini: truncated signature", "POST", "/gemini", {**g, "webhook-signature": g_sig[:-8]}, g_body, 401),
-        ("gemini: wrong secret", "POST", "/gemini",
-         gemini_headers(g_body, secret="whsec_" + base64.b64encode(b"w" * 24).decode()), g_body, 401),
-        ("gemini: rotated-out secret", "POST", "/gemini", gemini_headers(g_body, secret=RETIRED_GEMINI_SECRET), g_body, 401),
+        (
+            "gemini: stale timestamp",
+            "POST",
+            "/gemini",
+            gemini_headers(g_body, timestamp=now - 3600),
+            g_body,
+            401,
+        ),
+        (
+            "gemini: future timestamp",
+            "POST",
+            "/gemini",
+            gemini_headers(g_body, timestamp=now + 3600),
+            g_body,
+            401,
+        ),
+        (
+            "gemini: non-integer timestamp",
+            "POST",
+            "/gemini",
+            {**g, "webhook-timestamp": "soon"},
+            g_body,
+            401,
+        ),
+        (
+            "gemini: unknown version",
+            "POST",
+            "/gemini",
+            {**g, "webhook-signature": "v2" + g_sig[2:]},
+            g_body,
+            401,
+        ),
+        (
+            "gemini: missing comma",
+            "POST",
+            "/gemini",
+            {**g, "webhook-signature": g_sig.replace(",", "")},
+            g_body,
+            401,
+        ),
+        (
+            "gemini: bad base64",
+            "POST",
+            "/gemini",
+            {**g, "webhook-signature": "v1,not*base64!"},
+            g_body,
+            401,
+        ),
+        (
+            "gemini: truncated signature",
+            "POST",
+            "/gemini",
+            {**g, "webhook-signature": g_sig[:-8]},
+            g_body,
+            401,
+        ),
+        (
+            "gemini: wrong secret",
+            "POST",
+            "/gemini",
+            gemini_headers(g_body, secret="whsec_" + base64.b64encode(b"w" * 24).decode()),
+            g_body,
+            401,
+        ),
+        (
+            "gemini: rotated-out secret",
+            "POST",
+            "/gemini",
+            gemini_headers(g_body, secret=RETIRED_GEMINI_SECRET),
+            g_body,
+            401,
+        ),
         ("gemini: tampered body", "POST", "/gemini", g, g_body.replace(b"abc123", b"abc124"), 401),
-        ("gemini: re-serialized JSON", "POST", "/gemini", g, json.dumps(json.loads(g_body), indent=1).encode(), 401),
-        ("gemini: tampered id", "POST", "/gemini", {**g, "webhook-id": g["webhook-id"] + "x"}, g_body, 401),
-        ("gemini: tampered timestamp", "POST", "/gemini", {**g, "webhook-timestamp": str(int(g["webhook-timestamp"]) - 1)}, g_body, 401),
+        (
+            "gemini: re-serialized JSON",
+            "POST",
+            "/gemini",
+            g,
+            json.dumps(json.loads(g_body), indent=1).encode(),
+            401,
+        ),
+        (
+            "gemini: tampered id",
+            "POST",
+            "/gemini",
+            {**g, "webhook-id": g["webhook-id"] + "x"},
+            g_body,
+            401,
+        ),
+        (
+            "gemini: tampered timestamp",
+            "POST",
+            "/gemini",
+            {**g, "webhook-timestamp": str(int(g["webhook-timestamp"]) - 1)},
+            g_body,
+            401,
+        ),
         ("gemini: empty body", "POST", "/gemini", gemini_headers(b""), b"", 400),
         ("gemini: non-JSON body", "POST", "/gemini", gemini_headers(b"not json"), b"not json", 400),
-        ("gemini: no type", "POST", "/gemini", gemini_headers(b'{"data":{"id":"batches/x"}}'),
-         b'{"data":{"id":"batches/x"}}', 400),
-        ("gemini: no data.id", "POST", "/gemini", gemini_headers(b'{"type":"batch.succeeded","data":{}}'),
-         b'{"type":"batch.succeeded","data":{}}', 400),
-        ("gemini: oversized body", "POST", "/gemini", gemini_headers(b"y" * (SMALL_LIMIT + 1)),
-         b"y" * (SMALL_LIMIT + 1), 413),
+        (
+            "gemini: no type",
+            "POST",
+            "/gemini",
+            gemini_headers(b'{"data":{"id":"batches/x"}}'),
+            b'{"data":{"id":"batches/x"}}',
+            400,
+        ),
+        (
+            "gemini: no data.id",
+            "POST",
+            "/gemini",
+            gemini_headers(b'{"type":"batch.succeeded","data":{}}'),
+            b'{"type":"batch.succeeded","data":{}}',
+            400,
+        ),
+        (
+            "gemini: oversized body",
+            "POST",
+            "/gemini",
+            gemini_headers(b"y" * (SMALL_LIMIT + 1)),
+            b"y" * (SMALL_LIMIT + 1),
+            413,
+        ),
     ]
     return cases
 
@@ -185,9 +401,12 @@ def test_there_are_at_least_forty_distinct_bad_requests():
     assert len({name for name, *_ in BAD}) == len(BAD) >= 40
 
 
-@pytest.mark.parametrize(("name", "method", "path", "headers", "body", "status"), BAD,
-                         ids=[case[0] for case in BAD])
-def test_a_bad_request_is_refused_and_creates_no_task(ingress, name, method, path, headers, body, status):
+@pytest.mark.parametrize(
+    ("name", "method", "path", "headers", "body", "status"), BAD, ids=[case[0] for case in BAD]
+)
+def test_a_bad_request_is_refused_and_creates_no_task(
+    ingress, name, method, path, headers, body, status
+):
     response = ingress.client.open(path, method=method, headers=headers, data=body)
 
     assert response.status_code == status, name
@@ -225,7 +444,11 @@ def test_a_signed_push_is_accepted_with_one_task_holding_a_sealed_envelope(ingre
     assert response.json == {"status": "accepted", "delivery_id": "d-accepted-1", "event": "push"}
     [task] = ingress.tasks()
     envelope = EnvelopeSealer([LOCAL_ENVELOPE_KEY]).open(task.http_request.body)
-    assert (envelope.source, envelope.event, envelope.delivery_id) == ("github", "push", "d-accepted-1")
+    assert (envelope.source, envelope.event, envelope.delivery_id) == (
+        "github",
+        "push",
+        "d-accepted-1",
+    )
     assert envelope.body == PUSH  # byte for byte, never re-serialized
     assert "x-hub-signature-256" not in envelope.headers
     assert task.http_request.url == "http://127.0.0.1:9/worker"
@@ -299,9 +522,14 @@ def test_no_signature_or_secret_reaches_the_logs(ingress, caplog):
         f"{r.getMessage()} {getattr(r, 'hookledger_fields', {})}" for r in caplog.records
     )
     assert "github delivery accepted" in text  # the logs did record the traffic
-    for secret in (good["X-Hub-Signature-256"][7:], bad["X-Hub-Signature-256"][7:],
-                   g["webhook-signature"][3:], LOCAL_GITHUB_SECRET, LOCAL_GEMINI_SECRET,
-                   LOCAL_ENVELOPE_KEY):
+    for secret in (
+        good["X-Hub-Signature-256"][7:],
+        bad["X-Hub-Signature-256"][7:],
+        g["webhook-signature"][3:],
+        LOCAL_GITHUB_SECRET,
+        LOCAL_GEMINI_SECRET,
+        LOCAL_ENVELOPE_KEY,
+    ):
         assert secret not in text
 
 

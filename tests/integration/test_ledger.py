@@ -363,13 +363,19 @@ def test_list_deliveries_newest_first_optionally_by_status(ledger, clock):
     assert [d.delivery_id for d in ledger.list_deliveries(limit=1)] == ["d-3"]
 
 
-def test_settle_with_a_stale_expected_record_rereads_and_does_not_settle_twice(ledger, firestore_client):
+def test_settle_with_a_stale_expected_record_rereads_and_does_not_settle_twice(
+    ledger, firestore_client
+):
     ledger.register("batches/stale", "review")
     seen_before = ledger.get("batches/stale")  # a caller's read, then someone else settles
-    assert ledger.settle("batches/stale", "succeeded", "webhook", writeback=write_result) == Settlement.SETTLED
+    assert (
+        ledger.settle("batches/stale", "succeeded", "webhook", writeback=write_result)
+        == Settlement.SETTLED
+    )
 
-    again = ledger.settle("batches/stale", "failed", "reconcile", writeback=write_result,
-                          expected=seen_before)
+    again = ledger.settle(
+        "batches/stale", "failed", "reconcile", writeback=write_result, expected=seen_before
+    )
 
     assert again == Settlement.ALREADY_SETTLED
     assert stored(firestore_client, "batches/stale")["status"] == "succeeded"
@@ -380,5 +386,8 @@ def test_settle_with_a_fresh_expected_record_settles(ledger, firestore_client):
     ledger.register("batches/fresh", "review")
     record = ledger.get("batches/fresh")
 
-    assert ledger.settle("batches/fresh", "succeeded", "reconcile", expected=record) == Settlement.SETTLED
+    assert (
+        ledger.settle("batches/fresh", "succeeded", "reconcile", expected=record)
+        == Settlement.SETTLED
+    )
     assert stored(firestore_client, "batches/fresh")["settled_by"] == "reconcile"

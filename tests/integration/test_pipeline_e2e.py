@@ -34,8 +34,10 @@ FIXTURES = REPO / "tests" / "fixtures" / "github"
 PROJECT = "demo-hookledger"
 OWNER_REPO = "octo-org/handbook"
 SHA = "0f1e2d3c4b5a69788796a5b4c3d2e1f001122334"
-FILES = {"docs/intro.md": b"# Intro\n\nHookledger settles things.\n",
-         "docs/howto.markdown": b"# How to\n\nRun it.\n"}
+FILES = {
+    "docs/intro.md": b"# Intro\n\nHookledger settles things.\n",
+    "docs/howto.markdown": b"# How to\n\nRun it.\n",
+}
 
 
 @dataclass
@@ -47,18 +49,33 @@ class Stack:
     ingress: Service
 
     def push(self, payload: bytes, delivery: str | None = None) -> requests.Response:
-        headers = {"X-GitHub-Event": "push", "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
-                   "X-Hub-Signature-256": sign_github(LOCAL_GITHUB_SECRET, payload),
-                   "Content-Type": "application/json"}
-        return requests.post(f"{self.ingress_url}/github", data=payload, headers=headers, timeout=10)
+        headers = {
+            "X-GitHub-Event": "push",
+            "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+            "X-Hub-Signature-256": sign_github(LOCAL_GITHUB_SECRET, payload),
+            "Content-Type": "application/json",
+        }
+        return requests.post(
+            f"{self.ingress_url}/github", data=payload, headers=headers, timeout=10
+        )
 
 
 def _serve(target: str, port: int, env: dict[str, str]) -> Service:
     return start(
         target,
-        [sys.executable, "-m", "functions_framework", f"--target={target}",
-         f"--source={REPO / 'functions' / 'main.py'}", "--host=127.0.0.1", f"--port={port}"],
-        env=env, cwd=REPO, ready=listening_on(port), timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "functions_framework",
+            f"--target={target}",
+            f"--source={REPO / 'functions' / 'main.py'}",
+            "--host=127.0.0.1",
+            f"--port={port}",
+        ],
+        env=env,
+        cwd=REPO,
+        ready=listening_on(port),
+        timeout=60,
     )
 
 
@@ -67,8 +84,10 @@ def stack(firestore_emulator, cloudtasks_emulator_fast) -> Iterator[Stack]:
     ingress_port, worker_port, sim_port = free_port(), free_port(), free_port()
     ingress_url, worker_url = f"http://127.0.0.1:{ingress_port}", f"http://127.0.0.1:{worker_port}"
     queue_id = f"e2e-{uuid.uuid4().hex[:10]}"
-    ensure_queue(make_client(cloudtasks_emulator_fast.host),
-                 f"projects/{PROJECT}/locations/us-central1/queues/{queue_id}")
+    ensure_queue(
+        make_client(cloudtasks_emulator_fast.host),
+        f"projects/{PROJECT}/locations/us-central1/queues/{queue_id}",
+    )
     sim_url = f"http://127.0.0.1:{sim_port}"
     env = {
         **os.environ,
@@ -107,12 +126,23 @@ def fresh(stack: Stack, firestore_client) -> Stack:
 
 
 def push_payload(sha: str = SHA, files: list[str] | None = None) -> bytes:
-    return json.dumps({
-        "ref": "refs/heads/main", "before": "0" * 40, "after": sha, "deleted": False,
-        "repository": {"full_name": OWNER_REPO, "default_branch": "main"},
-        "commits": [{"id": sha, "added": files if files is not None else list(FILES),
-                     "modified": ["src/app.py"], "removed": []}],
-    }).encode()
+    return json.dumps(
+        {
+            "ref": "refs/heads/main",
+            "before": "0" * 40,
+            "after": sha,
+            "deleted": False,
+            "repository": {"full_name": OWNER_REPO, "default_branch": "main"},
+            "commits": [
+                {
+                    "id": sha,
+                    "added": files if files is not None else list(FILES),
+                    "modified": ["src/app.py"],
+                    "removed": [],
+                }
+            ],
+        }
+    ).encode()
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
@@ -137,14 +167,21 @@ def test_a_push_is_reviewed_end_to_end(fresh: Stack, firestore_client):
     assert fresh.push(push_payload(), delivery="e2e-push-1").status_code == 202
     [op] = wait_for("the batch to be registered", lambda: operations(firestore_client))
     assert (op["kind"], op["status"], sorted(op["context"]["paths"])) == (
-        "github-review", "pending", sorted(FILES))
+        "github-review",
+        "pending",
+        sorted(FILES),
+    )
 
     fresh.sim.complete(op["name"], state="succeeded", webhook="send")
 
-    done = wait_for("the settlement", lambda: [o for o in operations(firestore_client)
-                                              if o["status"] == "succeeded"])
+    done = wait_for(
+        "the settlement",
+        lambda: [o for o in operations(firestore_client) if o["status"] == "succeeded"],
+    )
     assert done[0]["settled_by"] == "webhook"
-    written = wait_for("two reviews", lambda: len(reviews(firestore_client)) == 2 and reviews(firestore_client))
+    written = wait_for(
+        "two reviews", lambda: len(reviews(firestore_client)) == 2 and reviews(firestore_client)
+    )
     assert set(written) == set(FILES)
     for path, doc in written.items():
         assert (doc["repo"], doc["sha"], doc["operation"]) == (OWNER_REPO, SHA, op["name"])
@@ -158,17 +195,36 @@ def test_duplicate_webhooks_and_a_repeated_push_settle_once(fresh: Stack, firest
     [op] = wait_for("the batch", lambda: operations(firestore_client))
     # The same push again, as a new delivery (a re-sent hook): no second batch.
     assert fresh.push(push_payload(), delivery="dup-push-2").status_code == 202
-    assert wait_for("the second push to finish", lambda: delivery_status(firestore_client, "github:dup-push-2")) == "done"
+    assert (
+        wait_for(
+            "the second push to finish",
+            lambda: delivery_status(firestore_client, "github:dup-push-2"),
+        )
+        == "done"
+    )
 
     fresh.sim.complete(op["name"], state="succeeded", webhook="duplicate")
     fresh.sim.complete(op["name"], state="succeeded", webhook="send")  # a third delivery
-    wait_for("three webhook deliveries", lambda: len(
-        [d for d in fresh.sim.deliveries(op["name"]) if d.get("ok")]) >= 3)
-    wait_for("the gemini deliveries to finish", lambda: all(
-        d.get("status") in ("done", "ignored") for d in
-        (doc.to_dict() for doc in firestore_client.collection("deliveries").stream())
-        if d["source"] == "gemini") and any(
-        doc.to_dict()["source"] == "gemini" for doc in firestore_client.collection("deliveries").stream()))
+    wait_for(
+        "three webhook deliveries",
+        lambda: len([d for d in fresh.sim.deliveries(op["name"]) if d.get("ok")]) >= 3,
+    )
+    wait_for(
+        "the gemini deliveries to finish",
+        lambda: (
+            all(
+                d.get("status") in ("done", "ignored")
+                for d in (
+                    doc.to_dict() for doc in firestore_client.collection("deliveries").stream()
+                )
+                if d["source"] == "gemini"
+            )
+            and any(
+                doc.to_dict()["source"] == "gemini"
+                for doc in firestore_client.collection("deliveries").stream()
+            )
+        ),
+    )
 
     assert len(fresh.sim.batches()) == 1
     [settled] = operations(firestore_client)
@@ -185,39 +241,65 @@ def test_a_contents_api_502_is_retried_and_the_error_names_the_file(fresh: Stack
     assert sorted(op["context"]["paths"]) == sorted(FILES)
     logs = fresh.worker.output()
     assert '"severity": "ERROR"' in logs and "docs/intro.md" in logs
-    assert wait_for("the push delivery to finish", lambda: delivery_status(firestore_client, "github:flaky-push")) == "done"
+    assert (
+        wait_for(
+            "the push delivery to finish",
+            lambda: delivery_status(firestore_client, "github:flaky-push"),
+        )
+        == "done"
+    )
 
 
 def test_a_failed_batch_settles_failed_with_its_error(fresh: Stack, firestore_client):
     assert fresh.push(push_payload(), delivery="fail-push").status_code == 202
     [op] = wait_for("the batch", lambda: operations(firestore_client))
 
-    fresh.sim.complete(op["name"], state="failed", webhook="send",
-                       error={"code": 13, "message": "model overloaded"})
+    fresh.sim.complete(
+        op["name"],
+        state="failed",
+        webhook="send",
+        error={"code": 13, "message": "model overloaded"},
+    )
 
-    failed = wait_for("the failed settlement", lambda: [o for o in operations(firestore_client)
-                                                       if o["status"] == "failed"])
+    failed = wait_for(
+        "the failed settlement",
+        lambda: [o for o in operations(firestore_client) if o["status"] == "failed"],
+    )
     assert failed[0]["error"]["message"] == "model overloaded"
-    written = wait_for("the reviews", lambda: len(reviews(firestore_client)) == 2 and reviews(firestore_client))
+    written = wait_for(
+        "the reviews", lambda: len(reviews(firestore_client)) == 2 and reviews(firestore_client)
+    )
     assert {doc["error"] for doc in written.values()} == {"model overloaded"}
 
 
-def test_a_succeeded_batch_whose_rows_all_failed_records_each_row_error(fresh: Stack, firestore_client):
+def test_a_succeeded_batch_whose_rows_all_failed_records_each_row_error(
+    fresh: Stack, firestore_client
+):
     assert fresh.push(push_payload(), delivery="rows-push").status_code == 202
     [op] = wait_for("the batch", lambda: operations(firestore_client))
 
-    fresh.sim.complete(op["name"], state="succeeded", webhook="send", rows=[
-        {"index": 0, "error": {"code": 3, "message": "row zero refused"}},
-        {"index": 1, "error": {"code": 3, "message": "row one refused"}}])
+    fresh.sim.complete(
+        op["name"],
+        state="succeeded",
+        webhook="send",
+        rows=[
+            {"index": 0, "error": {"code": 3, "message": "row zero refused"}},
+            {"index": 1, "error": {"code": 3, "message": "row one refused"}},
+        ],
+    )
 
-    written = wait_for("the reviews", lambda: len(reviews(firestore_client)) == 2 and reviews(firestore_client))
+    written = wait_for(
+        "the reviews", lambda: len(reviews(firestore_client)) == 2 and reviews(firestore_client)
+    )
     assert {doc["error"] for doc in written.values()} == {"row zero refused", "row one refused"}
     [settled] = operations(firestore_client)
     assert settled["status"] == "succeeded"
     assert "every row failed" in fresh.worker.output()  # logged as a warning
 
 
-def test_a_webhook_for_an_operation_not_in_the_ledger_is_recorded_and_ignored(fresh: Stack, firestore_client):
+def test_a_webhook_for_an_operation_not_in_the_ledger_is_recorded_and_ignored(
+    fresh: Stack, firestore_client
+):
     from shared.gemini import GeminiGateway, make_client
 
     gateway = GeminiGateway(make_client("sim-key", fresh.sim.url, timeout_s=5))
@@ -226,7 +308,11 @@ def test_a_webhook_for_an_operation_not_in_the_ledger_is_recorded_and_ignored(fr
 
     def gemini_delivery():
         docs = [d.to_dict() for d in firestore_client.collection("deliveries").stream()]
-        return [d for d in docs if d["source"] == "gemini" and d["status"] in ("done", "ignored", "dead")]
+        return [
+            d
+            for d in docs
+            if d["source"] == "gemini" and d["status"] in ("done", "ignored", "dead")
+        ]
 
     [delivery] = wait_for("the gemini delivery", gemini_delivery)
     assert delivery["status"] == "ignored"
@@ -234,8 +320,12 @@ def test_a_webhook_for_an_operation_not_in_the_ledger_is_recorded_and_ignored(fr
 
 
 def test_a_push_with_no_reviewable_file_is_ignored(fresh: Stack, firestore_client):
-    assert fresh.push(push_payload(files=["README.txt"]), delivery="nothing-push").status_code == 202
-    status = wait_for("the delivery", lambda: delivery_status(firestore_client, "github:nothing-push"))
+    assert (
+        fresh.push(push_payload(files=["README.txt"]), delivery="nothing-push").status_code == 202
+    )
+    status = wait_for(
+        "the delivery", lambda: delivery_status(firestore_client, "github:nothing-push")
+    )
     assert status == "ignored"
     assert fresh.sim.batches() == []
 
@@ -243,8 +333,14 @@ def test_a_push_with_no_reviewable_file_is_ignored(fresh: Stack, firestore_clien
 def _sealed(clock) -> bytes:
     """An envelope sealed with the real key, at the time `clock` gives."""
     sealer = EnvelopeSealer([LOCAL_ENVELOPE_KEY], clock=clock)
-    envelope = Envelope(source="github", event="push", delivery_id="forged-1",
-                        received_at=clock(), headers={}, body=push_payload())
+    envelope = Envelope(
+        source="github",
+        event="push",
+        delivery_id="forged-1",
+        received_at=clock(),
+        headers={},
+        body=push_payload(),
+    )
     return sealer.seal(envelope)
 
 
@@ -253,24 +349,32 @@ def _sealed(clock) -> bytes:
     [
         ("no token", lambda: _sealed(system_clock), {}, 401),
         ("not a bearer token", lambda: _sealed(system_clock), {"Authorization": "Basic abc"}, 401),
-        ("a made-up token", lambda: _sealed(system_clock),
-         {"Authorization": "Bearer eyJhbGciOiJSUzI1NiJ9.e30.c2ln"}, 401),
+        (
+            "a made-up token",
+            lambda: _sealed(system_clock),
+            {"Authorization": "Bearer eyJhbGciOiJSUzI1NiJ9.e30.c2ln"},
+            401,
+        ),
     ],
 )
-def test_a_worker_call_without_a_valid_token_is_refused(fresh: Stack, firestore_client, name, body, headers, status):
+def test_a_worker_call_without_a_valid_token_is_refused(
+    fresh: Stack, firestore_client, name, body, headers, status
+):
     response = requests.post(fresh.worker_url, data=body(), headers=headers, timeout=10)
 
     assert response.status_code == status, name
     assert list(firestore_client.collection("deliveries").stream()) == [], name
 
 
-def test_a_worker_call_with_a_bad_or_expired_envelope_is_refused(fresh: Stack, firestore_client,
-                                                                 cloudtasks_emulator_fast):
+def test_a_worker_call_with_a_bad_or_expired_envelope_is_refused(
+    fresh: Stack, firestore_client, cloudtasks_emulator_fast
+):
     """A real token (minted by the emulator for a task) but a forged or stale envelope."""
     token = _emulator_token(cloudtasks_emulator_fast, fresh)
     auth = {"Authorization": f"Bearer {token}"}
     forged = EnvelopeSealer(["an-attacker-key-0123456789"]).seal(
-        Envelope("github", "push", "forged-2", system_clock(), {}, push_payload()))
+        Envelope("github", "push", "forged-2", system_clock(), {}, push_payload())
+    )
     stale_clock = FakeClock(system_clock() - timedelta(days=8))
     expired = _sealed(stale_clock)
 
@@ -305,8 +409,11 @@ def _emulator_token(emulator, stack: Stack) -> str:
         from shared.tasks import TaskQueue
 
         TaskQueue(client, queue).enqueue(
-            f"http://127.0.0.1:{server.server_address[1]}/", b"{}",
-            oidc_service_account=LOCAL_TASKS_SERVICE_ACCOUNT, oidc_audience=f"{stack.worker_url}/")
+            f"http://127.0.0.1:{server.server_address[1]}/",
+            b"{}",
+            oidc_service_account=LOCAL_TASKS_SERVICE_ACCOUNT,
+            oidc_audience=f"{stack.worker_url}/",
+        )
         header = wait_for("the OIDC task", lambda: seen and seen[0])
     finally:
         server.shutdown()

@@ -253,7 +253,9 @@ def test_orphan_with_our_tag_is_adopted_and_settled_untagged_is_left_alone(
 def test_an_orphan_adopted_while_running_still_gets_its_reviews(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
-    running = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s2"))
+    running = gateway.create_batch(
+        MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s2")
+    )
     first = make_reconciler(ledger, gateway, firestore_client).run()
     assert first.adopted == 1 and first.still_running == 1, first
 

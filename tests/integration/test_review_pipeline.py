@@ -16,9 +16,13 @@ REPO, SHA = "octo-org/handbook", "a" * 40
 
 
 def payload(files: list[str], ref: str = "refs/heads/main", deleted: bool = False) -> dict:
-    return {"ref": ref, "after": SHA, "deleted": deleted,
-            "repository": {"full_name": REPO, "default_branch": "main"},
-            "commits": [{"added": files, "modified": [], "removed": []}]}
+    return {
+        "ref": ref,
+        "after": SHA,
+        "deleted": deleted,
+        "repository": {"full_name": REPO, "default_branch": "main"},
+        "commits": [{"added": files, "modified": [], "removed": []}],
+    }
 
 
 @pytest.fixture
@@ -52,7 +56,11 @@ class CrashingLedger:
 def test_a_retry_after_a_crash_between_create_and_register_adopts_the_batch(deps, simulator):
     crashing = CrashingLedger(deps.ledger)
     with pytest.raises(RuntimeError):
-        review_push(payload(["docs/a.md", "docs/b.md"]), "d1", deps.__class__(**{**deps.__dict__, "ledger": crashing}))
+        review_push(
+            payload(["docs/a.md", "docs/b.md"]),
+            "d1",
+            deps.__class__(**{**deps.__dict__, "ledger": crashing}),
+        )
 
     outcome = review_push(payload(["docs/a.md", "docs/b.md"]), "d1", deps)
 
@@ -64,7 +72,9 @@ def test_a_retry_after_a_crash_between_create_and_register_adopts_the_batch(deps
 
 
 def test_the_batch_is_tagged_and_has_one_request_per_file_under_the_review_path(deps, simulator):
-    outcome = review_push(payload(["docs/a.md", "notes/c.md", "docs/b.md", "docs/x.py"]), "d2", deps)
+    outcome = review_push(
+        payload(["docs/a.md", "notes/c.md", "docs/b.md", "docs/x.py"]), "d2", deps
+    )
 
     assert isinstance(outcome, Done)
     [batch] = simulator.control.batches()
@@ -100,7 +110,9 @@ def test_a_malformed_push_is_permanent(deps):
         review_push({"ref": "refs/heads/main"}, "d6", deps)
 
 
-def test_a_second_delivery_of_the_same_push_waits_while_the_first_holds_a_fresh_claim(deps, simulator):
+def test_a_second_delivery_of_the_same_push_waits_while_the_first_holds_a_fresh_claim(
+    deps, simulator
+):
     from datetime import timedelta
 
     from shared import opnames
@@ -109,7 +121,8 @@ def test_a_second_delivery_of_the_same_push_waits_while_the_first_holds_a_fresh_
     clock = FakeClock()
     tag = review_tag(REPO, SHA)
     deps.firestore.collection("submissions").document(opnames.encode(tag)).set(
-        {"tag": tag, "operation": None, "claimed_by": "org-hook-delivery", "claimed_at": clock()})
+        {"tag": tag, "operation": None, "claimed_by": "org-hook-delivery", "claimed_at": clock()}
+    )
     waiting = ReviewDeps(**{**deps.__dict__, "clock": clock})
 
     with pytest.raises(RetryableError, match="org-hook-delivery"):

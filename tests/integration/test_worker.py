@@ -43,7 +43,9 @@ def sealed(event: str, delivery_id: str, body: bytes = b'{"ok": true}') -> bytes
 
 
 def post(worker: Worker, body: bytes, retry_count: int = 0, **headers: str):
-    return worker.handle("POST", "/", {"X-CloudTasks-TaskRetryCount": str(retry_count), **headers}, body)
+    return worker.handle(
+        "POST", "/", {"X-CloudTasks-TaskRetryCount": str(retry_count), **headers}, body
+    )
 
 
 def test_done_then_the_same_delivery_again_is_a_duplicate_and_the_handler_runs_once(worker):
@@ -81,7 +83,11 @@ def test_a_retryable_failure_is_503_until_the_retry_limit_then_dead_with_an_aler
     assert (late.status, late.body["status"]) == (200, "dead")
     dead = ledger.get_delivery("github", "d-2")
     assert dead.status == "dead" and "gave up after 3 retries" in dead.last_error
-    alerts = [r for r in caplog.records if getattr(r, "hookledger_fields", {}).get("alert") == "delivery_dead"]
+    alerts = [
+        r
+        for r in caplog.records
+        if getattr(r, "hookledger_fields", {}).get("alert") == "delivery_dead"
+    ]
     assert len(alerts) == 1 and alerts[0].hookledger_fields["delivery_id"] == "d-2"
 
 
@@ -128,14 +134,27 @@ def key_server() -> Iterator[tuple[TokenMinter, str]]:
 def test_the_worker_checks_the_token_and_pins_the_caller(worker, key_server):
     _, ledger = worker
     minter, jwks = key_server
-    guarded = Worker(Config(), sealer=EnvelopeSealer([LOCAL_ENVELOPE_KEY]), ledger=ledger,
-                     services=lambda name: None, oidc=OidcVerifier(AUDIENCE, jwks, TASKS))
+    guarded = Worker(
+        Config(),
+        sealer=EnvelopeSealer([LOCAL_ENVELOPE_KEY]),
+        ledger=ledger,
+        services=lambda name: None,
+        oidc=OidcVerifier(AUDIENCE, jwks, TASKS),
+    )
     body = sealed("star", "d-6")
 
     cases = [
         ("no token", {}, 401),
-        ("wrong audience", {"Authorization": f"Bearer {minter.mint(TASKS, 'http://elsewhere/')}"}, 401),
-        ("another account", {"Authorization": f"Bearer {minter.mint('evil@x.iam.gserviceaccount.com', AUDIENCE)}"}, 403),
+        (
+            "wrong audience",
+            {"Authorization": f"Bearer {minter.mint(TASKS, 'http://elsewhere/')}"},
+            401,
+        ),
+        (
+            "another account",
+            {"Authorization": f"Bearer {minter.mint('evil@x.iam.gserviceaccount.com', AUDIENCE)}"},
+            403,
+        ),
     ]
     for name, headers, status in cases:
         assert post(guarded, body, **headers).status == status, name

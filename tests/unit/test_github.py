@@ -18,8 +18,12 @@ from shared.github import (
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "github"
-TAG_DELETIONS = ["push-payload.json", "push-1.payload.json", "push-with-installation.payload.json",
-                 "push-with-organization.payload.json"]
+TAG_DELETIONS = [
+    "push-payload.json",
+    "push-1.payload.json",
+    "push-with-installation.payload.json",
+    "push-with-organization.payload.json",
+]
 
 
 @pytest.mark.parametrize("name", TAG_DELETIONS)
@@ -28,8 +32,9 @@ def test_githubs_tag_deletion_examples_are_deletions_with_nothing_changed(name):
     assert push.deleted and push.changed == (), name
 
 
-@pytest.mark.parametrize("name", ["push-with-new-branch.payload.json",
-                                  "push-with-no-username-committer.payload.json"])
+@pytest.mark.parametrize(
+    "name", ["push-with-new-branch.payload.json", "push-with-no-username-committer.payload.json"]
+)
 def test_githubs_branch_examples_add_readme_on_the_default_branch(name):
     push = parse_push(json.loads((FIXTURES / name).read_text()))
     assert (push.to_default_branch, push.changed, push.deleted) == (True, ("README.md",), False)
@@ -37,9 +42,14 @@ def test_githubs_branch_examples_add_readme_on_the_default_branch(name):
 
 
 def test_a_file_added_then_removed_in_one_push_is_not_changed():
-    push = parse_push({"ref": "refs/heads/main", "after": "s",
-                       "repository": {"full_name": "o/r", "default_branch": "main"},
-                       "commits": [{"added": ["a.md", "b.md"]}, {"removed": ["a.md"]}]})
+    push = parse_push(
+        {
+            "ref": "refs/heads/main",
+            "after": "s",
+            "repository": {"full_name": "o/r", "default_branch": "main"},
+            "commits": [{"added": ["a.md", "b.md"]}, {"removed": ["a.md"]}],
+        }
+    )
     assert push.changed == ("b.md",)
 
 
@@ -49,8 +59,15 @@ def test_a_file_added_then_removed_in_one_push_is_not_changed():
         ("no repository", {"ref": "refs/heads/main", "after": "s"}),
         ("no ref", {"after": "s", "repository": {"full_name": "o/r", "default_branch": "main"}}),
         ("no default branch", {"ref": "r", "after": "s", "repository": {"full_name": "o/r"}}),
-        ("commits not objects", {"ref": "r", "after": "s", "commits": ["x"],
-                                 "repository": {"full_name": "o/r", "default_branch": "main"}}),
+        (
+            "commits not objects",
+            {
+                "ref": "r",
+                "after": "s",
+                "commits": ["x"],
+                "repository": {"full_name": "o/r", "default_branch": "main"},
+            },
+        ),
     ],
 )
 def test_a_malformed_push_is_a_value_error(name, payload):
@@ -82,7 +99,9 @@ class ScriptedSession(requests.Session):
 
 def client(answers) -> tuple[ContentsClient, ScriptedSession]:
     session = ScriptedSession(answers)
-    return ContentsClient("http://github.local", session=session, attempts=2, sleep=lambda s: None), session
+    return ContentsClient(
+        "http://github.local", session=session, attempts=2, sleep=lambda s: None
+    ), session
 
 
 FILE = {"type": "file", "encoding": "base64", "content": base64.b64encode(b"# Hi\n").decode()}
@@ -107,7 +126,10 @@ def test_a_secondary_rate_limit_then_success_returns_the_file():
         ("plain 403", (403, {}, {"message": "Resource not accessible"})),
         ("404", (404, {}, {"message": "Not Found"})),
         ("a directory", (200, {}, [{"type": "file"}])),
-        ("a file too large for the API", (200, {}, {"type": "file", "encoding": "none", "content": ""})),
+        (
+            "a file too large for the API",
+            (200, {}, {"type": "file", "encoding": "none", "content": ""}),
+        ),
     ],
 )
 def test_permanent_answers_are_rejected_naming_the_file(name, answer):
