@@ -1,4 +1,4 @@
-"""The built-in handlers: Gemini batch events settle; a GitHub push starts the review pipeline.
+"""The built-in handlers: Gemini terminal events settle; a GitHub push starts the review pipeline.
 
 Importing this module registers them. It stays light (the ingress imports it at cold
 start): the Gemini, GitHub and Firestore work is imported inside the handlers.
@@ -6,17 +6,35 @@ start): the Gemini, GitHub and Firestore work is imported inside the handlers.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from shared.handlers import Done, Event, Ignored, PermanentError, RetryableError, handler
 
 BATCH_EVENTS = ("batch.succeeded", "batch.failed", "batch.cancelled", "batch.expired")
+# Interactions (`interaction.*`) are not long-running operations hookledger registers.
+OPERATION_EVENTS = ("video.generated",)
 
 
-@handler("gemini", *BATCH_EVENTS)
-def settle_batch(event: Event, ctx: Any) -> Done | Ignored:
-    """Re-fetch the batch named in the event (a hint only) and settle it through the ledger."""
+@contextmanager
+def _as_handler_errors() -> Iterator[None]:
+    """Gemini's and the ledger's errors as the worker understands them: retry, or dead."""
     from shared.gemini import GeminiNotFound, GeminiRejected, GeminiUnavailable
+    from shared.ledger import AmbiguousId, InvalidArgument
+
+    try:
+        yield
+    except GeminiUnavailable as exc:
+        raise RetryableError(str(exc)) from exc
+    except (GeminiNotFound, GeminiRejected, InvalidArgument, AmbiguousId) as exc:
+        raise PermanentError(str(exc)) from exc
+
+
+@handler("gemini", *BATCH_EVENTS, *OPERATION_EVENTS)
+def settle_operation(event: Event, ctx: Any) -> Done | Ignored:
+    """Re-fetch the operation named in the event (a hint only) and settle it in the ledger."""
+    from shared.ledger import Settlement
     from shared.settlement import RUNNING, settle_from_gemini
 
     payload = event.json()
@@ -24,13 +42,9 @@ def settle_batch(event: Event, ctx: Any) -> Done | Ignored:
     name = data.get("id") if isinstance(data, dict) else None
     if not isinstance(name, str) or not name:
         raise PermanentError(f"delivery {event.delivery_id}: event has no data.id")
-    try:
+    with _as_handler_errors():
         outcome = settle_from_gemini(ctx.ledger, ctx.gemini, ctx.firestore, name, "webhook")
-    except GeminiUnavailable as exc:
-        raise RetryableError(str(exc)) from exc
-    except (GeminiNotFound, GeminiRejected) as exc:
-        raise PermanentError(str(exc)) from exc
-    if outcome.result == "unknown":
+    if outcome.result == Settlement.UNKNOWN:
         return Ignored(f"{name} is not in the ledger")
     if outcome.result == RUNNING:
         # The event ran ahead of what Gemini reports: retry later rather than settle wrongly.
@@ -41,7 +55,6 @@ def settle_batch(event: Event, ctx: Any) -> Done | Ignored:
 @handler("github", "push")
 def review_push(event: Event, ctx: Any) -> Done | Ignored:
     """A push to the default branch: one Gemini batch reviewing its Markdown files."""
-    from shared.gemini import GeminiNotFound, GeminiRejected, GeminiUnavailable
     from shared.review import ReviewDeps
     from shared.review import review_push as run
 
@@ -56,12 +69,8 @@ def review_push(event: Event, ctx: Any) -> Done | Ignored:
         review_path=ctx.config.review_path,
         model=ctx.config.review_model,
     )
-    try:
+    with _as_handler_errors():
         return run(payload, event.delivery_id, deps)
-    except GeminiUnavailable as exc:
-        raise RetryableError(str(exc)) from exc
-    except (GeminiNotFound, GeminiRejected) as exc:
-        raise PermanentError(str(exc)) from exc
 
 
 @handler("hookledger", "check-page")

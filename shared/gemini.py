@@ -192,16 +192,35 @@ class GeminiGateway:
                 state = job.state.value if job.state is not None else ""
                 yield BatchSummary(job.name or "", job.display_name or "", state, job.create_time)
 
+    def fetch(self, name: str) -> BatchStatus:
+        """Any long-running operation: a batch (`batches/…` or a bare id) or another one
+        (`models/…/operations/…`: video generation, file-search import)."""
+        if "/operations/" not in name:
+            return self.fetch_batch(name)
+        # The SDK's operations API wants a typed operation object; the REST shape is generic.
+        body = self._raw(name)
+        if not body.get("done"):
+            return BatchStatus(name=name, state="JOB_STATE_RUNNING")
+        error = body.get("error")
+        if isinstance(error, dict):
+            state = "JOB_STATE_CANCELLED" if error.get("code") == 1 else "JOB_STATE_FAILED"
+            return BatchStatus(name=name, state=state, error=error)
+        return BatchStatus(name=name, state="JOB_STATE_SUCCEEDED")
+
     def _raw_error(self, name: str) -> dict[str, Any] | None:
         # The SDK drops a failed batch's top-level `error`: read the resource as sent.
+        error = self._raw(name).get("error")
+        return error if isinstance(error, dict) else None
+
+    def _raw(self, name: str) -> dict[str, Any]:
+        """The resource as Gemini sent it, through the SDK's own transport (auth, timeout)."""
         with _mapped(name):
             response = self._client._api_client.request("get", name, {}, None)
         try:
             body = json.loads(response.body or "{}")
-        except ValueError:
-            return None
-        error = body.get("error")
-        return error if isinstance(error, dict) else None
+        except ValueError as exc:
+            raise GeminiUnavailable(f"{name}: Gemini answered something that is not JSON") from exc
+        return body if isinstance(body, dict) else {}
 
 
 def _text(response: types.GenerateContentResponse | None) -> str:

@@ -68,7 +68,7 @@ def settle_from_gemini(
         return Outcome(Settlement.UNKNOWN.value)
     if not record.pending:
         return Outcome(Settlement.ALREADY_SETTLED.value, record.status)
-    batch = gemini.fetch_batch(record.name)
+    batch = gemini.fetch(record.name)
     status = batch.terminal_status
     if status is None:
         return Outcome(RUNNING)

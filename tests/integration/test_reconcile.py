@@ -299,6 +299,22 @@ def test_a_check_stuck_past_the_budget_is_abandoned_and_the_run_still_answers(
     assert ledger.get(name).pending  # nothing was settled from the abandoned check
 
 
+def test_a_failed_video_generation_has_no_webhook_and_reconcile_settles_it_failed(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
+) -> None:
+    name = "models/veo-3.0-generate-001/operations/vid-failed"
+    simulator.control.create_operation(name)
+    ledger.register(name, "video")
+    simulator.control.complete(name, state="failed", error={"code": 3, "message": "unsafe prompt"})
+
+    report = make_reconciler(ledger, gateway, firestore_client).run()
+
+    settled = ledger.get(name)
+    assert report.settled == 1 and settled is not None, report
+    assert (settled.status, settled.settled_by) == ("failed", "reconcile")
+    assert settled.error["message"] == "unsafe prompt"
+
+
 def test_a_tagged_batch_older_than_the_orphan_window_is_not_read(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
