@@ -719,3 +719,26 @@ def test_gemini_without_any_signature_is_rejected():
         verifier.verify({"content-type": "application/json"}, BODY)
     with pytest.raises(ValueError):
         GeminiVerifier()
+
+
+def test_a_jwt_signed_by_pyjwt_verifies_and_ours_verifies_with_pyjwt():
+    """PyJWT, an independent implementation, as the oracle for the RS256 path both ways."""
+    import jwt as pyjwt
+
+    jwks = default_jwks()
+    verifier = DynamicWebhookVerifier(
+        jwks.cache, clock=jwks.clock, audience="https://hooks.example/gemini"
+    )
+    theirs = pyjwt.encode(claims(), RSA_KEY, algorithm="RS256", headers={"kid": "rsa-1"})
+    assert verifier.verify(jwt_headers(theirs), BODY) == "msg_jwt"
+
+    ours = sign_jwt_rs256(RSA_KEY, "rsa-1", claims())
+    decoded = pyjwt.decode(
+        ours,
+        RSA_KEY.public_key(),
+        algorithms=["RS256"],
+        audience="https://hooks.example/gemini",
+        options={"verify_exp": False, "verify_iat": False},
+    )
+    assert decoded == claims()
+    assert pyjwt.get_unverified_header(ours)["kid"] == "rsa-1"
