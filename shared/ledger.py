@@ -383,7 +383,9 @@ class Ledger:
             log_event(log, logging.INFO, "settle: unknown operation", operation=name, status=status)
             return Settlement.UNKNOWN
 
-        known = [expected] if expected is not None and expected.update_time is not None else []
+        known: list[Operation] = []
+        if expected is not None and expected.update_time is not None and expected.doc_id == ref.id:
+            known.append(expected)  # the caller's own read of this very operation
 
         def attempt() -> Settlement:
             if known:  # first attempt only: trust the caller's fresh read

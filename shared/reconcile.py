@@ -410,10 +410,12 @@ class Reconciler:
                     break
                 while len(in_flight) >= self._concurrency:
                     _, in_flight = wait(
-                        in_flight, timeout=self._left(deadline), return_when=FIRST_COMPLETED
+                        in_flight,
+                        timeout=max(0.0, deadline - self._monotonic()),
+                        return_when=FIRST_COMPLETED,
                     )
-                    if self._monotonic() >= deadline + self._drain_s:
-                        break
+                    if self._monotonic() >= deadline:
+                        break  # no new check starts past the budget
                 else:
                     report.last_examined = record.name
                     future = pool.submit(self._check, record, report)
@@ -570,28 +572,31 @@ class Reconciler:
     def _adopt(self, report: RunReport, deadline: float, known: set[str]) -> list[Operation]:
         """Register tagged batches missing from the ledger; returns them, to check now."""
         adopted: list[Operation] = []
-        try:
-            batches = list(self._gemini.list_batches())
-        except GeminiError as exc:
-            report.add(errors=1)
-            logs.event(
-                log,
-                logging.WARNING,
-                "listing Gemini batches failed; adoption skipped",
-                reason=str(exc),
-            )
-            return adopted
         cutoff = self._clock() - ORPHAN_WINDOW
-        for name, display_name, state, created in batches:
+        batches = self._gemini.list_batches()  # lazy: one page at a time, within the budget
+        while True:
+            if self._monotonic() >= deadline:
+                self._stop(report, "adopt", None)
+                break
+            try:
+                name, display_name, state, created = next(batches)
+            except StopIteration:
+                break
+            except GeminiError as exc:
+                report.add(errors=1)
+                logs.event(
+                    log,
+                    logging.WARNING,
+                    "listing Gemini batches failed; adoption stopped",
+                    reason=str(exc),
+                )
+                break
             if not display_name.startswith(TAG_PREFIX) or not name:
                 continue  # not ours: never touched
             if created is not None and created < cutoff:
                 continue  # long expired in Gemini; checking it would cost a read every run
             if name in known:
                 continue  # read from the ledger moments ago
-            if self._monotonic() >= deadline:
-                self._stop(report, "adopt", name)
-                break
             try:
                 if self._ledger.get(name) is not None:
                     continue

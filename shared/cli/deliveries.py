@@ -14,8 +14,9 @@ from typing import Any
 
 from shared import runtime
 from shared.cli.ops import limit_arg
-from shared.cli.output import CliError, Output, fields_block, payload_value, rfc3339, table
+from shared.cli.output import CliError, Output, fields_block, payload_value, table
 from shared.clock import system_clock
+from shared.config import FIRESTORE_TIMEOUT_S
 from shared.envelope import SOURCES, Envelope
 from shared.ledger import DELIVERIES, DELIVERY_STATUSES, Delivery
 from shared.tasks import task_id_for
@@ -47,6 +48,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         parser = dsub.add_parser(name, parents=[common], help=text)
         parser.add_argument("id", help="SOURCE:DELIVERY_ID, or the delivery id if unambiguous")
         parser.set_defaults(func=func)
+        if name == "replay":
+            parser.add_argument(
+                "--force", action="store_true", help="replay even while the delivery is queued"
+            )
 
 
 def find(ident: str) -> Delivery:
@@ -65,7 +70,7 @@ def find(ident: str) -> Delivery:
         .collection(DELIVERIES)
         .where(filter=firestore.FieldFilter("delivery_id", "==", ident))
     )
-    matches = [s.to_dict() or {} for s in query.limit(2).stream()]
+    matches = [s.to_dict() or {} for s in query.limit(2).stream(timeout=FIRESTORE_TIMEOUT_S)]
     if not matches:
         raise CliError(f"delivery {ident} not found")
     if len(matches) > 1:
@@ -114,6 +119,12 @@ def _headers(delivery: Delivery) -> dict[str, str]:
 def cmd_replay(args: argparse.Namespace, out: Output) -> int:
     delivery = find(args.id)
     label = f"{delivery.source}:{delivery.delivery_id}"
+    if delivery.status == "queued" and not args.force:
+        # Its task may still be retrying: a second run at the same time could race it.
+        raise CliError(
+            f"delivery {label} is still queued (its task may be retrying); "
+            "use --force to replay it anyway"
+        )
     if delivery.payload is None:
         where = f" (only a claim reference {delivery.payload_ref})" if delivery.payload_ref else ""
         raise CliError(f"delivery {label} has no stored payload{where}; nothing to replay")
@@ -137,7 +148,10 @@ def cmd_replay(args: argparse.Namespace, out: Output) -> int:
     ledger = runtime.ledger()
     # Queued first: the worker skips a delivery already done/ignored/dead as a duplicate.
     ledger.mark_delivery(delivery.source, delivery.delivery_id, "queued")
-    task_id = task_id_for(delivery.source, delivery.delivery_id, "replay", rfc3339(now))
+    # Named after the state replayed (every replay moves `attempts`), never the original task.
+    task_id = task_id_for(
+        delivery.source, delivery.delivery_id, "replay", str(delivery.attempts), delivery.status
+    )
     try:
         result = runtime.task_queue().enqueue(
             cfg.worker_url,

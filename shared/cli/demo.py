@@ -24,6 +24,7 @@ import requests
 from shared import runtime
 from shared.cli.localenv import SIMULATOR_URL, ingress_url
 from shared.cli.output import CliError, Output
+from shared.config import FIRESTORE_TIMEOUT_S
 from shared.ledger import OPERATIONS
 from shared.signatures import sign_github
 
@@ -106,7 +107,7 @@ def _operation_for(sha: str) -> dict[str, Any] | None:
         .where(filter=firestore.FieldFilter("context.sha", "==", sha))
         .limit(1)
     )
-    for snapshot in query.stream():
+    for snapshot in query.stream(timeout=FIRESTORE_TIMEOUT_S):
         return snapshot.to_dict()
     return None
 
@@ -119,7 +120,7 @@ def _reviews(name: str) -> list[dict[str, Any]]:
         .collection("reviews")
         .where(filter=firestore.FieldFilter("operation", "==", name))
     )
-    return [snapshot.to_dict() or {} for snapshot in query.stream()]
+    return [snapshot.to_dict() or {} for snapshot in query.stream(timeout=FIRESTORE_TIMEOUT_S)]
 
 
 def cmd_demo(args: argparse.Namespace, out: Output) -> int:

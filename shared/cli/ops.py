@@ -11,6 +11,7 @@ from typing import Any
 
 from shared import runtime
 from shared.cli.output import CliError, Output, fields_block, table
+from shared.config import FIRESTORE_TIMEOUT_S
 from shared.ledger import OPERATIONS, PENDING, TERMINAL_STATUSES
 
 OP_STATUSES = (PENDING, *sorted(TERMINAL_STATUSES))
@@ -155,7 +156,9 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_list(args: argparse.Namespace, out: Output) -> int:
-    snapshots = list(list_query(args.status, args.kind, args.limit).stream())
+    snapshots = list(
+        list_query(args.status, args.kind, args.limit).stream(timeout=FIRESTORE_TIMEOUT_S)
+    )
     rows = [summary(s.to_dict() or {}) for s in snapshots]
     out.emit(rows, lambda: table(rows, LIST_COLUMNS) if rows else "no operations")
     return 0
@@ -166,7 +169,12 @@ def stored_operation(name: str) -> dict[str, Any]:
     record = runtime.ledger().get(name)
     if record is None:
         raise CliError(f"operation {name} not found")
-    snapshot = runtime.firestore_client().collection(OPERATIONS).document(record.doc_id).get()
+    snapshot = (
+        runtime.firestore_client()
+        .collection(OPERATIONS)
+        .document(record.doc_id)
+        .get(timeout=FIRESTORE_TIMEOUT_S)
+    )
     stored = snapshot.to_dict() or {}
     return {**record.to_dict(), **stored, "doc_id": record.doc_id}
 

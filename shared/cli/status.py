@@ -12,6 +12,7 @@ from typing import Any
 from shared import runtime
 from shared.cli.output import Output, age, rfc3339, table
 from shared.clock import system_clock
+from shared.config import FIRESTORE_TIMEOUT_S
 from shared.ledger import DELIVERIES, DELIVERY_STATUSES, OPERATIONS, PENDING, TERMINAL_STATUSES
 from shared.reconcile import STUCK_ALERTED_AT
 
@@ -27,7 +28,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _count(query: Any) -> int:
-    return int(query.count(alias="n").get()[0][0].value)
+    return int(query.count(alias="n").get(timeout=FIRESTORE_TIMEOUT_S)[0][0].value)
 
 
 def _by_status(collection: str, statuses: tuple[str, ...]) -> dict[str, int]:
@@ -55,7 +56,7 @@ def collect() -> dict[str, Any]:
         .limit(1)
     )
     oldest = None
-    for snapshot in oldest_query.stream():
+    for snapshot in oldest_query.stream(timeout=FIRESTORE_TIMEOUT_S):
         data = snapshot.to_dict() or {}
         oldest = {
             "name": data.get("name"),
@@ -63,13 +64,17 @@ def collect() -> dict[str, Any]:
             "submitted_at": data.get("submitted_at"),
             "age_s": int((now - data["submitted_at"]).total_seconds()),
         }
-    # A single-field range filter: served by the automatic index, no composite needed.
-    alerted = client.collection(OPERATIONS).where(
-        filter=firestore.FieldFilter(STUCK_ALERTED_AT, ">", _EPOCH)
+    # Still pending and alerted on: a settled operation keeps its old alert time.
+    alerted = (
+        client.collection(OPERATIONS)
+        .where(filter=firestore.FieldFilter("status", "==", PENDING))
+        .where(filter=firestore.FieldFilter(STUCK_ALERTED_AT, ">", _EPOCH))
     )
     stuck = []
     for snapshot in (
-        alerted.order_by(STUCK_ALERTED_AT, direction="DESCENDING").limit(STUCK_SHOWN).stream()
+        alerted.order_by(STUCK_ALERTED_AT, direction="DESCENDING")
+        .limit(STUCK_SHOWN)
+        .stream(timeout=FIRESTORE_TIMEOUT_S)
     ):
         data = snapshot.to_dict() or {}
         stuck.append(

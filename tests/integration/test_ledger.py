@@ -382,12 +382,30 @@ def test_settle_with_a_stale_expected_record_rereads_and_does_not_settle_twice(
     assert len(list(firestore_client.collection("results").stream())) == 1
 
 
-def test_settle_with_a_fresh_expected_record_settles(ledger, firestore_client):
+def test_settle_with_a_fresh_expected_record_settles_without_reading_again(
+    ledger, firestore_client
+):
     ledger.register("batches/fresh", "review")
     record = ledger.get("batches/fresh")
+    reads: list[str] = []
+    original_read = ledger._read
+    ledger._read = lambda ref, subject: reads.append(subject) or original_read(ref, subject)
 
     assert (
         ledger.settle("batches/fresh", "succeeded", "reconcile", expected=record)
         == Settlement.SETTLED
     )
     assert stored(firestore_client, "batches/fresh")["settled_by"] == "reconcile"
+    assert reads == []
+
+
+def test_an_expected_record_of_another_operation_is_not_trusted(ledger, firestore_client):
+    ledger.register("batches/one", "review")
+    ledger.register("batches/two", "review")
+    other = ledger.get("batches/two")
+
+    assert (
+        ledger.settle("batches/one", "succeeded", "webhook", expected=other) == Settlement.SETTLED
+    )
+    assert stored(firestore_client, "batches/one")["status"] == "succeeded"
+    assert stored(firestore_client, "batches/two")["status"] == "pending"

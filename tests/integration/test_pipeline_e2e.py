@@ -319,7 +319,9 @@ def test_a_webhook_for_an_operation_not_in_the_ledger_is_recorded_and_ignored(
     assert operations(firestore_client) == []
 
 
-def test_a_video_generation_is_settled_by_its_video_generated_webhook(fresh: Stack, firestore_client):
+def test_a_video_generation_is_settled_by_its_video_generated_webhook(
+    fresh: Stack, firestore_client
+):
     from shared.ledger import Ledger
 
     name = "models/veo-3.0-generate-001/operations/vid-e2e-1"
@@ -328,8 +330,10 @@ def test_a_video_generation_is_settled_by_its_video_generated_webhook(fresh: Sta
 
     fresh.sim.complete(name, state="succeeded", webhook="send")
 
-    done = wait_for("the video settlement", lambda: [o for o in operations(firestore_client)
-                                                     if o["status"] == "succeeded"])
+    done = wait_for(
+        "the video settlement",
+        lambda: [o for o in operations(firestore_client) if o["status"] == "succeeded"],
+    )
     assert (done[0]["name"], done[0]["settled_by"]) == (name, "webhook")
 
 

@@ -31,6 +31,7 @@ from shared.reconcile import (
 )
 from shared.settlement import settle_from_gemini, writeback
 from shared.tasks import TaskQueue, ensure_queue, make_client
+from tests.waiting import wait_until
 
 MODEL = "gemini-2.5-flash"
 COUNTED = "reconcile-test"  # a kind whose write-back refuses to run twice
@@ -118,7 +119,7 @@ def test_reconcile_settles_every_operation_whose_webhook_was_dropped(
     assert count(firestore_client, "writebacks") == 100  # each write-back exactly once
     # A second run finds nothing due: it reads no page of operations.
     again = make_reconciler(ledger, gateway, firestore_client).run()
-    assert (again.examined, again.settled) == (0, 0)
+    assert (again.examined, again.settled, again.pages) == (0, 0, 0)
 
 
 def test_webhook_and_reconcile_racing_settle_each_operation_once(
@@ -295,8 +296,13 @@ def test_a_check_stuck_past_the_budget_is_abandoned_and_the_run_still_answers(
     took = time.monotonic() - started
 
     assert report.abandoned == 1 and took < 3.5, (report, took)
-    simulator.control.set_faults(0.0)
-    assert ledger.get(name).pending  # nothing was settled from the abandoned check
+    # The abandoned check goes on alone and lands its result (still running: deferred).
+    deferred = wait_until(
+        lambda: (op := ledger.get(name)) and op.attempts == 1 and op,
+        timeout=15,
+        what="the abandoned check to finish",
+    )
+    assert deferred.pending and deferred.next_check_at > system_clock()
 
 
 def test_a_failed_video_generation_has_no_webhook_and_reconcile_settles_it_failed(
@@ -313,6 +319,21 @@ def test_a_failed_video_generation_has_no_webhook_and_reconcile_settles_it_faile
     assert report.settled == 1 and settled is not None, report
     assert (settled.status, settled.settled_by) == ("failed", "reconcile")
     assert settled.error["message"] == "unsafe prompt"
+
+
+def test_adoption_does_not_read_again_what_the_due_pages_just_read(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
+) -> None:
+    tagged = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s3"))
+    ledger.register(tagged, review.KIND, {"repo": "o/r", "sha": "s3", "paths": ["docs/a.md"]})
+    looked_up: list[str] = []
+    original_get = ledger.get
+    ledger.get = lambda name: looked_up.append(name) or original_get(name)  # type: ignore[method-assign]
+
+    report = make_reconciler(ledger, gateway, firestore_client).run()
+
+    assert report.examined == 1 and report.adopted == 0, report
+    assert looked_up == []  # the due page's record served both the check and adoption
 
 
 def test_a_tagged_batch_older_than_the_orphan_window_is_not_read(
