@@ -13,8 +13,13 @@ from typing import Any
 from shared.handlers import Done, Event, Ignored, PermanentError, RetryableError, handler
 
 BATCH_EVENTS = ("batch.succeeded", "batch.failed", "batch.cancelled", "batch.expired")
-# Interactions (`interaction.*`) are not long-running operations hookledger registers.
-OPERATION_EVENTS = ("video.generated",)
+# `interaction.requires_action` is not terminal: no handler, so the ingress ignores it.
+OPERATION_EVENTS = (
+    "video.generated",
+    "interaction.completed",
+    "interaction.failed",
+    "interaction.cancelled",
+)
 
 
 @contextmanager

@@ -75,6 +75,16 @@ class Row:
     error: str | None = None
 
 
+# Interactions API statuses that end an interaction; any other is still running.
+INTERACTION_STATES = {
+    "completed": "JOB_STATE_SUCCEEDED",
+    "failed": "JOB_STATE_FAILED",
+    "incomplete": "JOB_STATE_FAILED",
+    "budget_exceeded": "JOB_STATE_FAILED",
+    "cancelled": "JOB_STATE_CANCELLED",
+}
+
+
 class BatchSummary(NamedTuple):
     """One row of `list_batches`."""
 
@@ -195,6 +205,8 @@ class GeminiGateway:
     def fetch(self, name: str) -> BatchStatus:
         """Any long-running operation: a batch (`batches/…` or a bare id) or another one
         (`models/…/operations/…`: video generation, file-search import)."""
+        if name.startswith("interactions/"):
+            return self._fetch_interaction(name)
         if "/operations/" not in name:
             return self.fetch_batch(name)
         # The SDK's operations API wants a typed operation object; the REST shape is generic.
@@ -206,6 +218,15 @@ class GeminiGateway:
             state = "JOB_STATE_CANCELLED" if error.get("code") == 1 else "JOB_STATE_FAILED"
             return BatchStatus(name=name, state=state, error=error)
         return BatchStatus(name=name, state="JOB_STATE_SUCCEEDED")
+
+    def _fetch_interaction(self, name: str) -> BatchStatus:
+        """An interaction (`interactions/…`) by its Interactions API `status`."""
+        body = self._raw(name)
+        state = INTERACTION_STATES.get(str(body.get("status")), "JOB_STATE_RUNNING")
+        error = body.get("error") if isinstance(body.get("error"), dict) else None
+        if state == "JOB_STATE_FAILED" and error is None:
+            error = {"message": f"interaction ended {body.get('status')}"}
+        return BatchStatus(name=name, state=state, error=error)
 
     def _raw_error(self, name: str) -> dict[str, Any] | None:
         # The SDK drops a failed batch's top-level `error`: read the resource as sent.

@@ -19,7 +19,13 @@ from werkzeug.exceptions import HTTPException
 
 from local.simulator import control
 from local.simulator.engine import Simulator
-from local.simulator.gemini import batch_resource, error_body, operation_resource, rfc3339
+from local.simulator.gemini import (
+    batch_resource,
+    error_body,
+    interaction_resource,
+    operation_resource,
+    rfc3339,
+)
 from local.simulator.github import DEFAULT_REF, file_body, not_found
 from local.simulator.state import (
     WEBHOOK_EVENTS,
@@ -287,6 +293,9 @@ def create_app(sim: Simulator) -> Flask:
 
     @app.get(f"/{VERSION}/<path:name>")
     def get_operation(version: str, name: str) -> Response:
+        if name.startswith("interactions/"):
+            inject_faults(sim, name)
+            return json_response(interaction_resource(sim.world.operation(name)))
         if "/operations/" not in f"/{name}":
             raise NotFound(f"No resource at {request.path}.")
         inject_faults(sim, name)

@@ -112,10 +112,15 @@ def blueprint(sim: Simulator) -> Blueprint:
     def create_operation() -> Response:
         body = read_json()
         name = body.get("name")
-        if not isinstance(name, str) or "/operations/" not in name or name.startswith("batches/"):
+        if (
+            not isinstance(name, str)
+            or name.startswith("batches/")
+            or not ("/operations/" in name or name.startswith("interactions/"))
+        ):
             raise BadRequest(
                 "name must be an operation name such as "
-                "'models/veo-2.0-generate-001/operations/abc' (batches are made through the API)."
+                "'models/veo-2.0-generate-001/operations/abc' or an interaction "
+                "'interactions/abc' (batches are made through the API)."
             )
         metadata = body.get("metadata", {})
         if not isinstance(metadata, dict):

@@ -109,7 +109,7 @@ class Simulator:
         response: dict[str, Any] | None = None,
         error: dict[str, Any] | None = None,
     ) -> Operation:
-        """Finish a generic operation; only a successful video generation has an event."""
+        """Finish a generic operation; videos (on success) and interactions send an event."""
         failure = None
         if state == "failed":
             failure = error or {"code": 13, "message": "Simulated operation failure."}
@@ -119,8 +119,9 @@ class Simulator:
             failure = {"code": 4, "message": "The operation expired."}
         payload = None if failure else (response or {"@type": "simulated", "name": name})
         operation, _changed = self.world.finish_operation(name, state, payload, failure)
-        if state == "succeeded" and operation.event_on_success:
-            self._announce(operation.event_on_success, name, webhook, None)
+        event = operation.event_for(state)
+        if event is not None:
+            self._announce(event, name, webhook, None)
         return operation
 
     # --- webhooks --------------------------------------------------------------------

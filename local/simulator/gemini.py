@@ -144,6 +144,17 @@ def batch_resource(batch: Batch) -> dict[str, Any]:
     return body
 
 
+def interaction_resource(operation: Operation) -> dict[str, Any]:
+    """An interaction as the Interactions API shows it: `id` and `status`."""
+    body: dict[str, Any] = {
+        "id": operation.name.split("/", 1)[1],
+        "status": operation.interaction_status,
+    }
+    if operation.error is not None:
+        body["error"] = operation.error
+    return body
+
+
 def operation_resource(operation: Operation) -> dict[str, Any]:
     """A generic long-running operation: `name`, `metadata`, `done`, `response` or `error`."""
     body: dict[str, Any] = {"name": operation.name}

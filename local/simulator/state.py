@@ -109,10 +109,31 @@ class Operation:
     response: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
 
+    def event_for(self, status: str) -> str | None:
+        """The webhook event Gemini sends when this operation ends with `status`, if any."""
+        if self.name.startswith("interactions/"):
+            return INTERACTION_EVENTS.get(status)
+        if self.name.startswith("models/") and status == "succeeded":
+            return "video.generated"
+        return None
+
     @property
-    def event_on_success(self) -> str | None:
-        """The webhook event Gemini sends when this operation succeeds, if any."""
-        return "video.generated" if self.name.startswith("models/") else None
+    def interaction_status(self) -> str:
+        """The Interactions API's `status` for this interaction."""
+        return INTERACTION_STATUS.get(self.status, "in_progress") if self.done else "in_progress"
+
+
+INTERACTION_EVENTS = {
+    "succeeded": "interaction.completed",
+    "failed": "interaction.failed",
+    "cancelled": "interaction.cancelled",
+}
+INTERACTION_STATUS = {
+    "succeeded": "completed",
+    "failed": "failed",
+    "cancelled": "cancelled",
+    "expired": "incomplete",
+}
 
 
 @dataclass

@@ -337,6 +337,26 @@ def test_a_video_generation_is_settled_by_its_video_generated_webhook(
     assert (done[0]["name"], done[0]["settled_by"]) == (name, "webhook")
 
 
+def test_an_interaction_is_settled_by_its_interaction_completed_webhook(
+    fresh: Stack, firestore_client
+):
+    from shared.ledger import Ledger
+
+    name = "interactions/int-e2e-1"
+    fresh.sim.create_operation(name)
+    Ledger(firestore_client).register(name, "interaction")
+
+    fresh.sim.complete(name, state="succeeded", webhook="send")
+
+    done = wait_for(
+        "the interaction settlement",
+        lambda: [o for o in operations(firestore_client) if o["status"] == "succeeded"],
+    )
+    assert (done[0]["name"], done[0]["settled_by"]) == (name, "webhook")
+    [delivery] = [d.to_dict() for d in firestore_client.collection("deliveries").stream()]
+    assert (delivery["event"], delivery["status"]) == ("interaction.completed", "done")
+
+
 def test_a_push_with_no_reviewable_file_is_ignored(fresh: Stack, firestore_client):
     assert (
         fresh.push(push_payload(files=["README.txt"]), delivery="nothing-push").status_code == 202

@@ -336,6 +336,34 @@ def test_adoption_does_not_read_again_what_the_due_pages_just_read(
     assert looked_up == []  # the due page's record served both the check and adoption
 
 
+@pytest.mark.parametrize(
+    ("state", "status"), [("failed", "failed"), ("cancelled", "cancelled"), ("expired", "failed")]
+)
+def test_reconcile_settles_an_ended_interaction(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any, state, status
+) -> None:
+    name = f"interactions/int-{state}"
+    simulator.control.create_operation(name)
+    ledger.register(name, "interaction")
+    simulator.control.complete(name, state=state, webhook="drop")
+
+    report = make_reconciler(ledger, gateway, firestore_client).run()
+
+    settled = ledger.get(name)
+    assert report.settled == 1 and (settled.status, settled.settled_by) == (status, "reconcile")
+
+
+def test_a_running_interaction_is_left_pending(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
+) -> None:
+    simulator.control.create_operation("interactions/int-running")
+    ledger.register("interactions/int-running", "interaction")
+
+    report = make_reconciler(ledger, gateway, firestore_client).run()
+
+    assert report.still_running == 1 and ledger.get("interactions/int-running").pending
+
+
 def test_a_tagged_batch_older_than_the_orphan_window_is_not_read(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
