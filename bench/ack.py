@@ -44,13 +44,13 @@ from typing import Any
 
 from bench._loadgen import LoadGenerator, Phase, http_caller, merge, summary
 from local.cloudtasks_emulator.launch import start_cloudtasks
-from local.processes import Service, free_port, listening_on, start
+from local.functions_server import start_function
+from local.processes import Service, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 PROJECT = "demo-hookledger"
 LOCATION = "us-central1"
 PUSH_FIXTURE = REPO / "tests" / "fixtures" / "github" / "push-with-new-branch.payload.json"
-FUNCTIONS_FRAMEWORK = Path(sys.executable).with_name("functions-framework")
 SERVER_THREADS = "8"  # functions-framework's default on 2 cores (cpu_count * 4), made explicit
 SERVER_WORKERS = "1"
 OVERHEAD_GOAL = 1.25
@@ -90,23 +90,16 @@ def paused_queue(emulator_host: str, queue_id: str) -> str:
     return path
 
 
-def start_function(
+def serve_function(
     name: str, target: str, source: Path, env: dict[str, str]
 ) -> tuple[Service, int]:
     port = free_port()
-    service = start(
-        name,
-        [
-            str(FUNCTIONS_FRAMEWORK),
-            f"--target={target}",
-            f"--source={source}",
-            "--host=127.0.0.1",
-            f"--port={port}",
-        ],
-        env={**os.environ, **env, "THREADS": SERVER_THREADS, "WORKERS": SERVER_WORKERS},
-        cwd=REPO,
-        ready=listening_on(port),
-        timeout=60,
+    service = start_function(
+        target,
+        port,
+        {**os.environ, **env, "THREADS": SERVER_THREADS, "WORKERS": SERVER_WORKERS},
+        source=source,
+        name=name,
     )
     return service, port
 
@@ -359,10 +352,10 @@ def main(argv: list[str] | None = None) -> int:
         bare_source = Path(tmp.name) / "main.py"
         bare_source.write_text(BARE_SOURCE)
         progress("starting the bare functions-framework handler")
-        bare, bare_port = start_function("bare", "bare", bare_source, {})
+        bare, bare_port = serve_function("bare", "bare", bare_source, {})
         services.append(bare)
         progress("starting the ingress")
-        ingress, ingress_port = start_function(
+        ingress, ingress_port = serve_function(
             "ingress",
             "ingress",
             REPO / "functions" / "main.py",

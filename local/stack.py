@@ -30,7 +30,8 @@ import requests
 
 from local.cloudtasks_emulator.launch import start_cloudtasks
 from local.firestore_emulator import start_firestore
-from local.processes import Service, ServiceError, listening_on, port_is_free, start
+from local.functions_server import start_function
+from local.processes import Service, ServiceError, port_is_free
 from local.simulator.client import start_simulator
 from shared.config import LOCAL_GEMINI_SECRET, LOCAL_TASKS_SERVICE_ACCOUNT
 from shared.tasks import ensure_queue, make_client
@@ -173,24 +174,7 @@ class Stack:
             # Locally the scheduler loop below calls reconcile without a token.
             ("reconcile", p.reconcile, {"OIDC_AUDIENCE": ""}),
         ):
-            self.children.append(
-                start(
-                    target,
-                    [
-                        sys.executable,
-                        "-m",
-                        "functions_framework",
-                        f"--target={target}",
-                        f"--source={REPO / 'functions' / 'main.py'}",
-                        "--host=127.0.0.1",
-                        f"--port={port}",
-                    ],
-                    env={**env, **extra},
-                    cwd=REPO,
-                    ready=listening_on(port),
-                    echo=_echo,
-                )
-            )
+            self.children.append(start_function(target, port, {**env, **extra}, echo=_echo))
 
     @staticmethod
     def queue_path(env: Mapping[str, str]) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,7 +19,8 @@ from typing import Any
 import pytest
 import requests
 
-from local.processes import Service, free_port, listening_on, start
+from local.functions_server import start_function
+from local.processes import Service, free_port
 from local.simulator.client import SimulatorClient, start_simulator
 from shared.clock import FakeClock, system_clock
 from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_GITHUB_SECRET, LOCAL_TASKS_SERVICE_ACCOUNT
@@ -61,22 +61,7 @@ class Stack:
 
 
 def _serve(target: str, port: int, env: dict[str, str]) -> Service:
-    return start(
-        target,
-        [
-            sys.executable,
-            "-m",
-            "functions_framework",
-            f"--target={target}",
-            f"--source={REPO / 'functions' / 'main.py'}",
-            "--host=127.0.0.1",
-            f"--port={port}",
-        ],
-        env=env,
-        cwd=REPO,
-        ready=listening_on(port),
-        timeout=60,
-    )
+    return start_function(target, port, env)
 
 
 @pytest.fixture(scope="module")
