@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from google.api_core import exceptions as gexc
 
@@ -155,6 +155,35 @@ class RunReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "_lock"}
+
+
+_OUTCOME_COUNTERS = {
+    "settled": "settled",
+    "already_settled": "already_settled",
+    "unknown": "unknown",
+    RUNNING: "still_running",
+}
+
+
+class _Failure(NamedTuple):
+    counter: str | None  # the RunReport field counted besides `errors`
+    level: int
+    message: str  # formatted with the operation's `name`
+    defer: bool  # Gemini answered: back off; otherwise the operation simply stays due
+    traceback: bool = False  # unexpected: log where it came from
+
+
+def _failure(exc: Exception) -> _Failure:
+    """How a failed check is counted and logged, and whether its operation is deferred."""
+    if isinstance(exc, GeminiUnavailable):
+        return _Failure("unavailable", logging.WARNING, "Gemini unavailable for {name}", True)
+    if isinstance(exc, GeminiNotFound):
+        return _Failure("not_found", logging.ERROR, "Gemini does not know {name}", True)
+    if isinstance(exc, GeminiError):
+        return _Failure(None, logging.ERROR, "Gemini refused to report {name}", True)
+    if isinstance(exc, LedgerError):
+        return _Failure(None, logging.ERROR, "settling {name} failed; it stays due", False)
+    return _Failure(None, logging.ERROR, "checking {name} failed unexpectedly", False, True)
 
 
 # ----------------------------------------------------------------------- reconciler
@@ -443,70 +472,23 @@ class Reconciler:
             outcome = settle_from_gemini(
                 self._ledger, self._gemini, self._client, name, BY, record=record
             )
-        except GeminiUnavailable as exc:
-            report.add(unavailable=1, errors=1)
+        except Exception as exc:  # one operation's failure never ends the run
+            failure = _failure(exc)
+            report.add(errors=1, **({failure.counter: 1} if failure.counter else {}))
             logs.event(
                 log,
-                logging.WARNING,
-                f"Gemini unavailable for {name}; left pending",
-                operation=name,
-                reason=str(exc),
-            )
-            self._keep_pending(record, report)
-            return
-        except GeminiNotFound as exc:
-            report.add(not_found=1, errors=1)
-            logs.event(
-                log,
-                logging.ERROR,
-                f"Gemini does not know {name}; left pending",
+                failure.level,
+                failure.message.format(name=name) + ("; left pending" if failure.defer else ""),
                 operation=name,
                 kind=record.kind,
-                reason=str(exc),
-            )
-            self._keep_pending(record, report)
-            return
-        except GeminiError as exc:
-            report.add(errors=1)
-            logs.event(
-                log,
-                logging.ERROR,
-                f"Gemini refused to report {name}; left pending",
-                operation=name,
-                kind=record.kind,
-                reason=str(exc),
-            )
-            self._keep_pending(record, report)
-            return
-        except LedgerError as exc:  # Firestore trouble: the operation stays due, next run retries
-            report.add(errors=1)
-            logs.event(
-                log,
-                logging.ERROR,
-                f"settling {name} failed; it stays due",
-                operation=name,
-                reason=str(exc),
-            )
-            return
-        except Exception as exc:  # never let one operation end the run
-            report.add(errors=1)
-            logs.event(
-                log,
-                logging.ERROR,
-                f"checking {name} failed unexpectedly",
-                operation=name,
                 reason=f"{type(exc).__name__}: {exc}",
-                exc_info=True,
+                exc_info=failure.traceback,
             )
+            if failure.defer:
+                self._keep_pending(record, report)
             return
-        if outcome.result == "settled":
-            report.add(settled=1)
-        elif outcome.result == "already_settled":
-            report.add(already_settled=1)
-        elif outcome.result == "unknown":
-            report.add(unknown=1)
-        elif outcome.result == RUNNING:
-            report.add(still_running=1)
+        report.add(**{_OUTCOME_COUNTERS.get(outcome.result, "errors"): 1})
+        if outcome.result == RUNNING:
             self._keep_pending(record, report)
 
     def _keep_pending(self, record: Operation, report: RunReport) -> None:
