@@ -81,24 +81,14 @@ def review_push(event: Event, ctx: Any) -> Done | Ignored:
 @handler("hookledger", "check-page")
 def check_page(event: Event, ctx: Any) -> Done:
     """Poll and settle one page of due operations that reconcile fanned out to the worker."""
-    from shared.clock import system_clock
     from shared.reconcile import Reconciler, page_names
 
     try:
         names = page_names(event.body)
     except ValueError as exc:
         raise PermanentError(f"delivery {event.delivery_id}: {exc}") from exc
-    cfg = ctx.config
-    reconciler = Reconciler(
-        ctx.ledger,
-        ctx.gemini,
-        ctx.firestore,
-        system_clock,
-        grace_s=cfg.reconcile_grace_s,
-        concurrency=cfg.reconcile_concurrency,
-        budget_s=cfg.reconcile_budget_s,
-        stuck_after_s=cfg.stuck_after_s,
-        adopt_orphans=False,
+    reconciler = Reconciler.from_config(
+        ctx.config, ctx.ledger, ctx.gemini, ctx.firestore, adopt_orphans=False
     )
     report = reconciler.check_names(names)
     if report.examined == 0 and report.errors:

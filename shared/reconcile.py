@@ -46,9 +46,9 @@ from typing import Any, NamedTuple
 from google.api_core import exceptions as gexc
 
 from shared import logs, review
-from shared.clock import Clock
+from shared.clock import Clock, system_clock
 from shared.clock import monotonic as system_monotonic
-from shared.config import FIRESTORE_TIMEOUT_S
+from shared.config import FIRESTORE_TIMEOUT_S, Config
 from shared.gemini import (
     TAG_PREFIX,
     TERMINAL_STATES,
@@ -254,6 +254,24 @@ class Reconciler:
         self._rand_lock = threading.Lock()
 
     # ------------------------------------------------------------------- public
+
+    @classmethod
+    def from_config(
+        cls, config: Config, ledger: Ledger, gemini: GeminiGateway, client: Any, **extra: Any
+    ) -> Reconciler:
+        """A Reconciler with the deployment's settings (`RECONCILE_*`, `STUCK_AFTER_S`)."""
+        return cls(
+            ledger,
+            gemini,
+            client,
+            system_clock,
+            grace_s=config.reconcile_grace_s,
+            concurrency=config.reconcile_concurrency,
+            budget_s=config.reconcile_budget_s,
+            stuck_after_s=config.stuck_after_s,
+            fanout_threshold=config.reconcile_fanout_threshold,
+            **extra,
+        )
 
     def run(self, progress: Progress | None = None) -> RunReport:
         """One pass: check due operations (or fan them out), adopt orphans, sweep outboxes.

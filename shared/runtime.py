@@ -209,18 +209,7 @@ def reconciler() -> Any:
         oidc_service_account=cfg.tasks_service_account or None,
         oidc_audience=cfg.worker_url,
     )
-    return Reconciler(
-        ledger(),
-        gemini(),
-        firestore_client(),
-        system_clock,
-        grace_s=cfg.reconcile_grace_s,
-        concurrency=cfg.reconcile_concurrency,
-        budget_s=cfg.reconcile_budget_s,
-        stuck_after_s=cfg.stuck_after_s,
-        fanout_threshold=cfg.reconcile_fanout_threshold,
-        enqueue_page=enqueue,
-    )
+    return Reconciler.from_config(cfg, ledger(), gemini(), firestore_client(), enqueue_page=enqueue)
 
 
 @once

@@ -483,25 +483,18 @@ def test_bad_check_page_body_is_refused(body: bytes) -> None:
 
 
 def test_backoff_grows_is_jittered_and_capped(firestore_client: Any) -> None:
-    low = Reconciler(
-        Ledger(firestore_client),
-        None,
-        None,
-        system_clock,
-        grace_s=0,
-        budget_s=1,  # type: ignore[arg-type]
-        stuck_after_s=60,
-        rand=lambda: 0.0,
-    )
-    high = Reconciler(
-        Ledger(firestore_client),
-        None,
-        None,
-        system_clock,
-        grace_s=0,
-        budget_s=1,  # type: ignore[arg-type]
-        stuck_after_s=60,
-        rand=lambda: 1.0,
+    low, high = (
+        Reconciler(
+            Ledger(firestore_client),
+            None,  # type: ignore[arg-type]
+            None,
+            system_clock,
+            grace_s=0,
+            budget_s=1,
+            stuck_after_s=60,
+            rand=lambda r=r: r,
+        )
+        for r in (0.0, 1.0)
     )
     assert (low.backoff_s(0), high.backoff_s(0)) == (15.0, 30.0)
     assert high.backoff_s(3) == 240.0
