@@ -35,6 +35,7 @@ from urllib.parse import quote
 
 from shared.clock import Clock, system_clock
 from shared.config import FIRESTORE_TIMEOUT_S
+from shared.errors import HookledgerError, PermanentError, TransientError
 
 MAX_CLAIM_BYTES = 25 * 1024 * 1024
 # Below Firestore's 1 MiB document limit, leaving room for the name and other fields.
@@ -48,23 +49,23 @@ CHUNKS = "chunks"
 _MAX_KEY_CHARS = 700
 
 
-class ClaimError(Exception):
+class ClaimError(HookledgerError):
     """A claim-checked payload could not be stored or fetched; the message names it."""
 
 
-class ClaimNotFound(ClaimError):
+class ClaimNotFound(ClaimError, PermanentError):
     pass
 
 
-class ClaimCorrupt(ClaimError):
+class ClaimCorrupt(ClaimError, PermanentError):
     pass
 
 
-class ClaimConflict(ClaimError):
+class ClaimConflict(ClaimError, PermanentError):
     pass
 
 
-class ClaimUnavailable(ClaimError):
+class ClaimUnavailable(ClaimError, TransientError):
     pass
 
 

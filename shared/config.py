@@ -12,6 +12,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from shared.errors import ConfigError as ConfigError  # re-exported: callers import it here
+
 # Well-known local secrets: used only for a `demo-` project (Firebase's emulator-only prefix).
 LOCAL_GITHUB_SECRET = "local-github-secret"  # noqa: S105
 LOCAL_GEMINI_SECRET = "whsec_bG9jYWwtZ2VtaW5pLXNlY3JldC0wMTIzNDU2Nzg5"  # noqa: S105
@@ -22,10 +24,6 @@ LOCAL_TASKS_SERVICE_ACCOUNT = "tasks-invoker@demo-hookledger.iam.gserviceaccount
 GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v3/certs"
 # Deadline of a single Firestore read or write made outside the ledger's own calls.
 FIRESTORE_TIMEOUT_S = 15.0
-
-
-class ConfigError(ValueError):
-    """An environment variable is missing or malformed; the message names it."""
 
 
 def _split(value: str) -> tuple[str, ...]:

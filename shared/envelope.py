@@ -44,6 +44,7 @@ from typing import Any
 
 from shared.claims import MAX_CLAIM_BYTES, ClaimCorrupt, ClaimError, ClaimStore, claim_key
 from shared.clock import Clock, system_clock
+from shared.errors import PermanentError
 from shared.signatures import MIN_KEY_BYTES, SecretError, VerificationError
 
 # "hookledger" is internal (reconcile fan-out pages); the ingress has no route for it.
@@ -94,7 +95,7 @@ class EnvelopeError(VerificationError):
     """Sealed bytes are not a valid, current envelope; `reason` is safe to log."""
 
 
-class EnvelopeTooLarge(ValueError):
+class EnvelopeTooLarge(PermanentError, ValueError):
     """The body cannot travel in a task and no claim store can take it."""
 
 

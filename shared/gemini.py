@@ -26,6 +26,8 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
+from shared.errors import HookledgerError, PermanentError, TransientError
+
 TAG_PREFIX = "hookledger:"
 TERMINAL_STATES = {
     "JOB_STATE_SUCCEEDED": "succeeded",
@@ -50,19 +52,19 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
 _TRANSPORT_ERRORS = _transport_errors()
 
 
-class GeminiError(Exception):
+class GeminiError(HookledgerError):
     """Base of the Gemini gateway's errors; messages name the operation."""
 
 
-class GeminiUnavailable(GeminiError):
+class GeminiUnavailable(GeminiError, TransientError):
     """Transient: a later poll may succeed."""
 
 
-class GeminiNotFound(GeminiError):
+class GeminiNotFound(GeminiError, PermanentError):
     """Gemini does not know the operation."""
 
 
-class GeminiRejected(GeminiError):
+class GeminiRejected(GeminiError, PermanentError):
     """Gemini refused the request (4xx other than 404 and 429)."""
 
 

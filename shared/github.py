@@ -18,19 +18,21 @@ from urllib.parse import quote
 
 import requests
 
+from shared.errors import HookledgerError, PermanentError, TransientError
+
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
-class GitHubError(Exception):
+class GitHubError(HookledgerError):
     """Base of the GitHub client's errors."""
 
 
-class GitHubUnavailable(GitHubError):
+class GitHubUnavailable(GitHubError, TransientError):
     """Transient: a retry may succeed."""
 
 
-class GitHubRejected(GitHubError):
+class GitHubRejected(GitHubError, PermanentError):
     """Permanent: GitHub answered a 4xx that will not change."""
 
 

@@ -12,9 +12,9 @@ is answered 200 `ignored`); the worker runs the handler with the verified event 
 context (ledger, clients, clock, config). A handler reports its outcome by returning
 `Done` / `Ignored` or by raising:
 
-    HandlerError        base of what a handler may raise on purpose
-    ├── RetryableError  transient (timeout, 429/5xx upstream): 5xx, Cloud Tasks retries
-    └── PermanentError  will never succeed: delivery recorded `dead`, answered 2xx
+    HandlerError        (= errors.HookledgerError) what a handler raises on purpose
+    ├── RetryableError  (= errors.TransientError) timeout, 429/5xx upstream: 5xx, retried
+    └── PermanentError  (errors.PermanentError) never succeeds: recorded `dead`, answered 2xx
 
 Any other exception is treated as retryable until the retry limit, then dead.
 This module imports nothing heavy: the ingress loads it at cold start.
@@ -28,17 +28,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from shared.errors import HookledgerError, PermanentError, TransientError
 
-class HandlerError(Exception):
-    """Base of the outcomes a handler raises on purpose."""
-
-
-class RetryableError(HandlerError):
-    """A transient failure: the worker answers 5xx and Cloud Tasks retries with backoff."""
-
-
-class PermanentError(HandlerError):
-    """A failure that no retry can fix: the delivery is recorded `dead` and answered 2xx."""
+# A handler raises from the one error tree (shared/errors.py): a `PermanentError` (or any
+# error whose `retryable` is False) records the delivery `dead` and answers 2xx; a
+# `TransientError` answers 5xx and Cloud Tasks retries with backoff.
+HandlerError = HookledgerError
+RetryableError = TransientError
 
 
 @dataclass(frozen=True)

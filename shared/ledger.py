@@ -75,6 +75,7 @@ from google.cloud import firestore
 
 from shared import opnames
 from shared.clock import Clock, system_clock
+from shared.errors import HookledgerError, PermanentError, TransientError
 from shared.logs import event as log_event
 from shared.logs import get_logger
 from shared.retry import Backoff, RetriesExhausted, Retry, find_cause, retrying
@@ -100,35 +101,35 @@ _REFUSED = (
 )  # a Firestore document holds 1 MiB; leave room for the rest
 
 
-class LedgerError(Exception):
+class LedgerError(HookledgerError):
     """Base of every error the ledger raises."""
 
 
-class InvalidArgument(LedgerError, ValueError):
+class InvalidArgument(LedgerError, PermanentError, ValueError):
     """Bad input (status, name, time…); the message names it. Nothing was written."""
 
 
-class AmbiguousId(LedgerError, LookupError):
+class AmbiguousId(LedgerError, PermanentError, LookupError):
     """A bare id matches more than one operation; use the full name."""
 
 
-class UnknownDelivery(LedgerError, LookupError):
+class UnknownDelivery(LedgerError, PermanentError, LookupError):
     """No delivery with that source and id was recorded."""
 
 
-class WritebackFailed(LedgerError):
+class WritebackFailed(LedgerError, TransientError):
     """The write-back raised (its exception is `__cause__`); the operation stays pending."""
 
 
-class OutboxDeliveryFailed(LedgerError):
+class OutboxDeliveryFailed(LedgerError, TransientError):
     """Delivering an outbox item raised; it stays undelivered and the sweep retries it."""
 
 
-class ContentionError(LedgerError):
+class ContentionError(LedgerError, TransientError):
     """The transaction kept aborting or conflicting; the caller should retry later."""
 
 
-class StoreUnavailable(LedgerError):
+class StoreUnavailable(LedgerError, TransientError):
     """Firestore failed (network, permission, quota…); the caller should retry later."""
 
 

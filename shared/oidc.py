@@ -21,8 +21,10 @@ import google.auth.transport.requests
 import requests
 from google.oauth2 import id_token
 
+from shared.errors import PermanentError
 
-class OidcError(Exception):
+
+class OidcError(PermanentError):
     status = 401
 
 

@@ -76,6 +76,7 @@ from cryptography.hazmat.primitives.asymmetric.rsa import (
 )
 
 from shared.clock import Clock, system_clock
+from shared.errors import PermanentError, TransientError
 
 MIN_KEY_BYTES = 16
 DEFAULT_TOLERANCE_S = 300
@@ -99,11 +100,11 @@ _MAX_ED25519_KEYS_TRIED = 8
 _MIN_RSA_BITS = 2048
 
 
-class SecretError(ValueError):
+class SecretError(PermanentError, ValueError):
     """A configured secret or key is unusable; the message says which (by position)."""
 
 
-class VerificationError(Exception):
+class VerificationError(PermanentError):
     """A request failed verification. `reason` is short and safe to log."""
 
     def __init__(self, reason: str) -> None:
@@ -111,8 +112,10 @@ class VerificationError(Exception):
         self.reason = reason
 
 
-class KeysUnavailable(VerificationError):
+class KeysUnavailable(VerificationError, TransientError):
     """The public keys could not be fetched; the sender should retry (answer 503)."""
+
+    retryable = True  # our fetch failed, not the sender's signature
 
 
 # ---------------------------------------------------------------------------- helpers

@@ -27,15 +27,17 @@ from google.api_core import exceptions as api_exceptions
 from google.cloud.tasks_v2 import CloudTasksClient, types
 from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
 
+from shared.errors import HookledgerError, TransientError
+
 MAX_TASK_ID_CHARS = 500
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 
-class TasksError(RuntimeError):
+class TasksError(HookledgerError, RuntimeError):
     """Base of this module's errors."""
 
 
-class EnqueueError(TasksError):
+class EnqueueError(TasksError, TransientError):
     """A task could not be created; the sender should be told to retry (503)."""
 
 
