@@ -2,15 +2,22 @@
 
 Importing this module registers them. It stays light (the ingress imports it at cold
 start): the Gemini, GitHub and Firestore work is imported inside the handlers.
+
+Errors from Gemini, GitHub and the ledger pass through as raised: each already says in
+the error tree (shared/errors.py) whether a retry may help, and the worker reads that.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
-
-from shared.handlers import Done, Event, Ignored, PermanentError, RetryableError, handler
+from shared.handlers import (
+    Done,
+    Event,
+    HandlerContext,
+    Ignored,
+    PermanentError,
+    RetryableError,
+    handler,
+)
 
 BATCH_EVENTS = ("batch.succeeded", "batch.failed", "batch.cancelled", "batch.expired")
 # `interaction.requires_action` is not terminal: no handler, so the ingress ignores it.
@@ -22,22 +29,8 @@ OPERATION_EVENTS = (
 )
 
 
-@contextmanager
-def _as_handler_errors() -> Iterator[None]:
-    """Gemini's and the ledger's errors as the worker understands them: retry, or dead."""
-    from shared.gemini import GeminiNotFound, GeminiRejected, GeminiUnavailable
-    from shared.ledger import AmbiguousId, InvalidArgument
-
-    try:
-        yield
-    except GeminiUnavailable as exc:
-        raise RetryableError(str(exc)) from exc
-    except (GeminiNotFound, GeminiRejected, InvalidArgument, AmbiguousId) as exc:
-        raise PermanentError(str(exc)) from exc
-
-
 @handler("gemini", *BATCH_EVENTS, *OPERATION_EVENTS)
-def settle_operation(event: Event, ctx: Any) -> Done | Ignored:
+def settle_operation(event: Event, ctx: HandlerContext) -> Done | Ignored:
     """Re-fetch the operation named in the event (a hint only) and settle it in the ledger."""
     from shared.ledger import Settlement
     from shared.settlement import RUNNING, settle_from_gemini
@@ -47,8 +40,7 @@ def settle_operation(event: Event, ctx: Any) -> Done | Ignored:
     name = data.get("id") if isinstance(data, dict) else None
     if not isinstance(name, str) or not name:
         raise PermanentError(f"delivery {event.delivery_id}: event has no data.id")
-    with _as_handler_errors():
-        outcome = settle_from_gemini(ctx.ledger, ctx.gemini, ctx.firestore, name, "webhook")
+    outcome = settle_from_gemini(ctx.ledger, ctx.gemini, ctx.firestore, name, "webhook")
     if outcome.result == Settlement.UNKNOWN:
         return Ignored(f"{name} is not in the ledger")
     if outcome.result == RUNNING:
@@ -58,7 +50,7 @@ def settle_operation(event: Event, ctx: Any) -> Done | Ignored:
 
 
 @handler("github", "push")
-def review_push(event: Event, ctx: Any) -> Done | Ignored:
+def review_push(event: Event, ctx: HandlerContext) -> Done | Ignored:
     """A push to the default branch: one Gemini batch reviewing its Markdown files."""
     from shared.review import ReviewDeps
     from shared.review import review_push as run
@@ -73,13 +65,13 @@ def review_push(event: Event, ctx: Any) -> Done | Ignored:
         github=ctx.github,
         review_path=ctx.config.review_path,
         model=ctx.config.review_model,
+        clock=ctx.clock,
     )
-    with _as_handler_errors():
-        return run(payload, event.delivery_id, deps)
+    return run(payload, event.delivery_id, deps)
 
 
 @handler("hookledger", "check-page")
-def check_page(event: Event, ctx: Any) -> Done:
+def check_page(event: Event, ctx: HandlerContext) -> Done:
     """Poll and settle one page of due operations that reconcile fanned out to the worker."""
     from shared.reconcile import Reconciler, page_names
 

@@ -1,22 +1,25 @@
 """The handler registry: plain functions registered per (source, event).
 
-    from shared.handlers import handler, Event, Done
+    from shared.handlers import handler, Event, Done, HandlerContext
 
     @handler("github", "issues")
-    def on_issue(event: Event, ctx) -> Done:
+    def on_issue(event: Event, ctx: HandlerContext) -> Done:
         ...
         return Done("labelled")
 
 The ingress enqueues an event only when a handler is registered for it (anything else
 is answered 200 `ignored`); the worker runs the handler with the verified event and a
-context (ledger, clients, clock, config). A handler reports its outcome by returning
-`Done` / `Ignored` or by raising:
+`HandlerContext` (config, ledger, clients, clock). A handler reports its outcome by
+returning `Done` / `Ignored` or by raising from the one error tree (shared/errors.py);
+the worker reads `errors.retryable(exc)`:
 
     HandlerError        (= errors.HookledgerError) what a handler raises on purpose
     ├── RetryableError  (= errors.TransientError) timeout, 429/5xx upstream: 5xx, retried
     └── PermanentError  (errors.PermanentError) never succeeds: recorded `dead`, answered 2xx
 
-Any other exception is treated as retryable until the retry limit, then dead.
+Every module's errors sit in that tree (GeminiUnavailable is transient, GeminiNotFound
+permanent, …), so a handler lets them through as they are. Any exception from outside
+the tree is treated as retryable until the retry limit, then dead.
 This module imports nothing heavy: the ingress loads it at cold start.
 """
 
@@ -29,6 +32,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from shared.errors import HookledgerError, PermanentError, TransientError
+from shared.handler_context import HandlerContext
 
 # A handler raises from the one error tree (shared/errors.py): a `PermanentError` (or any
 # error whose `retryable` is False) records the delivery `dead` and answers 2xx; a
@@ -74,7 +78,7 @@ Outcome = Done | Ignored
 
 
 class Handler(Protocol):
-    def __call__(self, event: Event, ctx: Any) -> Outcome: ...
+    def __call__(self, event: Event, ctx: HandlerContext) -> Outcome: ...
 
 
 _REGISTRY: dict[tuple[str, str], Handler] = {}

@@ -1,8 +1,11 @@
 """Production defaults, built lazily and once per process.
 
-The entry points in `functions/main.py` ask this module for what they need. Nothing is
-built at import: the ingress's cold start pays only for what the ingress uses, and the
-Firestore client is created on the first claim-checked payload, not before.
+The entry points in `functions/main.py` ask this module for what they need:
+`ingress()`, `worker()`, `reconcile_endpoint()`, each an `Endpoint` (shared.entrypoints).
+Nothing is built at import: the ingress's cold start pays only for what the ingress
+uses, and the Firestore client is created on the first claim-checked payload, not
+before. The heavy types are imported for the checker only (`TYPE_CHECKING`); each
+factory imports its module when it first runs.
 """
 
 from __future__ import annotations
@@ -10,13 +13,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from shared.claims import ClaimStore
 from shared.clock import system_clock
 from shared.config import Config
+from shared.entrypoints.ingress import Ingress
 from shared.envelope import EnvelopeSealer
-from shared.ingress import Ingress
+from shared.handler_context import ClientFactories, HandlerContext
 from shared.signatures import (
     DynamicWebhookVerifier,
     GeminiVerifier,
@@ -25,6 +29,17 @@ from shared.signatures import (
     StandardWebhookVerifier,
 )
 from shared.tasks import TaskQueue, make_client
+
+if TYPE_CHECKING:
+    from google.cloud import firestore
+
+    from shared.entrypoints.reconcile import ReconcileEndpoint
+    from shared.entrypoints.worker import Worker
+    from shared.gemini import GeminiGateway
+    from shared.github import ContentsClient
+    from shared.ledger import Ledger
+    from shared.oidc import OidcVerifier
+    from shared.reconcile import Reconciler
 
 T = TypeVar("T")
 _BOXES: list[list[Any]] = []
@@ -58,7 +73,7 @@ def config() -> Config:
 
 
 @once
-def firestore_client() -> Any:
+def firestore_client() -> firestore.Client:
     from google.cloud import firestore  # heavy: only the paths that need it pay
 
     return firestore.Client(project=config().project)
@@ -123,13 +138,8 @@ def ingress() -> Ingress:
     )
 
 
-def _service(name: str) -> Any:
-    """The clients handlers reach through `ctx.<name>`, each built once per process."""
-    return _SERVICES[name]()
-
-
 @once
-def ledger() -> Any:
+def ledger() -> Ledger:
     from shared.ledger import Ledger
 
     cfg = config()
@@ -142,7 +152,7 @@ def ledger() -> Any:
 
 
 @once
-def gemini() -> Any:
+def gemini() -> GeminiGateway:
     from shared.gemini import GeminiGateway, make_client
 
     cfg = config()
@@ -152,37 +162,62 @@ def gemini() -> Any:
 
 
 @once
-def github() -> Any:
+def github() -> ContentsClient:
     from shared.github import ContentsClient
 
     cfg = config()
     return ContentsClient(cfg.github_api_url, cfg.github_token, timeout_s=cfg.http_timeout_s)
 
 
-_SERVICES: dict[str, Callable[[], Any]] = {
-    "firestore": firestore_client,
-    "claims": once(_LazyFirestoreClaims),
-    "gemini": gemini,
-    "github": github,
-    "tasks": task_queue,
-}
+@once
+def claim_store() -> ClaimStore:
+    """The store of claim-checked payloads; its Firestore client is built on first use."""
+    return _LazyFirestoreClaims()
 
 
 @once
-def worker() -> Any:
-    import shared.builtin_handlers  # noqa: F401  registers the built-in handlers
-    from shared.oidc import OidcVerifier
-    from shared.worker import Worker
+def handler_context() -> HandlerContext:
+    """What the worker's handlers receive: each client built on a handler's first use."""
+    clients = ClientFactories(
+        ledger=ledger,
+        firestore=firestore_client,
+        gemini=gemini,
+        github=github,
+        tasks=task_queue,
+        claims=claim_store,
+    )
+    return HandlerContext(config(), clients, clock=system_clock)
+
+
+def _oidc(allowed_caller: str) -> OidcVerifier | None:
+    """The check on a Google-signed caller's token; None when OIDC_AUDIENCE is not set."""
+    from shared.oidc import OidcVerifier  # google-auth: only the private functions load it
 
     cfg = config()
-    oidc = None
-    if cfg.oidc_audience:
-        oidc = OidcVerifier(cfg.oidc_audience, cfg.oidc_certs_url, cfg.tasks_service_account)
-    return Worker(cfg, sealer=build_sealer(cfg), ledger=ledger(), services=_service, oidc=oidc)
+    if not cfg.oidc_audience:
+        return None
+    return OidcVerifier(cfg.oidc_audience, cfg.oidc_certs_url, allowed_caller)
 
 
 @once
-def reconciler() -> Any:
+def worker() -> Worker:
+    """The worker, checking Cloud Tasks' token when OIDC_AUDIENCE is set."""
+    import shared.builtin_handlers  # noqa: F401  registers the built-in handlers
+    from shared.entrypoints.worker import Worker
+
+    cfg = config()
+    return Worker(
+        cfg,
+        sealer=build_sealer(cfg),
+        ledger=ledger(),
+        context=handler_context(),
+        oidc=_oidc(cfg.tasks_service_account),
+        clock=system_clock,
+    )
+
+
+@once
+def reconciler() -> Reconciler:
     """The Reconciler on this process's clients; it fans out pages to the worker."""
     from shared.envelope import Envelope
     from shared.reconcile import CHECK_PAGE_EVENT, CHECK_PAGE_SOURCE, Reconciler, TaskPageEnqueuer
@@ -213,11 +248,14 @@ def reconciler() -> Any:
 
 
 @once
-def reconcile_oidc() -> Any:
+def reconcile_oidc() -> OidcVerifier | None:
     """The check on Cloud Scheduler's token; None when OIDC_AUDIENCE is not set."""
-    from shared.oidc import OidcVerifier
+    return _oidc(config().scheduler_service_account)
 
-    cfg = config()
-    if not cfg.oidc_audience:
-        return None
-    return OidcVerifier(cfg.oidc_audience, cfg.oidc_certs_url, cfg.scheduler_service_account)
+
+@once
+def reconcile_endpoint() -> ReconcileEndpoint:
+    """The reconcile function: it builds the reconciler on the first authorized run."""
+    from shared.entrypoints.reconcile import ReconcileEndpoint
+
+    return ReconcileEndpoint(reconciler, oidc=reconcile_oidc())

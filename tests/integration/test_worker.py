@@ -11,12 +11,17 @@ import pytest
 from local.cloudtasks_emulator.oidc import KeyServer, TokenMinter
 from local.processes import free_port
 from shared import handlers
+from shared.clock import FakeClock
 from shared.config import LOCAL_ENVELOPE_KEY, Config
+from shared.entrypoints.worker import Worker
 from shared.envelope import Envelope, EnvelopeSealer
+from shared.errors import PermanentError as TreePermanentError
+from shared.errors import TransientError
+from shared.gemini import GeminiNotFound, GeminiUnavailable
+from shared.handler_context import ClientFactories, HandlerContext
 from shared.handlers import Done, PermanentError, RetryableError, handler
 from shared.ledger import Ledger
 from shared.oidc import OidcVerifier
-from shared.worker import Worker
 
 TASKS = "tasks@demo-hookledger.iam.gserviceaccount.com"
 AUDIENCE = "http://127.0.0.1:8081/"
@@ -120,6 +125,72 @@ def test_an_event_without_a_handler_is_recorded_ignored(worker):
     reply = post(worker, sealed("star", "d-5"))
     assert (reply.status, reply.body["status"]) == (200, "ignored")
     assert ledger.get_delivery("github", "d-5").status == "ignored"
+
+
+# (name, what the handler raises, expected status, expected delivery status)
+ERROR_TREE_CASES = [
+    ("raw-transient", TransientError("firestore contention on op 9"), 503, "queued"),
+    ("raw-permanent", TreePermanentError("op 9 has no kind"), 200, "dead"),
+    ("gemini-unavailable", GeminiUnavailable("batches/9: 503"), 503, "queued"),
+    ("gemini-not-found", GeminiNotFound("batches/9 not found"), 200, "dead"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "error", "status", "recorded"), [pytest.param(*c, id=c[0]) for c in ERROR_TREE_CASES]
+)
+def test_the_error_tree_decides_retry_or_dead(worker, name, error, status, recorded):
+    worker, ledger = worker
+
+    @handler("github", "issues")
+    def failing(event, ctx):
+        raise error
+
+    reply = post(worker, sealed("issues", f"tree-{name}"))
+
+    assert reply.status == status, name
+    delivery = ledger.get_delivery("github", f"tree-{name}")
+    assert delivery.status == recorded, name
+    assert str(error) in delivery.last_error, name
+
+
+def test_handlers_receive_the_typed_context_the_worker_was_given(firestore_client, registry):
+    ledger = Ledger(firestore_client)
+    config = Config(review_path="docs")
+    clock = FakeClock()
+    built: list[str] = []
+
+    def client(name: str):
+        def build():
+            built.append(name)
+            return f"{name}-client"
+
+        return build
+
+    factories = ClientFactories(
+        ledger=lambda: ledger,
+        firestore=client("firestore"),
+        gemini=client("gemini"),
+        github=client("github"),
+        tasks=client("tasks"),
+        claims=client("claims"),
+    )
+    context = HandlerContext(config, factories, clock=clock)
+    worker = Worker(
+        config, sealer=EnvelopeSealer([LOCAL_ENVELOPE_KEY]), ledger=ledger, context=context
+    )
+    seen: list[object] = []
+
+    @handler("github", "issues")
+    def on_issue(event, ctx: HandlerContext):
+        seen.extend([ctx.config.review_path, ctx.clock(), ctx.gemini, ctx.gemini, ctx.ledger])
+        return Done("read the context")
+
+    reply = post(worker, sealed("issues", "ctx-1"))
+
+    assert (reply.status, reply.body["status"]) == (200, "done")
+    assert seen == ["docs", clock.now, "gemini-client", "gemini-client", ledger]
+    assert built == ["gemini"]  # only what the handler used, once
 
 
 @pytest.fixture(scope="module")

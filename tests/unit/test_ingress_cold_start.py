@@ -42,7 +42,7 @@ def probe(requests: list[tuple[str, str, dict[str, str], str]]) -> dict[str, obj
         "TASKS_TIMEOUT_S": "2",
     }
     env.pop("FIRESTORE_EMULATOR_HOST", None)
-    names = [*HEAVY, "google.cloud.tasks_v2", "shared.ingress"]
+    names = [*HEAVY, "google.cloud.tasks_v2", "shared.entrypoints.ingress"]
     done = subprocess.run(
         [sys.executable, "-c", PROBE, json.dumps(requests), json.dumps(names)],
         cwd=REPO,
@@ -92,5 +92,5 @@ def test_ingress_never_loads_firestore_or_gemini(
     loaded = report["loaded"]
     assert isinstance(loaded, dict)
     # The probe sees real imports: the ingress module and the Tasks client are loaded.
-    assert loaded["shared.ingress"] and loaded["google.cloud.tasks_v2"], name
+    assert loaded["shared.entrypoints.ingress"] and loaded["google.cloud.tasks_v2"], name
     assert [module for module in HEAVY if loaded[module]] == [], name

@@ -1,0 +1,119 @@
+"""`HandlerContext`: what a handler receives besides its event, typed and built lazily.
+
+    ctx.config     Config          the deployment's settings
+    ctx.clock      Clock           the injected clock (never datetime.now())
+    ctx.ledger     Ledger          operations and deliveries in Firestore
+    ctx.firestore  firestore.Client
+    ctx.gemini     GeminiGateway
+    ctx.github     ContentsClient
+    ctx.tasks      TaskQueue       the Cloud Tasks queue the worker is fed from
+    ctx.claims     ClaimStore      claim-checked payloads (bodies over 512 KiB)
+
+Each client is built by its factory on first use and at most once per context, so a
+handler that never talks to Gemini never builds (or imports) its client. A property
+raises whatever its factory raises (a `ConfigError` for a missing setting).
+
+This module imports nothing heavy (the types are for the checker only): the ingress
+loads it at cold start through `shared.handlers`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from shared.clock import Clock, system_clock
+from shared.config import Config
+
+if TYPE_CHECKING:
+    from google.cloud import firestore
+
+    from shared.claims import ClaimStore
+    from shared.gemini import GeminiGateway
+    from shared.github import ContentsClient
+    from shared.ledger import Ledger
+    from shared.tasks import TaskQueue
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ClientFactories:
+    """How to build each client a handler may reach; each is called at most once per context."""
+
+    ledger: Callable[[], Ledger]
+    firestore: Callable[[], firestore.Client]
+    gemini: Callable[[], GeminiGateway]
+    github: Callable[[], ContentsClient]
+    tasks: Callable[[], TaskQueue]
+    claims: Callable[[], ClaimStore]
+
+    @classmethod
+    def from_lookup(cls, ledger: Ledger, lookup: Callable[[str], Any]) -> ClientFactories:
+        """Factories that ask `lookup(name)` ("firestore", "gemini", …) for each client.
+
+        The older way to hand clients to a `Worker` (its `services=`); tests use it with a
+        dict's `__getitem__`, so a client the test did not provide raises `KeyError`.
+        """
+        return cls(
+            ledger=lambda: ledger,
+            firestore=lambda: lookup("firestore"),
+            gemini=lambda: lookup("gemini"),
+            github=lambda: lookup("github"),
+            tasks=lambda: lookup("tasks"),
+            claims=lambda: lookup("claims"),
+        )
+
+
+class HandlerContext:
+    """The config, clock and clients a handler may use; clients are built on first use."""
+
+    def __init__(
+        self, config: Config, clients: ClientFactories, *, clock: Clock = system_clock
+    ) -> None:
+        self._config = config
+        self._clients = clients
+        self._clock = clock
+        # Reentrant: a factory may itself read another property of this context.
+        self._lock = threading.RLock()
+        self._built: dict[str, Any] = {}
+
+    @property
+    def config(self) -> Config:
+        return self._config
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def ledger(self) -> Ledger:
+        return self._once("ledger", self._clients.ledger)
+
+    @property
+    def firestore(self) -> firestore.Client:
+        return self._once("firestore", self._clients.firestore)
+
+    @property
+    def gemini(self) -> GeminiGateway:
+        return self._once("gemini", self._clients.gemini)
+
+    @property
+    def github(self) -> ContentsClient:
+        return self._once("github", self._clients.github)
+
+    @property
+    def tasks(self) -> TaskQueue:
+        return self._once("tasks", self._clients.tasks)
+
+    @property
+    def claims(self) -> ClaimStore:
+        return self._once("claims", self._clients.claims)
+
+    def _once(self, name: str, factory: Callable[[], T]) -> T:
+        with self._lock:
+            if name not in self._built:
+                self._built[name] = factory()
+            return cast(T, self._built[name])

@@ -1,0 +1,137 @@
+"""The three HTTP functions' shared answers, the reconcile endpoint, and `functions/main.py`.
+
+Pure logic: no emulator. `functions/main.py` is loaded by functions-framework's real
+loader; its reconcile endpoint is swapped for one over a fake reconciler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import functions_framework
+import pytest
+
+from shared import runtime
+from shared.config import Config
+from shared.entrypoints.http import Endpoint, Reply
+from shared.entrypoints.reconcile import ReconcileEndpoint
+from shared.errors import PermanentError, TransientError
+from shared.handler_context import ClientFactories, HandlerContext
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Echo(Endpoint):
+    def post(self, route: str, headers: Mapping[str, str], body: bytes) -> Reply:
+        return Reply(200, {"route": route, "body": body.decode()})
+
+
+class Routed(Echo):
+    routes = frozenset({"github"})
+
+
+# (name, endpoint, method, path, expected status, expected body)
+CASES = [
+    ("healthz GET", Echo(), "GET", "/healthz", 200, {"status": "ok"}),
+    ("healthz HEAD", Echo(), "HEAD", "/healthz/", 200, {"status": "ok"}),
+    ("GET elsewhere", Echo(), "GET", "/", 405, {"error": "GET is not allowed; use POST"}),
+    ("POST anywhere", Echo(), "POST", "/x/", 200, {"route": "x", "body": "hi"}),
+    ("routed POST", Routed(), "POST", "/github", 200, {"route": "github", "body": "hi"}),
+    ("routed unknown", Routed(), "GET", "/nope", 404, {"error": "unknown route '/nope'"}),
+    (
+        "routed wrong method",
+        Routed(),
+        "PUT",
+        "/github",
+        405,
+        {"error": "PUT is not allowed on /github; use POST"},
+    ),
+    ("routed healthz", Routed(), "GET", "/healthz", 200, {"status": "ok"}),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "endpoint", "method", "path", "status", "body"),
+    [pytest.param(*c, id=c[0]) for c in CASES],
+)
+def test_every_endpoint_answers_healthz_404_and_405_alike(
+    name, endpoint, method, path, status, body
+):
+    assert endpoint.handle(method, path, {}, b"hi") == Reply(status, body), name
+
+
+class Report:
+    def to_dict(self) -> dict[str, object]:
+        return {"examined": 2, "settled": 1}
+
+
+class FakeReconciler:
+    def __init__(self, error: Exception | None = None) -> None:
+        self.runs, self.error = 0, error
+
+    def run(self) -> Report:
+        self.runs += 1
+        if self.error is not None:
+            raise self.error
+        return Report()
+
+
+def test_reconcile_runs_once_per_post_and_answers_its_report():
+    reconciler = FakeReconciler()
+    endpoint = ReconcileEndpoint(lambda: reconciler)
+
+    assert endpoint.handle("GET", "/healthz", {}, b"") == Reply(200, {"status": "ok"})
+    assert reconciler.runs == 0
+    assert endpoint.handle("POST", "/", {}, b"") == Reply(200, {"examined": 2, "settled": 1})
+    assert reconciler.runs == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        pytest.param(TransientError("firestore unavailable"), 503, id="transient"),
+        pytest.param(PermanentError("bad setting"), 500, id="permanent"),
+        pytest.param(KeyError("bug"), 503, id="outside-the-tree"),
+    ],
+)
+def test_a_failed_reconcile_run_answers_by_the_error_tree(error, status):
+    reply = ReconcileEndpoint(lambda: FakeReconciler(error)).handle("POST", "/", {}, b"")
+    assert reply.status == status
+    assert reply.body == {"error": f"reconcile pass failed: {type(error).__name__}"}
+
+
+def test_the_handler_context_builds_each_client_once_and_only_when_used():
+    built: list[str] = []
+
+    def lookup(name: str) -> str:
+        built.append(name)
+        return f"{name}-client"
+
+    ctx = HandlerContext(Config(), ClientFactories.from_lookup("the-ledger", lookup))  # type: ignore[arg-type]
+
+    assert (ctx.github, ctx.github, ctx.ledger) == ("github-client", "github-client", "the-ledger")
+    assert built == ["github"]
+
+
+@pytest.fixture
+def reconcile_app(monkeypatch) -> Iterator[tuple[object, FakeReconciler]]:
+    reconciler = FakeReconciler()
+    endpoint = ReconcileEndpoint(lambda: reconciler)
+    monkeypatch.setattr(runtime, "reconcile_endpoint", lambda: endpoint)
+    app = functions_framework.create_app(target="reconcile", source=str(REPO / "functions/main.py"))
+    yield app.test_client(), reconciler
+
+
+def test_the_reconcile_function_is_as_thin_as_the_others(reconcile_app):
+    client, reconciler = reconcile_app
+    cases = [
+        ("healthz", "GET", "/healthz", b"", 200),
+        ("wrong method", "GET", "/", b"", 405),
+        ("oversized body", "POST", "/", b"x" * 70_000, 413),
+        ("a run", "POST", "/", b"", 200),
+    ]
+    for name, method, path, body, status in cases:
+        assert client.open(path, method=method, data=body).status_code == status, name
+    assert reconciler.runs == 1
+    assert client.post("/").get_json() == {"examined": 2, "settled": 1}
