@@ -132,6 +132,7 @@ def ledger(firestore_client: Any) -> Ledger:
 # ----------------------------------------------------------------------- acceptance
 
 
+@pytest.mark.slow
 def test_reconcile_settles_every_operation_whose_webhook_was_dropped(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
@@ -158,6 +159,7 @@ def test_reconcile_settles_every_operation_whose_webhook_was_dropped(
     assert (again.examined, again.settled, again.pages) == (0, 0, 0)
 
 
+@pytest.mark.slow
 def test_webhook_and_reconcile_racing_settle_each_operation_once(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
@@ -571,6 +573,7 @@ def check_page_worker(firestore_client: Any) -> Iterator[dict[str, Any]]:
         thread.join(timeout=5)
 
 
+@pytest.mark.slow
 def test_fan_out_through_the_cloud_tasks_emulator_settles_every_operation_once(
     simulator: Any,
     gateway: GeminiGateway,
