@@ -173,7 +173,7 @@ def run(args: argparse.Namespace, sim_url: str) -> tuple[dict[str, Any], bool]:
     from shared.clock import FakeClock, system_clock
     from shared.gemini import GeminiGateway, make_client
     from shared.ledger import Ledger
-    from shared.reconcile import BACKOFF_CAP_S, Reconciler
+    from shared.reconcile import BACKOFF_CAP_S, Reconciler, ReconcileSettings
 
     counter = ReadCounter()
     counter.install()
@@ -204,11 +204,7 @@ def run(args: argparse.Namespace, sim_url: str) -> tuple[dict[str, Any], bool]:
         gateway,
         client,
         system_clock,
-        grace_s=0,
-        budget_s=600,
-        stuck_after_s=6 * 3600,
-        page_size=100,
-        fanout_threshold=10_000,
+        ReconcileSettings(grace_s=0, budget_s=600, page_size=100, fanout_threshold=10_000),
     )
     report, reads, wall = counter.measure(reconciler.run)
     progress(f"reconcile: {reads} reads, {wall} s, {report.settled} settled")
@@ -235,13 +231,14 @@ def run(args: argparse.Namespace, sim_url: str) -> tuple[dict[str, Any], bool]:
             gateway,
             client,
             clock,
-            grace_s=0,
-            concurrency=concurrency,
-            budget_s=600,
-            stuck_after_s=6 * 3600,
-            page_size=500,
-            fanout_threshold=10_000,
-            adopt_orphans=False,
+            ReconcileSettings(
+                grace_s=0,
+                concurrency=concurrency,
+                budget_s=600,
+                page_size=500,
+                fanout_threshold=10_000,
+                adopt_orphans=False,
+            ),
         )
         poll_report, _, poll_wall = counter.measure(poller.run)
         polls[f"concurrency_{concurrency}"] = {

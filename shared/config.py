@@ -2,12 +2,13 @@
 
 Every name here is part of the deployment contract: Terraform sets the same names
 on each function (`PRODUCTION_ENV_NAMES` below is what its tests check), and the
-defaults are the local ones from DESIGN.md. A bad value fails at start-up with a
-`ConfigError` naming the variable.
+defaults are the local ones (docs/architecture.md, "Contracts"). A bad value fails at
+start-up with a `ConfigError` naming the variable.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -61,6 +62,10 @@ class Config:
     reconcile_budget_s: int = 240
     reconcile_fanout_threshold: int = 500
     stuck_after_s: int = 6 * 3600
+    # Reconcile's per-operation backoff between checks of a still-pending operation.
+    reconcile_backoff_first_s: float = 30.0
+    reconcile_backoff_cap_s: float = 30 * 60.0
+    reconcile_backoff_jitter: float = 0.5
     retention_days: int = 14
     worker_max_retries: int = 20
     http_timeout_s: float = 30.0
@@ -97,8 +102,20 @@ class Config:
                 value = float(raw)
             except ValueError:
                 raise ConfigError(f"{name} must be a number, got {raw!r}") from None
-            if value <= 0:
+            if not math.isfinite(value) or value <= 0:
                 raise ConfigError(f"{name} must be positive, got {value}")
+            return value
+
+        def fraction(name: str, default: float) -> float:
+            raw = env.get(name)
+            if raw is None or raw == "":
+                return default
+            try:
+                value = float(raw)
+            except ValueError:
+                raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+            if not 0.0 <= value <= 1.0:  # also refuses nan
+                raise ConfigError(f"{name} must be a fraction from 0 to 1, got {value}")
             return value
 
         def secrets(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
@@ -112,6 +129,14 @@ class Config:
             if not values:
                 raise ConfigError(f"{name} is set but holds no secret")
             return values
+
+        backoff_first_s = number("RECONCILE_BACKOFF_FIRST_S", d.reconcile_backoff_first_s)
+        backoff_cap_s = number("RECONCILE_BACKOFF_CAP_S", d.reconcile_backoff_cap_s)
+        if backoff_cap_s < backoff_first_s:
+            raise ConfigError(
+                f"RECONCILE_BACKOFF_CAP_S ({backoff_cap_s:g}) must be at least "
+                f"RECONCILE_BACKOFF_FIRST_S ({backoff_first_s:g})"
+            )
 
         return cls(
             project=project,
@@ -148,6 +173,11 @@ class Config:
                 "RECONCILE_FANOUT_THRESHOLD", d.reconcile_fanout_threshold, minimum=1
             ),
             stuck_after_s=integer("STUCK_AFTER_S", d.stuck_after_s, minimum=1),
+            reconcile_backoff_first_s=backoff_first_s,
+            reconcile_backoff_cap_s=backoff_cap_s,
+            reconcile_backoff_jitter=fraction(
+                "RECONCILE_BACKOFF_JITTER", d.reconcile_backoff_jitter
+            ),
             retention_days=integer("RETENTION_DAYS", d.retention_days, minimum=1),
             worker_max_retries=integer("WORKER_MAX_RETRIES", d.worker_max_retries),
             http_timeout_s=number("HTTP_TIMEOUT_S", d.http_timeout_s),
@@ -196,6 +226,10 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "REVIEW_MODEL",
         "RETENTION_DAYS",
         "WORKER_MAX_RETRIES",
+        # The worker runs the check pages reconcile fans out: same backoff.
+        "RECONCILE_BACKOFF_FIRST_S",
+        "RECONCILE_BACKOFF_CAP_S",
+        "RECONCILE_BACKOFF_JITTER",
     ),
     "reconcile": (
         "GOOGLE_CLOUD_PROJECT",
@@ -213,5 +247,8 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "RECONCILE_FANOUT_THRESHOLD",
         "STUCK_AFTER_S",
         "RETENTION_DAYS",
+        "RECONCILE_BACKOFF_FIRST_S",
+        "RECONCILE_BACKOFF_CAP_S",
+        "RECONCILE_BACKOFF_JITTER",
     ),
 }

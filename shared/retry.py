@@ -1,4 +1,4 @@
-"""Bounded retries with jittered exponential backoff, for Firestore transactions.
+"""Bounded retries with jittered exponential backoff (Firestore transactions, reconcile).
 
 The official emulator (and Firestore Standard edition) lock pessimistically: a losing
 transaction waits for the lock (~2 s on the emulator) and then fails with ABORTED. The
@@ -17,6 +17,9 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+# Past this many doublings every sane cap has been reached.
+_MAX_DOUBLINGS = 64
+
 
 class Retry(Enum):
     """How `classify` says an exception may be retried."""
@@ -27,20 +30,35 @@ class Retry(Enum):
 
 @dataclass(frozen=True)
 class Backoff:
-    """At most `attempts` tries; the n-th wait is jittered in [c/2, c], c = min(cap, first·2ⁿ)."""
+    """Capped exponential backoff with jitter; the one formula every retry here uses.
+
+    The n-th wait (0-based) has ceiling c = min(cap_s, first_s · 2ⁿ) and is drawn from
+    [c · (1 - jitter), c]: `jitter` is the fraction of the delay that is random (0: none,
+    0.5: the classic "half fixed, half random", 1: full jitter). `attempts` bounds
+    `retrying`; callers that only ask for `delay` (reconcile's per-operation backoff)
+    never read it.
+    """
 
     attempts: int = 8
     first_s: float = 0.05
     cap_s: float = 2.0
+    jitter: float = 0.5
 
     def __post_init__(self) -> None:
         if self.attempts < 1 or self.first_s < 0 or self.cap_s < self.first_s:
             raise ValueError(f"bad backoff {self!r}: need attempts ≥ 1 and 0 ≤ first_s ≤ cap_s")
+        if not 0.0 <= self.jitter <= 1.0:
+            raise ValueError(f"bad backoff {self!r}: jitter must be a fraction in 0..1")
+
+    def ceiling(self, retry: int) -> float:
+        """The longest wait before retry number `retry` (0-based): min(cap, first · 2ⁿ)."""
+        # Capping the exponent keeps 2ⁿ a float-sized number however large `retry` grows.
+        return min(self.cap_s, self.first_s * 2 ** min(max(retry, 0), _MAX_DOUBLINGS))
 
     def delay(self, retry: int, rand: Callable[[], float] = random.random) -> float:
-        """Seconds to wait before retry number `retry` (0-based)."""
-        ceiling = min(self.cap_s, self.first_s * 2**retry)
-        return ceiling / 2 + ceiling / 2 * rand()
+        """Seconds to wait before retry number `retry` (0-based), in [c · (1 - jitter), c]."""
+        ceiling = self.ceiling(retry)
+        return ceiling * (1.0 - self.jitter) + ceiling * self.jitter * rand()
 
 
 class RetriesExhausted(Exception):

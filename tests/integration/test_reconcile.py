@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -23,12 +22,14 @@ from shared.reconcile import (
     BACKOFF_CAP_S,
     ORPHAN_WINDOW,
     Reconciler,
+    ReconcileSettings,
     RunReport,
+    Sources,
     TaskPageEnqueuer,
     page_names,
     page_payload,
-    page_task_id,
 )
+from shared.reconcile.settings import field_names
 from shared.settlement import settle_from_gemini, writeback
 from shared.tasks import TaskQueue, ensure_queue, make_client
 from tests.waiting import wait_until
@@ -59,6 +60,7 @@ def gateway(simulator: Any) -> GeminiGateway:
 def make_reconciler(
     ledger: Ledger, gateway: GeminiGateway, client: Any, clock: Any = system_clock, **overrides: Any
 ) -> Reconciler:
+    """A Reconciler with test defaults; `overrides` may name settings or collaborators."""
     options: dict[str, Any] = {
         "grace_s": 0,
         "concurrency": 8,
@@ -68,7 +70,41 @@ def make_reconciler(
         "fanout_threshold": 10_000,
         **overrides,
     }
-    return Reconciler(ledger, gateway, client, clock, **options)
+    names = field_names()
+    settings = ReconcileSettings(**{k: v for k, v in options.items() if k in names})
+    rest = {k: v for k, v in options.items() if k not in names}
+    return Reconciler(ledger, gateway, client, clock, settings, **rest)
+
+
+class Ticks:
+    """An injected monotonic clock that moves only when told (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._now = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._now += seconds
+
+
+class TimedGateway:
+    """The real gateway, with a hook that runs before each `fetch` (a check's Gemini call)."""
+
+    def __init__(self, gateway: GeminiGateway, before_fetch: Any) -> None:
+        self._gateway = gateway
+        self._before_fetch = before_fetch
+
+    def fetch(self, name: str) -> Any:
+        self._before_fetch(name)
+        return self._gateway.fetch(name)
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._gateway, attribute)
 
 
 def submit(gateway: GeminiGateway, ledger: Ledger, count_: int, kind: str = COUNTED) -> list[str]:
@@ -96,6 +132,7 @@ def ledger(firestore_client: Any) -> Ledger:
 # ----------------------------------------------------------------------- acceptance
 
 
+@pytest.mark.slow
 def test_reconcile_settles_every_operation_whose_webhook_was_dropped(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
@@ -122,6 +159,7 @@ def test_reconcile_settles_every_operation_whose_webhook_was_dropped(
     assert (again.examined, again.settled, again.pages) == (0, 0, 0)
 
 
+@pytest.mark.slow
 def test_webhook_and_reconcile_racing_settle_each_operation_once(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
@@ -289,13 +327,33 @@ def test_a_check_stuck_past_the_budget_is_abandoned_and_the_run_still_answers(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
     [name] = submit(gateway, ledger, 1)
-    simulator.control.set_faults(0.0, latency_ms=4000)  # a Gemini call slower than the budget
+    ticks, release = Ticks(), threading.Event()
 
-    started = time.monotonic()
-    report = make_reconciler(ledger, gateway, firestore_client, budget_s=0.5, drain_s=0.5).run()
-    took = time.monotonic() - started
+    def slow_gemini(_name: str) -> None:
+        ticks.advance(3600)  # on the run's clock, this call outlasts budget and drain
+        release.wait(timeout=30)  # and in fact it waits until the run has answered
 
-    assert report.abandoned == 1 and took < 3.5, (report, took)
+    slow = TimedGateway(gateway, slow_gemini)
+    reconciler = make_reconciler(
+        ledger,
+        slow,
+        firestore_client,
+        budget_s=0.5,
+        drain_s=0.5,
+        adopt_orphans=False,
+        sources=Sources(monotonic=ticks),
+    )
+    answered: list[RunReport] = []
+    runner = threading.Thread(target=lambda: answered.append(reconciler.run()))
+    runner.start()
+    try:
+        runner.join(timeout=30)  # a liveness bound, not a timing assertion
+        assert answered, "the run waited for a check past its drain time"
+    finally:
+        release.set()
+    runner.join(timeout=30)
+
+    assert answered[0].abandoned == 1, answered[0]
     # The abandoned check goes on alone and lands its result (still running: deferred).
     deferred = wait_until(
         lambda: (op := ledger.get(name)) and op.attempts == 1 and op,
@@ -382,16 +440,23 @@ def test_run_stops_within_its_budget_and_the_next_run_finishes(
 ) -> None:
     names = submit(gateway, ledger, 40)
     complete(simulator, names)
-    simulator.control.set_faults(0.0, latency_ms=100)
-    budget = 1.0
-    short = make_reconciler(ledger, gateway, firestore_client, concurrency=1, budget_s=budget)
+    ticks = Ticks()
+    costly = TimedGateway(gateway, lambda _name: ticks.advance(1.0))  # 1 s per Gemini call
+    short = make_reconciler(
+        ledger,
+        costly,
+        firestore_client,
+        concurrency=1,
+        budget_s=10.5,
+        adopt_orphans=False,
+        sources=Sources(monotonic=ticks),
+    )
 
-    started = time.monotonic()
     first = short.run()
-    took = time.monotonic() - started
 
-    assert first.stopped_early and 0 < first.settled < 40, first
-    assert took < budget + 2.0  # one in-flight check plus the write may finish after the budget
+    # One check at a time, each starting before t = 10.5: those at t = 0, 1, ..., 10.
+    assert first.stopped_early and first.stopped_at == "poll", first
+    assert (first.examined, first.settled) == (11, 11), first
     second = make_reconciler(ledger, gateway, firestore_client).run()
     assert second.settled == 40 - first.settled and not second.stopped_early
     assert count(firestore_client, "writebacks") == 40
@@ -470,61 +535,7 @@ def test_check_names_settles_a_page_through_the_same_path(
     assert again.already_settled == 10 and again.settled == 0
 
 
-# ----------------------------------------------------------------------- small contracts
-
-
-@pytest.mark.parametrize(
-    "body",
-    [b"not json", b"{}", b'{"names": []}', b'{"names": [1]}', b'{"names": "batches/a"}'],
-)
-def test_bad_check_page_body_is_refused(body: bytes) -> None:
-    with pytest.raises(ValueError, match="check-page"):
-        page_names(body)
-
-
-def test_backoff_grows_is_jittered_and_capped(firestore_client: Any) -> None:
-    low, high = (
-        Reconciler(
-            Ledger(firestore_client),
-            None,  # type: ignore[arg-type]
-            None,
-            system_clock,
-            grace_s=0,
-            budget_s=1,
-            stuck_after_s=60,
-            rand=lambda r=r: r,
-        )
-        for r in (0.0, 1.0)
-    )
-    assert (low.backoff_s(0), high.backoff_s(0)) == (15.0, 30.0)
-    assert high.backoff_s(3) == 240.0
-    assert high.backoff_s(50) == BACKOFF_CAP_S and low.backoff_s(50) == BACKOFF_CAP_S / 2
-
-
-@pytest.mark.parametrize("stuck_after_s", [0, 48 * 3600, 49 * 3600])
-def test_stuck_after_must_come_before_geminis_expiry(
-    firestore_client: Any, stuck_after_s: int
-) -> None:
-    with pytest.raises(ValueError, match="stuck_after_s"):
-        Reconciler(
-            Ledger(firestore_client),
-            None,
-            None,
-            system_clock,
-            grace_s=0,  # type: ignore[arg-type]
-            budget_s=1,
-            stuck_after_s=stuck_after_s,
-        )
-
-
-def test_page_task_id_depends_on_window_and_page_ends(firestore_client: Any) -> None:
-    ledger = Ledger(firestore_client)
-    a, b, c = (ledger.register(f"batches/p{i}", COUNTED) for i in range(3))
-    assert page_task_id("w1", [a, b]) == page_task_id("w1", [a, b])
-    assert (
-        len({page_task_id("w1", [a, b]), page_task_id("w2", [a, b]), page_task_id("w1", [a, c])})
-        == 3
-    )
+# ----------------------------------------------------------------------- through Cloud Tasks
 
 
 @pytest.fixture
@@ -562,6 +573,7 @@ def check_page_worker(firestore_client: Any) -> Iterator[dict[str, Any]]:
         thread.join(timeout=5)
 
 
+@pytest.mark.slow
 def test_fan_out_through_the_cloud_tasks_emulator_settles_every_operation_once(
     simulator: Any,
     gateway: GeminiGateway,
@@ -594,9 +606,11 @@ def test_fan_out_through_the_cloud_tasks_emulator_settles_every_operation_once(
 
     assert first.fanned_out_pages == 7 and first.examined == 0, first
     assert second.errors == 0
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and count(firestore_client, "writebacks") < 310:
-        time.sleep(0.2)
+    wait_until(
+        lambda: count(firestore_client, "writebacks") >= 310,
+        timeout=60,
+        what="every fanned-out page to be checked",
+    )
     ops = statuses(ledger, names)
     assert all(op.status == "succeeded" and op.settled_by == "reconcile" for op in ops.values())
     assert count(firestore_client, "writebacks") == 310

@@ -1,0 +1,132 @@
+"""One operation's check: poll Gemini, settle if it ended, else alert if stuck and defer."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, NamedTuple
+
+from google.api_core import exceptions as gexc
+
+from shared import logs
+from shared.clock import Clock
+from shared.gemini import GeminiError, GeminiGateway, GeminiNotFound, GeminiUnavailable
+from shared.ledger import Ledger, LedgerError, Operation
+from shared.reconcile.report import RunReport
+from shared.reconcile.stuck import StuckAlerts
+from shared.retry import Backoff
+from shared.settlement import RUNNING, settle_from_gemini
+
+log = logs.get_logger("reconcile")
+
+BY = "reconcile"
+
+_OUTCOME_COUNTERS = {
+    "settled": "settled",
+    "already_settled": "already_settled",
+    "unknown": "unknown",
+    RUNNING: "still_running",
+}
+
+
+class _Failure(NamedTuple):
+    counter: str | None  # the RunReport field counted besides `errors`
+    level: int
+    message: str  # formatted with the operation's `name`
+    defer: bool  # Gemini answered: back off; otherwise the operation simply stays due
+    traceback: bool = False  # unexpected: log where it came from
+
+
+def _failure(exc: Exception) -> _Failure:
+    """How a failed check is counted and logged, and whether its operation is deferred."""
+    if isinstance(exc, GeminiUnavailable):
+        return _Failure("unavailable", logging.WARNING, "Gemini unavailable for {name}", True)
+    if isinstance(exc, GeminiNotFound):
+        return _Failure("not_found", logging.ERROR, "Gemini does not know {name}", True)
+    if isinstance(exc, GeminiError):
+        return _Failure(None, logging.ERROR, "Gemini refused to report {name}", True)
+    if isinstance(exc, LedgerError):
+        return _Failure(None, logging.ERROR, "settling {name} failed; it stays due", False)
+    return _Failure(None, logging.ERROR, "checking {name} failed unexpectedly", False, True)
+
+
+class OperationCheck:
+    """`check(record, report)`: the same check for a run's due pages and a fanned-out page.
+
+    Terminal → settled once through `settle_from_gemini(..., by="reconcile")`, with the
+    webhook path's write-back. Still running, or Gemini unavailable / not found /
+    refusing → left pending with `attempts + 1` and `next_check_at` pushed back by
+    `backoff`. Nothing is ever settled from an error. Never raises.
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        gemini: GeminiGateway,
+        firestore_client: Any,
+        clock: Clock,
+        *,
+        backoff: Backoff,
+        stuck: StuckAlerts,
+        rand: Callable[[], float],
+    ) -> None:
+        self._ledger = ledger
+        self._gemini = gemini
+        self._client = firestore_client
+        self._clock = clock
+        self._backoff = backoff
+        self._stuck = stuck
+        self._rand = rand
+        self._rand_lock = threading.Lock()  # an injected `rand` need not be thread-safe
+
+    def backoff_s(self, attempts: int) -> float:
+        """Seconds until the next check after `attempts` checks (`Backoff.delay`)."""
+        with self._rand_lock:
+            r = self._rand()
+        return self._backoff.delay(attempts, lambda: r)
+
+    def __call__(self, record: Operation, report: RunReport) -> None:
+        report.add(examined=1)
+        name = record.name
+        try:
+            outcome = settle_from_gemini(
+                self._ledger, self._gemini, self._client, name, BY, record=record
+            )
+        except Exception as exc:  # one operation's failure never ends the run
+            failure = _failure(exc)
+            report.add(errors=1, **({failure.counter: 1} if failure.counter else {}))
+            logs.event(
+                log,
+                failure.level,
+                failure.message.format(name=name) + ("; left pending" if failure.defer else ""),
+                operation=name,
+                kind=record.kind,
+                reason=f"{type(exc).__name__}: {exc}",
+                exc_info=failure.traceback,
+            )
+            if failure.defer:
+                self._keep_pending(record, report)
+            return
+        report.add(**{_OUTCOME_COUNTERS.get(outcome.result, "errors"): 1})
+        if outcome.result == RUNNING:
+            self._keep_pending(record, report)
+
+    def _keep_pending(self, record: Operation, report: RunReport) -> None:
+        """Alert if stuck, then push `next_check_at` back with backoff."""
+        try:
+            if self._stuck.alert_if_stuck(record):
+                report.add(stuck_alerts=1)
+            at = self._clock() + timedelta(seconds=self.backoff_s(record.attempts))
+            if self._ledger.defer(record.name, at, record.attempts + 1):
+                report.add(deferred=1)
+        except (LedgerError, gexc.GoogleAPIError) as exc:
+            report.add(errors=1)
+            logs.event(
+                log,
+                logging.ERROR,
+                f"deferring {record.name} failed; it stays due",
+                operation=record.name,
+                reason=str(exc),
+            )
