@@ -226,7 +226,12 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "REVIEW_MODEL",
         "RETENTION_DAYS",
         "WORKER_MAX_RETRIES",
-        # The worker runs the check pages reconcile fans out: same backoff.
+        # The worker registers with the grace and runs the check pages reconcile fans out.
+        "RECONCILE_GRACE_S",
+        "RECONCILE_CONCURRENCY",
+        "RECONCILE_BUDGET_S",
+        "RECONCILE_FANOUT_THRESHOLD",
+        "STUCK_AFTER_S",
         "RECONCILE_BACKOFF_FIRST_S",
         "RECONCILE_BACKOFF_CAP_S",
         "RECONCILE_BACKOFF_JITTER",

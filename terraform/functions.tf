@@ -41,12 +41,22 @@ locals {
       TASKS_SERVICE_ACCOUNT = google_service_account.tasks_invoker.email
       WORKER_URL            = local.function_urls.worker
     }
+    # The worker registers operations with the grace and runs reconcile's fanned-out check
+    # pages, so it reads the same reconcile settings as reconcile itself.
     worker = {
-      GOOGLE_CLOUD_PROJECT = var.project_id
-      OIDC_AUDIENCE        = local.function_urls.worker
-      RETENTION_DAYS       = tostring(var.settings.retention_days)
-      REVIEW_MODEL         = var.review.model
-      REVIEW_PATH          = var.review.path
+      GOOGLE_CLOUD_PROJECT       = var.project_id
+      OIDC_AUDIENCE              = local.function_urls.worker
+      RECONCILE_BACKOFF_CAP_S    = tostring(var.settings.reconcile_backoff_cap_s)
+      RECONCILE_BACKOFF_FIRST_S  = tostring(var.settings.reconcile_backoff_first_s)
+      RECONCILE_BACKOFF_JITTER   = tostring(var.settings.reconcile_backoff_jitter)
+      RECONCILE_BUDGET_S         = tostring(var.settings.reconcile_budget_s)
+      RECONCILE_CONCURRENCY      = tostring(var.settings.reconcile_concurrency)
+      RECONCILE_FANOUT_THRESHOLD = tostring(var.settings.reconcile_fanout_threshold)
+      RECONCILE_GRACE_S          = tostring(var.settings.reconcile_grace_s)
+      RETENTION_DAYS             = tostring(var.settings.retention_days)
+      REVIEW_MODEL               = var.review.model
+      REVIEW_PATH                = var.review.path
+      STUCK_AFTER_S              = tostring(var.settings.stuck_after_s)
       # Pins the OIDC token's email: only Cloud Tasks' account may call the worker.
       TASKS_SERVICE_ACCOUNT = google_service_account.tasks_invoker.email
       WORKER_MAX_RETRIES    = tostring(var.settings.worker_max_retries)
@@ -54,6 +64,9 @@ locals {
     reconcile = {
       GOOGLE_CLOUD_PROJECT       = var.project_id
       OIDC_AUDIENCE              = local.function_urls.reconcile
+      RECONCILE_BACKOFF_CAP_S    = tostring(var.settings.reconcile_backoff_cap_s)
+      RECONCILE_BACKOFF_FIRST_S  = tostring(var.settings.reconcile_backoff_first_s)
+      RECONCILE_BACKOFF_JITTER   = tostring(var.settings.reconcile_backoff_jitter)
       RECONCILE_BUDGET_S         = tostring(var.settings.reconcile_budget_s)
       RECONCILE_CONCURRENCY      = tostring(var.settings.reconcile_concurrency)
       RECONCILE_FANOUT_THRESHOLD = tostring(var.settings.reconcile_fanout_threshold)

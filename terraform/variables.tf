@@ -247,6 +247,9 @@ variable "settings" {
   type = object({
     gemini_jwks_url            = optional(string, "")
     max_body_bytes             = optional(number, 26214400)
+    reconcile_backoff_cap_s    = optional(number, 1800)
+    reconcile_backoff_first_s  = optional(number, 30)
+    reconcile_backoff_jitter   = optional(number, 0.5)
     reconcile_budget_s         = optional(number, 240)
     reconcile_concurrency      = optional(number, 8)
     reconcile_fanout_threshold = optional(number, 500)
@@ -262,6 +265,15 @@ variable "settings" {
     # Cloud Functions rejects HTTP requests over 32 MiB before the code sees them.
     condition     = var.settings.max_body_bytes >= 1 && var.settings.max_body_bytes <= 33554432
     error_message = "settings.max_body_bytes must be 1-33554432 (32 MiB, the Cloud Functions request limit)."
+  }
+
+  validation {
+    condition = (
+      var.settings.reconcile_backoff_first_s > 0 &&
+      var.settings.reconcile_backoff_cap_s >= var.settings.reconcile_backoff_first_s &&
+      var.settings.reconcile_backoff_jitter >= 0 && var.settings.reconcile_backoff_jitter <= 1
+    )
+    error_message = "settings: reconcile_backoff_first_s > 0, reconcile_backoff_cap_s >= reconcile_backoff_first_s, 0 <= reconcile_backoff_jitter <= 1."
   }
 
   validation {
