@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import requests
 
-from shared.github import GitHubRejected, GitHubUnavailable, review_marker
+from shared.github import ContentsClient, GitHubRejected, GitHubUnavailable, review_marker
 
 REPO = "octo-org/handbook"
 SHA = "6dcb09b5b57875f334f61aebed695e2e4193db5e"
@@ -119,8 +119,6 @@ def test_a_missing_marker_over_several_pages_is_none_and_the_post_follows(simula
 
 
 def test_a_malformed_repo_or_path_sends_nothing(simulator: Any) -> None:
-    from shared.github import ContentsClient
-
     contents = ContentsClient(simulator.url, timeout_s=5, attempts=1)
     comments = simulator.github_comments()
     for call in (
