@@ -269,8 +269,9 @@ class CommentsClient(_RestClient):
         ── retry: find(marker) → #7 ─────▶               → PublishResult(7, created=False)
 
     Not closed here: two callers running at the same moment can both find nothing and
-    both post. Run one deliverer per outbox item at a time (the outbox's claim does;
-    see docs/architecture.md, "Outbox").
+    both post. One deliverer per item at a time is the outbox's lease (docs/architecture.md,
+    "Settlement", the outbox); keep a call's worst case (pages x attempts x timeout_s)
+    inside that lease.
     """
 
     def __init__(
