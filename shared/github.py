@@ -1,20 +1,25 @@
-"""GitHub: what a push changed, and file contents through the Contents API.
+"""GitHub: what a push changed, file contents (Contents API) and commit comments.
 
-Errors (every message names the repository and file path):
+Every name that reaches a URL is validated first (`check_repo`, `check_path`,
+`check_sha`): bad input is refused before anything is sent.
+
+Errors (every message names the repository, and the file path or commit):
 
     GitHubError
     ├── GitHubUnavailable   timeout, connection error, 429 or 5xx: worth a retry
-    └── GitHubRejected      any other 4xx (missing file, bad credentials): a retry will not help
+    └── GitHubRejected      any other 4xx (missing file, bad credentials) or input we
+                            refuse to send: a retry will not help
 """
 
 from __future__ import annotations
 
 import base64
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import requests
 
@@ -22,6 +27,12 @@ from shared.errors import HookledgerError, PermanentError, TransientError
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+_OWNER = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}")
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+_SHA = re.compile(r"[0-9a-fA-F]{4,64}")
+COMMENTS_PER_PAGE = 100  # GitHub's maximum page size
+MAX_COMMENT_PAGES = 50
+MAX_COMMENT_CHARS = 65536  # GitHub refuses longer comment bodies with a 422
 
 
 class GitHubError(HookledgerError):
@@ -33,7 +44,53 @@ class GitHubUnavailable(GitHubError, TransientError):
 
 
 class GitHubRejected(GitHubError, PermanentError):
-    """Permanent: GitHub answered a 4xx that will not change."""
+    """Permanent: GitHub answered a 4xx that will not change, or the input was refused."""
+
+
+def check_repo(repo: str) -> tuple[str, str]:
+    """(owner, name) of `repo` ("owner/name" in GitHub's syntax), else `GitHubRejected`."""
+    if not isinstance(repo, str) or repo.count("/") != 1:
+        raise GitHubRejected(f"repository {repo!r} is not of the form owner/name")
+    owner, name = repo.split("/")
+    if not _OWNER.fullmatch(owner):
+        raise GitHubRejected(
+            f"repository {repo!r}: owner must be 1-39 letters, digits or '-', not starting with '-'"
+        )
+    if not _NAME.fullmatch(name) or name in (".", ".."):
+        raise GitHubRejected(
+            f"repository {repo!r}: name must be 1-100 letters, digits, '.', '_' or '-', "
+            "and not '.' or '..'"
+        )
+    return owner, name
+
+
+def check_path(path: str) -> str:
+    """`path` when it is a plain relative file path, else `GitHubRejected`.
+
+    Refused: a leading '/', an empty segment ('', 'a//b', 'a/'), a '.' or '..' segment, NUL.
+    """
+    if not isinstance(path, str):
+        raise GitHubRejected(f"path {path!r} is not a string")
+    if "\0" in path:
+        raise GitHubRejected(f"path {path!r} contains a NUL character")
+    if path.startswith("/"):
+        raise GitHubRejected(f"path {path!r} starts with '/': paths are relative to the repository")
+    for segment in path.split("/"):
+        if segment in ("", ".", ".."):
+            raise GitHubRejected(f"path {path!r} has an empty, '.' or '..' segment")
+    return path
+
+
+def check_sha(sha: str) -> str:
+    """`sha` when it is a commit id (4-64 hex digits), else `GitHubRejected`."""
+    if not isinstance(sha, str) or not _SHA.fullmatch(sha):
+        raise GitHubRejected(f"commit {sha!r} is not a hexadecimal commit id")
+    return sha
+
+
+def _repo_url(api_url: str, repo: str) -> str:
+    owner, name = check_repo(repo)
+    return f"{api_url}/repos/{quote(owner, safe='')}/{quote(name, safe='')}"
 
 
 @dataclass(frozen=True)
@@ -95,8 +152,11 @@ def reviewable(paths: tuple[str, ...], review_path: str) -> list[str]:
     return sorted(chosen)
 
 
-class ContentsClient:
-    """Fetches file bytes at a commit through GitHub's Contents API."""
+class _RestClient:
+    """The request/retry code shared by every GitHub client: headers, timeout, backoff.
+
+    The token goes only into the Authorization header; no message built here contains it.
+    """
 
     def __init__(
         self,
@@ -121,17 +181,33 @@ class ContentsClient:
         self._attempts = max(1, attempts)
         self._sleep = sleep
 
-    def fetch(self, repo: str, path: str, ref: str) -> bytes:
-        """The file's bytes at `ref`; retries 429/5xx and timeouts a few times, then raises."""
-        url = f"{self._api_url}/repos/{repo}/contents/{quote(path)}"
-        where = f"{repo}:{path}@{ref[:12]}"
+    def _send(
+        self,
+        method: str,
+        url: str,
+        where: str,
+        *,
+        params: Mapping[str, str | int] | None = None,
+        json: Any = None,
+        retry: bool = True,
+    ) -> requests.Response:
+        """A 2xx response; 429/5xx/timeouts are retried (when `retry`) then `GitHubUnavailable`.
+
+        Any other answer is `GitHubRejected`. `where` names the object in every message.
+        """
+        attempts = self._attempts if retry else 1
         last: GitHubError | None = None
-        for attempt in range(self._attempts):
+        for attempt in range(attempts):
             if attempt:
                 self._sleep(min(0.5 * 2 ** (attempt - 1), 4.0))
             try:
-                response = self._session.get(
-                    url, params={"ref": ref}, headers=self._headers, timeout=self._timeout_s
+                response = self._session.request(
+                    method,
+                    url,
+                    params=params,
+                    json=json,
+                    headers=self._headers,
+                    timeout=self._timeout_s,
                 )
             except requests.RequestException as exc:
                 last = GitHubUnavailable(f"{where}: {type(exc).__name__}: {exc}")
@@ -139,11 +215,157 @@ class ContentsClient:
             if response.status_code in _RETRY_STATUSES or _rate_limited(response):
                 last = GitHubUnavailable(f"{where}: GitHub answered {response.status_code}")
                 continue
-            if response.status_code != 200:
+            if not 200 <= response.status_code < 300:
                 raise GitHubRejected(f"{where}: GitHub answered {response.status_code}")
-            return _decode(response, where)
+            return response
         assert last is not None
         raise last
+
+
+class ContentsClient(_RestClient):
+    """Fetches file bytes at a commit through GitHub's Contents API."""
+
+    def fetch(self, repo: str, path: str, ref: str) -> bytes:
+        """The file's bytes at `ref`; retries 429/5xx and timeouts a few times, then raises.
+
+        A malformed `repo` or `path` is `GitHubRejected` before anything is sent.
+        """
+        where = f"{repo}:{path}@{str(ref)[:12]}"
+        try:
+            base = _repo_url(self._api_url, repo)
+            check_path(path)
+        except GitHubRejected as exc:
+            raise GitHubRejected(f"{where}: {exc}") from None
+        url = f"{base}/contents/{quote(path, safe='/')}"
+        response = self._send("GET", url, where, params={"ref": ref})
+        return _decode(response, where)
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    """The comment carrying the marker, and whether this call created it."""
+
+    comment_id: int
+    created: bool
+
+
+def review_marker(operation: str) -> str:
+    """The hidden marker that identifies the review comment of `operation` (HTML comment)."""
+    if not operation or "--" in operation or ">" in operation or "\n" in operation:
+        raise GitHubRejected(f"operation {operation!r} cannot be put in an HTML comment marker")
+    return f"<!-- hookledger:review:{operation} -->"
+
+
+class CommentsClient(_RestClient):
+    """Commit comments, published at most once per marker (GitHub REST commit comments).
+
+    `publish_once` is safe to call again after any failure: it looks for the marker
+    before posting, so a retry after a lost answer finds the comment GitHub created.
+
+        deliverer                          GitHub
+        ── find(marker) → none ──────────▶
+        ── POST comment ─────────────────▶ creates #7
+           (answer lost: 502 / timeout)  ◀─ ✗            → GitHubUnavailable
+        ── retry: find(marker) → #7 ─────▶               → PublishResult(7, created=False)
+
+    Not closed here: two callers running at the same moment can both find nothing and
+    both post. One deliverer per item at a time is the outbox's lease (docs/architecture.md,
+    "Settlement", the outbox); keep a call's worst case (pages x attempts x timeout_s)
+    inside that lease.
+    """
+
+    def __init__(
+        self,
+        api_url: str,
+        token: str = "",
+        *,
+        session: requests.Session | None = None,
+        timeout_s: float = 30.0,
+        attempts: int = 3,
+        sleep: Callable[[float], None] = time.sleep,
+        max_pages: int = MAX_COMMENT_PAGES,
+    ) -> None:
+        super().__init__(
+            api_url, token, session=session, timeout_s=timeout_s, attempts=attempts, sleep=sleep
+        )
+        self._max_pages = max(1, max_pages)
+
+    def _comments_url(self, repo: str, sha: str) -> str:
+        base = _repo_url(self._api_url, repo)
+        return f"{base}/commits/{quote(check_sha(sha), safe='')}/comments"
+
+    def find_comment(self, repo: str, sha: str, marker: str) -> int | None:
+        """The id of the oldest comment on `sha` whose body contains `marker`, or None.
+
+        Follows `Link: rel="next"` for at most `max_pages` pages; a commit with more
+        comments than that is `GitHubRejected` rather than a guess that could double-post.
+        """
+        where = f"{repo}@{sha}"
+        if not marker:
+            raise GitHubRejected(f"{where}: the marker is empty")
+        url = self._comments_url(repo, sha)
+        params: dict[str, str | int] | None = {"per_page": COMMENTS_PER_PAGE}
+        for _page in range(self._max_pages):
+            response = self._send("GET", url, where, params=params)
+            found = _marked(_json_list(response, where), marker, where)
+            if found is not None:
+                return found
+            following = response.links.get("next", {}).get("url")
+            if not following:
+                return None
+            url, params = self._same_host(following, where), None
+        raise GitHubRejected(f"{where}: more than {self._max_pages} pages of comments")
+
+    def publish_once(self, repo: str, sha: str, marker: str, body: str) -> PublishResult:
+        """Post `body` as a comment on `sha` unless a comment with `marker` exists.
+
+        The posted body always carries `marker` (appended when absent). A 5xx, 429 or
+        timeout of the POST is `GitHubUnavailable` without a retry here: GitHub may have
+        created the comment, and the caller's next `publish_once` finds it.
+        """
+        where = f"{repo}@{sha}"
+        url = self._comments_url(repo, sha)
+        if marker not in body:
+            body = f"{body}\n\n{marker}"
+        if len(body) > MAX_COMMENT_CHARS:
+            raise GitHubRejected(f"{where}: comment of {len(body)} characters is over the limit")
+        existing = self.find_comment(repo, sha, marker)
+        if existing is not None:
+            return PublishResult(existing, created=False)
+        response = self._send("POST", url, where, json={"body": body}, retry=False)
+        try:
+            comment_id = response.json()["id"]
+        except (ValueError, KeyError, TypeError):
+            # Created, but we cannot tell its id: the next call finds it by the marker.
+            raise GitHubUnavailable(f"{where}: comment posted but the answer had no id") from None
+        return PublishResult(int(comment_id), created=True)
+
+    def _same_host(self, url: str, where: str) -> str:
+        """A pagination URL on the API's own host; the token never goes anywhere else."""
+        wanted, got = urlsplit(self._api_url), urlsplit(url)
+        if (got.scheme, got.netloc) != (wanted.scheme, wanted.netloc):
+            raise GitHubRejected(f"{where}: pagination link leaves {wanted.netloc}")
+        return url
+
+
+def _json_list(response: requests.Response, where: str) -> list[Any]:
+    try:
+        body = response.json()
+    except ValueError as exc:
+        raise GitHubRejected(f"{where}: GitHub answered non-JSON") from exc
+    if not isinstance(body, list):
+        raise GitHubRejected(f"{where}: GitHub answered {type(body).__name__}, not a list")
+    return body
+
+
+def _marked(comments: list[Any], marker: str, where: str) -> int | None:
+    for comment in comments:
+        if isinstance(comment, dict) and marker in str(comment.get("body") or ""):
+            try:
+                return int(comment["id"])
+            except (KeyError, TypeError, ValueError):
+                raise GitHubRejected(f"{where}: a comment without an id") from None
+    return None
 
 
 def _rate_limited(response: requests.Response) -> bool:

@@ -1,4 +1,4 @@
-"""A local stand-in for the Gemini API and GitHub's Contents API (dev and tests only).
+"""A local stand-in for the Gemini API and GitHub's REST API (dev and tests only).
 
 Run it with `python -m local.simulator --host 127.0.0.1 --port 8090`; it prints a line
 containing `listening` when ready and exits cleanly on SIGTERM/SIGINT. Point the real
@@ -6,7 +6,8 @@ google-genai client at it with `HttpOptions(base_url="http://127.0.0.1:8090")`.
 
 Modules: `state` (batches, operations, registered webhooks, faults), `gemini` (the
 Gemini JSON shapes), `webhooks` (signed completion webhooks), `github` (Contents API
-files), `engine` (what completing an operation does), `app` / `control` (HTTP routes).
+files), `comments` (commit comments), `traffic` (the request log), `engine` (what
+completing an operation does), `app` / `github_routes` / `control` (HTTP routes).
 """
 
 from local.simulator.app import create_app

@@ -1,5 +1,6 @@
-"""HTTP routes: the Gemini REST API (as google-genai calls it), GitHub's Contents API,
-and (from `control.py`) the local-only `/_sim/...` control API.
+"""HTTP routes: the Gemini REST API (as google-genai calls it), GitHub's REST API (from
+`github_routes.py`) and the local-only `/_sim/...` control API (from `control.py`).
+Every API request (not `/_sim/`) is recorded in the request log first.
 
 Gemini paths are served under `v1`, `v1beta` and `v1alpha` alike: google-genai 3.x
 defaults to `v1`, older releases and `GOOGLE_GENAI_API_VERSION=beta` use `v1beta`.
@@ -17,7 +18,7 @@ from typing import Any
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from local.simulator import control
+from local.simulator import control, github_routes
 from local.simulator.engine import Simulator
 from local.simulator.gemini import (
     batch_resource,
@@ -26,7 +27,6 @@ from local.simulator.gemini import (
     operation_resource,
     rfc3339,
 )
-from local.simulator.github import DEFAULT_REF, file_body, not_found
 from local.simulator.state import (
     WEBHOOK_EVENTS,
     WEBHOOK_STATES,
@@ -175,6 +175,14 @@ def create_app(sim: Simulator) -> Flask:
     app.config["SIMULATOR"] = sim
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.register_blueprint(control.blueprint(sim))
+    app.register_blueprint(github_routes.blueprint(sim))
+
+    @app.before_request
+    def log_api_request() -> None:
+        if not request.path.startswith("/_sim/"):
+            sim.requests.record(
+                request.method, request.path, request.query_string.decode("latin-1")
+            )
 
     @app.errorhandler(SimError)
     def sim_error(exc: SimError) -> Response:
@@ -300,22 +308,5 @@ def create_app(sim: Simulator) -> Flask:
             raise NotFound(f"No resource at {request.path}.")
         inject_faults(sim, name)
         return json_response(operation_resource(sim.world.operation(name)))
-
-    # --- GitHub: Contents API ----------------------------------------------------------
-
-    @app.get("/repos/<owner>/<repo>/contents/<path:path>")
-    def github_contents(owner: str, repo: str, path: str) -> Response:
-        fault = sim.contents.take_fault(path)
-        if fault is not None:
-            return json_response({"message": "Server Error (simulated)"}, fault)
-        ref = request.args.get("ref") or DEFAULT_REF
-        data = sim.contents.get(owner, repo, path, ref)
-        if data is None:
-            return json_response(not_found(), 404)
-        if "vnd.github.raw" in request.headers.get("Accept", "") or (
-            "vnd.github.v3.raw" in request.headers.get("Accept", "")
-        ):
-            return Response(data, mimetype="application/vnd.github.raw")
-        return json_response(file_body(request.host_url.rstrip("/"), owner, repo, path, ref, data))
 
     return app

@@ -115,3 +115,18 @@ class SimulatorClient:
     def github_fault(self, path: str, status: int = 502, count: int = 1) -> None:
         body = {"path": path, "status": status, "count": count}
         self._call("POST", "/_sim/github/faults", json=body)
+
+    def set_comment_post_fault(
+        self, fail: int = 1, status: int = 502, *, after_create: bool = False
+    ) -> None:
+        """The next `fail` comment posts answer `status`; after storing it when `after_create`."""
+        fault = {"fail": fail, "status": status, "after_create": after_create}
+        self._call("POST", "/_sim/faults", json={"github_comment_post": fault})
+
+    def github_comments(self) -> dict[str, Any]:
+        """`{"comments": [...], "commits": [{"repo", "sha", "posts", "comments"}]}`."""
+        return dict(self._call("GET", "/_sim/github/comments"))
+
+    def requests_log(self) -> list[dict[str, Any]]:
+        """The last ~1000 GitHub and Gemini requests, oldest first: `{method, path, query}`."""
+        return list(self._call("GET", "/_sim/requests")["requests"])

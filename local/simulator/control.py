@@ -1,9 +1,15 @@
-"""The local-only control API under `/_sim/` (see DESIGN.md, "Simulator control").
+"""The local-only control API under `/_sim/` (see docs/architecture.md, "Simulator control").
 
 - `POST /_sim/operations/{name}:complete` `{"state", "webhook"?, "rows"?, "error"?, "response"?}`
 - `POST /_sim/operations` `{"name": "models/veo/operations/x", "metadata"?}` creates a
   pending non-batch operation (video generation, file-search import…)
-- `POST /_sim/faults` `{"get_error_rate", "status"?, "latency_ms"?, "seed"?}`
+- `POST /_sim/faults` `{"get_error_rate", "status"?, "latency_ms"?, "seed"?}` and/or
+  `{"github_comment_post": {"fail": N, "status"?: 502, "after_create"?: false}}` (the next
+  N comment posts answer `status`, after storing the comment when `after_create`); a body
+  with only `github_comment_post` leaves the Gemini faults as they were
+- `GET /_sim/github/comments`: every commit comment, and per commit `posts` received and
+  `comments` stored
+- `GET /_sim/requests`: the last ~1000 GitHub and Gemini requests `{method, path, query}`
 - `POST /_sim/reset`
 - `GET /_sim/webhook-deliveries[?operation=NAME]`, `GET /_sim/batches`, `GET /_sim/health`
 - `PUT /_sim/github/{owner}/{repo}/contents/{path}?ref=SHA` (raw bytes), and
@@ -28,8 +34,49 @@ if TYPE_CHECKING:
     from local.simulator.engine import Simulator
 
 
+GEMINI_FIELDS = frozenset({"get_error_rate", "status", "latency_ms", "seed"})
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_status(status: Any, field: str) -> None:
+    if not _is_int(status) or not 400 <= status <= 599:
+        raise BadRequest(f"{field} must be an HTTP error code 400..599, got {status!r}.")
+
+
+def _gemini_faults(body: dict[str, Any]) -> tuple[float, int, int, int | None]:
+    """(error rate, status, latency ms, seed) for GETs of batches and operations, validated."""
+    rate = body.get("get_error_rate", 0.0)
+    status = body.get("status", 503)
+    latency = body.get("latency_ms", 0)
+    seed = body.get("seed")
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 <= rate <= 1:
+        raise BadRequest(f"get_error_rate must be a number in [0, 1], got {rate!r}.")
+    _check_status(status, "status")
+    if not _is_int(latency) or not 0 <= latency <= 60_000:
+        raise BadRequest(f"latency_ms must be a whole number 0..60000, got {latency!r}.")
+    if seed is not None and not _is_int(seed):
+        raise BadRequest(f"seed must be an integer, got {seed!r}.")
+    return rate, status, latency, seed
+
+
+def _comment_post_fault(value: Any) -> dict[str, Any]:
+    """`{"fail", "status", "after_create"}` from a `github_comment_post` fault, validated."""
+    if not isinstance(value, dict):
+        raise BadRequest("github_comment_post must be an object {fail, status?, after_create?}.")
+    fail = value.get("fail", 1)
+    status = value.get("status", 502)
+    after_create = value.get("after_create", False)
+    if not _is_int(fail) or fail < 0:
+        raise BadRequest(f"github_comment_post.fail must be a whole number >= 0, got {fail!r}.")
+    _check_status(status, "github_comment_post.status")
+    if not isinstance(after_create, bool):
+        raise BadRequest(
+            f"github_comment_post.after_create must be true or false, got {after_create!r}."
+        )
+    return {"fail": fail, "status": status, "after_create": after_create}
 
 
 def _rpc_status(value: Any, field: str) -> dict[str, Any]:
@@ -150,20 +197,30 @@ def blueprint(sim: Simulator) -> Blueprint:
     @bp.post("/faults")
     def faults() -> Response:
         body = read_json()
-        rate = body.get("get_error_rate", 0.0)
-        status = body.get("status", 503)
-        latency = body.get("latency_ms", 0)
-        seed = body.get("seed")
-        if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 <= rate <= 1:
-            raise BadRequest(f"get_error_rate must be a number in [0, 1], got {rate!r}.")
-        if not _is_int(status) or not 400 <= status <= 599:
-            raise BadRequest(f"status must be an HTTP error code 400..599, got {status!r}.")
-        if not _is_int(latency) or not 0 <= latency <= 60_000:
-            raise BadRequest(f"latency_ms must be a whole number 0..60000, got {latency!r}.")
-        if seed is not None and not _is_int(seed):
-            raise BadRequest(f"seed must be an integer, got {seed!r}.")
-        sim.world.set_faults(float(rate), status, latency, seed)
-        return json_response({"get_error_rate": rate, "status": status, "latency_ms": latency})
+        comment_fault = None
+        if "github_comment_post" in body:
+            comment_fault = _comment_post_fault(body["github_comment_post"])
+        # A body naming only the comment fault leaves the Gemini faults as they were.
+        gemini = (
+            _gemini_faults(body) if comment_fault is None or set(body) & GEMINI_FIELDS else None
+        )
+        answer: dict[str, Any] = {}
+        if comment_fault is not None:
+            sim.comments.set_fault(**comment_fault)
+            answer["github_comment_post"] = comment_fault
+        if gemini is not None:
+            rate, status, latency, seed = gemini
+            sim.world.set_faults(float(rate), status, latency, seed)
+            answer.update({"get_error_rate": rate, "status": status, "latency_ms": latency})
+        return json_response(answer)
+
+    @bp.get("/github/comments")
+    def github_comments() -> Response:
+        return json_response(sim.comments.summary(request.host_url.rstrip("/")))
+
+    @bp.get("/requests")
+    def requests_log() -> Response:
+        return json_response({"requests": sim.requests.entries()})
 
     @bp.get("/webhook-deliveries")
     def deliveries() -> Response:

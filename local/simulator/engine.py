@@ -1,7 +1,8 @@
 """The simulator's behaviour: completing batches and operations and telling webhooks.
 
-`Simulator` ties the store (`World`), the webhook sender (`Dispatcher`) and the GitHub
-file store together; the HTTP layer (`app.py`, `control.py`) only parses and answers.
+`Simulator` ties the store (`World`), the webhook sender (`Dispatcher`), the GitHub
+file and commit-comment stores and the request log together; the HTTP layer (`app.py`,
+`control.py`, `github_routes.py`) only parses and answers.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from local.simulator.comments import CommitComments
 from local.simulator.gemini import build_rows
 from local.simulator.github import Contents
 from local.simulator.state import (
@@ -21,6 +23,7 @@ from local.simulator.state import (
     SimError,
     World,
 )
+from local.simulator.traffic import RequestLog
 from local.simulator.webhooks import Dispatcher, Target
 from shared.clock import Clock, monotonic, system_clock
 from shared.config import LOCAL_GEMINI_SECRET
@@ -53,6 +56,8 @@ class Simulator:
         self.settings = settings or Settings()
         self.world = World(clock)
         self.contents = Contents()
+        self.comments = CommitComments(clock)
+        self.requests = RequestLog()
         self.dispatcher = Dispatcher(
             self.world,
             retries=self.settings.webhook_retries,
@@ -67,6 +72,8 @@ class Simulator:
         self.world.reset()
         self.dispatcher.reset()
         self.contents.reset()
+        self.comments.reset()
+        self.requests.reset()
 
     # --- completion ----------------------------------------------------------------
 

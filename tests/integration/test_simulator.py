@@ -468,6 +468,118 @@ def test_github_fault_answers_502_for_the_next_n_gets(simulator: Any) -> None:
     assert statuses == [502, 502, 200]
 
 
+# --- GitHub commit comments ----------------------------------------------------------------
+
+COMMIT = "6dcb09b5b57875f334f61aebed695e2e4193db5e"
+
+
+def comments_url(simulator: Any, sha: str = COMMIT) -> str:
+    return f"{simulator.url}/repos/octo/docs/commits/{sha}/comments"
+
+
+def test_a_posted_comment_has_githubs_shape_and_is_listed(simulator: Any) -> None:
+    created = requests.post(comments_url(simulator), json={"body": "Nice."}, timeout=10)
+
+    assert created.status_code == 201
+    comment = created.json()
+    assert created.headers["Location"] == comment["url"]
+    assert comment["url"] == f"{simulator.url}/repos/octo/docs/comments/{comment['id']}"
+    assert comment["html_url"] == (
+        f"https://github.com/octo/docs/commit/{COMMIT}#commitcomment-{comment['id']}"
+    )
+    assert (comment["body"], comment["commit_id"], comment["path"]) == ("Nice.", COMMIT, None)
+    assert comment["user"]["login"] and comment["created_at"].endswith("Z")
+    assert comment["created_at"] == comment["updated_at"]
+    listed = requests.get(comments_url(simulator), timeout=10)
+    assert listed.json() == [comment] and "Link" not in listed.headers
+    assert requests.get(comments_url(simulator, "a" * 40), timeout=10).json() == []
+
+
+def test_comment_pages_carry_link_headers(simulator: Any) -> None:
+    ids = [
+        requests.post(comments_url(simulator), json={"body": f"c{i}"}, timeout=10).json()["id"]
+        for i in range(5)
+    ]
+
+    first = requests.get(comments_url(simulator), params={"per_page": 2}, timeout=10)
+    middle = requests.get(first.links["next"]["url"], timeout=10)
+    last = requests.get(first.links["last"]["url"], timeout=10)
+
+    assert [c["id"] for c in first.json()] == ids[:2]
+    assert [c["id"] for c in middle.json()] == ids[2:4]
+    assert [c["id"] for c in last.json()] == ids[4:]
+    assert set(first.links) == {"next", "last"}
+    assert set(middle.links) == {"prev", "first", "next", "last"}
+    assert set(last.links) == {"prev", "first"}
+
+
+@pytest.mark.parametrize(
+    ("name", "sha", "body"),
+    [
+        ("no body", COMMIT, {}),
+        ("empty body", COMMIT, {"body": ""}),
+        ("not a sha", "main", {"body": "x"}),
+    ],
+)
+def test_a_bad_comment_post_is_422_and_stores_nothing(
+    simulator: Any, name: str, sha: str, body: Any
+) -> None:
+    response = requests.post(comments_url(simulator, sha), json=body, timeout=10)
+
+    assert response.status_code == 422, name
+    assert response.json()["message"], name
+    assert simulator.control.github_comments()["comments"] == [], name
+
+
+def test_comment_post_fault_after_create_stores_then_answers_the_error(simulator: Any) -> None:
+    simulator.control.set_comment_post_fault(2, 502, after_create=True)
+
+    statuses = [
+        requests.post(comments_url(simulator), json={"body": f"c{i}"}, timeout=10).status_code
+        for i in range(3)
+    ]
+
+    assert statuses == [502, 502, 201]
+    summary = simulator.control.github_comments()
+    assert [c["body"] for c in summary["comments"]] == ["c0", "c1", "c2"]
+    assert summary["commits"] == [{"repo": "octo/docs", "sha": COMMIT, "posts": 3, "comments": 3}]
+
+
+def test_comment_post_fault_before_create_stores_nothing(simulator: Any) -> None:
+    simulator.control.set_comment_post_fault(1, 503)
+
+    failed = requests.post(comments_url(simulator), json={"body": "lost"}, timeout=10)
+
+    assert failed.status_code == 503
+    summary = simulator.control.github_comments()
+    assert summary["commits"] == [{"repo": "octo/docs", "sha": COMMIT, "posts": 1, "comments": 0}]
+
+
+def test_a_comment_fault_alone_leaves_the_gemini_faults_in_place(simulator: Any) -> None:
+    batch = create_batch(simulator.genai())
+    simulator.control.set_faults(1.0, status=500)
+
+    simulator.control.set_comment_post_fault(1)
+
+    assert raw_get(simulator, batch.name).status_code == 500
+
+
+def test_the_request_log_names_every_api_request_but_no_control_call(simulator: Any) -> None:
+    simulator.control.put_file("o", "r", "a.md", "s", b"x")
+    requests.get(f"{simulator.url}/repos/o/r/contents/a.md", params={"ref": "s"}, timeout=10)
+    batch = create_batch(simulator.genai())
+
+    log = simulator.control.requests_log()
+
+    assert log[0] == {"method": "GET", "path": "/repos/o/r/contents/a.md", "query": "ref=s"}
+    assert log[1]["method"] == "POST" and log[1]["path"].endswith(":batchGenerateContent")
+    assert len(log) == 2
+    raw_get(simulator, batch.name)
+    assert simulator.control.requests_log()[-1]["path"] == f"/v1beta/{batch.name}"
+    simulator.control.reset()
+    assert simulator.control.requests_log() == []
+
+
 # --- bad input to the control API ----------------------------------------------------------
 
 
@@ -500,6 +612,21 @@ BAD_CONTROL_CALLS = [
     ("status not an error", "POST", "/_sim/faults", {"get_error_rate": 0.1, "status": 200}, 400),
     ("body is a list", "POST", "/_sim/faults", [1, 2], 400),
     ("fault without a path", "POST", "/_sim/github/faults", {"status": 502}, 400),
+    ("comment fault not an object", "POST", "/_sim/faults", {"github_comment_post": 1}, 400),
+    (
+        "comment fault status 200",
+        "POST",
+        "/_sim/faults",
+        {"github_comment_post": {"fail": 1, "status": 200}},
+        400,
+    ),
+    (
+        "comment fault after_create not a bool",
+        "POST",
+        "/_sim/faults",
+        {"github_comment_post": {"fail": 1, "after_create": "yes"}},
+        400,
+    ),
     ("operation name", "POST", "/_sim/operations", {"name": "batches/x"}, 400),
 ]
 

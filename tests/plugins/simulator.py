@@ -5,8 +5,9 @@
 - `simulator_service`: one `python -m local.simulator` for the session, its static
   webhook URL pointing at the receiver, fast retry backoff; stopped by PID.
 - `simulator`: the same process reset before each test; has `.url`, `.control`
-  (a `SimulatorClient`), `.webhook_secret`, `.receiver` and `.genai()` (a real
-  google-genai client pointed at it).
+  (a `SimulatorClient`), `.webhook_secret`, `.receiver`, `.genai()` (a real
+  google-genai client pointed at it) and `.github_comments()` (a real `CommentsClient`
+  pointed at it, no backoff sleeps).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 from local.processes import ServiceError, free_port
 from local.simulator.client import SimulatorClient, start_simulator
 from shared.config import LOCAL_GEMINI_SECRET
+from shared.github import CommentsClient
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,11 @@ class SimulatorHandle:
 
         options = types.HttpOptions(base_url=self.url, api_version="v1beta", timeout=10_000)
         return genai.Client(api_key="sim", http_options=options)
+
+    def github_comments(self, **kwargs: Any) -> CommentsClient:
+        """A real `CommentsClient` talking to the simulator; `kwargs` override its settings."""
+        settings: dict[str, Any] = {"timeout_s": 5.0, "attempts": 2, "sleep": lambda _s: None}
+        return CommentsClient(self.url, "sim-token", **{**settings, **kwargs})
 
 
 @pytest.fixture(scope="session")

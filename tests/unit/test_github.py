@@ -1,4 +1,5 @@
-"""What a push changed, what gets reviewed, and how Contents API answers map to errors."""
+"""What a push changed, what gets reviewed, how GitHub's answers map to errors, and which
+names are refused before anything reaches the wire."""
 
 from __future__ import annotations
 
@@ -10,10 +11,15 @@ import pytest
 import requests
 
 from shared.github import (
+    CommentsClient,
     ContentsClient,
     GitHubRejected,
     GitHubUnavailable,
+    check_path,
+    check_repo,
+    check_sha,
     parse_push,
+    review_marker,
     reviewable,
 )
 
@@ -82,14 +88,16 @@ def test_reviewable_keeps_markdown_under_the_path_only():
 
 
 class ScriptedSession(requests.Session):
-    """Answers GETs from a list of (status, headers, body); the wire is swapped, not the code."""
+    """Answers requests from a list of (status, headers, body); the wire is swapped, not the code."""
 
-    def __init__(self, answers):
+    def __init__(self, answers=()):
         super().__init__()
         self.answers, self.calls = list(answers), []
 
-    def get(self, url, **kwargs):  # type: ignore[override]
+    def request(self, method, url, **kwargs):  # type: ignore[override]
         self.calls.append((url, kwargs))
+        if not self.answers:
+            raise AssertionError(f"unexpected {method} {url}")
         status, headers, body = self.answers.pop(0)
         response = requests.Response()
         response.status_code, response._content = status, json.dumps(body).encode()
@@ -138,3 +146,142 @@ def test_permanent_answers_are_rejected_naming_the_file(name, answer):
         contents.fetch("o/r", "docs/a.md", "abc")
     assert len(session.calls) == 1, name
     assert session.calls[0][1]["timeout"] > 0
+
+
+# --- names refused before any URL is built ---------------------------------------------
+
+BAD_REPOS = [
+    ("no slash", "octo"),
+    ("two slashes", "octo/a/b"),
+    ("empty owner", "/repo"),
+    ("empty name", "octo/"),
+    ("owner starts with '-'", "-octo/repo"),
+    ("owner too long", "o" * 40 + "/repo"),
+    ("owner with '.'", "oc.to/repo"),
+    ("owner with '_'", "oc_to/repo"),
+    ("name '.'", "octo/."),
+    ("name '..'", "octo/.."),
+    ("name too long", "octo/" + "n" * 101),
+    ("name with a space", "octo/my repo"),
+    ("name with '?'", "octo/repo?x=1"),
+    ("name with '%'", "octo/re%2Fpo"),
+    ("not a string", None),
+]
+BAD_PATHS = [
+    ("empty", ""),
+    ("leading slash", "/docs/a.md"),
+    ("dot-dot segment", "docs/../secrets.md"),
+    ("dot-dot alone", ".."),
+    ("dot segment", "./a.md"),
+    ("empty segment", "a//b"),
+    ("trailing slash", "docs/"),
+    ("NUL", "docs/a\0.md"),
+    ("not a string", None),
+]
+
+
+@pytest.mark.parametrize(("name", "repo"), BAD_REPOS)
+def test_a_malformed_repo_is_rejected_before_the_wire(name, repo):
+    contents, session = client([])
+    with pytest.raises(GitHubRejected, match="repository"):
+        contents.fetch(repo, "docs/a.md", "abc")
+    assert session.calls == [], name
+
+
+@pytest.mark.parametrize(("name", "path"), BAD_PATHS)
+def test_a_malformed_path_is_rejected_before_the_wire(name, path):
+    contents, session = client([])
+    with pytest.raises(GitHubRejected, match="path"):
+        contents.fetch("octo/repo", path, "abc")
+    assert session.calls == [], name
+
+
+@pytest.mark.parametrize(
+    "repo", ["octo/repo", "o/r", "Octo-Cat9/my.repo_name-2", "a" * 39 + "/" + "b" * 100]
+)
+def test_githubs_valid_repo_names_pass(repo):
+    assert "/".join(check_repo(repo)) == repo
+
+
+@pytest.mark.parametrize("path", ["a.md", "docs/a b.md", "docs/.hidden/x.md", "a..b/c...md"])
+def test_plain_relative_paths_pass(path):
+    assert check_path(path) == path
+
+
+def test_the_path_is_quoted_and_the_ref_goes_in_the_query():
+    contents, session = client([(200, {}, FILE)])
+    contents.fetch("octo/repo", "docs/a b#c?.md", "abc")
+    url, kwargs = session.calls[0]
+    assert url == "http://github.local/repos/octo/repo/contents/docs/a%20b%23c%3F.md"
+    assert kwargs["params"] == {"ref": "abc"}
+
+
+@pytest.mark.parametrize("sha", ["", "abc", "../x", "g" * 40, "a" * 65, "abcd/comments"])
+def test_a_malformed_sha_is_rejected_before_the_wire(sha):
+    session = ScriptedSession()
+    comments = CommentsClient("http://github.local", session=session)
+    with pytest.raises(GitHubRejected, match="commit"):
+        comments.publish_once("octo/repo", sha, review_marker("batches/x"), "text")
+    with pytest.raises(GitHubRejected):
+        check_sha(sha)
+    assert session.calls == []
+
+
+def test_a_marker_cannot_break_out_of_its_html_comment():
+    assert review_marker("batches/abc") == "<!-- hookledger:review:batches/abc -->"
+    for name in ["", "batches/a-->", "x\ny", "a>b"]:
+        with pytest.raises(GitHubRejected):
+            review_marker(name)
+
+
+# --- commit comments: the wire swapped for a script -----------------------------------
+
+SHA = "6dcb09b5b57875f334f61aebed695e2e4193db5e"
+MARKER = "<!-- hookledger:review:batches/abc -->"
+
+
+def comments_client(answers, **kwargs) -> tuple[CommentsClient, ScriptedSession]:
+    session = ScriptedSession(answers)
+    return CommentsClient(
+        "http://github.local", "s3cret-token", session=session, sleep=lambda s: None, **kwargs
+    ), session
+
+
+def test_a_lost_post_answer_is_transient_and_not_retried_here():
+    comments, session = comments_client([(200, {}, []), (502, {}, {"message": "Bad Gateway"})])
+    with pytest.raises(GitHubUnavailable, match=f"octo/repo@{SHA}") as caught:
+        comments.publish_once("octo/repo", SHA, MARKER, "review")
+    assert [kwargs.get("json") for _, kwargs in session.calls] == [
+        None,
+        {"body": f"review\n\n{MARKER}"},
+    ]
+    assert "s3cret-token" not in str(caught.value)
+
+
+def test_a_rejected_post_is_permanent():
+    comments, _ = comments_client([(200, {}, []), (422, {}, {"message": "No commit found"})])
+    with pytest.raises(GitHubRejected, match=f"octo/repo@{SHA}: GitHub answered 422"):
+        comments.publish_once("octo/repo", SHA, MARKER, f"review {MARKER}")
+
+
+def test_a_pagination_link_to_another_host_is_not_followed():
+    foreign = {"link": '<https://elsewhere.example/page2>; rel="next"'}
+    comments, session = comments_client([(200, foreign, [{"id": 1, "body": "x"}])])
+    with pytest.raises(GitHubRejected, match=r"pagination link leaves github\.local"):
+        comments.find_comment("octo/repo", SHA, MARKER)
+    assert len(session.calls) == 1
+
+
+def test_pages_are_bounded():
+    again = {"link": '<http://github.local/repos/octo/repo/commits/x/comments?page=2>; rel="next"'}
+    comments, session = comments_client([(200, again, [])] * 3, max_pages=3)
+    with pytest.raises(GitHubRejected, match="more than 3 pages"):
+        comments.find_comment("octo/repo", SHA, MARKER)
+    assert len(session.calls) == 3
+
+
+def test_an_over_long_body_is_refused_before_the_wire():
+    comments, session = comments_client([])
+    with pytest.raises(GitHubRejected, match="over the limit"):
+        comments.publish_once("octo/repo", SHA, MARKER, "x" * 70_000)
+    assert session.calls == []

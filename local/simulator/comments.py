@@ -1,0 +1,132 @@
+"""GitHub commit comments: stored per (owner, repo, sha), counted, and failed on demand.
+
+Shapes follow GitHub's REST API for commit comments: ids ascend in creation order (the
+order GitHub lists them in), `html_url` ends in `#commitcomment-{id}`, `user` is the
+token's account. A post fault (`fail` posts answer `status`, optionally after storing
+the comment) reproduces the case where GitHub created a comment but the answer was lost.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from shared.clock import Clock, system_clock
+
+USER = {
+    "login": "hookledger-bot",
+    "id": 4242,
+    "node_id": "MDM6Qm90NDI0Mg==",
+    "type": "Bot",
+    "site_admin": False,
+    "html_url": "https://github.com/hookledger-bot",
+}
+
+
+@dataclass(frozen=True)
+class Comment:
+    id: int
+    owner: str
+    repo: str
+    sha: str
+    body: str
+    created_at: datetime
+
+
+@dataclass
+class PostFault:
+    """The next `remaining` posts answer `status`; with `after_create`, after storing."""
+
+    remaining: int = 0
+    status: int = 502
+    after_create: bool = False
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def comment_json(base_url: str, comment: Comment) -> dict[str, Any]:
+    """One comment as GitHub's REST API returns it."""
+    stamp = rfc3339(comment.created_at)
+    return {
+        "html_url": (
+            f"https://github.com/{comment.owner}/{comment.repo}/commit/{comment.sha}"
+            f"#commitcomment-{comment.id}"
+        ),
+        "url": f"{base_url}/repos/{comment.owner}/{comment.repo}/comments/{comment.id}",
+        "id": comment.id,
+        "node_id": f"CC_sim{comment.id}",
+        "body": comment.body,
+        "path": None,
+        "position": None,
+        "line": None,
+        "commit_id": comment.sha,
+        "user": dict(USER),
+        "created_at": stamp,
+        "updated_at": stamp,
+        "author_association": "NONE",
+    }
+
+
+class CommitComments:
+    """Thread-safe comment store with per-commit post counts and an injectable post fault."""
+
+    def __init__(self, clock: Clock = system_clock) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._comments: list[Comment] = []
+            self._posts: dict[tuple[str, str, str], int] = {}
+            self._next_id = 1001
+            self._fault = PostFault()
+
+    def set_fault(self, fail: int, status: int, after_create: bool) -> None:
+        with self._lock:
+            self._fault = PostFault(fail, status, after_create)
+
+    def post(self, owner: str, repo: str, sha: str, body: str) -> tuple[Comment | None, int]:
+        """(the stored comment or None, the status to answer), consuming one injected fault."""
+        with self._lock:
+            key = (owner, repo, sha)
+            self._posts[key] = self._posts.get(key, 0) + 1
+            fault = self._fault
+            failing = fault.remaining > 0
+            if failing:
+                fault.remaining -= 1
+                if not fault.after_create:
+                    return None, fault.status
+            comment = Comment(self._next_id, owner, repo, sha, body, self._clock())
+            self._next_id += 1
+            self._comments.append(comment)
+            return comment, (fault.status if failing else 201)
+
+    def on_commit(self, owner: str, repo: str, sha: str) -> list[Comment]:
+        """The commit's comments, oldest first."""
+        with self._lock:
+            return [c for c in self._comments if (c.owner, c.repo, c.sha) == (owner, repo, sha)]
+
+    def summary(self, base_url: str) -> dict[str, Any]:
+        """Every comment (with its repo) and, per commit, posts received and comments stored."""
+        with self._lock:
+            comments = list(self._comments)
+            posts = dict(self._posts)
+        stored: dict[tuple[str, str, str], int] = {}
+        for comment in comments:
+            key = (comment.owner, comment.repo, comment.sha)
+            stored[key] = stored.get(key, 0) + 1
+        commits = [
+            {"repo": f"{o}/{r}", "sha": s, "posts": posts.get((o, r, s), 0), "comments": n}
+            for (o, r, s), n in {**dict.fromkeys(posts, 0), **stored}.items()
+        ]
+        return {
+            "comments": [
+                {"repo": f"{c.owner}/{c.repo}", **comment_json(base_url, c)} for c in comments
+            ],
+            "commits": commits,
+        }

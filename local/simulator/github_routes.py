@@ -1,0 +1,105 @@
+"""GitHub REST routes: the Contents API and commit comments, in GitHub's shapes.
+
+- `GET /repos/{owner}/{repo}/contents/{path}?ref=SHA` (see `github.py`)
+- `GET /repos/{owner}/{repo}/commits/{sha}/comments?per_page=&page=`: oldest first,
+  `per_page` default 30, at most 100, with a `Link` header (`next`, `last`, `prev`,
+  `first`) when there is more than one page
+- `POST /repos/{owner}/{repo}/commits/{sha}/comments` `{"body": "..."}`: 201 with the
+  comment and a `Location` header; 422 when `body` is missing or the sha is not a commit id
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING
+
+from flask import Blueprint, Response, request
+
+from local.simulator.comments import comment_json
+from local.simulator.github import DEFAULT_REF, file_body, not_found
+from local.simulator.wire import json_response, read_json
+
+if TYPE_CHECKING:
+    from local.simulator.engine import Simulator
+
+COMMENTS_DOCS = "https://docs.github.com/rest/commits/comments"
+DEFAULT_PER_PAGE = 30
+MAX_PER_PAGE = 100
+_SHA = re.compile(r"[0-9a-fA-F]{4,64}")
+
+
+def _positive(name: str, default: int) -> int:
+    try:
+        value = int(request.args.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def _unprocessable(message: str) -> Response:
+    body = {"message": message, "documentation_url": COMMENTS_DOCS, "status": "422"}
+    return json_response(body, 422)
+
+
+def _link_header(base: str, per_page: int, page: int, last: int) -> str:
+    def link(number: int, rel: str) -> str:
+        return f'<{base}?per_page={per_page}&page={number}>; rel="{rel}"'
+
+    links = []
+    if page > 1:
+        links += [link(page - 1, "prev"), link(1, "first")]
+    if page < last:
+        links += [link(page + 1, "next"), link(last, "last")]
+    return ", ".join(links)
+
+
+def blueprint(sim: Simulator) -> Blueprint:
+    bp = Blueprint("github_api", __name__)
+
+    @bp.get("/repos/<owner>/<repo>/contents/<path:path>")
+    def github_contents(owner: str, repo: str, path: str) -> Response:
+        fault = sim.contents.take_fault(path)
+        if fault is not None:
+            return json_response({"message": "Server Error (simulated)"}, fault)
+        ref = request.args.get("ref") or DEFAULT_REF
+        data = sim.contents.get(owner, repo, path, ref)
+        if data is None:
+            return json_response(not_found(), 404)
+        if "vnd.github.raw" in request.headers.get("Accept", "") or (
+            "vnd.github.v3.raw" in request.headers.get("Accept", "")
+        ):
+            return Response(data, mimetype="application/vnd.github.raw")
+        return json_response(file_body(request.host_url.rstrip("/"), owner, repo, path, ref, data))
+
+    @bp.get("/repos/<owner>/<repo>/commits/<sha>/comments")
+    def list_comments(owner: str, repo: str, sha: str) -> Response:
+        per_page = min(_positive("per_page", DEFAULT_PER_PAGE), MAX_PER_PAGE)
+        page = _positive("page", 1)
+        comments = sim.comments.on_commit(owner, repo, sha)
+        last = max(1, -(-len(comments) // per_page))
+        chosen = comments[(page - 1) * per_page : page * per_page]
+        api = request.host_url.rstrip("/")
+        response = json_response([comment_json(api, c) for c in chosen])
+        link = _link_header(api + request.path, per_page, page, last)
+        if link:
+            response.headers["Link"] = link
+        return response
+
+    @bp.post("/repos/<owner>/<repo>/commits/<sha>/comments")
+    def create_comment(owner: str, repo: str, sha: str) -> Response:
+        body = read_json().get("body")
+        if not isinstance(body, str) or not body:
+            return _unprocessable('Invalid request.\n\n"body" wasn\'t supplied.')
+        if not _SHA.fullmatch(sha):
+            return _unprocessable(f"No commit found for SHA: {sha}")
+        comment, status = sim.comments.post(owner, repo, sha, body)
+        if status != 201:
+            return json_response({"message": "Server Error (simulated)"}, status)
+        assert comment is not None
+        shaped = comment_json(request.host_url.rstrip("/"), comment)
+        response = Response(json.dumps(shaped), status=201, mimetype="application/json")
+        response.headers["Location"] = shaped["url"]
+        return response
+
+    return bp
