@@ -33,8 +33,13 @@ def progress(message: str) -> None:
     print(f"[bench.settle] {message}", file=sys.stderr, flush=True)
 
 
-def writeback(txn: Any, record: Any) -> None:
-    """One result per operation, created (never overwritten): a second write-back would fail."""
+def writeback(writes: Any, record: Any) -> None:
+    """One result per operation, created (never overwritten): a second write-back would fail.
+
+    `writes` is the ledger's ResultWrites; a benchmark-only collection goes through its
+    transaction, since the ledger has no named method for it.
+    """
+    txn = writes.transaction
     txn.create(txn._client.collection("results").document(record.doc_id), {"op": record.name})
 
 

@@ -1,8 +1,8 @@
 """The reference pipeline: a push to the default branch becomes one Gemini batch of reviews.
 
 Creating a batch is not idempotent, and the push delivery may be retried (a file that
-failed to fetch, a crash). A `submissions/{repo@sha}` document is claimed before the
-batch is created and holds its name afterwards:
+failed to fetch, a crash). A submission (`ledger.claim_submission`, keyed by the batch's
+tag) is claimed before the batch is created and holds its name afterwards:
 
     attempt 1: claim submission ─ create batch ─✗ crash before recording the name
     attempt 2: claim exists, no name ─ look for a batch tagged review:{repo}@{sha} ─ adopt it
@@ -18,11 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from google.api_core import exceptions as gexc
-
-from shared import logs, opnames
+from shared import logs
 from shared.clock import Clock, system_clock
-from shared.config import FIRESTORE_TIMEOUT_S
 from shared.gemini import GeminiGateway, review_tag
 from shared.github import ContentsClient, GitHubRejected, GitHubUnavailable, parse_push, reviewable
 from shared.handlers import Done, Ignored, PermanentError, RetryableError
@@ -42,7 +39,7 @@ PROMPT = (
 @dataclass(frozen=True)
 class ReviewDeps:
     ledger: Ledger
-    firestore: Any
+    firestore: Any  # unused here since the ledger owns `submissions`; kept for callers
     gemini: GeminiGateway
     github: ContentsClient
     review_path: str
@@ -64,14 +61,13 @@ def review_push(payload: dict[str, Any], delivery_id: str, deps: ReviewDeps) -> 
 
     files = _fetch_all(push.repo, push.sha, paths, deps.github, delivery_id)
     tag = review_tag(push.repo, push.sha)
-    submission = deps.firestore.collection("submissions").document(opnames.encode(tag))
-    name = _existing_batch(submission, tag, deps.gemini, delivery_id, deps.clock())
+    name = _existing_batch(deps.ledger, tag, deps.gemini, delivery_id, deps.clock())
     if name is None:
         requests = [(path, PROMPT.format(path=path, text=files[path])) for path in paths]
         name = deps.gemini.create_batch(deps.model, requests, display_name=tag)
         # Register at once: from here on reconcile can find it even if we crash.
         deps.ledger.register(name, KIND, {"repo": push.repo, "sha": push.sha, "paths": paths})
-        submission.set({"tag": tag, "operation": name}, merge=True, timeout=FIRESTORE_TIMEOUT_S)
+        deps.ledger.update_submission(tag, operation=name)
         logs.event(
             log,
             logging.INFO,
@@ -125,30 +121,26 @@ def _fetch_all(
 
 
 def _existing_batch(
-    submission: Any, tag: str, gemini: GeminiGateway, delivery_id: str, now: datetime
+    ledger: Ledger, tag: str, gemini: GeminiGateway, delivery_id: str, now: datetime
 ) -> str | None:
     """The batch already created for `tag`; None when this delivery may create it.
 
     Two deliveries of one push (a repository and an organisation hook) may race: the
     first claims the submission, the other waits for it (a retry) while the claim is fresh.
     """
-    claim = {"tag": tag, "operation": None, "claimed_by": delivery_id, "claimed_at": now}
-    try:
-        submission.create(claim, timeout=FIRESTORE_TIMEOUT_S)
+    stored = ledger.claim_submission(tag, delivery_id, now)
+    if stored is None:
         return None  # first attempt: we own the submission
-    except gexc.AlreadyExists:
-        pass
-    stored = submission.get(timeout=FIRESTORE_TIMEOUT_S).to_dict() or {}
-    if stored.get("operation"):
-        return str(stored["operation"])
+    if stored.operation:
+        return stored.operation
     # An earlier attempt claimed the submission but crashed around the create call.
     for batch in gemini.list_batches():
         if batch.display_name == tag:
-            submission.set({"operation": batch.name}, merge=True, timeout=FIRESTORE_TIMEOUT_S)
+            ledger.update_submission(tag, operation=batch.name)
             return batch.name
-    claimed_at = stored.get("claimed_at")
+    claimed_at = stored.claimed_at
     fresh = isinstance(claimed_at, datetime) and now - claimed_at < CLAIM_FRESH_FOR
-    if stored.get("claimed_by") not in (None, delivery_id) and fresh:
-        raise RetryableError(f"{tag}: delivery {stored['claimed_by']} is submitting this push")
-    submission.set(claim, merge=True, timeout=FIRESTORE_TIMEOUT_S)
+    if stored.claimed_by not in (None, delivery_id) and fresh:
+        raise RetryableError(f"{tag}: delivery {stored.claimed_by} is submitting this push")
+    ledger.update_submission(tag, claimed_by=delivery_id, claimed_at=now)
     return None

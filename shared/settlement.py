@@ -14,14 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shared import logs, opnames
+from shared import logs
 from shared.gemini import BatchStatus, GeminiGateway
-from shared.ledger import Ledger, Operation, Settlement
+from shared.ledger import Ledger, Operation, ResultWrites, Settlement
+from shared.ledger import review_doc_id as review_doc_id  # re-exported: one definition
 
 log = logs.get_logger("settlement")
 
-WritebackFn = Callable[[Any, Any, Operation, BatchStatus], None]
-"""`fn(client, txn, record, batch)`: stage Firestore writes for a settled batch on `txn`."""
+WritebackFn = Callable[[Any, ResultWrites, Operation, BatchStatus], None]
+"""`fn(client, writes, record, batch)`: stage a settled batch's results through `writes`.
+
+`client` is kept for existing write-backs; new ones use only `writes` (the ledger names
+the collections)."""
 
 _WRITEBACKS: dict[str, WritebackFn] = {}
 
@@ -82,9 +86,9 @@ def settle_from_gemini(
         )
     fn = _WRITEBACKS.get(record.kind)
 
-    def stage(txn: Any, current: Operation) -> None:
+    def stage(writes: ResultWrites, current: Operation) -> None:
         if fn is not None:
-            fn(client, txn, current, batch)
+            fn(client, writes, current, batch)
 
     error = batch.error if status != "succeeded" else None
     if error is None and status != "succeeded":
@@ -93,13 +97,8 @@ def settle_from_gemini(
     return Outcome(result.value, status)
 
 
-def review_doc_id(repo: str, sha: str, path: str) -> str:
-    """One `reviews` document per (repository, commit, file); Firestore-safe and reversible."""
-    return opnames.encode(f"{repo}@{sha}:{path}")
-
-
 @writeback("github-review")
-def write_reviews(client: Any, txn: Any, record: Operation, batch: BatchStatus) -> None:
+def write_reviews(client: Any, writes: ResultWrites, record: Operation, batch: BatchStatus) -> None:
     """One `reviews` document per file: the model's text, the row's error, or the batch's."""
     context = record.context
     repo, sha = context.get("repo", ""), context.get("sha", "")
@@ -110,12 +109,10 @@ def write_reviews(client: Any, txn: Any, record: Operation, batch: BatchStatus) 
     # An orphan adopted while still running was registered without its paths: use the rows.
     for path in context.get("paths") or [row.key for row in batch.rows]:
         row = rows.get(path)
-        doc: dict[str, Any] = {"repo": repo, "sha": sha, "path": path, "operation": record.name}
         if row is not None and row.error is None:
-            doc["text"] = row.text or ""
+            fields: dict[str, Any] = {"text": row.text or ""}
         elif row is not None:
-            doc["error"] = row.error
+            fields = {"error": row.error}
         else:
-            doc["error"] = batch_error or f"no result for {path} in {record.name}"
-        ref = client.collection("reviews").document(review_doc_id(repo, sha, path))
-        txn.set(ref, doc)
+            fields = {"error": batch_error or f"no result for {path} in {record.name}"}
+        writes.put_review(repo, sha, path, fields)

@@ -388,8 +388,8 @@ def test_settle_with_a_fresh_expected_record_settles_without_reading_again(
     ledger.register("batches/fresh", "review")
     record = ledger.get("batches/fresh")
     reads: list[str] = []
-    original_read = ledger._read
-    ledger._read = lambda ref, subject: reads.append(subject) or original_read(ref, subject)
+    original_read = ledger._commits.read
+    ledger._commits.read = lambda ref, subject: reads.append(subject) or original_read(ref, subject)
 
     assert (
         ledger.settle("batches/fresh", "succeeded", "reconcile", expected=record)

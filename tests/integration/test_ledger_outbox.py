@@ -132,9 +132,12 @@ def test_the_sweep_retries_a_failing_delivery_on_its_next_run_and_skips_pending_
 
     first = ledger.sweep_outbox(flaky)
     down["up"] = True
+    not_yet_due = ledger.sweep_outbox(flaky)
+    clock.advance(30)  # the first retry waits at most 30 s
     second = ledger.sweep_outbox(flaky)
 
     assert (first.completed, first.failed) == (["batches/new"], ["batches/old"])
+    assert (not_yet_due.completed, not_yet_due.skipped) == ([], ["batches/old"])
     assert (second.completed, second.failed) == (["batches/old"], [])
     assert api.calls == {"batches%2Fold:0": 1, "batches%2Fnew:0": 1}
     assert stored(firestore_client, "batches/pending")["writeback_done"] is False

@@ -52,6 +52,9 @@ class CrashingLedger:
             raise RuntimeError("process died")
         return self._ledger.register(*args, **kwargs)
 
+    def __getattr__(self, name):
+        return getattr(self._ledger, name)
+
 
 def test_a_retry_after_a_crash_between_create_and_register_adopts_the_batch(deps, simulator):
     crashing = CrashingLedger(deps.ledger)
@@ -115,14 +118,11 @@ def test_a_second_delivery_of_the_same_push_waits_while_the_first_holds_a_fresh_
 ):
     from datetime import timedelta
 
-    from shared import opnames
     from shared.clock import FakeClock
 
     clock = FakeClock()
     tag = review_tag(REPO, SHA)
-    deps.firestore.collection("submissions").document(opnames.encode(tag)).set(
-        {"tag": tag, "operation": None, "claimed_by": "org-hook-delivery", "claimed_at": clock()}
-    )
+    assert deps.ledger.claim_submission(tag, "org-hook-delivery", clock()) is None
     waiting = ReviewDeps(**{**deps.__dict__, "clock": clock})
 
     with pytest.raises(RetryableError, match="org-hook-delivery"):

@@ -1,0 +1,352 @@
+"""The ledger: operations settled exactly once, webhook deliveries, and their results.
+
+The only code in hookledger that names Firestore collections and fields (besides the
+claim-check store, shared/claims.py); everything else asks it. Layout (docs/architecture.md,
+"Ledger"): `records` (types, statuses, converters), `errors`, `commits` (conditional
+commits and retries), one module per collection (`operations`, `deliveries`, `outbox`,
+`results`, `submissions`) and `queries` (read-only listings); `Ledger` composes them.
+
+Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)::
+
+    ledger = Ledger(client, clock=system_clock, grace=timedelta(seconds=90),
+                    retention=timedelta(days=14), backoff=Backoff(), sleep=…, rand=…,
+                    timeout_s=15.0, outbox_policy=OutboxPolicy())
+    # operations
+    ledger.register(name, kind, context=None) -> Operation        # idempotent
+    ledger.get(name_or_bare_id) -> Operation | None
+    ledger.settle(name, status, by, *, error=None, writeback=None, outbox=None,
+                  deliver=None, expected=None) -> Settlement   # settled|already_settled|unknown
+    ledger.due_pending(now, limit, start_after=None) -> list[Operation]
+    ledger.defer(name, next_check_at, attempts) -> bool             # False once settled
+    ledger.mark_stuck_alerted(name, now, window) -> bool            # True: a new alert
+    # outbox
+    ledger.deliver_outbox(name, deliver) -> int                     # items delivered now
+    ledger.sweep_outbox(deliver, older_than=timedelta(seconds=60), limit=100) -> SweepReport
+    # write-backs: settle(..., writeback=fn) calls fn(writes: ResultWrites, record)
+    writes.put_review(repo, sha, path, fields) -> str               # staged; the doc id
+    review_doc_id(repo, sha, path) -> str                           # sha256 hex
+    ledger.get_review(repo, sha, path) -> dict | None
+    ledger.reviews_for(operation_name, limit=1000) -> list[dict]
+    # submissions (create-once guard)
+    ledger.claim_submission(tag, delivery_id, now) -> Submission | None   # None: yours
+    ledger.update_submission(tag, *, operation=None, claimed_by=None, claimed_at=None)
+    # deliveries
+    ledger.record_delivery(source, delivery_id, event, payload=None, payload_ref=None)
+        -> Recorded(new, delivery)
+    ledger.mark_delivery(source, delivery_id, status, error=None) -> Delivery
+    ledger.get_delivery(source, delivery_id) -> Delivery | None
+    ledger.list_deliveries(status=None, limit=50, *, source=None, event=None,
+                           start_after=None) -> list[Delivery]          # newest first
+    ledger.find_deliveries(delivery_id, limit=2) -> list[Delivery]
+    # read-only queries
+    ledger.count_operations(status=None, kind=None) -> int
+    ledger.count_deliveries(status=None) -> int
+    ledger.oldest_pending() -> Operation | None
+    ledger.stuck_alerted(limit=10) -> list[Operation]; ledger.count_stuck_alerted() -> int
+    ledger.list_operations(status=None, kind=None, settled_by=None, limit=50,
+                           start_after=None) -> list[Operation]      # newest submitted first
+    ledger.find_operation(context_key, value) -> Operation | None   # e.g. "context.sha"
+    ledger.stored_fields(name) -> dict | None                       # raw stored fields
+    ledger.counts() -> {"aborted": n, "conflicts": n}               # transaction retries
+
+Settlement: an operation goes from `pending` to a terminal status once, and its
+write-back commits in that same transaction (timeline in `operations`). Side effects
+outside Firestore go through the outbox, claimed with a lease and delivered with a
+stable idempotency key (timeline in `outbox`).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from google.cloud import firestore
+
+from shared.clock import Clock, system_clock
+from shared.ledger.commits import Commits
+from shared.ledger.deliveries import Deliveries
+from shared.ledger.errors import (
+    AmbiguousId,
+    ContentionError,
+    InvalidArgument,
+    LedgerError,
+    OutboxDeliveryFailed,
+    StoreUnavailable,
+    UnknownDelivery,
+    WritebackFailed,
+)
+from shared.ledger.ids import review_doc_id
+from shared.ledger.operations import Operations
+from shared.ledger.outbox import Outbox, OutboxPolicy
+from shared.ledger.queries import Queries
+from shared.ledger.records import (
+    DELIVERIES,
+    DELIVERY_STATUSES,
+    OPERATIONS,
+    PENDING,
+    REVIEWS,
+    SETTLED_BY,
+    STUCK_ALERTED_AT,
+    SUBMISSIONS,
+    TERMINAL_STATUSES,
+    Deliver,
+    Delivery,
+    Operation,
+    OutboxItem,
+    Recorded,
+    Settlement,
+    Submission,
+    SweepReport,
+)
+from shared.ledger.results import ResultWrites, Reviews, Writeback
+from shared.ledger.submissions import Submissions
+from shared.logs import event as log_event
+from shared.logs import get_logger
+from shared.retry import Backoff
+
+__all__ = [
+    "DELIVERIES",
+    "DELIVERY_STATUSES",
+    "OPERATIONS",
+    "PENDING",
+    "REVIEWS",
+    "SETTLED_BY",
+    "STUCK_ALERTED_AT",
+    "SUBMISSIONS",
+    "TERMINAL_STATUSES",
+    "AmbiguousId",
+    "ContentionError",
+    "Deliver",
+    "Delivery",
+    "InvalidArgument",
+    "Ledger",
+    "LedgerError",
+    "Operation",
+    "OutboxDeliveryFailed",
+    "OutboxItem",
+    "OutboxPolicy",
+    "Recorded",
+    "ResultWrites",
+    "Settlement",
+    "StoreUnavailable",
+    "Submission",
+    "SweepReport",
+    "UnknownDelivery",
+    "Writeback",
+    "WritebackFailed",
+    "review_doc_id",
+]
+
+log = get_logger("ledger")
+
+
+class Ledger:
+    """Operations, deliveries and their results in Firestore; see the package docstring."""
+
+    def __init__(
+        self,
+        client: firestore.Client,
+        clock: Clock = system_clock,
+        *,
+        grace: timedelta = timedelta(seconds=90),
+        retention: timedelta = timedelta(days=14),
+        backoff: Backoff | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rand: Callable[[], float] = random.random,
+        timeout_s: float = 15.0,
+        outbox_policy: OutboxPolicy | None = None,
+    ) -> None:
+        if grace < timedelta(0) or retention <= timedelta(0):
+            raise InvalidArgument(f"need grace ≥ 0 and retention > 0, got {grace}, {retention}")
+        commits = Commits(client, backoff=backoff, sleep=sleep, rand=rand, timeout_s=timeout_s)
+        self._commits = commits
+        self._operations = Operations(commits, clock, grace=grace, retention=retention)
+        self._outbox = Outbox(commits, self._operations, clock, outbox_policy or OutboxPolicy())
+        self._deliveries = Deliveries(commits, clock, retention=retention)
+        self._reviews = Reviews(commits)
+        self._submissions = Submissions(commits)
+        self._queries = Queries(commits, self._operations)
+
+    # ----------------------------------------------------------------- operations
+
+    def register(self, name: str, kind: str, context: Mapping[str, Any] | None = None) -> Operation:
+        """Record `name` as pending; if it exists, return it unchanged."""
+        return self._operations.register(name, kind, context)
+
+    def get(self, name: str) -> Operation | None:
+        """The operation named `name`, or whose last path segment is `name` (a bare id)."""
+        return self._operations.get(name)
+
+    def settle(
+        self,
+        name: str,
+        status: str,
+        by: str,
+        *,
+        error: str | Mapping[str, Any] | None = None,
+        writeback: Writeback | None = None,
+        outbox: Sequence[Any] | None = None,
+        deliver: Deliver | None = None,
+        expected: Operation | None = None,
+    ) -> Settlement:
+        """Move a pending operation to `status` once.
+
+        `writeback(writes, record)` commits with the settlement or not at all. `outbox`
+        items are stored in the same commit; with `deliver`, they are delivered right after
+        (a failure is logged and left to `sweep_outbox`; the answer is still `settled`).
+
+        `expected`, a pending record the caller has just read, saves the first read: the
+        commit is conditional on its `update_time`, and a refusal re-reads as usual.
+        """
+        outcome = self._operations.settle(
+            name, status, by, error=error, writeback=writeback, outbox=outbox, expected=expected
+        )
+        if outcome is Settlement.SETTLED:
+            log_event(log, logging.INFO, "operation settled", operation=name, status=status, by=by)
+            if outbox and deliver is not None:
+                try:
+                    self._outbox.deliver(name, deliver)
+                except LedgerError as exc:
+                    log_event(
+                        log,
+                        logging.WARNING,
+                        "outbox delivery failed; the sweep will retry",
+                        operation=name,
+                        error=str(exc),
+                    )
+        elif outcome is Settlement.UNKNOWN:
+            log_event(log, logging.INFO, "settle: unknown operation", operation=name, status=status)
+        return outcome
+
+    def due_pending(
+        self, now: datetime, limit: int, start_after: Operation | None = None
+    ) -> list[Operation]:
+        """Pending operations with `next_check_at <= now`, earliest first, one page."""
+        return self._operations.due_pending(now, limit, start_after)
+
+    def defer(self, name: str, next_check_at: datetime, attempts: int) -> bool:
+        """Set a pending operation's `attempts` and `next_check_at`; False if not pending."""
+        return self._operations.defer(name, next_check_at, attempts)
+
+    def mark_stuck_alerted(self, name: str, now: datetime, window: timedelta) -> bool:
+        """True exactly when this call recorded a new stuck alert (see `Operations`)."""
+        return self._operations.mark_stuck_alerted(name, now, window)
+
+    # ----------------------------------------------------------------- outbox
+
+    def deliver_outbox(self, name: str, deliver: Deliver) -> int:
+        """Claim and deliver each undelivered item of `name`; how many were delivered now."""
+        return self._outbox.deliver(name, deliver)
+
+    def sweep_outbox(
+        self, deliver: Deliver, older_than: timedelta = timedelta(seconds=60), limit: int = 100
+    ) -> SweepReport:
+        """Finish outboxes of operations settled at least `older_than` ago, oldest first."""
+        return self._outbox.sweep(deliver, older_than, limit)
+
+    # ----------------------------------------------------------------- results
+
+    def get_review(self, repo: str, sha: str, path: str) -> dict[str, Any] | None:
+        return self._reviews.get_review(repo, sha, path)
+
+    def reviews_for(self, operation_name: str, limit: int = 1000) -> list[dict[str, Any]]:
+        return self._reviews.reviews_for(operation_name, limit)
+
+    # ----------------------------------------------------------------- submissions
+
+    def claim_submission(self, tag: str, delivery_id: str, now: datetime) -> Submission | None:
+        """Create the submission of `tag`: None when created (yours), else the stored one."""
+        return self._submissions.claim(tag, delivery_id, now)
+
+    def update_submission(
+        self,
+        tag: str,
+        *,
+        operation: str | None = None,
+        claimed_by: str | None = None,
+        claimed_at: datetime | None = None,
+    ) -> None:
+        """Merge only the given fields into the submission of `tag`."""
+        self._submissions.update(
+            tag, operation=operation, claimed_by=claimed_by, claimed_at=claimed_at
+        )
+
+    # ----------------------------------------------------------------- deliveries
+
+    def record_delivery(
+        self,
+        source: str,
+        delivery_id: str,
+        event: str,
+        payload: Any = None,
+        payload_ref: str | None = None,
+    ) -> Recorded:
+        """Create the delivery as `queued` if absent; a redelivery returns the stored one."""
+        return self._deliveries.record(source, delivery_id, event, payload, payload_ref)
+
+    def mark_delivery(
+        self, source: str, delivery_id: str, status: str, error: str | None = None
+    ) -> Delivery:
+        """Set the status, add one attempt, keep `error` as `last_error` when given."""
+        return self._deliveries.mark(source, delivery_id, status, error)
+
+    def get_delivery(self, source: str, delivery_id: str) -> Delivery | None:
+        return self._deliveries.get(source, delivery_id)
+
+    def list_deliveries(
+        self,
+        status: str | None = None,
+        limit: int = 50,
+        *,
+        source: str | None = None,
+        event: str | None = None,
+        start_after: Delivery | None = None,
+    ) -> list[Delivery]:
+        """Deliveries, newest first, optionally filtered; one page."""
+        return self._deliveries.listing(
+            status, limit, source=source, event=event, start_after=start_after
+        )
+
+    def find_deliveries(self, delivery_id: str, limit: int = 2) -> list[Delivery]:
+        return self._deliveries.find(delivery_id, limit)
+
+    def count_deliveries(self, status: str | None = None) -> int:
+        return self._deliveries.count(status)
+
+    # ----------------------------------------------------------------- queries
+
+    def count_operations(self, status: str | None = None, kind: str | None = None) -> int:
+        return self._queries.count_operations(status, kind)
+
+    def oldest_pending(self) -> Operation | None:
+        return self._queries.oldest_pending()
+
+    def stuck_alerted(self, limit: int = 10) -> list[Operation]:
+        return self._queries.stuck_alerted(limit)
+
+    def count_stuck_alerted(self) -> int:
+        return self._queries.count_stuck_alerted()
+
+    def list_operations(
+        self,
+        status: str | None = None,
+        kind: str | None = None,
+        settled_by: str | None = None,
+        limit: int = 50,
+        start_after: Operation | None = None,
+    ) -> list[Operation]:
+        return self._queries.list_operations(status, kind, settled_by, limit, start_after)
+
+    def find_operation(self, context_key: str, value: str) -> Operation | None:
+        return self._queries.find_operation(context_key, value)
+
+    def stored_fields(self, name: str) -> dict[str, Any] | None:
+        return self._queries.stored_fields(name)
+
+    def counts(self) -> dict[str, int]:
+        """Retries so far: `aborted` (backed off) and `conflicts` (re-read at once)."""
+        return self._commits.counts()

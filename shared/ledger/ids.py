@@ -1,0 +1,74 @@
+"""Document ids and input checks: every id the ledger writes stays within Firestore's limits.
+
+- `operations/{opnames.encode(name)}`: reversible, so a listing can show the name;
+- `deliveries/{source}:{opnames.encode(delivery_id)}`;
+- `reviews/{sha256(repo \\n sha \\n path)}`: a hash, since a path may be arbitrarily long;
+- `submissions/{opnames.encode(tag)}`, or `%sha256-{hex}` when the encoding would not fit
+  (`encode` never writes `%s`, so the two forms cannot collide).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import datetime
+from typing import Any
+
+from shared import opnames
+from shared.ledger.errors import InvalidArgument
+
+SOURCE = re.compile(r"[a-z][a-z0-9_-]{0,39}")
+MAX_ERROR_CHARS = 4000
+
+
+def operation_id(name: str) -> str:
+    if not isinstance(name, str) or not name or any(part == "" for part in name.split("/")):
+        raise InvalidArgument(f"operation name must be non-empty path segments, got {name!r}")
+    try:
+        return opnames.encode(name)
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from exc
+
+
+def delivery_id(source: str, delivery_id: str) -> str:
+    if not isinstance(source, str) or not SOURCE.fullmatch(source):
+        raise InvalidArgument(f"delivery source must match {SOURCE.pattern}, got {source!r}")
+    if not isinstance(delivery_id, str) or not delivery_id:
+        raise InvalidArgument(f"delivery id from {source} must be a non-empty string")
+    try:
+        return f"{source}:{opnames.encode(delivery_id)}"
+    except ValueError as exc:
+        raise InvalidArgument(f"delivery id from {source}: {exc}") from exc
+
+
+def review_doc_id(repo: str, sha: str, path: str) -> str:
+    """The `reviews` document id of one file at one commit: sha256 hex of the three, by "\\n"."""
+    for what, value in (("repo", repo), ("sha", sha), ("path", path)):
+        if not isinstance(value, str) or not value:
+            raise InvalidArgument(f"review {what} must be a non-empty string, got {value!r}")
+    return hashlib.sha256("\n".join((repo, sha, path)).encode("utf-8")).hexdigest()
+
+
+def submission_id(tag: str) -> str:
+    """The `submissions` document id of `tag`: readable when it fits, else a hash."""
+    if not isinstance(tag, str) or not tag:
+        raise InvalidArgument(f"submission tag must be a non-empty string, got {tag!r}")
+    try:
+        return opnames.encode(tag)
+    except ValueError:
+        digest = hashlib.sha256(tag.encode("utf-8", errors="surrogatepass")).hexdigest()
+        return f"%sha256-{digest}"
+
+
+def check_time(value: Any, what: str) -> None:
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise InvalidArgument(f"{what} must be an aware datetime, got {value!r}")
+
+
+def check_limit(limit: Any) -> None:
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 1000:
+        raise InvalidArgument(f"limit must be an integer in 1..1000, got {limit!r}")
+
+
+def clip_error(error: str) -> str:
+    return error if len(error) <= MAX_ERROR_CHARS else error[:MAX_ERROR_CHARS] + "…"

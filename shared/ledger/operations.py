@@ -1,0 +1,288 @@
+"""Operations: register, look up, settle once, defer, and record stuck alerts.
+
+Settlement, the one rule everything else protects: an operation goes from `pending` to a
+terminal status once, and its write-back commits in that same transaction
+(docs/architecture.md, "Settlement"). Timeline of two racing settles (webhook W,
+reconcile R)::
+
+    W reads v1 (pending)      R reads v1 (pending)
+    W commits write-back + status, on condition "still v1"  → v2, settled
+                              R commits on condition "still v1" → FAILED_PRECONDITION
+                              R re-reads v2 (succeeded)      → already_settled, no write
+
+A stale read can only say `pending` wrongly, never `settled`, because a terminal status
+never changes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from google.api_core import exceptions as gexc
+from google.cloud import firestore
+
+from shared import opnames
+from shared.clock import Clock
+from shared.ledger.commits import REFUSED, Commits, Seen
+from shared.ledger.errors import (
+    AmbiguousId,
+    ContentionError,
+    InvalidArgument,
+    StoreUnavailable,
+    WritebackFailed,
+)
+from shared.ledger.ids import check_limit, check_time, clip_error, operation_id
+from shared.ledger.records import (
+    OPERATIONS,
+    PENDING,
+    SETTLED_BY,
+    STUCK_ALERTED_AT,
+    TERMINAL_STATUSES,
+    Operation,
+    Settlement,
+    operation_from,
+    operation_from_snapshot,
+)
+from shared.ledger.results import ResultWrites, Writeback
+from shared.logs import event as log_event
+from shared.logs import get_logger
+from shared.retry import find_cause
+
+log = get_logger("ledger")
+
+
+class Operations:
+    """The `operations` collection: every write to an operation's lifecycle fields."""
+
+    def __init__(
+        self, commits: Commits, clock: Clock, *, grace: timedelta, retention: timedelta
+    ) -> None:
+        self._commits = commits
+        self._clock = clock
+        self._grace = grace
+        self._retention = retention
+
+    def collection(self) -> Any:
+        return self._commits.collection(OPERATIONS)
+
+    def register(self, name: str, kind: str, context: Mapping[str, Any] | None = None) -> Operation:
+        """Record `name` as pending; if it exists, return it unchanged."""
+        doc_id = operation_id(name)
+        if not isinstance(kind, str) or not kind.strip():
+            raise InvalidArgument(f"operation {name}: kind must be a non-empty string")
+        if context is not None and not isinstance(context, Mapping):
+            raise InvalidArgument(f"operation {name}: context must be a mapping")
+        now = self._clock()
+        data = {
+            "name": name,
+            "short_id": opnames.short_id(name),
+            "kind": kind,
+            "status": PENDING,
+            "submitted_at": now,
+            "attempts": 0,
+            "next_check_at": now + self._grace,
+            "writeback_done": False,
+            "context": dict(context or {}),
+            "outbox": [],
+        }
+        try:
+            self.collection().document(doc_id).create(data, timeout=self._commits.timeout_s)
+        except gexc.AlreadyExists:
+            existing = self.get(name)
+            if existing is None:  # deleted (TTL) between create and read
+                raise ContentionError(f"operation {name} vanished while registering") from None
+            return existing
+        except gexc.GoogleAPIError as exc:
+            raise StoreUnavailable(f"operation {name}: register failed: {exc}") from exc
+        log_event(log, logging.INFO, "operation registered", operation=name, kind=kind)
+        return operation_from(data, doc_id, None)
+
+    def get(self, name: str) -> Operation | None:
+        """The operation named `name`, or whose last path segment is `name` (a bare id)."""
+        ref = self.resolve(name)
+        if ref is None:
+            return None
+        snapshot = self._commits.read(ref, name)
+        return operation_from_snapshot(snapshot) if snapshot.exists else None
+
+    def resolve(self, name: str) -> Any:
+        """The document for a full name or a bare id; None when a bare id matches nothing."""
+        ref = self.collection().document(operation_id(name))
+        if "/" in name or self._commits.read(ref, name).exists:
+            return ref
+        query = self.collection().where(filter=firestore.FieldFilter("short_id", "==", name))
+        matches = [s.reference for s in self._commits.stream(query.limit(2), f"operation {name}")]
+        if len(matches) > 1:
+            raise AmbiguousId(f"operation id {name!r} matches several operations; use the name")
+        return matches[0] if matches else None
+
+    def settle(
+        self,
+        name: str,
+        status: str,
+        by: str,
+        *,
+        error: str | Mapping[str, Any] | None = None,
+        writeback: Writeback | None = None,
+        outbox: Sequence[Any] | None = None,
+        expected: Operation | None = None,
+    ) -> Settlement:
+        """Move a pending operation to `status` once, with its write-back and outbox items."""
+        _check_settle(name, status, by, error, outbox)
+        items = list(outbox or [])
+        ref = self.resolve(name)
+        if ref is None:
+            return Settlement.UNKNOWN
+        known: list[Operation] = []
+        if expected is not None and expected.update_time is not None and expected.doc_id == ref.id:
+            known.append(expected)  # the caller's own read of this very operation
+
+        def attempt() -> Settlement:
+            if known:  # first attempt only: trust the caller's fresh read
+                record = known.pop()
+                snapshot: Any = Seen(ref.id, record.update_time)
+            else:
+                snapshot = self._commits.read(ref, name)
+                if not snapshot.exists:
+                    return Settlement.UNKNOWN
+                record = operation_from_snapshot(snapshot)
+            if not record.pending:
+                if record.status != status:
+                    log_event(
+                        log,
+                        logging.INFO,
+                        "settle: already settled with another status",
+                        operation=record.name,
+                        stored_status=record.status,
+                        requested_status=status,
+                        by=by,
+                    )
+                return Settlement.ALREADY_SETTLED
+            now = self._clock()
+            update: dict[str, Any] = {
+                "status": status,
+                "settled_at": now,
+                "settled_by": by,
+                "expire_at": now + self._retention,
+                "writeback_done": not items,
+                "outbox": [{"payload": item, "delivered_at": None} for item in items],
+            }
+            if error is not None:
+                update["error"] = clip_error(error) if isinstance(error, str) else dict(error)
+
+            def body(txn: Any) -> None:
+                if writeback is not None:
+                    try:
+                        writeback(ResultWrites(txn, self._commits.client, record), record)
+                    except Exception as exc:
+                        if find_cause(exc, gexc.Aborted):
+                            raise  # lock contention on the write-back's reads: retry it
+                        raise WritebackFailed(
+                            f"operation {record.name}: write-back failed: {exc}"
+                        ) from exc
+                txn.update(ref, update, option=self._commits.unchanged_since(snapshot))
+
+            try:
+                self._commits.commit(body, ref, snapshot)
+            except REFUSED as exc:
+                # The operation is unchanged, so one of the write-back's own writes was refused.
+                raise WritebackFailed(
+                    f"operation {record.name}: write-back refused by Firestore: {exc}"
+                ) from exc
+            return Settlement.SETTLED
+
+        return self._commits.retrying(name, attempt)
+
+    def due_pending(
+        self, now: datetime, limit: int, start_after: Operation | None = None
+    ) -> list[Operation]:
+        """Pending operations with `next_check_at <= now`, earliest first, one page.
+
+        Pass the last operation of a page as `start_after` to get the next page.
+        """
+        check_time(now, "now")
+        check_limit(limit)
+        query = (
+            self.collection()
+            .where(filter=firestore.FieldFilter("status", "==", PENDING))
+            .where(filter=firestore.FieldFilter("next_check_at", "<=", now))
+            .order_by("next_check_at")
+            .order_by("__name__")  # a total order, so a page boundary never skips a tie
+        )
+        if start_after is not None:
+            query = query.start_after(
+                {
+                    "next_check_at": start_after.next_check_at,
+                    "__name__": self.collection().document(start_after.doc_id),
+                }
+            )
+        snapshots = self._commits.stream(query.limit(limit), "due_pending")
+        return [operation_from_snapshot(s) for s in snapshots]
+
+    def defer(self, name: str, next_check_at: datetime, attempts: int) -> bool:
+        """Set a pending operation's `attempts` and `next_check_at`; False if not pending."""
+        check_time(next_check_at, "next_check_at")
+        if not isinstance(attempts, int) or attempts < 0:
+            raise InvalidArgument(f"operation {name}: attempts must be ≥ 0, got {attempts!r}")
+        update = {"attempts": attempts, "next_check_at": next_check_at}
+        return self._update_if_pending(name, lambda data: update)
+
+    def mark_stuck_alerted(self, name: str, now: datetime, window: timedelta) -> bool:
+        """Record a stuck alert; True exactly when this call recorded a new one.
+
+        False when the operation is unknown, settled, or already alerted within `window`.
+        Timeline it closes (two overlapping reconcile runs A and B)::
+
+            A reads v1 (no alert yet)      B reads v1 (no alert yet)
+            A writes stuck_alerted_at on condition "still v1" → v2, A alerts
+                                           B writes on condition "still v1" → refused
+                                           B re-reads v2: alerted this window → False
+        """
+        check_time(now, "now")
+        if not isinstance(window, timedelta) or window <= timedelta(0):
+            raise InvalidArgument(f"operation {name}: window must be positive, got {window!r}")
+
+        def alert(data: Mapping[str, Any]) -> dict[str, Any] | None:
+            alerted = data.get(STUCK_ALERTED_AT)
+            if alerted is not None and now - alerted < window:
+                return None
+            return {STUCK_ALERTED_AT: now}
+
+        return self._update_if_pending(name, alert)
+
+    def _update_if_pending(self, name: str, decide: Any) -> bool:
+        """Apply `decide(stored)` (None: nothing to do) to a pending operation, conditionally."""
+        ref = self.resolve(name)
+        if ref is None:
+            return False
+
+        def attempt() -> bool:
+            snapshot = self._commits.read(ref, name)
+            data = snapshot.to_dict() or {}
+            if not snapshot.exists or data.get("status") != PENDING:
+                return False
+            update = decide(data)
+            if update is None:
+                return False
+            self._commits.update_if_unchanged(ref, snapshot, update)
+            return True
+
+        return self._commits.retrying(name, attempt)
+
+
+def _check_settle(name: str, status: str, by: str, error: Any, outbox: Any) -> None:
+    if status not in TERMINAL_STATUSES:
+        raise InvalidArgument(
+            f"operation {name}: status must be one of {sorted(TERMINAL_STATUSES)}, got {status!r}"
+        )
+    if by not in SETTLED_BY:
+        raise InvalidArgument(
+            f"operation {name}: by must be one of {sorted(SETTLED_BY)}, got {by!r}"
+        )
+    if error is not None and not isinstance(error, str | Mapping):
+        raise InvalidArgument(f"operation {name}: error must be a string or a mapping")
+    if outbox is not None and isinstance(outbox, str | bytes | Mapping):
+        raise InvalidArgument(f"operation {name}: outbox must be a list of items")

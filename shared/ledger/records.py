@@ -1,0 +1,247 @@
+"""The ledger's record types, status constants, and snapshot → record converters.
+
+Collections and fields are named here and nowhere else in hookledger (see
+docs/architecture.md, "Firestore collections"); records are what callers hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+from shared import opnames
+
+OPERATIONS = "operations"
+DELIVERIES = "deliveries"
+REVIEWS = "reviews"
+SUBMISSIONS = "submissions"
+
+PENDING = "pending"
+TERMINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled", "expired"})
+SETTLED_BY = frozenset({"webhook", "reconcile"})
+DELIVERY_STATUSES = frozenset({"queued", "done", "ignored", "dead"})
+STUCK_ALERTED_AT = "stuck_alerted_at"
+
+
+class Settlement(StrEnum):
+    """What `settle` did."""
+
+    SETTLED = "settled"
+    ALREADY_SETTLED = "already_settled"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class OutboxItem:
+    """One side effect to deliver; `idempotency_key` is stable across retries and crashes.
+
+    `attempts` counts failed deliveries; `next_attempt_at` is when the sweep may try again;
+    `claimed_until` is the lease of whoever is delivering it now.
+    """
+
+    operation: str
+    index: int
+    idempotency_key: str
+    payload: Any
+    delivered_at: datetime | None = None
+    attempts: int = 0
+    last_error: str | None = None
+    next_attempt_at: datetime | None = None
+    claimed_until: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "idempotency_key": self.idempotency_key,
+            "payload": self.payload,
+            "delivered_at": self.delivered_at,
+            "attempts": self.attempts,
+            "last_error": self.last_error,
+            "next_attempt_at": self.next_attempt_at,
+            "claimed_until": self.claimed_until,
+        }
+
+
+@dataclass(frozen=True)
+class Operation:
+    """An `operations` document as stored; times are aware UTC datetimes."""
+
+    name: str
+    doc_id: str
+    kind: str
+    status: str
+    submitted_at: datetime
+    attempts: int
+    next_check_at: datetime | None
+    writeback_done: bool
+    context: dict[str, Any]
+    settled_at: datetime | None = None
+    settled_by: str | None = None
+    error: Any = None
+    expire_at: datetime | None = None
+    outbox: tuple[OutboxItem, ...] = ()
+    stuck_alerted_at: datetime | None = None
+    update_time: datetime | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def pending(self) -> bool:
+        return self.status == PENDING
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every stored field (outbox items as dicts), for the CLI and logs."""
+        return {
+            "name": self.name,
+            "doc_id": self.doc_id,
+            "kind": self.kind,
+            "status": self.status,
+            "submitted_at": self.submitted_at,
+            "settled_at": self.settled_at,
+            "settled_by": self.settled_by,
+            "attempts": self.attempts,
+            "next_check_at": self.next_check_at,
+            "writeback_done": self.writeback_done,
+            "error": self.error,
+            "context": self.context,
+            "expire_at": self.expire_at,
+            "stuck_alerted_at": self.stuck_alerted_at,
+            "outbox": [item.to_dict() for item in self.outbox],
+        }
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A `deliveries` document as stored."""
+
+    source: str
+    delivery_id: str
+    doc_id: str
+    event: str
+    status: str
+    attempts: int
+    last_error: str | None
+    received_at: datetime
+    updated_at: datetime | None
+    expire_at: datetime | None
+    payload: Any = None
+    payload_ref: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "delivery_id": self.delivery_id,
+            "doc_id": self.doc_id,
+            "event": self.event,
+            "status": self.status,
+            "attempts": self.attempts,
+            "last_error": self.last_error,
+            "received_at": self.received_at,
+            "updated_at": self.updated_at,
+            "expire_at": self.expire_at,
+            "payload": self.payload,
+            "payload_ref": self.payload_ref,
+        }
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A `submissions` document: who claimed a create-once action, and what it created."""
+
+    tag: str
+    operation: str | None
+    claimed_by: str | None
+    claimed_at: datetime | None
+
+
+class Recorded(NamedTuple):
+    """`record_delivery`'s answer: `new` is False for a redelivery of a known id."""
+
+    new: bool
+    delivery: Delivery
+
+
+@dataclass
+class SweepReport:
+    """What one outbox sweep did, by operation name.
+
+    `completed`: every item delivered; `failed`: an item's delivery raised (retried later,
+    with backoff); `skipped`: an item was not yet due or under another caller's lease.
+    """
+
+    completed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+Deliver = Callable[[OutboxItem], None]
+"""`deliver(item)`: perform one side effect, passing `item.idempotency_key` along."""
+
+
+def operation_from_snapshot(snapshot: Any) -> Operation:
+    return operation_from(snapshot.to_dict() or {}, snapshot.id, snapshot.update_time)
+
+
+def operation_from(data: Mapping[str, Any], doc_id: str, update_time: Any) -> Operation:
+    name = data.get("name") or opnames.decode(doc_id)
+    return Operation(
+        name=name,
+        doc_id=doc_id,
+        kind=data.get("kind", ""),
+        status=data.get("status", PENDING),
+        submitted_at=data["submitted_at"],
+        attempts=int(data.get("attempts", 0)),
+        next_check_at=data.get("next_check_at"),
+        writeback_done=bool(data.get("writeback_done", False)),
+        context=dict(data.get("context") or {}),
+        settled_at=data.get("settled_at"),
+        settled_by=data.get("settled_by"),
+        error=data.get("error"),
+        expire_at=data.get("expire_at"),
+        outbox=tuple(
+            outbox_item_from(item, name, doc_id, index)
+            for index, item in enumerate(data.get("outbox") or [])
+        ),
+        stuck_alerted_at=data.get(STUCK_ALERTED_AT),
+        update_time=update_time,
+    )
+
+
+def outbox_item_from(item: Mapping[str, Any], name: str, doc_id: str, index: int) -> OutboxItem:
+    return OutboxItem(
+        operation=name,
+        index=index,
+        idempotency_key=f"{doc_id}:{index}",
+        payload=item.get("payload"),
+        delivered_at=item.get("delivered_at"),
+        attempts=int(item.get("attempts", 0)),
+        last_error=item.get("last_error"),
+        next_attempt_at=item.get("next_attempt_at"),
+        claimed_until=item.get("claimed_until"),
+    )
+
+
+def delivery_from(data: Mapping[str, Any], doc_id: str) -> Delivery:
+    return Delivery(
+        source=data.get("source", doc_id.split(":", 1)[0]),
+        delivery_id=data.get("delivery_id", ""),
+        doc_id=doc_id,
+        event=data.get("event", ""),
+        status=data.get("status", "queued"),
+        attempts=int(data.get("attempts", 0)),
+        last_error=data.get("last_error"),
+        received_at=data["received_at"],
+        updated_at=data.get("updated_at"),
+        expire_at=data.get("expire_at"),
+        payload=data.get("payload"),
+        payload_ref=data.get("payload_ref"),
+    )
+
+
+def submission_from(data: Mapping[str, Any], tag: str) -> Submission:
+    return Submission(
+        tag=data.get("tag") or tag,
+        operation=data.get("operation") or None,
+        claimed_by=data.get("claimed_by"),
+        claimed_at=data.get("claimed_at"),
+    )

@@ -1,0 +1,88 @@
+"""Write-backs: what a settlement writes besides the operation, in the same transaction.
+
+A write-back never touches Firestore itself: it receives `ResultWrites`, which stages
+documents on the settling transaction, so they commit with the status flip or not at all
+(docs/architecture.md, "Settlement"). The read side (`Reviews`) serves the CLI and console.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from google.cloud import firestore
+
+from shared.ledger.commits import Commits
+from shared.ledger.errors import InvalidArgument
+from shared.ledger.ids import check_limit, review_doc_id
+from shared.ledger.records import REVIEWS, Operation
+
+# Fields a review document always carries, set by the ledger, never by the caller.
+REVIEW_KEYS = frozenset({"repo", "sha", "path", "operation"})
+
+
+class ResultWrites:
+    """Stages result documents on one settlement's transaction.
+
+    Called again on each retry, so a write-back must have no effect outside it. Attribute
+    access it does not define goes to the transaction itself (`create`, `set`, `_client`),
+    so write-backs written against the raw transaction keep working; new ones should ask
+    for a named method here instead.
+    """
+
+    def __init__(self, transaction: Any, client: Any, record: Operation) -> None:
+        self.transaction = transaction
+        self._client = client
+        self._record = record
+
+    def put_review(self, repo: str, sha: str, path: str, fields: Mapping[str, Any]) -> str:
+        """Stage the `reviews` document of (repo, sha, path); returns its id.
+
+        The document holds `repo`, `sha`, `path`, `operation` (this settlement's) and
+        `fields`, replacing any earlier one. Bad input raises InvalidArgument, staging nothing.
+        """
+        doc_id = review_doc_id(repo, sha, path)
+        if not isinstance(fields, Mapping) or not all(isinstance(k, str) for k in fields):
+            raise InvalidArgument(f"review {repo}@{sha}:{path}: fields must be a str-keyed mapping")
+        clash = REVIEW_KEYS.intersection(fields)
+        if clash:
+            raise InvalidArgument(f"review {repo}@{sha}:{path}: fields may not set {sorted(clash)}")
+        doc = {"repo": repo, "sha": sha, "path": path, "operation": self._record.name, **fields}
+        self.transaction.set(self._client.collection(REVIEWS).document(doc_id), doc)
+        return doc_id
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.transaction, name)
+
+
+Writeback = Callable[[ResultWrites, Operation], None]
+"""`writeback(writes, record)`: stage result documents through `writes` (reads first, if any).
+
+Called again on each retry, so it must not have effects outside `writes`."""
+
+
+class Reviews:
+    """Read-only access to `reviews` documents."""
+
+    def __init__(self, commits: Commits) -> None:
+        self._commits = commits
+
+    def get_review(self, repo: str, sha: str, path: str) -> dict[str, Any] | None:
+        """The stored review of `path` at `sha` in `repo`, or None."""
+        doc_id = review_doc_id(repo, sha, path)
+        ref = self._commits.collection(REVIEWS).document(doc_id)
+        snapshot = self._commits.read(ref, f"review {repo}@{sha}:{path}")
+        return (snapshot.to_dict() or {}) if snapshot.exists else None
+
+    def reviews_for(self, operation_name: str, limit: int = 1000) -> list[dict[str, Any]]:
+        """Up to `limit` reviews written by the settlement of `operation_name`, by path."""
+        if not isinstance(operation_name, str) or not operation_name:
+            raise InvalidArgument(f"operation name must be a non-empty string: {operation_name!r}")
+        check_limit(limit)
+        query = (
+            self._commits.collection(REVIEWS)
+            .where(filter=firestore.FieldFilter("operation", "==", operation_name))
+            .limit(limit)
+        )
+        found = [s.to_dict() or {} for s in self._commits.stream(query, "reviews_for")]
+        return sorted(found, key=lambda doc: str(doc.get("path", "")))

@@ -1,0 +1,173 @@
+"""Write-backs staged through the ledger, submissions, and stuck alerts, on the emulator."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import timedelta
+
+import pytest
+
+from shared.clock import FakeClock
+from shared.ledger import (
+    InvalidArgument,
+    Ledger,
+    Settlement,
+    Submission,
+    WritebackFailed,
+    review_doc_id,
+)
+from shared.settlement import review_doc_id as settlement_review_doc_id
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def ledger(firestore_client, clock):
+    return Ledger(firestore_client, clock=clock)
+
+
+# ----------------------------------------------------------------------- reviews
+
+
+def test_review_doc_id_is_the_sha256_of_repo_sha_and_path_and_settlement_reexports_it():
+    expected = hashlib.sha256(b"o/r\nabc\ndocs/a.md").hexdigest()
+
+    assert review_doc_id("o/r", "abc", "docs/a.md") == expected
+    assert settlement_review_doc_id is review_doc_id
+
+
+def test_put_review_commits_with_the_settlement_and_reads_back(ledger):
+    long_path = "docs/" + "deep/" * 400 + "a.md"  # over Firestore's 1,500-byte id limit
+    ledger.register("batches/r1", "github-review")
+    ids = []
+
+    def writeback(writes, record):
+        ids.append(writes.put_review("o/r", "abc", "docs/a.md", {"text": "fine"}))
+        ids.append(writes.put_review("o/r", "abc", long_path, {"error": "row failed"}))
+
+    assert ledger.settle("batches/r1", "succeeded", "webhook", writeback=writeback) is (
+        Settlement.SETTLED
+    )
+
+    assert ids == [review_doc_id("o/r", "abc", "docs/a.md"), review_doc_id("o/r", "abc", long_path)]
+    assert ledger.get_review("o/r", "abc", "docs/a.md") == {
+        "repo": "o/r",
+        "sha": "abc",
+        "path": "docs/a.md",
+        "operation": "batches/r1",
+        "text": "fine",
+    }
+    assert ledger.get_review("o/r", "abc", long_path)["error"] == "row failed"
+    assert [r["path"] for r in ledger.reviews_for("batches/r1")] == ["docs/a.md", long_path]
+    assert ledger.reviews_for("batches/other") == []
+    assert ledger.get_review("o/r", "abc", "docs/missing.md") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("empty repo", ("", "abc", "a.md", {})),
+        ("non-string path", ("o/r", "abc", None, {})),
+        ("fields not a mapping", ("o/r", "abc", "a.md", ["text"])),
+        ("fields override the operation", ("o/r", "abc", "a.md", {"operation": "x"})),
+    ],
+)
+def test_put_review_rejects_bad_input_and_the_settlement_rolls_back(ledger, name, args):
+    ledger.register("batches/bad", "github-review")
+
+    def writeback(writes, record):
+        writes.put_review(*args)
+
+    with pytest.raises(WritebackFailed) as caught:
+        ledger.settle("batches/bad", "succeeded", "webhook", writeback=writeback)
+
+    assert isinstance(caught.value.__cause__, InvalidArgument), name
+    assert ledger.get("batches/bad").pending, name
+    assert ledger.reviews_for("batches/bad") == [], name
+
+
+# ----------------------------------------------------------------------- submissions
+
+
+def test_the_first_claim_owns_the_submission_and_later_ones_see_it(ledger, clock):
+    assert ledger.claim_submission("review:o/r@abc", "d-1", clock()) is None
+    clock.advance(5)
+
+    seen = ledger.claim_submission("review:o/r@abc", "d-2", clock())
+
+    assert seen == Submission("review:o/r@abc", None, "d-1", clock.now - timedelta(seconds=5))
+
+
+def test_update_submission_merges_only_the_given_fields(ledger, clock):
+    tag = "review:o/r@abc"
+    ledger.claim_submission(tag, "d-1", clock())
+
+    ledger.update_submission(tag, operation="batches/b1")
+    after_operation = ledger.claim_submission(tag, "d-9", clock())
+    clock.advance(60)
+    ledger.update_submission(tag, claimed_by="d-2", claimed_at=clock())
+    after_takeover = ledger.claim_submission(tag, "d-9", clock())
+
+    assert after_operation == Submission(
+        tag, "batches/b1", "d-1", clock.now - timedelta(seconds=60)
+    )
+    assert after_takeover == Submission(tag, "batches/b1", "d-2", clock.now)
+
+
+def test_a_tag_too_long_for_a_document_id_still_claims_once(ledger, clock):
+    tag = "review:o/r@" + "x" * 3000
+
+    assert ledger.claim_submission(tag, "d-1", clock()) is None
+    assert ledger.claim_submission(tag, "d-2", clock()).claimed_by == "d-1"
+
+
+# ----------------------------------------------------------------------- stuck alerts
+
+
+def test_mark_stuck_alerted_records_once_per_window(ledger, clock):
+    ledger.register("batches/slow", "k")
+    window = timedelta(hours=1)
+
+    first = ledger.mark_stuck_alerted("batches/slow", clock(), window)
+    clock.advance(600)
+    within = ledger.mark_stuck_alerted("slow", clock(), window)
+    clock.advance(3000)
+    after = ledger.mark_stuck_alerted("batches/slow", clock(), window)
+
+    assert (first, within, after) == (True, False, True)
+    assert ledger.get("batches/slow").stuck_alerted_at == clock.now
+    assert ledger.get("batches/slow").to_dict()["stuck_alerted_at"] == clock.now
+
+
+def test_mark_stuck_alerted_is_false_for_settled_and_unknown_operations(ledger, clock):
+    ledger.register("batches/done", "k")
+    ledger.settle("batches/done", "succeeded", "webhook")
+
+    assert ledger.mark_stuck_alerted("batches/done", clock(), timedelta(hours=1)) is False
+    assert ledger.mark_stuck_alerted("batches/ghost", clock(), timedelta(hours=1)) is False
+    assert ledger.get("batches/done").stuck_alerted_at is None
+
+
+def test_two_runs_racing_on_one_read_alert_once(firestore_client, clock):
+    """Both read v1; the second's conditional write is refused and its re-read says no."""
+    ledgers = [Ledger(firestore_client, clock=clock) for _ in range(2)]
+    ledgers[0].register("batches/race", "k")
+    commits = ledgers[1]._commits
+    real_read = commits.read
+    raced = []
+
+    def read_then_let_the_other_run_alert(ref, subject):
+        snapshot = real_read(ref, subject)
+        if not raced:
+            raced.append(ledgers[0].mark_stuck_alerted("batches/race", clock(), timedelta(1)))
+        return snapshot
+
+    commits.read = read_then_let_the_other_run_alert
+
+    second = ledgers[1].mark_stuck_alerted("batches/race", clock(), timedelta(hours=1))
+
+    assert (raced, second) == ([True], False)
+    assert ledgers[1].counts()["conflicts"] == 1
