@@ -7,10 +7,11 @@ STAMP  := $(VENV)/.installed-stamp
 .PHONY: help install run test lint bench clean tf-init plan deploy deploy-secrets
 
 help:
-	@echo "make run    - the whole local stack in the foreground (Ctrl-C stops it)"
-	@echo "make test   - install into $(VENV) if needed, run ruff and the whole pytest suite"
-	@echo "make lint   - ruff and mypy"
-	@echo "make bench  - run the benchmarks, each printing one JSON object"
+	@echo "make install - create $(VENV) and install the project and the CLI ($(BIN)/hookledger)"
+	@echo "make run     - the whole local stack in the foreground (Ctrl-C stops it)"
+	@echo "make test    - install into $(VENV) if needed, run ruff and the whole pytest suite"
+	@echo "make lint    - ruff, ruff format and mypy"
+	@echo "make bench   - run the benchmarks, each printing one JSON object"
 	@echo "make plan / make deploy PROJECT_ID=... - Terraform (see terraform/README.md)"
 
 $(BIN)/python:

@@ -83,7 +83,8 @@ locals {
   }
 
   # Only what the functions import: main.py and requirements.txt at the archive root and the
-  # shared package beside them. local/ (dev-only) and tests/ are never deployed.
+  # shared package beside them. hookledger/ (the CLI and console), local/ (dev-only), tests/
+  # and bench/ are never deployed; tests/terraform checks the archive and the imports.
   repo_root = abspath("${path.module}/..")
   source_files = merge(
     { for f in fileset("${local.repo_root}/functions", "*.py") : f => "${local.repo_root}/functions/${f}" },

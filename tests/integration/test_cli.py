@@ -20,9 +20,9 @@ import pytest
 import requests
 from google.cloud.tasks_v2 import types as task_types
 
+from hookledger.cli import main
+from hookledger.cli.output import ProgressBar
 from shared import runtime
-from shared.cli import main
-from shared.cli.output import ProgressBar
 from shared.clock import FakeClock
 from shared.config import LOCAL_ENVELOPE_KEY, Config
 from shared.envelope import EnvelopeSealer

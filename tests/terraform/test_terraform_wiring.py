@@ -498,8 +498,13 @@ def test_archive_holds_functions_and_shared_only(tf: Module) -> None:
             if path.is_file():
                 names.add(prefix + path.relative_to(REPO / directory).as_posix())
     assert {"requirements.txt", "shared/__init__.py", "shared/config.py"} <= names, names
-    leaked = sorted(n for n in names if n.split("/")[0] in {"local", "tests", "bench", "terraform"})
+    not_deployed = {"hookledger", "local", "tests", "bench", "terraform", "docs"}
+    leaked = sorted(n for n in names if n.split("/")[0] in not_deployed)
     assert not leaked, f"deployed archive would contain {leaked}"
+    # Every entry is main.py's neighbour at the root or inside the shared package.
+    stray = sorted(n for n in names if "/" in n and not n.startswith("shared/"))
+    assert not stray, f"deployed archive would contain {stray}"
+    assert not [n for n in names if n.startswith("shared/cli/")], "the CLI belongs in hookledger/"
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 

@@ -18,9 +18,9 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from shared.cli import deliveries, demo, ops, reconcile_cmd, status, webhooks
-from shared.cli.localenv import apply_local_defaults, check_reachable
-from shared.cli.output import CliError, Output
+from hookledger.cli import deliveries, demo, ops, reconcile_cmd, status, webhooks
+from hookledger.cli.localenv import apply_local_defaults, check_reachable
+from hookledger.cli.output import CliError, Output
 
 PROG = "hookledger"
 

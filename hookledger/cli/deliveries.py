@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from hookledger.cli.ops import limit_arg
+from hookledger.cli.output import CliError, Output, fields_block, payload_value, table
 from shared import runtime
-from shared.cli.ops import limit_arg
-from shared.cli.output import CliError, Output, fields_block, payload_value, table
 from shared.clock import system_clock
 from shared.config import FIRESTORE_TIMEOUT_S
 from shared.envelope import SOURCES, Envelope

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from hookledger.cli.output import CliError, Output, table
 from shared import runtime
-from shared.cli.output import CliError, Output, table
 
 EVENTS = (
     "batch.succeeded",

@@ -1,8 +1,9 @@
 """Point the CLI at the local stack (`make run`) when no real project is configured.
 
 For a `demo-` project (the default; Firebase's emulator-only prefix, so it can never
-reach real GCP) every unset emulator address gets the DESIGN.md default. With a real
-`GOOGLE_CLOUD_PROJECT` nothing is added: the usual Google environment applies.
+reach real GCP) every unset emulator address gets its local default (docs/architecture.md,
+"Contracts"). With a real `GOOGLE_CLOUD_PROJECT` nothing is added: the usual Google
+environment applies.
 """
 
 from __future__ import annotations

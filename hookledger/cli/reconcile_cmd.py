@@ -10,8 +10,8 @@ import argparse
 import sys
 from typing import Any
 
+from hookledger.cli.output import CliError, Output, ProgressBar, fields_block
 from shared import runtime
-from shared.cli.output import CliError, Output, ProgressBar, fields_block
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -9,8 +9,8 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
+from hookledger.cli.output import Output, age, rfc3339, table
 from shared import runtime
-from shared.cli.output import Output, age, rfc3339, table
 from shared.clock import system_clock
 from shared.config import FIRESTORE_TIMEOUT_S
 from shared.ledger import DELIVERIES, DELIVERY_STATUSES, OPERATIONS, PENDING, TERMINAL_STATUSES

@@ -9,8 +9,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from hookledger.cli.output import CliError, Output, fields_block, table
 from shared import runtime
-from shared.cli.output import CliError, Output, fields_block, table
 from shared.config import FIRESTORE_TIMEOUT_S
 from shared.ledger import OPERATIONS, PENDING, TERMINAL_STATUSES
 

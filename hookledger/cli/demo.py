@@ -21,9 +21,9 @@ from typing import Any, TypeVar
 
 import requests
 
+from hookledger.cli.localenv import SIMULATOR_URL, ingress_url
+from hookledger.cli.output import CliError, Output
 from shared import runtime
-from shared.cli.localenv import SIMULATOR_URL, ingress_url
-from shared.cli.output import CliError, Output
 from shared.config import FIRESTORE_TIMEOUT_S
 from shared.ledger import OPERATIONS
 from shared.signatures import sign_github
