@@ -16,9 +16,8 @@ from hookledger.cli.ops import limit_arg
 from hookledger.cli.output import CliError, Output, fields_block, payload_value, table
 from shared import runtime
 from shared.clock import system_clock
-from shared.config import FIRESTORE_TIMEOUT_S
 from shared.envelope import SOURCES, Envelope
-from shared.ledger import DELIVERIES, DELIVERY_STATUSES, Delivery
+from shared.ledger import DELIVERY_STATUSES, Delivery
 from shared.tasks import task_id_for
 
 LIST_COLUMNS = [
@@ -63,23 +62,13 @@ def find(ident: str) -> Delivery:
         if found is None:
             raise CliError(f"delivery {ident} not found")
         return found
-    from google.cloud import firestore
-
-    query = (
-        runtime.firestore_client()
-        .collection(DELIVERIES)
-        .where(filter=firestore.FieldFilter("delivery_id", "==", ident))
-    )
-    matches = [s.to_dict() or {} for s in query.limit(2).stream(timeout=FIRESTORE_TIMEOUT_S)]
+    matches = ledger.find_deliveries(ident, limit=2)
     if not matches:
         raise CliError(f"delivery {ident} not found")
     if len(matches) > 1:
-        choices = " or ".join(f"{m.get('source')}:{ident}" for m in matches)
+        choices = " or ".join(f"{m.source}:{ident}" for m in matches)
         raise CliError(f"delivery id {ident} is ambiguous: use {choices}")
-    found = ledger.get_delivery(matches[0]["source"], ident)
-    if found is None:  # expired between the query and the read
-        raise CliError(f"delivery {ident} not found")
-    return found
+    return matches[0]
 
 
 def shown(delivery: Delivery) -> dict[str, Any]:

@@ -24,8 +24,7 @@ import requests
 from hookledger.cli.localenv import SIMULATOR_URL, ingress_url
 from hookledger.cli.output import CliError, Output
 from shared import runtime
-from shared.config import FIRESTORE_TIMEOUT_S
-from shared.ledger import OPERATIONS
+from shared.ledger import Ledger, Operation
 from shared.signatures import sign_github
 
 T = TypeVar("T")
@@ -64,16 +63,24 @@ class Narrator:
         self.out.say(f"[{elapsed:5.1f}s] {text}")
 
 
-def wait_for(what: str, check: Callable[[], T | None], timeout: float, every: float = 0.5) -> T:
+def wait_for(
+    what: str,
+    check: Callable[[], T | None],
+    timeout: float,
+    every: float = 0.5,
+    *,
+    monotonic: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
     """`check()`'s first truthy value, polled until `timeout`; CliError naming `what` after."""
-    deadline = time.monotonic() + timeout
+    deadline = monotonic() + timeout
     while True:
         value = check()
         if value:
             return value
-        if time.monotonic() >= deadline:
+        if monotonic() >= deadline:
             raise CliError(f"demo: timed out after {timeout:g} s waiting for {what}")
-        time.sleep(every)
+        sleep(every)
 
 
 def push_body(sha: str) -> bytes:
@@ -98,29 +105,10 @@ def push_body(sha: str) -> bytes:
     ).encode()
 
 
-def _operation_for(sha: str) -> dict[str, Any] | None:
-    from google.cloud import firestore
-
-    query = (
-        runtime.firestore_client()
-        .collection(OPERATIONS)
-        .where(filter=firestore.FieldFilter("context.sha", "==", sha))
-        .limit(1)
-    )
-    for snapshot in query.stream(timeout=FIRESTORE_TIMEOUT_S):
-        return snapshot.to_dict()
-    return None
-
-
-def _reviews(name: str) -> list[dict[str, Any]]:
-    from google.cloud import firestore
-
-    query = (
-        runtime.firestore_client()
-        .collection("reviews")
-        .where(filter=firestore.FieldFilter("operation", "==", name))
-    )
-    return [snapshot.to_dict() or {} for snapshot in query.stream(timeout=FIRESTORE_TIMEOUT_S)]
+def settled_record(ledger: Ledger, name: str) -> Operation | None:
+    """The operation `name` once it is settled; None while it is pending or unknown."""
+    record = ledger.get(name)
+    return record if record is not None and not record.pending else None
 
 
 def cmd_demo(args: argparse.Namespace, out: Output) -> int:
@@ -130,6 +118,7 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
     ingress = ingress_url(os.environ)
     sim = SimulatorClient(cfg.gemini_base_url or SIMULATOR_URL)
     narrator = Narrator(out)
+    ledger = runtime.ledger()  # one client for every poll below
     try:
         requests.get(f"{ingress}/healthz", timeout=HTTP_TIMEOUT_S).raise_for_status()
     except requests.RequestException as exc:
@@ -170,8 +159,12 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
         f"sent a signed push (delivery {delivery}); ingress answered 202", delivery_id=delivery
     )
 
-    op = wait_for("the review batch to be registered", lambda: _operation_for(sha), 30.0)
-    name = op["name"]
+    op = wait_for(
+        "the review batch to be registered",
+        lambda: ledger.find_operation("context.sha", sha),
+        30.0,
+    )
+    name = op.name
     narrator.step(f"the worker submitted batch {name} and registered it as pending", operation=name)
 
     sim.complete(name, state="succeeded", webhook="drop")
@@ -180,7 +173,7 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
     narrator.step(f"waiting for the reconcile loop to notice (up to {args.timeout:g} s)")
     settled = wait_for(
         f"reconcile to settle {name}",
-        lambda: (r := runtime.ledger().get(name)) and not r.pending and r,
+        lambda: settled_record(ledger, name),
         args.timeout,
     )
     narrator.step(
@@ -192,12 +185,12 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
 
     written: list[dict[str, Any]] = wait_for(
         f"the reviews of {name}",
-        lambda: docs if len(docs := _reviews(name)) >= len(FILES) else None,
+        lambda: docs if len(docs := ledger.reviews_for(name)) >= len(FILES) else None,
         10.0,
     )
     reviews = [
         {"path": d.get("path"), "text": d.get("text"), "error": d.get("error")}
-        for d in sorted(written, key=lambda d: d.get("path", ""))
+        for d in written  # the ledger answers them by path
     ]
     for review in reviews:
         first = (review["text"] or review["error"] or "").strip().splitlines()

@@ -11,8 +11,7 @@ from typing import Any
 
 from hookledger.cli.output import CliError, Output, fields_block, table
 from shared import runtime
-from shared.config import FIRESTORE_TIMEOUT_S
-from shared.ledger import OPERATIONS, PENDING, TERMINAL_STATUSES
+from shared.ledger import PENDING, TERMINAL_STATUSES
 
 OP_STATUSES = (PENDING, *sorted(TERMINAL_STATUSES))
 _KIND = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
@@ -127,18 +126,6 @@ def cmd_submit(args: argparse.Namespace, out: Output) -> int:
 # --------------------------------------------------------------------------- ops list / show
 
 
-def list_query(status: str | None, kind: str | None, limit: int) -> Any:
-    """Equality filters, newest first, at most `limit` (see terraform/firestore_indexes.json)."""
-    from google.cloud import firestore
-
-    query: Any = runtime.firestore_client().collection(OPERATIONS)
-    if status:
-        query = query.where(filter=firestore.FieldFilter("status", "==", status))
-    if kind:
-        query = query.where(filter=firestore.FieldFilter("kind", "==", kind))
-    return query.order_by("submitted_at", direction=firestore.Query.DESCENDING).limit(limit)
-
-
 def summary(data: dict[str, Any]) -> dict[str, Any]:
     """The `ops list` fields of one stored operation."""
     keys = (
@@ -156,26 +143,21 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_list(args: argparse.Namespace, out: Output) -> int:
-    snapshots = list(
-        list_query(args.status, args.kind, args.limit).stream(timeout=FIRESTORE_TIMEOUT_S)
-    )
-    rows = [summary(s.to_dict() or {}) for s in snapshots]
+    """Newest submitted first (the ledger's listing, served by a declared index)."""
+    records = runtime.ledger().list_operations(args.status, args.kind, limit=args.limit)
+    rows = [summary(record.to_dict()) for record in records]
     out.emit(rows, lambda: table(rows, LIST_COLUMNS) if rows else "no operations")
     return 0
 
 
 def stored_operation(name: str) -> dict[str, Any]:
     """Every stored field of the operation `name` (full name or bare id); CliError if none."""
-    record = runtime.ledger().get(name)
+    ledger = runtime.ledger()
+    record = ledger.get(name)
     if record is None:
         raise CliError(f"operation {name} not found")
-    snapshot = (
-        runtime.firestore_client()
-        .collection(OPERATIONS)
-        .document(record.doc_id)
-        .get(timeout=FIRESTORE_TIMEOUT_S)
-    )
-    stored = snapshot.to_dict() or {}
+    # The record's fields, plus any the record type does not model (as stored).
+    stored = ledger.stored_fields(record.name) or {}
     return {**record.to_dict(), **stored, "doc_id": record.doc_id}
 
 

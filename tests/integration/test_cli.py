@@ -21,7 +21,8 @@ import requests
 from google.cloud.tasks_v2 import types as task_types
 
 from hookledger.cli import main
-from hookledger.cli.output import ProgressBar
+from hookledger.cli.demo import settled_record, wait_for
+from hookledger.cli.output import CliError, ProgressBar
 from shared import runtime
 from shared.clock import FakeClock
 from shared.config import LOCAL_ENVELOPE_KEY, Config
@@ -69,8 +70,9 @@ def ledger_at(client: Any, when: datetime = T0) -> tuple[Ledger, FakeClock]:
     return Ledger(client, clock=clock, grace=timedelta(0)), clock
 
 
-def operation_doc(client: Any, doc_id: str) -> dict[str, Any]:
-    return client.collection("operations").document(doc_id).get().to_dict()
+def stored(client: Any, name: str) -> dict[str, Any] | None:
+    """Every field the ledger stores for the operation `name`, as stored."""
+    return Ledger(client).stored_fields(name)
 
 
 # --------------------------------------------------------------------------- arguments
@@ -226,17 +228,15 @@ def test_ops_queries_are_served_by_declared_indexes(cli: Any, capsys, monkeypatc
 
 
 def test_ops_show_prints_every_stored_field(cli: Any, capsys) -> None:
-    _three_operations(cli)
-    cli.collection("operations").document("batches%2Fmid").update(
-        {"stuck_alerted_at": T0 + timedelta(hours=7)}
-    )
+    ledger = _three_operations(cli)
+    assert ledger.mark_stuck_alerted("batches/mid", T0 + timedelta(hours=7), timedelta(hours=1))
 
     data = run_json(capsys, "ops", "show", "mid")  # a bare id
 
     assert data["name"] == "batches/mid" and data["kind"] == "beta"
     assert data["stuck_alerted_at"] == "2026-03-01T19:00:00Z"
     assert data["submitted_at"] == "2026-03-01T12:01:00Z"
-    assert set(operation_doc(cli, "batches%2Fmid")) <= set(data)
+    assert set(stored(cli, "batches/mid") or {"missing"}) <= set(data)
     code, out, _ = run(capsys, "ops", "show", "batches/mid")
     assert code == 0 and "stuck_alerted_at" in out and "2026-03-01T19:00:00Z" in out
 
@@ -304,7 +304,8 @@ def test_replay_of_a_settled_operation_changes_nothing(
     ledger, _ = ledger_at(cli)
     ledger.register("batches/done1", "summaries")
     ledger.settle("batches/done1", "succeeded", "webhook")
-    before = operation_doc(cli, "batches%2Fdone1")
+    before = stored(cli, "batches/done1")
+    assert before is not None and before["status"] == "succeeded"
     payload = json.dumps({"type": "batch.succeeded", "data": {"id": "batches/done1"}}).encode()
     ledger.record_delivery("gemini", "msg_done", "batch.succeeded", payload=payload)
     ledger.mark_delivery("gemini", "msg_done", "done")
@@ -333,7 +334,7 @@ def test_replay_of_a_settled_operation_changes_nothing(
     reply = worker.handle("POST", "/", {}, full.http_request.body)
     assert (reply.status, reply.body["status"]) == (200, "done")
     assert "already_settled" in reply.body["detail"]
-    assert operation_doc(cli, "batches%2Fdone1") == before
+    assert stored(cli, "batches/done1") == before
     assert ledger.get_delivery("gemini", "msg_done").status == "done"
 
 
@@ -454,11 +455,9 @@ def test_webhooks_register_list_rotate(cli: Any, simulator: Any, capsys) -> None
 
 
 def test_status_counts_oldest_pending_and_alerts(cli: Any, capsys) -> None:
-    _three_operations(cli)
+    ledger = _three_operations(cli)
     _deliveries(cli)
-    cli.collection("operations").document("batches%2Fmid").update(
-        {"stuck_alerted_at": T0 + timedelta(hours=7)}
-    )
+    assert ledger.mark_stuck_alerted("batches/mid", T0 + timedelta(hours=7), timedelta(hours=1))
 
     data = run_json(capsys, "status")
 
@@ -510,3 +509,39 @@ def test_a_stopped_emulator_is_one_line_naming_the_variable(capsys) -> None:
         runtime.reset()
     assert (code, out) == (1, "") and err.count("\n") == 1
     assert f"FIRESTORE_EMULATOR_HOST={address}" in err and "make run" in err
+
+
+# --------------------------------------------------------------------------- demo helpers
+
+
+def test_demo_waits_for_a_truthy_answer_and_names_what_timed_out() -> None:
+    now = [0.0]
+    answers = iter([None, None, "ready"])
+    found = wait_for(
+        "x", lambda: next(answers), 5.0, 1.0, monotonic=lambda: now[0], sleep=_advance(now)
+    )
+    assert (found, now[0]) == ("ready", 2.0)
+
+    now[0] = 0.0
+    with pytest.raises(CliError, match="timed out after 3 s waiting for the batch"):
+        wait_for("the batch", lambda: None, 3.0, 1.0, monotonic=lambda: now[0], sleep=_advance(now))
+    assert now[0] == 3.0
+
+
+def _advance(now: list[float]) -> Any:
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    return sleep
+
+
+def test_demo_sees_an_operation_only_once_it_is_settled(cli: Any) -> None:
+    ledger, _ = ledger_at(cli)
+    assert settled_record(ledger, "batches/unknown") is None
+    ledger.register("batches/d1", "review")
+    assert settled_record(ledger, "batches/d1") is None
+
+    ledger.settle("batches/d1", "succeeded", "reconcile")
+
+    record = settled_record(ledger, "batches/d1")
+    assert record is not None and (record.status, record.settled_by) == ("succeeded", "reconcile")
