@@ -66,6 +66,7 @@ def _wait(what, check, timeout=90.0):
     return wait_until(check, timeout, what, every=0.2)
 
 
+@pytest.mark.slow
 def test_make_run_comes_up_settles_a_dropped_webhook_and_stops_cleanly(make_run):
     process, ports, lines = make_run
     ready = _wait(
