@@ -27,7 +27,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def collect(ledger: Ledger | None = None, clock: Clock = system_clock) -> dict[str, Any]:
     """The figures `status` prints, JSON-ready apart from datetimes."""
-    ledger = ledger or runtime.ledger()
+    ledger = ledger if ledger is not None else runtime.ledger()
     now = clock()
     operations = {status: ledger.count_operations(status=status) for status in OP_STATUSES}
     deliveries = {
@@ -46,8 +46,8 @@ def collect(ledger: Ledger | None = None, clock: Clock = system_clock) -> dict[s
         }
     # Still pending and alerted on: a settled operation keeps its old alert time.
     stuck = [
-        {key: record.to_dict()[key] for key in STUCK_FIELDS}
-        for record in ledger.stuck_alerted(STUCK_SHOWN)
+        {key: fields[key] for key in STUCK_FIELDS}
+        for fields in (record.to_dict() for record in ledger.stuck_alerted(STUCK_SHOWN))
     ]
     return {
         "operations": operations,
