@@ -113,7 +113,7 @@ def seed_settled(client: Any, total: int, at: datetime) -> None:
 
 def submit(gateway: Any, ledger: Any, sim: SimulatorClient, n: int, finish: bool) -> list[str]:
     """`n` simulator batches registered in the ledger; finished (webhook dropped) if asked."""
-    from shared.gemini import review_tag
+    from shared.kinds.review import review_tag
 
     def one(i: int) -> str:
         tag = review_tag("bench/repo", f"{time.monotonic_ns()}-{i}")  # tagged, like real ones
@@ -138,9 +138,7 @@ def naive_run(ledger: Any, gateway: Any, client: Any, now: datetime, concurrency
     ]
     with ThreadPoolExecutor(concurrency) as pool:
         outcomes = list(
-            pool.map(
-                lambda name: settle_from_gemini(ledger, gateway, client, name, "reconcile"), due
-            )
+            pool.map(lambda name: settle_from_gemini(ledger, gateway, name, "reconcile"), due)
         )
     return sum(1 for outcome in outcomes if outcome.result == "settled")
 
@@ -202,7 +200,6 @@ def run(args: argparse.Namespace, sim_url: str) -> tuple[dict[str, Any], bool]:
     reconciler = Reconciler(
         ledger,
         gateway,
-        client,
         system_clock,
         ReconcileSettings(grace_s=0, budget_s=600, page_size=100, fanout_threshold=10_000),
     )
@@ -229,7 +226,6 @@ def run(args: argparse.Namespace, sim_url: str) -> tuple[dict[str, Any], bool]:
         poller = Reconciler(
             poll_ledger,
             gateway,
-            client,
             clock,
             ReconcileSettings(
                 grace_s=0,

@@ -32,15 +32,17 @@ OPERATION_EVENTS = (
 @handler("gemini", *BATCH_EVENTS, *OPERATION_EVENTS)
 def settle_operation(event: Event, ctx: HandlerContext) -> Done | Ignored:
     """Re-fetch the operation named in the event (a hint only) and settle it in the ledger."""
+    from shared.kinds import Deliverers, KindOptions
     from shared.ledger import Settlement
-    from shared.settlement import RUNNING, settle_from_gemini
+    from shared.settlement import RUNNING, Settler
 
     payload = event.json()
     data = payload.get("data") if isinstance(payload, dict) else None
     name = data.get("id") if isinstance(data, dict) else None
     if not isinstance(name, str) or not name:
         raise PermanentError(f"delivery {event.delivery_id}: event has no data.id")
-    outcome = settle_from_gemini(ctx.ledger, ctx.gemini, ctx.firestore, name, "webhook")
+    settler = Settler(ctx.ledger, ctx.gemini, KindOptions.from_config(ctx.config), Deliverers(ctx))
+    outcome = settler.settle(name, "webhook")
     if outcome.result == Settlement.UNKNOWN:
         return Ignored(f"{name} is not in the ledger")
     if outcome.result == RUNNING:
@@ -52,15 +54,14 @@ def settle_operation(event: Event, ctx: HandlerContext) -> Done | Ignored:
 @handler("github", "push")
 def review_push(event: Event, ctx: HandlerContext) -> Done | Ignored:
     """A push to the default branch: one Gemini batch reviewing its Markdown files."""
-    from shared.review import ReviewDeps
-    from shared.review import review_push as run
+    from shared.kinds.review.pipeline import ReviewDeps
+    from shared.kinds.review.pipeline import review_push as run
 
     payload = event.json()
     if not isinstance(payload, dict):
         raise PermanentError(f"delivery {event.delivery_id}: push body is not an object")
     deps = ReviewDeps(
         ledger=ctx.ledger,
-        firestore=ctx.firestore,
         gemini=ctx.gemini,
         github=ctx.github,
         review_path=ctx.config.review_path,
@@ -73,6 +74,7 @@ def review_push(event: Event, ctx: HandlerContext) -> Done | Ignored:
 @handler("hookledger", "check-page")
 def check_page(event: Event, ctx: HandlerContext) -> Done:
     """Poll and settle one page of due operations that reconcile fanned out to the worker."""
+    from shared.kinds import Deliverers
     from shared.reconcile import Reconciler, page_names
 
     try:
@@ -80,7 +82,7 @@ def check_page(event: Event, ctx: HandlerContext) -> Done:
     except ValueError as exc:
         raise PermanentError(f"delivery {event.delivery_id}: {exc}") from exc
     reconciler = Reconciler.from_config(
-        ctx.config, ctx.ledger, ctx.gemini, ctx.firestore, adopt_orphans=False
+        ctx.config, ctx.ledger, ctx.gemini, adopt_orphans=False, deliver=Deliverers(ctx)
     )
     report = reconciler.check_names(names)
     if report.examined == 0 and report.errors:

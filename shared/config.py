@@ -55,6 +55,8 @@ class Config:
     gemini_api_key: str = ""
     github_api_url: str = "https://api.github.com"
     github_token: str = ""
+    # Publish each settled review as one GitHub commit comment (the review kind's outbox).
+    github_comments: bool = False
     review_path: str = ""
     review_model: str = "models/gemini-2.5-flash"
     reconcile_grace_s: int = 90
@@ -93,6 +95,14 @@ class Config:
             if value < minimum:
                 raise ConfigError(f"{name} must be at least {minimum}, got {value}")
             return value
+
+        def flag(name: str, default: bool) -> bool:
+            raw = env.get(name, "").strip().lower()
+            if raw == "":
+                return default
+            if raw not in ("true", "false"):
+                raise ConfigError(f"{name} must be true or false, got {env.get(name)!r}")
+            return raw == "true"
 
         def number(name: str, default: float) -> float:
             raw = env.get(name)
@@ -162,6 +172,7 @@ class Config:
             gemini_api_key=text("GEMINI_API_KEY", d.gemini_api_key),
             github_api_url=text("GITHUB_API_URL", d.github_api_url),
             github_token=text("GITHUB_TOKEN", d.github_token),
+            github_comments=flag("GITHUB_COMMENTS", d.github_comments),
             review_path=text("REVIEW_PATH", d.review_path).strip("/"),
             review_model=text("REVIEW_MODEL", d.review_model),
             reconcile_grace_s=integer("RECONCILE_GRACE_S", d.reconcile_grace_s),
@@ -222,6 +233,7 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "ENVELOPE_KEYS",
         "GEMINI_API_KEY",
         "GITHUB_TOKEN",
+        "GITHUB_COMMENTS",
         "REVIEW_PATH",
         "REVIEW_MODEL",
         "RETENTION_DAYS",
@@ -246,6 +258,9 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "OIDC_AUDIENCE",
         "ENVELOPE_KEYS",
         "GEMINI_API_KEY",
+        # Reconcile settles too, and its outbox sweep publishes review comments.
+        "GITHUB_TOKEN",
+        "GITHUB_COMMENTS",
         "RECONCILE_GRACE_S",
         "RECONCILE_CONCURRENCY",
         "RECONCILE_BUDGET_S",

@@ -3,7 +3,7 @@
 What the SDK does not do for us, and this module does:
 - a failed batch's top-level `error` is not copied by the SDK: read the raw JSON;
 - a batch can report SUCCEEDED with every row failed: rows are returned one by one;
-- creating a batch is not idempotent: callers tag `display_name` (see `review_tag`).
+- creating a batch is not idempotent: callers tag `display_name` (shared/kinds/).
 
 Errors:
 
@@ -28,7 +28,6 @@ from google.genai import types
 
 from shared.errors import HookledgerError, PermanentError, TransientError
 
-TAG_PREFIX = "hookledger:"
 TERMINAL_STATES = {
     "JOB_STATE_SUCCEEDED": "succeeded",
     "JOB_STATE_PARTIALLY_SUCCEEDED": "succeeded",
@@ -126,11 +125,6 @@ def make_client(
         ),
     )
     return genai.Client(api_key=api_key or "unset", http_options=options)
-
-
-def review_tag(repo: str, sha: str) -> str:
-    """The `display_name` that marks a batch as ours, so an orphan can be recognised."""
-    return f"{TAG_PREFIX}review:{repo}@{sha}"
 
 
 def batch_name(name: str) -> str:

@@ -6,6 +6,7 @@
     ctx.firestore  firestore.Client
     ctx.gemini     GeminiGateway
     ctx.github     ContentsClient
+    ctx.comments   CommentsClient  GitHub commit comments (the review kind's outbox)
     ctx.tasks      TaskQueue       the Cloud Tasks queue the worker is fed from
     ctx.claims     ClaimStore      claim-checked payloads (bodies over 512 KiB)
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
     from shared.claims import ClaimStore
     from shared.gemini import GeminiGateway
-    from shared.github import ContentsClient
+    from shared.github import CommentsClient, ContentsClient
     from shared.ledger import Ledger
     from shared.tasks import TaskQueue
 
@@ -49,6 +50,7 @@ class ClientFactories:
     github: Callable[[], ContentsClient]
     tasks: Callable[[], TaskQueue]
     claims: Callable[[], ClaimStore]
+    comments: Callable[[], CommentsClient]
 
     @classmethod
     def from_lookup(cls, ledger: Ledger, lookup: Callable[[str], Any]) -> ClientFactories:
@@ -64,6 +66,7 @@ class ClientFactories:
             github=lambda: lookup("github"),
             tasks=lambda: lookup("tasks"),
             claims=lambda: lookup("claims"),
+            comments=lambda: lookup("comments"),
         )
 
 
@@ -111,6 +114,10 @@ class HandlerContext:
     @property
     def claims(self) -> ClaimStore:
         return self._once("claims", self._clients.claims)
+
+    @property
+    def comments(self) -> CommentsClient:
+        return self._once("comments", self._clients.comments)
 
     def _once(self, name: str, factory: Callable[[], T]) -> T:
         with self._lock:

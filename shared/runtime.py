@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from shared.entrypoints.reconcile import ReconcileEndpoint
     from shared.entrypoints.worker import Worker
     from shared.gemini import GeminiGateway
-    from shared.github import ContentsClient
+    from shared.github import CommentsClient, ContentsClient
     from shared.ledger import Ledger
     from shared.oidc import OidcVerifier
     from shared.reconcile import Reconciler
@@ -170,6 +170,18 @@ def github() -> ContentsClient:
 
 
 @once
+def comments() -> CommentsClient:
+    """GitHub commit comments, sized so one worst-case publish fits in the outbox lease."""
+    from shared.github import CommentsClient
+
+    cfg = config()
+    timeout_s = min(cfg.http_timeout_s, 10.0)
+    return CommentsClient(
+        cfg.github_api_url, cfg.github_token, timeout_s=timeout_s, attempts=2, max_pages=10
+    )
+
+
+@once
 def claim_store() -> ClaimStore:
     """The store of claim-checked payloads; its Firestore client is built on first use."""
     return _LazyFirestoreClaims()
@@ -185,6 +197,7 @@ def handler_context() -> HandlerContext:
         github=github,
         tasks=task_queue,
         claims=claim_store,
+        comments=comments,
     )
     return HandlerContext(config(), clients, clock=system_clock)
 
@@ -220,6 +233,7 @@ def worker() -> Worker:
 def reconciler() -> Reconciler:
     """The Reconciler on this process's clients; it fans out pages to the worker."""
     from shared.envelope import Envelope
+    from shared.kinds import Deliverers
     from shared.reconcile import CHECK_PAGE_EVENT, CHECK_PAGE_SOURCE, Reconciler, TaskPageEnqueuer
 
     cfg = config()
@@ -244,7 +258,9 @@ def reconciler() -> Reconciler:
         oidc_service_account=cfg.tasks_service_account or None,
         oidc_audience=cfg.worker_url,
     )
-    return Reconciler.from_config(cfg, ledger(), gemini(), firestore_client(), enqueue_page=enqueue)
+    return Reconciler.from_config(
+        cfg, ledger(), gemini(), enqueue_page=enqueue, deliver=Deliverers(handler_context())
+    )
 
 
 @once

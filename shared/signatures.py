@@ -20,7 +20,7 @@ design card and third-party guides, e.g. Hookdeck's, were the sources):
   configured (Gemini is said to set ``aud`` to the endpoint URL);
 - the JWT is not known to bind the body, so a JWT-only delivery authenticates the sender
   but not the bytes. That is acceptable here only because Gemini bodies are hints: the
-  worker re-fetches the operation before settling (DESIGN.md);
+  worker re-fetches the operation before settling (docs/architecture.md#why);
 - a ``v1a`` entry names no key, so every Ed25519 key in the JWKS is tried.
 
 Secrets and rotation

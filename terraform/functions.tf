@@ -44,6 +44,7 @@ locals {
     # The worker registers operations with the grace and runs reconcile's fanned-out check
     # pages, so it reads the same reconcile settings as reconcile itself.
     worker = {
+      GITHUB_COMMENTS            = tostring(var.review.github_comments)
       GOOGLE_CLOUD_PROJECT       = var.project_id
       OIDC_AUDIENCE              = local.function_urls.worker
       RECONCILE_BACKOFF_CAP_S    = tostring(var.settings.reconcile_backoff_cap_s)
@@ -62,6 +63,7 @@ locals {
       WORKER_MAX_RETRIES    = tostring(var.settings.worker_max_retries)
     }
     reconcile = {
+      GITHUB_COMMENTS            = tostring(var.review.github_comments)
       GOOGLE_CLOUD_PROJECT       = var.project_id
       OIDC_AUDIENCE              = local.function_urls.reconcile
       RECONCILE_BACKOFF_CAP_S    = tostring(var.settings.reconcile_backoff_cap_s)

@@ -18,7 +18,7 @@ locals {
     }
     GITHUB_TOKEN = {
       secret_id = "${var.name_prefix}-github-token"
-      readers   = ["worker"]
+      readers   = ["worker", "reconcile"] # reconcile's outbox sweep posts review comments
     }
     GITHUB_WEBHOOK_SECRETS = {
       secret_id = "${var.name_prefix}-github-webhook-secrets"

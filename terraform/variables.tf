@@ -41,7 +41,7 @@ variable "firestore" {
 }
 
 variable "github_token_enabled" {
-  description = "Create a GITHUB_TOKEN secret for the GitHub Contents API and give it to the worker (needed for private repositories and higher rate limits)."
+  description = "Create a GITHUB_TOKEN secret for the GitHub Contents and commit-comments APIs and give it to the worker and reconcile (needed for private repositories, higher rate limits and review.github_comments)."
   type        = bool
   default     = false
 }
@@ -198,10 +198,11 @@ variable "region" {
 }
 
 variable "review" {
-  description = "The reference review pipeline: the repository path whose Markdown files are reviewed (empty = whole repository) and the Gemini model."
+  description = "The reference review pipeline: the repository path whose Markdown files are reviewed (empty = whole repository), the Gemini model, and whether each settled review is published as one GitHub commit comment (needs github_token_enabled)."
   type = object({
-    model = optional(string, "models/gemini-2.5-flash")
-    path  = optional(string, "")
+    github_comments = optional(bool, false)
+    model           = optional(string, "models/gemini-2.5-flash")
+    path            = optional(string, "")
   })
   default = {}
 

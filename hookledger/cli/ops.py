@@ -96,18 +96,17 @@ def read_requests(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def cmd_submit(args: argparse.Namespace, out: Output) -> int:
-    from shared.gemini import TAG_PREFIX
-    from shared.review import KIND as REVIEW_KIND
+    from shared import kinds
 
     kind = args.kind
     if not _KIND.fullmatch(kind):
         raise CliError(f"--kind must match {_KIND.pattern}, got {kind!r}", code=2)
-    if kind == REVIEW_KIND:
-        raise CliError(f"kind {kind!r} is the review pipeline's; submit a push instead", code=2)
+    if kinds.built_in(kind):
+        raise CliError(f"kind {kind!r} is a built-in pipeline's; it submits its own", code=2)
     requests = read_requests(args)
     model = args.model or runtime.config().review_model
     # The tag lets reconcile recognise the batch as ours if registering below never happens.
-    tag = f"{TAG_PREFIX}{kind}:{uuid.uuid4().hex[:12]}"
+    tag = kinds.generic(kind).make_tag(uuid.uuid4().hex[:12])
     name = runtime.gemini().create_batch(model, requests, display_name=tag)
     context = {
         "display_name": tag,

@@ -24,10 +24,9 @@ REVIEW_KEYS = frozenset({"repo", "sha", "path", "operation"})
 class ResultWrites:
     """Stages result documents on one settlement's transaction.
 
-    Called again on each retry, so a write-back must have no effect outside it. Attribute
-    access it does not define goes to the transaction itself (`create`, `set`, `_client`),
-    so write-backs written against the raw transaction keep working; new ones should ask
-    for a named method here instead.
+    Called again on each retry, so a write-back must have no effect outside it. Result
+    documents go through named methods (`put_review`), so only the ledger names
+    collections; `transaction` is the raw transaction, for tests and benchmarks.
     """
 
     def __init__(self, transaction: Any, client: Any, record: Operation) -> None:
@@ -50,9 +49,6 @@ class ResultWrites:
         doc = {"repo": repo, "sha": sha, "path": path, "operation": self._record.name, **fields}
         self.transaction.set(self._client.collection(REVIEWS).document(doc_id), doc)
         return doc_id
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.transaction, name)
 
 
 Writeback = Callable[[ResultWrites, Operation], None]

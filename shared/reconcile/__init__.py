@@ -41,7 +41,6 @@ from __future__ import annotations
 
 from shared.reconcile.adoption import (
     ORPHAN_WINDOW,
-    REVIEW_TAG_PREFIX,
     OrphanAdopter,
     register_orphan,
 )
@@ -57,7 +56,7 @@ from shared.reconcile.fanout import (
     page_task_id,
     window_key,
 )
-from shared.reconcile.outbox_sweep import Deliver, default_deliver, outbox_deliverer
+from shared.reconcile.outbox_sweep import Deliver
 from shared.reconcile.report import Budget, Progress, RunReport
 from shared.reconcile.run import Reconciler, Sources
 from shared.reconcile.settings import (
@@ -83,7 +82,6 @@ __all__ = [
     "GEMINI_MAX_PENDING",
     "MAX_PAGE_NAMES",
     "ORPHAN_WINDOW",
-    "REVIEW_TAG_PREFIX",
     "STUCK_ALERTED_AT",
     "Budget",
     "Deliver",
@@ -97,8 +95,6 @@ __all__ = [
     "Sources",
     "StuckAlerts",
     "TaskPageEnqueuer",
-    "default_deliver",
-    "outbox_deliverer",
     "page_names",
     "page_payload",
     "page_task_id",

@@ -1,9 +1,10 @@
 """Orphan adoption: tagged Gemini batches that never reached the ledger get registered.
 
 A crash between creating a batch and registering it leaves a batch no webhook or run
-would settle. Batches tagged `hookledger:` (`gemini.TAG_PREFIX`) from the last
-`ORPHAN_WINDOW` that the ledger does not know are registered, then checked like any
-due operation; untagged batches are never touched.
+would settle. Batches tagged `hookledger:{kind}:…` (`kinds.TAG_PREFIX`) from the last
+`ORPHAN_WINDOW` that the ledger does not know are registered as the kind the tag names
+(its adopter builds the context), then checked like any due operation; untagged batches
+are never touched.
 """
 
 from __future__ import annotations
@@ -11,15 +12,15 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from shared import logs, review
+from shared import kinds, logs
 from shared.clock import Clock
-from shared.gemini import TAG_PREFIX, TERMINAL_STATES, GeminiError, GeminiGateway
+from shared.errors import PermanentError
+from shared.gemini import BatchSummary, GeminiError, GeminiGateway
 from shared.ledger import Ledger, LedgerError, Operation
 from shared.reconcile.report import Budget, RunReport
 
 log = logs.get_logger("reconcile")
 
-REVIEW_TAG_PREFIX = f"{TAG_PREFIX}review:"
 # Orphans are looked for among batches this young: past Gemini's 48 h expiry with a day's
 # slack, so the reads per run stay bounded however many batches the project has made.
 ORPHAN_WINDOW = timedelta(hours=72)
@@ -48,7 +49,7 @@ class OrphanAdopter:
                 report.stop("adopt", None)
                 break
             try:
-                name, display_name, state, created = next(batches)
+                batch = next(batches)
             except StopIteration:
                 break
             except GeminiError as exc:
@@ -60,16 +61,17 @@ class OrphanAdopter:
                     reason=str(exc),
                 )
                 break
-            if not display_name.startswith(TAG_PREFIX) or not name:
+            name, display_name = batch.name, batch.display_name
+            if not display_name.startswith(kinds.TAG_PREFIX) or not name:
                 continue  # not ours: never touched
-            if created is not None and created < cutoff:
+            if batch.create_time is not None and batch.create_time < cutoff:
                 continue  # long expired in Gemini; checking it would cost a read every run
             if name in known:
                 continue  # read from the ledger moments ago
             try:
                 if self._ledger.get(name) is not None:
                     continue
-                record = register_orphan(self._ledger, self._gemini, name, display_name, state)
+                record = register_orphan(self._ledger, self._gemini, batch)
             except (LedgerError, GeminiError) as exc:
                 report.add(errors=1)
                 logs.event(
@@ -87,36 +89,42 @@ class OrphanAdopter:
         return adopted
 
 
-def register_orphan(
-    ledger: Ledger, gemini: GeminiGateway, name: str, tag: str, state: str
-) -> Operation | None:
-    """Register the orphan `name` by what its tag says; None (logged) for an unknown kind.
+def register_orphan(ledger: Ledger, gemini: GeminiGateway, batch: BatchSummary) -> Operation | None:
+    """Register the orphan `batch` as the kind its tag names (shared/kinds/); None if it cannot.
 
-    Today only the review pipeline's tag (`hookledger:review:{repo}@{sha}`) is known; this
-    is the one place a registry of kinds would be consulted.
+    A kind nobody registered (a `hookledger submit --kind X` batch) is adopted with the
+    generic behaviour; a kind that adopts nothing, or a tag its kind cannot read, is
+    logged and left alone.
     """
-    if not tag.startswith(REVIEW_TAG_PREFIX) or "@" not in tag:
+    parsed = kinds.parse_tag(batch.display_name)
+    adopt = parsed.kind.adopt if parsed is not None else None
+    if parsed is None or adopt is None:
         logs.event(
             log,
             logging.WARNING,
-            f"tagged batch {name} has an unknown kind; not adopted",
-            operation=name,
-            display_name=tag,
+            f"tagged batch {batch.name} names no adoptable kind; not adopted",
+            operation=batch.name,
+            display_name=batch.display_name,
         )
         return None
-    repo, _, sha = tag.removeprefix(REVIEW_TAG_PREFIX).rpartition("@")
-    paths: list[str] = []
-    if state in TERMINAL_STATES:
-        paths = [row.key for row in gemini.fetch_batch(name).rows]
-    record = ledger.register(name, review.KIND, {"repo": repo, "sha": sha, "paths": paths})
+    try:
+        context = adopt(parsed.key, batch, gemini)
+    except PermanentError as exc:
+        logs.event(
+            log,
+            logging.WARNING,
+            f"tagged batch {batch.name} not adopted: {exc}",
+            operation=batch.name,
+            display_name=batch.display_name,
+        )
+        return None
+    record = ledger.register(batch.name, parsed.kind.name, context)
     logs.event(
         log,
         logging.WARNING,
-        f"adopted orphan batch {name}",
-        operation=name,
-        kind=review.KIND,
-        repo=repo,
-        sha=sha,
-        files=len(paths),
+        f"adopted orphan batch {batch.name}",
+        operation=batch.name,
+        kind=parsed.kind.name,
+        display_name=batch.display_name,
     )
     return record

@@ -6,18 +6,18 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from google.api_core import exceptions as gexc
 
 from shared import logs
 from shared.clock import Clock
-from shared.gemini import GeminiError, GeminiGateway, GeminiNotFound, GeminiUnavailable
+from shared.gemini import GeminiError, GeminiNotFound, GeminiUnavailable
 from shared.ledger import Ledger, LedgerError, Operation
 from shared.reconcile.report import RunReport
 from shared.reconcile.stuck import StuckAlerts
 from shared.retry import Backoff
-from shared.settlement import RUNNING, settle_from_gemini
+from shared.settlement import RUNNING, Settler
 
 log = logs.get_logger("reconcile")
 
@@ -55,26 +55,24 @@ def _failure(exc: Exception) -> _Failure:
 class OperationCheck:
     """`check(record, report)`: the same check for a run's due pages and a fanned-out page.
 
-    Terminal → settled once through `settle_from_gemini(..., by="reconcile")`, with the
-    webhook path's write-back. Still running, or Gemini unavailable / not found /
+    Terminal → settled once through the `Settler` (by="reconcile"), with the webhook
+    path's write-back and outbox. Still running, or Gemini unavailable / not found /
     refusing → left pending with `attempts + 1` and `next_check_at` pushed back by
     `backoff`. Nothing is ever settled from an error. Never raises.
     """
 
     def __init__(
         self,
+        settler: Settler,
         ledger: Ledger,
-        gemini: GeminiGateway,
-        firestore_client: Any,
         clock: Clock,
         *,
         backoff: Backoff,
         stuck: StuckAlerts,
         rand: Callable[[], float],
     ) -> None:
+        self._settler = settler
         self._ledger = ledger
-        self._gemini = gemini
-        self._client = firestore_client
         self._clock = clock
         self._backoff = backoff
         self._stuck = stuck
@@ -91,9 +89,7 @@ class OperationCheck:
         report.add(examined=1)
         name = record.name
         try:
-            outcome = settle_from_gemini(
-                self._ledger, self._gemini, self._client, name, BY, record=record
-            )
+            outcome = self._settler.settle(name, BY, record=record)
         except Exception as exc:  # one operation's failure never ends the run
             failure = _failure(exc)
             report.add(errors=1, **({failure.counter: 1} if failure.counter else {}))

@@ -14,16 +14,18 @@ from shared.clock import Clock, system_clock
 from shared.clock import monotonic as system_monotonic
 from shared.config import Config
 from shared.gemini import GeminiGateway
+from shared.kinds import Deliverers, KindOptions
 from shared.ledger import Ledger, LedgerError, Operation
 from shared.reconcile import fanout
 from shared.reconcile.adoption import OrphanAdopter
 from shared.reconcile.check import OperationCheck
-from shared.reconcile.outbox_sweep import Deliver, default_deliver, sweep
+from shared.reconcile.outbox_sweep import Deliver, sweep
 from shared.reconcile.pool import check_all
 from shared.reconcile.report import Budget, Progress, RunReport
 from shared.reconcile.selection import due_pages
 from shared.reconcile.settings import ReconcileSettings, field_names
 from shared.reconcile.stuck import StuckAlerts
+from shared.settlement import Settler
 
 log = logs.get_logger("reconcile")
 
@@ -43,12 +45,12 @@ class Reconciler:
         self,
         ledger: Ledger,
         gemini: GeminiGateway,
-        firestore_client: Any,
         clock: Clock,
         settings: ReconcileSettings | None = None,
         *,
         enqueue_page: fanout.EnqueuePage | None = None,
-        deliver: Deliver = default_deliver,
+        deliver: Deliver | None = None,
+        options: KindOptions | None = None,
         sources: Sources | None = None,
     ) -> None:
         self._ledger = ledger
@@ -56,14 +58,15 @@ class Reconciler:
         self._clock = clock
         self._settings = settings or ReconcileSettings()
         self._enqueue_page = enqueue_page
-        self._deliver = deliver
+        # Without services to deliver with, an item stays undelivered and is alerted on.
+        self._deliver = deliver or Deliverers(None)
         self._sources = sources or Sources()
         s = self._settings
-        stuck = StuckAlerts(firestore_client, clock, s.stuck_after, s.alert_window)
+        stuck = StuckAlerts(ledger, clock, s.stuck_after, s.alert_window)
+        settler = Settler(ledger, gemini, options or KindOptions(), self._deliver)
         self._check = OperationCheck(
+            settler,
             ledger,
-            gemini,
-            firestore_client,
             clock,
             backoff=s.backoff,
             stuck=stuck,
@@ -73,19 +76,21 @@ class Reconciler:
 
     @classmethod
     def from_config(
-        cls, config: Config, ledger: Ledger, gemini: GeminiGateway, client: Any, **extra: Any
+        cls, config: Config, ledger: Ledger, gemini: GeminiGateway, **extra: Any
     ) -> Reconciler:
         """A Reconciler with the deployment's settings (`RECONCILE_*`, `STUCK_AFTER_S`).
 
         `extra` may override any `ReconcileSettings` field (e.g. `adopt_orphans=False`)
-        and pass `clock`, `enqueue_page`, `deliver` or `sources`.
+        and pass `clock`, `enqueue_page`, `deliver` or `sources`; the kinds' options
+        (`GITHUB_COMMENTS`) come from `config`.
         """
         names = field_names()
         overrides = {key: value for key, value in extra.items() if key in names}
         rest = {key: value for key, value in extra.items() if key not in names}
         clock = rest.pop("clock", system_clock)
         settings = ReconcileSettings.from_config(config, **overrides)
-        return cls(ledger, gemini, client, clock, settings, **rest)
+        rest.setdefault("options", KindOptions.from_config(config))
+        return cls(ledger, gemini, clock, settings, **rest)
 
     @property
     def settings(self) -> ReconcileSettings:

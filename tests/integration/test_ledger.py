@@ -32,7 +32,9 @@ def stored(client, name):
     return client.collection("operations").document(opnames.encode(name)).get().to_dict()
 
 
-def write_result(txn, record):
+def write_result(writes, record):
+
+    txn = writes.transaction  # the raw transaction, for writes the ledger has no method for
     ref = txn._client.collection("results").document(record.doc_id)
     txn.create(ref, {"operation": record.name, "kind": record.kind})
 
@@ -208,8 +210,8 @@ def test_a_writeback_that_raises_leaves_the_operation_pending_then_a_later_settl
 ):
     ledger.register("batches/abc", "k")
 
-    def half_then_crash(txn, record):
-        write_result(txn, record)
+    def half_then_crash(writes, record):
+        write_result(writes, record)
         raise RuntimeError("model output unparsable")
 
     with pytest.raises(WritebackFailed, match="batches/abc") as caught:
@@ -244,7 +246,8 @@ def test_a_writeback_may_read_in_the_transaction_before_writing(ledger, firestor
     firestore_client.collection("counters").document("reviews").set({"n": 4})
     ledger.register("batches/abc", "k")
 
-    def count_review(txn, record):
+    def count_review(writes, record):
+        txn = writes.transaction  # the raw transaction, for writes the ledger has no method for
         ref = firestore_client.collection("counters").document("reviews")
         n = ref.get(transaction=txn).get("n")
         txn.update(ref, {"n": n + 1})

@@ -17,7 +17,9 @@ pytestmark = pytest.mark.slow
 THREADS = 8
 
 
-def writeback(txn, record):
+def writeback(writes, record):
+
+    txn = writes.transaction  # the raw transaction, for writes the ledger has no method for
     """Create (never overwrite) one result per operation, so a second write-back would fail."""
     ref = txn._client.collection("results").document(record.doc_id)
     txn.create(ref, {"operation": record.name})

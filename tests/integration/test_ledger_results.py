@@ -16,7 +16,6 @@ from shared.ledger import (
     WritebackFailed,
     review_doc_id,
 )
-from shared.settlement import review_doc_id as settlement_review_doc_id
 
 
 @pytest.fixture
@@ -32,11 +31,10 @@ def ledger(firestore_client, clock):
 # ----------------------------------------------------------------------- reviews
 
 
-def test_review_doc_id_is_the_sha256_of_repo_sha_and_path_and_settlement_reexports_it():
+def test_review_doc_id_is_the_sha256_of_repo_sha_and_path():
     expected = hashlib.sha256(b"o/r\nabc\ndocs/a.md").hexdigest()
 
     assert review_doc_id("o/r", "abc", "docs/a.md") == expected
-    assert settlement_review_doc_id is review_doc_id
 
 
 def test_put_review_commits_with_the_settlement_and_reads_back(ledger):

@@ -14,9 +14,12 @@ from typing import Any
 
 import pytest
 
-from shared import review
+from shared import kinds
 from shared.clock import FakeClock, system_clock
-from shared.gemini import GeminiGateway, review_tag
+from shared.gemini import GeminiGateway
+from shared.kinds import OperationKind
+from shared.kinds.review import KIND as REVIEW_KIND
+from shared.kinds.review import review_tag
 from shared.ledger import Ledger, Operation
 from shared.reconcile import (
     BACKOFF_CAP_S,
@@ -30,7 +33,7 @@ from shared.reconcile import (
     page_payload,
 )
 from shared.reconcile.settings import field_names
-from shared.settlement import settle_from_gemini, writeback
+from shared.settlement import settle_from_gemini
 from shared.tasks import TaskQueue, ensure_queue, make_client
 from tests.waiting import wait_until
 
@@ -38,10 +41,13 @@ MODEL = "gemini-2.5-flash"
 COUNTED = "reconcile-test"  # a kind whose write-back refuses to run twice
 
 
-@writeback(COUNTED)
-def _create_once(client: Any, txn: Any, record: Operation, batch: Any) -> None:
+def _create_once(writes: Any, record: Operation, batch: Any) -> None:
     # `create` fails if the document exists: a second write-back could not commit.
-    txn.create(client.collection("writebacks").document(record.doc_id), {"op": record.name})
+    txn = writes.transaction
+    txn.create(txn._client.collection("writebacks").document(record.doc_id), {"op": record.name})
+
+
+kinds.register(OperationKind(name=COUNTED, tag=COUNTED, writeback=_create_once))
 
 
 def count(client: Any, collection: str) -> int:
@@ -58,7 +64,7 @@ def gateway(simulator: Any) -> GeminiGateway:
 
 
 def make_reconciler(
-    ledger: Ledger, gateway: GeminiGateway, client: Any, clock: Any = system_clock, **overrides: Any
+    ledger: Ledger, gateway: GeminiGateway, clock: Any = system_clock, **overrides: Any
 ) -> Reconciler:
     """A Reconciler with test defaults; `overrides` may name settings or collaborators."""
     options: dict[str, Any] = {
@@ -73,7 +79,7 @@ def make_reconciler(
     names = field_names()
     settings = ReconcileSettings(**{k: v for k, v in options.items() if k in names})
     rest = {k: v for k, v in options.items() if k not in names}
-    return Reconciler(ledger, gateway, client, clock, settings, **rest)
+    return Reconciler(ledger, gateway, clock, settings, **rest)
 
 
 class Ticks:
@@ -144,9 +150,9 @@ def test_reconcile_settles_every_operation_whose_webhook_was_dropped(
     received = simulator.receiver.wait_for(70, timeout=20)
     for item in received:
         name = json.loads(item.body)["data"]["id"]
-        settle_from_gemini(ledger, gateway, firestore_client, name, "webhook")
+        settle_from_gemini(ledger, gateway, name, "webhook")
 
-    report = make_reconciler(ledger, gateway, firestore_client).run()
+    report = make_reconciler(ledger, gateway).run()
 
     ops = statuses(ledger, names)
     assert all(op.status == "succeeded" for op in ops.values()), report
@@ -155,7 +161,7 @@ def test_reconcile_settles_every_operation_whose_webhook_was_dropped(
     assert report.settled == 30 and report.errors == 0
     assert count(firestore_client, "writebacks") == 100  # each write-back exactly once
     # A second run finds nothing due: it reads no page of operations.
-    again = make_reconciler(ledger, gateway, firestore_client).run()
+    again = make_reconciler(ledger, gateway).run()
     assert (again.examined, again.settled, again.pages) == (0, 0, 0)
 
 
@@ -173,12 +179,12 @@ def test_webhook_and_reconcile_racing_settle_each_operation_once(
         reports: list[RunReport] = []
 
         def webhook(name: str) -> None:
-            result = settle_from_gemini(ledger, gateway, firestore_client, name, "webhook").result
+            result = settle_from_gemini(ledger, gateway, name, "webhook").result
             with lock:
                 outcomes.append(result)
 
         def reconcile(reports: list[RunReport] = reports) -> None:
-            reports.append(make_reconciler(ledger, gateway, firestore_client).run())
+            reports.append(make_reconciler(ledger, gateway).run())
 
         with ThreadPoolExecutor(10) as pool:
             futures = [pool.submit(reconcile), pool.submit(reconcile)]
@@ -205,7 +211,7 @@ def test_gemini_503s_never_settle_wrongly_and_all_settle_once_faults_stop(
     complete(simulator, succeeded, "succeeded")
     complete(simulator, failed, "failed")
     simulator.control.set_faults(0.3, status=503, seed=7)
-    reconciler = make_reconciler(ledger, gateway, firestore_client, clock, adopt_orphans=False)
+    reconciler = make_reconciler(ledger, gateway, clock, adopt_orphans=False)
 
     faulty = reconciler.run()
     assert faulty.unavailable > 0, faulty
@@ -242,7 +248,7 @@ def test_stuck_operation_alerts_once_per_window_and_stays_pending(
     ledger = Ledger(firestore_client, clock=clock, grace=timedelta(0))
     (name,) = submit(gateway, ledger, 1)
     stuck_after = 6 * 3600
-    reconciler = make_reconciler(ledger, gateway, firestore_client, clock, adopt_orphans=False)
+    reconciler = make_reconciler(ledger, gateway, clock, adopt_orphans=False)
 
     reconciler.run()  # young: no alert
     assert stuck_alerts(caplog) == []
@@ -270,12 +276,12 @@ def test_orphan_with_our_tag_is_adopted_and_settled_untagged_is_left_alone(
     theirs = gateway.create_batch(MODEL, [("c.md", "z")], display_name="someone-else")
     complete(simulator, [ours, theirs])
 
-    report = make_reconciler(ledger, gateway, firestore_client).run()
+    report = make_reconciler(ledger, gateway).run()
 
     assert report.adopted == 1 and report.settled == 1, report
     adopted = ledger.get(ours)
     assert adopted is not None and adopted.status == "succeeded"
-    assert adopted.settled_by == "reconcile" and adopted.kind == review.KIND
+    assert adopted.settled_by == "reconcile" and adopted.kind == REVIEW_KIND
     assert adopted.context == {
         "repo": "octo/docs",
         "sha": "abc123",
@@ -289,18 +295,39 @@ def test_orphan_with_our_tag_is_adopted_and_settled_untagged_is_left_alone(
     assert ledger.get(theirs) is None
 
 
+def test_an_orphan_of_a_cli_submitted_kind_is_adopted_as_that_kind(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger
+) -> None:
+    tag = kinds.generic("nightly-eval").make_tag("1f2e3d4c5b6a")  # as `hookledger submit` tags
+    orphan = gateway.create_batch(MODEL, [("q1", "x")], display_name=tag)
+    unknown_tag = gateway.create_batch(MODEL, [("q2", "y")], display_name="hookledger:review:no-at")
+    complete(simulator, [orphan, unknown_tag])
+
+    report = make_reconciler(ledger, gateway).run()
+
+    adopted = ledger.get(orphan)
+    assert adopted is not None and report.adopted == 1, report
+    assert (adopted.kind, adopted.status, adopted.settled_by) == (
+        "nightly-eval",
+        "succeeded",
+        "reconcile",
+    )
+    assert adopted.context["display_name"] == tag
+    assert ledger.get(unknown_tag) is None  # a review tag without repo@sha is left alone
+
+
 def test_an_orphan_adopted_while_running_still_gets_its_reviews(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
     running = gateway.create_batch(
         MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s2")
     )
-    first = make_reconciler(ledger, gateway, firestore_client).run()
+    first = make_reconciler(ledger, gateway).run()
     assert first.adopted == 1 and first.still_running == 1, first
 
     complete(simulator, [running])
     ledger.defer(running, system_clock() - timedelta(seconds=1), 1)  # due again now
-    second = make_reconciler(ledger, gateway, firestore_client).run()
+    second = make_reconciler(ledger, gateway).run()
 
     assert second.settled == 1, second
     [review_doc] = [s.to_dict() for s in firestore_client.collection("reviews").stream()]
@@ -314,7 +341,7 @@ def test_run_reports_progress_for_every_checked_operation(
     complete(simulator, names)
     calls: list[tuple[str, int, int]] = []
 
-    report = make_reconciler(ledger, gateway, firestore_client).run(
+    report = make_reconciler(ledger, gateway).run(
         progress=lambda phase, done, total: calls.append((phase, done, total))
     )
 
@@ -337,7 +364,6 @@ def test_a_check_stuck_past_the_budget_is_abandoned_and_the_run_still_answers(
     reconciler = make_reconciler(
         ledger,
         slow,
-        firestore_client,
         budget_s=0.5,
         drain_s=0.5,
         adopt_orphans=False,
@@ -371,7 +397,7 @@ def test_a_failed_video_generation_has_no_webhook_and_reconcile_settles_it_faile
     ledger.register(name, "video")
     simulator.control.complete(name, state="failed", error={"code": 3, "message": "unsafe prompt"})
 
-    report = make_reconciler(ledger, gateway, firestore_client).run()
+    report = make_reconciler(ledger, gateway).run()
 
     settled = ledger.get(name)
     assert report.settled == 1 and settled is not None, report
@@ -383,12 +409,12 @@ def test_adoption_does_not_read_again_what_the_due_pages_just_read(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
     tagged = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s3"))
-    ledger.register(tagged, review.KIND, {"repo": "o/r", "sha": "s3", "paths": ["docs/a.md"]})
+    ledger.register(tagged, REVIEW_KIND, {"repo": "o/r", "sha": "s3", "paths": ["docs/a.md"]})
     looked_up: list[str] = []
     original_get = ledger.get
     ledger.get = lambda name: looked_up.append(name) or original_get(name)  # type: ignore[method-assign]
 
-    report = make_reconciler(ledger, gateway, firestore_client).run()
+    report = make_reconciler(ledger, gateway).run()
 
     assert report.examined == 1 and report.adopted == 0, report
     assert looked_up == []  # the due page's record served both the check and adoption
@@ -405,7 +431,7 @@ def test_reconcile_settles_an_ended_interaction(
     ledger.register(name, "interaction")
     simulator.control.complete(name, state=state, webhook="drop")
 
-    report = make_reconciler(ledger, gateway, firestore_client).run()
+    report = make_reconciler(ledger, gateway).run()
 
     settled = ledger.get(name)
     assert report.settled == 1 and (settled.status, settled.settled_by) == (status, "reconcile")
@@ -417,7 +443,7 @@ def test_a_running_interaction_is_left_pending(
     simulator.control.create_operation("interactions/int-running")
     ledger.register("interactions/int-running", "interaction")
 
-    report = make_reconciler(ledger, gateway, firestore_client).run()
+    report = make_reconciler(ledger, gateway).run()
 
     assert report.still_running == 1 and ledger.get("interactions/int-running").pending
 
@@ -429,7 +455,7 @@ def test_a_tagged_batch_older_than_the_orphan_window_is_not_read(
     complete(simulator, [old])
     later = system_clock() + ORPHAN_WINDOW + timedelta(hours=1)
 
-    report = make_reconciler(ledger, gateway, firestore_client, clock=lambda: later).run()
+    report = make_reconciler(ledger, gateway, clock=lambda: later).run()
 
     assert report.adopted == 0 and report.errors == 0, report
     assert ledger.get(old) is None
@@ -445,7 +471,6 @@ def test_run_stops_within_its_budget_and_the_next_run_finishes(
     short = make_reconciler(
         ledger,
         costly,
-        firestore_client,
         concurrency=1,
         budget_s=10.5,
         adopt_orphans=False,
@@ -457,7 +482,7 @@ def test_run_stops_within_its_budget_and_the_next_run_finishes(
     # One check at a time, each starting before t = 10.5: those at t = 0, 1, ..., 10.
     assert first.stopped_early and first.stopped_at == "poll", first
     assert (first.examined, first.settled) == (11, 11), first
-    second = make_reconciler(ledger, gateway, firestore_client).run()
+    second = make_reconciler(ledger, gateway).run()
     assert second.settled == 40 - first.settled and not second.stopped_early
     assert count(firestore_client, "writebacks") == 40
 
@@ -468,9 +493,7 @@ def test_overlapping_runs_settle_each_operation_once(
     names = submit(gateway, ledger, 30)
     complete(simulator, names)
     with ThreadPoolExecutor(3) as pool:
-        reports = list(
-            pool.map(lambda _: make_reconciler(ledger, gateway, firestore_client).run(), range(3))
-        )
+        reports = list(pool.map(lambda _: make_reconciler(ledger, gateway).run(), range(3)))
     assert sum(r.settled for r in reports) == 30
     assert sum(r.errors for r in reports) == 0
     assert count(firestore_client, "writebacks") == 30
@@ -499,7 +522,6 @@ def test_many_due_operations_are_fanned_out_in_pages_with_stable_task_ids(
     fan = make_reconciler(
         ledger,
         gateway,
-        firestore_client,
         clock,
         page_size=100,
         fanout_threshold=150,
@@ -525,7 +547,7 @@ def test_check_names_settles_a_page_through_the_same_path(
     names = submit(gateway, ledger, 12)
     complete(simulator, names[:10])
     body = page_payload([ledger.get(n) for n in names])  # type: ignore[misc]
-    reconciler = make_reconciler(ledger, gateway, firestore_client)
+    reconciler = make_reconciler(ledger, gateway)
 
     report = reconciler.check_names([*page_names(body), "batches/never-registered"])
 
@@ -590,12 +612,11 @@ def test_fan_out_through_the_cloud_tasks_emulator_settles_every_operation_once(
     enqueue = TaskPageEnqueuer(
         TaskQueue(client, queue_path), check_page_worker["url"], lambda _id, payload: payload
     )
-    worker_side = make_reconciler(ledger, gateway, firestore_client)
+    worker_side = make_reconciler(ledger, gateway)
     check_page_worker["reconciler"] = worker_side
     fan = make_reconciler(
         ledger,
         gateway,
-        firestore_client,
         page_size=50,
         fanout_threshold=100,
         enqueue_page=enqueue,

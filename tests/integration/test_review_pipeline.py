@@ -6,11 +6,12 @@ import json
 
 import pytest
 
-from shared.gemini import GeminiGateway, make_client, review_tag
+from shared.gemini import GeminiGateway, make_client
 from shared.github import ContentsClient
 from shared.handlers import Done, Ignored, PermanentError, RetryableError
+from shared.kinds.review import review_tag
+from shared.kinds.review.pipeline import ReviewDeps, review_push
 from shared.ledger import Ledger
-from shared.review import ReviewDeps, review_push
 
 REPO, SHA = "octo-org/handbook", "a" * 40
 
@@ -32,7 +33,6 @@ def deps(simulator, firestore_client) -> ReviewDeps:
     gateway = GeminiGateway(make_client("sim-key", simulator.url, timeout_s=5, attempts=1))
     return ReviewDeps(
         ledger=Ledger(firestore_client),
-        firestore=firestore_client,
         gemini=gateway,
         github=ContentsClient(simulator.url, timeout_s=5, attempts=2, sleep=lambda s: None),
         review_path="docs",

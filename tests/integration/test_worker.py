@@ -174,6 +174,7 @@ def test_handlers_receive_the_typed_context_the_worker_was_given(firestore_clien
         github=client("github"),
         tasks=client("tasks"),
         claims=client("claims"),
+        comments=client("comments"),
     )
     context = HandlerContext(config, factories, clock=clock)
     worker = Worker(

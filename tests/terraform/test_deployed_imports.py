@@ -73,7 +73,7 @@ def _deployed_sources(root: Path) -> list[Path]:
 def test_deployed_code_never_imports_the_cli_or_local() -> None:
     sources = _deployed_sources(REPO)
     assert REPO / "functions" / "main.py" in sources
-    assert REPO / "shared" / "ledger.py" in sources
+    assert REPO / "shared" / "ledger" / "__init__.py" in sources
     offences = [offence for path in sources for offence in forbidden_imports(path)]
     assert not offences, "deployed code imports what is not deployed:\n" + "\n".join(offences)
 

@@ -14,7 +14,6 @@ def reconciler_with(rand: float, backoff: Backoff | None = None) -> Reconciler:
     return Reconciler(
         None,  # type: ignore[arg-type]
         None,  # type: ignore[arg-type]
-        None,
         system_clock,
         settings,
         sources=Sources(rand=lambda: rand),

@@ -92,7 +92,6 @@ def test_reconciler_from_config_splits_settings_from_collaborators() -> None:
         Config.from_env({"RECONCILE_CONCURRENCY": "2"}),
         None,  # type: ignore[arg-type]
         None,  # type: ignore[arg-type]
-        None,
         adopt_orphans=False,
         enqueue_page=lambda page, task_id: pages.append(task_id),
     )
@@ -103,7 +102,7 @@ def test_reconciler_from_config_splits_settings_from_collaborators() -> None:
 
 def test_reconciler_from_config_refuses_an_unknown_option() -> None:
     with pytest.raises(TypeError):
-        Reconciler.from_config(Config.from_env({}), None, None, None, adopt_orphan=False)  # type: ignore[arg-type]
+        Reconciler.from_config(Config.from_env({}), None, None, adopt_orphan=False)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

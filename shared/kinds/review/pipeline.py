@@ -20,14 +20,14 @@ from typing import Any
 
 from shared import logs
 from shared.clock import Clock, system_clock
-from shared.gemini import GeminiGateway, review_tag
+from shared.gemini import GeminiGateway
 from shared.github import ContentsClient, GitHubRejected, GitHubUnavailable, parse_push, reviewable
 from shared.handlers import Done, Ignored, PermanentError, RetryableError
+from shared.kinds.review import KIND, review_tag
 from shared.ledger import Ledger
 
 log = logs.get_logger("review")
 
-KIND = "github-review"
 # How long another delivery's claim on a push is honoured before this one takes over.
 CLAIM_FRESH_FOR = timedelta(minutes=10)
 PROMPT = (
@@ -39,7 +39,6 @@ PROMPT = (
 @dataclass(frozen=True)
 class ReviewDeps:
     ledger: Ledger
-    firestore: Any  # unused here since the ledger owns `submissions`; kept for callers
     gemini: GeminiGateway
     github: ContentsClient
     review_path: str

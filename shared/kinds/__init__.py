@@ -1,0 +1,186 @@
+"""Operation kinds: everything hookledger knows about one kind of operation, in one module.
+
+A kind module (`shared/kinds/review.py` is the model) builds one `OperationKind` and
+registers it here at import. Settlement, reconcile's orphan adoption and the outbox
+sweep look kinds up in this registry; none of them names a kind.
+
+    OperationKind
+      name        what the ledger records in `operations.kind` (e.g. "github-review")
+      tag         the token in a batch's display name `hookledger:{tag}:{key}`, which
+                  marks the batch as ours so reconcile can adopt it after a crash
+                  between "create" and "register"
+      adopt       (key, batch, gemini) -> ledger context for an adopted orphan
+      writeback   (writes, record, result) -> stage result documents in the settling commit
+      outbox      (record, result, options) -> side effects recorded in the settling commit
+
+Outbox items are delivered by the deliverer registered for their payload's `"kind"`
+(`register_deliverer`); a deliverer must be idempotent (look before acting).
+
+A kind nobody registered (one made by `hookledger submit --kind X`) gets `generic(X)`:
+adopted from its tag with the row keys, settled with its status, no write-back.
+See docs/architecture.md#operation-kinds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+from shared.errors import PermanentError
+
+if TYPE_CHECKING:  # nothing heavy at import; these are for the type checker
+    from shared.config import Config
+    from shared.gemini import BatchStatus, BatchSummary, GeminiGateway
+    from shared.github import CommentsClient
+    from shared.ledger import Ledger, Operation, OutboxItem, ResultWrites
+
+TAG_PREFIX = "hookledger:"
+_TOKEN = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
+
+Adopt = Callable[[str, "BatchSummary", "GeminiGateway"], dict[str, Any]]
+"""`adopt(key, batch, gemini)`: the ledger context for an orphan tagged with this kind."""
+Writeback = Callable[["ResultWrites", "Operation", "BatchStatus"], None]
+"""`writeback(writes, record, result)`: stage result documents; runs inside the commit."""
+OutboxItems = Callable[["Operation", "BatchStatus", "KindOptions"], Sequence[Mapping[str, Any]]]
+"""`outbox(record, result, options)`: payloads to record in the settling commit."""
+
+
+@dataclass(frozen=True)
+class KindOptions:
+    """Deployment switches a kind reads when it settles (from `Config`)."""
+
+    github_comments: bool = False
+
+    @classmethod
+    def from_config(cls, config: Config) -> KindOptions:
+        return cls(github_comments=config.github_comments)
+
+
+@dataclass(frozen=True)
+class OperationKind:
+    name: str
+    tag: str
+    adopt: Adopt | None = None
+    writeback: Writeback | None = None
+    outbox: OutboxItems | None = None
+    description: str = field(default="", compare=False)
+
+    def make_tag(self, key: str) -> str:
+        """The display name that marks a batch of this kind as ours."""
+        return f"{TAG_PREFIX}{self.tag}:{key}"
+
+
+class ParsedTag(NamedTuple):
+    kind: OperationKind
+    key: str
+
+
+_KINDS: dict[str, OperationKind] = {}
+_BY_TAG: dict[str, OperationKind] = {}
+_DELIVERERS: dict[str, Any] = {}  # payload kind → DeliverWith
+
+
+def register(kind: OperationKind) -> OperationKind:
+    """Register `kind` (once: a second, different kind with the same name or tag is an error)."""
+    for token in (kind.name, kind.tag):
+        if not _TOKEN.fullmatch(token):
+            raise ValueError(f"kind name and tag must match {_TOKEN.pattern}, got {token!r}")
+    for table, key in ((_KINDS, kind.name), (_BY_TAG, kind.tag)):
+        existing = table.get(key)
+        if existing is not None and existing != kind:
+            raise ValueError(f"operation kind {key!r} is already registered")
+    _KINDS[kind.name] = kind
+    _BY_TAG[kind.tag] = kind
+    return kind
+
+
+def get(name: str) -> OperationKind:
+    """The registered kind `name`, or the generic behaviour for a kind nobody registered."""
+    _load_builtin()
+    return _KINDS.get(name) or generic(name)
+
+
+def built_in(token: str) -> bool:
+    """True when a kind module uses `token` as its name or tag (a generic kind may not)."""
+    _load_builtin()
+    return token in _KINDS or token in _BY_TAG
+
+
+def parse_tag(display_name: str) -> ParsedTag | None:
+    """The kind and key of a batch tagged `hookledger:{tag}:{key}`; None when not ours."""
+    if not display_name.startswith(TAG_PREFIX):
+        return None
+    token, sep, key = display_name.removeprefix(TAG_PREFIX).partition(":")
+    if not sep or not key or not _TOKEN.fullmatch(token):
+        return None
+    _load_builtin()
+    return ParsedTag(_BY_TAG.get(token) or generic(token), key)
+
+
+def generic(name: str) -> OperationKind:
+    """A kind with no module: tag = name, adopted with its row keys, no write-back."""
+    if not _TOKEN.fullmatch(name):
+        raise ValueError(f"kind must match {_TOKEN.pattern}, got {name!r}")
+    return OperationKind(name=name, tag=name, adopt=_adopt_generic)
+
+
+def _adopt_generic(key: str, batch: BatchSummary, gemini: GeminiGateway) -> dict[str, Any]:
+    return {"display_name": batch.display_name, "adopted": True, "submission": key}
+
+
+class DeliveryServices(Protocol):
+    """What an outbox deliverer may use; the worker's `HandlerContext` provides it."""
+
+    @property
+    def ledger(self) -> Ledger: ...
+
+    @property
+    def comments(self) -> CommentsClient: ...
+
+
+DeliverWith = Callable[["OutboxItem", DeliveryServices], None]
+
+
+def register_deliverer(payload_kind: str) -> Callable[[DeliverWith], DeliverWith]:
+    """Register how outbox payloads with `{"kind": payload_kind, …}` are delivered."""
+
+    def decorate(fn: DeliverWith) -> DeliverWith:
+        existing = _DELIVERERS.get(payload_kind)
+        if existing is not None and existing is not fn:
+            raise ValueError(f"an outbox deliverer for {payload_kind!r} is already registered")
+        _DELIVERERS[payload_kind] = fn
+        return fn
+
+    return decorate
+
+
+class Deliverers:
+    """`deliver(item)` for the ledger: the deliverer registered for the item's payload kind.
+
+    With none registered, or no services to deliver with, it raises a `PermanentError`
+    naming the operation and key: the item stays undelivered, retried and alerted on by the
+    sweep, never dropped.
+    """
+
+    def __init__(self, services: DeliveryServices | None) -> None:
+        self._services = services
+
+    def __call__(self, item: OutboxItem) -> None:
+        _load_builtin()
+        payload = item.payload
+        kind = payload.get("kind") if isinstance(payload, Mapping) else None
+        fn = _DELIVERERS.get(kind) if isinstance(kind, str) else None
+        if fn is None or self._services is None:
+            missing = "deliverer" if fn is None else "services"
+            raise PermanentError(
+                f"operation {item.operation}: no outbox {missing} for payload kind {kind!r} "
+                f"(item {item.idempotency_key})"
+            )
+        fn(item, self._services)
+
+
+def _load_builtin() -> None:
+    """Import the built-in kind modules (they register themselves); cheap after the first call."""
+    from shared.kinds import review  # noqa: F401

@@ -1,0 +1,84 @@
+"""The review kind: a push's Markdown files reviewed by one Gemini batch, in one home.
+
+- `pipeline.py`: a GitHub push becomes one batch (create-once guard, tagged display name);
+- here: the kind itself — its tag `hookledger:review:{repo}@{sha}`, the orphan adopter,
+  the write-back (one `reviews` document per file, in the settling commit) and the outbox
+  item that publishes the reviews as one GitHub commit comment (`comments.py`, only when
+  `GITHUB_COMMENTS=true`).
+
+See docs/architecture.md#operation-kinds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from shared.errors import PermanentError
+from shared.kinds import KindOptions, OperationKind, register
+from shared.kinds.review import comments
+
+if TYPE_CHECKING:
+    from shared.gemini import BatchStatus, BatchSummary, GeminiGateway
+    from shared.ledger import Operation, ResultWrites
+
+KIND = "github-review"
+TAG = "review"
+
+
+def review_tag(repo: str, sha: str) -> str:
+    """The display name that marks a review batch as ours: `hookledger:review:{repo}@{sha}`."""
+    return REVIEW.make_tag(f"{repo}@{sha}")
+
+
+def _adopt(key: str, batch: BatchSummary, gemini: GeminiGateway) -> dict[str, Any]:
+    """Context for an orphan review batch: repo and sha from its tag, paths from its rows."""
+    from shared.gemini import TERMINAL_STATES
+
+    repo, at, sha = key.rpartition("@")
+    if not at or not repo or not sha:
+        raise PermanentError(f"batch {batch.name}: tag {batch.display_name!r} names no repo@sha")
+    paths: list[str] = []
+    if batch.state in TERMINAL_STATES:  # a running batch has no rows yet: write-back uses rows
+        paths = [row.key for row in gemini.fetch_batch(batch.name).rows]
+    return {"repo": repo, "sha": sha, "paths": paths}
+
+
+def _write_reviews(writes: ResultWrites, record: Operation, batch: BatchStatus) -> None:
+    """One `reviews` document per file: the model's text, the row's error, or the batch's."""
+    repo, sha = record.context.get("repo", ""), record.context.get("sha", "")
+    rows = {row.key: row for row in batch.rows}
+    failed = batch.terminal_status != "succeeded"
+    batch_error = (batch.error or {}).get("message") if failed else None
+    # An orphan adopted while still running was registered without its paths: use the rows.
+    for path in record.context.get("paths") or [row.key for row in batch.rows]:
+        row = rows.get(path)
+        if row is not None and row.error is None:
+            fields: dict[str, Any] = {"text": row.text or ""}
+        elif row is not None:
+            fields = {"error": row.error}
+        else:
+            fields = {"error": batch_error or f"no result for {path} in {record.name}"}
+        writes.put_review(repo, sha, path, fields)
+
+
+def _outbox(
+    record: Operation, batch: BatchStatus, options: KindOptions
+) -> Sequence[Mapping[str, Any]]:
+    """One "publish these reviews on GitHub" item per push, when comments are switched on."""
+    repo, sha = record.context.get("repo"), record.context.get("sha")
+    if not options.github_comments or not repo or not sha:
+        return []
+    return [comments.item(repo, sha, record.name)]
+
+
+REVIEW = register(
+    OperationKind(
+        name=KIND,
+        tag=TAG,
+        adopt=_adopt,
+        writeback=_write_reviews,
+        outbox=_outbox,
+        description="a push's Markdown files reviewed by one Gemini batch",
+    )
+)

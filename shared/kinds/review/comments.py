@@ -1,0 +1,71 @@
+"""Publishing a push's reviews as ONE GitHub commit comment, however often delivery runs.
+
+The settling commit records an outbox item `{"kind": "github-comment", repo, sha,
+operation}`; the ledger delivers it after the commit (and reconcile's sweep retries it),
+holding a lease so two sweeps never deliver it at once. The comment carries a marker
+(`review_marker(operation)`), and `publish_once` looks for it before posting:
+
+    attempt 1: no marker → POST → GitHub creates it, the answer is lost (502) → item failed
+    attempt 2: marker found → no POST → item delivered      (exactly one comment)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from shared import logs
+from shared.errors import PermanentError
+from shared.kinds import DeliveryServices, register_deliverer
+
+if TYPE_CHECKING:
+    from shared.ledger import OutboxItem
+
+log = logs.get_logger("review")
+
+COMMENT = "github-comment"  # the outbox payload kind delivered here
+MAX_COMMENT_CHARS = 60_000  # GitHub refuses comment bodies over 65,536 characters
+MAX_FILE_CHARS = 4_000
+
+
+def item(repo: str, sha: str, operation: str) -> dict[str, Any]:
+    """The outbox payload; small, because the body is built from the ledger at delivery."""
+    return {"kind": COMMENT, "repo": repo, "sha": sha, "operation": operation}
+
+
+@register_deliverer(COMMENT)
+def publish_reviews(item: OutboxItem, services: DeliveryServices) -> None:
+    """Post the operation's reviews as one commit comment unless its marker is already there."""
+    from shared.github import review_marker
+
+    payload = item.payload if isinstance(item.payload, Mapping) else {}
+    repo, sha, operation = payload.get("repo"), payload.get("sha"), payload.get("operation")
+    if not (isinstance(repo, str) and isinstance(sha, str) and isinstance(operation, str)):
+        raise PermanentError(f"outbox item {item.idempotency_key}: not a github-comment payload")
+    reviews = services.ledger.reviews_for(operation)
+    marker = review_marker(operation)
+    result = services.comments.publish_once(repo, sha, marker, comment_body(sha, reviews))
+    logs.event(
+        log,
+        logging.INFO,
+        "review comment published" if result.created else "review comment was already there",
+        operation=operation,
+        repo=repo,
+        sha=sha,
+        comment_id=result.comment_id,
+        idempotency_key=item.idempotency_key,
+    )
+
+
+def comment_body(sha: str, reviews: Sequence[Mapping[str, Any]]) -> str:
+    """Markdown, one section per file, each clipped, the whole under GitHub's limit."""
+    parts = [f"**hookledger review** of `{sha[:12]}`", ""]
+    for review in sorted(reviews, key=lambda r: str(r.get("path", ""))):
+        error = review.get("error")
+        text = f"_error_: {error}" if error is not None else str(review.get("text") or "")
+        if len(text) > MAX_FILE_CHARS:
+            text = text[:MAX_FILE_CHARS] + "…"
+        parts += [f"### `{review.get('path')}`", "", text, ""]
+    body = "\n".join(parts)
+    return body if len(body) <= MAX_COMMENT_CHARS else body[:MAX_COMMENT_CHARS] + "\n\n…"

@@ -1,0 +1,167 @@
+"""The operation-kind registry: tags, lookups, the generic kind, deliverer dispatch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from shared import kinds
+from shared.errors import PermanentError
+from shared.kinds import Deliverers, KindOptions, OperationKind
+from shared.kinds.review import KIND, REVIEW, review_tag
+from shared.kinds.review.comments import MAX_COMMENT_CHARS, comment_body, item
+from shared.ledger import OutboxItem
+
+
+def outbox_item(payload: Any) -> OutboxItem:
+    return OutboxItem(operation="batches/b1", index=0, idempotency_key="k:0", payload=payload)
+
+
+@pytest.mark.parametrize(
+    ("name", "display_name", "kind", "key"),
+    [
+        ("review tag", "hookledger:review:octo/docs@abc123", KIND, "octo/docs@abc123"),
+        ("generic tag", "hookledger:nightly-eval:1f2e3d", "nightly-eval", "1f2e3d"),
+        ("key keeps colons", "hookledger:x:a:b", "x", "a:b"),
+    ],
+)
+def test_parse_tag_names_the_kind_and_key(name, display_name, kind, key) -> None:
+    parsed = kinds.parse_tag(display_name)
+    assert parsed is not None, name
+    assert (parsed.kind.name, parsed.key) == (kind, key), name
+
+
+@pytest.mark.parametrize(
+    "display_name",
+    [
+        "",
+        "review:octo@abc",
+        "hookledger:",
+        "hookledger:review",
+        "hookledger:review:",
+        "hookledger:Bad:k",
+    ],
+)
+def test_parse_tag_refuses_what_is_not_ours(display_name: str) -> None:
+    assert kinds.parse_tag(display_name) is None
+
+
+def test_review_tag_round_trips_through_the_registry() -> None:
+    tag = review_tag("octo/docs", "abc")
+    parsed = kinds.parse_tag(tag)
+    assert tag == "hookledger:review:octo/docs@abc"
+    assert parsed is not None and parsed.kind is REVIEW and parsed.key == "octo/docs@abc"
+
+
+def test_an_unregistered_kind_gets_the_generic_behaviour() -> None:
+    generic = kinds.get("nightly-eval")
+    assert (generic.name, generic.tag, generic.writeback, generic.outbox) == (
+        "nightly-eval",
+        "nightly-eval",
+        None,
+        None,
+    )
+    assert generic.adopt is not None
+    assert kinds.get(KIND) is REVIEW
+
+
+def test_built_in_covers_names_and_tags_of_kind_modules_only() -> None:
+    assert kinds.built_in(KIND) and kinds.built_in("review")
+    assert not kinds.built_in("nightly-eval")
+
+
+def test_registering_a_different_kind_under_a_taken_name_or_tag_fails() -> None:
+    with pytest.raises(ValueError, match="already registered"):
+        kinds.register(OperationKind(name=KIND, tag="other-tag"))
+    with pytest.raises(ValueError, match="already registered"):
+        kinds.register(OperationKind(name="other-name", tag="review"))
+    with pytest.raises(ValueError, match="must match"):
+        kinds.register(OperationKind(name="Bad Name", tag="bad"))
+
+
+def test_review_outbox_only_when_comments_are_on() -> None:
+    from shared.gemini import BatchStatus
+    from shared.ledger import Operation
+
+    record = Operation(
+        name="batches/b1",
+        doc_id="batches%2Fb1",
+        kind=KIND,
+        status="pending",
+        submitted_at=None,  # type: ignore[arg-type]
+        attempts=0,
+        next_check_at=None,
+        writeback_done=False,
+        context={"repo": "octo/docs", "sha": "abc", "paths": []},
+    )
+    batch = BatchStatus(name="batches/b1", state="JOB_STATE_SUCCEEDED")
+    assert REVIEW.outbox is not None
+    assert REVIEW.outbox(record, batch, KindOptions(github_comments=False)) == []
+    assert REVIEW.outbox(record, batch, KindOptions(github_comments=True)) == [
+        item("octo/docs", "abc", "batches/b1")
+    ]
+
+
+@dataclass
+class Recorder:
+    calls: list[Any]
+
+    @property
+    def ledger(self) -> Any:
+        return self
+
+    @property
+    def comments(self) -> Any:
+        return self
+
+    def reviews_for(self, operation: str) -> list[dict[str, Any]]:
+        return [{"path": "docs/a.md", "text": "fine"}]
+
+    def publish_once(self, repo: str, sha: str, marker: str, body: str) -> Any:
+        self.calls.append((repo, sha, marker, body))
+
+        @dataclass
+        class Result:
+            comment_id: int = 7
+            created: bool = True
+
+        return Result()
+
+
+def test_deliverers_dispatch_by_payload_kind() -> None:
+    recorder = Recorder([])
+    Deliverers(recorder)(outbox_item(item("octo/docs", "abc", "batches/b1")))
+    [(repo, sha, marker, body)] = recorder.calls
+    assert (repo, sha) == ("octo/docs", "abc")
+    assert marker == "<!-- hookledger:review:batches/b1 -->"
+    assert "docs/a.md" in body and "fine" in body
+
+
+@pytest.mark.parametrize(
+    ("name", "payload", "services", "message"),
+    [
+        ("unknown payload kind", {"kind": "fax"}, Recorder([]), "no outbox deliverer"),
+        ("payload not a mapping", ["x"], Recorder([]), "no outbox deliverer"),
+        ("no services", item("o/r", "abc", "batches/b1"), None, "no outbox services"),
+        (
+            "payload missing fields",
+            {"kind": "github-comment"},
+            Recorder([]),
+            "not a github-comment",
+        ),
+    ],
+)
+def test_deliverers_refuse_what_they_cannot_deliver(name, payload, services, message) -> None:
+    with pytest.raises(PermanentError, match=message):
+        Deliverers(services)(outbox_item(payload))
+
+
+def test_comment_body_stays_under_githubs_limit() -> None:
+    reviews = [{"path": f"docs/{n}.md", "text": "x" * 10_000} for n in range(40)]
+    body = comment_body("abc123", reviews)
+    assert len(body) <= MAX_COMMENT_CHARS + 10
+    assert body.startswith("**hookledger review** of `abc123`")
+    errored = comment_body("abc", [{"path": "docs/e.md", "error": "row failed"}])
+    assert "_error_: row failed" in errored
