@@ -33,7 +33,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 # What a child prints when another process took its port between `free_port()` and its bind.
-_PORT_TAKEN = re.compile(r"address already in use|(cannot|failed to) bind|bindexception|errno 98", re.I)
+_PORT_TAKEN = re.compile(
+    r"address already in use|(cannot|failed to) bind|bindexception|errno 98", re.I
+)
 T = TypeVar("T")
 
 
@@ -51,9 +53,14 @@ def start_on_free_ports(
         try:
             return start_on(*ports), ports
         except ServiceError as exc:
-            if attempt == attempts or not _PORT_TAKEN.search(str(exc)):
+            if attempt == attempts or not port_was_taken(exc):
                 raise
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def port_was_taken(exc: ServiceError) -> bool:
+    """True when a service failed because its port was taken (try again on other ports)."""
+    return _PORT_TAKEN.search(str(exc)) is not None
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:

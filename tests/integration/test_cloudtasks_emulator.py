@@ -98,8 +98,9 @@ def answered_or_gone(
 def backoffs(
     client: CloudTasksClient, emulator: EmulatorHandle, target: TargetServer, task_name: str
 ) -> list[float]:
-    """Each retry delay the emulator schedules after a failed attempt, advancing its clock
-    by exactly that delay to let the next attempt go, until the task is gone."""
+    """Each retry delay (in seconds, to the millisecond) the emulator schedules after a failed
+    attempt, advancing its clock just past that delay to let the next attempt go, until the
+    task is gone."""
     delays: list[float] = []
     while True:
         attempts = len(delays) + 1
@@ -111,9 +112,10 @@ def backoffs(
         if task is True:
             return delays
         assert isinstance(task, types.Task)
+        # The API's times have microsecond resolution: milliseconds are exact enough.
         delay = task.schedule_time.timestamp() - task.last_attempt.response_time.timestamp()
-        delays.append(round(delay, 6))
-        emulator.advance(delays[-1])
+        delays.append(round(delay, 3))
+        emulator.advance(delays[-1] + 0.001)  # just past it, whatever the float rounding
 
 
 # ---- names, dedupe, tombstones --------------------------------------------------------------
@@ -156,10 +158,12 @@ def test_a_name_is_free_again_after_the_tombstone_window(
     name = f"{queue}/tasks/again"
     manual.create_task(parent=queue, task=http_task(task_target.url, name=name))
     wait_until(gone(manual, name), what="the task to run")
-    cloudtasks_emulator_manual.advance(3599)  # the tombstone lasts an hour (the default)
+    # The tombstone lasts an hour (the default); a second either side of it, clear of
+    # float rounding at the boundary.
+    cloudtasks_emulator_manual.advance(3599)
     with pytest.raises(exceptions.AlreadyExists, match="too recently"):
         manual.create_task(parent=queue, task=http_task(task_target.url, name=name))
-    cloudtasks_emulator_manual.advance(1)
+    cloudtasks_emulator_manual.advance(2)
     manual.create_task(parent=queue, task=http_task(task_target.url, name=name))
     task_target.wait_for(2)
 
@@ -612,6 +616,7 @@ def test_adapter_reports_created_then_duplicate(
 # ---- the process ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # starts and stops a process of its own: 3-5 s on a shared machine
 def test_the_process_prints_its_jwks_url_and_exits_cleanly_on_sigterm() -> None:
     handle = start_emulator(time_scale=1.0)
     try:
