@@ -18,8 +18,8 @@ from local.cloudtasks_emulator.model import (
     parse_queue,
     parse_task,
 )
-from local.processes import free_port
 from shared.tasks import EnqueueError, TaskQueue, make_client, task_id_for
+from tests.ports import refusing_port
 
 TASK_ID = re.compile(r"^[A-Za-z0-9_-]{1,500}$")
 
@@ -116,10 +116,11 @@ def test_task_queue_rejects_a_non_positive_timeout() -> None:
 
 
 def test_enqueue_raises_enqueue_error_naming_the_task_when_the_emulator_is_down() -> None:
-    client = make_client(f"127.0.0.1:{free_port()}")  # nothing listens there
-    queue = TaskQueue(client, "projects/p/locations/l/queues/down", timeout_s=1.0)
-    with pytest.raises(EnqueueError, match="tasks/delivery-9") as caught:
-        queue.enqueue("http://127.0.0.1:9/", b"{}", task_id="delivery-9")
+    with refusing_port() as port:
+        client = make_client(f"127.0.0.1:{port}")
+        queue = TaskQueue(client, "projects/p/locations/l/queues/down", timeout_s=1.0)
+        with pytest.raises(EnqueueError, match="tasks/delivery-9") as caught:
+            queue.enqueue("http://127.0.0.1:9/", b"{}", task_id="delivery-9")
     assert caught.value.__cause__ is not None
 
 
