@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -17,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 
 class ServiceError(RuntimeError):
@@ -28,6 +30,37 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+# What a child prints when another process took its port between `free_port()` and its bind.
+_PORT_TAKEN = re.compile(
+    r"address already in use|(cannot|failed to) bind|bindexception|errno 98", re.I
+)
+T = TypeVar("T")
+
+
+def start_on_free_ports(
+    start_on: Callable[..., T], *, count: int = 1, attempts: int = 3
+) -> tuple[T, tuple[int, ...]]:
+    """`start_on(*ports)` with `count` fresh free ports, again on new ports if one was taken.
+
+    `free_port()` only says a port was free a moment ago: a parallel run (a second clone's
+    `make test`) may bind it first. A `ServiceError` that does not look like a port clash,
+    or the last attempt's, propagates. Returns the started service and its ports.
+    """
+    for attempt in range(1, attempts + 1):
+        ports = tuple(free_port() for _ in range(count))
+        try:
+            return start_on(*ports), ports
+        except ServiceError as exc:
+            if attempt == attempts or not port_was_taken(exc):
+                raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def port_was_taken(exc: ServiceError) -> bool:
+    """True when a service failed because its port was taken (try again on other ports)."""
+    return _PORT_TAKEN.search(str(exc)) is not None
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:

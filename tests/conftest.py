@@ -1,4 +1,9 @@
-"""Fixtures shared by the whole suite; the service fixtures live in tests/plugins/."""
+"""Fixtures shared by the whole suite; the service fixtures live in tests/plugins/.
+
+The `slow` marker (registered in pyproject.toml, `--strict-markers`) goes on every test
+whose own run takes over ~5 s; the summary lists unmarked ones that did, as a reminder.
+It never fails a run: how long a test takes on a loaded machine is not a verdict.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,9 @@ pytest_plugins = [
     "tests.plugins.simulator",
 ]
 
+SLOW_S = 5.0
+_unmarked_slow: list[tuple[str, float]] = []
+
 
 @pytest.fixture(autouse=True)
 def _restore_environ() -> Iterator[None]:
@@ -21,3 +29,18 @@ def _restore_environ() -> Iterator[None]:
     yield
     os.environ.clear()
     os.environ.update(saved)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    yield
+    # Only the test's own call: a session fixture's start-up lands on whichever test is first.
+    if call.when == "call" and call.duration > SLOW_S and item.get_closest_marker("slow") is None:
+        _unmarked_slow.append((item.nodeid, call.duration))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _unmarked_slow:
+        terminalreporter.section(f"tests over {SLOW_S:g} s without @pytest.mark.slow")
+        for nodeid, seconds in sorted(_unmarked_slow, key=lambda entry: -entry[1]):
+            terminalreporter.write_line(f"{seconds:6.1f}s {nodeid}")

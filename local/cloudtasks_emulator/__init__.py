@@ -5,6 +5,7 @@ It speaks the gRPC API (queues, named tasks with tombstones, views, paging), dis
 HTTP tasks with the documented headers, retry/backoff, dispatch deadline and rate
 limits, and signs OIDC tokens whose keys it serves at `/jwks.json` and `/certs`.
 
+`--manual-clock` freezes the store's clock until `POST /_clock/advance` (tests).
 `--time-scale F` multiplies every wait the emulator makes on its own account (retry
 backoff, dispatch deadline, max_retry_duration, rate-limit refill) by F, for fast tests;
 the default 1.0 is faithful. Absolute times (schedule_time) are never scaled; the

@@ -7,6 +7,7 @@ import signal
 import sys
 import threading
 
+from local.cloudtasks_emulator.clock import ManualClock
 from local.cloudtasks_emulator.emulator import Emulator
 from local.cloudtasks_emulator.model import ApiError
 
@@ -40,6 +41,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="multiplies backoff, dispatch deadline and rate waits (1.0 = faithful)",
     )
     parser.add_argument(
+        "--manual-clock",
+        action="store_true",
+        help="freeze the emulator's clock at start; it moves only on POST /_clock/advance "
+        '(body {"seconds": S}) on the --http-port server (tests)',
+    )
+    parser.add_argument(
         "--queue",
         action="append",
         default=[],
@@ -59,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             tombstone_s=args.tombstone_s,
             time_scale=args.time_scale,
             queues=args.queue,
+            clock=ManualClock() if args.manual_clock else None,
         )
     except ApiError as exc:
         print(f"cloudtasks emulator: bad --queue: {exc.message}", file=sys.stderr, flush=True)
@@ -73,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"jwks {emulator.jwks_url}", flush=True)
     print(
         f"cloudtasks emulator listening on {args.host}:{args.port} "
-        f"(time scale {args.time_scale}, tombstone {args.tombstone_s:g}s)",
+        f"(time scale {args.time_scale}, tombstone {args.tombstone_s:g}s"
+        f"{', manual clock' if args.manual_clock else ''})",
         flush=True,
     )
     while not stop.wait(0.5):

@@ -18,12 +18,14 @@ def start_cloudtasks(
     *,
     time_scale: float = 1.0,
     tombstone_s: float = 3600.0,
+    manual_clock: bool = False,
     echo: Callable[[str, str], None] | None = None,
     timeout: float = 60.0,
 ) -> Service:
     """`python -m local.cloudtasks_emulator` on 127.0.0.1, ready once it printed `listening`.
 
-    Its JWKS is then at `http://127.0.0.1:{http_port}/jwks.json`.
+    Its JWKS is then at `http://127.0.0.1:{http_port}/jwks.json`. With `manual_clock` its
+    clock stands still until `POST http://127.0.0.1:{http_port}/_clock/advance`.
     """
     return start(
         "cloudtasks",
@@ -36,6 +38,7 @@ def start_cloudtasks(
             f"--http-port={http_port}",
             f"--time-scale={time_scale}",
             f"--tombstone-s={tombstone_s}",
+            *(["--manual-clock"] if manual_clock else []),
         ],
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
         cwd=REPO,

@@ -23,6 +23,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 from google.auth import crypt, jwt
 
+from local.cloudtasks_emulator.clock import ManualClock
+
 ISSUER = "https://accounts.google.com"
 TOKEN_LIFETIME_S = 3600
 
@@ -99,9 +101,15 @@ class TokenMinter:
 
 
 class KeyServer:
-    """A loopback HTTP server answering GET /jwks.json and GET /certs."""
+    """A loopback HTTP server answering GET /jwks.json and GET /certs.
 
-    def __init__(self, minter: TokenMinter, host: str, port: int) -> None:
+    Given a `clock` (the emulator's `--manual-clock`), it also answers `GET /_clock`
+    and `POST /_clock/advance` with `{"seconds": S}`, each with `{"now": epoch_seconds}`.
+    """
+
+    def __init__(
+        self, minter: TokenMinter, host: str, port: int, clock: ManualClock | None = None
+    ) -> None:
         documents = {
             "/jwks.json": json.dumps(minter.jwks).encode(),
             "/certs": json.dumps(minter.certs).encode(),
@@ -110,12 +118,34 @@ class KeyServer:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                if clock is not None and self.path.split("?", 1)[0] == "/_clock":
+                    self._answer(200, {"now": clock()})
+                    return
                 body = documents.get(self.path.split("?", 1)[0])
                 self.send_response(200 if body is not None else 404)
                 body = body if body is not None else b'{"error":"not found"}'
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.send_header("Cache-Control", "public, max-age=3600")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self) -> None:
+                if clock is None or self.path.split("?", 1)[0] != "/_clock/advance":
+                    self._answer(404, {"error": "not found"})
+                    return
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    seconds = float(json.loads(self.rfile.read(length) or b"{}")["seconds"])
+                    self._answer(200, {"now": clock.advance(seconds)})
+                except (KeyError, TypeError, ValueError) as exc:
+                    self._answer(400, {"error": f"POST /_clock/advance: {exc}"})
+
+            def _answer(self, status: int, document: dict[str, object]) -> None:
+                body = json.dumps(document).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
 

@@ -1,16 +1,16 @@
 """The local Cloud Tasks emulator, driven only through the unmodified google-cloud-tasks client.
 
 Most tests use the fast emulator (time scale 0.01: backoff, dispatch deadline and
-rate waits run 100x faster); the `faithful` tests run at real speed with defaults.
+rate waits run 100x faster); the `faithful` tests run at real speed with defaults; the
+`manual` tests run at real scale on a clock that moves only when the test advances it,
+so backoff and tombstones are checked exactly, without sleeping or timing anything.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import os
 import signal
-import time
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -22,9 +22,7 @@ from google.cloud.tasks_v2 import CloudTasksClient, types
 from google.oauth2 import id_token
 from google.protobuf import field_mask_pb2
 
-from local.processes import free_port
 from shared.tasks import (
-    EnqueueError,
     TaskQueue,
     ensure_queue,
     make_client,
@@ -40,6 +38,13 @@ SERVICE_ACCOUNT = "tasks@demo-hookledger.iam.gserviceaccount.com"
 @pytest.fixture(scope="module")
 def fast(cloudtasks_emulator_fast: EmulatorHandle) -> Iterator[CloudTasksClient]:
     client = make_client(cloudtasks_emulator_fast.host)
+    yield client
+    client.transport.close()
+
+
+@pytest.fixture(scope="module")
+def manual(cloudtasks_emulator_manual: EmulatorHandle) -> Iterator[CloudTasksClient]:
+    client = make_client(cloudtasks_emulator_manual.host)
     yield client
     client.transport.close()
 
@@ -73,9 +78,44 @@ def gone(client: CloudTasksClient, task_name: str) -> Callable[[], bool]:
     return check
 
 
-def intervals(target: TargetServer, count: int) -> list[float]:
-    arrivals = [r.at_monotonic for r in target.wait_for(count)]
-    return [b - a for a, b in itertools.pairwise(arrivals)]
+def answered_or_gone(
+    client: CloudTasksClient, task_name: str, attempts: int
+) -> Callable[[], types.Task | bool | None]:
+    """The task once its `attempts`-th attempt was answered (its retry then scheduled);
+    True once the task is gone (completed, or deleted after its last attempt)."""
+
+    def check() -> types.Task | bool | None:
+        try:
+            task = client.get_task(name=task_name, timeout=5)
+        except exceptions.NotFound:
+            return True
+        done = task.dispatch_count == attempts and "response_time" in task.last_attempt
+        return task if done else None
+
+    return check
+
+
+def backoffs(
+    client: CloudTasksClient, emulator: EmulatorHandle, target: TargetServer, task_name: str
+) -> list[float]:
+    """Each retry delay (in seconds, to the millisecond) the emulator schedules after a failed
+    attempt, advancing its clock just past that delay to let the next attempt go, until the
+    task is gone."""
+    delays: list[float] = []
+    while True:
+        attempts = len(delays) + 1
+        target.wait_for(attempts)
+        task = wait_until(
+            answered_or_gone(client, task_name, attempts),
+            what=f"attempt {attempts} of {task_name} to be answered",
+        )
+        if task is True:
+            return delays
+        assert isinstance(task, types.Task)
+        # The API's times have microsecond resolution: milliseconds are exact enough.
+        delay = task.schedule_time.timestamp() - task.last_attempt.response_time.timestamp()
+        delays.append(round(delay, 3))
+        emulator.advance(delays[-1] + 0.001)  # just past it, whatever the float rounding
 
 
 # ---- names, dedupe, tombstones --------------------------------------------------------------
@@ -112,15 +152,19 @@ def test_a_name_reused_after_the_task_ran_or_was_deleted_is_already_exists(
 
 
 def test_a_name_is_free_again_after_the_tombstone_window(
-    cloudtasks_emulator_factory: Callable[..., EmulatorHandle], task_target: TargetServer
+    manual: CloudTasksClient, cloudtasks_emulator_manual: EmulatorHandle, task_target: TargetServer
 ) -> None:
-    client = make_client(cloudtasks_emulator_factory(time_scale=0.01, tombstone_s=0.5).host)
-    queue = new_queue(client)
+    queue = new_queue(manual)
     name = f"{queue}/tasks/again"
-    client.create_task(parent=queue, task=http_task(task_target.url, name=name))
-    wait_until(gone(client, name), what="the task to run")
-    time.sleep(0.6)  # the tombstone window itself is what is under test
-    client.create_task(parent=queue, task=http_task(task_target.url, name=name))
+    manual.create_task(parent=queue, task=http_task(task_target.url, name=name))
+    wait_until(gone(manual, name), what="the task to run")
+    # The tombstone lasts an hour (the default); a second either side of it, clear of
+    # float rounding at the boundary.
+    cloudtasks_emulator_manual.advance(3599)
+    with pytest.raises(exceptions.AlreadyExists, match="too recently"):
+        manual.create_task(parent=queue, task=http_task(task_target.url, name=name))
+    cloudtasks_emulator_manual.advance(2)
+    manual.create_task(parent=queue, task=http_task(task_target.url, name=name))
     task_target.wait_for(2)
 
 
@@ -166,26 +210,21 @@ def test_dispatch_sends_method_url_headers_body_and_the_cloud_tasks_headers(
 
 
 def test_a_failing_target_is_retried_with_growing_backoff_until_max_attempts(
-    fast: CloudTasksClient, task_target: TargetServer
+    manual: CloudTasksClient, cloudtasks_emulator_manual: EmulatorHandle, task_target: TargetServer
 ) -> None:
-    # 10s, 20s (one doubling), then +20s linearly to the 40s cap; x0.01 on the fast emulator.
     retry = types.RetryConfig(
         max_attempts=5,
         min_backoff=dt.timedelta(seconds=10),
         max_backoff=dt.timedelta(seconds=40),
         max_doublings=1,
     )
-    queue = new_queue(fast, retry_config=retry)
+    queue = new_queue(manual, retry_config=retry)
     task_target.respond(500)
     name = f"{queue}/tasks/failing"
-    fast.create_task(parent=queue, task=http_task(task_target.url, name=name))
-    gaps = intervals(task_target, 5)
-    wait_until(gone(fast, name), what="the task to be deleted after max_attempts")
-    expected = [0.10, 0.20, 0.40, 0.40]
-    for gap, want in zip(gaps, expected, strict=True):
-        assert want - 0.01 <= gap <= want + 0.25, (gaps, expected)
-    assert gaps[0] < gaps[1] < gaps[2]
-    time.sleep(0.5)  # long enough for a sixth attempt, were one coming
+    manual.create_task(parent=queue, task=http_task(task_target.url, name=name))
+    # 10s, 20s (one doubling), then +20s linearly, capped at 40s; then deleted after 5 attempts.
+    assert backoffs(manual, cloudtasks_emulator_manual, task_target, name) == [10, 20, 40, 40]
+    # Gone after the fifth answer: no task is left to make a sixth attempt.
     assert len(task_target.requests) == 5
     retry_counts = [r.headers["x-cloudtasks-taskretrycount"] for r in task_target.requests]
     assert retry_counts == ["0", "1", "2", "3", "4"]
@@ -211,7 +250,7 @@ def test_dispatch_deadline_cuts_a_slow_target_off_and_counts_a_failure(
 ) -> None:
     retry = types.RetryConfig(max_attempts=2, min_backoff=dt.timedelta(seconds=50))
     queue = new_queue(fast, retry_config=retry)
-    task_target.respond(200, delay_s=3.0)
+    task_target.hold()  # the target never answers while the test runs: only the deadline ends it
     name = f"{queue}/tasks/slow"
     deadline = dt.timedelta(seconds=15)  # the API's minimum; 0.15 s on the fast emulator
     fast.create_task(
@@ -226,8 +265,7 @@ def test_dispatch_deadline_cuts_a_slow_target_off_and_counts_a_failure(
     task = fast.get_task(name=name)
     assert task.dispatch_count == 1 and task.response_count == 0
     assert task.last_attempt.response_status.code == 4  # DEADLINE_EXCEEDED
-    took = task.last_attempt.response_time - task.last_attempt.dispatch_time
-    assert took < dt.timedelta(seconds=1.5)
+    assert task_target.in_flight >= 1  # cut off while the target still held the request
     assert task.dispatch_deadline == deadline
     task_target.wait_for(2)  # retried
     wait_until(gone(fast, name), what="the task to be deleted after two cut-off attempts")
@@ -240,13 +278,18 @@ def test_a_paused_queue_dispatches_nothing_keeps_tasks_listable_and_resume_dispa
     paused = fast.pause_queue(name=queue)
     assert paused.state == types.Queue.State.PAUSED
     names = {fast.create_task(parent=queue, task=http_task(task_target.url)).name for _ in range(3)}
-    time.sleep(0.5)  # a running queue would have dispatched them by now
-    assert task_target.requests == []
+    # A running queue created later: the dispatcher visits queues in creation order, so
+    # had the paused queue been dispatching, its tasks would have gone before this one.
+    marker_queue = new_queue(fast)
+    marker = fast.create_task(parent=marker_queue, task=http_task(f"{task_target.url}/marker"))
+    assert [r.path for r in task_target.wait_for(1)] == ["/marker"]
+    wait_until(gone(fast, marker.name), what="the marker task to complete")
+    assert [r.path for r in task_target.requests] == ["/marker"]
     listed = list(fast.list_tasks(parent=queue))
     assert {t.name for t in listed} == names
     assert all(t.dispatch_count == 0 for t in listed)
     assert fast.resume_queue(name=queue).state == types.Queue.State.RUNNING
-    task_target.wait_for(3)
+    task_target.wait_for(4)
     for name in names:
         wait_until(gone(fast, name), what=f"{name} to complete")
 
@@ -278,9 +321,11 @@ def test_max_concurrent_dispatches_bounds_concurrency(
     fast: CloudTasksClient, task_target: TargetServer
 ) -> None:
     queue = new_queue(fast, rate_limits=types.RateLimits(max_concurrent_dispatches=2))
-    task_target.respond(200, delay_s=0.3)
+    task_target.hold()
     for _ in range(6):
         fast.create_task(parent=queue, task=http_task(task_target.url))
+    wait_until(lambda: task_target.in_flight == 2, what="two dispatches held in flight")
+    task_target.release()
     task_target.wait_for(6)
     wait_until(lambda: not list(fast.list_tasks(parent=queue)), what="all tasks to complete")
     assert task_target.max_in_flight == 2
@@ -295,18 +340,19 @@ def test_faithful_max_dispatches_per_second_spreads_dispatches(
     for _ in range(10):
         faithful.create_task(parent=queue, task=http_task(task_target.url))
     arrivals = [r.at_monotonic for r in task_target.wait_for(10)]
-    assert 0.8 <= arrivals[-1] - arrivals[0] <= 3.0
+    # A lower bound only: the bucket cannot refill five tokens faster than 1 s; how much
+    # slower a loaded machine is belongs to the benchmarks, not to a pass/fail check.
+    assert arrivals[-1] - arrivals[0] >= 0.8
 
 
-def test_faithful_default_backoff_starts_at_a_tenth_of_a_second_and_doubles(
-    faithful: CloudTasksClient, task_target: TargetServer
+def test_default_backoff_starts_at_a_tenth_of_a_second_and_doubles(
+    manual: CloudTasksClient, cloudtasks_emulator_manual: EmulatorHandle, task_target: TargetServer
 ) -> None:
-    queue = new_queue(faithful)  # documented defaults: min_backoff 0.1s, 16 doublings
+    queue = new_queue(manual)  # documented defaults: min_backoff 0.1s, 16 doublings
     task_target.respond(200, statuses=[500, 500, 500])
-    faithful.create_task(parent=queue, task=http_task(task_target.url))
-    gaps = intervals(task_target, 4)
-    for gap, want in zip(gaps, [0.1, 0.2, 0.4], strict=True):
-        assert want - 0.01 <= gap <= want + 0.3, gaps
+    task = manual.create_task(parent=queue, task=http_task(task_target.url))
+    assert backoffs(manual, cloudtasks_emulator_manual, task_target, task.name) == [0.1, 0.2, 0.4]
+    assert len(task_target.requests) == 4
 
 
 # ---- OIDC -----------------------------------------------------------------------------------
@@ -567,19 +613,10 @@ def test_adapter_reports_created_then_duplicate(
     assert got.headers["x-cloudtasks-taskname"] == task_id
 
 
-def test_adapter_raises_enqueue_error_naming_the_task_when_the_emulator_is_down() -> None:
-    client = make_client(f"127.0.0.1:{free_port()}")
-    queue = TaskQueue(client, f"{LOCATION}/queues/down", timeout_s=1.0)
-    started = time.monotonic()
-    with pytest.raises(EnqueueError, match="tasks/delivery-9") as caught:
-        queue.enqueue("http://127.0.0.1:9/", b"{}", task_id="delivery-9")
-    assert caught.value.__cause__ is not None
-    assert time.monotonic() - started < 10
-
-
 # ---- the process ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # starts and stops a process of its own: 3-5 s on a shared machine
 def test_the_process_prints_its_jwks_url_and_exits_cleanly_on_sigterm() -> None:
     handle = start_emulator(time_scale=1.0)
     try:

@@ -20,7 +20,7 @@ import pytest
 import requests
 
 from local.functions_server import start_function
-from local.processes import Service, free_port
+from local.processes import Service, ServiceError, free_port, port_was_taken
 from local.simulator.client import SimulatorClient, start_simulator
 from shared.clock import FakeClock, system_clock
 from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_GITHUB_SECRET, LOCAL_TASKS_SERVICE_ACCOUNT
@@ -28,6 +28,9 @@ from shared.envelope import Envelope, EnvelopeSealer
 from shared.signatures import sign_github
 from shared.tasks import ensure_queue, make_client
 from tests.waiting import wait_until
+
+# Every test here drives three processes end to end; the module's stack alone takes ~6 s.
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "github"
@@ -64,16 +67,31 @@ def _serve(target: str, port: int, env: dict[str, str]) -> Service:
     return start_function(target, port, env)
 
 
+def _start_stack(env: dict[str, str], ports: tuple[int, int, int], started: list[Service]) -> Stack:
+    """Simulator, ingress and worker on `ports`, appended to `started` as each comes up."""
+    ingress_port, worker_port, sim_port = ports
+    ingress_url, worker_url = f"http://127.0.0.1:{ingress_port}", f"http://127.0.0.1:{worker_port}"
+    sim_url = f"http://127.0.0.1:{sim_port}"
+    env = {
+        **env,
+        "WORKER_URL": f"{worker_url}/",
+        "OIDC_AUDIENCE": f"{worker_url}/",
+        "GEMINI_BASE_URL": sim_url,
+        "GITHUB_API_URL": sim_url,
+    }
+    started.append(start_simulator(sim_port, webhook_url=f"{ingress_url}/gemini"))
+    started.append(_serve("ingress", ingress_port, env))
+    started.append(_serve("worker", worker_port, env))
+    return Stack(ingress_url, worker_url, SimulatorClient(sim_url), started[2], started[1])
+
+
 @pytest.fixture(scope="module")
 def stack(firestore_emulator, cloudtasks_emulator_fast) -> Iterator[Stack]:
-    ingress_port, worker_port, sim_port = free_port(), free_port(), free_port()
-    ingress_url, worker_url = f"http://127.0.0.1:{ingress_port}", f"http://127.0.0.1:{worker_port}"
     queue_id = f"e2e-{uuid.uuid4().hex[:10]}"
     ensure_queue(
         make_client(cloudtasks_emulator_fast.host),
         f"projects/{PROJECT}/locations/us-central1/queues/{queue_id}",
     )
-    sim_url = f"http://127.0.0.1:{sim_port}"
     env = {
         **os.environ,
         "PYTHONUNBUFFERED": "1",
@@ -81,22 +99,27 @@ def stack(firestore_emulator, cloudtasks_emulator_fast) -> Iterator[Stack]:
         "FIRESTORE_EMULATOR_HOST": firestore_emulator,
         "CLOUD_TASKS_EMULATOR_HOST": cloudtasks_emulator_fast.host,
         "TASKS_QUEUE": queue_id,
-        "WORKER_URL": f"{worker_url}/",
         "TASKS_SERVICE_ACCOUNT": LOCAL_TASKS_SERVICE_ACCOUNT,
-        "OIDC_AUDIENCE": f"{worker_url}/",
         "OIDC_CERTS_URL": cloudtasks_emulator_fast.jwks_url,
-        "GEMINI_BASE_URL": sim_url,
         "GEMINI_API_KEY": "sim-key",
-        "GITHUB_API_URL": sim_url,
         "HTTP_TIMEOUT_S": "5",
         "REVIEW_PATH": "docs",
     }
     started: list[Service] = []
     try:
-        started.append(start_simulator(sim_port, webhook_url=f"{ingress_url}/gemini"))
-        started.append(_serve("ingress", ingress_port, env))
-        started.append(_serve("worker", worker_port, env))
-        yield Stack(ingress_url, worker_url, SimulatorClient(sim_url), started[2], started[1])
+        for attempt in range(1, 4):
+            # Each part must know the others' ports before it starts; a parallel run may
+            # take one of them in between, so on a port clash start over on new ports.
+            try:
+                running = _start_stack(env, (free_port(), free_port(), free_port()), started)
+                break
+            except ServiceError as exc:
+                for service in reversed(started):
+                    service.stop()
+                started.clear()
+                if attempt == 3 or not port_was_taken(exc):
+                    pytest.fail(str(exc), pytrace=False)
+        yield running
     finally:
         for service in reversed(started):
             service.stop()

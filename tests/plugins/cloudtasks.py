@@ -5,16 +5,20 @@ Fixtures:
   CLOUD_TASKS_EMULATOR_HOST for the session.
 - `cloudtasks_emulator_fast`: time scale 0.01 (backoff, dispatch deadline and rate
   waits run 100x faster), one per session.
-- `cloudtasks_emulator_factory`: `start(time_scale=..., tombstone_s=...)` for anything else;
-  everything it started is stopped by PID at session end.
+- `cloudtasks_emulator_manual`: faithful timing on a manual clock, one per session: its
+  schedule times, backoff and tombstones move only on `handle.advance(seconds)`.
+- `cloudtasks_emulator_factory`: `start(time_scale=..., tombstone_s=..., manual_clock=...)`
+  for anything else; everything it started is stopped by PID at session end.
 - `task_target`: a `TargetServer` recording each request, answering as programmed.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from local.cloudtasks_emulator.launch import start_cloudtasks
-from local.processes import Service, ServiceError, free_port
+from local.processes import Service, ServiceError, start_on_free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 FAST_TIME_SCALE = 0.01
@@ -36,15 +40,41 @@ class EmulatorHandle:
     certs_url: str
     time_scale: float
     service: Service
+    clock_url: str = ""  # set when the emulator runs on a manual clock
 
     def output(self) -> str:
         return self.service.output()
 
+    def advance(self, seconds: float) -> float:
+        """Move a manual-clock emulator's clock forward; returns its new epoch time."""
+        return self._clock("POST", "/advance", {"seconds": seconds})
 
-def start_emulator(time_scale: float = 1.0, tombstone_s: float = 3600.0) -> EmulatorHandle:
+    def now(self) -> float:
+        """A manual-clock emulator's current epoch time."""
+        return self._clock("GET", "", None)
+
+    def _clock(self, method: str, path: str, document: dict[str, float] | None) -> float:
+        assert self.clock_url, "this emulator runs on the wall clock (manual_clock=False)"
+        body = json.dumps(document).encode() if document is not None else None
+        request = urllib.request.Request(f"{self.clock_url}{path}", data=body, method=method)
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return float(json.loads(response.read())["now"])
+
+
+def start_emulator(
+    time_scale: float = 1.0, tombstone_s: float = 3600.0, *, manual_clock: bool = False
+) -> EmulatorHandle:
     """Start `python -m local.cloudtasks_emulator` on free ports; raises `ServiceError`."""
-    port, http_port = free_port(), free_port()
-    service = start_cloudtasks(port, http_port, time_scale=time_scale, tombstone_s=tombstone_s)
+    service, (port, http_port) = start_on_free_ports(
+        lambda port, http_port: start_cloudtasks(
+            port,
+            http_port,
+            time_scale=time_scale,
+            tombstone_s=tombstone_s,
+            manual_clock=manual_clock,
+        ),
+        count=2,
+    )
     base = f"http://127.0.0.1:{http_port}"
     return EmulatorHandle(
         host=f"127.0.0.1:{port}",
@@ -52,6 +82,7 @@ def start_emulator(time_scale: float = 1.0, tombstone_s: float = 3600.0) -> Emul
         certs_url=f"{base}/certs",
         time_scale=time_scale,
         service=service,
+        clock_url=f"{base}/_clock" if manual_clock else "",
     )
 
 
@@ -59,9 +90,11 @@ def start_emulator(time_scale: float = 1.0, tombstone_s: float = 3600.0) -> Emul
 def cloudtasks_emulator_factory() -> Iterator[Callable[..., EmulatorHandle]]:
     started: list[EmulatorHandle] = []
 
-    def factory(time_scale: float = 1.0, tombstone_s: float = 3600.0) -> EmulatorHandle:
+    def factory(
+        time_scale: float = 1.0, tombstone_s: float = 3600.0, *, manual_clock: bool = False
+    ) -> EmulatorHandle:
         try:
-            handle = start_emulator(time_scale, tombstone_s)
+            handle = start_emulator(time_scale, tombstone_s, manual_clock=manual_clock)
         except ServiceError as exc:
             pytest.fail(str(exc), pytrace=False)
         started.append(handle)
@@ -95,6 +128,13 @@ def cloudtasks_emulator_fast(
     return cloudtasks_emulator_factory(time_scale=FAST_TIME_SCALE)
 
 
+@pytest.fixture(scope="session")
+def cloudtasks_emulator_manual(
+    cloudtasks_emulator_factory: Callable[..., EmulatorHandle],
+) -> EmulatorHandle:
+    return cloudtasks_emulator_factory(time_scale=1.0, manual_clock=True)
+
+
 # ---- the HTTP target ----------------------------------------------------------------------
 
 
@@ -110,7 +150,10 @@ class ReceivedRequest:
 
 @dataclass
 class TargetServer:
-    """Answers `status` after `delay_s`; `statuses` (if any) are used first, one per request."""
+    """Answers `status` after `delay_s`; `statuses` (if any) are used first, one per request.
+
+    After `hold()`, every request waits (in flight) until `release()` or the fixture's end.
+    """
 
     url: str = ""
     status: int = 200
@@ -121,6 +164,13 @@ class TargetServer:
     max_in_flight: int = 0
     _cond: threading.Condition = field(default_factory=threading.Condition)
     _closing: threading.Event = field(default_factory=threading.Event)
+    _released: threading.Event = field(default_factory=threading.Event)
+
+    def hold(self) -> None:
+        self._released.clear()
+
+    def release(self) -> None:
+        self._released.set()
 
     def respond(
         self, status: int = 200, *, delay_s: float = 0.0, statuses: Sequence[int] = ()
@@ -162,6 +212,8 @@ class TargetServer:
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             self._cond.notify_all()
         try:
+            while not self._released.wait(0.05) and not self._closing.is_set():
+                pass  # held: in flight until the test releases it
             if delay:
                 self._closing.wait(delay)
             handler.send_response(status)
@@ -177,6 +229,7 @@ class TargetServer:
 @pytest.fixture
 def task_target() -> Iterator[TargetServer]:
     target = TargetServer()
+    target.release()
 
     class Handler(BaseHTTPRequestHandler):
         def _any(self) -> None:
@@ -196,6 +249,7 @@ def task_target() -> Iterator[TargetServer]:
         yield target
     finally:
         target._closing.set()
+        target.release()
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=5)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from local.firestore_emulator import reset, start_firestore
-from local.processes import ServiceError, free_port
+from local.processes import ServiceError, start_on_free_ports
 
 PROJECT = "demo-hookledger"
 
@@ -16,9 +16,8 @@ PROJECT = "demo-hookledger"
 @pytest.fixture(scope="session")
 def firestore_emulator() -> Iterator[str]:
     """`host:port` of a running emulator; FIRESTORE_EMULATOR_HOST points at it. Never skips."""
-    port = free_port()
     try:
-        service = start_firestore(port)
+        service, (port,) = start_on_free_ports(start_firestore)
     except ServiceError as exc:
         pytest.fail(str(exc), pytrace=False)
     host_port = f"127.0.0.1:{port}"

@@ -648,10 +648,10 @@ def test_a_jwks_server_that_never_answers_times_out_as_keys_unavailable():
         url = f"http://127.0.0.1:{silent.getsockname()[1]}/jwks.json"
         clock = fake_clock()
         verifier = DynamicWebhookVerifier(JwksCache(url, timeout_s=0.3, clock=clock), clock=clock)
-        started = time.monotonic()
-        with pytest.raises(KeysUnavailable):
+        with pytest.raises(KeysUnavailable) as caught:
             verifier.verify(jwt_headers(GOOD_JWT), BODY)
-        assert time.monotonic() - started < 5
+        # Only the fetch's own timeout can end a wait on a server that never answers.
+        assert "timed out" in str(caught.value.__cause__).lower(), repr(caught.value.__cause__)
     finally:
         silent.close()
 

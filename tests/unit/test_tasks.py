@@ -6,8 +6,10 @@ import re
 
 import grpc
 import pytest
+from google.api_core import exceptions
 from hypothesis import given
 from hypothesis import strategies as st
+from pytest_mock import MockerFixture
 
 from local.cloudtasks_emulator.model import (
     DEFAULT_RETRY,
@@ -16,7 +18,8 @@ from local.cloudtasks_emulator.model import (
     parse_queue,
     parse_task,
 )
-from shared.tasks import TaskQueue, make_client, task_id_for
+from shared.tasks import EnqueueError, TaskQueue, make_client, task_id_for
+from tests.ports import refusing_port
 
 TASK_ID = re.compile(r"^[A-Za-z0-9_-]{1,500}$")
 
@@ -110,3 +113,23 @@ def test_task_id_of_a_huge_part_is_capped_at_500() -> None:
 def test_task_queue_rejects_a_non_positive_timeout() -> None:
     with pytest.raises(ValueError, match="timeout_s"):
         TaskQueue(make_client("127.0.0.1:1"), "projects/p/locations/l/queues/q", timeout_s=0)
+
+
+def test_enqueue_raises_enqueue_error_naming_the_task_when_the_emulator_is_down() -> None:
+    with refusing_port() as port:
+        client = make_client(f"127.0.0.1:{port}")
+        queue = TaskQueue(client, "projects/p/locations/l/queues/down", timeout_s=1.0)
+        with pytest.raises(EnqueueError, match="tasks/delivery-9") as caught:
+            queue.enqueue("http://127.0.0.1:9/", b"{}", task_id="delivery-9")
+    assert caught.value.__cause__ is not None
+
+
+def test_enqueue_passes_its_timeout_on_every_create_task_call(mocker: MockerFixture) -> None:
+    client = make_client("127.0.0.1:1")
+    create = mocker.patch.object(
+        client, "create_task", side_effect=exceptions.DeadlineExceeded("slow")
+    )
+    queue = TaskQueue(client, "projects/p/locations/l/queues/q", timeout_s=1.5)
+    with pytest.raises(EnqueueError, match="tasks/delivery-7"):
+        queue.enqueue("http://127.0.0.1:9/", b"{}", task_id="delivery-7")
+    assert create.call_args.kwargs["timeout"] == 1.5
