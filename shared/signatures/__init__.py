@@ -27,7 +27,7 @@ Import from this package, not from its modules: the split may move again.
 
 from __future__ import annotations
 
-from shared.signatures.dynamic import (
+from shared.signatures._common import (
     AUTHORIZATION_HEADER,
     DEFAULT_TOLERANCE_S,
     GITHUB_SIGNATURE_HEADER,
@@ -35,23 +35,16 @@ from shared.signatures.dynamic import (
     WEBHOOK_ID_HEADER,
     WEBHOOK_SIGNATURE_HEADER,
     WEBHOOK_TIMESTAMP_HEADER,
-    DynamicWebhookVerifier,
-    Fetch,
-    GeminiVerifier,
-    GitHubVerifier,
-    JwksCache,
-    KeysUnavailable,
-    PublicKey,
-    SecretError,
-    StandardWebhookVerifier,
-    VerificationError,
-    decode_whsec,
     header,
-    http_fetch,
-    parse_jwks,
-    public_jwk,
-    sign_github,
-    sign_jwt_rs256,
+)
+from shared.signatures.dynamic import DynamicWebhookVerifier, sign_jwt_rs256
+from shared.signatures.errors import KeysUnavailable, SecretError, VerificationError
+from shared.signatures.gemini import GeminiVerifier
+from shared.signatures.github import GitHubVerifier, sign_github
+from shared.signatures.jwks import Fetch, JwksCache, PublicKey, http_fetch, parse_jwks, public_jwk
+from shared.signatures.standard_webhooks import (
+    StandardWebhookVerifier,
+    decode_whsec,
     sign_standard_webhook,
     sign_standard_webhook_ed25519,
 )
