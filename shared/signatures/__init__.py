@@ -1,0 +1,79 @@
+"""Webhook signature verification for GitHub and the Gemini API.
+
+Schemes, one module each
+------------------------
+- `github`: ``X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body>``.
+- `standard_webhooks` (Gemini project webhooks): headers ``webhook-id``,
+  ``webhook-timestamp`` and ``webhook-signature`` holding one or more space-separated
+  ``v1,<base64 HMAC-SHA256>`` entries over ``<id>.<timestamp>.<body>``; secrets are
+  ``whsec_<base64>`` and the decoded bytes are the key. Also signs ``v1a`` (Ed25519).
+- `dynamic` (Gemini per-request webhooks): ``v1a,<base64 Ed25519>`` entries over the
+  same ``<id>.<timestamp>.<body>`` string, or an RS256 JWT; both checked against public
+  keys from a JWKS URL (`jwks`: `JwksCache`, `parse_jwks`, `public_jwk`). The module
+  docstring lists what was assumed about this scheme.
+- `gemini`: `GeminiVerifier`, which accepts a Gemini delivery signed by any configured
+  scheme.
+
+Shared rules (`_common`): every verifier takes a list of secrets, the first signs and
+every one verifies, and a bad secret raises `SecretError` when the verifier is built;
+header names match case-insensitively and a repeated header is rejected.
+
+Exceptions (`errors`): ``verify`` raises nothing but `VerificationError` (or its subclass
+`KeysUnavailable`, answer 503 so the sender retries); `SecretError` is raised only at
+construction.
+
+Import from this package, not from its modules: the split may move again.
+"""
+
+from __future__ import annotations
+
+from shared.signatures._common import (
+    AUTHORIZATION_HEADER,
+    DEFAULT_TOLERANCE_S,
+    GITHUB_SIGNATURE_HEADER,
+    MIN_KEY_BYTES,
+    WEBHOOK_ID_HEADER,
+    WEBHOOK_SIGNATURE_HEADER,
+    WEBHOOK_TIMESTAMP_HEADER,
+    header,
+)
+from shared.signatures.dynamic import DynamicWebhookVerifier, sign_jwt_rs256
+from shared.signatures.errors import KeysUnavailable, SecretError, VerificationError
+from shared.signatures.gemini import GeminiVerifier
+from shared.signatures.github import GitHubVerifier, sign_github
+from shared.signatures.jwks import Fetch, JwksCache, PublicKey, http_fetch, parse_jwks, public_jwk
+from shared.signatures.standard_webhooks import (
+    StandardWebhookVerifier,
+    decode_whsec,
+    sign_standard_webhook,
+    sign_standard_webhook_ed25519,
+)
+
+__all__ = [
+    "AUTHORIZATION_HEADER",
+    "DEFAULT_TOLERANCE_S",
+    "GITHUB_SIGNATURE_HEADER",
+    "MIN_KEY_BYTES",
+    "WEBHOOK_ID_HEADER",
+    "WEBHOOK_SIGNATURE_HEADER",
+    "WEBHOOK_TIMESTAMP_HEADER",
+    "DynamicWebhookVerifier",
+    "Fetch",
+    "GeminiVerifier",
+    "GitHubVerifier",
+    "JwksCache",
+    "KeysUnavailable",
+    "PublicKey",
+    "SecretError",
+    "StandardWebhookVerifier",
+    "VerificationError",
+    "decode_whsec",
+    "header",
+    "http_fetch",
+    "parse_jwks",
+    "public_jwk",
+    "sign_github",
+    "sign_jwt_rs256",
+    "sign_standard_webhook",
+    "sign_standard_webhook_ed25519",
+]
