@@ -101,6 +101,7 @@ def test_bad_arguments_give_one_line_and_exit_2(capsys: Any, argv: list[str]) ->
     assert err.count("\n") == 1 and err.startswith("hookledger") and "error:" in err
 
 
+@pytest.mark.slow
 def test_the_console_script_reports_bad_arguments_in_one_line() -> None:
     done = subprocess.run(
         [str(SCRIPT), "ops", "list", "--limit", "lots"],
@@ -410,6 +411,7 @@ def test_progress_bar_draws_only_for_more_than_a_handful() -> None:
 # --------------------------------------------------------------------------- webhooks
 
 
+@pytest.mark.slow
 def test_webhooks_register_list_rotate(cli: Any, simulator: Any, capsys) -> None:
     code, out, err = run(
         capsys,
@@ -477,6 +479,7 @@ def test_status_counts_oldest_pending_and_alerts(cli: Any, capsys) -> None:
     assert code == 0 and "oldest pending  batches/mid" in out and "stuck alerts  1" in out
 
 
+@pytest.mark.slow
 def test_the_console_script_lists_operations_as_json(cli: Any) -> None:
     _three_operations(cli)
     done = subprocess.run(

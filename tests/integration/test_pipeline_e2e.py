@@ -7,11 +7,8 @@ requires the OIDC token the Cloud Tasks emulator mints, verified against its JWK
 
 from __future__ import annotations
 
-import json
-import os
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -19,14 +16,20 @@ from typing import Any
 import pytest
 import requests
 
-from local.functions_server import start_function
-from local.processes import Service, ServiceError, free_port, port_was_taken
-from local.simulator.client import SimulatorClient, start_simulator
+from local.processes import ServiceError
 from shared.clock import FakeClock, system_clock
-from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_GITHUB_SECRET, LOCAL_TASKS_SERVICE_ACCOUNT
+from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_TASKS_SERVICE_ACCOUNT
 from shared.envelope import Envelope, EnvelopeSealer
-from shared.signatures import sign_github
 from shared.tasks import ensure_queue, make_client
+from tests.plugins.pipeline import (
+    FILES,
+    OWNER_REPO,
+    PROJECT,
+    SHA,
+    PipelineStack,
+    pipeline_stack,
+    push_payload,
+)
 from tests.waiting import wait_until
 
 # Every test here drives three processes end to end; the module's stack alone takes ~6 s.
@@ -34,95 +37,18 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "github"
-PROJECT = "demo-hookledger"
-OWNER_REPO = "octo-org/handbook"
-SHA = "0f1e2d3c4b5a69788796a5b4c3d2e1f001122334"
-FILES = {
-    "docs/intro.md": b"# Intro\n\nHookledger settles things.\n",
-    "docs/howto.markdown": b"# How to\n\nRun it.\n",
-}
 
 
-@dataclass
-class Stack:
-    ingress_url: str
-    worker_url: str
-    sim: SimulatorClient
-    worker: Service
-    ingress: Service
-
-    def push(self, payload: bytes, delivery: str | None = None) -> requests.Response:
-        headers = {
-            "X-GitHub-Event": "push",
-            "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
-            "X-Hub-Signature-256": sign_github(LOCAL_GITHUB_SECRET, payload),
-            "Content-Type": "application/json",
-        }
-        return requests.post(
-            f"{self.ingress_url}/github", data=payload, headers=headers, timeout=10
-        )
-
-
-def _serve(target: str, port: int, env: dict[str, str]) -> Service:
-    return start_function(target, port, env)
-
-
-def _start_stack(env: dict[str, str], ports: tuple[int, int, int], started: list[Service]) -> Stack:
-    """Simulator, ingress and worker on `ports`, appended to `started` as each comes up."""
-    ingress_port, worker_port, sim_port = ports
-    ingress_url, worker_url = f"http://127.0.0.1:{ingress_port}", f"http://127.0.0.1:{worker_port}"
-    sim_url = f"http://127.0.0.1:{sim_port}"
-    env = {
-        **env,
-        "WORKER_URL": f"{worker_url}/",
-        "OIDC_AUDIENCE": f"{worker_url}/",
-        "GEMINI_BASE_URL": sim_url,
-        "GITHUB_API_URL": sim_url,
-    }
-    started.append(start_simulator(sim_port, webhook_url=f"{ingress_url}/gemini"))
-    started.append(_serve("ingress", ingress_port, env))
-    started.append(_serve("worker", worker_port, env))
-    return Stack(ingress_url, worker_url, SimulatorClient(sim_url), started[2], started[1])
+Stack = PipelineStack
 
 
 @pytest.fixture(scope="module")
 def stack(firestore_emulator, cloudtasks_emulator_fast) -> Iterator[Stack]:
-    queue_id = f"e2e-{uuid.uuid4().hex[:10]}"
-    ensure_queue(
-        make_client(cloudtasks_emulator_fast.host),
-        f"projects/{PROJECT}/locations/us-central1/queues/{queue_id}",
-    )
-    env = {
-        **os.environ,
-        "PYTHONUNBUFFERED": "1",
-        "GOOGLE_CLOUD_PROJECT": PROJECT,
-        "FIRESTORE_EMULATOR_HOST": firestore_emulator,
-        "CLOUD_TASKS_EMULATOR_HOST": cloudtasks_emulator_fast.host,
-        "TASKS_QUEUE": queue_id,
-        "TASKS_SERVICE_ACCOUNT": LOCAL_TASKS_SERVICE_ACCOUNT,
-        "OIDC_CERTS_URL": cloudtasks_emulator_fast.jwks_url,
-        "GEMINI_API_KEY": "sim-key",
-        "HTTP_TIMEOUT_S": "5",
-        "REVIEW_PATH": "docs",
-    }
-    started: list[Service] = []
     try:
-        for attempt in range(1, 4):
-            # Each part must know the others' ports before it starts; a parallel run may
-            # take one of them in between, so on a port clash start over on new ports.
-            try:
-                running = _start_stack(env, (free_port(), free_port(), free_port()), started)
-                break
-            except ServiceError as exc:
-                for service in reversed(started):
-                    service.stop()
-                started.clear()
-                if attempt == 3 or not port_was_taken(exc):
-                    pytest.fail(str(exc), pytrace=False)
-        yield running
-    finally:
-        for service in reversed(started):
-            service.stop()
+        with pipeline_stack(firestore_emulator, cloudtasks_emulator_fast) as running:
+            yield running
+    except ServiceError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture
@@ -131,26 +57,6 @@ def fresh(stack: Stack, firestore_client) -> Stack:
     for path, data in FILES.items():
         stack.sim.put_file(*OWNER_REPO.split("/"), path, SHA, data)
     return stack
-
-
-def push_payload(sha: str = SHA, files: list[str] | None = None) -> bytes:
-    return json.dumps(
-        {
-            "ref": "refs/heads/main",
-            "before": "0" * 40,
-            "after": sha,
-            "deleted": False,
-            "repository": {"full_name": OWNER_REPO, "default_branch": "main"},
-            "commits": [
-                {
-                    "id": sha,
-                    "added": files if files is not None else list(FILES),
-                    "modified": ["src/app.py"],
-                    "removed": [],
-                }
-            ],
-        }
-    ).encode()
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:

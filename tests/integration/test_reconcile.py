@@ -350,6 +350,7 @@ def test_run_reports_progress_for_every_checked_operation(
     assert sorted(done for _, done, _ in calls[1:]) == list(range(1, 13))
 
 
+@pytest.mark.slow
 def test_a_check_stuck_past_the_budget_is_abandoned_and_the_run_still_answers(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:

@@ -259,6 +259,7 @@ def test_dynamic_webhook_uris_replace_the_static_target(simulator: Any) -> None:
 # --- fault injection ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_faults_fail_about_the_configured_share_of_gets_with_503(simulator: Any) -> None:
     client = simulator.genai()
     batch = create_batch(client)
@@ -654,6 +655,7 @@ def test_bad_control_input_is_a_clear_json_error(
 # --- the process itself --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_auto_complete_and_clean_exit_on_sigterm() -> None:
     port = free_port()
     service = start_simulator(port, extra_args=["--auto-complete-s", "0.2"])

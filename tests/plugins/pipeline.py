@@ -20,7 +20,7 @@ from typing import Any
 import requests
 
 from local.functions_server import start_function
-from local.processes import Service, free_port
+from local.processes import Service, ServiceError, free_port, port_was_taken
 from local.simulator.client import SimulatorClient, start_simulator
 from shared.config import LOCAL_GITHUB_SECRET, LOCAL_TASKS_SERVICE_ACCOUNT
 from shared.signatures import sign_github
@@ -86,15 +86,16 @@ def push_payload(sha: str = SHA, files: list[str] | None = None) -> bytes:
 def pipeline_stack(
     firestore_host: str, cloudtasks: Any, extra_env: Mapping[str, str] | None = None
 ) -> Iterator[PipelineStack]:
-    """Start simulator, ingress and worker on free ports (own queue); stop them by PID."""
-    ingress_port, worker_port, sim_port = free_port(), free_port(), free_port()
-    ingress_url, worker_url = f"http://127.0.0.1:{ingress_port}", f"http://127.0.0.1:{worker_port}"
+    """Start simulator, ingress and worker on free ports (own queue); stop them by PID.
+
+    Each part must know the others' ports before it starts, and a parallel run may take
+    one of them in between: on a port clash everything starts over on new ports.
+    """
     queue_id = f"e2e-{uuid.uuid4().hex[:10]}"
     ensure_queue(
         make_client(cloudtasks.host),
         f"projects/{PROJECT}/locations/us-central1/queues/{queue_id}",
     )
-    sim_url = f"http://127.0.0.1:{sim_port}"
     env = {
         **os.environ,
         "PYTHONUNBUFFERED": "1",
@@ -102,25 +103,48 @@ def pipeline_stack(
         "FIRESTORE_EMULATOR_HOST": firestore_host,
         "CLOUD_TASKS_EMULATOR_HOST": cloudtasks.host,
         "TASKS_QUEUE": queue_id,
-        "WORKER_URL": f"{worker_url}/",
         "TASKS_SERVICE_ACCOUNT": LOCAL_TASKS_SERVICE_ACCOUNT,
-        "OIDC_AUDIENCE": f"{worker_url}/",
         "OIDC_CERTS_URL": cloudtasks.jwks_url,
-        "GEMINI_BASE_URL": sim_url,
         "GEMINI_API_KEY": "sim-key",
-        "GITHUB_API_URL": sim_url,
         "HTTP_TIMEOUT_S": "5",
         "REVIEW_PATH": "docs",
         **(extra_env or {}),
     }
     started: list[Service] = []
     try:
-        started.append(start_simulator(sim_port, webhook_url=f"{ingress_url}/gemini"))
-        started.append(start_function("ingress", ingress_port, env))
-        started.append(start_function("worker", worker_port, env))
-        yield PipelineStack(
-            ingress_url, worker_url, sim_url, SimulatorClient(sim_url), started[1], started[2]
-        )
+        for attempt in range(1, 4):
+            try:
+                running = _start(env, (free_port(), free_port(), free_port()), started)
+                break
+            except ServiceError as exc:
+                for service in reversed(started):
+                    service.stop()
+                started.clear()
+                if attempt == 3 or not port_was_taken(exc):
+                    raise
+        yield running
     finally:
         for service in reversed(started):
             service.stop()
+
+
+def _start(
+    env: dict[str, str], ports: tuple[int, int, int], started: list[Service]
+) -> PipelineStack:
+    """Simulator, ingress and worker on `ports`, appended to `started` as each comes up."""
+    ingress_port, worker_port, sim_port = ports
+    ingress_url, worker_url = f"http://127.0.0.1:{ingress_port}", f"http://127.0.0.1:{worker_port}"
+    sim_url = f"http://127.0.0.1:{sim_port}"
+    env = {
+        **env,
+        "WORKER_URL": f"{worker_url}/",
+        "OIDC_AUDIENCE": f"{worker_url}/",
+        "GEMINI_BASE_URL": sim_url,
+        "GITHUB_API_URL": sim_url,
+    }
+    started.append(start_simulator(sim_port, webhook_url=f"{ingress_url}/gemini"))
+    started.append(start_function("ingress", ingress_port, env))
+    started.append(start_function("worker", worker_port, env))
+    return PipelineStack(
+        ingress_url, worker_url, sim_url, SimulatorClient(sim_url), started[1], started[2]
+    )

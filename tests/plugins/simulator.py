@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from local.processes import ServiceError, free_port
+from local.processes import ServiceError, start_on_free_ports
 from local.simulator.client import SimulatorClient, start_simulator
 from shared.config import LOCAL_GEMINI_SECRET
 from shared.github import CommentsClient
@@ -133,14 +133,16 @@ class SimulatorHandle:
 
 @pytest.fixture(scope="session")
 def simulator_service(webhook_receiver: WebhookReceiver) -> Iterator[SimulatorHandle]:
-    port = free_port()
-    try:
-        service = start_simulator(
+    def start_on(port: int) -> Any:
+        return start_simulator(
             port,
             webhook_url=webhook_receiver.url,
             webhook_secret=LOCAL_GEMINI_SECRET,
             extra_args=["--webhook-backoff-s", "0.05", "--webhook-timeout-s", "2"],
         )
+
+    try:  # a parallel run may take a free port before we bind it: start over on another
+        service, (port,) = start_on_free_ports(start_on)
     except ServiceError as exc:
         pytest.fail(str(exc), pytrace=False)
     url = f"http://127.0.0.1:{port}"

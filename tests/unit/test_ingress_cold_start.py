@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+# Each case starts a fresh interpreter that imports the SDKs: several seconds each.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("google.cloud.firestore", "google.cloud.firestore_v1", "google.genai")
 
