@@ -6,9 +6,11 @@ import argparse
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from local.cloudtasks_emulator.clock import ManualClock
 from local.cloudtasks_emulator.emulator import Emulator
+from local.cloudtasks_emulator.journal import JournalError
 from local.cloudtasks_emulator.model import ApiError
 
 
@@ -47,6 +49,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         '(body {"seconds": S}) on the --http-port server (tests)',
     )
     parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep queues, tasks, tombstones and the OIDC signing key in DIR, so they "
+        "survive a restart like the real, durable queue (default: memory only, and a new "
+        "signing key at every start)",
+    )
+    parser.add_argument(
         "--queue",
         action="append",
         default=[],
@@ -67,7 +78,11 @@ def main(argv: list[str] | None = None) -> int:
             time_scale=args.time_scale,
             queues=args.queue,
             clock=ManualClock() if args.manual_clock else None,
+            data_dir=args.data_dir,
         )
+    except JournalError as exc:
+        print(f"cloudtasks emulator: --data-dir: {exc}", file=sys.stderr, flush=True)
+        return 2
     except ApiError as exc:
         print(f"cloudtasks emulator: bad --queue: {exc.message}", file=sys.stderr, flush=True)
         return 2
@@ -82,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"cloudtasks emulator listening on {args.host}:{args.port} "
         f"(time scale {args.time_scale}, tombstone {args.tombstone_s:g}s"
-        f"{', manual clock' if args.manual_clock else ''})",
+        f"{', manual clock' if args.manual_clock else ''}"
+        f"{f', data dir {args.data_dir}' if args.data_dir else ''})",
         flush=True,
     )
     while not stop.wait(0.5):

@@ -12,8 +12,10 @@ import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
+from local.cloudtasks_emulator.attempts import DispatchJob, Outcome, http_to_rpc
+from local.cloudtasks_emulator.journal import JournalError
 from local.cloudtasks_emulator.oidc import TokenMinter
-from local.cloudtasks_emulator.store import DispatchJob, Outcome, Store, http_to_rpc
+from local.cloudtasks_emulator.store import Store
 
 DEADLINE_EXCEEDED, UNAVAILABLE = 4, 14  # google.rpc.Code
 
@@ -41,7 +43,10 @@ def send(job: DispatchJob, headers: dict[str, str]) -> Outcome:
         if time.monotonic() - started > job.deadline_s:
             return Outcome(None, DEADLINE_EXCEEDED, "dispatch deadline exceeded")
         return Outcome(
-            response.status, http_to_rpc(response.status), f"HTTP status {response.status}"
+            response.status,
+            http_to_rpc(response.status),
+            f"HTTP status {response.status}",
+            retry_after=response.getheader("Retry-After"),
         )
     except TimeoutError:
         return Outcome(None, DEADLINE_EXCEEDED, "dispatch deadline exceeded")
@@ -75,7 +80,12 @@ class Dispatcher:
         while not self._stopped.is_set():
             # Taking work and waiting under one lock hold: a notify cannot fall between them.
             with self.store.cond:
-                jobs, wait = self.store.take_due()
+                try:
+                    jobs, wait = self.store.take_due()
+                except JournalError as exc:
+                    # Nothing is sent that could not be recorded; try again shortly.
+                    self.log(f"error dispatch: cannot record the next attempts: {exc}")
+                    jobs, wait = [], 1.0
                 for job in jobs:
                     self.launch(job)
                 if not jobs and not self._stopped.is_set():
@@ -88,7 +98,10 @@ class Dispatcher:
             headers["Authorization"] = f"Bearer {token}"
         started = time.monotonic()
         outcome = send(job, headers)
-        fate = self.store.complete(job, outcome)
+        try:
+            fate = self.store.complete(job, outcome)
+        except JournalError as exc:
+            fate = f"not recorded ({exc}); a restart sends it again"
         answer = outcome.http_status if outcome.http_status is not None else outcome.message
         short = job.task_name.rsplit("/", 1)[-1]
         self.log(

@@ -19,13 +19,16 @@ def start_cloudtasks(
     time_scale: float = 1.0,
     tombstone_s: float = 3600.0,
     manual_clock: bool = False,
+    data_dir: str | Path | None = None,
     echo: Callable[[str, str], None] | None = None,
     timeout: float = 60.0,
 ) -> Service:
     """`python -m local.cloudtasks_emulator` on 127.0.0.1, ready once it printed `listening`.
 
     Its JWKS is then at `http://127.0.0.1:{http_port}/jwks.json`. With `manual_clock` its
-    clock stands still until `POST http://127.0.0.1:{http_port}/_clock/advance`.
+    clock stands still until `POST http://127.0.0.1:{http_port}/_clock/advance`. With
+    `data_dir` its queues, tasks, tombstones and signing key survive a restart on that
+    directory (one running emulator per directory).
     """
     return start(
         "cloudtasks",
@@ -39,6 +42,7 @@ def start_cloudtasks(
             f"--time-scale={time_scale}",
             f"--tombstone-s={tombstone_s}",
             *(["--manual-clock"] if manual_clock else []),
+            *([f"--data-dir={data_dir}"] if data_dir is not None else []),
         ],
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
         cwd=REPO,

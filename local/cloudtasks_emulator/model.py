@@ -199,10 +199,12 @@ class TaskRecord:
     response_count: int = 0
     # Responses that were not 5xx: what X-CloudTasks-TaskExecutionCount reports.
     execution_count: int = 0
+    # The previous attempt's HTTP status; None before the first answer or after a
+    # deadline or connection failure (no answer to report).
     previous_response: int | None = None
     first_attempt: Attempt | None = None
     last_attempt: Attempt | None = None
-    running: int = 0
+    running: int = 0  # attempts in flight; never persisted (a restart re-dispatches them)
     generation: int = 0  # bumped on every dispatch so a stale completion is ignored
 
     @property

@@ -40,22 +40,34 @@ def subject_for(email: str) -> str:
 
 
 class TokenMinter:
-    """Holds one RSA key; mints RS256 ID tokens and publishes the key."""
+    """Holds one RSA key; mints RS256 ID tokens and publishes the key.
 
-    def __init__(self, now: Callable[[], float] = time.time) -> None:
+    `private_pem` (PKCS#8, unencrypted) reuses a key, e.g. the one a data dir kept across
+    a restart; None makes a new one. `private_pem` on the minter is the key in use.
+    """
+
+    def __init__(
+        self, now: Callable[[], float] = time.time, private_pem: bytes | None = None
+    ) -> None:
         self._now = now
-        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        if private_pem is None:
+            key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        else:
+            loaded = serialization.load_pem_private_key(private_pem, password=None)
+            if not isinstance(loaded, rsa.RSAPrivateKey):
+                raise ValueError("the stored OIDC signing key is not an RSA key")
+            key = loaded
         public = key.public_key()
         der = public.public_bytes(
             serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
         )
         self.kid = hashlib.sha256(der).hexdigest()[:40]
-        pem = key.private_bytes(
+        self.private_pem = key.private_bytes(
             serialization.Encoding.PEM,
             serialization.PrivateFormat.PKCS8,
             serialization.NoEncryption(),
         )
-        self._signer = crypt.RSASigner.from_string(pem, key_id=self.kid)
+        self._signer = crypt.RSASigner.from_string(self.private_pem, key_id=self.kid)
         numbers = public.public_numbers()
         self.jwks = {
             "keys": [

@@ -2,8 +2,11 @@
 
 The dispatcher asks `take_due()` for work and reports back through `complete()`;
 the gRPC layer converts protos to the records of `model` and back. Times are epoch
-seconds from the injected `now`; emulator-side waits (backoff, dispatch deadline,
-max_retry_duration, rate refill) are multiplied by `time_scale`.
+seconds from the injected `now`; emulator-side waits (backoff, Retry-After, dispatch
+deadline, max_retry_duration, rate refill) are multiplied by `time_scale`.
+
+Every change is written to the injected `Journal` before the call returns (a no-op
+without `--data-dir`); a store built on a journal that holds state starts from it.
 """
 
 from __future__ import annotations
@@ -13,10 +16,19 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 
 import grpc
 
+from local.cloudtasks_emulator.attempts import (
+    HTTP_METHODS,
+    DispatchJob,
+    Outcome,
+    dispatch_headers,
+    http_to_rpc,
+    retry_delay_s,
+)
+from local.cloudtasks_emulator.journal import Journal, JournalError
 from local.cloudtasks_emulator.model import (
     MAX_DISPATCH_DEADLINE_S,
     MAX_SCHEDULE_AHEAD_S,
@@ -33,56 +45,17 @@ from local.cloudtasks_emulator.model import (
 )
 
 RUNNING, PAUSED = 1, 2  # google.cloud.tasks.v2.Queue.State
-HTTP_METHODS = {
-    0: "POST",
-    1: "POST",
-    2: "GET",
-    3: "HEAD",
-    4: "PUT",
-    5: "DELETE",
-    6: "PATCH",
-    7: "OPTIONS",
-}
 _BODY_METHODS = {"POST", "PUT", "PATCH"}
-# Headers Cloud Tasks computes or reserves itself; a task's own values are dropped.
-_RESERVED_PREFIXES = ("x-cloudtasks-", "x-google-", "x-appengine-")
-_RESERVED = {"host", "content-length", "user-agent"}
 
-
-def http_to_rpc(status: int) -> int:
-    """google.rpc.Code for an HTTP answer, as the API reports it in Attempt.response_status."""
-    table = {400: 3, 401: 16, 403: 7, 404: 5, 409: 10, 429: 8, 499: 1, 501: 12, 503: 14, 504: 4}
-    if 200 <= status < 300:
-        return 0
-    if status in table:
-        return table[status]
-    return 13 if status >= 500 else 9
-
-
-@dataclass(frozen=True)
-class DispatchJob:
-    """One attempt handed to the dispatcher; `generation` ties the answer to this attempt."""
-
-    queue_id: str
-    task_name: str
-    generation: int
-    attempt: int
-    url: str
-    method: str
-    headers: dict[str, str]
-    body: bytes
-    deadline_s: float  # already scaled
-    oidc_email: str | None
-    oidc_audience: str | None
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What the target did: an HTTP status, or none (deadline, connection error) with a reason."""
-
-    http_status: int | None
-    rpc_code: int
-    message: str
+__all__ = [  # the attempt types live in `attempts`; importable from here as before
+    "HTTP_METHODS",
+    "PAUSED",
+    "RUNNING",
+    "DispatchJob",
+    "Outcome",
+    "Store",
+    "http_to_rpc",
+]
 
 
 class Store:
@@ -92,14 +65,24 @@ class Store:
         tombstone_s: float = 3600.0,
         time_scale: float = 1.0,
         now: Callable[[], float] = time.time,
+        journal: Journal | None = None,
     ) -> None:
+        """`journal`: where changes are written and the starting state is read (None: memory)."""
         if time_scale <= 0:
             raise ValueError(f"time_scale must be positive, got {time_scale}")
         self.tombstone_s = tombstone_s
         self.time_scale = time_scale
         self.now = now
+        self.journal = journal or Journal()
         self.cond = threading.Condition()
-        self._queues: dict[str, QueueRecord] = {}
+        self._queues = self.journal.load(now())
+        for queue in self._queues.values():
+            self._fill_bucket(queue)
+
+    @staticmethod
+    def _fill_bucket(queue: QueueRecord) -> None:
+        queue.tokens = float(queue.rate.max_burst_size)
+        queue.refilled_at = time.monotonic()
 
     # ---- queues -------------------------------------------------------------------------
 
@@ -123,8 +106,8 @@ class Store:
                     grpc.StatusCode.ALREADY_EXISTS, f"Queue {queue.name!r} already exists."
                 )
             queue.state = RUNNING
-            queue.tokens = float(queue.rate.max_burst_size)
-            queue.refilled_at = time.monotonic()
+            self._fill_bucket(queue)
+            self.journal.put_queue(queue)
             self._queues[queue.name] = queue
             return copy.deepcopy(queue)
 
@@ -154,8 +137,7 @@ class Store:
             updated.rate.validate()
             if current is None:
                 updated.state = RUNNING
-                updated.tokens = float(updated.rate.max_burst_size)
-                updated.refilled_at = time.monotonic()
+                self._fill_bucket(updated)
             else:
                 # Live state survives a settings change.
                 updated.state = current.state
@@ -165,6 +147,7 @@ class Store:
                 updated.refilled_at = current.refilled_at
                 updated.running = current.running
                 updated.purge_time = current.purge_time
+            self.journal.put_queue(updated)
             self._queues[name] = updated
             self.cond.notify_all()
             return copy.deepcopy(updated)
@@ -172,6 +155,7 @@ class Store:
     def set_state(self, name: str, state: int) -> QueueRecord:
         with self.cond:
             queue = self._queue(name)
+            self.journal.put_queue(replace(queue, state=state))
             queue.state = state
             self.cond.notify_all()
             return copy.deepcopy(queue)
@@ -180,23 +164,30 @@ class Store:
         with self.cond:
             queue = self._queue(name)
             now = self.now()
-            for task_name in list(queue.tasks):
-                self._retire(queue, task_name, now)
+            with self.journal.atomic():
+                self.journal.put_queue(replace(queue, purge_time=now))
+                self._retire(queue, list(queue.tasks), now)
             queue.purge_time = now
             return copy.deepcopy(queue)
 
     def delete_queue(self, name: str) -> None:
         with self.cond:
             self._queue(name)
+            self.journal.drop_queue(name)
             del self._queues[name]
             self.cond.notify_all()
 
     # ---- tasks --------------------------------------------------------------------------
 
-    def _retire(self, queue: QueueRecord, task_name: str, now: float) -> None:
-        """Remove a task and keep its name unusable for the tombstone window."""
-        queue.tasks.pop(task_name, None)
-        queue.tombstones[task_name] = now + self.tombstone_s
+    def _retire(self, queue: QueueRecord, task_names: list[str], now: float) -> None:
+        """Remove tasks and keep their names unusable for the tombstone window."""
+        if not task_names:
+            return
+        expiry = now + self.tombstone_s
+        self.journal.retire(queue.name, task_names, expiry)
+        for name in task_names:
+            queue.tasks.pop(name, None)
+            queue.tombstones[name] = expiry
 
     def create_task(self, parent: str, task: TaskRecord) -> TaskRecord:
         parse_queue(parent)
@@ -221,10 +212,12 @@ class Store:
                     f"Task {task.name!r} cannot be created: a task with this name existed "
                     "too recently (it ran or was deleted).",
                 )
-            queue.tombstones.pop(task.name, None)
             task.create_time = float(int(now))
-            if task.schedule_time <= 0:
-                task.schedule_time = now
+            # CreateTaskRequest: "If schedule_time is not set or is in the past then Cloud
+            # Tasks will set it to the current time."
+            task.schedule_time = max(task.schedule_time, now)
+            self.journal.put_task(task)
+            queue.tombstones.pop(task.name, None)
             queue.tasks[task.name] = task
             self.cond.notify_all()
             return copy.deepcopy(task)
@@ -278,7 +271,7 @@ class Store:
     def delete_task(self, name: str) -> None:
         with self.cond:
             queue, task = self._task(name)
-            self._retire(queue, task.name, self.now())
+            self._retire(queue, [task.name], self.now())
             self.cond.notify_all()
 
     def run_task(self, name: str) -> tuple[TaskRecord, DispatchJob]:
@@ -291,32 +284,18 @@ class Store:
     # ---- dispatch -----------------------------------------------------------------------
 
     def _begin(self, queue: QueueRecord, task: TaskRecord, now: float) -> DispatchJob:
+        """Count the attempt and commit it before anything is sent (a restart re-sends it)."""
         retry_count = task.dispatch_count
+        headers = dispatch_headers(queue.short_id, task, retry_count)
         task.dispatch_count += 1
         task.generation += 1
-        task.running += 1
-        queue.running += 1
         attempt = Attempt(schedule_time=task.schedule_time, dispatch_time=now)
         if task.first_attempt is None:
             task.first_attempt = Attempt(schedule_time=task.schedule_time, dispatch_time=now)
         task.last_attempt = attempt
-        headers = {
-            k: v
-            for k, v in task.headers.items()
-            if k.lower() not in _RESERVED and not k.lower().startswith(_RESERVED_PREFIXES)
-        }
-        headers.update(
-            {
-                "User-Agent": "Google-Cloud-Tasks",
-                "X-CloudTasks-QueueName": queue.short_id,
-                "X-CloudTasks-TaskName": task.short_id,
-                "X-CloudTasks-TaskRetryCount": str(retry_count),
-                "X-CloudTasks-TaskExecutionCount": str(task.execution_count),
-                "X-CloudTasks-TaskETA": f"{task.schedule_time:.6f}",
-            }
-        )
-        if task.previous_response is not None:
-            headers["X-CloudTasks-TaskPreviousResponse"] = str(task.previous_response)
+        self.journal.put_task(task)
+        task.running += 1
+        queue.running += 1
         return DispatchJob(
             queue_id=queue.short_id,
             task_name=task.name,
@@ -334,33 +313,45 @@ class Store:
     def take_due(self) -> tuple[list[DispatchJob], float]:
         """Start every attempt allowed now; returns them and how long to sleep (seconds)."""
         jobs: list[DispatchJob] = []
-        wait = 1.0
         now = self.now()
         mono = time.monotonic()
         with self.cond:
-            for queue in self._queues.values():
-                if queue.state != RUNNING:
-                    continue
-                rate = queue.rate.max_dispatches_per_second / self.time_scale
-                burst = float(queue.rate.max_burst_size)
-                queue.tokens = min(burst, queue.tokens + (mono - queue.refilled_at) * rate)
-                queue.refilled_at = mono
-                waiting = sorted(
-                    (t for t in queue.tasks.values() if not t.running),
-                    key=lambda t: (t.schedule_time, t.name),
-                )
-                for task in waiting:
-                    if task.schedule_time > now:
-                        wait = min(wait, task.schedule_time - now)
-                        break
-                    if queue.running >= queue.rate.max_concurrent_dispatches:
-                        break  # a completion will notify
-                    if queue.tokens < 1.0:
-                        wait = min(wait, (1.0 - queue.tokens) / rate)
-                        break
-                    queue.tokens -= 1.0
-                    jobs.append(self._begin(queue, task, now))
+            try:
+                with self.journal.atomic():  # one commit for the whole batch
+                    wait = self._begin_due(jobs, now, mono)
+            except JournalError:
+                for job in jobs:  # rolled back: none of them is sent
+                    queue, task = self._task(job.task_name)
+                    queue.running, task.running = queue.running - 1, task.running - 1
+                raise
         return jobs, max(wait, 0.001)
+
+    def _begin_due(self, jobs: list[DispatchJob], now: float, mono: float) -> float:
+        """Append every attempt allowed now to `jobs`; returns how long to sleep."""
+        wait = 1.0
+        for queue in self._queues.values():
+            if queue.state != RUNNING:
+                continue
+            rate = queue.rate.max_dispatches_per_second / self.time_scale
+            burst = float(queue.rate.max_burst_size)
+            queue.tokens = min(burst, queue.tokens + (mono - queue.refilled_at) * rate)
+            queue.refilled_at = mono
+            waiting = sorted(
+                (t for t in queue.tasks.values() if not t.running),
+                key=lambda t: (t.schedule_time, t.name),
+            )
+            for task in waiting:
+                if task.schedule_time > now:
+                    wait = min(wait, task.schedule_time - now)
+                    break
+                if queue.running >= queue.rate.max_concurrent_dispatches:
+                    break  # a completion will notify
+                if queue.tokens < 1.0:
+                    wait = min(wait, (1.0 - queue.tokens) / rate)
+                    break
+                queue.tokens -= 1.0
+                jobs.append(self._begin(queue, task, now))
+        return wait
 
     def complete(self, job: DispatchJob, outcome: Outcome) -> str:
         """Record an attempt's result; returns what became of the task (for the log)."""
@@ -378,22 +369,24 @@ class Store:
                 task.last_attempt.response_time = now
                 task.last_attempt.status_code = outcome.rpc_code
                 task.last_attempt.status_message = outcome.message
+            task.previous_response = outcome.http_status
             if outcome.http_status is not None:
                 task.response_count += 1
-                task.previous_response = outcome.http_status
                 if outcome.http_status < 500:
                     task.execution_count += 1
                 if 200 <= outcome.http_status < 300:
-                    self._retire(queue, task.name, now)
+                    self._retire(queue, [task.name], now)
                     return "done"
             policy = task.retry or queue.retry
             assert task.first_attempt is not None
             elapsed = (now - task.first_attempt.dispatch_time) / self.time_scale
             if policy.exhausted(task.dispatch_count, elapsed):
-                self._retire(queue, task.name, now)
+                self._retire(queue, [task.name], now)
                 return "deleted: retries exhausted"
             if task.running:
+                self.journal.put_task(task)
                 return "still running"
-            delay = policy.backoff_s(task.dispatch_count - 1) * self.time_scale
+            delay = retry_delay_s(policy, task.dispatch_count - 1, outcome, now) * self.time_scale
             task.schedule_time = now + delay
+            self.journal.put_task(task)
             return f"retry in {delay:.3f}s"
