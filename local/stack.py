@@ -156,7 +156,11 @@ class Stack:
         p = self.ports
         env = function_env(p, self.env)
         self.children.append(start_firestore(p.firestore, echo=_echo))
-        self.children.append(start_cloudtasks(p.tasks, p.jwks, echo=_echo))
+        # Durable like the real queue: a restart of `make run` loses no queued task
+        # (state in the git-ignored .local/cloudtasks/; delete it to start empty).
+        self.children.append(
+            start_cloudtasks(p.tasks, p.jwks, data_dir=REPO / ".local" / "cloudtasks", echo=_echo)
+        )
         queue = self.queue_path(env)
         ensure_queue(make_client(env["CLOUD_TASKS_EMULATOR_HOST"]), queue)
         secret = self.env.get("GEMINI_WEBHOOK_SECRETS", LOCAL_GEMINI_SECRET).split(",")[0]

@@ -7,8 +7,9 @@ Fixtures:
   waits run 100x faster), one per session.
 - `cloudtasks_emulator_manual`: faithful timing on a manual clock, one per session: its
   schedule times, backoff and tombstones move only on `handle.advance(seconds)`.
-- `cloudtasks_emulator_factory`: `start(time_scale=..., tombstone_s=..., manual_clock=...)`
-  for anything else; everything it started is stopped by PID at session end.
+- `cloudtasks_emulator_factory`: `start(time_scale=..., tombstone_s=..., manual_clock=...,
+  data_dir=...)` for anything else; everything it started is stopped by PID at session end.
+  `restart_emulator(handle)` starts a stopped one again on the same ports and data dir.
 - `task_target`: a `TargetServer` recording each request, answering as programmed.
 """
 
@@ -16,11 +17,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -41,6 +43,14 @@ class EmulatorHandle:
     time_scale: float
     service: Service
     clock_url: str = ""  # set when the emulator runs on a manual clock
+    data_dir: Path | None = None
+    ports: tuple[int, int] = (0, 0)  # (gRPC, HTTP)
+    tombstone_s: float = 3600.0
+
+    def kill(self) -> None:
+        """SIGKILL the emulator (a crash: no clean-up of any kind) and reap it."""
+        os.killpg(self.service.pid, signal.SIGKILL)
+        self.service.process.wait(timeout=10)
 
     def output(self) -> str:
         return self.service.output()
@@ -62,19 +72,25 @@ class EmulatorHandle:
 
 
 def start_emulator(
-    time_scale: float = 1.0, tombstone_s: float = 3600.0, *, manual_clock: bool = False
+    time_scale: float = 1.0,
+    tombstone_s: float = 3600.0,
+    *,
+    manual_clock: bool = False,
+    data_dir: Path | None = None,
 ) -> EmulatorHandle:
     """Start `python -m local.cloudtasks_emulator` on free ports; raises `ServiceError`."""
-    service, (port, http_port) = start_on_free_ports(
-        lambda port, http_port: start_cloudtasks(
+
+    def start_on(port: int, http_port: int) -> Service:
+        return start_cloudtasks(
             port,
             http_port,
             time_scale=time_scale,
             tombstone_s=tombstone_s,
             manual_clock=manual_clock,
-        ),
-        count=2,
-    )
+            data_dir=data_dir,
+        )
+
+    service, (port, http_port) = start_on_free_ports(start_on, count=2)
     base = f"http://127.0.0.1:{http_port}"
     return EmulatorHandle(
         host=f"127.0.0.1:{port}",
@@ -83,7 +99,28 @@ def start_emulator(
         time_scale=time_scale,
         service=service,
         clock_url=f"{base}/_clock" if manual_clock else "",
+        data_dir=data_dir,
+        ports=(port, http_port),
+        tombstone_s=tombstone_s,
     )
+
+
+def restart_emulator(handle: EmulatorHandle) -> EmulatorHandle:
+    """Start a stopped (or killed) emulator again: same ports, settings and data dir.
+
+    The ports were free a moment ago (its own); raises `ServiceError` if something else
+    took one meanwhile. The caller stops the returned handle's service."""
+    assert not handle.service.alive(), "stop or kill the emulator before restarting it"
+    port, http_port = handle.ports
+    service = start_cloudtasks(
+        port,
+        http_port,
+        time_scale=handle.time_scale,
+        tombstone_s=handle.tombstone_s,
+        manual_clock=bool(handle.clock_url),
+        data_dir=handle.data_dir,
+    )
+    return replace(handle, service=service)
 
 
 @pytest.fixture(scope="session")
@@ -91,10 +128,16 @@ def cloudtasks_emulator_factory() -> Iterator[Callable[..., EmulatorHandle]]:
     started: list[EmulatorHandle] = []
 
     def factory(
-        time_scale: float = 1.0, tombstone_s: float = 3600.0, *, manual_clock: bool = False
+        time_scale: float = 1.0,
+        tombstone_s: float = 3600.0,
+        *,
+        manual_clock: bool = False,
+        data_dir: Path | None = None,
     ) -> EmulatorHandle:
         try:
-            handle = start_emulator(time_scale, tombstone_s, manual_clock=manual_clock)
+            handle = start_emulator(
+                time_scale, tombstone_s, manual_clock=manual_clock, data_dir=data_dir
+            )
         except ServiceError as exc:
             pytest.fail(str(exc), pytrace=False)
         started.append(handle)
@@ -151,6 +194,7 @@ class ReceivedRequest:
 @dataclass
 class TargetServer:
     """Answers `status` after `delay_s`; `statuses` (if any) are used first, one per request.
+    Every answer carries `answer_headers` (e.g. `Retry-After`).
 
     After `hold()`, every request waits (in flight) until `release()` or the fixture's end.
     """
@@ -159,6 +203,7 @@ class TargetServer:
     status: int = 200
     delay_s: float = 0.0
     statuses: list[int] = field(default_factory=list)
+    answer_headers: dict[str, str] = field(default_factory=dict)
     requests: list[ReceivedRequest] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0
@@ -173,10 +218,16 @@ class TargetServer:
         self._released.set()
 
     def respond(
-        self, status: int = 200, *, delay_s: float = 0.0, statuses: Sequence[int] = ()
+        self,
+        status: int = 200,
+        *,
+        delay_s: float = 0.0,
+        statuses: Sequence[int] = (),
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         with self._cond:
             self.status, self.delay_s, self.statuses = status, delay_s, list(statuses)
+            self.answer_headers = dict(headers or {})
 
     def wait_for(self, count: int, timeout: float = 10.0) -> list[ReceivedRequest]:
         """The first `count` requests; fails the test if they do not all arrive in time."""
@@ -208,6 +259,7 @@ class TargetServer:
             )
             status = self.statuses.pop(0) if self.statuses else self.status
             delay = self.delay_s
+            answer_headers = dict(self.answer_headers)
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             self._cond.notify_all()
@@ -217,6 +269,8 @@ class TargetServer:
             if delay:
                 self._closing.wait(delay)
             handler.send_response(status)
+            for name, value in answer_headers.items():
+                handler.send_header(name, value)
             handler.send_header("Content-Length", "0")
             handler.end_headers()
         except OSError:
