@@ -96,7 +96,7 @@ def check(
     reviews = all_reviews(client)
     reviews_by_op: dict[str, set[tuple[str, str, str]]] = {}
     for snapshot in reviews:
-        problems += _review_problems(snapshot, operations)
+        problems += review_problems(snapshot, operations)
         doc = snapshot.to_dict() or {}
         key = (str(doc.get("repo")), str(doc.get("sha")), str(doc.get("path")))
         reviews_by_op.setdefault(str(doc.get("operation")), set()).add(key)
@@ -123,7 +123,7 @@ def check(
     return problems, Census(len(operations), len(reviews), deliveries)
 
 
-def _review_problems(snapshot: Any, operations: dict[str, Operation]) -> list[str]:
+def review_problems(snapshot: Any, operations: dict[str, Operation]) -> list[str]:
     doc = snapshot.to_dict() or {}
     where = f"review {doc.get('repo')}@{str(doc.get('sha'))[:10]}:{doc.get('path')}"
     op = operations.get(str(doc.get("operation")))

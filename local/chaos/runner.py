@@ -69,6 +69,7 @@ class Run:
     started: float
     pushes: list[Push] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
 
     def expect(self, pushes: list[Push], expected: str) -> None:
         self.pushes = pushes
@@ -76,6 +77,10 @@ class Run:
 
     def note(self, text: str) -> None:
         self.notes.append(text)
+
+    def fail(self, problem: str) -> None:
+        """A violation the scenario saw itself (added to the invariants' findings)."""
+        self.problems.append(problem)
 
 
 class Chaos:
@@ -127,6 +132,7 @@ class Chaos:
         row.seconds = time.monotonic() - run.started
         lines = self.stack.lines("worker") + self.stack.lines("reconcile")
         problems, census = check(self.ledger, self.client, run.pushes, lines)
+        problems += run.problems
         if not quiet:
             problems.insert(0, f"not quiet after {QUIET_DEADLINE_S:.0f} s")
         stats = run.load.stats
