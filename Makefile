@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: help install run test lint bench clean tf-init plan deploy deploy-secrets
+.PHONY: help install run test lint bench chaos clean tf-init plan deploy deploy-secrets
 
 help:
 	@echo "make install - create $(VENV) and install the project and the CLI ($(BIN)/hookledger)"
@@ -12,6 +12,7 @@ help:
 	@echo "make test    - install into $(VENV) if needed, run ruff and the whole pytest suite"
 	@echo "make lint    - ruff, ruff format and mypy"
 	@echo "make bench   - run the benchmarks, each printing one JSON object"
+	@echo "make chaos   - the chaos scenarios at full size against the whole local stack (README \"Reliability\")"
 	@echo "make plan / make deploy PROJECT_ID=... - Terraform (see terraform/README.md)"
 
 $(BIN)/python:
@@ -43,6 +44,9 @@ bench: $(STAMP)
 	  echo "== $$b" >&2; \
 	  $(BIN)/python -m bench.$$(basename $$b .py) || exit 1; \
 	done
+
+chaos: $(STAMP)
+	$(BIN)/python -m local.chaos --size full $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,16 @@
+"""Chaos suite (dev-only, never deployed): faults against the whole local stack, then the
+invariants over the whole database. See README "Reliability".
+
+    python -m local.chaos [--size full|reduced] [--scenario NAME ...] [--json]
+
+Parts: `stack` (every child killable, freezable, restartable on its port), `load` (signed
+pushes, completions through the simulator), `drivers` (reconcile every ~2 s, simulator
+fault model), `invariants` (the checks), `runner` (one scenario's frame and its row),
+`scenarios` (the faults), `report` (the table).
+"""
+
+from local.chaos.runner import Chaos, Row
+from local.chaos.scenarios import FULL_SIZES, REDUCED_SIZES, SCENARIOS
+from local.chaos.stack import ChaosStack
+
+__all__ = ["FULL_SIZES", "REDUCED_SIZES", "SCENARIOS", "Chaos", "ChaosStack", "Row"]

@@ -1,0 +1,175 @@
+"""Invariants over the whole Firestore database, read through the ledger (paged).
+
+After a scenario is quiet, `check` returns one line per violation (empty: all hold):
+- no operation left pending, each settled once (`settled_at`/`settled_by` set, and at most
+  one `operation settled` log line for it across every worker and reconcile process);
+- one operation per push (no second batch), ending with exactly the push's reviews;
+- one review per (repo, sha, path), written once (created == last updated) in its
+  settling commit (its `operation` is the settled one; with no later write to the
+  operation, the same commit time);
+- no review for an operation still pending;
+- no delivery left `queued` or `dead`.
+`wait_quiet` polls cheap counts until the database is quiet or a deadline passes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from google.cloud import firestore
+
+from local.chaos.load import FULL_REPO, Push
+from shared.ledger import PENDING, REVIEWS, Delivery, Ledger, LedgerError, Operation
+
+PAGE = 200
+
+
+def all_operations(ledger: Ledger) -> Iterator[Operation]:
+    last: Operation | None = None
+    while True:
+        page = ledger.list_operations(limit=PAGE, start_after=last)
+        yield from page
+        if len(page) < PAGE:
+            return
+        last = page[-1]
+
+
+def all_deliveries(ledger: Ledger) -> Iterator[Delivery]:
+    last: Delivery | None = None
+    while True:
+        page = ledger.list_deliveries(limit=PAGE, start_after=last)
+        yield from page
+        if len(page) < PAGE:
+            return
+        last = page[-1]
+
+
+def all_reviews(client: firestore.Client) -> list[Any]:
+    """Every review snapshot (the ledger lists reviews per operation only; see the report)."""
+    return list(client.collection(REVIEWS).stream(timeout=30))
+
+
+def settle_log_counts(lines: Iterable[str]) -> Counter[str]:
+    """How many `operation settled` lines name each operation."""
+    counts: Counter[str] = Counter()
+    for line in lines:
+        if '"operation settled"' not in line:
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if entry.get("message") == "operation settled":
+            counts[str(entry.get("operation"))] += 1
+    return counts
+
+
+@dataclass(frozen=True)
+class Census:
+    operations: int
+    reviews: int
+    deliveries: int
+
+
+def check(
+    ledger: Ledger, client: firestore.Client, pushes: Iterable[Push], settle_lines: Iterable[str]
+) -> tuple[list[str], Census]:
+    """Violations of the invariants (see the module docstring), and what was counted."""
+    problems: list[str] = []
+    operations = {op.name: op for op in all_operations(ledger)}
+    by_sha: dict[str, list[Operation]] = {}
+    logged = settle_log_counts(settle_lines)
+    for op in operations.values():
+        by_sha.setdefault(str(op.context.get("sha")), []).append(op)
+        if op.status == PENDING:
+            problems.append(f"operation {op.name} still pending")
+            continue
+        if op.settled_at is None or op.settled_by is None:
+            problems.append(f"operation {op.name} is {op.status} without settled_at/settled_by")
+        if logged[op.name] > 1:
+            problems.append(f"operation {op.name} settled {logged[op.name]} times (log lines)")
+    reviews = all_reviews(client)
+    reviews_by_op: dict[str, set[tuple[str, str, str]]] = {}
+    for snapshot in reviews:
+        problems += review_problems(snapshot, operations)
+        doc = snapshot.to_dict() or {}
+        key = (str(doc.get("repo")), str(doc.get("sha")), str(doc.get("path")))
+        reviews_by_op.setdefault(str(doc.get("operation")), set()).add(key)
+    for push in pushes:
+        found = by_sha.get(push.sha, [])
+        if len(found) != 1:
+            problems.append(f"push {push.sha[:10]}: {len(found)} operations, expected 1")
+            continue
+        want = {(FULL_REPO, push.sha, path) for path in push.paths}
+        got = reviews_by_op.get(found[0].name, set())
+        if got != want:
+            problems.append(
+                f"push {push.sha[:10]} ({found[0].name}): reviews {sorted(p for *_, p in got)}, "
+                f"expected {sorted(push.paths)}"
+            )
+    deliveries = 0
+    for delivery in all_deliveries(ledger):
+        deliveries += 1
+        if delivery.status in ("queued", "dead"):
+            problems.append(
+                f"delivery {delivery.source}:{delivery.delivery_id} left {delivery.status}"
+                f" ({delivery.last_error or 'no error'})"
+            )
+    return problems, Census(len(operations), len(reviews), deliveries)
+
+
+def review_problems(snapshot: Any, operations: dict[str, Operation]) -> list[str]:
+    doc = snapshot.to_dict() or {}
+    where = f"review {doc.get('repo')}@{str(doc.get('sha'))[:10]}:{doc.get('path')}"
+    op = operations.get(str(doc.get("operation")))
+    if op is None:
+        return [f"{where}: written by unknown operation {doc.get('operation')}"]
+    if op.status == PENDING:
+        return [f"{where}: operation {op.name} is still pending"]
+    if op.context.get("sha") != doc.get("sha"):
+        return [f"{where}: operation {op.name} reviews sha {op.context.get('sha')}"]
+    problems = []
+    if snapshot.create_time != snapshot.update_time:
+        problems.append(f"{where}: rewritten after creation (by {op.name})")
+    # With no outbox, nothing writes the operation after its settling commit.
+    same_commit = op.update_time is None or snapshot.update_time == op.update_time
+    if op.writeback_done and not op.outbox and not same_commit:
+        problems.append(
+            f"{where}: committed at {snapshot.update_time}, {op.name} settled at {op.update_time}"
+        )
+    return problems
+
+
+def quiet(ledger: Ledger, pushes: Iterable[Push]) -> bool:
+    """No pending operation, no queued delivery, and every push's operation is settled."""
+    if ledger.count_operations(status=PENDING) or ledger.count_deliveries(status="queued"):
+        return False
+    for push in pushes:
+        op = ledger.find_operation("context.sha", push.sha)
+        if op is None or op.pending:
+            return False
+    return True
+
+
+def wait_quiet(
+    ledger: Ledger,
+    pushes: list[Push],
+    deadline_s: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> bool:
+    """Poll `quiet` every 0.5 s until it holds (True) or `deadline_s` passes (False)."""
+    give_up = clock() + deadline_s
+    while True:
+        try:
+            if quiet(ledger, pushes):
+                return True
+        except LedgerError:
+            pass  # a frozen or restarting store: ask again
+        if clock() >= give_up:
+            return False
+        time.sleep(0.5)

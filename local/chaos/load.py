@@ -1,0 +1,171 @@
+"""The load driver: signed pushes into the ingress, batch completions through the simulator.
+
+Each push has its own sha and two Markdown files stored in the simulator's GitHub, so it
+must end with exactly two reviews. `send` acts as GitHub plus an operator: a push answered
+5xx or not answered at all is redelivered (same delivery id) until it is accepted or its
+deadline passes; the number of redeliveries is reported, never hidden.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import requests
+
+from local.simulator.client import SimulatorClient
+from shared.config import LOCAL_GITHUB_SECRET
+from shared.kinds.review import review_tag
+from shared.signatures import sign_github
+
+OWNER, REPO = "octo-org", "chaos"
+FULL_REPO = f"{OWNER}/{REPO}"
+PUSH_TIMEOUT_S = 10.0  # GitHub's own delivery timeout
+
+
+@dataclass(frozen=True)
+class Push:
+    sha: str
+    paths: tuple[str, ...]
+
+    @property
+    def tag(self) -> str:
+        return review_tag(FULL_REPO, self.sha)
+
+    def payload(self) -> bytes:
+        commit = {"id": self.sha, "added": list(self.paths), "modified": [], "removed": []}
+        body = {
+            "ref": "refs/heads/main",
+            "before": "0" * 40,
+            "after": self.sha,
+            "deleted": False,
+            "repository": {"full_name": FULL_REPO, "default_branch": "main"},
+            "commits": [commit],
+        }
+        return json.dumps(body).encode()
+
+
+@dataclass
+class SendStats:
+    """What the ingress answered: final status per delivery, and how many redeliveries."""
+
+    statuses: dict[int, int] = field(default_factory=dict)
+    redeliveries: int = 0
+    lost: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def count(self, status: int) -> None:
+        with self._lock:
+            self.statuses[status] = self.statuses.get(status, 0) + 1
+
+    def redelivered(self) -> None:
+        with self._lock:
+            self.redeliveries += 1
+
+    def accepted(self) -> int:
+        with self._lock:
+            return sum(self.statuses.values())
+
+
+class LoadDriver:
+    def __init__(self, ingress_url: str, sim: SimulatorClient, rng: random.Random) -> None:
+        self.ingress_url = ingress_url
+        self.sim = sim
+        self.rng = rng
+        self.stats = SendStats()
+        self.http = requests.Session()
+
+    def new_pushes(self, count: int, label: str) -> list[Push]:
+        """`count` pushes, each with its own sha and two Markdown files stored in the simulator."""
+        pushes = []
+        for index in range(count):
+            sha = f"{self.rng.getrandbits(160):040x}"
+            paths = (f"docs/{label}-{index}-a.md", f"docs/{label}-{index}-b.md")
+            for path in paths:
+                self.sim.put_file(OWNER, REPO, path, sha, f"# {path}\n\nat {sha}\n".encode())
+            pushes.append(Push(sha, paths))
+        return pushes
+
+    def send(self, push: Push, copies: int = 1, deadline_s: float = 60.0) -> None:
+        """Deliver `push` `copies` times, each under its own delivery id, redelivering on 5xx."""
+        payload = push.payload()
+        for _ in range(copies):
+            self._deliver(payload, str(uuid.uuid4()), deadline_s)
+
+    def send_all(self, pushes: Iterable[Push], copies: int = 1) -> None:
+        for push in pushes:
+            self.send(push, copies)
+
+    def _deliver(self, payload: bytes, delivery_id: str, deadline_s: float) -> None:
+        headers = {
+            "X-GitHub-Event": "push",
+            "X-GitHub-Delivery": delivery_id,
+            "X-Hub-Signature-256": sign_github(LOCAL_GITHUB_SECRET, payload),
+            "Content-Type": "application/json",
+        }
+        give_up = time.monotonic() + deadline_s
+        while True:
+            try:
+                answer = self.http.post(
+                    f"{self.ingress_url}/github",
+                    data=payload,
+                    headers=headers,
+                    timeout=PUSH_TIMEOUT_S,
+                )
+                status: int | None = answer.status_code
+            except requests.RequestException:
+                status = None
+            if status is not None and status < 500:
+                self.stats.count(status)
+                return
+            if time.monotonic() >= give_up:
+                self.stats.lost.append(delivery_id)
+                return
+            self.stats.redelivered()
+            time.sleep(0.5)
+
+    def complete_ready(self, pending: dict[str, Push], webhook_for: Callable[[Push], str]) -> int:
+        """Complete every submitted batch of a push in `pending` (removed from it); how many."""
+        done = 0
+        try:
+            batches = self.sim.batches()
+        except requests.RequestException:
+            return 0
+        for batch in batches:
+            push = pending.get(str(batch.get("display_name")))
+            if push is None or batch.get("state") != "BATCH_STATE_PENDING":
+                continue
+            name = str(batch["name"])
+            name = name if name.startswith("batches/") else f"batches/{name}"
+            try:
+                self.sim.complete(name, "succeeded", webhook_for(push))
+            except requests.RequestException:
+                continue  # tried again on the next round
+            del pending[push.tag]
+            done += 1
+        return done
+
+    def complete_all(
+        self,
+        pushes: Iterable[Push],
+        webhook_for: Callable[[Push], str] = lambda push: "send",
+        deadline_s: float = 120.0,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> list[Push]:
+        """Complete each push's batch once it exists; the pushes whose batch never appeared."""
+        pending = {push.tag: push for push in pushes}
+        completed = 0
+        give_up = time.monotonic() + deadline_s
+        while pending and time.monotonic() < give_up:
+            now_done = self.complete_ready(pending, webhook_for)
+            completed += now_done
+            if now_done and on_progress is not None:
+                on_progress(completed)
+            if pending:
+                time.sleep(0.3)
+        return list(pending.values())

@@ -1,0 +1,165 @@
+"""What every scenario shares: a clean start, the drivers, and the verdict row.
+
+chaos = Chaos(stack, progress=print)
+with chaos.scenario("duplicate-storm", size) as run:
+    pushes = run.load.new_pushes(size, "storm")
+    ...
+    run.expect(pushes, f"{size} ops, {2 * size} reviews")
+chaos.rows[-1]  # a Row: scenario, size, expected, observed, seconds, passed
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from google.cloud import firestore
+
+from local.chaos.drivers import ReconcileDriver, clear_faults
+from local.chaos.invariants import check, wait_quiet
+from local.chaos.load import LoadDriver, Push
+from local.chaos.stack import FUNCTIONS, PROJECT, ChaosStack
+from shared.ledger import Ledger
+
+QUIET_DEADLINE_S = 240.0
+
+
+@dataclass
+class Row:
+    """One line of the table; `passed` is None for a skipped scenario."""
+
+    scenario: str
+    size: int
+    expected: str = ""
+    observed: str = ""
+    seconds: float | None = None
+    passed: bool | None = None
+    skipped: str = ""
+    violations: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "scenario": self.scenario,
+            "size": self.size,
+            "expected": self.expected,
+            "observed": self.observed,
+            "seconds_to_quiescence": None if self.seconds is None else round(self.seconds, 1),
+            "passed": self.passed,
+            "skipped": self.skipped or None,
+            "violations": self.violations,
+        }
+
+
+class Skip(Exception):
+    """Raised inside a scenario whose feature is missing; the message says which."""
+
+
+@dataclass
+class Run:
+    """One scenario in progress."""
+
+    row: Row
+    load: LoadDriver
+    reconcile: ReconcileDriver
+    started: float
+    pushes: list[Push] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def expect(self, pushes: list[Push], expected: str) -> None:
+        self.pushes = pushes
+        self.row.expected = expected
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def fail(self, problem: str) -> None:
+        """A violation the scenario saw itself (added to the invariants' findings)."""
+        self.problems.append(problem)
+
+
+class Chaos:
+    def __init__(
+        self, stack: ChaosStack, progress: Callable[[str], None] = print, seed: int = 12
+    ) -> None:
+        self.stack = stack
+        self.progress = progress
+        self.rng = random.Random(seed)
+        self.client = _client(stack.env["FIRESTORE_EMULATOR_HOST"])
+        self.ledger = Ledger(self.client, grace=timedelta(seconds=1), timeout_s=10.0)
+        self.rows: list[Row] = []
+
+    def say(self, scenario: str, text: str) -> None:
+        self.progress(f"{time.strftime('%H:%M:%S')} chaos {scenario}: {text}")
+
+    @contextlib.contextmanager
+    def scenario(self, name: str, size: int) -> Iterator[Run]:
+        """Clean data, every child up, reconcile driven; the verdict row appended at the end."""
+        row = Row(name, size)
+        self.rows.append(row)
+        self._fresh_stack()
+        self.say(name, f"start, size {size}")
+        load = LoadDriver(self.stack.ingress_url, self.stack.sim, self.rng)
+        with ReconcileDriver(self.stack.reconcile_url) as reconcile:
+            run = Run(row, load, reconcile, time.monotonic())
+            try:
+                yield run
+            except Skip as exc:
+                row.skipped = str(exc)
+                self.say(name, f"skipped: {exc}")
+                return
+            self._verdict(run)
+        self.say(name, f"{'PASS' if row.passed else 'FAIL'} in {row.seconds or 0:.1f} s")
+        for problem in row.violations[:20]:
+            self.say(name, f"  violation: {problem}")
+
+    def _fresh_stack(self) -> None:
+        for child in ("firestore", "cloudtasks", "simulator", *FUNCTIONS):
+            if child not in self.stack.children:
+                self.stack.start(child)
+        self.stack.reset_data()
+        clear_faults(self.stack.sim)
+        self.stack.clear_lines()
+
+    def _verdict(self, run: Run) -> None:
+        row = run.row
+        quiet = wait_quiet(self.ledger, run.pushes, QUIET_DEADLINE_S)
+        row.seconds = time.monotonic() - run.started
+        lines = self.stack.lines("worker") + self.stack.lines("reconcile")
+        problems, census = check(self.ledger, self.client, run.pushes, lines)
+        problems += run.problems
+        if not quiet:
+            problems.insert(0, f"not quiet after {QUIET_DEADLINE_S:.0f} s")
+        stats = run.load.stats
+        if stats.lost:
+            problems.append(f"{len(stats.lost)} pushes never accepted: {stats.lost[:3]}")
+        answers = " ".join(f"{k}x{v}" for k, v in sorted(stats.statuses.items()))
+        row.observed = (
+            f"{census.operations} ops, {census.reviews} reviews, {census.deliveries} deliveries"
+            f"; ingress {answers}; {stats.redeliveries} redelivered"
+            + "".join(f"; {note}" for note in run.notes)
+        )
+        row.violations = problems
+        row.passed = not problems
+
+
+def _client(emulator_host: str) -> firestore.Client:
+    """A Firestore client on the stack's emulator (the client reads the host at creation)."""
+    previous = os.environ.get("FIRESTORE_EMULATOR_HOST")
+    os.environ["FIRESTORE_EMULATOR_HOST"] = emulator_host
+    try:
+        return firestore.Client(project=PROJECT)
+    finally:
+        if previous is None:
+            os.environ.pop("FIRESTORE_EMULATOR_HOST", None)
+        else:
+            os.environ["FIRESTORE_EMULATOR_HOST"] = previous
+
+
+def expected_text(pushes: int) -> str:
+    return f"{pushes} ops, {2 * pushes} reviews, 0 queued/dead"

@@ -1,0 +1,232 @@
+"""The chaos scenarios: each `scenario(chaos, size)` runs against the live stack, then the
+invariants are checked over the whole database (`Chaos.scenario` appends the row).
+
+`size` is the number of pushes; each push carries two Markdown files, so it must end
+with one operation and two reviews. A scenario whose fault needs a feature the stack does
+not have yet raises `Skip` with the reason.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from local.chaos.drivers import fault_model_supported, set_fault_model
+from local.chaos.load import Push
+from local.chaos.runner import Chaos, Run, Skip, expected_text
+from local.chaos.stack import tasks_persistence_supported
+from shared.ledger import LedgerError
+
+
+def _send_concurrently(run: Run, pushes: list[Push], copies: int = 1, workers: int = 4) -> None:
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(lambda push: run.load.send(push, copies), pushes))
+
+
+def _in_background(work: Callable[[], object]) -> threading.Thread:
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    return thread
+
+
+def duplicate_storm(chaos: Chaos, size: int) -> None:
+    """Every push sent 4 times under different delivery ids; every completion webhook twice."""
+    with chaos.scenario("duplicate-storm", size) as run:
+        pushes = run.load.new_pushes(size, "storm")
+        run.expect(pushes, expected_text(size))
+        _send_concurrently(run, pushes, copies=4)
+        chaos.say("duplicate-storm", f"{4 * size} pushes sent; completing with 2 webhooks each")
+        run.load.complete_all(pushes, lambda push: "duplicate")
+
+
+def lost_webhooks(chaos: Chaos, size: int) -> None:
+    """30% of completion webhooks dropped: reconcile must settle those."""
+    with chaos.scenario("lost-webhooks", size) as run:
+        pushes = run.load.new_pushes(size, "lost")
+        run.expect(pushes, expected_text(size))
+        dropped = set(random.Random(size).sample(range(size), max(1, round(size * 0.3))))
+        tags = {push.tag for i, push in enumerate(pushes) if i in dropped}
+        run.note(f"{len(tags)} webhooks dropped")
+        _send_concurrently(run, pushes)
+        run.load.complete_all(pushes, lambda push: "drop" if push.tag in tags else "send")
+
+
+def worker_kill(chaos: Chaos, size: int) -> None:
+    """The worker SIGKILLed while pushes are handled, and again while completions arrive."""
+    name = "worker-sigkill"
+    with chaos.scenario(name, size) as run:
+        pushes = run.load.new_pushes(size, "wkill")
+        run.expect(pushes, expected_text(size))
+        sender = _in_background(lambda: _send_concurrently(run, pushes, workers=2))
+        _wait_for(lambda: run.load.stats.accepted() >= max(1, size // 3))
+        chaos.stack.kill("worker")
+        chaos.say(name, "worker SIGKILLed during pushes")
+        sender.join()
+        chaos.stack.restart("worker")
+        killed = threading.Event()
+
+        def kill_midway(completed: int) -> None:
+            if completed >= max(1, size // 2) and not killed.is_set():
+                killed.set()
+                chaos.stack.kill("worker")
+                chaos.say(name, "worker SIGKILLed during completions")
+                chaos.stack.restart("worker")
+
+        run.load.complete_all(pushes, on_progress=kill_midway)
+        run.note("worker killed 2x")
+
+
+def reconcile_kill(chaos: Chaos, size: int) -> None:
+    """Every webhook lost, so reconcile settles everything; it is SIGKILLed mid-run."""
+    name = "reconcile-sigkill"
+    with chaos.scenario(name, size) as run:
+        pushes = run.load.new_pushes(size, "rkill")
+        run.expect(pushes, expected_text(size))
+        # Slow Gemini reads keep a run going long enough to be killed inside it.
+        chaos.stack.sim.set_faults(0.0, latency_ms=300)
+        _send_concurrently(run, pushes)
+        run.load.complete_all(pushes, lambda push: "drop")
+        run.reconcile.in_flight.wait(timeout=30)
+        time.sleep(0.5)
+        chaos.stack.kill("reconcile")
+        chaos.say(name, "reconcile SIGKILLed mid-run")
+        chaos.stack.restart("reconcile")
+        chaos.stack.sim.set_faults(0.0)
+        run.note("all webhooks dropped; reconcile killed 1x")
+
+
+def gemini_faults(chaos: Chaos, size: int) -> None:
+    """Every webhook lost and Gemini answering 429/503 (and timeouts) while reconcile polls."""
+    name = "gemini-faults"
+    with chaos.scenario(name, size) as run:
+        pushes = run.load.new_pushes(size, "gem")
+        run.expect(pushes, expected_text(size))
+        _send_concurrently(run, pushes)
+        run.load.complete_all(pushes, lambda push: "drop")
+        rich = set_fault_model(
+            chaos.stack.sim, error_rates={"429": 0.2, "503": 0.2}, timeout_rate=0.1, seed=size
+        )
+        if rich:
+            run.note("429 20%, 503 20%, timeouts 10%")
+            _settle_some(chaos, run, len(pushes) // 2)
+        else:
+            # The older simulator has one status at a time: 429 first, then 503.
+            for status in (429, 503):
+                chaos.stack.sim.set_faults(0.4, status=status, seed=size)
+                _settle_some(chaos, run, len(pushes) // 2 if status == 429 else len(pushes))
+            run.note("429 40% then 503 40% (no timeouts: simulator fault model pending)")
+        set_fault_model(chaos.stack.sim, error_rates={}, timeout_rate=0.0)
+        chaos.stack.sim.set_faults(0.0)
+
+
+def _settle_some(chaos: Chaos, run: Run, count: int, deadline_s: float = 60.0) -> None:
+    """Wait until `count` of the run's operations are settled (faults keep applying)."""
+
+    def settled() -> bool:
+        try:
+            return chaos.ledger.count_operations() - chaos.ledger.count_operations("pending") >= (
+                count
+            )
+        except LedgerError:
+            return False  # a restarting store: ask again
+
+    _wait_for(settled, deadline_s)
+
+
+def tasks_outage(chaos: Chaos, size: int) -> None:
+    """Cloud Tasks SIGKILLed with tasks queued, down 6 s, restarted on its data dir."""
+    name = "cloudtasks-outage"
+    if not tasks_persistence_supported():
+        with chaos.scenario(name, size):
+            raise Skip("needs the Cloud Tasks emulator's data_dir (tasks survive a restart)")
+        return
+    with chaos.scenario(name, size) as run:
+        pushes = run.load.new_pushes(size, "ctasks")
+        run.expect(pushes, expected_text(size))
+        half = max(1, size // 2)
+        chaos.stack.freeze("worker")  # tasks stay queued while the emulator dies
+        _send_concurrently(run, pushes[:half])
+        chaos.stack.kill("cloudtasks")
+        chaos.say(name, "cloudtasks SIGKILLed; down for 6 s")
+        chaos.stack.thaw("worker")
+        time.sleep(6)
+        chaos.stack.restart("cloudtasks")
+        time.sleep(0.5)
+        before = run.load.stats.redeliveries
+        _send_concurrently(run, pushes[half:])
+        late = run.load.stats.redeliveries - before
+        if late:
+            run.fail(f"{late} pushes sent 0.5 s after the restart were not answered 202 at once")
+        run.load.complete_all(pushes)
+
+
+def firestore_freeze(chaos: Chaos, size: int) -> None:
+    """The Firestore emulator SIGSTOPped during traffic (15 s; 5 s below 10 pushes), SIGCONTed."""
+    name = "firestore-frozen"
+    freeze_s = 15.0 if size >= 10 else 5.0
+    with chaos.scenario(name, size) as run:
+        pushes = run.load.new_pushes(size, "fsfreeze")
+        run.expect(pushes, expected_text(size))
+        completer = _in_background(lambda: run.load.complete_all(pushes, deadline_s=180))
+        sender = _in_background(lambda: _send_concurrently(run, pushes, workers=2))
+        _wait_for(lambda: run.load.stats.accepted() >= max(1, size // 3))
+        chaos.stack.freeze("firestore")
+        chaos.say(name, f"firestore SIGSTOPped for {freeze_s:.0f} s")
+        time.sleep(freeze_s)
+        chaos.stack.thaw("firestore")
+        chaos.say(name, "firestore SIGCONTed")
+        sender.join()
+        completer.join()
+        run.note(f"frozen {freeze_s:.0f} s")
+
+
+def early_webhook(chaos: Chaos, size: int) -> None:
+    """Each completion webhook arrives before the batch is registered in the ledger."""
+    name = "early-webhook"
+    if not fault_model_supported(chaos.stack.sim):
+        with chaos.scenario(name, size):
+            raise Skip("needs the simulator fault model (early_webhook)")
+        return
+    with chaos.scenario(name, size) as run:
+        pushes = run.load.new_pushes(size, "early")
+        run.expect(pushes, expected_text(size))
+        set_fault_model(chaos.stack.sim, early_webhook=True)
+        _send_concurrently(run, pushes)
+        run.load.complete_all(pushes)
+        set_fault_model(chaos.stack.sim, early_webhook=False)
+
+
+def _wait_for(condition: Callable[[], bool], deadline_s: float = 60.0) -> bool:
+    give_up = time.monotonic() + deadline_s
+    while not condition():
+        if time.monotonic() >= give_up:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+Scenario = Callable[[Chaos, int], None]
+SCENARIOS: dict[str, Scenario] = {
+    "duplicate-storm": duplicate_storm,
+    "lost-webhooks": lost_webhooks,
+    "worker-sigkill": worker_kill,
+    "reconcile-sigkill": reconcile_kill,
+    "gemini-faults": gemini_faults,
+    "cloudtasks-outage": tasks_outage,
+    "firestore-frozen": firestore_freeze,
+    "early-webhook": early_webhook,
+}
+FULL_SIZES = {
+    "duplicate-storm": 100,
+    "lost-webhooks": 50,
+    "worker-sigkill": 30,
+    "reconcile-sigkill": 20,
+    "gemini-faults": 20,
+    "cloudtasks-outage": 20,
+    "firestore-frozen": 20,
+    "early-webhook": 10,
+}
+REDUCED_SIZES = {name: 3 for name in SCENARIOS} | {"duplicate-storm": 4}

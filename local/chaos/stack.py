@@ -1,0 +1,204 @@
+"""The whole local stack on free loopback ports, with every child killable and freezable.
+
+    with ChaosStack.started() as stack:
+        stack.kill("worker"); stack.restart("worker")      # SIGKILL, then the same port
+        stack.freeze("firestore"); stack.thaw("firestore")  # SIGSTOP / SIGCONT the group
+
+Children: the official Firestore emulator, the Cloud Tasks emulator (persisting to a
+temporary directory when the emulator supports `data_dir`), the simulator, and ingress,
+worker and reconcile under functions-framework. Every line a child prints is kept across
+restarts (`lines(name)`), so the invariants can count settlement log lines. Every child is
+stopped by PID when the context ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import shutil
+import signal
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from datetime import timedelta
+from typing import Any
+
+from google.cloud.tasks_v2 import types
+
+from local.cloudtasks_emulator.launch import start_cloudtasks
+from local.firestore_emulator import reset as reset_firestore
+from local.firestore_emulator import start_firestore
+from local.functions_server import start_function
+from local.processes import Service, ServiceError, free_port, port_was_taken
+from local.simulator.client import SimulatorClient, start_simulator
+from local.stack import Ports, function_env
+from shared.config import LOCAL_GEMINI_SECRET
+from shared.tasks import ensure_queue, make_client
+
+PROJECT = "demo-hookledger"
+QUEUE = f"projects/{PROJECT}/locations/us-central1/queues/hookledger-deliveries"
+FUNCTIONS = ("ingress", "worker", "reconcile")
+# Short reconcile timing so a lost webhook is found within seconds (see README "Reliability").
+CHAOS_ENV = {
+    "GOOGLE_CLOUD_PROJECT": PROJECT,
+    "REVIEW_PATH": "docs",
+    "RECONCILE_GRACE_S": "1",
+    "RECONCILE_BACKOFF_FIRST_S": "1",
+    "RECONCILE_BACKOFF_CAP_S": "4",
+    "HTTP_TIMEOUT_S": "5",
+}
+# Cloud Tasks' default backoff tops out at an hour; a chaos run wants retries within seconds.
+RETRY = types.RetryConfig(
+    min_backoff=timedelta(seconds=0.1), max_backoff=timedelta(seconds=5), max_doublings=5
+)
+
+
+def tasks_persistence_supported() -> bool:
+    """True once `start_cloudtasks` takes a `data_dir` (tasks survive a restart)."""
+    return "data_dir" in inspect.signature(start_cloudtasks).parameters
+
+
+class ChaosStack:
+    """Running children by name; see the module docstring. Not thread-safe for restarts."""
+
+    def __init__(self, ports: Ports, env: Mapping[str, str], data_dir: str) -> None:
+        self.ports = ports
+        self.env = function_env(ports, {**env, **CHAOS_ENV})
+        self.data_dir = data_dir
+        self.children: dict[str, Service] = {}
+        self._lines: dict[str, list[str]] = {}
+        self._lock = threading.Lock()
+        self.sim = SimulatorClient(f"http://127.0.0.1:{ports.simulator}")
+
+    # ----------------------------------------------------------------- lifecycle
+
+    @classmethod
+    @contextlib.contextmanager
+    def started(cls, env: Mapping[str, str] | None = None) -> Iterator[ChaosStack]:
+        """Start everything on fresh free ports (again on new ports after a clash)."""
+        data_dir = tempfile.mkdtemp(prefix="hookledger-chaos-")
+        stack: ChaosStack | None = None
+        try:
+            for attempt in range(1, 4):
+                stack = cls(_free_ports(), env if env is not None else os.environ, data_dir)
+                try:
+                    stack.start_all()
+                    break
+                except ServiceError as exc:
+                    stack.stop_all()
+                    if attempt == 3 or not port_was_taken(exc):
+                        raise
+            assert stack is not None
+            yield stack
+        finally:
+            if stack is not None:
+                stack.stop_all()
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+    def start_all(self) -> None:
+        for name in ("firestore", "cloudtasks", "simulator", *FUNCTIONS):
+            self.start(name)
+
+    def stop_all(self) -> None:
+        for name in reversed(list(self.children)):
+            self.children.pop(name).stop()
+
+    def start(self, name: str) -> Service:
+        """Start child `name` on its port; the Cloud Tasks queue is ensured after its start."""
+        service = self._launchers()[name]()
+        self.children[name] = service
+        if name == "cloudtasks":
+            ensure_queue(
+                make_client(self.env["CLOUD_TASKS_EMULATOR_HOST"]), QUEUE, retry_config=RETRY
+            )
+        return service
+
+    def kill(self, name: str) -> None:
+        """SIGKILL child `name`'s whole process group (no clean shutdown) and reap it."""
+        service = self.children.pop(name)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(service.pid, signal.SIGKILL)
+        service.stop(timeout=5)
+
+    def restart(self, name: str) -> Service:
+        return self.start(name)
+
+    def freeze(self, name: str) -> None:
+        """SIGSTOP child `name`'s process group (the emulator's JVM included)."""
+        os.killpg(self.children[name].pid, signal.SIGSTOP)
+
+    def thaw(self, name: str) -> None:
+        os.killpg(self.children[name].pid, signal.SIGCONT)
+
+    def reset_data(self) -> None:
+        """Empty the Firestore database and the simulator (between scenarios, once quiet)."""
+        for attempt in range(1, 4):
+            try:
+                reset_firestore(self.env["FIRESTORE_EMULATOR_HOST"], PROJECT)
+                break
+            except OSError:
+                # A JVM just started on a loaded machine can miss the first 10 s deadline.
+                if attempt == 3:
+                    raise
+        self.sim.reset()
+
+    # ----------------------------------------------------------------- output
+
+    def lines(self, name: str) -> list[str]:
+        """Every line child `name` printed since the stack started, restarts included."""
+        with self._lock:
+            return list(self._lines.get(name, []))
+
+    def clear_lines(self) -> None:
+        with self._lock:
+            self._lines.clear()
+
+    def _keep(self, name: str, line: str) -> None:
+        with self._lock:
+            self._lines.setdefault(name, []).append(line)
+
+    # ----------------------------------------------------------------- urls
+
+    @property
+    def ingress_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.ingress}"
+
+    @property
+    def reconcile_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.reconcile}/"
+
+    def _launchers(self) -> dict[str, Callable[[], Service]]:
+        p, keep = self.ports, self._keep
+        tasks_extra: dict[str, Any] = {}
+        if tasks_persistence_supported():
+            tasks_extra["data_dir"] = self.data_dir
+        secret = self.env.get("GEMINI_WEBHOOK_SECRETS", LOCAL_GEMINI_SECRET).split(",")[0]
+
+        def function(target: str, extra: Mapping[str, str]) -> Callable[[], Service]:
+            env = {**self.env, **extra}
+            return lambda: start_function(target, getattr(p, target), env, echo=keep)
+
+        return {
+            "firestore": lambda: start_firestore(p.firestore, echo=keep),
+            "cloudtasks": lambda: start_cloudtasks(p.tasks, p.jwks, echo=keep, **tasks_extra),
+            "simulator": lambda: start_simulator(
+                p.simulator,
+                webhook_url=f"{self.ingress_url}/gemini",
+                webhook_secret=secret,
+                echo=keep,
+            ),
+            "ingress": function("ingress", {}),
+            "worker": function("worker", {"OIDC_AUDIENCE": self.env["WORKER_URL"]}),
+            # The reconcile driver calls it without a token, as `make run`'s loop does.
+            "reconcile": function("reconcile", {"OIDC_AUDIENCE": ""}),
+        }
+
+
+def _free_ports() -> Ports:
+    ports: list[int] = []
+    while len(ports) < 7:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return Ports(*ports)
