@@ -67,8 +67,11 @@ class _Checker:
         self.filename = filename
         self.findings: list[Finding] = []
         self._address = ""
+        self._beta = False
 
     def report(self, line: int, path: str, message: str) -> None:
+        if self._beta and message.startswith("unsupported"):
+            message += " [google-beta block checked against the GA schema: add the beta schema]"
         self.findings.append(Finding(self.filename, line, self._address, path, message))
 
     def top_level(self, block: Block) -> None:
@@ -83,6 +86,7 @@ class _Checker:
         if not rtype.startswith("google_") or not _is_google(block, provider):
             return
         kind = "resources" if block.type == "resource" else "data_sources"
+        self._beta = provider is not None and provider.source.startswith("google-beta")
         self._address = f"{rtype}.{name}" if block.type == "resource" else f"data.{rtype}.{name}"
         types = self.schema.resources if block.type == "resource" else self.schema.data_sources
         if rtype not in types:
