@@ -31,6 +31,19 @@ def _split(value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip())
 
 
+def _repository_patterns(raw: str) -> tuple[str, ...]:
+    """`GITHUB_REPOSITORIES`: comma-separated `owner/name` globs; a pattern without one '/'
+    could never match a repository, so it is refused rather than silently ignoring pushes."""
+    patterns = _split(raw)
+    for pattern in patterns:
+        if pattern.count("/") != 1:
+            raise ConfigError(
+                f"GITHUB_REPOSITORIES entries must look like owner/name (globs allowed), "
+                f"got {pattern!r}"
+            )
+    return patterns
+
+
 @dataclass(frozen=True)
 class Config:
     project: str = "demo-hookledger"
@@ -58,6 +71,8 @@ class Config:
     # Publish each settled review as one GitHub commit comment (the review kind's outbox).
     github_comments: bool = False
     review_path: str = ""
+    # Repositories whose pushes are reviewed (fnmatch globs, e.g. `octo-org/*`); empty: all.
+    github_repositories: tuple[str, ...] = ()
     review_model: str = "models/gemini-2.5-flash"
     reconcile_grace_s: int = 90
     reconcile_concurrency: int = 8
@@ -174,6 +189,7 @@ class Config:
             github_token=text("GITHUB_TOKEN", d.github_token),
             github_comments=flag("GITHUB_COMMENTS", d.github_comments),
             review_path=text("REVIEW_PATH", d.review_path).strip("/"),
+            github_repositories=_repository_patterns(env.get("GITHUB_REPOSITORIES", "")),
             review_model=text("REVIEW_MODEL", d.review_model),
             reconcile_grace_s=integer("RECONCILE_GRACE_S", d.reconcile_grace_s),
             reconcile_concurrency=integer(
@@ -236,6 +252,7 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "GITHUB_COMMENTS",
         "REVIEW_PATH",
         "REVIEW_MODEL",
+        "GITHUB_REPOSITORIES",
         "RETENTION_DAYS",
         "WORKER_MAX_RETRIES",
         # The worker registers with the grace and runs the check pages reconcile fans out.

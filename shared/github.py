@@ -1,7 +1,8 @@
 """GitHub: what a push changed, file contents (Contents API) and commit comments.
 
 Every name that reaches a URL is validated first (`check_repo`, `check_path`,
-`check_sha`): bad input is refused before anything is sent.
+`check_sha`): bad input is refused before anything is sent. `repository_allowed` is the
+optional `GITHUB_REPOSITORIES` allowlist (fnmatch globs such as `octo-org/*`).
 
 Errors (every message names the repository, and the file path or commit):
 
@@ -18,6 +19,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -30,6 +32,10 @@ _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _OWNER = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}")
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
 _SHA = re.compile(r"[0-9a-fA-F]{4,64}")
+# A file name no common filesystem can hold (Linux NAME_MAX, NTFS, APFS: 255 bytes), so no
+# checkout has it; and Linux's PATH_MAX for the whole path. Enforced before any URL is built.
+MAX_PATH_SEGMENT_BYTES = 255
+MAX_PATH_BYTES = 4096
 COMMENTS_PER_PAGE = 100  # GitHub's maximum page size
 MAX_COMMENT_PAGES = 50
 MAX_COMMENT_CHARS = 65536  # GitHub refuses longer comment bodies with a 422
@@ -67,17 +73,31 @@ def check_repo(repo: str) -> tuple[str, str]:
 def check_path(path: str) -> str:
     """`path` when it is a plain relative file path, else `GitHubRejected`.
 
-    Refused: a leading '/', an empty segment ('', 'a//b', 'a/'), a '.' or '..' segment, NUL.
+    Refused: a leading '/', an empty segment ('', 'a//b', 'a/'), a '.' or '..' segment, NUL,
+    text that is not valid UTF-8 (a lone surrogate), a segment over `MAX_PATH_SEGMENT_BYTES`
+    or a whole path over `MAX_PATH_BYTES` (UTF-8 bytes).
     """
     if not isinstance(path, str):
         raise GitHubRejected(f"path {path!r} is not a string")
     if "\0" in path:
         raise GitHubRejected(f"path {path!r} contains a NUL character")
+    try:
+        size = len(path.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise GitHubRejected(f"path {path!r} is not valid UTF-8") from None
+    if size > MAX_PATH_BYTES:
+        raise GitHubRejected(f"path {path[:80]!r}… is {size} bytes, over {MAX_PATH_BYTES}")
     if path.startswith("/"):
         raise GitHubRejected(f"path {path!r} starts with '/': paths are relative to the repository")
     for segment in path.split("/"):
         if segment in ("", ".", ".."):
             raise GitHubRejected(f"path {path!r} has an empty, '.' or '..' segment")
+        length = len(segment.encode("utf-8"))
+        if length > MAX_PATH_SEGMENT_BYTES:
+            raise GitHubRejected(
+                f"path {path!r} has a {length}-byte name, over the {MAX_PATH_SEGMENT_BYTES} bytes "
+                "a filesystem allows for one name"
+            )
     return path
 
 
@@ -86,6 +106,17 @@ def check_sha(sha: str) -> str:
     if not isinstance(sha, str) or not _SHA.fullmatch(sha):
         raise GitHubRejected(f"commit {sha!r} is not a hexadecimal commit id")
     return sha
+
+
+def repository_allowed(repo: str, patterns: tuple[str, ...]) -> bool:
+    """Whether `repo` matches one of `patterns` (fnmatch globs); no patterns allow every repo.
+
+    Compared case-insensitively, as GitHub compares owner and repository names.
+    """
+    if not patterns:
+        return True
+    wanted = repo.lower()
+    return any(fnmatchcase(wanted, pattern.lower()) for pattern in patterns)
 
 
 def _repo_url(api_url: str, repo: str) -> str:

@@ -26,6 +26,7 @@ from google.cloud import firestore
 
 from shared import opnames
 from shared.clock import Clock
+from shared.errors import retryable
 from shared.ledger.commits import REFUSED, Commits, Seen
 from shared.ledger.errors import (
     AmbiguousId,
@@ -52,6 +53,10 @@ from shared.logs import get_logger
 from shared.retry import find_cause
 
 log = get_logger("ledger")
+
+# Set instead of the results when the write-back failed for good (docs/architecture.md,
+# "Settlement"): the operation is terminal, and the reason is on it, not retried forever.
+WRITEBACK_ERROR = "writeback_error"
 
 
 class Operations:
@@ -175,26 +180,50 @@ class Operations:
 
             def body(txn: Any) -> None:
                 if writeback is not None:
-                    try:
-                        writeback(ResultWrites(txn, self._commits.client, record), record)
-                    except Exception as exc:
-                        if find_cause(exc, gexc.Aborted):
-                            raise  # lock contention on the write-back's reads: retry it
-                        raise WritebackFailed(
-                            f"operation {record.name}: write-back failed: {exc}"
-                        ) from exc
+                    _stage(writeback, ResultWrites(txn, self._commits.client, record), record)
                 txn.update(ref, update, option=self._commits.unchanged_since(snapshot))
 
             try:
                 self._commits.commit(body, ref, snapshot)
+            except _WritebackRejected as exc:
+                return self._settle_without_writeback(ref, snapshot, record, update, exc.reason)
             except REFUSED as exc:
                 # The operation is unchanged, so one of the write-back's own writes was refused.
                 raise WritebackFailed(
                     f"operation {record.name}: write-back refused by Firestore: {exc}"
                 ) from exc
+            except Exception as exc:
+                if writeback is None or not find_cause(exc, gexc.InvalidArgument):
+                    raise
+                # Our own update is small and valid: Firestore refused what the write-back staged.
+                reason = f"Firestore refused the write-back: {exc}"
+                return self._settle_without_writeback(ref, snapshot, record, update, reason)
             return Settlement.SETTLED
 
         return self._commits.retrying(name, attempt)
+
+    def _settle_without_writeback(
+        self, ref: Any, snapshot: Any, record: Operation, update: dict[str, Any], reason: str
+    ) -> Settlement:
+        """Settle with `writeback_error` and no result documents: no retry could write them.
+
+        Conditional on the same read as the failed attempt; a concurrent settle makes it a
+        `Conflict`, which re-reads and finds the operation settled.
+        """
+        self._commits.update_if_unchanged(
+            ref, snapshot, {**update, WRITEBACK_ERROR: clip_error(reason)}
+        )
+        log_event(
+            log,
+            logging.ERROR,
+            "write-back failed permanently; settled without it",
+            operation=record.name,
+            kind=record.kind,
+            status=update["status"],
+            reason=clip_error(reason),
+            alert="writeback_failed",
+        )
+        return Settlement.SETTLED
 
     def due_pending(
         self, now: datetime, limit: int, start_after: Operation | None = None
@@ -271,6 +300,32 @@ class Operations:
             return True
 
         return self._commits.retrying(name, attempt)
+
+
+class _WritebackRejected(Exception):
+    """The write-back raised a non-retryable error: settle without it (never retry forever)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _stage(writeback: Writeback, writes: ResultWrites, record: Operation) -> None:
+    """Run the write-back; sort what it raises into retry-now, retry-later or settle-without.
+
+    ABORTED (lock contention on its reads) propagates for the commit's backoff; a retryable
+    error (anything outside the error tree too) is `WritebackFailed` and the operation stays
+    pending; a non-retryable one (`errors.retryable` false, e.g. `InvalidArgument` from
+    `put_review`) becomes `_WritebackRejected`, and the operation settles with the reason.
+    """
+    try:
+        writeback(writes, record)
+    except Exception as exc:
+        if find_cause(exc, gexc.Aborted):
+            raise
+        if not retryable(exc):
+            raise _WritebackRejected(f"write-back failed: {exc}") from exc
+        raise WritebackFailed(f"operation {record.name}: write-back failed: {exc}") from exc
 
 
 def _check_settle(name: str, status: str, by: str, error: Any, outbox: Any) -> None:

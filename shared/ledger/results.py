@@ -19,6 +19,8 @@ from shared.ledger.records import REVIEWS, Operation
 
 # Fields a review document always carries, set by the ledger, never by the caller.
 REVIEW_KEYS = frozenset({"repo", "sha", "path", "operation"})
+# Below Firestore's 1 MiB document limit, with room for the field names and overhead.
+MAX_REVIEW_BYTES = 1_000_000
 
 
 class ResultWrites:
@@ -38,17 +40,43 @@ class ResultWrites:
         """Stage the `reviews` document of (repo, sha, path); returns its id.
 
         The document holds `repo`, `sha`, `path`, `operation` (this settlement's) and
-        `fields`, replacing any earlier one. Bad input raises InvalidArgument, staging nothing.
+        `fields`, replacing any earlier one. Input Firestore would refuse (not a str-keyed
+        mapping, a reserved key, text that is not UTF-8, over `MAX_REVIEW_BYTES`) raises
+        InvalidArgument and stages nothing, so a write-back can record that file's error
+        instead of failing the whole commit.
         """
-        doc_id = review_doc_id(repo, sha, path)
+        subject = f"review {repo}@{sha}:{path!r}"
+        try:
+            doc_id = review_doc_id(repo, sha, path)
+        except UnicodeEncodeError as exc:
+            raise InvalidArgument(f"{subject}: not valid UTF-8: {exc}") from exc
         if not isinstance(fields, Mapping) or not all(isinstance(k, str) for k in fields):
-            raise InvalidArgument(f"review {repo}@{sha}:{path}: fields must be a str-keyed mapping")
+            raise InvalidArgument(f"{subject}: fields must be a str-keyed mapping")
         clash = REVIEW_KEYS.intersection(fields)
         if clash:
-            raise InvalidArgument(f"review {repo}@{sha}:{path}: fields may not set {sorted(clash)}")
+            raise InvalidArgument(f"{subject}: fields may not set {sorted(clash)}")
         doc = {"repo": repo, "sha": sha, "path": path, "operation": self._record.name, **fields}
-        self.transaction.set(self._client.collection(REVIEWS).document(doc_id), doc)
+        size = _approx_bytes(doc)
+        if size > MAX_REVIEW_BYTES:
+            raise InvalidArgument(f"{subject}: {size} bytes, over {MAX_REVIEW_BYTES}")
+        try:
+            self.transaction.set(self._client.collection(REVIEWS).document(doc_id), doc)
+        except (TypeError, ValueError) as exc:  # the client could not encode a value
+            raise InvalidArgument(f"{subject}: Firestore cannot store these fields: {exc}") from exc
         return doc_id
+
+
+def _approx_bytes(value: Any) -> int:
+    """Roughly Firestore's size of `value`: UTF-8 text, 8 bytes a scalar, keys counted."""
+    if isinstance(value, str):
+        return len(value.encode("utf-8", errors="surrogatepass")) + 1
+    if isinstance(value, bytes):
+        return len(value)
+    if isinstance(value, Mapping):
+        return sum(_approx_bytes(str(k)) + _approx_bytes(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return sum(_approx_bytes(v) for v in value)
+    return 8
 
 
 Writeback = Callable[[ResultWrites, Operation], None]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -12,6 +12,7 @@ from shared.ledger import (
     InvalidArgument,
     Ledger,
     Settlement,
+    StoreUnavailable,
     Submission,
     WritebackFailed,
     review_doc_id,
@@ -73,18 +74,81 @@ def test_put_review_commits_with_the_settlement_and_reads_back(ledger):
         ("fields override the operation", ("o/r", "abc", "a.md", {"operation": "x"})),
     ],
 )
-def test_put_review_rejects_bad_input_and_the_settlement_rolls_back(ledger, name, args):
+def test_put_review_rejects_bad_input_and_the_operation_settles_with_the_reason(ledger, name, args):
+    """A permanent write-back error can never succeed: settle, record why, write nothing."""
     ledger.register("batches/bad", "github-review")
 
     def writeback(writes, record):
+        writes.put_review("o/r", "abc", "docs/fine.md", {"status": "ok", "text": "staged first"})
         writes.put_review(*args)
 
-    with pytest.raises(WritebackFailed) as caught:
-        ledger.settle("batches/bad", "succeeded", "webhook", writeback=writeback)
+    assert ledger.settle("batches/bad", "succeeded", "webhook", writeback=writeback) is (
+        Settlement.SETTLED
+    )
 
-    assert isinstance(caught.value.__cause__, InvalidArgument), name
-    assert ledger.get("batches/bad").pending, name
-    assert ledger.reviews_for("batches/bad") == [], name
+    stored = ledger.stored_fields("batches/bad")
+    assert stored["status"] == "succeeded", name
+    assert stored["writeback_error"].startswith("write-back failed: review"), name
+    assert ledger.reviews_for("batches/bad") == [], name  # the staged writes rolled back
+    assert ledger.due_pending(datetime.now(UTC) + timedelta(days=1), 10) == [], name
+
+
+def test_a_transient_writeback_error_leaves_the_operation_pending(ledger):
+    ledger.register("batches/flaky", "github-review")
+
+    def writeback(writes, record):
+        raise StoreUnavailable("reviews read timed out")
+
+    with pytest.raises(WritebackFailed, match="batches/flaky") as caught:
+        ledger.settle("batches/flaky", "succeeded", "webhook", writeback=writeback)
+
+    assert isinstance(caught.value.__cause__, StoreUnavailable)
+    assert ledger.get("batches/flaky").pending
+    assert "writeback_error" not in ledger.stored_fields("batches/flaky")
+
+
+@pytest.mark.parametrize(
+    ("name", "fields", "message"),
+    [
+        ("over a document", {"text": "x" * 1_100_000}, "over"),
+        ("a lone surrogate", {"text": "bad \ud800 text"}, "cannot store"),
+    ],
+)
+def test_put_review_refuses_what_firestore_would_refuse_before_the_commit(
+    ledger, name, fields, message
+):
+    ledger.register("batches/big", "github-review")
+    refused = []
+
+    def writeback(writes, record):
+        try:
+            writes.put_review("o/r", "abc", "docs/a.md", fields)
+        except InvalidArgument as exc:
+            refused.append(str(exc))
+            writes.put_review("o/r", "abc", "docs/a.md", {"status": "error", "error": "too big"})
+
+    assert ledger.settle("batches/big", "succeeded", "webhook", writeback=writeback) is (
+        Settlement.SETTLED
+    )
+    assert len(refused) == 1 and message in refused[0], name
+    assert ledger.get_review("o/r", "abc", "docs/a.md")["error"] == "too big", name
+
+
+def test_a_writeback_firestore_refuses_at_commit_settles_with_the_reason(ledger, firestore_client):
+    """Firestore's INVALID_ARGUMENT for a staged write will come back on every retry."""
+    ledger.register("batches/huge", "github-review")
+
+    def writeback(writes, record):  # past the ledger's own checks, straight on the transaction
+        ref = firestore_client.collection("reviews").document("huge")
+        writes.transaction.set(ref, {"text": "x" * 1_100_000})
+
+    assert ledger.settle("batches/huge", "succeeded", "webhook", writeback=writeback) is (
+        Settlement.SETTLED
+    )
+    stored = ledger.stored_fields("batches/huge")
+    assert stored["status"] == "succeeded"
+    assert "Firestore refused the write-back" in stored["writeback_error"]
+    assert not firestore_client.collection("reviews").document("huge").get().exists
 
 
 # ----------------------------------------------------------------------- submissions

@@ -132,3 +132,145 @@ def test_a_second_delivery_of_the_same_push_waits_while_the_first_holds_a_fresh_
     clock.advance(timedelta(minutes=11).total_seconds())  # the other claim went stale
     assert isinstance(review_push(payload(["docs/a.md"]), "repo-hook-delivery", waiting), Done)
     assert len(simulator.control.batches()) == 1
+
+
+# --- one file never blocks a push; inputs checked before anything is fetched -----------
+
+# One file name of 795 bytes: over the 255 bytes every common filesystem allows for a
+# single name (Linux NAME_MAX, NTFS, APFS), so `check_path` refuses it before fetching.
+LONG_NAME_PATH = "docs/" + "n" * 792 + ".md"
+
+
+def github_fetches(simulator) -> list[str]:
+    """The Contents API paths the simulator was asked for, in order."""
+    return [
+        entry["path"]
+        for entry in simulator.control.requests_log()
+        if entry["path"].startswith("/repos/")
+    ]
+
+
+def reconciler(deps: ReviewDeps, clock):
+    from shared.reconcile import Reconciler
+    from shared.reconcile.settings import ReconcileSettings
+
+    settings = ReconcileSettings(grace_s=90, budget_s=60, adopt_orphans=False)
+    return Reconciler(deps.ledger, deps.gemini, clock, settings)
+
+
+def test_a_file_with_an_800_character_path_is_an_error_review_and_the_push_settles(
+    deps, simulator, firestore_client
+):
+    """The long path is refused because its file name is 795 bytes, over the 255-byte
+    name limit of every common filesystem (`github.MAX_PATH_SEGMENT_BYTES`): no checkout
+    could hold that file, so it is refused before any URL is built and recorded as that
+    file's error review. The other file is reviewed, the operation settles through
+    reconcile, and the next reconcile run no longer finds it due.
+    """
+    from shared.clock import FakeClock
+
+    assert len(LONG_NAME_PATH) == 800
+    clock = FakeClock()
+    ledger = Ledger(firestore_client, clock=clock)
+    deps = ReviewDeps(**{**deps.__dict__, "ledger": ledger, "clock": clock})
+    outcome = review_push(payload([LONG_NAME_PATH, "docs/a.md"]), "d-long", deps)
+
+    assert isinstance(outcome, Done), outcome
+    [batch] = simulator.control.batches()
+    record = deps.ledger.get(batch["name"])
+    assert record.context["paths"] == ["docs/a.md"]
+    assert [r["path"] for r in record.context["refused"]] == [LONG_NAME_PATH]
+    assert github_fetches(simulator) == [f"/repos/{REPO}/contents/docs/a.md"]
+
+    simulator.control.complete(batch["name"], webhook="drop")  # the webhook is lost
+    clock.advance(91)
+    first = reconciler(deps, clock).run()
+    assert first.settled == 1
+
+    assert deps.ledger.get(batch["name"]).status == "succeeded"
+    normal = deps.ledger.get_review(REPO, SHA, "docs/a.md")
+    assert normal["status"] == "ok" and normal["text"]
+    long = deps.ledger.get_review(REPO, SHA, LONG_NAME_PATH)
+    assert long["status"] == "error" and "255" in long["error"] and "text" not in long
+    clock.advance(3600)
+    assert reconciler(deps, clock).run().examined == 0
+
+
+def test_a_long_path_of_short_names_is_reviewed_like_any_other(deps, simulator):
+    """Length alone blocks nothing: review ids are hashes, so an 800-character path whose
+    names are each short is fetched, reviewed and stored."""
+    path = "docs/" + "/".join(["section"] * 99) + "/a.md"
+    assert len(path) > 800
+    simulator.control.put_file("octo-org", "handbook", path, SHA, b"# deep\n")
+
+    assert isinstance(review_push(payload([path]), "d-deep", deps), Done)
+    [batch] = simulator.control.batches()
+    simulator.control.complete(batch["name"], webhook="drop")
+    from shared.settlement import Settler
+
+    assert Settler(deps.ledger, deps.gemini).settle(batch["name"], "webhook").result == "settled"
+    assert deps.ledger.get_review(REPO, SHA, path)["status"] == "ok"
+
+
+def test_refused_paths_are_never_fetched_and_become_error_reviews(deps, simulator):
+    bad = ["docs/../secrets.md", "docs//a.md", "docs/./b.md"]
+    outcome = review_push(payload([*bad, "docs/b.md"]), "d-dots", deps)
+
+    assert isinstance(outcome, Done), outcome
+    assert github_fetches(simulator) == [f"/repos/{REPO}/contents/docs/b.md"]
+    [batch] = simulator.control.batches()
+    simulator.control.complete(batch["name"], webhook="drop")
+    from shared.settlement import Settler
+
+    Settler(deps.ledger, deps.gemini).settle(batch["name"], "webhook")
+    reviews = {r["path"]: r for r in deps.ledger.reviews_for(batch["name"])}
+    assert reviews["docs/b.md"]["status"] == "ok"
+    for path in bad:
+        assert reviews[path]["status"] == "error" and "segment" in reviews[path]["error"], path
+
+
+def test_a_missing_file_among_others_is_an_error_review_not_a_dead_push(deps, simulator):
+    outcome = review_push(payload(["docs/missing.md", "docs/a.md"]), "d-404", deps)
+
+    assert isinstance(outcome, Done), outcome
+    [batch] = simulator.control.batches()
+    record = deps.ledger.get(batch["name"])
+    assert record.context["paths"] == ["docs/a.md"]
+    assert record.context["refused"][0]["path"] == "docs/missing.md"
+    assert "404" in record.context["refused"][0]["error"]
+
+
+@pytest.mark.parametrize(
+    ("name", "repo"),
+    [
+        ("dot-dot as the name", "octo-org/.."),
+        ("extra segment", "octo-org/handbook/../../admin"),
+        ("no owner", "/handbook"),
+        ("query in the name", "octo-org/handbook?x=1"),
+    ],
+)
+def test_a_malformed_repo_is_refused_with_nothing_fetched(deps, simulator, name, repo):
+    body = payload(["docs/a.md"])
+    body["repository"]["full_name"] = repo
+
+    with pytest.raises(PermanentError, match="repository"):
+        review_push(body, "d-repo", deps)
+    assert simulator.control.requests_log() == [], name
+
+
+def test_a_push_whose_every_path_is_refused_is_permanent_with_nothing_fetched(deps, simulator):
+    with pytest.raises(PermanentError, match=r"every file was refused.*docs/\.\./x\.md"):
+        review_push(payload(["docs/../x.md", "docs//y.md"]), "d-all-bad", deps)
+    assert simulator.control.requests_log() == []
+
+
+def test_an_unlisted_repo_is_ignored_before_any_fetch(deps, simulator):
+    listed = ReviewDeps(**{**deps.__dict__, "repositories": ("octo-org/*",)})
+    other = ReviewDeps(**{**deps.__dict__, "repositories": ("someone-else/*", "octo-org/wiki")})
+
+    outcome = review_push(payload(["docs/a.md"]), "d-unlisted", other)
+
+    assert isinstance(outcome, Ignored) and "GITHUB_REPOSITORIES" in outcome.detail
+    assert simulator.control.requests_log() == []
+    assert isinstance(review_push(payload(["docs/a.md"]), "d-listed", listed), Done)
+    assert github_fetches(simulator) == [f"/repos/{REPO}/contents/docs/a.md"]

@@ -19,6 +19,7 @@ from shared.github import (
     check_repo,
     check_sha,
     parse_push,
+    repository_allowed,
     review_marker,
     reviewable,
 )
@@ -177,6 +178,10 @@ BAD_PATHS = [
     ("trailing slash", "docs/"),
     ("NUL", "docs/a\0.md"),
     ("not a string", None),
+    ("a name over 255 bytes", "docs/" + "n" * 253 + ".md"),
+    ("a name over 255 bytes in UTF-8", "docs/" + "é" * 128 + ".md"),
+    ("a path over 4096 bytes", "/".join(["d" * 200] * 21) + "/a.md"),
+    ("a lone surrogate", "docs/\ud800.md"),
 ]
 
 
@@ -203,9 +208,34 @@ def test_githubs_valid_repo_names_pass(repo):
     assert "/".join(check_repo(repo)) == repo
 
 
-@pytest.mark.parametrize("path", ["a.md", "docs/a b.md", "docs/.hidden/x.md", "a..b/c...md"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "a.md",
+        "docs/a b.md",
+        "docs/.hidden/x.md",
+        "a..b/c...md",
+        "docs/" + "n" * 252 + ".md",  # a 255-byte name: the limit itself
+        "/".join(["section"] * 120) + "/a.md",  # long, but every name is short
+    ],
+)
 def test_plain_relative_paths_pass(path):
     assert check_path(path) == path
+
+
+@pytest.mark.parametrize(
+    ("name", "repo", "patterns", "allowed"),
+    [
+        ("no allowlist allows all", "octo/docs", (), True),
+        ("an owner glob", "octo/docs", ("octo/*",), True),
+        ("case-insensitive, as GitHub", "Octo/Docs", ("octo/docs",), True),
+        ("another owner", "evil/docs", ("octo/*",), False),
+        ("a prefix is not a match", "octo/docs-old", ("octo/docs",), False),
+        ("any of several", "b/x", ("a/*", "b/x"), True),
+    ],
+)
+def test_repository_allowed_matches_globs(name, repo, patterns, allowed):
+    assert repository_allowed(repo, patterns) is allowed, name
 
 
 def test_the_path_is_quoted_and_the_ref_goes_in_the_query():

@@ -165,3 +165,91 @@ def test_comment_body_stays_under_githubs_limit() -> None:
     assert body.startswith("**hookledger review** of `abc123`")
     errored = comment_body("abc", [{"path": "docs/e.md", "error": "row failed"}])
     assert "_error_: row failed" in errored
+
+
+# --- the review write-back: one document per file, one file never blocks the others ---
+
+
+class Writes:
+    """Records put_review calls; refuses the paths in `refuse` like the ledger would."""
+
+    def __init__(self, refuse: tuple[str, ...] = ()) -> None:
+        self.reviews: dict[str, dict[str, Any]] = {}
+        self._refuse = refuse
+
+    def put_review(self, repo: str, sha: str, path: str, fields: Any) -> str:
+        from shared.ledger import InvalidArgument
+
+        if path in self._refuse and fields.get("status") == "ok":
+            raise InvalidArgument(f"review {repo}@{sha}:{path}: 1200000 bytes, over 1000000")
+        self.reviews[path] = dict(fields)
+        return path
+
+
+def review_record(context: dict[str, Any]) -> Any:
+    from shared.ledger import Operation
+
+    return Operation(
+        name="batches/b1",
+        doc_id="batches%2Fb1",
+        kind=KIND,
+        status="pending",
+        submitted_at=None,  # type: ignore[arg-type]
+        attempts=0,
+        next_check_at=None,
+        writeback_done=False,
+        context={"repo": "octo/docs", "sha": "abc", **context},
+    )
+
+
+def test_each_file_gets_its_own_status_and_refused_files_their_reason() -> None:
+    from shared.gemini import BatchStatus, Row
+
+    record = review_record(
+        {
+            "paths": ["a.md", "b.md", "c.md"],
+            "refused": [{"path": "docs/../x.md", "error": "path has a '..' segment"}],
+        }
+    )
+    rows = (Row("a.md", text="fine"), Row("b.md", error="row failed"))
+    writes = Writes()
+    assert REVIEW.writeback is not None
+
+    REVIEW.writeback(writes, record, BatchStatus("batches/b1", "JOB_STATE_SUCCEEDED", rows=rows))  # type: ignore[arg-type]
+
+    assert writes.reviews == {
+        "a.md": {"status": "ok", "text": "fine"},
+        "b.md": {"status": "error", "error": "row failed"},
+        "c.md": {"status": "error", "error": "no result for c.md in batches/b1"},
+        "docs/../x.md": {"status": "error", "error": "path has a '..' segment"},
+    }
+
+
+def test_a_review_the_ledger_refuses_becomes_that_files_error_only() -> None:
+    from shared.gemini import BatchStatus, Row
+
+    record = review_record({"paths": ["a.md", "big.md"]})
+    rows = (Row("a.md", text="fine"), Row("big.md", text="huge"))
+    writes = Writes(refuse=("big.md",))
+    assert REVIEW.writeback is not None
+
+    REVIEW.writeback(writes, record, BatchStatus("batches/b1", "JOB_STATE_SUCCEEDED", rows=rows))  # type: ignore[arg-type]
+
+    assert writes.reviews["a.md"] == {"status": "ok", "text": "fine"}
+    assert writes.reviews["big.md"]["status"] == "error"
+    assert "could not be stored" in writes.reviews["big.md"]["error"]
+
+
+def test_an_over_long_review_is_clipped_and_flagged() -> None:
+    from shared.gemini import BatchStatus, Row
+    from shared.kinds.review import MAX_REVIEW_CHARS
+
+    record = review_record({"paths": ["a.md"]})
+    rows = (Row("a.md", text="x" * (MAX_REVIEW_CHARS + 10)),)
+    writes = Writes()
+    assert REVIEW.writeback is not None
+
+    REVIEW.writeback(writes, record, BatchStatus("batches/b1", "JOB_STATE_SUCCEEDED", rows=rows))  # type: ignore[arg-type]
+
+    assert writes.reviews["a.md"]["truncated"] is True
+    assert len(writes.reviews["a.md"]["text"]) == MAX_REVIEW_CHARS + 1

@@ -2,7 +2,8 @@
 
 - `pipeline.py`: a GitHub push becomes one batch (create-once guard, tagged display name);
 - here: the kind itself — its tag `hookledger:review:{repo}@{sha}`, the orphan adopter,
-  the write-back (one `reviews` document per file, in the settling commit) and the outbox
+  the write-back (one `reviews` document per file, in the settling commit, `status` "ok"
+  or "error" per file: one file's failure never blocks the others) and the outbox
   item that publishes the reviews as one GitHub commit comment (`comments.py`, only when
   `GITHUB_COMMENTS=true`).
 
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
 
 KIND = "github-review"
 TAG = "review"
+# A model's review is a bulleted list; this bound keeps each document far below 1 MiB.
+MAX_REVIEW_CHARS = 100_000
+MAX_ERROR_CHARS = 4_000
 
 
 def review_tag(repo: str, sha: str) -> str:
@@ -45,21 +49,54 @@ def _adopt(key: str, batch: BatchSummary, gemini: GeminiGateway) -> dict[str, An
 
 
 def _write_reviews(writes: ResultWrites, record: Operation, batch: BatchStatus) -> None:
-    """One `reviews` document per file: the model's text, the row's error, or the batch's."""
+    """One `reviews` document per file, each on its own: `status` "ok" with the model's
+    `text`, or "error" with the reason (the row's error, the batch's, no result, or the
+    fetch refused at submission: context `refused`).
+
+    A file whose review Firestore would refuse gets an error review instead, so one file
+    never blocks the others; only a file that cannot be recorded at all raises (a
+    `PermanentError`: the ledger then settles with the error on the operation).
+    """
     repo, sha = record.context.get("repo", ""), record.context.get("sha", "")
+    for path, fields in _review_fields(record, batch):
+        try:
+            writes.put_review(repo, sha, path, fields)
+        except PermanentError as exc:
+            writes.put_review(repo, sha, path, _error(f"review could not be stored: {exc}"))
+
+
+def _review_fields(record: Operation, batch: BatchStatus) -> list[tuple[str, dict[str, Any]]]:
+    """(path, fields) of every file the push asked for, reviewed or refused; one per path."""
     rows = {row.key: row for row in batch.rows}
     failed = batch.terminal_status != "succeeded"
     batch_error = (batch.error or {}).get("message") if failed else None
+    reviews: dict[str, dict[str, Any]] = {}
     # An orphan adopted while still running was registered without its paths: use the rows.
     for path in record.context.get("paths") or [row.key for row in batch.rows]:
         row = rows.get(path)
         if row is not None and row.error is None:
-            fields: dict[str, Any] = {"text": row.text or ""}
+            reviews.setdefault(path, _text(row.text or ""))
         elif row is not None:
-            fields = {"error": row.error}
+            reviews.setdefault(path, _error(str(row.error)))
         else:
-            fields = {"error": batch_error or f"no result for {path} in {record.name}"}
-        writes.put_review(repo, sha, path, fields)
+            reviews.setdefault(
+                path, _error(batch_error or f"no result for {path} in {record.name}")
+            )
+    for refused in record.context.get("refused") or []:
+        if isinstance(refused, Mapping) and isinstance(refused.get("path"), str):
+            reviews.setdefault(refused["path"], _error(str(refused.get("error") or "refused")))
+    return list(reviews.items())
+
+
+def _text(text: str) -> dict[str, Any]:
+    if len(text) <= MAX_REVIEW_CHARS:
+        return {"status": "ok", "text": text}
+    return {"status": "ok", "text": text[:MAX_REVIEW_CHARS] + "…", "truncated": True}
+
+
+def _error(reason: str) -> dict[str, Any]:
+    clipped = reason if len(reason) <= MAX_ERROR_CHARS else reason[:MAX_ERROR_CHARS] + "…"
+    return {"status": "error", "error": clipped}
 
 
 def _outbox(
