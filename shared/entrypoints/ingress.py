@@ -140,24 +140,23 @@ class Ingress(Endpoint):
 
     def _gemini_headers(self, headers: Mapping[str, str]) -> None:
         """What a Gemini delivery's headers must hold; the JWT itself is checked with the body."""
+        claimed = headers.get(WEBHOOK_ID_HEADER)
+        if claimed:
+            _check_id(claimed, WEBHOOK_ID_HEADER)  # an id we could not store: 400, not 401
         try:
             signature = header(headers, WEBHOOK_SIGNATURE_HEADER)
             bearer = header(headers, AUTHORIZATION_HEADER)
-            delivery_id = header(headers, WEBHOOK_ID_HEADER)
             timestamp = header(headers, WEBHOOK_TIMESTAMP_HEADER)
         except VerificationError as exc:
             raise _Rejected(401, f"signature: {exc}") from None
         if self._config.gemini_jwks_url and (_looks_like_jwt(signature) or bearer):
-            if delivery_id is not None:
-                _check_id(delivery_id, WEBHOOK_ID_HEADER)
             return  # a dynamic webhook: the id may come from the token's `jti`
         if not signature or not signature.strip():
             raise _Rejected(401, f"signature: missing header {WEBHOOK_SIGNATURE_HEADER}")
         if not any(entry.startswith(("v1,", "v1a,")) for entry in signature.split()):
             raise _Rejected(401, "signature: no v1 or v1a entry in webhook-signature")
-        if delivery_id is None or not delivery_id.strip():
+        if not claimed:
             raise _Rejected(401, f"signature: missing header {WEBHOOK_ID_HEADER}")
-        _check_id(delivery_id, WEBHOOK_ID_HEADER)
         if timestamp is None or not _TIMESTAMP.fullmatch(timestamp):
             raise _Rejected(401, "signature: webhook-timestamp is not a whole number of seconds")
         now = self._clock().timestamp()
