@@ -99,6 +99,14 @@ def _read_within(stream: IO[bytes], limit: int) -> bytes | None:
 
 
 def _respond(reply: Reply) -> flask.Response:
+    """The Flask response for `reply`, as a one-piece stream with its Content-Length.
+
+    functions-framework reads whatever is left of the request body after every answer
+    that is not streamed (its `read_request` hook): that would buffer a refused 25 MiB
+    body, or a chunked one without end. A streamed answer is left alone; gunicorn then
+    drains at most 64 KiB of the unread body and closes the connection.
+    """
     response = flask.jsonify(reply.body)
     response.status_code = reply.status
+    response.response = iter([response.get_data()])  # Content-Length is already set
     return response
