@@ -1,60 +1,112 @@
-"""Cloud Functions entry points: thin. Read the body, delegate to `shared`, answer.
+"""Cloud Functions entry points: thin. Ask the endpoint, read the body within its limit, answer.
 
 Each function is deployed from this one file with its own entry point, and each does
-the same three things: read the body within its limit (413 beyond it), hand the request
-to its `Endpoint` from `shared.runtime` (`handle(method, path, headers, body) -> Reply`),
-and turn the `Reply` into a Flask response. What an endpoint needs is built on its
-first request, so the ingress never loads the Firestore or Gemini clients.
+the same three things through its `Endpoint` from `shared.runtime`:
+
+1. `preflight(method, path, headers, ceiling)`: route, method, the headers and the
+   declared Content-Length are judged before a byte of the body is read; a refusal is
+   answered at once (docs/architecture.md, "Contracts");
+2. the body is read in bounded chunks, never more than the endpoint's limit + 1 bytes
+   (413 past it, also for a chunked body that declared no length);
+3. `post(route, headers, body) -> Reply`, turned into a Flask response.
+
+At import, the function being served (`FUNCTION_TARGET`, set by Cloud Functions and by
+functions-framework before this module loads) has its configuration and secrets checked
+(`runtime.check_startup`): a bad deployment fails to start with one structured ERROR
+line naming the variable, and exits non-zero. Clients are still built on first use, so
+the ingress never loads the Firestore or Gemini clients.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+import os
+from typing import IO
 
 import flask
 import functions_framework
 
 from shared import logs, runtime
-from shared.entrypoints.http import Endpoint, Reply, too_large
+from shared.config import FUNCTIONS, ConfigError
+from shared.entrypoints.http import REQUEST_LIMIT, Endpoint, Reply, too_large
 
 logs.configure()
 # A sealed envelope is at most Cloud Tasks' 1 MB; never read more than that.
 ENVELOPE_LIMIT = 1_048_576
 # Cloud Scheduler posts an empty body; anything larger is not from it.
 SCHEDULER_LIMIT = 65_536
+# Bodies arrive from the socket in pieces this size: memory follows what was accepted.
+READ_CHUNK = 64 * 1024
+
+
+def _check_startup() -> None:
+    served = os.environ.get("FUNCTION_TARGET", "")
+    if served not in FUNCTIONS:
+        return  # loaded by a tool, not served: the endpoints still check on first use
+    try:
+        runtime.check_startup(served)
+    except ConfigError as exc:
+        # One line naming the variable, no traceback: the platform reports the failed start.
+        logs.event(
+            logs.get_logger("startup"),
+            logging.ERROR,
+            f"{served} cannot start: {exc}",
+            function=served,
+            alert="config_invalid",
+        )
+        raise SystemExit(1) from None
+
+
+_check_startup()
 
 
 @functions_framework.http
 def ingress(request: flask.Request) -> flask.Response:
-    return _serve(request, runtime.config().max_body_bytes, runtime.ingress)
+    return _serve(request, runtime.ingress(), REQUEST_LIMIT)
 
 
 @functions_framework.http
 def worker(request: flask.Request) -> flask.Response:
-    return _serve(request, ENVELOPE_LIMIT, runtime.worker)
+    return _serve(request, runtime.worker(), ENVELOPE_LIMIT)
 
 
 @functions_framework.http
 def reconcile(request: flask.Request) -> flask.Response:
-    return _serve(request, SCHEDULER_LIMIT, runtime.reconcile_endpoint)
+    return _serve(request, runtime.reconcile_endpoint(), SCHEDULER_LIMIT)
 
 
-def _serve(request: flask.Request, limit: int, endpoint: Callable[[], Endpoint]) -> flask.Response:
-    body = _body_within(request, limit)
+def _serve(request: flask.Request, endpoint: Endpoint, ceiling: int) -> flask.Response:
+    decision = endpoint.preflight(request.method, request.path, request.headers, ceiling)
+    if isinstance(decision, Reply):
+        return _respond(decision)
+    body = _read_within(request.stream, decision.max_bytes)
     if body is None:
-        return _respond(too_large(limit))
-    return _respond(endpoint().handle(request.method, request.path, request.headers, body))
+        return _respond(too_large(decision.max_bytes))
+    return _respond(endpoint.post(decision.route, request.headers, body))
 
 
-def _body_within(request: flask.Request, limit: int) -> bytes | None:
-    """The raw body, or None when it exceeds `limit` (read at most limit + 1 bytes)."""
-    if request.content_length is not None and request.content_length > limit:
-        return None
-    body = request.stream.read(limit + 1)
-    return None if len(body) > limit else body
+def _read_within(stream: IO[bytes], limit: int) -> bytes | None:
+    """The whole body, or None past `limit`; reads at most limit + 1 bytes, a chunk at a time."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = stream.read(min(READ_CHUNK, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+    return None
 
 
 def _respond(reply: Reply) -> flask.Response:
+    """The Flask response for `reply`, as a one-piece stream with its Content-Length.
+
+    functions-framework reads whatever is left of the request body after every answer
+    that is not streamed (its `read_request` hook): that would buffer a refused 25 MiB
+    body, or a chunked one without end. A streamed answer is left alone; gunicorn then
+    drains at most 64 KiB of the unread body and closes the connection.
+    """
     response = flask.jsonify(reply.body)
     response.status_code = reply.status
+    response.response = iter([response.get_data()])  # Content-Length is already set
     return response

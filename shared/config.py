@@ -4,6 +4,21 @@ Every name here is part of the deployment contract: Terraform sets the same name
 on each function (`PRODUCTION_ENV_NAMES` below is what its tests check), and the
 defaults are the local ones (docs/architecture.md, "Contracts"). A bad value fails at
 start-up with a `ConfigError` naming the variable.
+
+A deployed function knows which one it is from `FUNCTION_TARGET` (set by Cloud Functions
+and by functions-framework before `functions/main.py` is imported). Outside a `demo-`
+project that name decides what is required, so a deployment missing a guard fails to
+start instead of running open:
+
+    ingress     GITHUB_WEBHOOK_SECRETS, GEMINI_WEBHOOK_SECRETS, ENVELOPE_KEYS,
+                TASKS_SERVICE_ACCOUNT (the worker refuses tasks without its token),
+                an https WORKER_URL
+    worker      ENVELOPE_KEYS, OIDC_AUDIENCE, TASKS_SERVICE_ACCOUNT, an https OIDC_CERTS_URL
+    reconcile   ENVELOPE_KEYS, OIDC_AUDIENCE, SCHEDULER_SERVICE_ACCOUNT,
+                TASKS_SERVICE_ACCOUNT (its fan-out tasks), an https WORKER_URL and OIDC_CERTS_URL
+
+A tool (the CLI, a test) has no function: it gets no published local secret outside a
+`demo-` project either, only an empty list where a secret is unset.
 """
 
 from __future__ import annotations
@@ -25,6 +40,8 @@ LOCAL_TASKS_SERVICE_ACCOUNT = "tasks-invoker@demo-hookledger.iam.gserviceaccount
 GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v3/certs"
 # Deadline of a single Firestore read or write made outside the ledger's own calls.
 FIRESTORE_TIMEOUT_S = 15.0
+# The functions `functions/main.py` serves; `Config.function` is one of them, or "" for a tool.
+FUNCTIONS = ("ingress", "worker", "reconcile")
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -62,6 +79,8 @@ class Config:
     envelope_keys: tuple[str, ...] = (LOCAL_ENVELOPE_KEY,)
     signature_tolerance_s: int = 300
     max_body_bytes: int = 26_214_400
+    # Gemini notifications are thin JSON (an event type and an id): no reason to take more.
+    max_gemini_body_bytes: int = 65_536
     firestore_emulator_host: str = ""
     cloud_tasks_emulator_host: str = ""
     gemini_base_url: str = ""
@@ -87,14 +106,27 @@ class Config:
     worker_max_retries: int = 20
     http_timeout_s: float = 30.0
     tasks_timeout_s: float = 5.0
+    # Which deployed function this configuration is for ("" = a tool: the CLI, a test).
+    function: str = ""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
-        """Build from `env` (default `os.environ`); unset names keep their defaults."""
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, *, function: str | None = None
+    ) -> Config:
+        """Build from `env` (default `os.environ`); unset names keep their defaults.
+
+        `function` defaults to `FUNCTION_TARGET` when it names one of `FUNCTIONS`. Raises
+        `ConfigError` naming the first variable that is malformed, or missing for that
+        function outside a `demo-` project (see the module docstring).
+        """
         env = os.environ if env is None else env
         d = cls()
         project = env.get("GOOGLE_CLOUD_PROJECT", d.project)
         local = project.startswith("demo-")
+        if function is None:
+            target = env.get("FUNCTION_TARGET", "")
+            function = target if target in FUNCTIONS else ""
+        reads = frozenset(PRODUCTION_ENV_NAMES.get(function, ()))
 
         def text(name: str, default: str) -> str:
             return env.get(name, default)
@@ -148,8 +180,11 @@ class Config:
             if raw is None:
                 if local:
                     return default
-                # A deployed function must never fall back to a secret published in the repo.
-                raise ConfigError(f"{name} must be set outside a demo- project")
+                # Outside demo- never the secret published in the repo: required where read,
+                # else none (a function that never uses it, or a tool).
+                if name in reads:
+                    raise ConfigError(f"{name} must be set outside a demo- project")
+                return ()
             values = _split(raw)
             if not values:
                 raise ConfigError(f"{name} is set but holds no secret")
@@ -179,8 +214,14 @@ class Config:
             gemini_webhook_secrets=secrets("GEMINI_WEBHOOK_SECRETS", d.gemini_webhook_secrets),
             gemini_jwks_url=text("GEMINI_JWKS_URL", d.gemini_jwks_url),
             envelope_keys=secrets("ENVELOPE_KEYS", d.envelope_keys),
-            signature_tolerance_s=integer("SIGNATURE_TOLERANCE_S", d.signature_tolerance_s),
+            # The verifiers need a window of at least a second.
+            signature_tolerance_s=integer(
+                "SIGNATURE_TOLERANCE_S", d.signature_tolerance_s, minimum=1
+            ),
             max_body_bytes=integer("MAX_BODY_BYTES", d.max_body_bytes, minimum=1),
+            max_gemini_body_bytes=integer(
+                "MAX_GEMINI_BODY_BYTES", d.max_gemini_body_bytes, minimum=1
+            ),
             firestore_emulator_host=text("FIRESTORE_EMULATOR_HOST", ""),
             cloud_tasks_emulator_host=text("CLOUD_TASKS_EMULATOR_HOST", ""),
             gemini_base_url=text("GEMINI_BASE_URL", d.gemini_base_url),
@@ -209,13 +250,18 @@ class Config:
             worker_max_retries=integer("WORKER_MAX_RETRIES", d.worker_max_retries),
             http_timeout_s=number("HTTP_TIMEOUT_S", d.http_timeout_s),
             tasks_timeout_s=number("TASKS_TIMEOUT_S", d.tasks_timeout_s),
+            function=function,
         )
 
     def __post_init__(self) -> None:
+        if self.function not in ("", *FUNCTIONS):
+            raise ConfigError(f"FUNCTION_TARGET must be one of {', '.join(FUNCTIONS)}")
         deployed = not self.project.startswith("demo-")
         if deployed and self.oidc_audience and not self.tasks_service_account:
             # Any Google-signed token for the audience would pass: pin the caller.
             raise ConfigError("OIDC_AUDIENCE is set but TASKS_SERVICE_ACCOUNT is not")
+        if deployed:
+            _check_deployed(self)
 
     @property
     def is_local(self) -> bool:
@@ -225,6 +271,31 @@ class Config:
     @property
     def queue_path(self) -> str:
         return f"projects/{self.project}/locations/{self.location}/queues/{self.queue}"
+
+
+def _check_deployed(cfg: Config) -> None:
+    """The guards of a deployed function (module docstring); the first failure is raised."""
+    need: list[tuple[str, str]] = []
+    if cfg.function in ("worker", "reconcile"):
+        # Without an audience the token check is off: anyone could call a private function.
+        need.append(("OIDC_AUDIENCE", cfg.oidc_audience))
+    if cfg.function in ("ingress", "worker"):
+        need.append(("TASKS_SERVICE_ACCOUNT", cfg.tasks_service_account))
+    if cfg.function == "reconcile":
+        need.append(("SCHEDULER_SERVICE_ACCOUNT", cfg.scheduler_service_account))
+    for name, value in need:
+        if not value.strip():
+            raise ConfigError(f"{name} must be set for the {cfg.function} outside a demo- project")
+    https: list[tuple[str, str]] = []
+    if cfg.function in ("ingress", "reconcile"):
+        https.append(("WORKER_URL", cfg.worker_url))
+    if cfg.function in ("worker", "reconcile"):
+        https.append(("OIDC_CERTS_URL", cfg.oidc_certs_url))
+    for name, url in https:
+        if not url.startswith("https://"):
+            raise ConfigError(
+                f"{name} must be an https:// URL for the {cfg.function} outside a demo- project"
+            )
 
 
 # Every variable the deployed functions read; Terraform's tests check each is wired.

@@ -2,22 +2,26 @@
 
 The entry points in `functions/main.py` ask this module for what they need:
 `ingress()`, `worker()`, `reconcile_endpoint()`, each an `Endpoint` (shared.entrypoints).
-Nothing is built at import: the ingress's cold start pays only for what the ingress
-uses, and the Firestore client is created on the first claim-checked payload, not
-before. The heavy types are imported for the checker only (`TYPE_CHECKING`); each
-factory imports its module when it first runs.
+`functions/main.py` calls `check_startup(function)` at import: the configuration and
+everything built from secrets (verifiers, sealer, token check) are built then, so a bad
+deployment fails to start with one `ConfigError` naming the variable. Clients are built
+on first use: the ingress's cold start pays only for what the ingress uses, and the
+Firestore client is created on the first claim-checked payload, not before. The heavy
+types are imported for the checker only (`TYPE_CHECKING`); each factory imports its
+module when it first runs.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from shared.claims import ClaimStore
 from shared.clock import system_clock
-from shared.config import Config
+from shared.config import FUNCTIONS, Config, ConfigError
 from shared.entrypoints.ingress import Ingress
 from shared.envelope import EnvelopeSealer
 from shared.handler_context import ClientFactories, HandlerContext
@@ -26,6 +30,7 @@ from shared.signatures import (
     GeminiVerifier,
     GitHubVerifier,
     JwksCache,
+    SecretError,
     StandardWebhookVerifier,
 )
 from shared.tasks import TaskQueue, make_client
@@ -98,14 +103,33 @@ class _LazyFirestoreClaims:
         return self._store().get(ref)
 
 
+@contextmanager
+def _secret(name: str) -> Iterator[None]:
+    """Re-raise a bad secret as the `ConfigError` naming its variable (never its value)."""
+    try:
+        yield
+    except SecretError as exc:
+        raise ConfigError(f"{name} is unusable: {exc}") from exc
+
+
 def build_sealer(cfg: Config) -> EnvelopeSealer:
-    return EnvelopeSealer(cfg.envelope_keys, clock=system_clock, claims=_LazyFirestoreClaims())
+    """The envelope sealer; `ConfigError` naming ENVELOPE_KEYS if a key is unusable."""
+    with _secret("ENVELOPE_KEYS"):
+        return EnvelopeSealer(cfg.envelope_keys, clock=system_clock, claims=_LazyFirestoreClaims())
+
+
+def build_github_verifier(cfg: Config) -> GitHubVerifier:
+    """`ConfigError` naming GITHUB_WEBHOOK_SECRETS if a secret is unusable."""
+    with _secret("GITHUB_WEBHOOK_SECRETS"):
+        return GitHubVerifier(cfg.github_webhook_secrets)
 
 
 def build_gemini_verifier(cfg: Config) -> GeminiVerifier:
-    static = StandardWebhookVerifier(
-        cfg.gemini_webhook_secrets, tolerance_s=cfg.signature_tolerance_s, clock=system_clock
-    )
+    """`ConfigError` naming GEMINI_WEBHOOK_SECRETS if a secret is unusable."""
+    with _secret("GEMINI_WEBHOOK_SECRETS"):
+        static = StandardWebhookVerifier(
+            cfg.gemini_webhook_secrets, tolerance_s=cfg.signature_tolerance_s, clock=system_clock
+        )
     dynamic = None
     if cfg.gemini_jwks_url:
         jwks = JwksCache(cfg.gemini_jwks_url, timeout_s=min(cfg.http_timeout_s, 5.0))
@@ -124,13 +148,13 @@ def task_queue() -> TaskQueue:
 
 @once
 def ingress() -> Ingress:
-    """The ingress, with secrets validated now (a bad secret fails start-up, not a request)."""
+    """The ingress, with its secrets checked as it is built (`check_startup` builds it)."""
     import shared.builtin_handlers  # noqa: F401  registers the built-in (source, event) pairs
 
     cfg = config()
     return Ingress(
         cfg,
-        github=GitHubVerifier(cfg.github_webhook_secrets),
+        github=build_github_verifier(cfg),
         gemini=build_gemini_verifier(cfg),
         sealer=build_sealer(cfg),
         queue=task_queue,
@@ -275,3 +299,29 @@ def reconcile_endpoint() -> ReconcileEndpoint:
     from shared.entrypoints.reconcile import ReconcileEndpoint
 
     return ReconcileEndpoint(reconciler, oidc=reconcile_oidc())
+
+
+def check_startup(function: str) -> None:
+    """Build `function`'s configuration and everything made from its secrets, now.
+
+    `functions/main.py` calls this at import, so a deployment with a missing or unusable
+    setting fails to start instead of answering 500 to every request. Raises
+    `ConfigError` naming the first such variable. Anything built earlier in this process
+    is forgotten first (an import is a start; tests load the module many times). Clients
+    (Cloud Tasks, Firestore, Gemini) are still built on first use.
+    """
+    if function not in FUNCTIONS:
+        served = ", ".join(FUNCTIONS)
+        raise ConfigError(f"FUNCTION_TARGET must be one of {served}, got {function!r}")
+    reset()
+    cfg = config()
+    if cfg.function != function:
+        raise ConfigError(f"FUNCTION_TARGET is {cfg.function!r} but {function!r} is being served")
+    if function == "ingress":
+        ingress()
+        return
+    build_sealer(cfg)
+    if function == "worker":
+        _oidc(cfg.tasks_service_account)
+    else:
+        reconcile_oidc()

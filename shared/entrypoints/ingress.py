@@ -6,13 +6,34 @@ docs/architecture.md ("Contracts", ingress routes): 202 accepted, 200
 ignored/duplicate/pong, 400 malformed, 401 signature, 404 route, 405 method, 413 size,
 503 hand-off failed. `/healthz`, 404 and 405 are answered by `Endpoint`.
 
+Order of work, cheapest refusal first; nothing is read that a header already refuses:
+
+    before the body (`preflight`)    route 404, method 405, signature header present and
+                                     well formed 401, Gemini timestamp fresh 401, event and
+                                     delivery id usable 400, Content-Length over the
+                                     source's limit 413
+    with the body (`post`)           size 413, signature 401, JSON 400, hand-off 503
+
+Each source has its own body limit: `MAX_BODY_BYTES` for GitHub (pushes can be large),
+`MAX_GEMINI_BODY_BYTES` for Gemini (thin notifications). A delivery id is usable when it
+is 1-200 printable ASCII characters without spaces: every Firestore id, claim key and task
+name built from it then stays within its limits.
+
+Dedupe: a task's name is its dedupe key. GitHub signs only the body, so a GitHub task
+is named after the body's SHA-256: a redelivery (same id, same body) and a replay of a
+captured body under a new id both find the name taken and answer 200 `duplicate`.
+Gemini signs the id with the body, so its task is named after the id. `hookledger
+deliveries replay` enqueues under its own task names and never meets these.
+
 Cold start matters: nothing here imports google-cloud-firestore or google-genai.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,16 +44,27 @@ from shared.config import Config
 from shared.entrypoints.http import Endpoint, Reply, too_large
 from shared.envelope import Envelope, EnvelopeSealer, EnvelopeTooLarge, select_headers
 from shared.signatures import (
+    AUTHORIZATION_HEADER,
+    GITHUB_SIGNATURE_HEADER,
+    WEBHOOK_ID_HEADER,
+    WEBHOOK_SIGNATURE_HEADER,
+    WEBHOOK_TIMESTAMP_HEADER,
     GeminiVerifier,
     GitHubVerifier,
     KeysUnavailable,
     VerificationError,
+    header,
 )
 from shared.tasks import EnqueueError, TaskQueue, task_id_for
 
 log = logs.get_logger("ingress")
 
-_MAX_ID_LENGTH = 200
+# Printable ASCII without spaces: its UTF-8, percent-quoted form fits every id built from it.
+_USABLE_ID = re.compile(r"[\x21-\x7e]{1,200}")
+# The envelope carries an event name of at most 128 characters.
+_USABLE_EVENT = re.compile(r"[\x21-\x7e]{1,128}")
+_GITHUB_SIGNATURE = re.compile(r"sha256=[0-9a-fA-F]{64}")
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
 
 
 class _Rejected(Exception):
@@ -63,30 +95,37 @@ class Ingress(Endpoint):
         self._queue = queue
         self._clock = clock
 
+    def body_limit(self, route: str) -> int:
+        """`MAX_GEMINI_BODY_BYTES` for /gemini, `MAX_BODY_BYTES` for /github."""
+        if route == "gemini":
+            return self._config.max_gemini_body_bytes
+        return self._config.max_body_bytes
+
+    def check_headers(self, route: str, headers: Mapping[str, str]) -> Reply | None:
+        """Refuse, before the body is read, a request whose headers already fail (module doc)."""
+        try:
+            if route == "github":
+                _github_headers(headers)
+            else:
+                self._gemini_headers(headers)
+        except _Rejected as exc:
+            return _refused(route, headers, exc)
+        return None
+
     def post(self, route: str, headers: Mapping[str, str], body: bytes) -> Reply:
         """Verify, seal and hand off one webhook from `route` (its source: github, gemini)."""
         started = monotonic()
         source = route
-        if len(body) > self._config.max_body_bytes:
-            return too_large(self._config.max_body_bytes)
+        limit = self.body_limit(source)
+        if len(body) > limit:
+            return too_large(limit)
         try:
             if source == "github":
                 reply = self._github_delivery(headers, body)
             else:
                 reply = self._gemini_delivery(headers, body)
         except _Rejected as exc:
-            # The id is unverified (it may be forged) but is what an operator searches for.
-            claimed = headers.get("X-GitHub-Delivery") or headers.get("webhook-id") or ""
-            logs.event(
-                log,
-                logging.WARNING,
-                f"{source} webhook rejected",
-                source=source,
-                status=exc.status,
-                reason=str(exc),
-                claimed_delivery_id=claimed[:100],
-            )
-            return Reply(exc.status, {"error": str(exc)})
+            return _refused(source, headers, exc)
         logs.event(
             log,
             logging.INFO,
@@ -99,17 +138,45 @@ class Ingress(Endpoint):
         )
         return reply
 
+    def _gemini_headers(self, headers: Mapping[str, str]) -> None:
+        """What a Gemini delivery's headers must hold; the JWT itself is checked with the body."""
+        claimed = headers.get(WEBHOOK_ID_HEADER)
+        if claimed:
+            _check_id(claimed, WEBHOOK_ID_HEADER)  # an id we could not store: 400, not 401
+        try:
+            signature = header(headers, WEBHOOK_SIGNATURE_HEADER)
+            bearer = header(headers, AUTHORIZATION_HEADER)
+            timestamp = header(headers, WEBHOOK_TIMESTAMP_HEADER)
+        except VerificationError as exc:
+            raise _Rejected(401, f"signature: {exc}") from None
+        if self._config.gemini_jwks_url and (_looks_like_jwt(signature) or bearer):
+            return  # a dynamic webhook: the id may come from the token's `jti`
+        if not signature or not signature.strip():
+            raise _Rejected(401, f"signature: missing header {WEBHOOK_SIGNATURE_HEADER}")
+        if not any(entry.startswith(("v1,", "v1a,")) for entry in signature.split()):
+            raise _Rejected(401, "signature: no v1 or v1a entry in webhook-signature")
+        if not claimed:
+            raise _Rejected(401, f"signature: missing header {WEBHOOK_ID_HEADER}")
+        if timestamp is None or not _TIMESTAMP.fullmatch(timestamp):
+            raise _Rejected(401, "signature: webhook-timestamp is not a whole number of seconds")
+        now = self._clock().timestamp()
+        if abs(int(timestamp) - now) > self._config.signature_tolerance_s:
+            raise _Rejected(401, "signature: webhook-timestamp is outside the tolerance")
+
     def _github_delivery(self, headers: Mapping[str, str], body: bytes) -> Reply:
+        event, delivery_id = _github_headers(headers)
         try:
             self._github.verify(headers, body)
         except VerificationError as exc:
             raise _Rejected(401, f"signature: {exc}") from None
-        event = _header(headers, "X-GitHub-Event")
-        delivery_id = _header(headers, "X-GitHub-Delivery")
         _parse_json_object(body)
         if event == "ping":
             return Reply(200, {"status": "pong", "delivery_id": delivery_id, "event": event})
-        return self._hand_off("github", event, delivery_id, headers, body)
+        # GitHub signs the body, not the id: the body names the task (module docstring).
+        digest = hashlib.sha256(body).hexdigest()
+        return self._hand_off(
+            "github", event, delivery_id, headers, body, task_id_for("github", "sha256", digest)
+        )
 
     def _gemini_delivery(self, headers: Mapping[str, str], body: bytes) -> Reply:
         try:
@@ -127,10 +194,17 @@ class Ingress(Endpoint):
             raise _Rejected(400, "body has no event 'type'")
         if not isinstance(data, dict) or not isinstance(data.get("id"), str) or not data["id"]:
             raise _Rejected(400, "body has no 'data.id'")
-        return self._hand_off("gemini", event, delivery_id, headers, body)
+        task_id = task_id_for("gemini", delivery_id)
+        return self._hand_off("gemini", event, delivery_id, headers, body, task_id)
 
     def _hand_off(
-        self, source: str, event: str, delivery_id: str, headers: Mapping[str, str], body: bytes
+        self,
+        source: str,
+        event: str,
+        delivery_id: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        task_id: str,
     ) -> Reply:
         if handlers.lookup(source, event) is None:
             return Reply(200, {"status": "ignored", "delivery_id": delivery_id, "event": event})
@@ -148,7 +222,7 @@ class Ingress(Endpoint):
                 self._config.worker_url,
                 sealed,
                 {"Content-Type": "application/json"},
-                task_id=task_id_for(source, delivery_id),
+                task_id=task_id,
                 oidc_service_account=self._config.tasks_service_account or None,
                 oidc_audience=self._config.worker_url,  # the worker checks this audience
             )
@@ -162,6 +236,7 @@ class Ingress(Endpoint):
                 source=source,
                 delivery_id=delivery_id,
                 event=event,
+                task_id=task_id,
                 reason=str(exc),
             )
             return Reply(503, {"error": "hand-off failed; retry later", "delivery_id": delivery_id})
@@ -170,18 +245,56 @@ class Ingress(Endpoint):
         return Reply(code, {"status": status, "delivery_id": delivery_id, "event": event})
 
 
-def _header(headers: Mapping[str, str], name: str) -> str:
+def _refused(source: str, headers: Mapping[str, str], exc: _Rejected) -> Reply:
+    # The id is unverified (it may be forged) but is what an operator searches for.
+    claimed = headers.get("X-GitHub-Delivery") or headers.get("webhook-id") or ""
+    logs.event(
+        log,
+        logging.WARNING,
+        f"{source} webhook rejected",
+        source=source,
+        status=exc.status,
+        reason=str(exc),
+        claimed_delivery_id=claimed[:100],
+    )
+    return Reply(exc.status, {"error": str(exc)})
+
+
+def _github_headers(headers: Mapping[str, str]) -> tuple[str, str]:
+    """The event and delivery id of a GitHub request whose signature header is well formed."""
+    try:
+        signature = header(headers, GITHUB_SIGNATURE_HEADER)
+    except VerificationError as exc:
+        raise _Rejected(401, f"signature: {exc}") from None
+    if not signature:
+        raise _Rejected(401, f"signature: missing header {GITHUB_SIGNATURE_HEADER}")
+    if not _GITHUB_SIGNATURE.fullmatch(signature.strip()):
+        raise _Rejected(401, "signature: not in the sha256=<64 hex digits> form")
+    event = _required(headers, "X-GitHub-Event")
+    if not _USABLE_EVENT.fullmatch(event):
+        raise _Rejected(400, "unusable X-GitHub-Event: 1-128 printable ASCII characters, no spaces")
+    delivery_id = _required(headers, "X-GitHub-Delivery")
+    _check_id(delivery_id, "X-GitHub-Delivery")
+    return event, delivery_id
+
+
+def _required(headers: Mapping[str, str], name: str) -> str:
     value = headers.get(name)
     if not value or not value.strip():
         raise _Rejected(400, f"missing header {name}")
-    value = value.strip()
-    _check_id(value, name)
-    return value
+    return value.strip()
 
 
 def _check_id(value: str, what: str) -> None:
-    if len(value) > _MAX_ID_LENGTH or not value.isprintable():
-        raise _Rejected(400, f"malformed {what}")
+    if not _USABLE_ID.fullmatch(value):
+        raise _Rejected(
+            400, f"unusable {what}: a delivery id is 1-200 printable ASCII characters, no spaces"
+        )
+
+
+def _looks_like_jwt(value: str | None) -> bool:
+    """Three dot-separated segments and no comma: a JWT, not Standard Webhooks entries."""
+    return value is not None and "," not in value and value.strip().count(".") == 2
 
 
 def _parse_json_object(body: bytes) -> dict[str, Any]:

@@ -31,6 +31,7 @@ OTHER_GEMINI_SECRET = "whsec_" + base64.b64encode(b"another-gemini-secret-0123")
 RETIRED_GITHUB_SECRET = "retired-github-secret"
 RETIRED_GEMINI_SECRET = "whsec_" + base64.b64encode(b"retired-gemini-secret-0123").decode()
 SMALL_LIMIT = 64 * 1024
+GEMINI_LIMIT = 16 * 1024  # a Gemini notification is thin: its own, lower limit
 
 
 @dataclass
@@ -44,6 +45,12 @@ class Harness:
         return list(
             self.tasks_client.list_tasks(request={"parent": self.queue, "response_view": "FULL"})
         )
+
+
+def _load_app() -> Any:
+    """functions/main.py under functions-framework's real loader, for the ingress."""
+    runtime.reset()
+    return functions_framework.create_app(target="ingress", source=str(REPO / "functions/main.py"))
 
 
 @pytest.fixture
@@ -62,12 +69,11 @@ def ingress(cloudtasks_emulator, monkeypatch) -> Harness:
         "GEMINI_WEBHOOK_SECRETS": f"{OTHER_GEMINI_SECRET},{LOCAL_GEMINI_SECRET}",
         "ENVELOPE_KEYS": LOCAL_ENVELOPE_KEY,
         "MAX_BODY_BYTES": str(SMALL_LIMIT),
+        "MAX_GEMINI_BODY_BYTES": str(GEMINI_LIMIT),
         "TASKS_TIMEOUT_S": "2",
     }.items():
         monkeypatch.setenv(name, value)
-    runtime.reset()
-    app = functions_framework.create_app(target="ingress", source=str(REPO / "functions/main.py"))
-    yield Harness(app.test_client(), tasks_client, queue)
+    yield Harness(_load_app().test_client(), tasks_client, queue)
     runtime.reset()
     tasks_client.delete_queue(name=queue)
 
@@ -252,6 +258,46 @@ def _bad_requests() -> list[tuple[str, str, str, dict[str, str], bytes, int]]:
             400,
         ),
         (
+            "github: non-ASCII delivery id",
+            "POST",
+            "/github",
+            {**gh, "X-GitHub-Delivery": "\u00e9" * 200},
+            push,
+            400,
+        ),
+        (
+            "github: delivery id with a space",
+            "POST",
+            "/github",
+            {**gh, "X-GitHub-Delivery": "two words"},
+            push,
+            400,
+        ),
+        (
+            "github: non-printable delivery id",
+            "POST",
+            "/github",
+            {**gh, "X-GitHub-Delivery": "d\x7f1"},
+            push,
+            400,
+        ),
+        (
+            "github: overlong event",
+            "POST",
+            "/github",
+            {**gh, "X-GitHub-Event": "e" * 129},
+            push,
+            400,
+        ),
+        (
+            "github: signature header but no event or delivery id",
+            "POST",
+            "/github",
+            {"X-Hub-Signature-256": sig},
+            push,
+            400,
+        ),
+        (
             "github: oversized body",
             "POST",
             "/github",
@@ -381,6 +427,30 @@ def _bad_requests() -> list[tuple[str, str, str, dict[str, str], bytes, int]]:
             gemini_headers(b'{"type":"batch.succeeded","data":{}}'),
             b'{"type":"batch.succeeded","data":{}}',
             400,
+        ),
+        (
+            "gemini: overlong webhook-id",
+            "POST",
+            "/gemini",
+            gemini_headers(g_body, msg_id="m" * 201),
+            g_body,
+            400,
+        ),
+        (
+            "gemini: non-ASCII webhook-id",
+            "POST",
+            "/gemini",
+            {**g, "webhook-id": "\u00e9" * 200},
+            g_body,
+            400,
+        ),
+        (
+            "gemini: over its own limit, under MAX_BODY_BYTES",
+            "POST",
+            "/gemini",
+            gemini_headers(b"y" * (GEMINI_LIMIT + 1)),
+            b"y" * (GEMINI_LIMIT + 1),
+            413,
         ),
         (
             "gemini: oversized body",
@@ -542,4 +612,55 @@ def test_a_signed_but_absurdly_nested_body_is_a_400(ingress):
     body = b"[" * 5_000 + b"]" * 5_000  # deeper than the JSON parser's recursion limit
     response = ingress.client.post("/github", headers=github_headers(body), data=body)
     assert response.status_code == 400
+    assert ingress.tasks() == []
+
+
+def test_a_signed_github_body_replayed_under_a_new_delivery_id_is_a_duplicate(ingress):
+    first = ingress.client.post("/github", headers=github_headers(PUSH, delivery="d-1"), data=PUSH)
+    # The signature covers the body only: anyone holding it could re-send it as "d-2".
+    again = ingress.client.post("/github", headers=github_headers(PUSH, delivery="d-2"), data=PUSH)
+
+    assert (first.status_code, first.json["status"]) == (202, "accepted")
+    assert (again.status_code, again.json) == (
+        200,
+        {"status": "duplicate", "delivery_id": "d-2", "event": "push"},
+    )
+    [task] = ingress.tasks()
+    assert EnvelopeSealer([LOCAL_ENVELOPE_KEY]).open(task.http_request.body).delivery_id == "d-1"
+
+
+def test_another_github_body_is_another_task(ingress):
+    other = PUSH.replace(b'"forced": false', b'"forced": true')
+    assert other != PUSH
+    for body in (PUSH, other):
+        response = ingress.client.post("/github", headers=github_headers(body), data=body)
+        assert response.status_code == 202
+    assert len(ingress.tasks()) == 2
+
+
+def test_each_source_has_its_own_body_limit(ingress):
+    body = json.dumps({"zen": "x" * GEMINI_LIMIT}).encode()
+    assert GEMINI_LIMIT < len(body) <= SMALL_LIMIT
+
+    github = ingress.client.post("/github", headers=github_headers(body, event="issues"), data=body)
+    gemini = ingress.client.post("/gemini", headers=gemini_headers(body), data=body)
+
+    assert (github.status_code, github.json["status"]) == (200, "ignored")  # read and verified
+    assert (gemini.status_code, gemini.json) == (
+        413,
+        {"error": f"body over the {GEMINI_LIMIT}-byte limit"},
+    )
+
+
+def test_an_unusable_id_on_a_claim_checked_body_is_a_400_not_a_500(ingress, monkeypatch):
+    """A body over 512 KiB goes by claim check, keyed by the delivery id: the id is refused first."""
+    monkeypatch.setenv("MAX_BODY_BYTES", str(2 * 1024 * 1024))
+    client = _load_app().test_client()
+    body = json.dumps({"ref": "refs/heads/main", "padding": "p" * 600_000}).encode()
+    headers = github_headers(body, delivery="\u00e9" * 200)
+
+    response = client.post("/github", headers=headers, data=body)
+
+    assert response.status_code == 400
+    assert "X-GitHub-Delivery" in response.json["error"]
     assert ingress.tasks() == []

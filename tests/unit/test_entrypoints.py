@@ -6,6 +6,7 @@ loader; its reconcile endpoint is swapped for one over a fake reconciler.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -13,11 +14,13 @@ import functions_framework
 import pytest
 
 from shared import runtime
-from shared.config import Config
-from shared.entrypoints.http import Endpoint, Reply
+from shared.config import LOCAL_GEMINI_SECRET, Config
+from shared.entrypoints.http import Endpoint, Limit, Reply
+from shared.entrypoints.ingress import Ingress
 from shared.entrypoints.reconcile import ReconcileEndpoint
 from shared.errors import PermanentError, TransientError
 from shared.handler_context import ClientFactories, HandlerContext
+from shared.signatures import sign_standard_webhook
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -135,3 +138,100 @@ def test_the_reconcile_function_is_as_thin_as_the_others(reconcile_app):
         assert client.open(path, method=method, data=body).status_code == status, name
     assert reconciler.runs == 1
     assert client.post("/").get_json() == {"examined": 2, "settled": 1}
+
+
+def test_a_ceiling_lowers_any_endpoint_limit_and_content_length_is_checked_first():
+    headers = {"Content-Length": "11"}
+    assert Echo().preflight("POST", "/x", headers, 10) == Reply(
+        413, {"error": "body over the 10-byte limit"}
+    )
+    assert Echo().preflight("POST", "/x", {"Content-Length": "10"}, 10) == Limit("x", 10)
+    assert Echo().preflight("POST", "/x", {"Content-Length": "1e3"}, 10).status == 400  # type: ignore[union-attr]
+    assert Echo().handle("POST", "/x", {}, b"x" * 11, 10).status == 413
+
+
+GITHUB_LIMIT, GEMINI_LIMIT = 1000, 100
+SIGNATURE = "sha256=" + "ab" * 32
+GITHUB = {"X-Hub-Signature-256": SIGNATURE, "X-GitHub-Event": "push", "X-GitHub-Delivery": "d1"}
+
+
+def gemini(msg_id: str = "msg_1", timestamp: int | None = None) -> dict[str, str]:
+    stamp = int(time.time()) if timestamp is None else timestamp
+    return {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(stamp),
+        "webhook-signature": sign_standard_webhook(LOCAL_GEMINI_SECRET, msg_id, stamp, b"{}"),
+    }
+
+
+def length(headers: Mapping[str, str], n: int) -> dict[str, str]:
+    return {**headers, "Content-Length": str(n)}
+
+
+# (name, path, headers, Limit or refusal status): judged on headers alone, before any body.
+PREFLIGHT = [
+    (
+        "github within its limit",
+        "/github",
+        length(GITHUB, GITHUB_LIMIT),
+        Limit("github", GITHUB_LIMIT),
+    ),
+    ("github over its limit", "/github", length(GITHUB, GITHUB_LIMIT + 1), 413),
+    ("github, chunked: read up to the limit", "/github", GITHUB, Limit("github", GITHUB_LIMIT)),
+    (
+        "gemini within its limit",
+        "/gemini",
+        length(gemini(), GEMINI_LIMIT),
+        Limit("gemini", GEMINI_LIMIT),
+    ),
+    ("gemini over its own limit", "/gemini", length(gemini(), GEMINI_LIMIT + 1), 413),
+    ("unknown route", "/bitbucket", length({}, 10**9), 404),
+    (
+        "github without a signature",
+        "/github",
+        length({**GITHUB, "X-Hub-Signature-256": ""}, 10),
+        401,
+    ),
+    ("github with a sha1 signature", "/github", {**GITHUB, "X-Hub-Signature-256": "sha1=ab"}, 401),
+    (
+        "github without an event",
+        "/github",
+        {k: v for k, v in GITHUB.items() if "Event" not in k},
+        400,
+    ),
+    ("github with a non-ASCII id", "/github", {**GITHUB, "X-GitHub-Delivery": "\u00e9" * 200}, 400),
+    ("github with a 201-char id", "/github", {**GITHUB, "X-GitHub-Delivery": "d" * 201}, 400),
+    (
+        "github with a 200-char id",
+        "/github",
+        {**GITHUB, "X-GitHub-Delivery": "d" * 200},
+        Limit("github", GITHUB_LIMIT),
+    ),
+    ("gemini without a signature", "/gemini", {"webhook-id": "m", "webhook-timestamp": "1"}, 401),
+    ("gemini stale", "/gemini", gemini(timestamp=int(time.time()) - 3600), 401),
+    ("gemini with a non-ASCII id", "/gemini", {**gemini(), "webhook-id": "\u00e9" * 20}, 400),
+    ("malformed Content-Length", "/github", length(GITHUB, -1), 400),
+]
+
+
+@pytest.fixture
+def ingress_endpoint(monkeypatch) -> Iterator[Ingress]:
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "demo-hookledger")
+    monkeypatch.setenv("MAX_BODY_BYTES", str(GITHUB_LIMIT))
+    monkeypatch.setenv("MAX_GEMINI_BODY_BYTES", str(GEMINI_LIMIT))
+    runtime.reset()
+    yield runtime.ingress()
+    runtime.reset()
+
+
+@pytest.mark.parametrize(
+    ("name", "path", "headers", "expected"), [pytest.param(*c, id=c[0]) for c in PREFLIGHT]
+)
+def test_the_ingress_refuses_on_headers_before_reading_the_body(
+    ingress_endpoint, name, path, headers, expected
+):
+    decision = ingress_endpoint.preflight("POST", path, headers)
+    if isinstance(expected, Limit):
+        assert decision == expected, name
+    else:
+        assert isinstance(decision, Reply) and decision.status == expected, (name, decision)
