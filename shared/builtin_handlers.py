@@ -65,6 +65,7 @@ def review_push(event: Event, ctx: HandlerContext) -> Done | Ignored:
         gemini=ctx.gemini,
         github=ctx.github,
         review_path=ctx.config.review_path,
+        repositories=ctx.config.github_repositories,
         model=ctx.config.review_model,
         clock=ctx.clock,
     )

@@ -42,6 +42,7 @@ from shared.ledger.records import (
     SETTLED_BY,
     STUCK_ALERTED_AT,
     TERMINAL_STATUSES,
+    WRITEBACK_ERROR,
     Operation,
     Settlement,
     operation_from,
@@ -53,10 +54,6 @@ from shared.logs import get_logger
 from shared.retry import find_cause
 
 log = get_logger("ledger")
-
-# Set instead of the results when the write-back failed for good (docs/architecture.md,
-# "Settlement"): the operation is terminal, and the reason is on it, not retried forever.
-WRITEBACK_ERROR = "writeback_error"
 
 
 class Operations:

@@ -24,6 +24,9 @@ TERMINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled", "expired"})
 SETTLED_BY = frozenset({"webhook", "reconcile"})
 DELIVERY_STATUSES = frozenset({"queued", "done", "ignored", "dead"})
 STUCK_ALERTED_AT = "stuck_alerted_at"
+# Set instead of the results when the write-back failed for good (docs/architecture.md#settlement):
+# the operation is terminal with the reason on it, never retried forever.
+WRITEBACK_ERROR = "writeback_error"
 
 
 class Settlement(StrEnum):
@@ -83,6 +86,8 @@ class Operation:
     expire_at: datetime | None = None
     outbox: tuple[OutboxItem, ...] = ()
     stuck_alerted_at: datetime | None = None
+    # Set when a permanent write-back error settled the operation without its results.
+    writeback_error: Any = None
     update_time: datetime | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -106,6 +111,7 @@ class Operation:
             "context": self.context,
             "expire_at": self.expire_at,
             "stuck_alerted_at": self.stuck_alerted_at,
+            "writeback_error": self.writeback_error,
             "outbox": [item.to_dict() for item in self.outbox],
         }
 
@@ -203,6 +209,7 @@ def operation_from(data: Mapping[str, Any], doc_id: str, update_time: Any) -> Op
             for index, item in enumerate(data.get("outbox") or [])
         ),
         stuck_alerted_at=data.get(STUCK_ALERTED_AT),
+        writeback_error=data.get(WRITEBACK_ERROR),
         update_time=update_time,
     )
 
