@@ -4,14 +4,18 @@ Every API request (not `/_sim/`) is recorded in the request log first.
 
 Gemini paths are served under `v1`, `v1beta` and `v1alpha` alike: google-genai 3.x
 defaults to `v1`, older releases and `GOOGLE_GENAI_API_VERSION=beta` use `v1beta`.
-Every error answers JSON; nothing a client sends can crash the process.
+Every error answers JSON; nothing a client sends can crash the process. Gemini GETs
+(a batch, the batch list, an operation, an interaction) go through the fault model
+(`/_sim/faults`): added latency, then a hang past the client's timeout or an error.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import logging
+import socket
 import time
 from typing import Any
 
@@ -25,6 +29,7 @@ from local.simulator.gemini import (
     error_body,
     interaction_resource,
     operation_resource,
+    quota_error_body,
     rfc3339,
 )
 from local.simulator.state import (
@@ -70,19 +75,43 @@ def page_token(cursor: int) -> str:
     return base64.urlsafe_b64encode(f"after:{cursor}".encode()).decode()
 
 
+QUOTA_MESSAGE = (
+    "You exceeded your current quota, please check your plan and billing details. "
+    "For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits."
+)
+
+
 def inject_faults(sim: Simulator, what: str) -> None:
-    """Apply `/_sim/faults` to one GET of a batch or operation."""
-    status, latency_ms = sim.world.draw_fault()
-    if latency_ms:
-        time.sleep(latency_ms / 1000)
-    if status is not None:
-        raise InjectedFault(status, f"Simulated fault while reading {what}.")
+    """Apply `/_sim/faults` to one GET: latency, then a hang (timeout) or an error."""
+    fault = sim.faults.draw_get()
+    if fault.latency_ms:
+        time.sleep(fault.latency_ms / 1000)
+    if fault.hang_s is not None:
+        sim.faults.hang(fault.hang_s)
+        drop_connection()
+        raise InjectedFault(504, f"Simulated timeout while reading {what}.")
+    if fault.status is not None:
+        raise InjectedFault(fault.status, f"Simulated fault while reading {what}.")
+
+
+def drop_connection() -> None:
+    """Close this request's connection without an answer (a hung upstream giving up)."""
+    connection = request.environ.get("werkzeug.socket")
+    if connection is None:  # not served by werkzeug's server (e.g. a test client)
+        return
+    with contextlib.suppress(OSError):  # the client may already have gone away
+        connection.shutdown(socket.SHUT_RDWR)
 
 
 class InjectedFault(SimError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+    def body(self) -> dict[str, Any]:
+        if self.status == 429:
+            return quota_error_body(f"{QUOTA_MESSAGE} {self.message}")
+        return error_body(self.status, self.message)
 
 
 def webhook_json(webhook: RegisteredWebhook, new_secret: str | None = None) -> dict[str, Any]:
@@ -186,6 +215,8 @@ def create_app(sim: Simulator) -> Flask:
 
     @app.errorhandler(SimError)
     def sim_error(exc: SimError) -> Response:
+        if isinstance(exc, InjectedFault):
+            return json_response(exc.body(), exc.status)
         return json_response(error_body(exc.status, exc.message), exc.status)
 
     @app.errorhandler(HTTPException)
@@ -210,9 +241,7 @@ def create_app(sim: Simulator) -> Flask:
     @app.post(f"/{VERSION}/models/<model>:batchGenerateContent")
     def create_batch(version: str, model: str) -> Response:
         display_name, requests_, uris, user_metadata = parse_batch(read_json())
-        batch = sim.world.create_batch(
-            f"models/{model}", display_name, requests_, uris, user_metadata
-        )
+        batch = sim.create_batch(f"models/{model}", display_name, requests_, uris, user_metadata)
         event(logger, logging.INFO, "batch created", operation=batch.name, requests=len(requests_))
         return json_response(batch_resource(batch))
 

@@ -100,6 +100,21 @@ class SimulatorClient:
             body["seed"] = seed
         self._call("POST", "/_sim/faults", json=body)
 
+    def set_fault_model(self, **faults: Any) -> dict[str, Any]:
+        """Merge `faults` into the fault model; returns the full state `faults()` reports.
+
+        Keys as `POST /_sim/faults` takes them (see `local/simulator/control.py`), e.g.
+        `set_fault_model(error_rates={429: 0.1, 503: 0.1}, timeout_rate=0.05,
+        latency_ms=50, latency_jitter_ms=30, webhook_drop_rate=0.3, webhook_copies=3,
+        early_webhook=True, seed=7)`. An unknown key or a bad value raises
+        `requests.HTTPError` and changes nothing.
+        """
+        return dict(self._call("POST", "/_sim/faults", json=faults))
+
+    def faults(self) -> dict[str, Any]:
+        """The full fault state: every knob, `github_comment_post`, and `injected` counts."""
+        return dict(self._call("GET", "/_sim/faults"))
+
     def deliveries(self, operation: str | None = None) -> list[dict[str, Any]]:
         params = {"operation": operation} if operation else None
         return list(self._call("GET", "/_sim/webhook-deliveries", params=params)["deliveries"])

@@ -90,6 +90,16 @@ class CommitComments:
         with self._lock:
             self._fault = PostFault(fail, status, after_create)
 
+    def fault(self) -> dict[str, Any]:
+        """The post fault as `/_sim/faults` reports it: posts still to fail, status, when."""
+        with self._lock:
+            fault = self._fault
+            return {
+                "fail": fault.remaining,
+                "status": fault.status,
+                "after_create": fault.after_create,
+            }
+
     def post(self, owner: str, repo: str, sha: str, body: str) -> tuple[Comment | None, int]:
         """(the stored comment or None, the status to answer), consuming one injected fault."""
         with self._lock:

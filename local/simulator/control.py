@@ -1,21 +1,67 @@
 """The local-only control API under `/_sim/` (see docs/architecture.md, "Simulator control").
 
 - `POST /_sim/operations/{name}:complete` `{"state", "webhook"?, "rows"?, "error"?, "response"?}`
+  (`webhook`: `send` (default; `webhook_copies` copies, subject to `webhook_drop_rate`),
+  `duplicate` (2 copies, subject to the drop rate), `drop` (nothing sent or recorded))
 - `POST /_sim/operations` `{"name": "models/veo/operations/x", "metadata"?}` creates a
   pending non-batch operation (video generation, file-search import…)
-- `POST /_sim/faults` `{"get_error_rate", "status"?, "latency_ms"?, "seed"?}` and/or
-  `{"github_comment_post": {"fail": N, "status"?: 502, "after_create"?: false}}` (the next
-  N comment posts answer `status`, after storing the comment when `after_create`); a body
-  with only `github_comment_post` leaves the Gemini faults as they were
+- `POST /_sim/faults`, `GET /_sim/faults`: the fault model, below
 - `GET /_sim/github/comments`: every commit comment, and per commit `posts` received and
   `comments` stored
 - `GET /_sim/requests`: the last ~1000 GitHub and Gemini requests `{method, path, query}`
-- `POST /_sim/reset`
+- `POST /_sim/reset`: empties everything, faults included (hung GETs are let go)
 - `GET /_sim/webhook-deliveries[?operation=NAME]`, `GET /_sim/batches`, `GET /_sim/health`
 - `PUT /_sim/github/{owner}/{repo}/contents/{path}?ref=SHA` (raw bytes), and
   `POST /_sim/github/faults` `{"path", "status"?, "count"?}`
 
 Bad input is a 400 whose message names the offending field.
+
+Fault model
+-----------
+`POST /_sim/faults` takes a JSON object; every key is optional and is merged into the
+current faults (a key left out keeps its value). An unknown key is a 400 naming it; a
+bad value is a 400 naming the key, and then nothing changes. Both the answer and
+`GET /_sim/faults` report the full current state: every key below, plus
+`github_comment_post` and `injected` (counts since the last reset: `gets`, `errors` by
+status, `timeouts`, `delayed`, `latency_min_ms`, `latency_max_ms`, `latency_total_ms`,
+`webhooks`, `webhooks_dropped`, `webhook_copies_sent`, `early_webhooks`). All off by
+default; `POST /_sim/reset` turns every fault off.
+
+Gemini GETs (a batch, the batch list, an operation, an interaction):
+- `error_rates` `{"429": 0.1, "500": 0.05, "503": 0.1}`: share of GETs failing with each
+  status (replaces the whole map). A 429 carries Gemini's body: `RESOURCE_EXHAUSTED` with
+  `details` holding a `google.rpc.QuotaFailure` (`quotaId`, `quotaMetric`), a
+  `google.rpc.Help` and a `google.rpc.RetryInfo` (`retryDelay`, e.g. `"22s"`); others
+  the plain `{"error": {"code", "message", "status"}}`.
+- `get_error_rate` (0..1) with `status` (default 503): the original single-status
+  spelling, kept; it adds to `error_rates`.
+- `timeout_rate` (0..1): share of GETs that hang `timeout_hold_s` (default 30, up to
+  600) then close the connection without an answer, past any sane client timeout.
+  Timeouts plus error rates must not add up past 1.
+- `latency_ms`, `latency_jitter_ms` (0..60000): every GET waits `latency_ms` ±
+  `latency_jitter_ms`, uniformly drawn (never below 0), before its outcome.
+
+Completion webhooks:
+- `webhook_drop_rate` (0..1): each completion webhook is lost with this probability,
+  recorded in `/_sim/webhook-deliveries` as `{"dropped": true, "copy": 0, "attempt": 0}`
+  per target.
+- `webhook_copies` (1..10): each `send` webhook goes out this many times, same
+  `webhook-id`, same bytes.
+- `early_webhook` (bool): a created batch succeeds at once and its webhook goes out
+  before the create call answers (after the first attempt per target finished), so the
+  receiver sees an event for an operation its creator has not registered yet; the
+  create answer still shows the batch PENDING.
+- `webhook_before_register_ms` (0..60000): the create answer is held this much longer
+  after the early webhook; a positive value turns `early_webhook` on.
+
+- `seed` (integer or null): re-seeds the fault draws; with a seed, the n-th GET and the
+  n-th webhook always draw the same outcome.
+- `github_comment_post` `{"fail": N, "status"?: 502, "after_create"?: false}`: the next N
+  commit-comment posts answer `status` (after storing the comment when `after_create`).
+
+Example: `{"error_rates": {"429": 0.1, "503": 0.1}, "timeout_rate": 0.05,
+"timeout_hold_s": 30, "latency_ms": 50, "latency_jitter_ms": 30, "webhook_drop_rate": 0.3,
+"webhook_copies": 3, "seed": 7}`.
 """
 
 from __future__ import annotations
@@ -25,6 +71,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Blueprint, Response, request
 
 from local.simulator.engine import WEBHOOK_MODES
+from local.simulator.faults import GEMINI_KEYS, unknown_keys
 from local.simulator.gemini import batch_resource, operation_resource, prompt_text
 from local.simulator.github import DEFAULT_REF
 from local.simulator.state import BATCH_STATES, BadRequest
@@ -34,7 +81,7 @@ if TYPE_CHECKING:
     from local.simulator.engine import Simulator
 
 
-GEMINI_FIELDS = frozenset({"get_error_rate", "status", "latency_ms", "seed"})
+COMMENT_FAULT = "github_comment_post"
 
 
 def _is_int(value: Any) -> bool:
@@ -44,22 +91,6 @@ def _is_int(value: Any) -> bool:
 def _check_status(status: Any, field: str) -> None:
     if not _is_int(status) or not 400 <= status <= 599:
         raise BadRequest(f"{field} must be an HTTP error code 400..599, got {status!r}.")
-
-
-def _gemini_faults(body: dict[str, Any]) -> tuple[float, int, int, int | None]:
-    """(error rate, status, latency ms, seed) for GETs of batches and operations, validated."""
-    rate = body.get("get_error_rate", 0.0)
-    status = body.get("status", 503)
-    latency = body.get("latency_ms", 0)
-    seed = body.get("seed")
-    if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 <= rate <= 1:
-        raise BadRequest(f"get_error_rate must be a number in [0, 1], got {rate!r}.")
-    _check_status(status, "status")
-    if not _is_int(latency) or not 0 <= latency <= 60_000:
-        raise BadRequest(f"latency_ms must be a whole number 0..60000, got {latency!r}.")
-    if seed is not None and not _is_int(seed):
-        raise BadRequest(f"seed must be an integer, got {seed!r}.")
-    return rate, status, latency, seed
 
 
 def _comment_post_fault(value: Any) -> dict[str, Any]:
@@ -194,25 +225,26 @@ def blueprint(sim: Simulator) -> Blueprint:
             }
         )
 
+    def fault_state() -> dict[str, Any]:
+        return {**sim.faults.report(), COMMENT_FAULT: sim.comments.fault()}
+
     @bp.post("/faults")
-    def faults() -> Response:
+    def set_faults() -> Response:
         body = read_json()
-        comment_fault = None
-        if "github_comment_post" in body:
-            comment_fault = _comment_post_fault(body["github_comment_post"])
-        # A body naming only the comment fault leaves the Gemini faults as they were.
-        gemini = (
-            _gemini_faults(body) if comment_fault is None or set(body) & GEMINI_FIELDS else None
-        )
-        answer: dict[str, Any] = {}
+        unknown = unknown_keys(body, frozenset({COMMENT_FAULT}))
+        if unknown:
+            known = sorted(GEMINI_KEYS | {COMMENT_FAULT})
+            raise BadRequest(f"Unknown fault keys {unknown}; known keys: {known}.")
+        comment_fault = _comment_post_fault(body[COMMENT_FAULT]) if COMMENT_FAULT in body else None
+        # Validates the whole body before changing anything, so a 400 leaves every fault as it was.
+        sim.faults.update({key: value for key, value in body.items() if key != COMMENT_FAULT})
         if comment_fault is not None:
             sim.comments.set_fault(**comment_fault)
-            answer["github_comment_post"] = comment_fault
-        if gemini is not None:
-            rate, status, latency, seed = gemini
-            sim.world.set_faults(float(rate), status, latency, seed)
-            answer.update({"get_error_rate": rate, "status": status, "latency_ms": latency})
-        return json_response(answer)
+        return json_response(fault_state())
+
+    @bp.get("/faults")
+    def get_faults() -> Response:
+        return json_response(fault_state())
 
     @bp.get("/github/comments")
     def github_comments() -> Response:

@@ -1,8 +1,9 @@
-"""The simulator's behaviour: completing batches and operations and telling webhooks.
+"""The simulator's behaviour: creating and completing batches and operations and
+telling webhooks, through the fault model.
 
-`Simulator` ties the store (`World`), the webhook sender (`Dispatcher`), the GitHub
-file and commit-comment stores and the request log together; the HTTP layer (`app.py`,
-`control.py`, `github_routes.py`) only parses and answers.
+`Simulator` ties the store (`World`), the webhook sender (`Dispatcher`), the fault
+injector, the GitHub file and commit-comment stores and the request log together; the
+HTTP layer (`app.py`, `control.py`, `github_routes.py`) only parses and answers.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from local.simulator.comments import CommitComments
 from local.simulator.gemini import build_rows
 from local.simulator.github import Contents
+from local.simulator.injector import FaultInjector
 from local.simulator.state import (
     BATCH_STATES,
     Batch,
@@ -24,7 +26,7 @@ from local.simulator.state import (
     World,
 )
 from local.simulator.traffic import RequestLog
-from local.simulator.webhooks import Dispatcher, Target
+from local.simulator.webhooks import Dispatcher, Message, Target
 from shared.clock import Clock, monotonic, system_clock
 from shared.config import LOCAL_GEMINI_SECRET
 from shared.logs import event, get_logger
@@ -34,6 +36,14 @@ logger = get_logger("simulator.engine")
 DEFAULT_FAILURE = {"code": 13, "message": "Simulated batch failure."}
 CANCELLED_ERROR = {"code": 1, "message": "The batch was cancelled."}
 WEBHOOK_MODES = {"send": 1, "duplicate": 2, "drop": 0}
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A webhook handed to the dispatcher and how many targets it goes to."""
+
+    message: Message
+    targets: int
 
 
 @dataclass
@@ -58,6 +68,7 @@ class Simulator:
         self.contents = Contents()
         self.comments = CommitComments(clock)
         self.requests = RequestLog()
+        self.faults = FaultInjector()
         self.dispatcher = Dispatcher(
             self.world,
             retries=self.settings.webhook_retries,
@@ -70,10 +81,51 @@ class Simulator:
 
     def reset(self) -> None:
         self.world.reset()
+        self.faults.reset()
         self.dispatcher.reset()
         self.contents.reset()
         self.comments.reset()
         self.requests.reset()
+
+    # --- creation ------------------------------------------------------------------
+
+    def create_batch(
+        self,
+        model: str,
+        display_name: str,
+        requests: list[dict[str, Any]],
+        webhook_uris: tuple[str, ...] = (),
+        user_metadata: dict[str, Any] | None = None,
+    ) -> Batch:
+        """A new pending batch, as the create call answers it.
+
+        With the `early_webhook` fault on, the batch succeeds at once and its webhook
+        goes out before this returns (the creator cannot have registered it yet):
+
+            simulator                        receiver             creator
+            create batch b (pending)
+            complete b, send batch.succeeded ──▶ event for b: unknown
+            wait: first attempt per target done
+            hold webhook_before_register_ms
+            answer create: b, PENDING ──────────────────────────▶ registers b
+        """
+        batch = self.world.create_batch(model, display_name, requests, webhook_uris, user_metadata)
+        hold_s = self.faults.take_early_webhook()
+        if hold_s is None:
+            return batch
+        _done, sent = self._finish_batch(batch.id, "succeeded", "send", None, None)
+        if sent is not None:
+            wait_s = self.settings.webhook_timeout_s + 1.0
+            self.dispatcher.wait_for_attempts(sent.message.webhook_id, sent.targets, wait_s)
+        event(
+            logger,
+            logging.INFO,
+            "early webhook sent before the create answer",
+            operation=batch.name,
+        )
+        if hold_s:
+            self.faults.hang(hold_s)
+        return batch
 
     # --- completion ----------------------------------------------------------------
 
@@ -89,6 +141,16 @@ class Simulator:
 
         Completing again with the same state re-sends the webhook (a redelivery).
         """
+        return self._finish_batch(batch_id, state, webhook, rows, error)[0]
+
+    def _finish_batch(
+        self,
+        batch_id: str,
+        state: str,
+        webhook: str,
+        rows: dict[int, dict[str, Any]] | None,
+        error: dict[str, Any] | None,
+    ) -> tuple[Batch, Sent | None]:
         batch = self.world.batch(batch_id)
         batch_state = BATCH_STATES[state]
         built_rows = build_rows(batch, rows or {}) if state == "succeeded" else None
@@ -98,8 +160,7 @@ class Simulator:
         elif state == "cancelled":
             failure = CANCELLED_ERROR
         batch, _changed = self.world.finish_batch(batch_id, batch_state, built_rows, failure)
-        self._announce(f"batch.{state}", batch.name, webhook, batch)
-        return batch
+        return batch, self._announce(f"batch.{state}", batch.name, webhook, batch)
 
     def cancel_batch(self, batch_id: str) -> Batch:
         """The Gemini API's cancel: only a batch still pending or running can be cancelled."""
@@ -149,15 +210,25 @@ class Simulator:
                 targets.append(Target(registered.uri, tuple(live), registered.id))
         return targets
 
-    def _announce(self, event_type: str, name: str, mode: str, batch: Batch | None) -> None:
-        copies = WEBHOOK_MODES[mode]
-        if copies == 0:
-            return
+    def _announce(self, event_type: str, name: str, mode: str, batch: Batch | None) -> Sent | None:
+        """Send the completion webhook per `mode` and the fault model; None if none went out.
+
+        `drop` sends nothing and records nothing; a drop by `webhook_drop_rate` is
+        recorded per target. `send` sends `webhook_copies` copies, `duplicate` two.
+        """
+        if WEBHOOK_MODES[mode] == 0:
+            return None
+        copies = self.faults.draw_webhook(None if mode == "send" else WEBHOOK_MODES[mode])
         extra = None
         if batch is not None and batch.webhook_uris and batch.user_metadata is not None:
             extra = {"user_metadata": batch.user_metadata}
         message = self.dispatcher.message(event_type, name, extra)
-        self.dispatcher.dispatch(message, self.targets(event_type, batch), copies)
+        targets = self.targets(event_type, batch)
+        if copies == 0:
+            self.dispatcher.record_dropped(message, targets)
+            return None
+        self.dispatcher.dispatch(message, targets, copies)
+        return Sent(message, len(targets))
 
     def ping(self, webhook_id: str) -> None:
         """Send a signed `webhook.ping` event to one registered webhook."""

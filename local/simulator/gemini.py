@@ -46,6 +46,38 @@ def error_body(code: int, message: str) -> dict[str, Any]:
     }
 
 
+QUOTA_DOCS = "https://ai.google.dev/gemini-api/docs/rate-limits"
+QUOTA_RETRY_DELAY = "22s"
+
+
+def quota_error_body(message: str, model: str = "gemini-2.5-flash") -> dict[str, Any]:
+    """A 429 as the Gemini API sends it: RESOURCE_EXHAUSTED with google.rpc `details`.
+
+    The details carry a `QuotaFailure` naming the quota (`quotaId`, `quotaMetric`), a
+    `Help` link and a `RetryInfo` whose `retryDelay` is a protobuf Duration string.
+    """
+    body = error_body(429, message)
+    body["error"]["details"] = [
+        {
+            "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+            "violations": [
+                {
+                    "quotaMetric": "generativelanguage.googleapis.com/generate_requests_per_model",
+                    "quotaId": "GenerateRequestsPerMinutePerProjectPerModel",
+                    "quotaDimensions": {"location": "global", "model": model},
+                    "quotaValue": "1000",
+                }
+            ],
+        },
+        {
+            "@type": "type.googleapis.com/google.rpc.Help",
+            "links": [{"description": "Learn more about Gemini API quotas", "url": QUOTA_DOCS}],
+        },
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": QUOTA_RETRY_DELAY},
+    ]
+    return body
+
+
 def prompt_text(request: dict[str, Any]) -> str:
     """All text parts of one inline request, joined."""
     texts = []

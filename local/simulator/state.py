@@ -1,5 +1,5 @@
-"""The simulator's in-memory world: batches, other long-running operations, registered
-webhooks and injected faults, all behind one lock.
+"""The simulator's in-memory world: batches, other long-running operations and registered
+webhooks, all behind one lock (the fault model lives in `faults.py` / `injector.py`).
 
 Names follow the Gemini API: a batch is `batches/{id}`, any other operation keeps the
 name it was created with (e.g. `models/veo-2.0-generate-001/operations/abc`).
@@ -9,7 +9,6 @@ Every transition goes through `World`; callers get plain snapshots back.
 from __future__ import annotations
 
 import base64
-import random
 import secrets
 import threading
 import uuid
@@ -157,16 +156,6 @@ class RegisteredWebhook:
     consecutive_failures: int = 0
 
 
-@dataclass
-class Faults:
-    """Errors injected into GETs of batches and operations."""
-
-    get_error_rate: float = 0.0
-    status: int = 503
-    latency_ms: int = 0
-    rng: random.Random = field(default_factory=random.Random)
-
-
 def new_batch_id() -> str:
     """Lower-case alphanumeric, like the ids the Gemini API hands out."""
     return uuid.uuid4().hex[:20]
@@ -191,7 +180,6 @@ class World:
             self._seq = 0
             self._operations: dict[str, Operation] = {}
             self._webhooks: dict[str, RegisteredWebhook] = {}
-            self.faults = Faults()
             # Bumped on reset so deliveries still in flight stop recording into the new world.
             self.generation = getattr(self, "generation", 0) + 1
 
@@ -405,16 +393,3 @@ class World:
             webhook.consecutive_failures += 1
             if disable_after > 0 and webhook.consecutive_failures >= disable_after:
                 webhook.state = "disabled_due_to_failed_deliveries"
-
-    # --- faults --------------------------------------------------------------------
-
-    def set_faults(self, rate: float, status: int, latency_ms: int, seed: int | None) -> None:
-        with self._lock:
-            self.faults = Faults(rate, status, latency_ms, random.Random(seed))
-
-    def draw_fault(self) -> tuple[int | None, int]:
-        """(status to fail with or None, latency in ms) for one GET of a batch/operation."""
-        with self._lock:
-            faults = self.faults
-            fail = faults.get_error_rate > 0 and faults.rng.random() < faults.get_error_rate
-            return (faults.status if fail else None), faults.latency_ms

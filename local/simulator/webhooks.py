@@ -4,7 +4,8 @@ Each event is one message: one `webhook-id`, one timestamp, one body, POSTed to 
 target from a background thread (so the control call that triggered it returns fast),
 retried a bounded number of times on non-2xx or transport errors with doubling
 backoff (Gemini retries for 24 h; locally a handful is enough). Every attempt is
-recorded for tests (`Dispatcher.attempts()`).
+recorded for tests (`Dispatcher.attempts()`), and so is a message the fault model
+dropped (`dropped: true`, never sent). Copies of one message share its `webhook-id`.
 
 Signing uses the `standardwebhooks` reference library, an implementation independent
 of hookledger's own verifier, so end-to-end tests cross-check the two.
@@ -63,6 +64,7 @@ class Attempt:
     ok: bool
     error: str | None
     at: str
+    dropped: bool = False  # lost by the fault model (`webhook_drop_rate`): never sent
 
 
 def signature_header(secrets: tuple[str, ...], message: Message) -> str:
@@ -96,6 +98,7 @@ class Dispatcher:
         self.disable_after = disable_after
         self._post = post or requests.post
         self._lock = threading.Lock()
+        self._recorded = threading.Condition(self._lock)
         self._attempts: list[Attempt] = []
         self._threads: list[threading.Thread] = []
 
@@ -139,6 +142,42 @@ class Dispatcher:
             thread.start()
             with self._lock:
                 self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+
+    def record_dropped(self, message: Message, targets: list[Target]) -> None:
+        """Record `message` as dropped for each target (copy and attempt 0, nothing sent)."""
+        for target in targets:
+            self._append(
+                Attempt(
+                    webhook_id=message.webhook_id,
+                    type=message.event_type,
+                    operation=message.operation,
+                    target=target.url,
+                    copy=0,
+                    attempt=0,
+                    status=None,
+                    ok=False,
+                    error="dropped by the simulator's fault model (webhook_drop_rate)",
+                    at=rfc3339(self.world.clock()),
+                    dropped=True,
+                )
+            )
+        event(
+            logger,
+            logging.INFO,
+            "webhook dropped by the fault model",
+            webhook_id=message.webhook_id,
+            operation=message.operation,
+            targets=len(targets),
+        )
+
+    def wait_for_attempts(self, webhook_id: str, count: int, timeout: float) -> bool:
+        """Block until `count` attempts of `webhook_id` are recorded; False on `timeout`."""
+
+        def enough() -> bool:
+            return sum(1 for a in self._attempts if a.webhook_id == webhook_id) >= count
+
+        with self._recorded:
+            return self._recorded.wait_for(enough, timeout)
 
     def wait_idle(self, timeout: float = 10.0) -> None:
         """Block until every delivery started so far has finished (for shutdown)."""
@@ -228,18 +267,22 @@ class Dispatcher:
         ok: bool,
         error: str | None,
     ) -> None:
-        with self._lock:
-            self._attempts.append(
-                Attempt(
-                    webhook_id=message.webhook_id,
-                    type=message.event_type,
-                    operation=message.operation,
-                    target=target.url,
-                    copy=copy,
-                    attempt=attempt,
-                    status=status,
-                    ok=ok,
-                    error=error,
-                    at=rfc3339(self.world.clock()),
-                )
+        self._append(
+            Attempt(
+                webhook_id=message.webhook_id,
+                type=message.event_type,
+                operation=message.operation,
+                target=target.url,
+                copy=copy,
+                attempt=attempt,
+                status=status,
+                ok=ok,
+                error=error,
+                at=rfc3339(self.world.clock()),
             )
+        )
+
+    def _append(self, attempt: Attempt) -> None:
+        with self._recorded:
+            self._attempts.append(attempt)
+            self._recorded.notify_all()

@@ -5,8 +5,8 @@
 - `simulator_service`: one `python -m local.simulator` for the session, its static
   webhook URL pointing at the receiver, fast retry backoff; stopped by PID.
 - `simulator`: the same process reset before each test; has `.url`, `.control`
-  (a `SimulatorClient`), `.webhook_secret`, `.receiver`, `.genai()` (a real
-  google-genai client pointed at it) and `.github_comments()` (a real `CommentsClient`
+  (a `SimulatorClient`), `.webhook_secret`, `.receiver`, `.genai(timeout_ms=10_000)` (a
+  real google-genai client pointed at it, no retries) and `.github_comments()` (a real `CommentsClient`
   pointed at it, no backoff sleeps).
 """
 
@@ -117,12 +117,12 @@ class SimulatorHandle:
     receiver: WebhookReceiver
     pid: int
 
-    def genai(self) -> Any:
+    def genai(self, timeout_ms: int = 10_000) -> Any:
         """A real google-genai client talking to the simulator (API version v1beta)."""
         from google import genai
         from google.genai import types
 
-        options = types.HttpOptions(base_url=self.url, api_version="v1beta", timeout=10_000)
+        options = types.HttpOptions(base_url=self.url, api_version="v1beta", timeout=timeout_ms)
         return genai.Client(api_key="sim", http_options=options)
 
     def github_comments(self, **kwargs: Any) -> CommentsClient:
