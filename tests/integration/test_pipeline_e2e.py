@@ -267,8 +267,15 @@ def test_an_interaction_is_settled_by_its_interaction_completed_webhook(
         lambda: [o for o in operations(firestore_client) if o["status"] == "succeeded"],
     )
     assert (done[0]["name"], done[0]["settled_by"]) == (name, "webhook")
-    [delivery] = [d.to_dict() for d in firestore_client.collection("deliveries").stream()]
-    assert (delivery["event"], delivery["status"]) == ("interaction.completed", "done")
+
+    def finished() -> list[dict]:
+        # The worker marks the delivery done just after the settling commit: wait for it.
+        found = [d.to_dict() for d in firestore_client.collection("deliveries").stream()]
+        mine = [d for d in found if d.get("event") == "interaction.completed"]
+        return mine if mine and all(d["status"] != "queued" for d in mine) else []
+
+    [delivery] = wait_for("the webhook delivery to finish", finished)
+    assert delivery["status"] == "done"
 
 
 def test_a_push_with_no_reviewable_file_is_ignored(fresh: Stack, firestore_client):

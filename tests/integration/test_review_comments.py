@@ -59,7 +59,8 @@ def registered(ledger: Ledger) -> Operation:
         found = ledger.list_operations(limit=2)
         return found[0] if len(found) == 1 else None
 
-    return wait_until(one, 30, "the review batch to be registered", every=0.1)
+    # Generous: the first push of a module also warms the worker's imports on a loaded machine.
+    return wait_until(one, 90, "the review batch to be registered", every=0.1)
 
 
 def commit_comments(stack: PipelineStack) -> dict[str, Any]:
