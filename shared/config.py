@@ -50,6 +50,8 @@ class Config:
     signature_tolerance_s: int = 300
     max_body_bytes: int = 26_214_400
     firestore_emulator_host: str = ""
+    # The claim store's own Firestore database: the ingress's account may reach only it.
+    claims_database: str = "hookledger-claims"
     cloud_tasks_emulator_host: str = ""
     gemini_base_url: str = ""
     gemini_api_key: str = ""
@@ -167,6 +169,7 @@ class Config:
             signature_tolerance_s=integer("SIGNATURE_TOLERANCE_S", d.signature_tolerance_s),
             max_body_bytes=integer("MAX_BODY_BYTES", d.max_body_bytes, minimum=1),
             firestore_emulator_host=text("FIRESTORE_EMULATOR_HOST", ""),
+            claims_database=text("CLAIMS_DATABASE", d.claims_database) or d.claims_database,
             cloud_tasks_emulator_host=text("CLOUD_TASKS_EMULATOR_HOST", ""),
             gemini_base_url=text("GEMINI_BASE_URL", d.gemini_base_url),
             gemini_api_key=text("GEMINI_API_KEY", d.gemini_api_key),
