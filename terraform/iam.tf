@@ -39,17 +39,36 @@ resource "google_service_account" "build" {
   depends_on = [google_project_service.api]
 }
 
-# Firestore grants only exist at project level; the condition narrows them to the one database.
+locals {
+  # Which Firestore databases each function's account may use. The public ingress only
+  # writes claim-checked payloads; the worker reads them back and keeps the ledger;
+  # reconcile keeps the ledger and seals check pages, which go by claim check over 512 KiB.
+  firestore_access = {
+    ingress   = ["claims"]
+    worker    = ["main", "claims"]
+    reconcile = ["main", "claims"]
+  }
+
+  firestore_grants = {
+    for grant in flatten([
+      for fn, databases in local.firestore_access : [
+        for database in databases : { function = fn, database = database }
+      ]
+    ]) : "${grant.function}-${grant.database}" => grant
+  }
+}
+
+# Firestore grants only exist at project level; the condition narrows each to one database.
 resource "google_project_iam_member" "firestore_user" {
-  for_each = local.functions
+  for_each = local.firestore_grants
 
   project = var.project_id
   role    = "roles/datastore.user"
-  member  = google_service_account.function[each.key].member
+  member  = google_service_account.function[each.value.function].member
 
   condition {
-    title      = "hookledger-database-only"
-    expression = "resource.name.startsWith(\"${google_firestore_database.main.id}\")"
+    title      = "hookledger-${each.value.database}-database-only"
+    expression = "resource.name == \"${local.firestore_database_names[each.value.database]}\""
   }
 }
 
