@@ -62,11 +62,11 @@ def _firestore_reach(tf: Module) -> dict[str, set[str]]:
     assert _attr(grant, "for_each") == "${local.firestore_grants}"
     assert _attr(grant, "role") == "roles/datastore.user"
     assert _attr(grant, "member") == FUNCTION_MEMBER
-    expr = tf.locals["firestore_grants"]
-    # One grant per (function, database) pair of local.firestore_access, nothing added.
-    assert "for fn , databases in local.firestore_access" in expr, expr
-    assert "for database in databases : {'function': '${fn}', 'database': '${database}'}" in expr
-    assert expr.endswith('"${grant.function}-${grant.database}" => grant}}'), expr
+    grants = tf.locals["firestore_grants"]
+    assert isinstance(grants, dict), f"local.firestore_grants must be a literal map: {grants!r}"
+    for key, pair in grants.items():
+        assert set(pair) == {"function", "database"}, key
+        assert key == f"{pair['function']}-{pair['database']}", key
 
     condition = _block(grant, "condition")
     template = _attr(condition, "expression")
@@ -76,14 +76,14 @@ def _firestore_reach(tf: Module) -> dict[str, set[str]]:
     ), template
     names = _database_names(tf)
     reach: dict[str, set[str]] = {}
-    for function, databases in tf.locals["firestore_access"].items():
-        for database in databases:
-            rendered = _render(
-                template, {"local.firestore_database_names[each.value.database]": names[database]}
-            )
-            match = re.fullmatch(r'resource\.name == \\"(projects/[^"\\]+)\\"', rendered)
-            assert match, rendered
-            reach.setdefault(function, set()).add(match.group(1))
+    for pair in grants.values():
+        rendered = _render(
+            template,
+            {"local.firestore_database_names[each.value.database]": names[pair["database"]]},
+        )
+        match = re.fullmatch(r'resource\.name == \\"(projects/[^"\\]+)\\"', rendered)
+        assert match, rendered
+        reach.setdefault(pair["function"], set()).add(match.group(1))
     return reach
 
 
@@ -131,7 +131,9 @@ def test_the_claims_database_matches_the_ledger_and_the_code(tf: Module) -> None
 
 def test_claims_database_name_reaches_the_functions_that_read_it(tf: Module) -> None:
     readers = {fn for fn in FUNCTIONS if "CLAIMS_DATABASE" in PRODUCTION_ENV_NAMES[fn]}
-    granted = {fn for fn, dbs in tf.locals["firestore_access"].items() if "claims" in dbs}
+    granted = {
+        g["function"] for g in tf.locals["firestore_grants"].values() if g["database"] == "claims"
+    }
     assert readers == granted
     env = tf.locals["function_env"]
     for fn in readers:
