@@ -228,6 +228,7 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "ENVELOPE_KEYS",
         "SIGNATURE_TOLERANCE_S",
         "MAX_BODY_BYTES",
+        "CLAIMS_DATABASE",
     ),
     "worker": (
         "GOOGLE_CLOUD_PROJECT",
@@ -250,6 +251,7 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "RECONCILE_BACKOFF_FIRST_S",
         "RECONCILE_BACKOFF_CAP_S",
         "RECONCILE_BACKOFF_JITTER",
+        "CLAIMS_DATABASE",
     ),
     "reconcile": (
         "GOOGLE_CLOUD_PROJECT",
@@ -273,5 +275,7 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "RECONCILE_BACKOFF_FIRST_S",
         "RECONCILE_BACKOFF_CAP_S",
         "RECONCILE_BACKOFF_JITTER",
+        # Its check pages go by claim check when over 512 KiB.
+        "CLAIMS_DATABASE",
     ),
 }
