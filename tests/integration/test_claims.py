@@ -47,6 +47,7 @@ def store(claims_firestore_client):
     return FirestoreClaimStore(claims_firestore_client, clock=FakeClock(START))
 
 
+@pytest.mark.slow
 def test_a_5_mib_body_round_trips_and_the_sealed_envelope_stays_under_1_mb(
     claims_firestore_client, store
 ):
@@ -75,6 +76,7 @@ def test_a_5_mib_body_round_trips_and_the_sealed_envelope_stays_under_1_mb(
     assert all(c.get("expire_at") == START + timedelta(days=14) for c in chunks)
 
 
+@pytest.mark.slow
 def test_a_25_mib_body_round_trips(store):
     body = payload(25 * MIB)
 

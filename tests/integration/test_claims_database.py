@@ -70,6 +70,7 @@ def apps(cloudtasks_emulator, firestore_client, monkeypatch):  # type: ignore[no
     tasks_client.delete_queue(name=queue)
 
 
+@pytest.mark.slow
 def test_a_claim_checked_push_lands_in_the_claims_database_and_only_there(
     apps, firestore_client, claims_firestore_client
 ):
