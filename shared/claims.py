@@ -90,7 +90,7 @@ def claim_key(source: str, delivery_id: str) -> str:
     The same (source, delivery id) always gives the same key (a redelivery finds its
     claim). A short id is kept readable, percent-encoded: ``github:abc-123``. An id whose
     encoding is longer than `READABLE_ID_CHARS` (a 200-character non-ASCII id encodes to
-    ~1,800) keeps a readable prefix and ends in ``+`` and the SHA-256 of the whole id, so
+    over 1,000) keeps a readable prefix and ends in ``+`` and the SHA-256 of the whole id, so
     a key never exceeds `MAX_CLAIM_KEY_CHARS` ASCII characters. Percent-encoding never
     emits ``+``, so a hashed key cannot equal any readable one.
 

@@ -44,8 +44,7 @@ resource "google_firestore_database" "claims" {
   name        = "${var.name_prefix}-claims"
   location_id = google_firestore_database.main.location_id
   type        = google_firestore_database.main.type
-  # Payloads are written once and kept 14 days: the same protection as the ledger still
-  # keeps an accidental destroy from dropping bodies the queue has yet to deliver.
+  # The ledger's protection: a destroy must not drop bodies the queue has yet to deliver.
   concurrency_mode                  = "PESSIMISTIC"
   point_in_time_recovery_enablement = var.firestore.point_in_time_recovery ? "POINT_IN_TIME_RECOVERY_ENABLED" : "POINT_IN_TIME_RECOVERY_DISABLED"
   delete_protection_state           = var.firestore.delete_protection ? "DELETE_PROTECTION_ENABLED" : "DELETE_PROTECTION_DISABLED"

@@ -53,7 +53,8 @@ locals {
   }
 }
 
-# Firestore grants only exist at project level; the condition narrows each to one database.
+# Firestore grants only exist at project level; the condition narrows each to one database:
+# its resource name, or a name under it ("/" keeps hookledger-claims2 out).
 resource "google_project_iam_member" "firestore_user" {
   for_each = local.firestore_grants
 
@@ -63,7 +64,7 @@ resource "google_project_iam_member" "firestore_user" {
 
   condition {
     title      = "hookledger-${each.value.database}-database-only"
-    expression = "resource.name == \"${local.firestore_database_names[each.value.database]}\""
+    expression = "resource.name == \"${local.firestore_database_names[each.value.database]}\" || resource.name.startsWith(\"${local.firestore_database_names[each.value.database]}/\")"
   }
 }
 

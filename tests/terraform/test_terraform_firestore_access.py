@@ -70,9 +70,11 @@ def _firestore_reach(tf: Module) -> dict[str, set[str]]:
 
     condition = _block(grant, "condition")
     template = _attr(condition, "expression")
-    # Equality with one database's resource name: no prefix match, no alternative.
+    # One database: its resource name, or a name under it. A bare prefix match would also
+    # admit "hookledger-claims2"; the "/" keeps it out.
+    name = "${local.firestore_database_names[each.value.database]}"
     assert template == (
-        'resource.name == \\"${local.firestore_database_names[each.value.database]}\\"'
+        f'resource.name == \\"{name}\\" || resource.name.startsWith(\\"{name}/\\")'
     ), template
     names = _database_names(tf)
     reach: dict[str, set[str]] = {}
@@ -81,8 +83,12 @@ def _firestore_reach(tf: Module) -> dict[str, set[str]]:
             template,
             {"local.firestore_database_names[each.value.database]": names[pair["database"]]},
         )
-        match = re.fullmatch(r'resource\.name == \\"(projects/[^"\\]+)\\"', rendered)
-        assert match, rendered
+        match = re.fullmatch(
+            r'resource\.name == \\"(projects/[^"\\]+)\\" \|\| '
+            r'resource\.name\.startsWith\(\\"(projects/[^"\\]+)/\\"\)',
+            rendered,
+        )
+        assert match and match.group(1) == match.group(2), rendered
         reach.setdefault(pair["function"], set()).add(match.group(1))
     return reach
 
