@@ -61,9 +61,14 @@ def start_firestore(
     )
 
 
-def reset(host_port: str, project: str) -> None:
-    """Delete every document in `project`'s default database (the emulator's reset endpoint)."""
-    url = f"http://{host_port}/emulator/v1/projects/{project}/databases/(default)/documents"
+def reset(host_port: str, project: str, database: str = "(default)") -> None:
+    """Delete every document in one of `project`'s databases (the emulator's reset endpoint).
+
+    The emulator serves any named database on first use (no setup): the claim store's
+    (`CLAIMS_DATABASE`) is reset by naming it here.
+    """
+    url = f"http://{host_port}/emulator/v1/projects/{project}/databases/{database}/documents"
     request = urllib.request.Request(url, method="DELETE")
-    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 (loopback)
+    # The emulator's first request warms its JVM: seconds on a loaded machine, hence 30 s.
+    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (loopback)
         response.read()

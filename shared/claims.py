@@ -1,10 +1,13 @@
 """Claim-check storage for payloads too large to ride inside a Cloud Task (1 MB limit).
 
 A body is stored first under a key derived from its delivery, and the task carries only
-the reference. `FirestoreClaimStore` splits it into chunk documents under
-``payloads/{key}/chunks/{n}`` (a Firestore document holds at most 1 MiB) and writes the
-parent ``payloads/{key}`` last, as the commit marker; the parent holds the sha256, size
-and chunk count, checked on every read. Both carry ``expire_at`` for a TTL policy.
+the reference. The store lives in its own Firestore database (``CLAIMS_DATABASE``), apart
+from the ledger, so the public ingress's account can be granted that database and nothing
+else (docs/architecture.md, "Data model"). `FirestoreClaimStore` splits it into chunk
+documents under ``payloads/{key}/chunks/{n}`` (a Firestore document holds at most 1 MiB)
+and writes the parent ``payloads/{key}`` last, as the commit marker; the parent holds the
+sha256, size and chunk count, checked on every read. Both carry ``expire_at`` for a TTL
+policy (set on the claims database by terraform/firestore.tf).
 
 What callers may rely on:
 - ``put(key, data)`` returns a reference that ``get`` accepts; putting the same bytes
@@ -46,7 +49,11 @@ CHUNKS_PER_BATCH = 4
 DEFAULT_TTL = timedelta(days=14)
 COLLECTION = "payloads"
 CHUNKS = "chunks"
-_MAX_KEY_CHARS = 700
+# Firestore allows 1,500 bytes per document id; claim keys stay far below (ASCII).
+MAX_CLAIM_KEY_CHARS = 256
+# A percent-encoded delivery id longer than this is shortened and hashed (see claim_key).
+READABLE_ID_CHARS = 128
+_HASHED_PREFIX_CHARS = 64
 
 
 class ClaimError(HookledgerError):
@@ -78,18 +85,43 @@ class ClaimStore(Protocol):
 
 
 def claim_key(source: str, delivery_id: str) -> str:
-    """The storage key for one delivery's payload: readable and a valid document id."""
+    """The storage key for one delivery's payload: a valid document id for ANY delivery id.
+
+    The same (source, delivery id) always gives the same key (a redelivery finds its
+    claim). A short id is kept readable, percent-encoded: ``github:abc-123``. An id whose
+    encoding is longer than `READABLE_ID_CHARS` (a 200-character non-ASCII id encodes to
+    over 1,000) keeps a readable prefix and ends in ``+`` and the SHA-256 of the whole id, so
+    a key never exceeds `MAX_CLAIM_KEY_CHARS` ASCII characters. Percent-encoding never
+    emits ``+``, so a hashed key cannot equal any readable one.
+
+    Raises `ValueError` only for an empty source or delivery id.
+    """
     if not source or not delivery_id:
         raise ValueError("claim_key needs a source and a delivery id")
-    key = f"{source}:{quote(delivery_id, safe='')}"
-    if len(key) > _MAX_KEY_CHARS:
-        raise ValueError(f"claim key for delivery {delivery_id[:64]!r}… is too long")
-    return key
+    # surrogatepass: an id decoded from JSON may hold a lone surrogate; it still gets a key.
+    encoded = quote(delivery_id, safe="", errors="surrogatepass")
+    if len(encoded) > READABLE_ID_CHARS:
+        digest = hashlib.sha256(delivery_id.encode("utf-8", "surrogatepass")).hexdigest()
+        encoded = f"{_cut_encoded(encoded, _HASHED_PREFIX_CHARS)}+{digest}"
+    return f"{quote(source, safe='')}:{encoded}"
+
+
+def _cut_encoded(encoded: str, limit: int) -> str:
+    """`encoded` cut to at most `limit` characters, never inside a ``%XX`` escape."""
+    cut = encoded[:limit]
+    escape = cut.rfind("%", max(0, len(cut) - 2))
+    return cut[:escape] if escape != -1 else cut
 
 
 def _check_put(key: str, data: bytes) -> str:
-    if not key or "/" in key or len(key) > _MAX_KEY_CHARS or key in (".", ".."):
-        raise ValueError(f"claim key {key!r} is not a valid document id")
+    if (
+        not key
+        or "/" in key
+        or len(key.encode("utf-8", "surrogatepass")) > MAX_CLAIM_KEY_CHARS
+        or key in (".", "..")
+        or (key.startswith("__") and key.endswith("__"))
+    ):
+        raise ValueError(f"claim key {key[:80]!r} is not a valid document id")
     if not isinstance(data, bytes | bytearray):
         raise TypeError("claim data must be bytes")
     if len(data) > MAX_CLAIM_BYTES:

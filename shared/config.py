@@ -82,6 +82,8 @@ class Config:
     # Gemini notifications are thin JSON (an event type and an id): no reason to take more.
     max_gemini_body_bytes: int = 65_536
     firestore_emulator_host: str = ""
+    # The claim store's own Firestore database: the ingress's account may reach only it.
+    claims_database: str = "hookledger-claims"
     cloud_tasks_emulator_host: str = ""
     gemini_base_url: str = ""
     gemini_api_key: str = ""
@@ -223,6 +225,7 @@ class Config:
                 "MAX_GEMINI_BODY_BYTES", d.max_gemini_body_bytes, minimum=1
             ),
             firestore_emulator_host=text("FIRESTORE_EMULATOR_HOST", ""),
+            claims_database=text("CLAIMS_DATABASE", d.claims_database) or d.claims_database,
             cloud_tasks_emulator_host=text("CLOUD_TASKS_EMULATOR_HOST", ""),
             gemini_base_url=text("GEMINI_BASE_URL", d.gemini_base_url),
             gemini_api_key=text("GEMINI_API_KEY", d.gemini_api_key),
@@ -312,6 +315,7 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "ENVELOPE_KEYS",
         "SIGNATURE_TOLERANCE_S",
         "MAX_BODY_BYTES",
+        "CLAIMS_DATABASE",
     ),
     "worker": (
         "GOOGLE_CLOUD_PROJECT",
@@ -335,6 +339,7 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "RECONCILE_BACKOFF_FIRST_S",
         "RECONCILE_BACKOFF_CAP_S",
         "RECONCILE_BACKOFF_JITTER",
+        "CLAIMS_DATABASE",
     ),
     "reconcile": (
         "GOOGLE_CLOUD_PROJECT",
@@ -358,5 +363,7 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "RECONCILE_BACKOFF_FIRST_S",
         "RECONCILE_BACKOFF_CAP_S",
         "RECONCILE_BACKOFF_JITTER",
+        # Its check pages go by claim check when over 512 KiB.
+        "CLAIMS_DATABASE",
     ),
 }

@@ -84,6 +84,19 @@ def firestore_client() -> firestore.Client:
     return firestore.Client(project=config().project)
 
 
+@once
+def claims_firestore_client() -> firestore.Client:
+    """The client of the claim store's own database (`CLAIMS_DATABASE`), never the ledger's.
+
+    The ingress builds only this one: its account is granted this database alone
+    (docs/architecture.md, "Data model").
+    """
+    from google.cloud import firestore
+
+    cfg = config()
+    return firestore.Client(project=cfg.project, database=cfg.claims_database)
+
+
 class _LazyFirestoreClaims:
     """A claim store that builds its Firestore client on first use (rare: bodies > 512 KiB)."""
 
@@ -94,7 +107,7 @@ class _LazyFirestoreClaims:
     def _build() -> ClaimStore:
         from shared.claims import FirestoreClaimStore
 
-        return FirestoreClaimStore(firestore_client(), clock=system_clock)
+        return FirestoreClaimStore(claims_firestore_client(), clock=system_clock)
 
     def put(self, key: str, data: bytes) -> str:
         return self._store().put(key, data)

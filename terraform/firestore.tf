@@ -10,10 +10,20 @@ locals {
   firestore_ttl_fields = {
     for ttl in local.firestore_spec.ttl : "${ttl.collectionGroup}.${ttl.field}" => ttl
   }
+
+  # The claim store's collections (shared/claims.py) live in the claims database, the rest
+  # (the ledger) in (default).
+  claims_collections = ["payloads", "chunks"]
+
+  # IAM conditions match a Firestore database by its resource name, projects/P/databases/D.
+  firestore_database_names = {
+    main   = "projects/${var.project_id}/databases/${google_firestore_database.main.name}"
+    claims = "projects/${var.project_id}/databases/${google_firestore_database.claims.name}"
+  }
 }
 
 resource "google_firestore_database" "main" {
-  # The code uses the default database (it reads no database name from the environment).
+  # The ledger: the code's default client (it reads no database name for it).
   project     = var.project_id
   name        = "(default)"
   location_id = coalesce(var.firestore.location, var.region)
@@ -27,11 +37,27 @@ resource "google_firestore_database" "main" {
   depends_on = [google_project_service.api]
 }
 
+# Claim-checked payloads (bodies over 512 KiB) apart from the ledger, so the public ingress's
+# account is granted this database and nothing else (iam.tf). Its name is CLAIMS_DATABASE.
+resource "google_firestore_database" "claims" {
+  project     = var.project_id
+  name        = "${var.name_prefix}-claims"
+  location_id = google_firestore_database.main.location_id
+  type        = google_firestore_database.main.type
+  # The ledger's protection: a destroy must not drop bodies the queue has yet to deliver.
+  concurrency_mode                  = "PESSIMISTIC"
+  point_in_time_recovery_enablement = var.firestore.point_in_time_recovery ? "POINT_IN_TIME_RECOVERY_ENABLED" : "POINT_IN_TIME_RECOVERY_DISABLED"
+  delete_protection_state           = var.firestore.delete_protection ? "DELETE_PROTECTION_ENABLED" : "DELETE_PROTECTION_DISABLED"
+  deletion_policy                   = var.firestore.delete_protection ? "ABANDON" : "DELETE"
+
+  depends_on = [google_project_service.api]
+}
+
 resource "google_firestore_field" "ttl" {
   for_each = local.firestore_ttl_fields
 
   project    = var.project_id
-  database   = google_firestore_database.main.name
+  database   = contains(local.claims_collections, each.value.collectionGroup) ? google_firestore_database.claims.name : google_firestore_database.main.name
   collection = each.value.collectionGroup
   field      = each.value.field
 

@@ -39,17 +39,32 @@ resource "google_service_account" "build" {
   depends_on = [google_project_service.api]
 }
 
-# Firestore grants only exist at project level; the condition narrows them to the one database.
+locals {
+  # Which Firestore database each function's account may use, one grant per pair. The public
+  # ingress only writes claim-checked payloads; the worker reads them back and keeps the
+  # ledger; reconcile keeps the ledger and seals check pages, which go by claim check over
+  # 512 KiB. Written out (not computed) so checkov and the tests see every grant.
+  firestore_grants = {
+    ingress-claims   = { function = "ingress", database = "claims" }
+    worker-main      = { function = "worker", database = "main" }
+    worker-claims    = { function = "worker", database = "claims" }
+    reconcile-main   = { function = "reconcile", database = "main" }
+    reconcile-claims = { function = "reconcile", database = "claims" }
+  }
+}
+
+# Firestore grants only exist at project level; the condition narrows each to one database:
+# its resource name, or a name under it ("/" keeps hookledger-claims2 out).
 resource "google_project_iam_member" "firestore_user" {
-  for_each = local.functions
+  for_each = local.firestore_grants
 
   project = var.project_id
   role    = "roles/datastore.user"
-  member  = google_service_account.function[each.key].member
+  member  = google_service_account.function[each.value.function].member
 
   condition {
-    title      = "hookledger-database-only"
-    expression = "resource.name.startsWith(\"${google_firestore_database.main.id}\")"
+    title      = "hookledger-${each.value.database}-database-only"
+    expression = "resource.name == \"${local.firestore_database_names[each.value.database]}\" || resource.name.startsWith(\"${local.firestore_database_names[each.value.database]}/\")"
   }
 }
 

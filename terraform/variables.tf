@@ -26,7 +26,7 @@ variable "enable_apis" {
 }
 
 variable "firestore" {
-  description = "The Firestore database (always `(default)`, Native mode): location (null = `region`), point-in-time recovery and delete protection."
+  description = "The Firestore databases, both Native mode: `(default)` holds the ledger and `<name_prefix>-claims` the claim-checked payloads (the only one the public ingress may reach). Location (null = `region`), point-in-time recovery and delete protection apply to both."
   type = object({
     delete_protection      = optional(bool, true)
     location               = optional(string)
@@ -86,7 +86,7 @@ variable "labels" {
 }
 
 variable "name_prefix" {
-  description = "Prefix of every resource name (functions, service accounts, secrets, bucket, metrics)."
+  description = "Prefix of every resource name (functions, service accounts, secrets, bucket, metrics, the `<name_prefix>-claims` Firestore database)."
   type        = string
   default     = "hookledger"
 

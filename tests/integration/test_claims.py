@@ -1,5 +1,6 @@
-"""The Firestore claim store against the official emulator: big payloads round-trip,
-stay out of the task, and corruption is detected."""
+"""The Firestore claim store against the official emulator, in its own database as deployed:
+big payloads round-trip, stay out of the task and out of the ledger's database, any
+delivery id gives a usable key, and corruption is detected."""
 
 from __future__ import annotations
 
@@ -42,11 +43,14 @@ def envelope(body: bytes, delivery_id: str = "d-big") -> Envelope:
 
 
 @pytest.fixture
-def store(firestore_client):
-    return FirestoreClaimStore(firestore_client, clock=FakeClock(START))
+def store(claims_firestore_client):
+    return FirestoreClaimStore(claims_firestore_client, clock=FakeClock(START))
 
 
-def test_a_5_mib_body_round_trips_and_the_sealed_envelope_stays_under_1_mb(firestore_client, store):
+@pytest.mark.slow
+def test_a_5_mib_body_round_trips_and_the_sealed_envelope_stays_under_1_mb(
+    claims_firestore_client, store
+):
     body = payload(5 * MIB)
     clock = FakeClock(START)
     sealer = EnvelopeSealer(["local-envelope-key"], clock=clock, claims=store)
@@ -56,19 +60,23 @@ def test_a_5_mib_body_round_trips_and_the_sealed_envelope_stays_under_1_mb(fires
 
     assert len(sealed) < 1_000_000
     assert resolve_body(opened, store) == body
-    parent = firestore_client.collection("payloads").document(opened.claim).get().to_dict()
+    parent = claims_firestore_client.collection("payloads").document(opened.claim).get().to_dict()
     assert parent["sha256"] == hashlib.sha256(body).hexdigest()
     assert parent["size"] == len(body)
     assert parent["chunks"] == -(-len(body) // CHUNK_BYTES) == 6
     assert parent["expire_at"] == START + timedelta(days=14)
     chunks = list(
-        firestore_client.collection("payloads").document(opened.claim).collection("chunks").stream()
+        claims_firestore_client.collection("payloads")
+        .document(opened.claim)
+        .collection("chunks")
+        .stream()
     )
     assert len(chunks) == 6
     assert all(len(c.get("data")) <= CHUNK_BYTES for c in chunks)
     assert all(c.get("expire_at") == START + timedelta(days=14) for c in chunks)
 
 
+@pytest.mark.slow
 def test_a_25_mib_body_round_trips(store):
     body = payload(25 * MIB)
 
@@ -78,27 +86,30 @@ def test_a_25_mib_body_round_trips(store):
 
 
 def test_putting_the_same_payload_again_is_a_no_op_and_a_different_one_conflicts(
-    firestore_client, store
+    claims_firestore_client, store
 ):
     body = payload(2 * MIB)
     key = claim_key("github", "d-again")
 
     first = store.put(key, body)
-    created = firestore_client.collection("payloads").document(key).get().update_time
+    created = claims_firestore_client.collection("payloads").document(key).get().update_time
     second = store.put(key, body)
 
     assert first == second == key
-    assert firestore_client.collection("payloads").document(key).get().update_time == created
+    assert claims_firestore_client.collection("payloads").document(key).get().update_time == created
     with pytest.raises(ClaimConflict, match=key):
         store.put(key, payload(2 * MIB + 1))
     assert store.get(key) == body
 
 
-def test_a_corrupted_chunk_is_detected(firestore_client, store):
+def test_a_corrupted_chunk_is_detected(claims_firestore_client, store):
     body = payload(3 * MIB)
     key = store.put(claim_key("github", "d-corrupt"), body)
     chunk = (
-        firestore_client.collection("payloads").document(key).collection("chunks").document("00001")
+        claims_firestore_client.collection("payloads")
+        .document(key)
+        .collection("chunks")
+        .document("00001")
     )
     data = bytearray(chunk.get().get("data"))
     data[1000] ^= 0x01
@@ -108,9 +119,9 @@ def test_a_corrupted_chunk_is_detected(firestore_client, store):
         store.get(key)
 
 
-def test_a_missing_chunk_is_detected(firestore_client, store):
+def test_a_missing_chunk_is_detected(claims_firestore_client, store):
     key = store.put(claim_key("github", "d-missing"), payload(2 * MIB))
-    firestore_client.collection("payloads").document(key).collection("chunks").document(
+    claims_firestore_client.collection("payloads").document(key).collection("chunks").document(
         "00002"
     ).delete()
 
@@ -121,3 +132,27 @@ def test_a_missing_chunk_is_detected(firestore_client, store):
 def test_an_unknown_claim_is_not_found(store):
     with pytest.raises(ClaimNotFound, match="github:nothing"):
         store.get("github:nothing")
+
+
+def test_a_200_character_non_ascii_delivery_id_seals_and_resolves(claims_firestore_client, store):
+    delivery = ("délivrance-配達-🚚" * 12)[:200]
+    body = payload(MIB)
+    clock = FakeClock(START)
+    sealer = EnvelopeSealer(["local-envelope-key"], clock=clock, claims=store)
+
+    opened = sealer.open(sealer.seal(envelope(body, delivery_id=delivery)))
+
+    assert opened.claim == claim_key("github", delivery)
+    assert len(opened.claim.encode()) <= 256
+    assert resolve_body(opened, store) == body
+    assert claims_firestore_client.collection("payloads").document(opened.claim).get().exists
+
+
+def test_claims_land_in_the_claims_database_and_nothing_in_the_ledgers(
+    firestore_client, claims_firestore_client, store
+):
+    key = store.put(claim_key("github", "d-apart"), payload(2 * MIB))
+
+    assert {c.id for c in claims_firestore_client.collections()} == {"payloads"}
+    assert list(firestore_client.collections()) == []
+    assert store.get(key) == payload(2 * MIB)
