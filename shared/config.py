@@ -315,6 +315,7 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "ENVELOPE_KEYS",
         "SIGNATURE_TOLERANCE_S",
         "MAX_BODY_BYTES",
+        "MAX_GEMINI_BODY_BYTES",
         "CLAIMS_DATABASE",
     ),
     "worker": (

@@ -28,13 +28,24 @@ locals {
     for key, name in local.function_names : key => "https://${var.region}-${var.project_id}.cloudfunctions.net/${name}"
   }
 
+  # What a burst of the largest bodies can hold in one ingress instance (see the precondition).
+  ingress_memory_bytes = tonumber(regex("^[0-9]+", var.ingress_function.memory)) * lookup(
+    { Mi = 1048576, Gi = 1073741824, M = 1000000, G = 1000000000 },
+    regex("[A-Za-z]+$", var.ingress_function.memory), 0
+  )
+  ingress_peak_bytes = (
+    var.ingress_function.concurrency * max(var.settings.max_body_bytes, var.settings.max_gemini_body_bytes) * 3 + 134217728
+  )
+
   # The deployment contract with shared/config.py: plain environment per function. Secret
   # environment variables come from local.secrets (secrets.tf).
   function_env = {
     ingress = {
+      CLAIMS_DATABASE       = google_firestore_database.claims.name
       GEMINI_JWKS_URL       = var.settings.gemini_jwks_url
       GOOGLE_CLOUD_PROJECT  = var.project_id
       MAX_BODY_BYTES        = tostring(var.settings.max_body_bytes)
+      MAX_GEMINI_BODY_BYTES = tostring(var.settings.max_gemini_body_bytes)
       SIGNATURE_TOLERANCE_S = tostring(var.settings.signature_tolerance_s)
       TASKS_LOCATION        = var.region
       TASKS_QUEUE           = var.queue.name
@@ -44,7 +55,9 @@ locals {
     # The worker registers operations with the grace and runs reconcile's fanned-out check
     # pages, so it reads the same reconcile settings as reconcile itself.
     worker = {
+      CLAIMS_DATABASE            = google_firestore_database.claims.name
       GITHUB_COMMENTS            = tostring(var.review.github_comments)
+      GITHUB_REPOSITORIES        = join(",", var.review.repositories)
       GOOGLE_CLOUD_PROJECT       = var.project_id
       OIDC_AUDIENCE              = local.function_urls.worker
       RECONCILE_BACKOFF_CAP_S    = tostring(var.settings.reconcile_backoff_cap_s)
@@ -63,6 +76,7 @@ locals {
       WORKER_MAX_RETRIES    = tostring(var.settings.worker_max_retries)
     }
     reconcile = {
+      CLAIMS_DATABASE            = google_firestore_database.claims.name
       GITHUB_COMMENTS            = tostring(var.review.github_comments)
       GOOGLE_CLOUD_PROJECT       = var.project_id
       OIDC_AUDIENCE              = local.function_urls.reconcile
@@ -215,6 +229,13 @@ resource "google_cloudfunctions2_function" "function" {
       # Reconcile stops taking work at its budget, then waits up to 30 s (DRAIN_S) for checks in flight.
       condition     = var.settings.reconcile_budget_s + 30 < var.reconcile_function.timeout_seconds
       error_message = "settings.reconcile_budget_s + 30 s must be below reconcile_function.timeout_seconds, or reconcile is killed before it answers."
+    }
+    precondition {
+      # Each in-flight ingress request may hold its body about 3 times (read, joined, sealed)
+      # on top of ~128 MiB of runtime: a burst of the largest bodies must not OOM-kill the
+      # genuine deliveries in flight (GitHub does not retry).
+      condition     = local.ingress_peak_bytes <= local.ingress_memory_bytes
+      error_message = "ingress_function.concurrency x the largest body limit (settings.max_body_bytes / max_gemini_body_bytes) x 3 + 128 MiB must fit ingress_function.memory."
     }
   }
 

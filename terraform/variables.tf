@@ -49,10 +49,10 @@ variable "github_token_enabled" {
 variable "ingress_function" {
   description = "Sizing of the public ingress function: memory, CPU, timeout, requests per instance and instance bounds."
   type = object({
-    concurrency     = optional(number, 80)
+    concurrency     = optional(number, 8)
     cpu             = optional(string, "1")
     max_instances   = optional(number, 20)
-    memory          = optional(string, "512Mi")
+    memory          = optional(string, "1Gi")
     min_instances   = optional(number, 0)
     timeout_seconds = optional(number, 60)
   })
@@ -203,6 +203,7 @@ variable "review" {
     github_comments = optional(bool, false)
     model           = optional(string, "models/gemini-2.5-flash")
     path            = optional(string, "")
+    repositories    = optional(list(string), [])
   })
   default = {}
 
@@ -248,6 +249,7 @@ variable "settings" {
   type = object({
     gemini_jwks_url            = optional(string, "")
     max_body_bytes             = optional(number, 26214400)
+    max_gemini_body_bytes      = optional(number, 65536)
     reconcile_backoff_cap_s    = optional(number, 1800)
     reconcile_backoff_first_s  = optional(number, 30)
     reconcile_backoff_jitter   = optional(number, 0.5)
@@ -288,7 +290,7 @@ variable "settings" {
         var.settings.reconcile_budget_s, var.settings.reconcile_concurrency,
         var.settings.reconcile_fanout_threshold, var.settings.retention_days, var.settings.stuck_after_s,
       ] : v >= 1 && floor(v) == v
-    ]) && var.settings.reconcile_grace_s >= 0 && var.settings.signature_tolerance_s >= 0 && var.settings.worker_max_retries >= 0
+    ]) && var.settings.reconcile_grace_s >= 0 && var.settings.signature_tolerance_s >= 1 && var.settings.worker_max_retries >= 0
     error_message = "settings: budgets, concurrency, thresholds and retention are whole numbers >= 1; grace, tolerance and retries are >= 0."
   }
 }
