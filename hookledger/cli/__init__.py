@@ -3,7 +3,7 @@
     hookledger [--json] COMMAND …     (every command also takes --json after its name)
 
 Commands: submit, ops list|show, deliveries list|show|replay, reconcile --once,
-webhooks register|list|rotate, demo, status. Output is aligned tables for people and
+webhooks register|list|rotate, demo, status, console (the web console). Output is aligned tables for people and
 one JSON document with `--json`. Exit status: 0 done, 1 failed (one line on stderr),
 2 bad arguments (one line on stderr). With a `demo-` project (the default) the CLI talks
 to the local stack's emulators; with a real GOOGLE_CLOUD_PROJECT, to Google Cloud.
@@ -21,6 +21,7 @@ from typing import NoReturn
 from hookledger.cli import deliveries, demo, ops, reconcile_cmd, status, webhooks
 from hookledger.cli.localenv import apply_local_defaults, check_reachable
 from hookledger.cli.output import CliError, Output
+from hookledger.console import server as console
 
 PROG = "hookledger"
 
@@ -45,7 +46,7 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=Parser
     )
-    for module in (ops, deliveries, reconcile_cmd, webhooks, demo, status):
+    for module in (ops, deliveries, reconcile_cmd, webhooks, demo, status, console):
         module.add_parsers(sub, common)
     return parser
 
