@@ -57,7 +57,9 @@ def _hour_labels(hours: Sequence[str], slot: float) -> list[str]:
     return labels
 
 
-def settlements_chart(hours: Sequence[str], webhook: Sequence[int], reconcile: Sequence[int]) -> str:
+def settlements_chart(
+    hours: Sequence[str], webhook: Sequence[int], reconcile: Sequence[int]
+) -> str:
     """Grouped bars per hour: webhook solid, reconcile hatched; each non-zero bar labelled."""
     top = max([*webhook, *reconcile, 1])
     plot_h = HEIGHT - TOP - BOTTOM

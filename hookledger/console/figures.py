@@ -56,9 +56,7 @@ def hourly(ledger: Ledger, now: datetime) -> Hourly:
     starts = hour_starts(now)
     ends = [*starts[1:], starts[-1] + timedelta(hours=1)]
     webhook = [ledger.count_settled("webhook", a, b) for a, b in zip(starts, ends, strict=True)]
-    reconcile = [
-        ledger.count_settled("reconcile", a, b) for a, b in zip(starts, ends, strict=True)
-    ]
+    reconcile = [ledger.count_settled("reconcile", a, b) for a, b in zip(starts, ends, strict=True)]
     sample = ledger.webhook_deliveries_since("gemini", starts[0], LATENCY_SAMPLE)
     buckets: list[list[float]] = [[] for _ in starts]
     for fields in sample:

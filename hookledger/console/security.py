@@ -15,8 +15,8 @@ import hmac
 import ipaddress
 import secrets
 
-TOKEN_COOKIE = "hookledger_console_token"
-TOKEN_HEADER = "X-Console-Token"
+TOKEN_COOKIE = "hookledger_console_token"  # noqa: S105 (a cookie name, not a secret)
+TOKEN_HEADER = "X-Console-Token"  # noqa: S105 (a header name)
 
 
 def is_loopback(host: str) -> bool:

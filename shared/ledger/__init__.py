@@ -110,8 +110,8 @@ from shared.ledger.records import (
     Submission,
     SweepReport,
 )
-from shared.ledger.runs import RECONCILE_RUNS, ReconcileRun, Runs
 from shared.ledger.results import ResultWrites, Reviews, Writeback
+from shared.ledger.runs import RECONCILE_RUNS, ReconcileRun, Runs
 from shared.ledger.submissions import Submissions
 from shared.logs import event as log_event
 from shared.logs import get_logger

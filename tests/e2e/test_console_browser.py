@@ -50,8 +50,15 @@ def browser() -> Iterator[Any]:
     os.environ["SE_OFFLINE"] = "1"  # Selenium Manager must never fetch a driver or browser
     options = Options()
     options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--window-size=1280,1100", "--no-first-run", "--disable-extensions"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1100",
+        "--no-first-run",
+        "--disable-extensions",
+    ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(60)
@@ -170,7 +177,7 @@ def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, brow
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
-    stack, url = filled
+    _, url = filled
     ledger = runtime.ledger()
     driver = browser
 
@@ -188,6 +195,7 @@ def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, brow
     Select(driver.find_element(By.ID, "filter-status")).select_by_value("pending")
     driver.find_element(By.ID, "apply-filters").click()
     [pending] = rows(driver, "tr.op-row")
+    assert SHA_RUNNING[:6] not in pending.text  # names are batch ids, not shas
     Select(driver.find_element(By.ID, "filter-status")).select_by_value("")
     Select(driver.find_element(By.ID, "filter-settled_by")).select_by_value("reconcile")
     driver.find_element(By.ID, "apply-filters").click()

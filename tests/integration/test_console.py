@@ -45,8 +45,13 @@ def filled(firestore_client):
     ledger.settle("batches/rec", "failed", "reconcile", error={"message": "boom"})
     started = clock()
     clock.advance(2)
-    ledger.record_run(started, clock(), {"examined": 2, "settled": 1, "still_running": 1},
-                      examined_ops=["batches/rec", "batches/slow"], budget_s=240)
+    ledger.record_run(
+        started,
+        clock(),
+        {"examined": 2, "settled": 1, "still_running": 1},
+        examined_ops=["batches/rec", "batches/slow"],
+        budget_s=240,
+    )
     ledger.defer("batches/slow", clock() + timedelta(seconds=60), 1)
     ledger.record_delivery("github", "d-push", "push", payload=b'{"ref": "refs/heads/main"}')
     ledger.record_delivery("gemini", "w-1", "batch.succeeded", payload="{}")

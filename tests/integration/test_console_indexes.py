@@ -58,8 +58,14 @@ def test_runs_page_newest_first_and_find_the_runs_that_examined_an_operation(fir
     for n in range(3):
         start = clock()
         clock.advance(5)
-        ids.append(ledger.record_run(start, clock(), {"examined": n, "note": object()},
-                                     examined_ops=[f"batches/{n}", "batches/all"]))
+        ids.append(
+            ledger.record_run(
+                start,
+                clock(),
+                {"examined": n, "note": object()},
+                examined_ops=[f"batches/{n}", "batches/all"],
+            )
+        )
 
     first_page = ledger.reconcile_runs(2)
     rest = ledger.reconcile_runs(2, after=(first_page[-1].finished_at, first_page[-1].run_id))
