@@ -2,7 +2,7 @@
 
 Pushes go through the ingress, the worker submits batches to the simulator, the simulator
 completes them (one webhook sent, one dropped and settled by a reconcile run, one left
-running), and one delivery dies (a GitHub 502 with WORKER_MAX_RETRIES=0). Chromium and
+running), and one delivery dies (GitHub 502s with WORKER_MAX_RETRIES=0). Chromium and
 chromedriver are Debian's (`make browser` installs them); Selenium never downloads
 anything (explicit driver path, SE_OFFLINE=1). Screenshots go to docs/screenshots/.
 """
@@ -118,7 +118,7 @@ def run_pipeline(stack: Any) -> None:
     wait_until(lambda: (ledger.get(sent.name) or sent).settled_by, 60, "the webhook settles")
     # The dead delivery: its one file fetch fails retryably, and no retry is allowed.
     stack.put_files(SHA_DEAD, FILES)
-    stack.sim.github_fault("docs/intro.md", status=502, count=1)
+    stack.sim.github_fault("docs/intro.md", status=502, count=3)  # the client tries 3 times
     assert stack.push(push_payload(SHA_DEAD, list(FILES)), "push-dead").status_code == 202
     wait_until(
         lambda: (ledger.get_delivery("github", "push-dead") or sent).status == "dead",
