@@ -4,13 +4,14 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: help install provider-schema run test lint bench chaos clean tf-init plan deploy deploy-secrets
+.PHONY: help install provider-schema browser run test lint bench chaos clean tf-init plan deploy deploy-secrets
 
 help:
 	@echo "make install - create $(VENV) and install the project and the CLI ($(BIN)/hookledger)"
 	@echo "make run     - the whole local stack in the foreground (Ctrl-C stops it)"
-	@echo "make test    - install into $(VENV) and fetch the provider schema if needed, run ruff and the whole pytest suite"
+	@echo "make test    - install into $(VENV), the provider schema and the test browser if needed, run ruff and pytest"
 	@echo "make provider-schema - download the pinned Google provider schema wheel (tools/tfschema/requirements.txt)"
+	@echo "make browser - install Debian's chromium + chromium-driver for the console's browser tests"
 	@echo "make lint    - ruff, ruff format and mypy"
 	@echo "make bench   - run the benchmarks, each printing one JSON object"
 	@echo "make chaos   - the chaos scenarios at full size against the whole local stack (README \"Reliability\")"
@@ -42,10 +43,26 @@ $(SCHEMA_STAMP): $(SCHEMA_PIN) | $(STAMP)
 
 provider-schema: $(SCHEMA_STAMP)
 
+# The console's browser tests drive Debian's headless Chromium through its chromedriver
+# (never a browser or driver downloaded by Selenium). Installed here when missing.
+CHROMIUM     ?= /usr/bin/chromium
+CHROMEDRIVER ?= /usr/bin/chromedriver
+browser:
+	@if [ -x $(CHROMIUM) ] && [ -x $(CHROMEDRIVER) ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then \
+	  echo "make browser: $(CHROMIUM) or $(CHROMEDRIVER) is missing; as root run: apt-get update && apt-get install -y chromium chromium-driver" >&2; \
+	  exit 1; \
+	fi; \
+	echo "make browser: installing chromium and chromium-driver (Debian packages)" >&2; \
+	{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } || \
+	  { echo "make browser: apt-get could not install chromium/chromium-driver; the console browser tests need them" >&2; exit 1; }; \
+	[ -x $(CHROMIUM) ] && [ -x $(CHROMEDRIVER) ] || \
+	  { echo "make browser: installed, but $(CHROMIUM) / $(CHROMEDRIVER) are not there" >&2; exit 1; }
+
 run: $(STAMP)
 	$(BIN)/python -m local.stack
 
-test: $(STAMP) $(SCHEMA_STAMP)
+test: $(STAMP) $(SCHEMA_STAMP) browser
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 

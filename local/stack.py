@@ -9,11 +9,13 @@ happens. Ctrl-C / SIGTERM stops every child by PID.
 Ports (each overridable): FIRESTORE_EMULATOR_HOST (127.0.0.1:8686),
 CLOUD_TASKS_EMULATOR_HOST (127.0.0.1:8123), CLOUD_TASKS_JWKS_PORT (8124),
 GEMINI_BASE_URL (http://127.0.0.1:8090), INGRESS_PORT (8080), WORKER_PORT (8081),
-RECONCILE_PORT (8082).
+RECONCILE_PORT (8082), CONSOLE_PORT (8099; the web console, `hookledger console`: when
+the variable is unset and 8099 is taken, a free port is used and the ready line says which).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -31,12 +33,13 @@ import requests
 from local.cloudtasks_emulator.launch import start_cloudtasks
 from local.firestore_emulator import start_firestore
 from local.functions_server import start_function
-from local.processes import Service, ServiceError, port_is_free
+from local.processes import Service, ServiceError, free_port, listening_on, port_is_free, start
 from local.simulator.client import start_simulator
 from shared.config import LOCAL_GEMINI_SECRET, LOCAL_TASKS_SERVICE_ACCOUNT
 from shared.tasks import ensure_queue, make_client
 
 REPO = Path(__file__).resolve().parents[1]
+CONSOLE_PORT = 8099
 _SHOWN_FIELDS = ("source", "event", "delivery_id", "operation", "status", "by", "reason", "path")
 
 
@@ -49,6 +52,7 @@ class Ports:
     ingress: int
     worker: int
     reconcile: int
+    console: int
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> tuple[Ports, dict[int, str]]:
@@ -70,7 +74,11 @@ class Ports:
             ingress=number("INGRESS_PORT", 8080),
             worker=number("WORKER_PORT", 8081),
             reconcile=number("RECONCILE_PORT", 8082),
+            console=number("CONSOLE_PORT", CONSOLE_PORT),
         )
+        if not env.get("CONSOLE_PORT") and not port_is_free(ports.console):
+            # Only a convenience: another console (or stack) holds the default.
+            ports = dataclasses.replace(ports, console=free_port())
         names = {
             ports.firestore: "FIRESTORE_EMULATOR_HOST",
             ports.tasks: "CLOUD_TASKS_EMULATOR_HOST",
@@ -79,6 +87,7 @@ class Ports:
             ports.ingress: "INGRESS_PORT",
             ports.worker: "WORKER_PORT",
             ports.reconcile: "RECONCILE_PORT",
+            ports.console: "CONSOLE_PORT",
         }
         return ports, names
 
@@ -105,7 +114,9 @@ def compact(name: str, line: str) -> str | None:
         return f"{name:<10} {marker}{entry.get('message', '')}  {fields}".rstrip()
     if name == "cloudtasks" and line.startswith("dispatch "):
         return f"{name:<10} {line}"
-    if name in ("ingress", "worker", "reconcile") and ("Traceback" in line or "Error" in line):
+    if name in ("ingress", "worker", "reconcile", "console") and (
+        "Traceback" in line or "Error" in line
+    ):
         return f"{name:<10} {line}"
     return None
 
@@ -179,6 +190,16 @@ class Stack:
             ("reconcile", p.reconcile, {"OIDC_AUDIENCE": ""}),
         ):
             self.children.append(start_function(target, port, {**env, **extra}, echo=_echo))
+        self.children.append(
+            start(
+                "console",
+                [sys.executable, "-m", "hookledger.console", "--port", str(p.console)],
+                env=env,
+                cwd=REPO,
+                ready=listening_on(p.console),
+                echo=_echo,
+            )
+        )
 
     @staticmethod
     def queue_path(env: Mapping[str, str]) -> str:
@@ -194,7 +215,7 @@ class Stack:
             f"hookledger ready  ingress http://127.0.0.1:{p.ingress}  "
             f"worker http://127.0.0.1:{p.worker}  reconcile http://127.0.0.1:{p.reconcile}  "
             f"simulator http://127.0.0.1:{p.simulator}  firestore 127.0.0.1:{p.firestore}  "
-            f"cloudtasks 127.0.0.1:{p.tasks}"
+            f"cloudtasks 127.0.0.1:{p.tasks}  console http://127.0.0.1:{p.console}/"
         )
 
     def schedule_reconcile(self, every_s: float) -> None:

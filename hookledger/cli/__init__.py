@@ -3,10 +3,11 @@
     hookledger [--json] COMMAND …     (every command also takes --json after its name)
 
 Commands: submit, ops list|show, deliveries list|show|replay, reconcile --once,
-webhooks register|list|rotate, demo, status. Output is aligned tables for people and
-one JSON document with `--json`. Exit status: 0 done, 1 failed (one line on stderr),
-2 bad arguments (one line on stderr). With a `demo-` project (the default) the CLI talks
-to the local stack's emulators; with a real GOOGLE_CLOUD_PROJECT, to Google Cloud.
+webhooks register|list|rotate, demo, status, console (the web console in a browser).
+Output is aligned tables for people and one JSON document with `--json`. Exit status:
+0 done, 1 failed (one line on stderr), 2 bad arguments (one line on stderr). With a
+`demo-` project (the default) the CLI talks to the local stack's emulators; with a real
+GOOGLE_CLOUD_PROJECT, to Google Cloud.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import NoReturn
 from hookledger.cli import deliveries, demo, ops, reconcile_cmd, status, webhooks
 from hookledger.cli.localenv import apply_local_defaults, check_reachable
 from hookledger.cli.output import CliError, Output
+from hookledger.console import server as console
 
 PROG = "hookledger"
 
@@ -45,7 +47,7 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=Parser
     )
-    for module in (ops, deliveries, reconcile_cmd, webhooks, demo, status):
+    for module in (ops, deliveries, reconcile_cmd, webhooks, demo, status, console):
         module.add_parsers(sub, common)
     return parser
 

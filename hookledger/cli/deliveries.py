@@ -93,7 +93,7 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
     return 0
 
 
-def _headers(delivery: Delivery) -> dict[str, str]:
+def replay_headers(delivery: Delivery) -> dict[str, str]:
     """The headers the ingress would have kept for this delivery (never a signature)."""
     headers = {"content-type": "application/json"}
     if delivery.source == "github":
@@ -107,8 +107,26 @@ def _headers(delivery: Delivery) -> dict[str, str]:
 
 def cmd_replay(args: argparse.Namespace, out: Output) -> int:
     delivery = find(args.id)
+    data = replay(delivery, force=args.force)
+    out.emit(
+        data,
+        lambda: (
+            f"replaying {data['id']} ({delivery.event}, was {delivery.status}) "
+            f"as task {data['task']}"
+        ),
+    )
+    return 0
+
+
+def replay(delivery: Delivery, *, force: bool = False) -> dict[str, Any]:
+    """Re-seal `delivery`'s stored payload and enqueue it for the worker; the CLI and console.
+
+    Raises `CliError` (nothing changed) when it is still queued without `force`, has no
+    stored payload, or the enqueue fails (its status is put back). Returns `id`, `task`,
+    `status`, `previous_status` and `worker_url`.
+    """
     label = f"{delivery.source}:{delivery.delivery_id}"
-    if delivery.status == "queued" and not args.force:
+    if delivery.status == "queued" and not force:
         # Its task may still be retrying: a second run at the same time could race it.
         raise CliError(
             f"delivery {label} is still queued (its task may be retrying); "
@@ -130,7 +148,7 @@ def cmd_replay(args: argparse.Namespace, out: Output) -> int:
             event=delivery.event,
             delivery_id=delivery.delivery_id,
             received_at=now,
-            headers=_headers(delivery),
+            headers=replay_headers(delivery),
             body=body,
         )
     )
@@ -154,18 +172,10 @@ def cmd_replay(args: argparse.Namespace, out: Output) -> int:
         # Put the status back, so the record does not claim a replay is on its way.
         ledger.mark_delivery(delivery.source, delivery.delivery_id, delivery.status)
         raise CliError(f"delivery {label}: enqueueing the replay failed: {exc}") from exc
-    data = {
+    return {
         "id": label,
         "task": result.task_name,
         "status": result.status,
         "previous_status": delivery.status,
         "worker_url": cfg.worker_url,
     }
-    out.emit(
-        data,
-        lambda: (
-            f"replaying {label} ({delivery.event}, was {delivery.status}) "
-            f"as task {result.task_name}"
-        ),
-    )
-    return 0

@@ -48,6 +48,14 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     ledger.find_operation(context_key, value) -> Operation | None   # e.g. "context.sha"
     ledger.stored_fields(name) -> dict | None                       # raw stored fields
     ledger.counts() -> {"aborted": n, "conflicts": n}               # transaction retries
+    # console reads (hookledger/console) and reconcile run records
+    ledger.operations_page(status=None, kind=None, settled_by=None, *, submitted_since=None,
+                           limit=50, after=(submitted_at, doc_id) | None) -> list[Operation]
+    ledger.count_settled(by, start, end) -> int                     # settled_at in [start, end)
+    ledger.webhook_deliveries_since(source, since, limit) -> list[dict]  # no payload
+    ledger.record_run(started_at, finished_at, counts, examined_ops=(), budget_s=None) -> str
+    ledger.reconcile_runs(limit=20, after=(finished_at, run_id) | None) -> list[ReconcileRun]
+    ledger.runs_for_operation(name, limit=20) -> list[ReconcileRun]
 
 Settlement: an operation goes from `pending` to a terminal status once, and its
 write-back commits in that same transaction (timeline in `operations`). Side effects
@@ -82,7 +90,7 @@ from shared.ledger.errors import (
 from shared.ledger.ids import review_doc_id
 from shared.ledger.operations import Operations
 from shared.ledger.outbox import Outbox, OutboxPolicy
-from shared.ledger.queries import Queries
+from shared.ledger.queries import ConsoleQueries, Queries
 from shared.ledger.records import (
     DELIVERIES,
     DELIVERY_STATUSES,
@@ -103,6 +111,7 @@ from shared.ledger.records import (
     SweepReport,
 )
 from shared.ledger.results import ResultWrites, Reviews, Writeback
+from shared.ledger.runs import RECONCILE_RUNS, ReconcileRun, Runs
 from shared.ledger.submissions import Submissions
 from shared.logs import event as log_event
 from shared.logs import get_logger
@@ -113,6 +122,7 @@ __all__ = [
     "DELIVERY_STATUSES",
     "OPERATIONS",
     "PENDING",
+    "RECONCILE_RUNS",
     "REVIEWS",
     "SETTLED_BY",
     "STUCK_ALERTED_AT",
@@ -129,6 +139,7 @@ __all__ = [
     "OutboxDeliveryFailed",
     "OutboxItem",
     "OutboxPolicy",
+    "ReconcileRun",
     "Recorded",
     "ResultWrites",
     "Settlement",
@@ -170,6 +181,8 @@ class Ledger:
         self._reviews = Reviews(commits)
         self._submissions = Submissions(commits)
         self._queries = Queries(commits, self._operations)
+        self._console = ConsoleQueries(commits, self._queries, self._operations)
+        self._runs = Runs(commits, retention=retention)
 
     # ----------------------------------------------------------------- operations
 
@@ -350,3 +363,49 @@ class Ledger:
     def counts(self) -> dict[str, int]:
         """Retries so far: `aborted` (backed off) and `conflicts` (re-read at once)."""
         return self._commits.counts()
+
+    # ----------------------------------------------------------------- console reads
+
+    def operations_page(
+        self,
+        status: str | None = None,
+        kind: str | None = None,
+        settled_by: str | None = None,
+        *,
+        submitted_since: datetime | None = None,
+        limit: int = 50,
+        after: tuple[datetime, str] | None = None,
+    ) -> list[Operation]:
+        """Operations newest first, filtered, one page after the cursor (submitted_at, doc_id)."""
+        return self._console.operations_page(
+            status, kind, settled_by, submitted_since=submitted_since, limit=limit, after=after
+        )
+
+    def count_settled(self, by: str, start: datetime, end: datetime) -> int:
+        return self._console.count_settled(by, start, end)
+
+    def webhook_deliveries_since(
+        self, source: str, since: datetime, limit: int
+    ) -> list[dict[str, Any]]:
+        return self._console.webhook_deliveries_since(source, since, limit)
+
+    # ----------------------------------------------------------------- reconcile runs
+
+    def record_run(
+        self,
+        started_at: datetime,
+        finished_at: datetime,
+        counts: Mapping[str, Any],
+        examined_ops: Sequence[str] = (),
+        budget_s: float | None = None,
+    ) -> str:
+        """Store one reconcile run's report; returns the run id."""
+        return self._runs.record(started_at, finished_at, counts, examined_ops, budget_s)
+
+    def reconcile_runs(
+        self, limit: int = 20, after: tuple[datetime, str] | None = None
+    ) -> list[ReconcileRun]:
+        return self._runs.recent(limit, after)
+
+    def runs_for_operation(self, name: str, limit: int = 20) -> list[ReconcileRun]:
+        return self._runs.for_operation(name, limit)

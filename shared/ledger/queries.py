@@ -17,6 +17,7 @@ from shared.ledger.errors import InvalidArgument
 from shared.ledger.ids import check_limit
 from shared.ledger.operations import Operations
 from shared.ledger.records import (
+    DELIVERIES,
     PENDING,
     SETTLED_BY,
     STUCK_ALERTED_AT,
@@ -127,3 +128,80 @@ class Queries:
             .where(filter=firestore.FieldFilter(STUCK_ALERTED_AT, ">", _EPOCH))
             .order_by(STUCK_ALERTED_AT, direction=firestore.Query.DESCENDING)
         )
+
+
+class ConsoleQueries:
+    """Bounded reads for the web console (hookledger/console): pages by cursor, counts.
+
+    Added beside `Queries` rather than into it so the console's needs stay in one place;
+    each query carries a limit or is a count aggregation, and each composite index it
+    needs is declared in terraform/firestore_indexes.json.
+    """
+
+    def __init__(self, commits: Commits, queries: Queries, operations: Operations) -> None:
+        self._commits = commits
+        self._queries = queries
+        self._operations = operations
+
+    def operations_page(
+        self,
+        status: str | None = None,
+        kind: str | None = None,
+        settled_by: str | None = None,
+        *,
+        submitted_since: datetime | None = None,
+        limit: int = 50,
+        after: tuple[datetime, str] | None = None,
+    ) -> list[Operation]:
+        """Like `list_operations`, plus an age filter; `after` = (submitted_at, doc_id).
+
+        The range on `submitted_at` uses the same index as its order, so every filter
+        combination is served by the `list_operations` indexes.
+        """
+        check_limit(limit)
+        descending = firestore.Query.DESCENDING
+        query = self._queries._filtered(status, kind, settled_by)
+        if submitted_since is not None:
+            query = query.where(filter=firestore.FieldFilter("submitted_at", ">=", submitted_since))
+        query = query.order_by("submitted_at", direction=descending).order_by(
+            "__name__", direction=descending
+        )
+        if after is not None:
+            query = query.start_after(
+                {
+                    "submitted_at": after[0],
+                    "__name__": self._operations.collection().document(after[1]),
+                }
+            )
+        snapshots = self._commits.stream(query.limit(limit), "operations_page")
+        return [operation_from_snapshot(s) for s in snapshots]
+
+    def count_settled(self, by: str, start: datetime, end: datetime) -> int:
+        """How many operations were settled by `by` in [start, end), by a count aggregation."""
+        if by not in SETTLED_BY:
+            raise InvalidArgument(f"settled_by must be one of {sorted(SETTLED_BY)}, got {by!r}")
+        query = (
+            self._operations.collection()
+            .where(filter=firestore.FieldFilter("settled_by", "==", by))
+            .where(filter=firestore.FieldFilter("settled_at", ">=", start))
+            .where(filter=firestore.FieldFilter("settled_at", "<", end))
+            .order_by("settled_at")
+        )
+        return self._commits.count(query, "count_settled")
+
+    def webhook_deliveries_since(self, source: str, since: datetime, limit: int) -> list[Any]:
+        """Raw fields of up to `limit` deliveries from `source` received since `since`.
+
+        Newest first (the `source, received_at DESC` index). Each dict carries
+        `received_at`, `updated_at` and `status` for latency figures, and no payload.
+        """
+        check_limit(limit)
+        query = (
+            self._commits.collection(DELIVERIES)
+            .where(filter=firestore.FieldFilter("source", "==", source))
+            .where(filter=firestore.FieldFilter("received_at", ">=", since))
+            .order_by("received_at", direction=firestore.Query.DESCENDING)
+            .select(["received_at", "updated_at", "status"])
+        )
+        snapshots = self._commits.stream(query.limit(limit), "webhook_deliveries_since")
+        return [s.to_dict() or {} for s in snapshots]

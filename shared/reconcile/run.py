@@ -103,10 +103,11 @@ class Reconciler:
         """
         s = self._settings
         started = self._sources.monotonic()
+        started_at = self._clock()
         budget = Budget.starting_now(s.budget_s, s.drain_s, self._sources.monotonic)
         report = RunReport()
         seen: set[str] = set()
-        self._due(self._clock(), report, budget, progress, seen)
+        self._due(started_at, report, budget, progress, seen)
         # After the due pages: a batch just read there is known to the ledger, no read needed.
         if s.adopt_orphans and not report.stopped_early:
             if budget.spent():
@@ -131,6 +132,7 @@ class Reconciler:
             else "reconcile run finished"
         )
         logs.event(log, level, message, **report.to_dict())
+        self._record(started_at, report, seen)
         return report
 
     def check_names(self, names: Iterable[str]) -> RunReport:
@@ -169,6 +171,25 @@ class Reconciler:
     def backoff_s(self, attempts: int) -> float:
         """Seconds until the next check after `attempts` checks: `settings.backoff.delay`."""
         return self._check.backoff_s(attempts)
+
+    def _record(self, started_at: datetime, report: RunReport, seen: set[str]) -> None:
+        """Keep the run's report for the console; a failure is logged, never fatal to the run."""
+        try:
+            self._ledger.record_run(
+                started_at,
+                self._clock(),
+                report.to_dict(),
+                examined_ops=sorted(seen),
+                budget_s=self._settings.budget_s,
+            )
+        except Exception as exc:  # the run's work is done; a lost record only hides it
+            logs.event(
+                log,
+                logging.WARNING,
+                "recording the reconcile run failed",
+                operation="reconcile_runs",
+                reason=f"{type(exc).__name__}: {exc}",
+            )
 
     # ------------------------------------------------------------------- phases
 

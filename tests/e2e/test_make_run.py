@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import requests
 
 from local.processes import free_port, port_accepts
 from tests.waiting import wait_until
@@ -30,6 +31,7 @@ def make_run_env(ports: dict[str, int]) -> dict[str, str]:
         "INGRESS_PORT": str(ports["ingress"]),
         "WORKER_PORT": str(ports["worker"]),
         "RECONCILE_PORT": str(ports["reconcile"]),
+        "CONSOLE_PORT": str(ports["console"]),
     }
 
 
@@ -37,7 +39,16 @@ def make_run_env(ports: dict[str, int]) -> dict[str, str]:
 def make_run():
     ports = {
         name: free_port()
-        for name in ("firestore", "tasks", "jwks", "sim", "ingress", "worker", "reconcile")
+        for name in (
+            "firestore",
+            "tasks",
+            "jwks",
+            "sim",
+            "ingress",
+            "worker",
+            "reconcile",
+            "console",
+        )
     }
     env = {**make_run_env(ports), "RECONCILE_EVERY_S": "2", "RECONCILE_GRACE_S": "1"}
     process = subprocess.Popen(
@@ -74,6 +85,9 @@ def test_make_run_comes_up_settles_a_dropped_webhook_and_stops_cleanly(make_run)
         lambda: next((line for line in lines if "hookledger ready" in line), None),
     )
     assert f"ingress http://127.0.0.1:{ports['ingress']}" in ready
+    assert f"console http://127.0.0.1:{ports['console']}/" in ready
+    console = requests.get(f"http://127.0.0.1:{ports['console']}/", timeout=10)
+    assert console.status_code == 200 and "hookledger" in console.text.lower()
 
     demo = subprocess.run(
         [str(REPO / ".venv" / "bin" / "hookledger"), "demo", "--json"],

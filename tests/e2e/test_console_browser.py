@@ -1,0 +1,245 @@
+"""The console in a real headless Chromium, over a ledger filled by the real pipeline.
+
+Pushes go through the ingress, the worker submits batches to the simulator, the simulator
+completes them (one webhook sent, one dropped and settled by a reconcile run, one left
+running), and one delivery dies (GitHub 502s with WORKER_MAX_RETRIES=0). Chromium and
+chromedriver are Debian's (`make browser` installs them); Selenium never downloads
+anything (explicit driver path, SE_OFFLINE=1). Screenshots go to docs/screenshots/.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from local.processes import ServiceError
+from shared import runtime
+from shared.config import LOCAL_TASKS_SERVICE_ACCOUNT
+from shared.tasks import ensure_queue, make_client
+from tests.plugins.pipeline import OWNER_REPO, PROJECT, pipeline_stack, push_payload
+from tests.waiting import wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+SHOTS = REPO / "docs" / "screenshots"
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+SHA_WEBHOOK, SHA_DROPPED, SHA_RUNNING, SHA_DEAD = (f"{c * 40}" for c in "abcd")
+FILES = {"docs/intro.md": b"# Intro\n\nHookledger settles things.\n"}
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
+        pytest.fail(
+            f"{CHROMIUM} / {CHROMEDRIVER} missing: run `make browser` (Debian's chromium and "
+            "chromium-driver)",
+            pytrace=False,
+        )
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    os.environ["SE_OFFLINE"] = "1"  # Selenium Manager must never fetch a driver or browser
+    options = Options()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1100",
+        "--no-first-run",
+        "--disable-extensions",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def filled(firestore_client, firestore_emulator, cloudtasks_emulator_fast, monkeypatch):
+    """The pipeline run for four pushes, a reconcile run, and the console serving it."""
+    queue = f"console-{uuid.uuid4().hex[:8]}"
+    ensure_queue(
+        make_client(cloudtasks_emulator_fast.host),
+        f"projects/{PROJECT}/locations/us-central1/queues/{queue}",
+    )
+    extra = {"TASKS_QUEUE": queue, "RECONCILE_GRACE_S": "0", "WORKER_MAX_RETRIES": "0"}
+    try:
+        with pipeline_stack(firestore_emulator, cloudtasks_emulator_fast, extra) as stack:
+            for name, value in {
+                "GOOGLE_CLOUD_PROJECT": PROJECT,
+                "CLOUD_TASKS_EMULATOR_HOST": cloudtasks_emulator_fast.host,
+                "WORKER_URL": f"{stack.worker_url}/",
+                "TASKS_SERVICE_ACCOUNT": LOCAL_TASKS_SERVICE_ACCOUNT,
+                "GEMINI_BASE_URL": stack.sim_url,
+                "GEMINI_API_KEY": "sim-key",
+                **extra,
+            }.items():
+                monkeypatch.setenv(name, value)
+            runtime.reset()
+            try:
+                run_pipeline(stack)
+                with console() as url:
+                    yield stack, url
+            finally:
+                runtime.reset()
+    except ServiceError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+def run_pipeline(stack: Any) -> None:
+    ledger = runtime.ledger()
+
+    def pushed(sha: str, delivery: str) -> Any:
+        stack.put_files(sha, FILES)
+        assert stack.push(push_payload(sha, list(FILES)), delivery).status_code == 202
+        return wait_until(
+            lambda: ledger.find_operation("context.sha", sha), 60, f"operation of {sha[:6]}"
+        )
+
+    sent = pushed(SHA_WEBHOOK, "push-webhook")
+    stack.sim.complete(sent.name, webhook="send")
+    dropped = pushed(SHA_DROPPED, "push-dropped")
+    stack.sim.complete(dropped.name, webhook="drop")
+    pushed(SHA_RUNNING, "push-running")
+    wait_until(lambda: (ledger.get(sent.name) or sent).settled_by, 60, "the webhook settles")
+    # The dead delivery: its one file fetch fails retryably, and no retry is allowed.
+    stack.put_files(SHA_DEAD, FILES)
+    stack.sim.github_fault("docs/intro.md", status=502, count=3)  # the client tries 3 times
+    assert stack.push(push_payload(SHA_DEAD, list(FILES)), "push-dead").status_code == 202
+    wait_until(
+        lambda: (ledger.get_delivery("github", "push-dead") or sent).status == "dead",
+        60,
+        "the delivery dies",
+    )
+    from shared.gemini import GeminiGateway
+    from shared.gemini import make_client as gemini_client
+    from shared.reconcile import Reconciler
+
+    gemini = GeminiGateway(gemini_client("sim-key", stack.sim_url, timeout_s=5))
+    reconciler = Reconciler.from_config(runtime.config(), ledger, gemini, adopt_orphans=False)
+    report = reconciler.run()
+    # The dropped webhook's batch is settled here; the running one (at least) is deferred.
+    assert report.settled == 1 and report.deferred >= 1, report.to_dict()
+
+
+class console:
+    """The console app served on a free loopback port in this process (real replay)."""
+
+    def __enter__(self) -> str:
+        from werkzeug.serving import make_server
+
+        from hookledger.console import create_app
+
+        self.server = make_server("127.0.0.1", 0, create_app(runtime.ledger), threaded=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        return f"http://127.0.0.1:{self.server.server_port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(10)
+
+
+def shot(driver: Any, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    height = driver.execute_script("return document.body.scrollHeight")
+    driver.set_window_size(1280, max(800, min(int(height) + 40, 2400)))
+    assert driver.save_screenshot(str(SHOTS / f"{name}.png"))
+
+
+def text(driver: Any, element_id: str) -> str:
+    from selenium.webdriver.common.by import By
+
+    return str(driver.find_element(By.ID, element_id).text).strip()
+
+
+def rows(driver: Any, css: str) -> list[Any]:
+    from selenium.webdriver.common.by import By
+
+    return list(driver.find_elements(By.CSS_SELECTOR, css))
+
+
+def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    _, url = filled
+    ledger = runtime.ledger()
+    driver = browser
+
+    driver.get(url + "/")
+    pending = ledger.count_operations("pending")
+    assert pending >= 1
+    assert (text(driver, "ops-succeeded"), text(driver, "ops-pending")) == ("2", str(pending))
+    assert text(driver, "deliveries-dead") == "1" and text(driver, "dead-count") == "1"
+    assert (text(driver, "settled-webhook"), text(driver, "settled-reconcile")) == ("1", "1")
+    assert len(rows(driver, "#chart-settlements svg rect.bar-W")) == 1
+    assert len(rows(driver, "#chart-settlements svg rect.bar-R")) == 1
+    assert len(rows(driver, "#chart-latency svg circle.p50")) == 1
+    shot(driver, "overview")
+
+    driver.get(url + "/operations")
+    assert len(rows(driver, "tr.op-row")) == ledger.count_operations() >= 3
+    Select(driver.find_element(By.ID, "filter-status")).select_by_value("pending")
+    driver.find_element(By.ID, "apply-filters").click()
+    assert len(rows(driver, "tr.op-row")) == pending
+    Select(driver.find_element(By.ID, "filter-status")).select_by_value("")
+    Select(driver.find_element(By.ID, "filter-settled_by")).select_by_value("reconcile")
+    driver.find_element(By.ID, "apply-filters").click()
+    assert len(rows(driver, "tr.op-row")) == 1
+    shot(driver, "operations")
+
+    running = ledger.find_operation("context.sha", SHA_RUNNING)
+    driver.get(f"{url}/operations/{running.name}")
+    assert len(rows(driver, "#timeline li.ev-check")) == 1
+    assert text(driver, "attempts") == "1"
+    shot(driver, "operation")
+
+    driver.get(url + "/deliveries")
+    everything = len(rows(driver, "tr.delivery-row"))
+    driver.find_element(By.ID, "filter-source").send_keys("gemini")
+    driver.find_element(By.ID, "apply-filters").click()
+    gemini_rows = rows(driver, "tr.delivery-row")
+    assert 0 < len(gemini_rows) < everything
+    assert all("gemini:" in row.text for row in gemini_rows)
+    driver.get(url + "/deliveries")
+    shot(driver, "deliveries")
+
+    # No CSRF token: refused, nothing changes.
+    forged = requests.post(f"{url}/deliveries/github/push-dead/replay", data={}, timeout=10)
+    assert forged.status_code == 403
+    assert ledger.get_delivery("github", "push-dead").status == "dead"
+
+    driver.get(f"{url}/deliveries/github/push-dead")
+    driver.find_element(By.ID, "replay-link").click()
+    shot(driver, "replay-confirm")
+    driver.find_element(By.ID, "confirm-replay").click()
+    assert "Replay enqueued" in text(driver, "replayed")
+
+    def shows_done() -> bool:
+        driver.refresh()
+        return text(driver, "delivery-status") == "done"
+
+    wait_until(shows_done, 60, "the replayed delivery shows done", every=0.5)
+    shot(driver, "delivery")
+    assert OWNER_REPO  # the replayed push reviewed the same repository
+    assert ledger.find_operation("context.sha", SHA_DEAD) is not None
+
+    driver.get(url + "/reconcile")
+    assert len(rows(driver, "tr.run-row")) == 1
+    shot(driver, "reconcile")
