@@ -1,0 +1,132 @@
+"""The ingress's hand-off rides out a Cloud Tasks blip within its deadline (issue 12, item 1).
+
+The real emulator is stopped and started again on the SAME ports, as a Cloud Tasks outage
+looks to a client whose one gRPC channel was connected before it: a call made while it is
+down waits for the channel (waitForReady) and succeeds once it is back; one whose deadline
+passes first is still an `EnqueueError` (the ingress's 503).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from google.api_core import exceptions
+
+from local.cloudtasks_emulator.launch import REPO
+from local.processes import Service, ServiceError, printed, start, start_on_free_ports
+from shared.tasks import EnqueueError, TaskQueue, make_client
+from tests.ports import refusing_port
+
+PROJECT_LOCATION = "projects/demo-hookledger/locations/us-central1"
+
+
+def _start_emulator(port: int, http_port: int, queue_path: str) -> Service:
+    """The emulator with `queue_path` created at start (it keeps no state over a restart)."""
+    return start(
+        "cloudtasks",
+        [
+            sys.executable,
+            "-m",
+            "local.cloudtasks_emulator",
+            "--host=127.0.0.1",
+            f"--port={port}",
+            f"--http-port={http_port}",
+            f"--queue={queue_path}",
+        ],
+        cwd=REPO,
+        ready=printed("listening"),
+        timeout=60,
+    )
+
+
+@dataclass
+class Blip:
+    """One emulator that the test stops and restarts on the same ports; stopped at the end."""
+
+    port: int
+    http_port: int
+    queue_path: str
+    services: list[Service] = field(default_factory=list)
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        for service in self.services:
+            service.stop()
+
+    def restart_after(self, delay_s: float) -> threading.Thread:
+        """Start the emulator again on the same ports `delay_s` from now, in a thread."""
+        failures: list[BaseException] = []
+
+        def run() -> None:
+            time.sleep(delay_s)  # the outage itself, not a wait for an outcome
+            try:
+                self.services.append(_start_emulator(self.port, self.http_port, self.queue_path))
+            except ServiceError as exc:
+                failures.append(exc)
+
+        thread = threading.Thread(target=run, name="cloudtasks-restart", daemon=True)
+        thread.failures = failures  # type: ignore[attr-defined]
+        thread.start()
+        return thread
+
+
+@pytest.fixture
+def blip() -> Iterator[Blip]:
+    queue_path = f"{PROJECT_LOCATION}/queues/blip-{uuid.uuid4().hex[:10]}"
+    service, (port, http_port) = start_on_free_ports(
+        lambda port, http_port: _start_emulator(port, http_port, queue_path), count=2
+    )
+    handle = Blip(port, http_port, queue_path, [service])
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+@pytest.mark.slow
+def test_an_enqueue_issued_while_cloud_tasks_is_down_succeeds_once_it_is_back(
+    blip: Blip,
+) -> None:
+    client = make_client(blip.host)
+    queue = TaskQueue(client, blip.queue_path, timeout_s=5.0)
+    with refusing_port() as target:
+        url = f"http://127.0.0.1:{target}/"  # never dispatched successfully: the task stays
+        assert queue.enqueue(url, b"{}", task_id="before-the-blip").status == "created"
+
+        blip.stop()  # the channel was READY; now every connect is refused
+        restart = blip.restart_after(1.0)
+        during = queue.enqueue(url, b"{}", task_id="during-the-blip")
+        restart.join(timeout=60)
+
+    assert not restart.failures, restart.failures  # type: ignore[attr-defined]
+    assert during.status == "created"
+    task = client.get_task(name=queue.task_path("during-the-blip"), timeout=5)
+    assert task.name == during.task_name
+
+
+@pytest.mark.slow
+def test_an_outage_longer_than_the_deadline_is_an_enqueue_error_not_a_hang(blip: Blip) -> None:
+    client = make_client(blip.host)
+    queue = TaskQueue(client, blip.queue_path, timeout_s=1.0)
+    with refusing_port() as target:
+        url = f"http://127.0.0.1:{target}/"
+        assert queue.enqueue(url, b"{}", task_id="before-the-outage").status == "created"
+        blip.stop()
+
+        started = time.monotonic()
+        with pytest.raises(EnqueueError, match="tasks/during-the-outage") as caught:
+            queue.enqueue(url, b"{}", task_id="during-the-outage")
+        waited = time.monotonic() - started
+
+    # It waited for the channel until the deadline, rather than failing fast as UNAVAILABLE.
+    assert isinstance(caught.value.__cause__, exceptions.DeadlineExceeded)
+    assert waited < 3 * queue.timeout_s, "the deadline bounds the wait: it must not hang"
