@@ -8,84 +8,23 @@ passes first is still an `EnqueueError` (the ingress's 503).
 
 from __future__ import annotations
 
-import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import pytest
 from google.api_core import exceptions
 
-from local.cloudtasks_emulator.launch import REPO
-from local.processes import Service, ServiceError, printed, start, start_on_free_ports
 from shared.tasks import EnqueueError, TaskQueue, make_client
+from tests.integration.restartable_emulator import Blip, start_blip
 from tests.ports import refusing_port
 
 PROJECT_LOCATION = "projects/demo-hookledger/locations/us-central1"
 
 
-def _start_emulator(port: int, http_port: int, queue_path: str) -> Service:
-    """The emulator with `queue_path` created at start (it keeps no state over a restart)."""
-    return start(
-        "cloudtasks",
-        [
-            sys.executable,
-            "-m",
-            "local.cloudtasks_emulator",
-            "--host=127.0.0.1",
-            f"--port={port}",
-            f"--http-port={http_port}",
-            f"--queue={queue_path}",
-        ],
-        cwd=REPO,
-        ready=printed("listening"),
-        timeout=60,
-    )
-
-
-@dataclass
-class Blip:
-    """One emulator that the test stops and restarts on the same ports; stopped at the end."""
-
-    port: int
-    http_port: int
-    queue_path: str
-    services: list[Service] = field(default_factory=list)
-
-    @property
-    def host(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        for service in self.services:
-            service.stop()
-
-    def restart_after(self, delay_s: float) -> threading.Thread:
-        """Start the emulator again on the same ports `delay_s` from now, in a thread."""
-        failures: list[BaseException] = []
-
-        def run() -> None:
-            time.sleep(delay_s)  # the outage itself, not a wait for an outcome
-            try:
-                self.services.append(_start_emulator(self.port, self.http_port, self.queue_path))
-            except ServiceError as exc:
-                failures.append(exc)
-
-        thread = threading.Thread(target=run, name="cloudtasks-restart", daemon=True)
-        thread.failures = failures  # type: ignore[attr-defined]
-        thread.start()
-        return thread
-
-
 @pytest.fixture
 def blip() -> Iterator[Blip]:
-    queue_path = f"{PROJECT_LOCATION}/queues/blip-{uuid.uuid4().hex[:10]}"
-    service, (port, http_port) = start_on_free_ports(
-        lambda port, http_port: _start_emulator(port, http_port, queue_path), count=2
-    )
-    handle = Blip(port, http_port, queue_path, [service])
+    handle = start_blip(f"{PROJECT_LOCATION}/queues/blip-{uuid.uuid4().hex[:10]}")
     try:
         yield handle
     finally:
