@@ -44,6 +44,7 @@ class Blip:
     http_port: int
     queue_path: str
     services: list[Service] = field(default_factory=list)
+    restarts: list[threading.Thread] = field(default_factory=list)
 
     @property
     def host(self) -> str:
@@ -59,10 +60,14 @@ class Blip:
 
     def restart(self) -> None:
         """Stop it and start it again on the same ports, now."""
-        self.stop()
+        for service in self.services:
+            service.stop()
         self.services.append(start_emulator_with_queue(self.port, self.http_port, self.queue_path))
 
     def stop(self) -> None:
+        """Stop every start, waiting first for a pending restart (it would outlive us)."""
+        for thread in self.restarts:
+            thread.join(timeout=90)
         for service in self.services:
             service.stop()
 
@@ -81,6 +86,7 @@ class Blip:
 
         thread = threading.Thread(target=run, name="cloudtasks-restart", daemon=True)
         thread.failures = failures  # type: ignore[attr-defined]
+        self.restarts.append(thread)
         thread.start()
         return thread
 
