@@ -1,9 +1,20 @@
 """Hand-off to Cloud Tasks: named HTTP tasks, with ALREADY_EXISTS reported as a duplicate.
 
     make_client(emulator_host)                -> CloudTasksClient (emulator or production)
+    CHANNEL_OPTIONS                           gRPC channel args both clients are built with
     TaskQueue(client, queue_path, timeout_s)  .enqueue(url, body, ...) -> EnqueueResult
     ensure_queue(client, queue_path, ...)     -> Queue (create-or-get, local set-up)
     task_id_for(*parts)                       -> a valid, deterministic task id
+
+A blip of Cloud Tasks must not turn into lost pushes (GitHub never retries a 503): the
+channel waits for the service to be ready instead of failing fast, and reconnects on a
+short, bounded backoff, so a call made while the service is down succeeds as soon as it
+is back, within the call's own deadline:
+
+    t=0     Cloud Tasks goes away; the channel enters reconnect backoff (100 ms .. 1 s)
+    t=1.0   enqueue(timeout_s=5): waits for the channel (waitForReady), not UNAVAILABLE
+    t=1.4   Cloud Tasks is back; the next reconnect (<= 1 s later) makes the channel READY
+    t=2.2   CreateTask runs: created                       (else DEADLINE at t=6: EnqueueError)
 
 Exceptions (every one names the task or queue, and chains the client's error):
 
@@ -18,9 +29,9 @@ import datetime as dt
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import grpc
 from google.api_core import exceptions as api_exceptions
@@ -31,6 +42,19 @@ from shared.errors import HookledgerError, TransientError
 
 MAX_TASK_ID_CHARS = 500
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+_SERVICE = "google.cloud.tasks.v2.CloudTasks"
+# Every method waits for a ready channel (gRPC "wait for ready") rather than failing at
+# once while the channel is in reconnect backoff; the call's deadline still bounds it.
+_SERVICE_CONFIG = json.dumps(
+    {"methodConfig": [{"name": [{"service": _SERVICE}], "waitForReady": True}]}
+)
+CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
+    ("grpc.service_config", _SERVICE_CONFIG),
+    # gRPC's default backoff grows to 120 s; a blip of seconds must heal in about one.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+)
 
 
 class TasksError(HookledgerError, RuntimeError):
@@ -54,11 +78,28 @@ class EnqueueResult:
 
 
 def make_client(emulator_host: str | None) -> CloudTasksClient:
-    """A client for the emulator at `host:port` (insecure gRPC), else the production default."""
+    """A client for the emulator at `host:port` (insecure gRPC), else the production default.
+
+    Both channels are built with `CHANNEL_OPTIONS`: calls wait for a ready channel (up to
+    their deadline) and reconnects back off at most 1 s.
+    """
     if emulator_host:
-        channel = grpc.insecure_channel(emulator_host)
+        channel = grpc.insecure_channel(emulator_host, options=list(CHANNEL_OPTIONS))
         return CloudTasksClient(transport=CloudTasksGrpcTransport(channel=channel))
-    return CloudTasksClient()
+    return CloudTasksClient(transport=_production_transport)
+
+
+def _production_transport(**kwargs: Any) -> CloudTasksGrpcTransport:
+    """The client's own gRPC transport (endpoint, credentials, mTLS as it chose them)."""
+    return CloudTasksGrpcTransport(channel=_production_channel, **kwargs)
+
+
+def _production_channel(host: str, **kwargs: Any) -> grpc.Channel:
+    """`CloudTasksGrpcTransport.create_channel`, with our options after the transport's."""
+    options: Sequence[tuple[str, Any]] = kwargs.pop("options", None) or ()
+    return CloudTasksGrpcTransport.create_channel(
+        host, options=[*options, *CHANNEL_OPTIONS], **kwargs
+    )
 
 
 def task_id_for(*parts: str) -> str:
@@ -78,7 +119,11 @@ def task_id_for(*parts: str) -> str:
 
 
 class TaskQueue:
-    """Creates HTTP tasks in one queue; every call carries `timeout_s`."""
+    """Creates HTTP tasks in one queue; `timeout_s` is each call's whole deadline.
+
+    No client-side retry runs inside it: a call waits for the channel to be ready and
+    answers (or raises `EnqueueError`) within `timeout_s`.
+    """
 
     def __init__(self, client: CloudTasksClient, queue_path: str, timeout_s: float = 5.0) -> None:
         if timeout_s <= 0:
@@ -125,8 +170,9 @@ class TaskQueue:
             task.dispatch_deadline = dt.timedelta(seconds=dispatch_deadline_s)
         label = task.name or f"a new task in {self.queue_path}"
         try:
+            # retry=None: the timeout is the gRPC deadline itself, not one per attempt.
             created = self.client.create_task(
-                parent=self.queue_path, task=task, timeout=self.timeout_s
+                parent=self.queue_path, task=task, retry=None, timeout=self.timeout_s
             )
         except api_exceptions.AlreadyExists:
             return EnqueueResult(status="duplicate", task_name=task.name)

@@ -101,9 +101,15 @@ class JwksCache:
     """Public keys from a JWKS URL, fetched with a timeout and kept for at most `ttl_s`.
 
     A `kid` that is not cached triggers one refetch, but never more often than every
-    `min_refetch_interval_s` (failed fetches count too), so unknown key ids sent by an
-    attacker cannot make us fetch on every request. When the keys are older than `ttl_s`
-    and cannot be refreshed, lookups raise `KeysUnavailable`. Thread-safe.
+    `min_refetch_interval_s` (failed fetches count too), so a key rotation heals within
+    seconds while unknown key ids sent by an attacker cannot make us fetch on every
+    request:
+
+        t=0    keys {A} cached             t=30  a JWT names new key B: refetch -> {A, B}
+        t=31   JWTs naming kid X: refused, no fetch until t=35, then at most one
+
+    When the keys are older than `ttl_s` and cannot be refreshed, lookups raise
+    `KeysUnavailable`. Thread-safe; `fetch_count` counts fetch attempts.
     """
 
     def __init__(
@@ -112,7 +118,7 @@ class JwksCache:
         fetch: Fetch = http_fetch,
         timeout_s: float = 5.0,
         ttl_s: float = 3600.0,
-        min_refetch_interval_s: float = 60.0,
+        min_refetch_interval_s: float = 5.0,
         clock: Clock = system_clock,
     ) -> None:
         if not url:

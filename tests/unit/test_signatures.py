@@ -610,8 +610,10 @@ def test_a_jwks_document_that_is_not_one_is_keys_unavailable():
 
 class _JwksHandler(BaseHTTPRequestHandler):
     document = b""
+    hits = 0
 
     def do_GET(self) -> None:
+        type(self).hits += 1
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(self.document)))
@@ -634,6 +636,42 @@ def test_the_default_transport_fetches_a_real_jwks_over_http():
         clock = fake_clock()
         verifier = DynamicWebhookVerifier(JwksCache(url, timeout_s=5, clock=clock), clock=clock)
         assert verifier.verify(jwt_headers(GOOD_JWT), BODY) == "msg_jwt"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def _jwks_document(*keys: tuple[rsa.RSAPrivateKey, str]) -> bytes:
+    return json.dumps({"keys": [public_jwk(key.public_key(), kid) for key, kid in keys]}).encode()
+
+
+def test_a_rotated_jwks_key_verifies_on_the_next_call_and_unknown_kids_are_rate_limited():
+    _JwksHandler.document, _JwksHandler.hits = _jwks_document((RSA_KEY, "rsa-1")), 0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _JwksHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/jwks.json"
+        clock = fake_clock()
+        verifier = DynamicWebhookVerifier(JwksCache(url, timeout_s=5, clock=clock), clock=clock)
+        assert verifier.verify(jwt_headers(GOOD_JWT), BODY) == "msg_jwt"
+
+        _JwksHandler.document = _jwks_document((RSA_KEY_2, "rsa-2"))  # Gemini rotated
+        clock.advance(5)  # the default quiet interval after a fetch
+        rotated = sign_jwt_rs256(RSA_KEY_2, "rsa-2", claims())
+        assert verifier.verify(jwt_headers(rotated), BODY) == "msg_jwt"
+        assert _JwksHandler.hits == 2
+
+        for i in range(20):
+            garbage = sign_jwt_rs256(RSA_KEY_2, f"made-up-{i}", claims())
+            with pytest.raises(VerificationError):
+                verifier.verify(jwt_headers(garbage), BODY)
+        assert _JwksHandler.hits == 2, "within 5 s of the last fetch no unknown kid refetches"
+        clock.advance(5)
+        with pytest.raises(VerificationError):
+            verifier.verify(jwt_headers(garbage), BODY)
+        assert _JwksHandler.hits == 3, "then one refetch, not one per token"
     finally:
         server.shutdown()
         server.server_close()

@@ -1,12 +1,15 @@
-"""Pure rules: the emulator's retry schedule and names, and shared.tasks' task ids."""
+"""Pure rules: the emulator's retry schedule and names, shared.tasks' task ids and channels."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import grpc
 import pytest
 from google.api_core import exceptions
+from google.auth.credentials import AnonymousCredentials
+from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
 from hypothesis import given
 from hypothesis import strategies as st
 from pytest_mock import MockerFixture
@@ -18,7 +21,7 @@ from local.cloudtasks_emulator.model import (
     parse_queue,
     parse_task,
 )
-from shared.tasks import EnqueueError, TaskQueue, make_client, task_id_for
+from shared.tasks import CHANNEL_OPTIONS, EnqueueError, TaskQueue, make_client, task_id_for
 from tests.ports import refusing_port
 
 TASK_ID = re.compile(r"^[A-Za-z0-9_-]{1,500}$")
@@ -132,4 +135,33 @@ def test_enqueue_passes_its_timeout_on_every_create_task_call(mocker: MockerFixt
     queue = TaskQueue(client, "projects/p/locations/l/queues/q", timeout_s=1.5)
     with pytest.raises(EnqueueError, match="tasks/delivery-7"):
         queue.enqueue("http://127.0.0.1:9/", b"{}", task_id="delivery-7")
-    assert create.call_args.kwargs["timeout"] == 1.5
+    # The whole deadline: no client-side retry multiplies it.
+    assert (create.call_args.kwargs["timeout"], create.call_args.kwargs["retry"]) == (1.5, None)
+
+
+def test_the_production_client_keeps_the_transports_options_and_adds_ours(
+    mocker: MockerFixture,
+) -> None:
+    mocker.patch("google.auth.default", return_value=(AnonymousCredentials(), "demo-p"))
+    create_channel = mocker.patch.object(
+        CloudTasksGrpcTransport, "create_channel", return_value=grpc.insecure_channel("127.0.0.1:1")
+    )
+
+    make_client(None)
+
+    (host,), kwargs = create_channel.call_args
+    options = dict(kwargs["options"])
+    assert host == "cloudtasks.googleapis.com:443"
+    assert options["grpc.max_send_message_length"] == -1, "the transport's own options stay"
+    assert {name: options[name] for name, _ in CHANNEL_OPTIONS} == dict(CHANNEL_OPTIONS)
+    assert isinstance(kwargs["credentials"], AnonymousCredentials)
+
+
+def test_calls_wait_for_a_ready_channel_and_reconnects_back_off_at_most_a_second() -> None:
+    options = dict(CHANNEL_OPTIONS)
+    (method,) = json.loads(options["grpc.service_config"])["methodConfig"]
+    assert method == {
+        "name": [{"service": "google.cloud.tasks.v2.CloudTasks"}],
+        "waitForReady": True,
+    }
+    assert options["grpc.max_reconnect_backoff_ms"] <= 1000
