@@ -9,7 +9,8 @@ pipeline, the CLI's exit code) through `retryable(exc)`:
     │   ├── ledger: ContentionError, StoreUnavailable, WritebackFailed, OutboxDeliveryFailed
     │   ├── gemini: GeminiUnavailable          github: GitHubUnavailable
     │   ├── claims: ClaimUnavailable           tasks: EnqueueError
-    │   └── signatures: KeysUnavailable (our key fetch failed, not the sender)
+    │   ├── signatures: KeysUnavailable (our key fetch failed, not the sender)
+    │   └── oidc: OidcUnavailable (503: our certs fetch failed)
     ├── PermanentError               no retry can fix it: record it and stop
     │   ├── ledger: InvalidArgument, AmbiguousId, UnknownDelivery
     │   ├── gemini: GeminiNotFound, GeminiRejected   github: GitHubRejected
