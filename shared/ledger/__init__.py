@@ -241,9 +241,14 @@ class Ledger:
         """Pending operations with `next_check_at <= now`, earliest first, one page."""
         return self._operations.due_pending(now, limit, start_after)
 
-    def defer(self, name: str, next_check_at: datetime, attempts: int) -> bool:
-        """Set a pending operation's `attempts` and `next_check_at`; False if not pending."""
-        return self._operations.defer(name, next_check_at, attempts)
+    def defer(
+        self, name: str, next_check_at: datetime, attempts: int, *, answer: str | None = None
+    ) -> bool:
+        """Set a pending operation's `attempts` and `next_check_at`; False if not pending.
+
+        With `answer` (what the check saw: "still running", a Gemini error), the check is
+        kept in the operation's bounded `checks` history (see `Operations.defer`)."""
+        return self._operations.defer(name, next_check_at, attempts, answer=answer)
 
     def mark_stuck_alerted(self, name: str, now: datetime, window: timedelta) -> bool:
         """True exactly when this call recorded a new stuck alert (see `Operations`)."""

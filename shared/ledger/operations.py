@@ -37,6 +37,8 @@ from shared.ledger.errors import (
 )
 from shared.ledger.ids import check_limit, check_time, clip_error, operation_id
 from shared.ledger.records import (
+    CHECKS,
+    MAX_CHECKS,
     OPERATIONS,
     PENDING,
     SETTLED_BY,
@@ -248,13 +250,29 @@ class Operations:
         snapshots = self._commits.stream(query.limit(limit), "due_pending")
         return [operation_from_snapshot(s) for s in snapshots]
 
-    def defer(self, name: str, next_check_at: datetime, attempts: int) -> bool:
-        """Set a pending operation's `attempts` and `next_check_at`; False if not pending."""
+    def defer(
+        self, name: str, next_check_at: datetime, attempts: int, *, answer: str | None = None
+    ) -> bool:
+        """Set a pending operation's `attempts` and `next_check_at`; False if not pending.
+
+        With `answer`, the check is appended to `checks` ({at, attempt, answer}, the newest
+        `MAX_CHECKS` kept) in the same conditional write: the console's timeline, no extra
+        write per check."""
         check_time(next_check_at, "next_check_at")
         if not isinstance(attempts, int) or attempts < 0:
             raise InvalidArgument(f"operation {name}: attempts must be ≥ 0, got {attempts!r}")
-        update = {"attempts": attempts, "next_check_at": next_check_at}
-        return self._update_if_pending(name, lambda data: update)
+        if answer is not None and not isinstance(answer, str):
+            raise InvalidArgument(f"operation {name}: answer must be a string")
+        now = self._clock()
+
+        def update(data: Mapping[str, Any]) -> dict[str, Any]:
+            fields: dict[str, Any] = {"attempts": attempts, "next_check_at": next_check_at}
+            if answer is not None:
+                check = {"at": now, "attempt": attempts, "answer": clip_error(answer)}
+                fields[CHECKS] = [*list(data.get(CHECKS) or [])[-(MAX_CHECKS - 1) :], check]
+            return fields
+
+        return self._update_if_pending(name, update)
 
     def mark_stuck_alerted(self, name: str, now: datetime, window: timedelta) -> bool:
         """Record a stuck alert; True exactly when this call recorded a new one.

@@ -27,6 +27,9 @@ STUCK_ALERTED_AT = "stuck_alerted_at"
 # Set instead of the results when the write-back failed for good (docs/architecture.md#settlement):
 # the operation is terminal with the reason on it, never retried forever.
 WRITEBACK_ERROR = "writeback_error"
+# Reconcile's recent checks of a pending operation ({at, attempt, answer}), newest last.
+CHECKS = "checks"
+MAX_CHECKS = 10
 
 
 class Settlement(StrEnum):
@@ -88,6 +91,7 @@ class Operation:
     stuck_alerted_at: datetime | None = None
     # Set when a permanent write-back error settled the operation without its results.
     writeback_error: Any = None
+    checks: tuple[dict[str, Any], ...] = ()
     update_time: datetime | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -112,6 +116,7 @@ class Operation:
             "expire_at": self.expire_at,
             "stuck_alerted_at": self.stuck_alerted_at,
             "writeback_error": self.writeback_error,
+            "checks": list(self.checks),
             "outbox": [item.to_dict() for item in self.outbox],
         }
 
@@ -210,6 +215,7 @@ def operation_from(data: Mapping[str, Any], doc_id: str, update_time: Any) -> Op
         ),
         stuck_alerted_at=data.get(STUCK_ALERTED_AT),
         writeback_error=data.get(WRITEBACK_ERROR),
+        checks=tuple(dict(c) for c in data.get(CHECKS) or ()),
         update_time=update_time,
     )
 

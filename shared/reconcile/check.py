@@ -103,19 +103,19 @@ class OperationCheck:
                 exc_info=failure.traceback,
             )
             if failure.defer:
-                self._keep_pending(record, report)
+                self._keep_pending(record, report, f"{type(exc).__name__}: {exc}")
             return
         report.add(**{_OUTCOME_COUNTERS.get(outcome.result, "errors"): 1})
         if outcome.result == RUNNING:
-            self._keep_pending(record, report)
+            self._keep_pending(record, report, "still running")
 
-    def _keep_pending(self, record: Operation, report: RunReport) -> None:
-        """Alert if stuck, then push `next_check_at` back with backoff."""
+    def _keep_pending(self, record: Operation, report: RunReport, answer: str) -> None:
+        """Alert if stuck, then push `next_check_at` back with backoff, noting Gemini's answer."""
         try:
             if self._stuck.alert_if_stuck(record):
                 report.add(stuck_alerts=1)
             at = self._clock() + timedelta(seconds=self.backoff_s(record.attempts))
-            if self._ledger.defer(record.name, at, record.attempts + 1):
+            if self._ledger.defer(record.name, at, record.attempts + 1, answer=answer):
                 report.add(deferred=1)
         except (LedgerError, gexc.GoogleAPIError) as exc:
             report.add(errors=1)

@@ -208,6 +208,8 @@ def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, brow
     driver.get(f"{url}/operations/{running.name}")
     assert len(rows(driver, "#timeline li.ev-check")) == 1
     assert text(driver, "attempts") == "1"
+    [answer] = rows(driver, "#timeline li.ev-answer")  # the check's own answer, from Gemini
+    assert "still running" in answer.text
     shot(driver, "operation")
 
     driver.get(url + "/deliveries")

@@ -297,6 +297,21 @@ def test_defer_updates_a_pending_operation_and_is_a_no_op_once_settled(
     assert ledger.defer("batches/ghost", later, 1) is False
 
 
+def test_defer_with_an_answer_keeps_the_last_checks_for_the_timeline(ledger, clock):
+    ledger.register("batches/abc", "k")
+    for attempt in range(1, 13):
+        clock.advance(60)
+        answer = "still running" if attempt % 2 else f"GeminiUnavailable: 503 #{attempt}"
+        assert ledger.defer("abc", clock.now + timedelta(minutes=5), attempt, answer=answer)
+
+    checks = ledger.get("abc").checks
+    assert [c["attempt"] for c in checks] == list(range(3, 13))  # the newest ten, oldest first
+    assert checks[-1]["answer"] == "GeminiUnavailable: 503 #12"
+    assert checks[-1]["at"] == clock.now
+    with pytest.raises(InvalidArgument, match="answer"):
+        ledger.defer("abc", clock.now, 13, answer=503)
+
+
 def test_defer_rejects_a_naive_time_or_negative_attempts(ledger):
     ledger.register("batches/abc", "k")
     with pytest.raises(InvalidArgument, match="aware"):
