@@ -72,6 +72,10 @@ class SendStats:
             return sum(self.statuses.values())
 
 
+# A batch the simulator has not finished yet (RUNNING once it models the real states).
+_UNFINISHED = frozenset({"BATCH_STATE_PENDING", "BATCH_STATE_RUNNING"})
+
+
 class LoadDriver:
     def __init__(self, ingress_url: str, sim: SimulatorClient, rng: random.Random) -> None:
         self.ingress_url = ingress_url
@@ -138,7 +142,10 @@ class LoadDriver:
             return 0
         for batch in batches:
             push = pending.get(str(batch.get("display_name")))
-            if push is None or batch.get("state") != "BATCH_STATE_PENDING":
+            if push is None:
+                continue
+            if batch.get("state") not in _UNFINISHED:
+                del pending[push.tag]  # finished already (an early webhook): nothing to do
                 continue
             name = str(batch["name"])
             name = name if name.startswith("batches/") else f"batches/{name}"

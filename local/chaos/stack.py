@@ -21,6 +21,7 @@ import signal
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import fields
 from datetime import timedelta
 from typing import Any
 
@@ -197,7 +198,7 @@ class ChaosStack:
 
 def _free_ports() -> Ports:
     ports: list[int] = []
-    while len(ports) < 7:
+    while len(ports) < len(fields(Ports)):
         port = free_port()
         if port not in ports:
             ports.append(port)
