@@ -311,12 +311,6 @@ def _check_deployed(cfg: Config) -> None:
     for name, value in need:
         if not value.strip():
             raise ConfigError(f"{name} must be set for the {cfg.function} outside a demo- project")
-    if cfg.function == "ingress" and cfg.gemini_jwks_url and not cfg.gemini_webhook_audience:
-        # Without an audience a token Google signed for anyone else's endpoint would pass.
-        raise ConfigError(
-            "GEMINI_WEBHOOK_AUDIENCE must be set for the ingress outside a demo- project while "
-            "Gemini dynamic webhooks are on (GEMINI_JWKS_URL; set it empty to turn them off)"
-        )
     https: list[tuple[str, str]] = []
     if cfg.function in ("ingress", "reconcile"):
         https.append(("WORKER_URL", cfg.worker_url))
@@ -329,6 +323,12 @@ def _check_deployed(cfg: Config) -> None:
             raise ConfigError(
                 f"{name} must be an https:// URL for the {cfg.function} outside a demo- project"
             )
+    if cfg.function == "ingress" and cfg.gemini_jwks_url and not cfg.gemini_webhook_audience:
+        # Without an audience a token Google signed for anyone else's endpoint would pass.
+        raise ConfigError(
+            "GEMINI_WEBHOOK_AUDIENCE must be set for the ingress outside a demo- project while "
+            "Gemini dynamic webhooks are on (GEMINI_JWKS_URL; set it empty to turn them off)"
+        )
 
 
 # Every variable the deployed functions read; Terraform's tests check each is wired.
