@@ -12,10 +12,17 @@ start instead of running open:
 
     ingress     GITHUB_WEBHOOK_SECRETS, GEMINI_WEBHOOK_SECRETS, ENVELOPE_KEYS,
                 TASKS_SERVICE_ACCOUNT (the worker refuses tasks without its token),
-                an https WORKER_URL
+                an https WORKER_URL; while GEMINI_JWKS_URL is set (its default: dynamic
+                webhooks on), GEMINI_WEBHOOK_AUDIENCE and an https GEMINI_JWKS_URL
     worker      ENVELOPE_KEYS, OIDC_AUDIENCE, TASKS_SERVICE_ACCOUNT, an https OIDC_CERTS_URL
     reconcile   ENVELOPE_KEYS, OIDC_AUDIENCE, SCHEDULER_SERVICE_ACCOUNT,
                 TASKS_SERVICE_ACCOUNT (its fan-out tasks), an https WORKER_URL and OIDC_CERTS_URL
+
+Gemini dynamic webhooks (an RS256 JWT, keys from GEMINI_JWKS_URL) are on while
+GEMINI_JWKS_URL is non-empty (default: Google's published JWKS; set it to the empty
+string to turn them off) and GEMINI_WEBHOOK_AUDIENCE is set (`dynamic_webhooks`). In a
+`demo-` project an unset audience leaves them off, so a local stack never fetches keys
+from Google.
 
 A tool (the CLI, a test) has no function: it gets no published local secret outside a
 `demo-` project either, only an empty list where a secret is unset.
@@ -32,6 +39,8 @@ from shared.errors import ConfigError as ConfigError  # re-exported: callers imp
 
 # Well-known local secrets: used only for a `demo-` project (Firebase's emulator-only prefix).
 LOCAL_GITHUB_SECRET = "local-github-secret"  # noqa: S105
+# Where Gemini publishes the keys of its dynamic-webhook JWTs (the "Webhooks" guide).
+DEFAULT_GEMINI_JWKS_URL = "https://generativelanguage.googleapis.com/.well-known/jwks.json"
 LOCAL_GEMINI_SECRET = "whsec_bG9jYWwtZ2VtaW5pLXNlY3JldC0wMTIzNDU2Nzg5"  # noqa: S105
 LOCAL_ENVELOPE_KEY = "local-envelope-key"
 # The account the local Cloud Tasks emulator signs as, and the local worker accepts.
@@ -75,7 +84,11 @@ class Config:
     oidc_certs_url: str = GOOGLE_CERTS_URL
     github_webhook_secrets: tuple[str, ...] = (LOCAL_GITHUB_SECRET,)
     gemini_webhook_secrets: tuple[str, ...] = (LOCAL_GEMINI_SECRET,)
-    gemini_jwks_url: str = ""
+    gemini_jwks_url: str = DEFAULT_GEMINI_JWKS_URL
+    # The `aud` a dynamic webhook's JWT must carry (e.g. the ingress's /gemini URL).
+    gemini_webhook_audience: str = ""
+    # The `iss` it must carry; empty: not checked.
+    gemini_webhook_issuer: str = ""
     envelope_keys: tuple[str, ...] = (LOCAL_ENVELOPE_KEY,)
     signature_tolerance_s: int = 300
     max_body_bytes: int = 26_214_400
@@ -214,7 +227,11 @@ class Config:
             oidc_certs_url=text("OIDC_CERTS_URL", d.oidc_certs_url),
             github_webhook_secrets=secrets("GITHUB_WEBHOOK_SECRETS", d.github_webhook_secrets),
             gemini_webhook_secrets=secrets("GEMINI_WEBHOOK_SECRETS", d.gemini_webhook_secrets),
-            gemini_jwks_url=text("GEMINI_JWKS_URL", d.gemini_jwks_url),
+            gemini_jwks_url=text("GEMINI_JWKS_URL", d.gemini_jwks_url).strip(),
+            gemini_webhook_audience=text(
+                "GEMINI_WEBHOOK_AUDIENCE", d.gemini_webhook_audience
+            ).strip(),
+            gemini_webhook_issuer=text("GEMINI_WEBHOOK_ISSUER", d.gemini_webhook_issuer).strip(),
             envelope_keys=secrets("ENVELOPE_KEYS", d.envelope_keys),
             # The verifiers need a window of at least a second.
             signature_tolerance_s=integer(
@@ -267,6 +284,11 @@ class Config:
             _check_deployed(self)
 
     @property
+    def dynamic_webhooks(self) -> bool:
+        """True when the ingress verifies Gemini dynamic webhooks (module docstring)."""
+        return bool(self.gemini_jwks_url and self.gemini_webhook_audience)
+
+    @property
     def is_local(self) -> bool:
         """True for a `demo-` project: emulators only, local secrets allowed."""
         return self.project.startswith("demo-")
@@ -294,11 +316,19 @@ def _check_deployed(cfg: Config) -> None:
         https.append(("WORKER_URL", cfg.worker_url))
     if cfg.function in ("worker", "reconcile"):
         https.append(("OIDC_CERTS_URL", cfg.oidc_certs_url))
+    if cfg.function == "ingress" and cfg.gemini_jwks_url:
+        https.append(("GEMINI_JWKS_URL", cfg.gemini_jwks_url))
     for name, url in https:
         if not url.startswith("https://"):
             raise ConfigError(
                 f"{name} must be an https:// URL for the {cfg.function} outside a demo- project"
             )
+    if cfg.function == "ingress" and cfg.gemini_jwks_url and not cfg.gemini_webhook_audience:
+        # Without an audience a token Google signed for anyone else's endpoint would pass.
+        raise ConfigError(
+            "GEMINI_WEBHOOK_AUDIENCE must be set for the ingress outside a demo- project while "
+            "Gemini dynamic webhooks are on (GEMINI_JWKS_URL; set it empty to turn them off)"
+        )
 
 
 # Every variable the deployed functions read; Terraform's tests check each is wired.
@@ -312,6 +342,8 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "GITHUB_WEBHOOK_SECRETS",
         "GEMINI_WEBHOOK_SECRETS",
         "GEMINI_JWKS_URL",
+        "GEMINI_WEBHOOK_AUDIENCE",
+        "GEMINI_WEBHOOK_ISSUER",
         "ENVELOPE_KEYS",
         "SIGNATURE_TOLERANCE_S",
         "MAX_BODY_BYTES",

@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from jwt import PyJWTError
+
 from shared.claims import ClaimStore
 from shared.clock import system_clock
 from shared.config import FUNCTIONS, Config, ConfigError
@@ -29,7 +31,6 @@ from shared.signatures import (
     DynamicWebhookVerifier,
     GeminiVerifier,
     GitHubVerifier,
-    JwksCache,
     SecretError,
     StandardWebhookVerifier,
 )
@@ -138,17 +139,28 @@ def build_github_verifier(cfg: Config) -> GitHubVerifier:
 
 
 def build_gemini_verifier(cfg: Config) -> GeminiVerifier:
-    """`ConfigError` naming GEMINI_WEBHOOK_SECRETS if a secret is unusable."""
+    """Static (project secrets) and, when `cfg.dynamic_webhooks`, dynamic (JWT) verification.
+
+    `ConfigError` naming GEMINI_WEBHOOK_SECRETS if a secret is unusable, GEMINI_JWKS_URL
+    if it is not an http(s) URL. No key is fetched here: the first JWT delivery does it.
+    """
     with _secret("GEMINI_WEBHOOK_SECRETS"):
         static = StandardWebhookVerifier(
             cfg.gemini_webhook_secrets, tolerance_s=cfg.signature_tolerance_s, clock=system_clock
         )
     dynamic = None
-    if cfg.gemini_jwks_url:
-        jwks = JwksCache(cfg.gemini_jwks_url, timeout_s=min(cfg.http_timeout_s, 5.0))
-        dynamic = DynamicWebhookVerifier(
-            jwks, tolerance_s=cfg.signature_tolerance_s, clock=system_clock
-        )
+    if cfg.dynamic_webhooks:
+        try:
+            dynamic = DynamicWebhookVerifier(
+                cfg.gemini_jwks_url,
+                cfg.gemini_webhook_audience,
+                issuer=cfg.gemini_webhook_issuer,
+                clock=system_clock,
+                # The sender waits seconds for our answer: a key fetch must not take longer.
+                timeout_s=min(cfg.http_timeout_s, 5.0),
+            )
+        except (ValueError, PyJWTError) as exc:  # PyJWT refuses a URL that is not http(s)
+            raise ConfigError(f"GEMINI_JWKS_URL is unusable: {type(exc).__name__}") from exc
     return GeminiVerifier(static=static, dynamic=dynamic)
 
 

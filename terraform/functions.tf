@@ -41,16 +41,18 @@ locals {
   # environment variables come from local.secrets (secrets.tf).
   function_env = {
     ingress = {
-      CLAIMS_DATABASE       = google_firestore_database.claims.name
-      GEMINI_JWKS_URL       = var.settings.gemini_jwks_url
-      GOOGLE_CLOUD_PROJECT  = var.project_id
-      MAX_BODY_BYTES        = tostring(var.settings.max_body_bytes)
-      MAX_GEMINI_BODY_BYTES = tostring(var.settings.max_gemini_body_bytes)
-      SIGNATURE_TOLERANCE_S = tostring(var.settings.signature_tolerance_s)
-      TASKS_LOCATION        = var.region
-      TASKS_QUEUE           = var.queue.name
-      TASKS_SERVICE_ACCOUNT = google_service_account.tasks_invoker.email
-      WORKER_URL            = local.function_urls.worker
+      CLAIMS_DATABASE         = google_firestore_database.claims.name
+      GEMINI_JWKS_URL         = var.settings.gemini_jwks_url
+      GEMINI_WEBHOOK_AUDIENCE = var.settings.gemini_webhook_audience
+      GEMINI_WEBHOOK_ISSUER   = var.settings.gemini_webhook_issuer
+      GOOGLE_CLOUD_PROJECT    = var.project_id
+      MAX_BODY_BYTES          = tostring(var.settings.max_body_bytes)
+      MAX_GEMINI_BODY_BYTES   = tostring(var.settings.max_gemini_body_bytes)
+      SIGNATURE_TOLERANCE_S   = tostring(var.settings.signature_tolerance_s)
+      TASKS_LOCATION          = var.region
+      TASKS_QUEUE             = var.queue.name
+      TASKS_SERVICE_ACCOUNT   = google_service_account.tasks_invoker.email
+      WORKER_URL              = local.function_urls.worker
     }
     # The worker registers operations with the grace and runs reconcile's fanned-out check
     # pages, so it reads the same reconcile settings as reconcile itself.

@@ -247,7 +247,11 @@ variable "scheduler" {
 variable "settings" {
   description = "Application settings passed to the functions as environment variables (names in shared/config.py); defaults match the code's."
   type = object({
+    # Empty here (Gemini dynamic webhooks off) unlike the code's default (Google's JWKS):
+    # turning them on needs gemini_webhook_audience too, or the ingress refuses to start.
     gemini_jwks_url            = optional(string, "")
+    gemini_webhook_audience    = optional(string, "")
+    gemini_webhook_issuer      = optional(string, "")
     max_body_bytes             = optional(number, 26214400)
     max_gemini_body_bytes      = optional(number, 65536)
     reconcile_backoff_cap_s    = optional(number, 1800)
@@ -282,6 +286,11 @@ variable "settings" {
   validation {
     condition     = var.settings.gemini_jwks_url == "" || startswith(var.settings.gemini_jwks_url, "https://")
     error_message = "settings.gemini_jwks_url must be empty or an https:// URL."
+  }
+
+  validation {
+    condition     = var.settings.gemini_jwks_url == "" || trimspace(var.settings.gemini_webhook_audience) != ""
+    error_message = "settings.gemini_webhook_audience (the aud of Gemini's dynamic-webhook JWTs) must be set when settings.gemini_jwks_url is."
   }
 
   validation {

@@ -22,8 +22,13 @@ name built from it then stays within its limits.
 Dedupe: a task's name is its dedupe key. GitHub signs only the body, so a GitHub task
 is named after the body's SHA-256: a redelivery (same id, same body) and a replay of a
 captured body under a new id both find the name taken and answer 200 `duplicate`.
-Gemini signs the id with the body, so its task is named after the id. `hookledger
-deliveries replay` enqueues under its own task names and never meets these.
+Gemini signs the id with the body, so its task is named after the id. A Gemini dynamic
+webhook (an RS256 JWT in `webhook-signature`) signs neither header: its delivery id is
+``jwt:<jti>`` (or ``jwt:sha256:<token hash>``) and its task is named in its own ``jwt``
+namespace, so no unsigned `webhook-id` can take a static or another JWT delivery's slot.
+When the token's claims carry the event (`type`, `data`), the envelope holds that signed
+event, not the unsigned body. `hookledger deliveries replay` enqueues under its own task
+names and never meets these.
 
 Cold start matters: nothing here imports google-cloud-firestore or google-genai.
 """
@@ -44,7 +49,6 @@ from shared.config import Config
 from shared.entrypoints.http import Endpoint, Reply, too_large
 from shared.envelope import Envelope, EnvelopeSealer, EnvelopeTooLarge, select_headers
 from shared.signatures import (
-    AUTHORIZATION_HEADER,
     GITHUB_SIGNATURE_HEADER,
     WEBHOOK_ID_HEADER,
     WEBHOOK_SIGNATURE_HEADER,
@@ -54,6 +58,7 @@ from shared.signatures import (
     KeysUnavailable,
     VerificationError,
     header,
+    looks_like_jwt,
 )
 from shared.tasks import EnqueueError, TaskQueue, task_id_for
 
@@ -140,17 +145,18 @@ class Ingress(Endpoint):
 
     def _gemini_headers(self, headers: Mapping[str, str]) -> None:
         """What a Gemini delivery's headers must hold; the JWT itself is checked with the body."""
-        claimed = headers.get(WEBHOOK_ID_HEADER)
-        if claimed:
-            _check_id(claimed, WEBHOOK_ID_HEADER)  # an id we could not store: 400, not 401
         try:
             signature = header(headers, WEBHOOK_SIGNATURE_HEADER)
-            bearer = header(headers, AUTHORIZATION_HEADER)
             timestamp = header(headers, WEBHOOK_TIMESTAMP_HEADER)
         except VerificationError as exc:
             raise _Rejected(401, f"signature: {exc}") from None
-        if self._config.gemini_jwks_url and (_looks_like_jwt(signature) or bearer):
-            return  # a dynamic webhook: the id may come from the token's `jti`
+        if looks_like_jwt(signature):
+            if not self._gemini.dynamic_enabled:
+                raise _Rejected(401, "signature: dynamic webhooks (JWT) are not enabled")
+            return  # a dynamic webhook: its id comes from the token, not the headers
+        claimed = headers.get(WEBHOOK_ID_HEADER)
+        if claimed:
+            _check_id(claimed, WEBHOOK_ID_HEADER)  # an id we could not store: 400, not 401
         if not signature or not signature.strip():
             raise _Rejected(401, f"signature: missing header {WEBHOOK_SIGNATURE_HEADER}")
         if not any(entry.startswith(("v1,", "v1a,")) for entry in signature.split()):
@@ -180,22 +186,29 @@ class Ingress(Endpoint):
 
     def _gemini_delivery(self, headers: Mapping[str, str], body: bytes) -> Reply:
         try:
-            delivery_id = self._gemini.verify(headers, body)
+            delivery = self._gemini.verify_delivery(headers, body)
         except KeysUnavailable as exc:
             # Our JWKS fetch failed, not the sender: answer 503 so Gemini retries.
             raise _Rejected(503, f"signing keys unavailable: {exc}") from None
         except VerificationError as exc:
             raise _Rejected(401, f"signature: {exc}") from None
+        delivery_id = delivery.delivery_id
         _check_id(delivery_id, "webhook-id")
-        payload = _parse_json_object(body)
+        if delivery.event is not None:
+            # The signed claims carry the event: trust them, not the unsigned body (module doc).
+            body = json.dumps(dict(delivery.event), separators=(",", ":")).encode()
+            payload = dict(delivery.event)
+        else:
+            payload = _parse_json_object(body)
         event = payload.get("type")
         data = payload.get("data")
         if not isinstance(event, str) or not event:
             raise _Rejected(400, "body has no event 'type'")
         if not isinstance(data, dict) or not isinstance(data.get("id"), str) or not data["id"]:
             raise _Rejected(400, "body has no 'data.id'")
-        task_id = task_id_for("gemini", delivery_id)
-        return self._hand_off("gemini", event, delivery_id, headers, body, task_id)
+        # A JWT delivery's slot is in its own namespace (module docstring).
+        parts = ("gemini", "jwt", delivery_id) if delivery.dynamic else ("gemini", delivery_id)
+        return self._hand_off("gemini", event, delivery_id, headers, body, task_id_for(*parts))
 
     def _hand_off(
         self,
@@ -290,11 +303,6 @@ def _check_id(value: str, what: str) -> None:
         raise _Rejected(
             400, f"unusable {what}: a delivery id is 1-200 printable ASCII characters, no spaces"
         )
-
-
-def _looks_like_jwt(value: str | None) -> bool:
-    """Three dot-separated segments and no comma: a JWT, not Standard Webhooks entries."""
-    return value is not None and "," not in value and value.strip().count(".") == 2
 
 
 def _parse_json_object(body: bytes) -> dict[str, Any]:

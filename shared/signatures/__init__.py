@@ -6,13 +6,13 @@ Schemes, one module each
 - `standard_webhooks` (Gemini project webhooks): headers ``webhook-id``,
   ``webhook-timestamp`` and ``webhook-signature`` holding one or more space-separated
   ``v1,<base64 HMAC-SHA256>`` entries over ``<id>.<timestamp>.<body>``; secrets are
-  ``whsec_<base64>`` and the decoded bytes are the key. Also signs ``v1a`` (Ed25519).
-- `dynamic` (Gemini per-request webhooks): ``v1a,<base64 Ed25519>`` entries over the
-  same ``<id>.<timestamp>.<body>`` string, or an RS256 JWT; both checked against public
-  keys from a JWKS URL (`jwks`: `JwksCache`, `parse_jwks`, `public_jwk`). The module
-  docstring lists what was assumed about this scheme.
-- `gemini`: `GeminiVerifier`, which accepts a Gemini delivery signed by any configured
-  scheme.
+  ``whsec_<base64>`` and the decoded bytes are the key. ``v1a`` (Ed25519) as the
+  Standard Webhooks spec defines it, against ``whpk_`` public keys.
+- `dynamic` (Gemini per-request webhooks, as the Gemini "Webhooks" guide documents
+  them): an RS256 JWT as the ``webhook-signature`` value, its key found by ``kid`` in
+  the JWKS at `GEMINI_JWKS_URL`, checked with PyJWT (`jwt.decode`, `PyJWKClient`).
+- `gemini`: `GeminiVerifier`, which sends a Gemini delivery to the scheme it names.
+- `jwks`: `parse_jwks`, `public_jwk`, `http_fetch` (the OIDC token keys use them).
 
 Shared rules (`_common`): every verifier takes a list of secrets, the first signs and
 every one verifies, and a bad secret raises `SecretError` when the verifier is built;
@@ -37,13 +37,20 @@ from shared.signatures._common import (
     WEBHOOK_TIMESTAMP_HEADER,
     header,
 )
-from shared.signatures.dynamic import DynamicWebhookVerifier, sign_jwt_rs256
+from shared.signatures.dynamic import (
+    DEFAULT_GEMINI_JWKS_URL,
+    DynamicDelivery,
+    DynamicWebhookVerifier,
+    looks_like_jwt,
+    sign_jwt_rs256,
+)
 from shared.signatures.errors import KeysUnavailable, SecretError, VerificationError
-from shared.signatures.gemini import GeminiVerifier
+from shared.signatures.gemini import GeminiDelivery, GeminiVerifier
 from shared.signatures.github import GitHubVerifier, sign_github
-from shared.signatures.jwks import Fetch, JwksCache, PublicKey, http_fetch, parse_jwks, public_jwk
+from shared.signatures.jwks import Fetch, PublicKey, http_fetch, parse_jwks, public_jwk
 from shared.signatures.standard_webhooks import (
     StandardWebhookVerifier,
+    decode_whpk,
     decode_whsec,
     sign_standard_webhook,
     sign_standard_webhook_ed25519,
@@ -51,25 +58,29 @@ from shared.signatures.standard_webhooks import (
 
 __all__ = [
     "AUTHORIZATION_HEADER",
+    "DEFAULT_GEMINI_JWKS_URL",
     "DEFAULT_TOLERANCE_S",
     "GITHUB_SIGNATURE_HEADER",
     "MIN_KEY_BYTES",
     "WEBHOOK_ID_HEADER",
     "WEBHOOK_SIGNATURE_HEADER",
     "WEBHOOK_TIMESTAMP_HEADER",
+    "DynamicDelivery",
     "DynamicWebhookVerifier",
     "Fetch",
+    "GeminiDelivery",
     "GeminiVerifier",
     "GitHubVerifier",
-    "JwksCache",
     "KeysUnavailable",
     "PublicKey",
     "SecretError",
     "StandardWebhookVerifier",
     "VerificationError",
+    "decode_whpk",
     "decode_whsec",
     "header",
     "http_fetch",
+    "looks_like_jwt",
     "parse_jwks",
     "public_jwk",
     "sign_github",

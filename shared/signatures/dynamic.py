@@ -1,211 +1,212 @@
-"""Gemini per-request (dynamic) webhooks: `v1a` Ed25519 entries or an RS256 JWT.
+"""Gemini dynamic (per-request) webhooks: an RS256 JWT in ``webhook-signature``.
 
-Both are checked against the public keys of a JWKS URL (`shared.signatures.jwks`). A
-``v1a`` entry covers ``<id>.<timestamp>.<body>`` exactly like a Standard Webhooks ``v1``
-entry (`shared.signatures.standard_webhooks`).
+As the Gemini "Webhooks" guide (ai.google.dev/gemini-api/docs/webhooks) documents them:
+the whole ``webhook-signature`` value is a compact JWT signed with RS256; its header names
+the signing key by ``kid``, published in the JWKS at `GEMINI_JWKS_URL` (default
+`DEFAULT_GEMINI_JWKS_URL`); its ``aud`` must be the audience we configured. The guide's
+sample decodes the token into the event (``event = jwt.decode(...)``).
 
-What was assumed about dynamic webhooks (no authoritative Google page was found; the
-design card and third-party guides, e.g. Hookdeck's, were the sources):
+What the verifier checks, through PyJWT (``jwt.decode`` and ``PyJWKClient``):
 
-- the JWT arrives either as the whole ``webhook-signature`` value or as
-  ``Authorization: Bearer <jwt>``; its header names the signing key by ``kid``;
-- it must carry ``exp`` and ``iat``; ``iat`` must lie within the tolerance of now
-  (replay window) and ``exp`` must not have passed; ``aud`` and ``iss`` are checked when
-  configured (Gemini is said to set ``aud`` to the endpoint URL);
-- the JWT is not known to bind the body, so a JWT-only delivery authenticates the sender
-  but not the bytes. That is acceptable here only because Gemini bodies are hints: the
-  worker re-fetches the operation before settling (docs/architecture.md#why);
-- a ``v1a`` entry names no key, so every Ed25519 key in the JWKS is tried.
+- the algorithm is RS256 and nothing else (never ``none``, never an HMAC keyed with a
+  public key), the key is the RSA key the JWKS publishes under the token's ``kid``;
+- ``aud`` contains the configured audience (required); ``iss`` equals the configured
+  issuer when one is configured;
+- ``exp``, ``iat`` and ``nbf`` when present, against the injected clock with
+  `CLOCK_SKEW_S` of leeway (PyJWT would read the wall clock).
+
+What the token does NOT cover: the docs do not say it binds the body, ``webhook-id`` or
+``webhook-timestamp``. So the delivery's identity comes from the token alone (`jti`,
+else a hash of the token, under the ``jwt:`` prefix: `DynamicDelivery.delivery_id`),
+and when the claims carry the event (``type`` and ``data``) the caller uses them instead
+of the unsigned body (`DynamicDelivery.event`). A body left unsigned is still only a
+hint: the worker re-fetches the operation before settling (docs/architecture.md, "Why").
+
+Keys: `PyJWKClient` caches the JWKS for `ttl_s`, refetches at once when a token names a
+``kid`` it has not seen (at most once per `refetch_cooldown_s`, so made-up kids cannot
+make us fetch on every request), and every fetch carries `timeout_s`. A fetch that fails
+raises `KeysUnavailable` (the ingress answers 503 and Gemini retries).
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import math
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import padding
+import jwt
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey, RSAPublicKey
 
 from shared.clock import Clock, system_clock
-from shared.signatures._common import (
-    AUTHORIZATION_HEADER,
-    DEFAULT_TOLERANCE_S,
-    WEBHOOK_ID_HEADER,
-    WEBHOOK_SIGNATURE_HEADER,
-    _b64decode,
-    _b64url,
-    _check_fresh,
-    _check_tolerance,
-    header,
-)
-from shared.signatures.errors import VerificationError
-from shared.signatures.jwks import JwksCache
-from shared.signatures.standard_webhooks import (
-    _ED25519_VERSION,
-    _check_id,
-    _ed25519_content,
-    _read_standard_headers,
-)
+from shared.config import DEFAULT_GEMINI_JWKS_URL as DEFAULT_GEMINI_JWKS_URL
+from shared.signatures._common import WEBHOOK_SIGNATURE_HEADER, header
+from shared.signatures.errors import KeysUnavailable, VerificationError
 
+CLOCK_SKEW_S = 30
+JWT_ID_PREFIX = "jwt:"
+_ALGORITHMS = ["RS256"]
 _MAX_JWT_CHARS = 8192
-
-
-def _jwt_signing_input(header_b64: str, claims_b64: str) -> bytes:
-    return f"{header_b64}.{claims_b64}".encode("ascii")
-
-
-def _rs256_verify(key: RSAPublicKey, signature: bytes, data: bytes) -> bool:
-    try:
-        key.verify(signature, data, padding.PKCS1v15(), hashes.SHA256())
-    except InvalidSignature:
-        return False
-    return True
+# Registered claims (RFC 7519 §4.1): about the token, not part of the event it carries.
+_REGISTERED_CLAIMS = frozenset({"iss", "sub", "aud", "exp", "nbf", "iat", "jti"})
+# A jti used as is must keep "jwt:<jti>" a usable delivery id (printable, no spaces, <= 200).
+_USABLE_JTI = re.compile(r"[\x21-\x7e]{1,150}")
 
 
 def sign_jwt_rs256(private_key: RSAPrivateKey, kid: str, claims: Mapping[str, Any]) -> str:
     """An RS256 JWT over `claims` naming key `kid` (for tests and the local simulator)."""
-    head = _b64url(json.dumps({"alg": "RS256", "typ": "JWT", "kid": kid}).encode())
-    body = _b64url(json.dumps(dict(claims), separators=(",", ":")).encode())
-    data = _jwt_signing_input(head, body)
-    signature = private_key.sign(data, padding.PKCS1v15(), hashes.SHA256())
-    return f"{head}.{body}.{_b64url(signature)}"
+    return jwt.encode(dict(claims), private_key, algorithm="RS256", headers={"kid": kid})
 
 
-def _looks_like_jwt(value: str) -> bool:
-    return "," not in value and value.count(".") == 2 and " " not in value.strip()
+def looks_like_jwt(value: str | None) -> bool:
+    """Three dot-separated segments, no comma or space: a JWT, not Standard Webhooks entries."""
+    if value is None:
+        return False
+    text = value.strip()
+    return "," not in text and " " not in text and text.count(".") == 2
 
 
-def _jwt_from(headers: Mapping[str, str]) -> str | None:
-    signature = header(headers, WEBHOOK_SIGNATURE_HEADER)
-    if signature is not None and _looks_like_jwt(signature):
-        return signature.strip()
-    authorization = header(headers, AUTHORIZATION_HEADER)
-    if authorization is not None:
-        scheme, _, token = authorization.partition(" ")
-        if scheme.lower() == "bearer" and token.strip():
-            return token.strip()
-    return None
+@dataclass(frozen=True)
+class DynamicDelivery:
+    """A verified dynamic delivery.
+
+    `delivery_id` is ``jwt:<jti>`` (or ``jwt:sha256:<hex of the token>`` when the token
+    has no usable ``jti``): signed, and in a namespace no static ``webhook-id`` uses.
+    `event` is the event the signed claims carry (claims without the registered JWT
+    claims) when they hold a ``type`` string and a ``data`` object, else None.
+    """
+
+    delivery_id: str
+    claims: Mapping[str, Any]
+    event: Mapping[str, Any] | None
 
 
-def _json_segment(segment: str, what: str) -> dict[str, Any]:
-    try:
-        value = json.loads(_b64decode(segment, urlsafe=True))
-    except (ValueError, RecursionError):
-        raise VerificationError(f"token {what} is not base64url JSON") from None
-    if not isinstance(value, dict):
-        raise VerificationError(f"token {what} is not a JSON object")
-    return value
+def _delivery_id(token: str, claims: Mapping[str, Any]) -> str:
+    jti = claims.get("jti")
+    if isinstance(jti, str) and _USABLE_JTI.fullmatch(jti):
+        return JWT_ID_PREFIX + jti
+    return f"{JWT_ID_PREFIX}sha256:{hashlib.sha256(token.encode('ascii')).hexdigest()}"
 
 
-def _whole_seconds(claims: Mapping[str, Any], name: str) -> int:
-    value = claims.get(name)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise VerificationError(f"token claim {name} is missing or not a number")
-    return int(value)
+def _signed_event(claims: Mapping[str, Any]) -> dict[str, Any] | None:
+    if not isinstance(claims.get("type"), str) or not isinstance(claims.get("data"), dict):
+        return None
+    return {k: v for k, v in claims.items() if k not in _REGISTERED_CLAIMS}
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class DynamicWebhookVerifier:
-    """Checks Gemini per-request webhooks: `v1a` Ed25519 entries or an RS256 JWT."""
+    """Checks the RS256 JWT of a Gemini dynamic webhook (module docstring)."""
 
     def __init__(
         self,
-        jwks: JwksCache,
-        tolerance_s: int = DEFAULT_TOLERANCE_S,
+        jwks: str | jwt.PyJWKClient,
+        audience: str,
+        *,
+        issuer: str = "",
         clock: Clock = system_clock,
-        audience: str | None = None,
-        issuer: str | None = None,
+        timeout_s: float = 5.0,
+        ttl_s: float = 3600.0,
+        refetch_cooldown_s: float = 30.0,
     ) -> None:
-        self._jwks = jwks
-        self._tolerance_s = _check_tolerance(tolerance_s)
-        self._clock = clock
-        self._audience = audience or None
+        if not audience or not audience.strip():
+            raise ValueError("a dynamic webhook verifier needs an audience")
+        if isinstance(jwks, str):
+            if not jwks:
+                raise ValueError("JWKS URL is empty")
+            if timeout_s <= 0:
+                raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+            jwks = jwt.PyJWKClient(
+                jwks, lifespan=ttl_s, timeout=timeout_s, cooldown_duration=refetch_cooldown_s
+            )
+        self.keys = jwks
+        self._audience = audience
         self._issuer = issuer or None
+        self._clock = clock
 
     @staticmethod
     def applies(headers: Mapping[str, str]) -> bool:
-        """True when the request carries a `v1a` entry or a JWT (cheap, never raises)."""
+        """True when `webhook-signature` holds a JWT (cheap, never raises)."""
         try:
-            if _jwt_from(headers) is not None:
-                return True
-            value = header(headers, WEBHOOK_SIGNATURE_HEADER) or ""
+            return looks_like_jwt(header(headers, WEBHOOK_SIGNATURE_HEADER))
         except VerificationError:
             return False
-        return any(part.startswith(_ED25519_VERSION + ",") for part in value.split())
 
-    def verify(self, headers: Mapping[str, str], body: bytes) -> str:
-        """Return the delivery id (`webhook-id`, else the JWT's `jti`) if authentic."""
-        token = _jwt_from(headers)
-        if token is not None:
-            claims = self._verify_jwt(token)
-            msg_id = header(headers, WEBHOOK_ID_HEADER) or claims.get("jti")
-            if not isinstance(msg_id, str):
-                raise VerificationError("missing header webhook-id")
-            return _check_id(msg_id)
-        parsed = _read_standard_headers(headers, self._clock, self._tolerance_s)
-        given = [e.signature for e in parsed.entries if e.version == _ED25519_VERSION]
-        if not given:
-            raise VerificationError("no v1a entry in webhook-signature")
-        content = _ed25519_content(parsed.msg_id, parsed.timestamp, body)
-        if self._ed25519_matches(content, given):
-            return parsed.msg_id
-        # A key rotated in since our last fetch: look once more (rate-limited).
-        if self._jwks.refresh_for_unknown_signer() and self._ed25519_matches(content, given):
-            return parsed.msg_id
-        raise VerificationError("no webhook-signature entry matches")
+    def verify(self, headers: Mapping[str, str], body: bytes = b"") -> str:
+        """The delivery id of an authentic delivery (see `verify_delivery`)."""
+        return self.verify_delivery(headers).delivery_id
 
-    def _ed25519_matches(self, content: bytes, signatures: Iterable[bytes]) -> bool:
-        keys = self._jwks.ed25519_keys()
-        for signature in signatures:
-            for key in keys:
-                try:
-                    key.verify(signature, content)
-                except InvalidSignature:
-                    continue
-                return True
-        return False
-
-    def _verify_jwt(self, token: str) -> dict[str, Any]:
+    def verify_delivery(self, headers: Mapping[str, str]) -> DynamicDelivery:
+        """Verify the JWT in `webhook-signature`; `VerificationError` / `KeysUnavailable`."""
+        token = (header(headers, WEBHOOK_SIGNATURE_HEADER) or "").strip()
+        if not looks_like_jwt(token):
+            raise VerificationError("webhook-signature is not a JWT")
         if len(token) > _MAX_JWT_CHARS:
             raise VerificationError("token is too long")
-        segments = token.split(".")
-        if len(segments) != 3 or not all(segments):
-            raise VerificationError("token is not a compact JWT")
-        head_b64, claims_b64, signature_b64 = segments
-        head = _json_segment(head_b64, "header")
-        # Pin the algorithm: never let the token choose 'none' or an HMAC with a public key.
-        if head.get("alg") != "RS256":
+        claims = self._decode(token)
+        return DynamicDelivery(_delivery_id(token, claims), claims, _signed_event(claims))
+
+    def _decode(self, token: str) -> dict[str, Any]:
+        try:
+            head = jwt.get_unverified_header(token)
+        except (jwt.InvalidTokenError, RecursionError):
+            raise VerificationError("token is not a well-formed JWT") from None
+        # Pin the algorithm before any key is fetched: never 'none', never an HMAC.
+        if head.get("alg") not in _ALGORITHMS:
             raise VerificationError("token algorithm is not RS256")
         kid = head.get("kid")
         if not isinstance(kid, str) or not kid:
             raise VerificationError("token header has no kid")
+        key = self._key(kid)
         try:
-            signature = _b64decode(signature_b64, urlsafe=True)
-        except ValueError:
-            raise VerificationError("token signature is not base64url") from None
-        key = self._jwks.key(kid)
-        if not isinstance(key, RSAPublicKey):
-            raise VerificationError("token names a key that is not RSA")
-        if not _rs256_verify(key, signature, _jwt_signing_input(head_b64, claims_b64)):
-            raise VerificationError("token signature does not match")
-        claims = _json_segment(claims_b64, "claims")
-        self._check_claims(claims)
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                key,
+                algorithms=_ALGORITHMS,
+                audience=self._audience,
+                issuer=self._issuer,
+                # Times are checked against the injected clock in _check_times.
+                options={
+                    "require": ["aud"],
+                    "verify_exp": False,
+                    "verify_iat": False,
+                    "verify_nbf": False,
+                },
+            )
+        except (jwt.InvalidTokenError, RecursionError) as exc:  # PyJWT's root for bad tokens
+            raise VerificationError(f"token rejected: {type(exc).__name__}") from None
+        self._check_times(claims)
         return claims
 
-    def _check_claims(self, claims: Mapping[str, Any]) -> None:
+    def _key(self, kid: str) -> RSAPublicKey:
+        try:
+            self.keys.get_signing_keys()  # loads or reuses the cached set
+        except jwt.PyJWTError as exc:  # transport failure, or not a usable JWKS document
+            reason = type(exc).__name__
+            raise KeysUnavailable(f"signing keys could not be fetched: {reason}") from exc
+        try:
+            found = self.keys.get_signing_key(kid)  # refetches once for a kid not cached
+        except jwt.PyJWKClientConnectionError as exc:
+            raise KeysUnavailable("signing keys could not be refetched") from exc
+        except jwt.PyJWTError:
+            raise VerificationError("token names an unknown key") from None
+        if not isinstance(found.key, RSAPublicKey):
+            raise VerificationError("token names a key that is not RSA")
+        return found.key
+
+    def _check_times(self, claims: Mapping[str, Any]) -> None:
         now = self._clock().timestamp()
-        expires = _whole_seconds(claims, "exp")
-        issued = _whole_seconds(claims, "iat")
-        if expires <= now - self._tolerance_s:
+        for name in ("exp", "iat", "nbf"):
+            if name in claims and not _is_number(claims[name]):
+                raise VerificationError(f"token claim {name} is not a number")
+        if "exp" in claims and now > claims["exp"] + CLOCK_SKEW_S:
             raise VerificationError("token has expired")
-        _check_fresh(issued, self._clock, self._tolerance_s, "token iat")
-        if self._audience is not None:
-            audience = claims.get("aud")
-            audiences = audience if isinstance(audience, list) else [audience]
-            if self._audience not in audiences:
-                raise VerificationError("token audience does not match")
-        if self._issuer is not None and claims.get("iss") != self._issuer:
-            raise VerificationError("token issuer does not match")
+        if "iat" in claims and now < claims["iat"] - CLOCK_SKEW_S:
+            raise VerificationError("token was issued in the future")
+        if "nbf" in claims and now < claims["nbf"] - CLOCK_SKEW_S:
+            raise VerificationError("token is not valid yet")

@@ -1,22 +1,38 @@
-"""The one verifier the ingress uses for Gemini deliveries: static `v1` or dynamic `v1a`/JWT."""
+"""The one verifier the ingress uses for Gemini deliveries: static or dynamic webhooks."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from shared.signatures._common import WEBHOOK_SIGNATURE_HEADER, header
-from shared.signatures.dynamic import DynamicWebhookVerifier
-from shared.signatures.errors import KeysUnavailable, VerificationError
-from shared.signatures.standard_webhooks import _HMAC_VERSION, StandardWebhookVerifier
+from shared.signatures.dynamic import DynamicWebhookVerifier, looks_like_jwt
+from shared.signatures.errors import VerificationError
+from shared.signatures.standard_webhooks import StandardWebhookVerifier
+
+
+@dataclass(frozen=True)
+class GeminiDelivery:
+    """A verified Gemini delivery.
+
+    `delivery_id`: the signed `webhook-id` of a static delivery, or ``jwt:…`` for a
+    dynamic one (`shared.signatures.dynamic.DynamicDelivery`). `dynamic` says which.
+    `event`: for a dynamic delivery whose signed claims carry the event, that event (use
+    it instead of the body); else None (the body is what was signed, or a hint).
+    """
+
+    delivery_id: str
+    dynamic: bool = False
+    event: Mapping[str, Any] | None = None
 
 
 class GeminiVerifier:
-    """Accepts a Gemini delivery signed by any configured scheme.
+    """Accepts a Gemini delivery signed by the scheme its `webhook-signature` names.
 
-    Static `v1` HMAC (project webhook secrets) and dynamic `v1a`/JWT (JWKS keys) are
-    each optional; at least one must be configured. When several apply, the first that
-    verifies wins; if none does, the error raised is `KeysUnavailable` when the keys
-    could not be fetched (so the sender retries), else the first scheme's error.
+    A JWT there goes to the dynamic verifier (`VerificationError` when dynamic webhooks
+    are off); anything else to the static one (Standard Webhooks, project secrets). One
+    scheme is tried per request, never both. At least one must be configured.
     """
 
     def __init__(
@@ -29,20 +45,21 @@ class GeminiVerifier:
         self._static = static
         self._dynamic = dynamic
 
+    @property
+    def dynamic_enabled(self) -> bool:
+        return self._dynamic is not None
+
     def verify(self, headers: Mapping[str, str], body: bytes) -> str:
         """Return the delivery id if authentic; raise `VerificationError` otherwise."""
-        attempts: list[Callable[[], str]] = []
-        signature = header(headers, WEBHOOK_SIGNATURE_HEADER) or ""
-        has_v1 = any(part.startswith(_HMAC_VERSION + ",") for part in signature.split())
-        if self._static is not None and (has_v1 or self._dynamic is None):
-            attempts.append(lambda: self._static.verify(headers, body))  # type: ignore[union-attr]
-        if self._dynamic is not None and (self._dynamic.applies(headers) or not attempts):
-            attempts.append(lambda: self._dynamic.verify(headers, body))  # type: ignore[union-attr]
-        errors: list[VerificationError] = []
-        for attempt in attempts:
-            try:
-                return attempt()
-            except VerificationError as exc:
-                errors.append(exc)
-        unavailable = [e for e in errors if isinstance(e, KeysUnavailable)]
-        raise (unavailable or errors)[0]
+        return self.verify_delivery(headers, body).delivery_id
+
+    def verify_delivery(self, headers: Mapping[str, str], body: bytes) -> GeminiDelivery:
+        """The verified delivery; `VerificationError` (or `KeysUnavailable`) otherwise."""
+        if looks_like_jwt(header(headers, WEBHOOK_SIGNATURE_HEADER)):
+            if self._dynamic is None:
+                raise VerificationError("dynamic webhooks (JWT) are not enabled")
+            found = self._dynamic.verify_delivery(headers)
+            return GeminiDelivery(found.delivery_id, dynamic=True, event=found.event)
+        if self._static is None:
+            raise VerificationError("webhook-signature is not a JWT")
+        return GeminiDelivery(self._static.verify(headers, body))

@@ -6,11 +6,16 @@ entries over ``<id>.<timestamp>.<body>``:
 
 - ``v1``: HMAC-SHA256; secrets are ``whsec_<base64>`` and the decoded bytes are the key
   (at least `MIN_KEY_BYTES` of them);
-- ``v1a``: Ed25519 over the same string; the entry names no key, so the dynamic
-  verifier (`shared.signatures.dynamic`) tries every Ed25519 key of its JWKS.
+- ``v1a``: Ed25519 over the same string, as the Standard Webhooks spec defines it: the
+  verifier holds the sender's public keys, given as ``whpk_<base64 of the 32 key bytes>``
+  in the same list as the ``whsec_`` secrets. An entry names no key, so each entry is
+  tried against each public key; at most `MAX_V1A_ENTRIES_TRIED` (2: one rotation)
+  entries per request, the rest ignored, so a hostile header costs two verifications
+  per key, not sixteen.
 
 Parsing is shared by both: any malformed entry rejects the whole header, and the
-timestamp must lie within the tolerance of the injected clock.
+timestamp must lie within the tolerance of the injected clock. An entry of a version
+the verifier holds no key for is ignored (the spec's rule for unknown versions).
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ import hmac
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from shared.clock import Clock, system_clock
 from shared.signatures._common import (
@@ -39,6 +45,8 @@ from shared.signatures._common import (
 from shared.signatures.errors import SecretError, VerificationError
 
 _WHSEC_PREFIX = "whsec_"
+_WHPK_PREFIX = "whpk_"
+MAX_V1A_ENTRIES_TRIED = 2
 _HMAC_VERSION = "v1"
 _ED25519_VERSION = "v1a"
 _SIGNATURE_LENGTHS = {_HMAC_VERSION: 32, _ED25519_VERSION: 64}
@@ -79,6 +87,17 @@ def decode_whsec(secret: str, position: int = 1) -> bytes:
             f"Standard Webhooks secret #{position} decodes to fewer than {MIN_KEY_BYTES} bytes"
         )
     return key
+
+
+def decode_whpk(public_key: str, position: int = 1) -> Ed25519PublicKey:
+    """The Ed25519 key of a `whpk_<base64>` public key; `SecretError` if unusable."""
+    try:
+        raw = _b64decode(public_key[len(_WHPK_PREFIX) :])
+        return Ed25519PublicKey.from_public_bytes(raw)
+    except ValueError:
+        raise SecretError(
+            f"Standard Webhooks public key #{position} is not 32 base64 bytes after whpk_"
+        ) from None
 
 
 def _check_id(msg_id: str) -> str:
@@ -155,7 +174,8 @@ def _read_standard_headers(
 
 
 class StandardWebhookVerifier:
-    """Checks Standard Webhooks `v1` (HMAC-SHA256) signatures: Gemini project webhooks."""
+    """Checks Standard Webhooks signatures: `v1` HMAC-SHA256 (Gemini project webhooks),
+    and `v1a` Ed25519 when `whpk_` public keys are configured (module docstring)."""
 
     def __init__(
         self,
@@ -164,23 +184,33 @@ class StandardWebhookVerifier:
         clock: Clock = system_clock,
     ) -> None:
         values = _check_secrets(secrets, "Standard Webhooks secrets")
-        self._keys = tuple(decode_whsec(s, i) for i, s in enumerate(values, start=1))
-        self._signing_secret = values[0]
+        keys: list[bytes] = []
+        public_keys: list[Ed25519PublicKey] = []
+        for position, value in enumerate(values, start=1):
+            if value.startswith(_WHPK_PREFIX):
+                public_keys.append(decode_whpk(value, position))
+            else:
+                keys.append(decode_whsec(value, position))
+        self._keys = tuple(keys)
+        self._public_keys = tuple(public_keys)
+        self._signing_secret = next((v for v in values if v.startswith(_WHSEC_PREFIX)), None)
         self._tolerance_s = _check_tolerance(tolerance_s)
         self._clock = clock
 
     def sign(self, msg_id: str, timestamp: int, body: bytes) -> str:
-        """The `webhook-signature` value, signed with the first secret."""
+        """The `webhook-signature` value, signed with the first `whsec_` secret."""
+        if self._signing_secret is None:
+            raise SecretError("Standard Webhooks: no whsec_ secret to sign with")
         return sign_standard_webhook(self._signing_secret, msg_id, timestamp, body)
 
     def verify(self, headers: Mapping[str, str], body: bytes) -> str:
-        """Return the `webhook-id` if some secret signed this message within tolerance."""
+        """Return the `webhook-id` if a configured key signed this message within tolerance."""
         parsed = _read_standard_headers(headers, self._clock, self._tolerance_s)
-        if not self._matches(parsed, body):
+        if not (self._hmac_matches(parsed, body) or self._ed25519_matches(parsed, body)):
             raise VerificationError("no webhook-signature entry matches")
         return parsed.msg_id
 
-    def _matches(self, parsed: _StandardHeaders, body: bytes) -> bool:
+    def _hmac_matches(self, parsed: _StandardHeaders, body: bytes) -> bool:
         given = [e.signature for e in parsed.entries if e.version == _HMAC_VERSION]
         if not given:
             return False
@@ -190,3 +220,17 @@ class StandardWebhookVerifier:
             for signature in given:
                 matched |= hmac.compare_digest(expected, signature)
         return matched
+
+    def _ed25519_matches(self, parsed: _StandardHeaders, body: bytes) -> bool:
+        if not self._public_keys:
+            return False
+        given = [e.signature for e in parsed.entries if e.version == _ED25519_VERSION]
+        content = _ed25519_content(parsed.msg_id, parsed.timestamp, body)
+        for signature in given[:MAX_V1A_ENTRIES_TRIED]:
+            for key in self._public_keys:
+                try:
+                    key.verify(signature, content)
+                except InvalidSignature:
+                    continue
+                return True
+        return False

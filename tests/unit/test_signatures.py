@@ -1,19 +1,21 @@
 """Webhook signature verification: known answers, the standardwebhooks oracle, rotation,
-tampering, malformed headers, and the dynamic (JWKS) schemes."""
+tampering, malformed headers, v1a (Ed25519), and Gemini dynamic webhooks (RS256 JWT, keys
+from a JWKS served over loopback HTTP)."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import socket
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import jwt as pyjwt
 import pytest
 import standardwebhooks
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
@@ -26,18 +28,17 @@ from shared.signatures import (
     DynamicWebhookVerifier,
     GeminiVerifier,
     GitHubVerifier,
-    JwksCache,
     KeysUnavailable,
     SecretError,
     StandardWebhookVerifier,
     VerificationError,
     parse_jwks,
-    public_jwk,
     sign_github,
     sign_jwt_rs256,
     sign_standard_webhook,
     sign_standard_webhook_ed25519,
 )
+from tests.jwks_server import AUDIENCE, JwksServer
 
 NOW = 1_767_225_600  # 2026-01-01T00:00:00Z, FakeClock's default start
 SECRET_A = "whsec_" + base64.b64encode(b"A" * 24).decode()
@@ -102,8 +103,7 @@ def test_v1a_known_answer_from_the_reference_go_tests():
     body = b'{"test": 2432232314}'
 
     assert sign_standard_webhook_ed25519(key, msg_id, 1614265330, body) == expected
-    jwks = StaticJwks({"keys": [public_jwk(key.public_key(), "ed")]}, at=1614265330)
-    verifier = DynamicWebhookVerifier(jwks.cache, clock=jwks.clock)
+    verifier = StandardWebhookVerifier([whpk(key)], clock=fake_clock(1614265330))
     headers = {
         "webhook-id": msg_id,
         "webhook-timestamp": "1614265330",
@@ -409,67 +409,103 @@ def test_the_local_secrets_are_accepted():
     StandardWebhookVerifier([LOCAL_GEMINI_SECRET])
 
 
-# ----------------------------------------------------------------- dynamic webhooks
+# ------------------------------------------------------------- v1a (Standard Webhooks)
+
+ED_KEY = Ed25519PrivateKey.generate()
+OTHER_ED_KEY = Ed25519PrivateKey.generate()
+
+
+def whpk(key: Ed25519PrivateKey) -> str:
+    """The spec's `whpk_` form of an Ed25519 public key."""
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return "whpk_" + base64.b64encode(raw).decode()
+
+
+def _v1a_entry(key: Ed25519PrivateKey, msg_id: str = "msg_v1a", body: bytes = BODY) -> str:
+    return sign_standard_webhook_ed25519(key, msg_id, NOW, body)
+
+
+def _v1a_headers(*entries: str) -> dict[str, str]:
+    return {"webhook-id": "msg_v1a", "webhook-timestamp": str(NOW),
+            "webhook-signature": " ".join(entries)}  # fmt: skip
+
+
+def test_v1a_verifies_against_a_configured_public_key_beside_whsec_secrets():
+    verifier = StandardWebhookVerifier([LOCAL_GEMINI_SECRET, whpk(ED_KEY)], clock=fake_clock())
+
+    assert verifier.verify(_v1a_headers(_v1a_entry(ED_KEY)), BODY) == "msg_v1a"
+    assert verifier.sign("m", NOW, BODY) == sign_standard_webhook(
+        LOCAL_GEMINI_SECRET, "m", NOW, BODY
+    )
+    with pytest.raises(VerificationError, match="match"):
+        verifier.verify(_v1a_headers(_v1a_entry(ED_KEY)), BODY + b" ")
+    with pytest.raises(VerificationError, match="match"):
+        verifier.verify(_v1a_headers(_v1a_entry(OTHER_ED_KEY)), BODY)
+
+
+V1A_ROTATION = [
+    ("good entry first", [0], True),
+    ("good entry second (a rotation)", [1], True),
+    ("good entry third: only two are tried", [2], False),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "good_at", "accepted"), V1A_ROTATION, ids=[c[0] for c in V1A_ROTATION]
+)
+def test_at_most_two_v1a_entries_are_tried(name, good_at, accepted):
+    verifier = StandardWebhookVerifier([whpk(ED_KEY)], clock=fake_clock())
+    entries = [_v1a_entry(ED_KEY) if i in good_at else _v1a_entry(OTHER_ED_KEY) for i in range(3)]
+
+    outcome = verify_outcome(lambda: verifier.verify(_v1a_headers(*entries), BODY))
+
+    assert (outcome is None) == accepted, f"{name}: {outcome!r}"
+
+
+@pytest.mark.parametrize(
+    "bad", ["whpk_", "whpk_" + base64.b64encode(b"x" * 31).decode(), "whpk_not*base64"]
+)
+def test_an_unusable_public_key_fails_at_construction(bad):
+    with pytest.raises(SecretError, match="#2"):
+        StandardWebhookVerifier([LOCAL_GEMINI_SECRET, bad])
+
+
+def test_public_keys_alone_verify_but_cannot_sign():
+    verifier = StandardWebhookVerifier([whpk(ED_KEY)], clock=fake_clock())
+    with pytest.raises(SecretError):
+        verifier.sign("m", NOW, BODY)
+    with pytest.raises(VerificationError):
+        verifier.verify(_v1_headers(), BODY)
+
+
+# ------------------------------------------------------- Gemini dynamic webhooks (JWT)
 
 RSA_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 RSA_KEY_2 = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-ED_KEY = Ed25519PrivateKey.generate()
 
 
-class StaticJwks:
-    """A JWKS 'server' swapped in at the transport: counts fetches, can fail."""
-
-    def __init__(self, document: dict, at: int = NOW, **cache_options: float) -> None:
-        self.document = document
-        self.fail = False
-        self.clock = fake_clock(at)
-        self.cache = JwksCache("https://keys.example/jwks.json", fetch=self.fetch,
-                               clock=self.clock, **cache_options)  # fmt: skip
-
-    def fetch(self, url: str, timeout_s: float) -> bytes:
-        assert timeout_s > 0
-        if self.fail:
-            raise OSError("connection refused")
-        return json.dumps(self.document).encode()
+@pytest.fixture
+def keys() -> Iterator[JwksServer]:
+    with JwksServer([(RSA_KEY, "rsa-1"), (ED_KEY, "ed-1")]) as server:
+        yield server
 
 
-def default_jwks(**options: float) -> StaticJwks:
-    return StaticJwks(
-        {
-            "keys": [
-                public_jwk(RSA_KEY.public_key(), "rsa-1"),
-                public_jwk(ED_KEY.public_key(), "ed-1"),
-            ]
-        },
-        **options,
-    )
+def dynamic(keys: JwksServer, **options: object) -> DynamicWebhookVerifier:
+    settings: dict[str, object] = {"clock": fake_clock(), "issuer": "gemini", **options}
+    return DynamicWebhookVerifier(keys.url, AUDIENCE, **settings)  # type: ignore[arg-type]
 
 
 def claims(**changes: object) -> dict[str, object]:
-    base = {"iat": NOW, "exp": NOW + 300, "aud": "https://hooks.example/gemini", "iss": "gemini"}
+    base: dict[str, object] = {
+        "iat": NOW, "exp": NOW + 300, "aud": AUDIENCE, "iss": "gemini", "jti": "evt-1",
+        "type": "batch.succeeded", "version": "v1", "data": {"id": "batches/abc"},
+    }  # fmt: skip
     base.update(changes)
     return {k: v for k, v in base.items() if v is not None}
 
 
-def jwt_headers(token: str, where: str = "signature") -> dict[str, str]:
-    headers = {"webhook-id": "msg_jwt", "webhook-timestamp": str(NOW)}
-    if where == "signature":
-        headers["webhook-signature"] = token
-    else:
-        headers["Authorization"] = f"Bearer {token}"
-    return headers
-
-
-@pytest.mark.parametrize("where", ["signature", "authorization"])
-def test_a_jwt_signed_by_a_jwks_key_verifies(where):
-    jwks = default_jwks()
-    verifier = DynamicWebhookVerifier(
-        jwks.cache, clock=jwks.clock, audience="https://hooks.example/gemini"
-    )
-    token = sign_jwt_rs256(RSA_KEY, "rsa-1", claims())
-
-    assert verifier.verify(jwt_headers(token, where), BODY) == "msg_jwt"
-    assert jwks.cache.fetch_count == 1
+def jwt_headers(token: str, msg_id: str = "msg_unsigned") -> dict[str, str]:
+    return {"webhook-id": msg_id, "webhook-timestamp": str(NOW), "webhook-signature": token}
 
 
 def _forged(token: str, **changes: object) -> str:
@@ -480,202 +516,167 @@ def _forged(token: str, **changes: object) -> str:
     return f"{head}.{forged}.{sig}"
 
 
-def _header_alg(alg: str) -> str:
-    token = sign_jwt_rs256(RSA_KEY, "rsa-1", claims())
-    head = (
-        base64.urlsafe_b64encode(json.dumps({"alg": alg, "kid": "rsa-1"}).encode())
-        .decode()
-        .rstrip("=")
+def _b64url_json(value: object) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+
+def _with_header(token: str, head: dict[str, object]) -> str:
+    return _b64url_json(head) + token[token.index(".") :]
+
+
+def _hs256_with_the_public_key() -> str:
+    """The classic confusion: an HMAC keyed with the RSA public key's PEM."""
+    pem = RSA_KEY.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
-    return head + token[token.index(".") :]
+    head = _b64url_json({"alg": "HS256", "typ": "JWT", "kid": "rsa-1"})
+    body = _b64url_json(claims())
+    import hmac as _hmac
+
+    mac = _hmac.new(pem, f"{head}.{body}".encode(), hashlib.sha256).digest()
+    return f"{head}.{body}." + base64.urlsafe_b64encode(mac).decode().rstrip("=")
 
 
 GOOD_JWT = sign_jwt_rs256(RSA_KEY, "rsa-1", claims())
 BAD_JWTS = [
-    ("expired", sign_jwt_rs256(RSA_KEY, "rsa-1", claims(iat=NOW - 200, exp=NOW - 301))),
-    ("issued too long ago", sign_jwt_rs256(RSA_KEY, "rsa-1", claims(iat=NOW - 301, exp=NOW + 600))),
-    (
-        "issued in the future",
-        sign_jwt_rs256(RSA_KEY, "rsa-1", claims(iat=NOW + 301, exp=NOW + 900)),
-    ),
-    ("no exp", sign_jwt_rs256(RSA_KEY, "rsa-1", claims(exp=None))),
-    ("no iat", sign_jwt_rs256(RSA_KEY, "rsa-1", claims(iat=None))),
+    ("expired", sign_jwt_rs256(RSA_KEY, "rsa-1", claims(iat=NOW - 400, exp=NOW - 31))),
+    ("issued in the future", sign_jwt_rs256(RSA_KEY, "rsa-1", claims(iat=NOW + 31))),
+    ("not valid yet", sign_jwt_rs256(RSA_KEY, "rsa-1", claims(nbf=NOW + 31))),
     ("exp is text", sign_jwt_rs256(RSA_KEY, "rsa-1", claims(exp="soon"))),
-    ("exp is infinite", sign_jwt_rs256(RSA_KEY, "rsa-1", claims(exp=1e400))),
+    ("exp is infinite", sign_jwt_rs256(RSA_KEY, "rsa-1", claims(exp=float("inf")))),
     ("wrong audience", sign_jwt_rs256(RSA_KEY, "rsa-1", claims(aud="https://evil.example"))),
     ("no audience", sign_jwt_rs256(RSA_KEY, "rsa-1", claims(aud=None))),
     ("wrong issuer", sign_jwt_rs256(RSA_KEY, "rsa-1", claims(iss="someone"))),
+    ("no issuer", sign_jwt_rs256(RSA_KEY, "rsa-1", claims(iss=None))),
     ("signed by a key not in the JWKS", sign_jwt_rs256(RSA_KEY_2, "rsa-1", claims())),
     ("unknown kid", sign_jwt_rs256(RSA_KEY, "rsa-9", claims())),
+    ("no kid", _with_header(GOOD_JWT, {"alg": "RS256", "typ": "JWT"})),
     ("kid of an Ed25519 key", sign_jwt_rs256(RSA_KEY, "ed-1", claims())),
-    (
-        "claims changed after signing",
-        _forged(GOOD_JWT, aud="https://hooks.example/gemini", exp=NOW + 9999),
-    ),
-    ("alg none", _header_alg("none")),
-    ("alg HS256", _header_alg("HS256")),
+    ("claims changed after signing", _forged(GOOD_JWT, data={"id": "batches/other"})),
+    ("alg none", _with_header(GOOD_JWT, {"alg": "none", "kid": "rsa-1"}).rsplit(".", 1)[0] + "."),
+    ("alg none, signature kept", _with_header(GOOD_JWT, {"alg": "none", "kid": "rsa-1"})),
+    ("alg HS256 keyed with the public key", _hs256_with_the_public_key()),
+    ("alg RS512", _with_header(GOOD_JWT, {"alg": "RS512", "kid": "rsa-1"})),
     ("signature stripped", GOOD_JWT.rsplit(".", 1)[0] + "."),
     ("signature not base64url", GOOD_JWT.rsplit(".", 1)[0] + ".***"),
     ("header not JSON", "bm90anNvbg." + GOOD_JWT.split(".", 1)[1]),
-    (
-        "deeply nested header",
-        base64.urlsafe_b64encode(b"[" * 5000).decode().rstrip("=") + ".e30.e30",
-    ),
-    ("four segments", GOOD_JWT + ".x"),
+    ("header is a list", _b64url_json([[[[]]]]) + ".e30.e30"),
+    ("header nested past the parser", base64.urlsafe_b64encode(b"[" * 5000).decode() + ".e30.e30"),
 ]
 
 
 @pytest.mark.parametrize(("name", "token"), BAD_JWTS, ids=[c[0] for c in BAD_JWTS])
-def test_bad_jwts_raise_only_verification_error(name, token):
-    jwks = default_jwks()
-    verifier = DynamicWebhookVerifier(
-        jwks.cache, clock=jwks.clock, audience="https://hooks.example/gemini", issuer="gemini"
-    )
+def test_bad_jwts_raise_only_verification_error(name, token, keys):
+    verifier = dynamic(keys)
 
-    raised = verify_outcome(lambda: verifier.verify(jwt_headers(token), BODY))
+    raised = verify_outcome(lambda: verifier.verify_delivery(jwt_headers(token)))
 
     assert isinstance(raised, VerificationError), f"{name}: {raised!r}"
     assert not isinstance(raised, KeysUnavailable), name
 
 
-def test_v1a_signatures_verify_against_ed25519_keys_in_the_jwks():
-    jwks = default_jwks()
-    verifier = DynamicWebhookVerifier(jwks.cache, clock=jwks.clock)
-    headers = {
-        "webhook-id": "msg_ed",
-        "webhook-timestamp": str(NOW),
-        "webhook-signature": sign_standard_webhook_ed25519(ED_KEY, "msg_ed", NOW, BODY),
+def test_a_valid_token_gives_a_signed_id_and_the_signed_event(keys):
+    verifier = dynamic(keys)
+
+    found = verifier.verify_delivery(jwt_headers(GOOD_JWT))
+
+    assert found.delivery_id == "jwt:evt-1", "the id comes from the signed jti, not webhook-id"
+    assert found.event == {
+        "type": "batch.succeeded",
+        "version": "v1",
+        "data": {"id": "batches/abc"},
     }
+    assert found.claims["aud"] == AUDIENCE
+    verifier.verify_delivery(jwt_headers(GOOD_JWT))
+    assert keys.hits == 1, "the JWKS is cached"
 
-    assert verifier.verify(headers, BODY) == "msg_ed"
-    with pytest.raises(VerificationError, match="match"):
-        verifier.verify(headers, BODY + b" ")
+
+def test_without_a_jti_the_id_is_the_tokens_hash_and_unsigned_headers_do_not_matter(keys):
+    verifier = dynamic(keys)
+    first = sign_jwt_rs256(RSA_KEY, "rsa-1", claims(jti=None))
+    second = sign_jwt_rs256(RSA_KEY, "rsa-1", claims(jti=None, iat=NOW + 1))
+
+    a = verifier.verify_delivery(jwt_headers(first, "msg_same")).delivery_id
+    b = verifier.verify_delivery(jwt_headers(second, "msg_same")).delivery_id
+
+    assert a == "jwt:sha256:" + hashlib.sha256(first.encode()).hexdigest()
+    assert a != b, "same webhook-id, different signed tokens: two deliveries"
+    assert verifier.verify_delivery(jwt_headers(first, "msg_other")).delivery_id == a
 
 
-def test_an_unknown_kid_refetches_once_then_is_rate_limited():
-    jwks = default_jwks(min_refetch_interval_s=60)
-    verifier = DynamicWebhookVerifier(jwks.cache, clock=jwks.clock)
-    stranger = jwt_headers(sign_jwt_rs256(RSA_KEY, "attacker-kid", claims()))
-    with pytest.raises(VerificationError, match="unknown key"):
-        verifier.verify(stranger, BODY)
-    assert jwks.cache.fetch_count == 1, "keys fetched a moment ago are not fetched again"
+@pytest.mark.parametrize("jti", ["has space", "j" * 151, "ünï"])
+def test_an_unusable_jti_falls_back_to_the_token_hash(jti, keys):
+    token = sign_jwt_rs256(RSA_KEY, "rsa-1", claims(jti=jti))
 
-    jwks.clock.advance(60)
-    for _ in range(5):
+    found = dynamic(keys).verify_delivery(jwt_headers(token))
+
+    assert found.delivery_id == "jwt:sha256:" + hashlib.sha256(token.encode()).hexdigest()
+
+
+def test_claims_without_an_event_leave_the_body_to_the_caller(keys):
+    token = sign_jwt_rs256(RSA_KEY, "rsa-1", claims(type=None, data=None, version=None))
+
+    assert dynamic(keys).verify_delivery(jwt_headers(token)).event is None
+
+
+def test_iat_and_exp_are_checked_only_when_present_and_the_issuer_only_when_configured(keys):
+    bare = sign_jwt_rs256(RSA_KEY, "rsa-1", {"aud": AUDIENCE, "jti": "bare"})
+    verifier = dynamic(keys, issuer="")
+
+    assert verifier.verify_delivery(jwt_headers(bare)).delivery_id == "jwt:bare"
+    late = sign_jwt_rs256(RSA_KEY, "rsa-1", claims(iss="anyone", exp=NOW - 29))
+    assert verifier.verify_delivery(jwt_headers(late)).delivery_id == "jwt:evt-1", "within skew"
+
+
+def test_the_audience_may_be_one_of_a_list(keys):
+    token = sign_jwt_rs256(RSA_KEY, "rsa-1", claims(aud=["https://other.example", AUDIENCE]))
+
+    assert dynamic(keys).verify_delivery(jwt_headers(token)).delivery_id == "jwt:evt-1"
+
+
+def test_pyjwt_tokens_and_ours_are_the_same_thing(keys):
+    theirs = pyjwt.encode(claims(), RSA_KEY, algorithm="RS256", headers={"kid": "rsa-1"})
+    assert dynamic(keys).verify_delivery(jwt_headers(theirs)).delivery_id == "jwt:evt-1"
+    decoded = pyjwt.decode(GOOD_JWT, RSA_KEY.public_key(), algorithms=["RS256"],
+                           audience=AUDIENCE, options={"verify_exp": False, "verify_iat": False})  # fmt: skip
+    assert decoded == claims()
+
+
+def test_a_rotated_key_is_fetched_when_a_token_names_it(keys):
+    verifier = dynamic(keys, refetch_cooldown_s=0)
+    verifier.verify_delivery(jwt_headers(GOOD_JWT))
+
+    keys.publish([(RSA_KEY_2, "rsa-2")])  # Gemini rotated
+    rotated = sign_jwt_rs256(RSA_KEY_2, "rsa-2", claims())
+
+    assert verifier.verify_delivery(jwt_headers(rotated)).delivery_id == "jwt:evt-1"
+    assert keys.hits == 2
+
+
+def test_made_up_kids_do_not_make_us_fetch_on_every_request(keys):
+    verifier = dynamic(keys, refetch_cooldown_s=3600)
+    verifier.verify_delivery(jwt_headers(GOOD_JWT))
+
+    for i in range(20):
+        stranger = sign_jwt_rs256(RSA_KEY_2, f"made-up-{i}", claims())
         with pytest.raises(VerificationError, match="unknown key"):
-            verifier.verify(stranger, BODY)
-    assert jwks.cache.fetch_count == 2, "the first load plus one refetch, not one per request"
+            verifier.verify_delivery(jwt_headers(stranger))
 
-    # A key rotated in at the provider is picked up once the rate limit allows.
-    jwks.document["keys"].append(public_jwk(RSA_KEY_2.public_key(), "rsa-2"))
-    rotated = jwt_headers(sign_jwt_rs256(RSA_KEY_2, "rsa-2", claims(iat=NOW + 121, exp=NOW + 400)))
-    jwks.clock.advance(61)
-    assert verifier.verify(rotated, BODY) == "msg_jwt"
-    assert jwks.cache.fetch_count == 3
+    assert keys.hits == 1, "within the cooldown an unknown kid fetches nothing"
 
 
-def test_keys_expire_after_the_ttl_and_an_outage_becomes_keys_unavailable():
-    jwks = default_jwks(ttl_s=600, min_refetch_interval_s=30)
-    verifier = DynamicWebhookVerifier(jwks.cache, clock=jwks.clock)
-
-    def fresh_jwt() -> dict[str, str]:
-        now = int(jwks.clock().timestamp())
-        return jwt_headers(sign_jwt_rs256(RSA_KEY, "rsa-1", claims(iat=now, exp=now + 300)))
-
-    verifier.verify(fresh_jwt(), BODY)
-    jwks.fail = True
-    jwks.clock.advance(599)
-    verifier.verify(fresh_jwt(), BODY)  # still within the TTL: no fetch needed
-    assert jwks.cache.fetch_count == 1
-
-    jwks.clock.advance(2)
-    with pytest.raises(KeysUnavailable):
-        verifier.verify(fresh_jwt(), BODY)
-    with pytest.raises(KeysUnavailable):
-        verifier.verify(fresh_jwt(), BODY)
-    assert jwks.cache.fetch_count == 2, "a failed fetch is rate-limited too"
-
-    jwks.fail = False
-    jwks.clock.advance(30)
-    assert verifier.verify(fresh_jwt(), BODY) == "msg_jwt"
-
-
-def test_a_jwks_document_that_is_not_one_is_keys_unavailable():
-    jwks = StaticJwks({"nokeys": []})
-    verifier = DynamicWebhookVerifier(jwks.cache, clock=jwks.clock)
+def test_a_jwks_outage_is_keys_unavailable(keys):
+    keys.fail = True
 
     with pytest.raises(KeysUnavailable):
-        verifier.verify(jwt_headers(GOOD_JWT), BODY)
+        dynamic(keys).verify_delivery(jwt_headers(GOOD_JWT))
 
 
-class _JwksHandler(BaseHTTPRequestHandler):
-    document = b""
-    hits = 0
+def test_a_document_that_is_not_a_jwks_is_keys_unavailable(keys):
+    keys.publish_raw({"nokeys": []})
 
-    def do_GET(self) -> None:
-        type(self).hits += 1
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(self.document)))
-        self.end_headers()
-        self.wfile.write(self.document)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-def test_the_default_transport_fetches_a_real_jwks_over_http():
-    _JwksHandler.document = json.dumps(
-        {"keys": [public_jwk(RSA_KEY.public_key(), "rsa-1")]}
-    ).encode()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _JwksHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_port}/jwks.json"
-        clock = fake_clock()
-        verifier = DynamicWebhookVerifier(JwksCache(url, timeout_s=5, clock=clock), clock=clock)
-        assert verifier.verify(jwt_headers(GOOD_JWT), BODY) == "msg_jwt"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
-
-
-def _jwks_document(*keys: tuple[rsa.RSAPrivateKey, str]) -> bytes:
-    return json.dumps({"keys": [public_jwk(key.public_key(), kid) for key, kid in keys]}).encode()
-
-
-def test_a_rotated_jwks_key_verifies_on_the_next_call_and_unknown_kids_are_rate_limited():
-    _JwksHandler.document, _JwksHandler.hits = _jwks_document((RSA_KEY, "rsa-1")), 0
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _JwksHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_port}/jwks.json"
-        clock = fake_clock()
-        verifier = DynamicWebhookVerifier(JwksCache(url, timeout_s=5, clock=clock), clock=clock)
-        assert verifier.verify(jwt_headers(GOOD_JWT), BODY) == "msg_jwt"
-
-        _JwksHandler.document = _jwks_document((RSA_KEY_2, "rsa-2"))  # Gemini rotated
-        clock.advance(5)  # the default quiet interval after a fetch
-        rotated = sign_jwt_rs256(RSA_KEY_2, "rsa-2", claims())
-        assert verifier.verify(jwt_headers(rotated), BODY) == "msg_jwt"
-        assert _JwksHandler.hits == 2
-
-        for i in range(20):
-            garbage = sign_jwt_rs256(RSA_KEY_2, f"made-up-{i}", claims())
-            with pytest.raises(VerificationError):
-                verifier.verify(jwt_headers(garbage), BODY)
-        assert _JwksHandler.hits == 2, "within 5 s of the last fetch no unknown kid refetches"
-        clock.advance(5)
-        with pytest.raises(VerificationError):
-            verifier.verify(jwt_headers(garbage), BODY)
-        assert _JwksHandler.hits == 3, "then one refetch, not one per token"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with pytest.raises(KeysUnavailable):
+        dynamic(keys).verify_delivery(jwt_headers(GOOD_JWT))
 
 
 def test_a_jwks_server_that_never_answers_times_out_as_keys_unavailable():
@@ -684,24 +685,22 @@ def test_a_jwks_server_that_never_answers_times_out_as_keys_unavailable():
     silent.listen(1)  # accepts connections, never answers
     try:
         url = f"http://127.0.0.1:{silent.getsockname()[1]}/jwks.json"
-        clock = fake_clock()
-        verifier = DynamicWebhookVerifier(JwksCache(url, timeout_s=0.3, clock=clock), clock=clock)
+        verifier = DynamicWebhookVerifier(url, AUDIENCE, clock=fake_clock(), timeout_s=0.3)
         with pytest.raises(KeysUnavailable) as caught:
-            verifier.verify(jwt_headers(GOOD_JWT), BODY)
+            verifier.verify_delivery(jwt_headers(GOOD_JWT))
         # Only the fetch's own timeout can end a wait on a server that never answers.
         assert "timed out" in str(caught.value.__cause__).lower(), repr(caught.value.__cause__)
     finally:
         silent.close()
 
 
+@pytest.mark.parametrize(("url", "audience"), [("", AUDIENCE), ("http://127.0.0.1:9/", " ")])
+def test_a_verifier_needs_a_url_and_an_audience(url, audience):
+    with pytest.raises(ValueError):
+        DynamicWebhookVerifier(url, audience)
+
+
 # ------------------------------------------------------------------------- Gemini
-
-
-def _gemini_verifier(jwks: StaticJwks, static: bool = True, dynamic: bool = True) -> GeminiVerifier:
-    return GeminiVerifier(
-        static=StandardWebhookVerifier([LOCAL_GEMINI_SECRET], clock=jwks.clock) if static else None,
-        dynamic=DynamicWebhookVerifier(jwks.cache, clock=jwks.clock) if dynamic else None,
-    )
 
 
 def _v1_headers() -> dict[str, str]:
@@ -709,74 +708,44 @@ def _v1_headers() -> dict[str, str]:
     return {"webhook-id": "msg_v1", "webhook-timestamp": str(NOW), "webhook-signature": sig}
 
 
-def _v1a_headers() -> dict[str, str]:
-    sig = sign_standard_webhook_ed25519(ED_KEY, "msg_v1a", NOW, BODY)
-    return {"webhook-id": "msg_v1a", "webhook-timestamp": str(NOW), "webhook-signature": sig}
+def _gemini(keys: JwksServer | None, static: bool = True) -> GeminiVerifier:
+    return GeminiVerifier(
+        static=StandardWebhookVerifier([LOCAL_GEMINI_SECRET], clock=fake_clock())
+        if static
+        else None,
+        dynamic=dynamic(keys) if keys is not None else None,
+    )
 
 
-def test_gemini_accepts_each_configured_scheme():
-    jwks = default_jwks()
-    verifier = _gemini_verifier(jwks)
+def test_gemini_sends_each_delivery_to_the_scheme_it_names(keys):
+    verifier = _gemini(keys)
 
-    assert verifier.verify(_v1_headers(), BODY) == "msg_v1"
-    assert verifier.verify(_v1a_headers(), BODY) == "msg_v1a"
-    assert verifier.verify(jwt_headers(GOOD_JWT), BODY) == "msg_jwt"
-    both = {**_v1a_headers(), "webhook-signature": _v1a_headers()["webhook-signature"] + " v1,"
-            + base64.b64encode(b"x" * 32).decode()}  # fmt: skip
-    assert verifier.verify(both, BODY) == "msg_v1a", "a failing v1 entry does not hide a good v1a"
+    assert verifier.verify_delivery(_v1_headers(), BODY).delivery_id == "msg_v1"
+    found = verifier.verify_delivery(jwt_headers(GOOD_JWT), BODY)
+    assert (found.delivery_id, found.dynamic) == ("jwt:evt-1", True)
+    assert verifier.verify(jwt_headers(GOOD_JWT), BODY) == "jwt:evt-1"
 
 
-def test_gemini_static_only_does_not_fetch_keys_and_rejects_dynamic_forms():
-    jwks = default_jwks()
-    verifier = _gemini_verifier(jwks, dynamic=False)
+def test_gemini_static_only_rejects_a_jwt_without_fetching_keys(keys):
+    verifier = _gemini(None)
 
-    assert verifier.verify(_v1_headers(), BODY) == "msg_v1"
-    with pytest.raises(VerificationError):
-        verifier.verify(_v1a_headers(), BODY)
-    with pytest.raises(VerificationError):
-        verifier.verify(jwt_headers(GOOD_JWT), BODY)
-    assert jwks.cache.fetch_count == 0
+    with pytest.raises(VerificationError, match="not enabled"):
+        verifier.verify_delivery(jwt_headers(GOOD_JWT), BODY)
+    assert keys.hits == 0
 
 
-def test_gemini_dynamic_only_rejects_v1_and_reports_a_key_outage_as_retryable():
-    jwks = default_jwks()
-    verifier = _gemini_verifier(jwks, static=False)
+def test_gemini_dynamic_only_rejects_v1_and_reports_a_key_outage_as_retryable(keys):
+    verifier = _gemini(keys, static=False)
 
     with pytest.raises(VerificationError):
-        verifier.verify(_v1_headers(), BODY)
-    jwks.fail = True
-    jwks.clock.advance(4000)  # past the default one-hour TTL
+        verifier.verify_delivery(_v1_headers(), BODY)
+    keys.fail = True
     with pytest.raises(KeysUnavailable):
-        verifier.verify(jwt_headers(GOOD_JWT), BODY)
+        verifier.verify_delivery(jwt_headers(GOOD_JWT), BODY)
 
 
-def test_gemini_without_any_signature_is_rejected():
-    verifier = _gemini_verifier(default_jwks())
-
+def test_gemini_without_any_signature_is_rejected(keys):
     with pytest.raises(VerificationError):
-        verifier.verify({"content-type": "application/json"}, BODY)
+        _gemini(keys).verify({"content-type": "application/json"}, BODY)
     with pytest.raises(ValueError):
         GeminiVerifier()
-
-
-def test_a_jwt_signed_by_pyjwt_verifies_and_ours_verifies_with_pyjwt():
-    """PyJWT, an independent implementation, as the oracle for the RS256 path both ways."""
-    import jwt as pyjwt
-
-    jwks = default_jwks()
-    verifier = DynamicWebhookVerifier(
-        jwks.cache, clock=jwks.clock, audience="https://hooks.example/gemini"
-    )
-    theirs = pyjwt.encode(claims(), RSA_KEY, algorithm="RS256", headers={"kid": "rsa-1"})
-    assert verifier.verify(jwt_headers(theirs), BODY) == "msg_jwt"
-
-    ours = sign_jwt_rs256(RSA_KEY, "rsa-1", claims())
-    decoded = pyjwt.decode(
-        ours,
-        RSA_KEY.public_key(),
-        algorithms=["RS256"],
-        audience="https://hooks.example/gemini",
-        options={"verify_exp": False, "verify_iat": False},
-    )
-    assert decoded == claims()
-    assert pyjwt.get_unverified_header(ours)["kid"] == "rsa-1"
