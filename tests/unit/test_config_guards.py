@@ -37,6 +37,7 @@ PROD: dict[str, dict[str, str]] = {
         "GEMINI_WEBHOOK_SECRETS": "whsec_"
         + base64.b64encode(b"a-real-gemini-secret-0123").decode(),
         "ENVELOPE_KEYS": "a-real-envelope-key-0123",
+        "GEMINI_WEBHOOK_AUDIENCE": "https://hooks.hookledger-prod.example/gemini",
     },
     "worker": {
         "GOOGLE_CLOUD_PROJECT": "hookledger-prod",
@@ -78,6 +79,7 @@ GUARDS = [
     ("ingress with plain-http worker URL", "ingress", "WORKER_URL", "http://worker.example/"),
     ("ingress with no signature window", "ingress", "SIGNATURE_TOLERANCE_S", "0"),
     ("ingress with a zero Gemini limit", "ingress", "MAX_GEMINI_BODY_BYTES", "0"),
+    ("ingress with dynamic webhooks, no audience", "ingress", "GEMINI_WEBHOOK_AUDIENCE", DROP),
 ]
 
 # Secrets that are set but unusable: refused when the verifiers and sealer are built.
