@@ -9,6 +9,11 @@ the error tree (shared/errors.py) whether a retry may help, and the worker reads
 
 from __future__ import annotations
 
+import logging
+import re
+from typing import TYPE_CHECKING
+
+from shared import logs
 from shared.handlers import (
     Done,
     Event,
@@ -19,8 +24,30 @@ from shared.handlers import (
     handler,
 )
 
+if TYPE_CHECKING:
+    from shared.ledger import Ledger, Operation
+
+log = logs.get_logger("handlers")
+
+# The webhooks API reference (ai.google.dev/api/webhooks, CreateWebhook `subscribed_events`)
+# lists these seven; the Webhooks guide also names `batch.cancelled` and
+# `interaction.cancelled`, but google-genai's enums dropped them. We follow the SDK: never
+# subscribe to them by default, never rely on them (a cancellation settles through
+# reconcile), and settle from them only if one arrives anyway.
+DOCUMENTED_EVENTS = (
+    "batch.succeeded",
+    "batch.expired",
+    "batch.failed",
+    "interaction.requires_action",
+    "interaction.completed",
+    "interaction.failed",
+    "video.generated",
+)
+UNRELIABLE_EVENTS = ("batch.cancelled", "interaction.cancelled")
+
 BATCH_EVENTS = ("batch.succeeded", "batch.failed", "batch.cancelled", "batch.expired")
-# `interaction.requires_action` is not terminal: no handler, so the ingress ignores it.
+# `interaction.requires_action` is not terminal: no handler, so the ingress ignores it and
+# reconcile alerts on the interaction once it has waited past STUCK_AFTER_S.
 OPERATION_EVENTS = (
     "video.generated",
     "interaction.completed",
@@ -28,21 +55,85 @@ OPERATION_EVENTS = (
     "interaction.cancelled",
 )
 
+# The collection a bare id of each event family lives under.
+_ID_PREFIX = {"batch": "batches/", "interaction": "interactions/"}
+# The Webhooks guide's example `data.id` is `batch_123456`: a kind word, "_", then an id.
+_KIND_WORD_ID = re.compile(r"(?:batch|interaction|video|operation)_(?P<id>[^/]+)")
+
+
+def candidate_names(data_id: str, event_type: str) -> list[str]:
+    """The ledger names `data.id` may stand for, most specific first.
+
+    `batches/abc` (a full resource name) is itself; `abc` (a bare id) is the name under the
+    event family's collection, then any operation whose last path segment is `abc`
+    (video operations live under `models/…/operations/`); `batch_123456` (the Webhooks
+    guide's example form) is tried as written and then as the bare id `123456`.
+    """
+    if "/" in data_id:
+        return [data_id]
+    ids = [data_id]
+    match = _KIND_WORD_ID.fullmatch(data_id)
+    if match:
+        ids.append(match.group("id"))
+    prefix = _ID_PREFIX.get(event_type.split(".", 1)[0])
+    names: list[str] = []
+    for bare in ids:
+        for name in ((prefix + bare) if prefix else None, bare):
+            if name and name not in names:
+                names.append(name)
+    return names
+
+
+def resolve_operation(ledger: Ledger, data_id: str, event_type: str) -> Operation | None:
+    """The ledger's operation `data.id` names, in any form Gemini sends; None if none.
+
+    A bare id matching several operations (AmbiguousId) resolves to none of them.
+    """
+    from shared.ledger import AmbiguousId
+
+    for name in candidate_names(data_id, event_type):
+        try:
+            record = ledger.get(name)
+        except AmbiguousId:
+            continue
+        if record is not None:
+            return record
+    return None
+
 
 @handler("gemini", *BATCH_EVENTS, *OPERATION_EVENTS)
 def settle_operation(event: Event, ctx: HandlerContext) -> Done | Ignored:
-    """Re-fetch the operation named in the event (a hint only) and settle it in the ledger."""
+    """Re-fetch the operation named in the event (a hint only) and settle it in the ledger.
+
+    A `data.id` that names no operation in the ledger marks the delivery `unresolved`
+    (WARNING naming it); if the operation is ours, reconcile settles it.
+    """
     from shared.kinds import Deliverers, KindOptions
     from shared.ledger import Settlement
+    from shared.ledger.records import UNRESOLVED
     from shared.settlement import RUNNING, Settler
 
     payload = event.json()
     data = payload.get("data") if isinstance(payload, dict) else None
-    name = data.get("id") if isinstance(data, dict) else None
-    if not isinstance(name, str) or not name:
+    data_id = data.get("id") if isinstance(data, dict) else None
+    if not isinstance(data_id, str) or not data_id:
         raise PermanentError(f"delivery {event.delivery_id}: event has no data.id")
+    record = resolve_operation(ctx.ledger, data_id, event.type)
+    if record is None:
+        reason = f"data.id {data_id!r} names no operation in the ledger; left to reconcile"
+        logs.event(
+            log,
+            logging.WARNING,
+            f"gemini event {event.type} unresolved: {reason}",
+            delivery_id=event.delivery_id,
+            event=event.type,
+            operation=data_id,
+        )
+        ctx.ledger.mark_delivery(event.source, event.delivery_id, UNRESOLVED, error=reason)
+        return Ignored(reason)
+    name = record.name
     settler = Settler(ctx.ledger, ctx.gemini, KindOptions.from_config(ctx.config), Deliverers(ctx))
-    outcome = settler.settle(name, "webhook")
+    outcome = settler.settle(name, "webhook", record=record)
     if outcome.result == Settlement.UNKNOWN:
         return Ignored(f"{name} is not in the ledger")
     if outcome.result == RUNNING:

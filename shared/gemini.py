@@ -8,7 +8,8 @@ What the SDK does not do for us, and this module does:
 Errors:
 
     GeminiError
-    ├── GeminiUnavailable   timeout, connection error, 429 or 5xx: leave pending, retry later
+    ├── GeminiUnavailable   timeout, connection error, 408, 429 or 5xx: leave pending, retry later
+    │   └── GeminiRateLimited   429: `retry_after_s` from RetryInfo, `quota_ids` from QuotaFailure
     ├── GeminiNotFound      404: the operation does not exist (yet, or any more)
     └── GeminiRejected      any other 4xx
 """
@@ -76,13 +77,21 @@ class Row:
     error: str | None = None
 
 
-# Interactions API statuses that end an interaction; any other is still running.
+# Every Interactions API `status` (google-genai `InteractionStatus`), mapped deliberately:
+# terminal ones settle; the waiting ones (the interaction needs its caller: a tool result,
+# a continuation, a new turn) are never settled here, and reconcile alerts on them once
+# pending past STUCK_AFTER_S (docs/architecture.md, "reconcile"); running ones wait.
 INTERACTION_STATES = {
     "completed": "JOB_STATE_SUCCEEDED",
     "failed": "JOB_STATE_FAILED",
     "incomplete": "JOB_STATE_FAILED",
     "budget_exceeded": "JOB_STATE_FAILED",
     "cancelled": "JOB_STATE_CANCELLED",
+    "requires_action": "JOB_STATE_PAUSED",
+    "requires_continuation": "JOB_STATE_PAUSED",
+    "idle": "JOB_STATE_PAUSED",
+    "queued": "JOB_STATE_QUEUED",
+    "in_progress": "JOB_STATE_RUNNING",
 }
 
 
@@ -199,8 +208,9 @@ class GeminiGateway:
                 yield BatchSummary(job.name or "", job.display_name or "", state, job.create_time)
 
     def fetch(self, name: str) -> BatchStatus:
-        """Any long-running operation: a batch (`batches/…` or a bare id) or another one
-        (`models/…/operations/…`: video generation, file-search import)."""
+        """Any long-running operation: a batch (`batches/…` or a bare id), an interaction
+        (`interactions/…`) or another one (`models/…/operations/…`: video generation,
+        file-search import)."""
         if name.startswith("interactions/"):
             return self._fetch_interaction(name)
         if "/operations/" not in name:
@@ -213,15 +223,26 @@ class GeminiGateway:
         if isinstance(error, dict):
             state = "JOB_STATE_CANCELLED" if error.get("code") == 1 else "JOB_STATE_FAILED"
             return BatchStatus(name=name, state=state, error=error)
+        filtered = _safety_filtered(body.get("response"))
+        if filtered is not None:
+            return BatchStatus(name=name, state="JOB_STATE_FAILED", error=filtered)
         return BatchStatus(name=name, state="JOB_STATE_SUCCEEDED")
 
     def _fetch_interaction(self, name: str) -> BatchStatus:
-        """An interaction (`interactions/…`) by its Interactions API `status`."""
-        body = self._raw(name)
-        state = INTERACTION_STATES.get(str(body.get("status")), "JOB_STATE_RUNNING")
-        error = body.get("error") if isinstance(body.get("error"), dict) else None
-        if state == "JOB_STATE_FAILED" and error is None:
-            error = {"message": f"interaction ended {body.get('status')}"}
+        """An interaction by its Interactions API `status`, read through the SDK's public
+        `client.interactions.get`; error text from its `errors[]`."""
+        interaction_id = name.removeprefix("interactions/")
+        with _mapped(name):
+            interaction = self._client.interactions.get(id=interaction_id)
+        body = interaction.model_dump(mode="json", exclude_none=True)
+        status = str(body.get("status") or "")
+        state = INTERACTION_STATES.get(status)
+        if state is None:
+            # A status newer than this code: keep waiting (reconcile alerts if it lasts).
+            state = "JOB_STATE_UNSPECIFIED"
+        error = None
+        if TERMINAL_STATES.get(state) in {"failed", "cancelled"}:
+            error = _interaction_error(body) or {"message": f"interaction ended {status}"}
         return BatchStatus(name=name, state=state, error=error)
 
     def _raw_error(self, name: str) -> dict[str, Any] | None:
@@ -240,6 +261,40 @@ class GeminiGateway:
         return body if isinstance(body, dict) else {}
 
 
+def _interaction_error(body: dict[str, Any]) -> dict[str, Any] | None:
+    """`{"code", "message"}` from an interaction's `errors[]` (every message, in order),
+    or from a single `error` as older shapes carry it; None when it has neither."""
+    errors = [e for e in body.get("errors") or [] if isinstance(e, dict)]
+    if errors:
+        messages = [str(e.get("message") or f"code {e.get('code')}") for e in errors]
+        return {"code": errors[0].get("code"), "message": "; ".join(messages), "errors": errors}
+    error = body.get("error")
+    return error if isinstance(error, dict) else None
+
+
+def _safety_filtered(response: Any) -> dict[str, Any] | None:
+    """The failure of a video operation whose every sample safety filtering removed: no
+    `generatedSamples` and `raiMediaFilteredCount` > 0; None for any other response."""
+    if not isinstance(response, dict):
+        return None
+    video = response.get("generateVideoResponse")
+    if not isinstance(video, dict) or video.get("generatedSamples"):
+        return None
+    try:
+        count = int(video.get("raiMediaFilteredCount") or 0)
+    except (TypeError, ValueError):
+        count = 0
+    if count <= 0:
+        return None
+    reasons = [str(r) for r in video.get("raiMediaFilteredReasons") or []]
+    return {
+        "message": f"{count} video sample(s) removed by safety filters: "
+        + ("; ".join(reasons) or "no reason given"),
+        "rai_media_filtered_count": count,
+        "rai_media_filtered_reasons": reasons,
+    }
+
+
 def _text(response: types.GenerateContentResponse | None) -> str:
     if response is None or not response.candidates:
         return ""
@@ -249,8 +304,89 @@ def _text(response: types.GenerateContentResponse | None) -> str:
     return "".join(part.text or "" for part in content.parts)
 
 
+# Answers a later attempt may get past: 408 (the request timed out), 429, any 5xx.
+_RETRYABLE_STATUSES = frozenset({408, 429})
+# Seconds to wait before re-reading after a per-day quota ran out: it resets daily, so an
+# hour keeps the checks sparse without holding an operation back for a whole day.
+DAILY_QUOTA_DEFER_S = 3600.0
+
+
+class GeminiRateLimited(GeminiUnavailable):
+    """429: Gemini's quota ran out. `retry_after_s` is its `RetryInfo.retryDelay` (None
+    when absent); `quota_ids` the `QuotaFailure` violations' `quotaId`s."""
+
+    def __init__(
+        self, message: str, *, retry_after_s: float | None = None, quota_ids: Sequence[str] = ()
+    ) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+        self.quota_ids = tuple(quota_ids)
+
+    @property
+    def daily_quota(self) -> bool:
+        """A per-day quota (e.g. `GenerateRequestsPerDayPerProjectPerModel`) ran out."""
+        return any("PerDay" in quota for quota in self.quota_ids)
+
+    @property
+    def defer_s(self) -> float | None:
+        """How long to leave the operation alone: RetryInfo's delay, at least an hour for
+        a per-day quota; None when Gemini gave neither."""
+        if self.daily_quota:
+            return max(self.retry_after_s or 0.0, DAILY_QUOTA_DEFER_S)
+        return self.retry_after_s
+
+
+def _duration_s(value: Any) -> float | None:
+    """A google.protobuf.Duration as JSON (`"120s"`, `"1.5s"`) in seconds; None if not one."""
+    if not isinstance(value, str) or not value.endswith("s"):
+        return None
+    try:
+        seconds = float(value[:-1])
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 else None
+
+
+def rate_limit_details(body: Any) -> tuple[float | None, tuple[str, ...]]:
+    """`(RetryInfo.retryDelay in s, QuotaFailure quotaIds)` from a Gemini error body
+    `{"error": {"details": [...]}}`; `(None, ())` where absent or malformed."""
+    error = body.get("error") if isinstance(body, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    delay: float | None = None
+    quotas: list[str] = []
+    for detail in details if isinstance(details, list) else []:
+        if not isinstance(detail, dict):
+            continue
+        kind = str(detail.get("@type", ""))
+        if kind.endswith("google.rpc.RetryInfo"):
+            delay = _duration_s(detail.get("retryDelay"))
+        elif kind.endswith("google.rpc.QuotaFailure"):
+            for violation in detail.get("violations") or []:
+                if isinstance(violation, dict) and violation.get("quotaId"):
+                    quotas.append(str(violation["quotaId"]))
+    return delay, tuple(quotas)
+
+
+def _status_error(what: str, code: int, message: str, body: Any) -> GeminiError:
+    """The GeminiError for an HTTP error answer `code`, naming `what`."""
+    text = f"{what}: Gemini answered {code}: {message}"
+    if code == 404:
+        return GeminiNotFound(text)
+    if code == 429:
+        delay, quotas = rate_limit_details(body)
+        return GeminiRateLimited(text, retry_after_s=delay, quota_ids=quotas)
+    if code in _RETRYABLE_STATUSES or code >= 500:
+        return GeminiUnavailable(text)
+    return GeminiRejected(text)
+
+
 class _mapped:
-    """Translate google-genai and httpx errors into the GeminiError tree, naming `what`."""
+    """Translate google-genai and httpx errors into the GeminiError tree, naming `what`.
+
+    Both of the SDK's error families are read: `google.genai.errors.APIError` (`code`,
+    `details` = the error body) and the Interactions/webhooks client's `APIStatusError`
+    (`status_code`, `body`).
+    """
 
     def __init__(self, what: str) -> None:
         self._what = what
@@ -264,13 +400,17 @@ class _mapped:
         if exc is None or isinstance(exc, GeminiError) or not isinstance(exc, Exception):
             return False  # GeneratorExit and friends pass through untouched
         if isinstance(exc, genai_errors.APIError):
-            code = exc.code
-            message = f"{self._what}: Gemini answered {code}: {exc.message}"
-            if code == 404:
-                raise GeminiNotFound(message) from exc
-            if code == 429 or code >= 500:
-                raise GeminiUnavailable(message) from exc
-            raise GeminiRejected(message) from exc
-        if isinstance(exc, _TRANSPORT_ERRORS):
+            raise _status_error(self._what, exc.code, str(exc.message), exc.details) from exc
+        status_code = getattr(exc, "status_code", None)
+        if isinstance(status_code, int) and not isinstance(status_code, bool):
+            body = getattr(exc, "body", None)
+            error = body.get("error") if isinstance(body, dict) else None
+            message = error.get("message") if isinstance(error, dict) else None
+            raise _status_error(self._what, status_code, str(message or exc), body) from exc
+        if isinstance(exc, _TRANSPORT_ERRORS) or type(exc).__name__ in _SDK_TRANSPORT_ERRORS:
             raise GeminiUnavailable(f"{self._what}: {type(exc).__name__}: {exc}") from exc
         return False
+
+
+# The Interactions client's own transport errors (it wraps httpx's).
+_SDK_TRANSPORT_ERRORS = frozenset({"APIConnectionError", "APITimeoutError"})

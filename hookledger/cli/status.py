@@ -15,7 +15,7 @@ from shared.clock import Clock, system_clock
 from shared.ledger import DELIVERY_STATUSES, PENDING, STUCK_ALERTED_AT, TERMINAL_STATUSES, Ledger
 
 OP_STATUSES = (PENDING, *sorted(TERMINAL_STATUSES))
-DELIVERY_ORDER = ("queued", "done", "ignored", "dead")
+DELIVERY_ORDER = ("queued", "done", "ignored", "unresolved", "dead")
 STUCK_SHOWN = 10
 STUCK_FIELDS = ("name", "kind", "status", "submitted_at", STUCK_ALERTED_AT)
 

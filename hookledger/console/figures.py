@@ -17,7 +17,9 @@ from typing import Any
 from shared.ledger import DELIVERY_STATUSES, PENDING, TERMINAL_STATUSES, Ledger
 
 OP_STATUSES = (PENDING, *sorted(TERMINAL_STATUSES))
-DELIVERY_ORDER = tuple(s for s in ("queued", "done", "ignored", "dead") if s in DELIVERY_STATUSES)
+DELIVERY_ORDER = tuple(
+    s for s in ("queued", "done", "ignored", "unresolved", "dead") if s in DELIVERY_STATUSES
+)
 HOURS = 24
 STUCK_SHOWN = 10
 DEAD_SHOWN = 10

@@ -6,6 +6,11 @@
 - `POST /_sim/operations` `{"name": "models/veo/operations/x", "metadata"?}` creates a
   pending non-batch operation (video generation, file-search import…)
 - `POST /_sim/faults`, `GET /_sim/faults`: the fault model, below
+- `POST /_sim/webhook-mode`, `GET /_sim/webhook-mode`: `{"data_id": "name"|"bare"|"mixed",
+  "cancel_events": bool}`, how completion webhooks name the operation (`batches/abc`, `abc`,
+  or each in turn) and whether `*.cancelled` events are sent at all (off: like the
+  webhooks API reference and google-genai, which no longer list them); each key optional;
+  `POST /_sim/reset` restores `name` and `true`
 - `GET /_sim/github/comments`: every commit comment, and per commit `posts` received and
   `comments` stored
 - `GET /_sim/requests`: the last ~1000 GitHub and Gemini requests `{method, path, query}`
@@ -75,6 +80,7 @@ from local.simulator.faults import GEMINI_KEYS, unknown_keys
 from local.simulator.gemini import batch_resource, operation_resource, prompt_text
 from local.simulator.github import DEFAULT_REF
 from local.simulator.state import BATCH_STATES, BadRequest
+from local.simulator.webhooks import DATA_ID_FORMS
 from local.simulator.wire import json_response, read_json
 
 if TYPE_CHECKING:
@@ -245,6 +251,25 @@ def blueprint(sim: Simulator) -> Blueprint:
     @bp.get("/faults")
     def get_faults() -> Response:
         return json_response(fault_state())
+
+    @bp.post("/webhook-mode")
+    def set_webhook_mode() -> Response:
+        body = read_json()
+        unknown = sorted(set(body) - {"data_id", "cancel_events"})
+        if unknown:
+            raise BadRequest(f"Unknown webhook-mode keys {unknown}; known: data_id, cancel_events.")
+        data_id = body.get("data_id")
+        if data_id is not None and data_id not in DATA_ID_FORMS:
+            raise BadRequest(f"data_id must be one of {list(DATA_ID_FORMS)}, got {data_id!r}.")
+        cancel_events = body.get("cancel_events")
+        if cancel_events is not None and not isinstance(cancel_events, bool):
+            raise BadRequest(f"cancel_events must be true or false, got {cancel_events!r}.")
+        sim.dispatcher.set_mode(data_id=data_id, cancel_events=cancel_events)
+        return json_response(sim.dispatcher.mode())
+
+    @bp.get("/webhook-mode")
+    def get_webhook_mode() -> Response:
+        return json_response(sim.dispatcher.mode())
 
     @bp.get("/github/comments")
     def github_comments() -> Response:

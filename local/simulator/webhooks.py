@@ -9,6 +9,15 @@ dropped (`dropped: true`, never sent). Copies of one message share its `webhook-
 
 Signing uses the `standardwebhooks` reference library, an implementation independent
 of hookledger's own verifier, so end-to-end tests cross-check the two.
+
+Envelope (the Webhooks guide, ai.google.dev/gemini-api/docs/webhooks): `{type, version:
+"v1", timestamp, data: {id, …}}`; a `*.failed` event adds `error_code` and
+`error_message`, a succeeded batch with a results file adds `file_name` and
+`output_file_uri`. `data.id` is the full resource name, the bare id, or each in turn
+(`DATA_ID_FORMS`), since Gemini may send either. With `cancel_events` off no
+`*.cancelled` event is ever sent: the webhooks API reference and google-genai's enums
+no longer list them (the guide still does), so hookledger must settle cancellations
+through reconcile alone.
 """
 
 from __future__ import annotations
@@ -26,10 +35,15 @@ import requests
 from standardwebhooks import Webhook
 
 from local.simulator.gemini import rfc3339
-from local.simulator.state import World
+from local.simulator.state import SimError, World
 from shared.logs import event, get_logger
 
 logger = get_logger("simulator.webhooks")
+
+# How `data.id` names the operation: `name` (`batches/abc`), `bare` (`abc`), or
+# `mixed` (the two in turn, message by message).
+DATA_ID_FORMS = ("name", "bare", "mixed")
+CANCEL_EVENTS = ("batch.cancelled", "interaction.cancelled")
 
 
 @dataclass(frozen=True)
@@ -101,10 +115,65 @@ class Dispatcher:
         self._recorded = threading.Condition(self._lock)
         self._attempts: list[Attempt] = []
         self._threads: list[threading.Thread] = []
+        self.data_id_form = "name"
+        self.cancel_events = True
+        self._messages = 0
 
     def reset(self) -> None:
+        """Forget recorded attempts and return the webhook mode to its defaults."""
         with self._lock:
             self._attempts = []
+            self.data_id_form = "name"
+            self.cancel_events = True
+            self._messages = 0
+
+    def set_mode(self, data_id: str | None = None, cancel_events: bool | None = None) -> None:
+        """Change how `data.id` is written and whether cancel events go out (None: keep)."""
+        if data_id is not None and data_id not in DATA_ID_FORMS:
+            raise ValueError(f"data_id must be one of {list(DATA_ID_FORMS)}, got {data_id!r}")
+        with self._lock:
+            if data_id is not None:
+                self.data_id_form = data_id
+            if cancel_events is not None:
+                self.cancel_events = cancel_events
+
+    def mode(self) -> dict[str, Any]:
+        with self._lock:
+            return {"data_id": self.data_id_form, "cancel_events": self.cancel_events}
+
+    def _data_id(self, operation: str) -> str:
+        with self._lock:
+            form = self.data_id_form
+            self._messages += 1
+            turn = self._messages
+        if form == "mixed":
+            form = "bare" if turn % 2 == 0 else "name"
+        if form == "bare" and not operation.startswith("webhooks/"):
+            return operation.rsplit("/", 1)[-1]
+        return operation
+
+    def _envelope_fields(self, event_type: str, operation: str) -> dict[str, Any]:
+        """The documented per-event fields: the error of a failure, the results file."""
+        resource: Any = None
+        try:
+            if operation.startswith("batches/"):
+                resource = self.world.batch(operation.removeprefix("batches/"))
+            elif not operation.startswith("webhooks/"):
+                resource = self.world.operation(operation)
+        except SimError:  # the resource is gone (a reset): the event keeps just its id
+            return {}
+        fields: dict[str, Any] = {}
+        error = getattr(resource, "error", None)
+        if event_type.endswith(".failed") and isinstance(error, dict):
+            fields["error_code"] = error.get("code")
+            fields["error_message"] = error.get("message")
+        results_file = getattr(resource, "responses_file", None)
+        if event_type == "batch.succeeded" and isinstance(results_file, str) and results_file:
+            fields["file_name"] = results_file
+            fields["output_file_uri"] = (
+                f"https://generativelanguage.googleapis.com/v1beta/{results_file}"
+            )
+        return fields
 
     def attempts(self, operation: str | None = None) -> list[dict[str, Any]]:
         with self._lock:
@@ -119,7 +188,11 @@ class Dispatcher:
             "type": event_type,
             "version": "v1",
             "timestamp": rfc3339(now),
-            "data": {"id": operation, **(extra or {})},
+            "data": {
+                "id": self._data_id(operation),
+                **self._envelope_fields(event_type, operation),
+                **(extra or {}),
+            },
         }
         return Message(
             webhook_id=f"msg_{uuid.uuid4().hex}",
@@ -130,7 +203,17 @@ class Dispatcher:
         )
 
     def dispatch(self, message: Message, targets: list[Target], copies: int = 1) -> None:
-        """Send `message` `copies` times (identical bytes and headers) to each target."""
+        """Send `message` `copies` times (identical bytes and headers) to each target;
+        nothing at all for a cancel event while `cancel_events` is off."""
+        if message.event_type in CANCEL_EVENTS and not self.cancel_events:
+            event(
+                logger,
+                logging.INFO,
+                "cancel event not sent (cancel_events off)",
+                webhook_id=message.webhook_id,
+                operation=message.operation,
+            )
+            return
         generation = self.world.generation
         for target in targets:
             thread = threading.Thread(
@@ -145,6 +228,8 @@ class Dispatcher:
 
     def record_dropped(self, message: Message, targets: list[Target]) -> None:
         """Record `message` as dropped for each target (copy and attempt 0, nothing sent)."""
+        if message.event_type in CANCEL_EVENTS and not self.cancel_events:
+            return  # never sent at all: there is no drop to record
         for target in targets:
             self._append(
                 Attempt(

@@ -33,7 +33,7 @@ from shared.signatures import VerificationError
 log = logs.get_logger("worker")
 
 # Deliveries in these states are finished: a redelivery changes nothing.
-FINISHED = frozenset({"done", "ignored", "dead"})
+FINISHED = frozenset({"done", "ignored", "dead", "unresolved"})
 
 
 class Worker(Endpoint):

@@ -22,7 +22,10 @@ SUBMISSIONS = "submissions"
 PENDING = "pending"
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled", "expired"})
 SETTLED_BY = frozenset({"webhook", "reconcile"})
-DELIVERY_STATUSES = frozenset({"queued", "done", "ignored", "dead"})
+# `unresolved`: a Gemini event whose `data.id` names no operation in the ledger; the
+# operation (if ours) is left to reconcile (docs/architecture.md, "worker").
+UNRESOLVED = "unresolved"
+DELIVERY_STATUSES = frozenset({"queued", "done", "ignored", "dead", UNRESOLVED})
 STUCK_ALERTED_AT = "stuck_alerted_at"
 # Set instead of the results when the write-back failed for good (docs/architecture.md#settlement):
 # the operation is terminal with the reason on it, never retried forever.

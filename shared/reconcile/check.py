@@ -12,7 +12,7 @@ from google.api_core import exceptions as gexc
 
 from shared import logs
 from shared.clock import Clock
-from shared.gemini import GeminiError, GeminiNotFound, GeminiUnavailable
+from shared.gemini import GeminiError, GeminiNotFound, GeminiRateLimited, GeminiUnavailable
 from shared.ledger import Ledger, LedgerError, Operation
 from shared.reconcile.report import RunReport
 from shared.reconcile.stuck import StuckAlerts
@@ -58,7 +58,9 @@ class OperationCheck:
     Terminal → settled once through the `Settler` (by="reconcile"), with the webhook
     path's write-back and outbox. Still running, or Gemini unavailable / not found /
     refusing → left pending with `attempts + 1` and `next_check_at` pushed back by
-    `backoff`. Nothing is ever settled from an error. Never raises.
+    `backoff`; a 429 pushes it back at least as far as Gemini's `RetryInfo.retryDelay`
+    (an hour or more for a per-day quota, with a `gemini_quota_exhausted` alert). Nothing
+    is ever settled from an error. Never raises.
     """
 
     def __init__(
@@ -103,18 +105,28 @@ class OperationCheck:
                 exc_info=failure.traceback,
             )
             if failure.defer:
-                self._keep_pending(record, report, f"{type(exc).__name__}: {exc}")
+                self._keep_pending(
+                    record, report, f"{type(exc).__name__}: {exc}", _rate_limit_delay(exc, record)
+                )
             return
         report.add(**{_OUTCOME_COUNTERS.get(outcome.result, "errors"): 1})
         if outcome.result == RUNNING:
             self._keep_pending(record, report, "still running")
 
-    def _keep_pending(self, record: Operation, report: RunReport, answer: str) -> None:
-        """Alert if stuck, then push `next_check_at` back with backoff, noting Gemini's answer."""
+    def _keep_pending(
+        self,
+        record: Operation,
+        report: RunReport,
+        answer: str,
+        at_least_s: float | None = None,
+    ) -> None:
+        """Alert if stuck, then push `next_check_at` back with backoff (at least `at_least_s`),
+        noting Gemini's answer on the operation."""
         try:
             if self._stuck.alert_if_stuck(record):
                 report.add(stuck_alerts=1)
-            at = self._clock() + timedelta(seconds=self.backoff_s(record.attempts))
+            delay = max(self.backoff_s(record.attempts), at_least_s or 0.0)
+            at = self._clock() + timedelta(seconds=delay)
             if self._ledger.defer(record.name, at, record.attempts + 1, answer=answer):
                 report.add(deferred=1)
         except (LedgerError, gexc.GoogleAPIError) as exc:
@@ -126,3 +138,20 @@ class OperationCheck:
                 operation=record.name,
                 reason=str(exc),
             )
+
+
+def _rate_limit_delay(exc: Exception, record: Operation) -> float | None:
+    """Gemini's own wait for a 429 (None for any other failure); a per-day quota is alerted."""
+    if not isinstance(exc, GeminiRateLimited):
+        return None
+    if exc.daily_quota:
+        logs.event(
+            log,
+            logging.ERROR,
+            f"Gemini's daily quota is exhausted; {record.name} is checked again later",
+            alert="gemini_quota_exhausted",
+            operation=record.name,
+            quota_ids=list(exc.quota_ids),
+            defer_s=exc.defer_s,
+        )
+    return exc.defer_s

@@ -7,6 +7,7 @@ requires the OIDC token the Cloud Tasks emulator mints, verified against its JWK
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -68,9 +69,9 @@ def operations(client) -> list[dict[str, Any]]:
 
 
 def delivery_status(client, doc_id: str) -> str | None:
-    """The delivery's status once it is finished (done/ignored/dead), else None."""
+    """The delivery's status once it is finished (done/ignored/dead/unresolved), else None."""
     status = (client.collection("deliveries").document(doc_id).get().to_dict() or {}).get("status")
-    return status if status in ("done", "ignored", "dead") else None
+    return status if status in ("done", "ignored", "dead", "unresolved") else None
 
 
 def reviews(client) -> dict[str, dict[str, Any]]:
@@ -211,7 +212,7 @@ def test_a_succeeded_batch_whose_rows_all_failed_records_each_row_error(
     assert "every row failed" in fresh.worker.output()  # logged as a warning
 
 
-def test_a_webhook_for_an_operation_not_in_the_ledger_is_recorded_and_ignored(
+def test_a_webhook_for_an_operation_not_in_the_ledger_is_recorded_unresolved(
     fresh: Stack, firestore_client
 ):
     from shared.gemini import GeminiGateway, make_client
@@ -225,12 +226,138 @@ def test_a_webhook_for_an_operation_not_in_the_ledger_is_recorded_and_ignored(
         return [
             d
             for d in docs
-            if d["source"] == "gemini" and d["status"] in ("done", "ignored", "dead")
+            if d["source"] == "gemini" and d["status"] in ("done", "ignored", "dead", "unresolved")
         ]
 
     [delivery] = wait_for("the gemini delivery", gemini_delivery)
-    assert delivery["status"] == "ignored"
+    assert delivery["status"] == "unresolved"
+    assert stranger in delivery["last_error"]
     assert operations(firestore_client) == []
+    wait_for("the worker's warning", lambda: "unresolved" in fresh.worker.output())
+
+
+def set_webhook_mode(stack: Stack, **mode: Any) -> None:
+    answer = requests.post(f"{stack.sim_url}/_sim/webhook-mode", json=mode, timeout=5)
+    answer.raise_for_status()
+
+
+def post_gemini_event(stack: Stack, event: str, data_id: str) -> requests.Response:
+    """A Gemini event signed with the local static secret, straight to the ingress."""
+    import time
+
+    from shared.config import LOCAL_GEMINI_SECRET
+    from shared.signatures import sign_standard_webhook
+
+    body = json.dumps(
+        {
+            "type": event,
+            "version": "v1",
+            "timestamp": "2026-01-01T00:00:00Z",
+            "data": {"id": data_id},
+        }
+    ).encode()
+    msg_id, now = f"msg_{uuid.uuid4().hex}", int(time.time())
+    headers = {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(now),
+        "webhook-signature": sign_standard_webhook(LOCAL_GEMINI_SECRET, msg_id, now, body),
+        "Content-Type": "application/json",
+    }
+    return requests.post(f"{stack.ingress_url}/gemini", data=body, headers=headers, timeout=10)
+
+
+def settled(client, name: str) -> dict[str, Any] | None:
+    found = [o for o in operations(client) if o["name"] == name and o["status"] != "pending"]
+    return found[0] if found else None
+
+
+# Each documented event type, and each form of `data.id` Gemini may send, with its outcome.
+SIMULATED_EVENTS = [
+    # (case, kind of operation, control state, data.id form, settled status)
+    ("batch.succeeded, full name", "batch", "succeeded", "name", "succeeded"),
+    ("batch.succeeded, bare id", "batch", "succeeded", "bare", "succeeded"),
+    ("batch.failed, bare id", "batch", "failed", "bare", "failed"),
+    ("batch.expired, full name", "batch", "expired", "name", "expired"),
+    ("video.generated, bare id", "video", "succeeded", "bare", "succeeded"),
+    ("interaction.completed, bare id", "interaction", "succeeded", "bare", "succeeded"),
+    ("interaction.failed, full name", "interaction", "failed", "name", "failed"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "kind", "state", "form", "expected"),
+    SIMULATED_EVENTS,
+    ids=[c[0] for c in SIMULATED_EVENTS],
+)
+def test_each_documented_event_and_id_form_settles_by_webhook(
+    fresh: Stack, firestore_client, case, kind, state, form, expected
+):
+    from shared.gemini import GeminiGateway, make_client
+    from shared.ledger import Ledger
+
+    set_webhook_mode(fresh, data_id=form)
+    ledger = Ledger(firestore_client)
+    suffix = uuid.uuid4().hex[:10]
+    if kind == "batch":
+        gateway = GeminiGateway(make_client("sim-key", fresh.sim.url, timeout_s=5))
+        name = gateway.create_batch("models/m", [("k.md", "p")], f"ev-{suffix}")
+        ledger.register(name, "interaction")  # a kind with no write-back: the event is the point
+    else:
+        name = (
+            f"models/veo-3.0-generate-001/operations/v{suffix}"
+            if kind == "video"
+            else f"interactions/i{suffix}"
+        )
+        fresh.sim.create_operation(name)
+        ledger.register(name, kind)
+
+    fresh.sim.complete(name, state=state, webhook="send")
+
+    done = wait_for(f"{case}: settlement", lambda: settled(firestore_client, name))
+    assert (done["status"], done["settled_by"]) == (expected, "webhook"), case
+    # The event really named the operation in the form under test.
+    expected_id = name if form == "name" else name.rsplit("/", 1)[-1]
+    assert event_ids(firestore_client, name) == [expected_id], case
+
+
+def event_ids(client, name: str) -> list[str]:
+    """`data.id` of every Gemini delivery naming `name`, in either form."""
+    forms = {name, name.rsplit("/", 1)[-1]}
+    ids = []
+    for doc in client.collection("deliveries").stream():
+        delivery = doc.to_dict()
+        if delivery["source"] == "gemini" and delivery.get("payload"):
+            ids.append(json.loads(delivery["payload"])["data"]["id"])
+    return [found for found in ids if found in forms]
+
+
+def test_the_documented_batch_123456_id_form_resolves_to_its_batch(fresh: Stack, firestore_client):
+    from shared.gemini import GeminiGateway, make_client
+    from shared.ledger import Ledger
+
+    gateway = GeminiGateway(make_client("sim-key", fresh.sim.url, timeout_s=5))
+    name = gateway.create_batch("models/m", [("k.md", "p")], "documented-form")
+    Ledger(firestore_client).register(name, "interaction")
+    fresh.sim.complete(name, state="succeeded", webhook="drop")
+
+    answer = post_gemini_event(fresh, "batch.succeeded", "batch_" + name.removeprefix("batches/"))
+
+    assert answer.status_code == 202, answer.text
+    done = wait_for("the settlement", lambda: settled(firestore_client, name))
+    assert (done["status"], done["settled_by"]) == ("succeeded", "webhook")
+
+
+def test_interaction_requires_action_is_ignored_and_never_settles(fresh: Stack, firestore_client):
+    from shared.ledger import Ledger
+
+    name = f"interactions/wait-{uuid.uuid4().hex[:8]}"
+    fresh.sim.create_operation(name)
+    Ledger(firestore_client).register(name, "interaction")
+
+    answer = post_gemini_event(fresh, "interaction.requires_action", name)
+
+    assert (answer.status_code, answer.json()["status"]) == (200, "ignored")
+    assert settled(firestore_client, name) is None
 
 
 def test_a_video_generation_is_settled_by_its_video_generated_webhook(

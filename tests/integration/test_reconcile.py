@@ -639,3 +639,171 @@ def test_fan_out_through_the_cloud_tasks_emulator_settles_every_operation_once(
     with check_page_worker["lock"]:
         reports = [r for r in check_page_worker["reports"] if r is not None]
     assert sum(r.settled for r in reports) == 310
+
+
+# ----------------------------------------------------------- Gemini's error model
+
+
+def quota_exhausted(retry_delay: str, quota_id: str) -> dict[str, Any]:
+    """A 429 body in Gemini's shape: QuotaFailure (quota id), Help, RetryInfo."""
+    return {
+        "error": {
+            "code": 429,
+            "message": "You exceeded your current quota.",
+            "status": "RESOURCE_EXHAUSTED",
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                    "violations": [{"quotaId": quota_id, "quotaMetric": "generate_requests"}],
+                },
+                {"@type": "type.googleapis.com/google.rpc.Help", "links": []},
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": retry_delay},
+            ],
+        }
+    }
+
+
+@pytest.fixture
+def scripted_gemini(simulator: Any) -> Iterator[dict[str, Any]]:
+    """A loopback proxy to the simulator that first answers each path's scripted errors.
+
+    `state["script"][name]` (a resource name, whatever the API version in the path) is a
+    list of `(status, body)` answered in turn, then the simulator answers;
+    `state["gateway"]` reads through it with no SDK retries.
+    """
+    import requests
+
+    from shared.gemini import make_client as make_genai
+
+    state: dict[str, Any] = {"script": {}, "lock": threading.Lock()}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            name = self.path.split("?", 1)[0].lstrip("/").split("/", 1)[-1]
+            with state["lock"]:
+                queued = state["script"].get(name) or []
+                scripted = queued.pop(0) if queued else None
+            if scripted is not None:
+                status, body = scripted
+                payload = json.dumps(body).encode()
+            else:
+                answer = requests.get(simulator.url + self.path, timeout=10)
+                status, payload = answer.status_code, answer.content
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    state["gateway"] = GeminiGateway(make_genai("sim-key", url, timeout_s=10, attempts=1))
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_a_429_with_retry_delay_moves_the_next_check_past_it(
+    simulator: Any, gateway: GeminiGateway, firestore_client: Any, scripted_gemini: dict[str, Any]
+) -> None:
+    clock = FakeClock()
+    ledger = Ledger(firestore_client, clock=clock, grace=timedelta(0))
+    limited, busy = submit(gateway, ledger, 2)
+    minute_quota = "GenerateRequestsPerMinutePerProjectPerModel"
+    scripted_gemini["script"] = {
+        limited: [(429, quota_exhausted("120s", minute_quota))],
+        busy: [(503, {"error": {"code": 503, "message": "busy"}})],
+    }
+    reconciler = make_reconciler(ledger, scripted_gemini["gateway"], clock, adopt_orphans=False)
+
+    report = reconciler.run()
+
+    assert report.unavailable == 2
+    now = clock()
+    after_429, after_503 = ledger.get(limited), ledger.get(busy)
+    assert after_429 is not None and after_429.pending and after_429.next_check_at is not None
+    assert after_429.next_check_at - now >= timedelta(seconds=120)
+    # Without RetryInfo, the usual short backoff: the 120 s came from Gemini's answer.
+    assert after_503 is not None and after_503.next_check_at is not None
+    assert after_503.next_check_at - now < timedelta(seconds=120)
+
+
+def test_a_per_day_quota_defers_an_hour_and_alerts(
+    simulator: Any,
+    gateway: GeminiGateway,
+    firestore_client: Any,
+    scripted_gemini: dict[str, Any],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from shared.gemini import DAILY_QUOTA_DEFER_S
+
+    caplog.set_level(logging.ERROR, logger="hookledger")
+    clock = FakeClock()
+    ledger = Ledger(firestore_client, clock=clock, grace=timedelta(0))
+    (name,) = submit(gateway, ledger, 1)
+    day_quota = "GenerateRequestsPerDayPerProjectPerModel"
+    scripted_gemini["script"] = {name: [(429, quota_exhausted("30s", day_quota))]}
+
+    make_reconciler(ledger, scripted_gemini["gateway"], clock, adopt_orphans=False).run()
+
+    record = ledger.get(name)
+    assert record is not None and record.next_check_at is not None
+    assert record.next_check_at - clock() >= timedelta(seconds=DAILY_QUOTA_DEFER_S)
+    fields = [getattr(r, "hookledger_fields", {}) for r in caplog.records]
+    alerts = [f for f in fields if f.get("alert") == "gemini_quota_exhausted"]
+    assert [(a["operation"], a["quota_ids"]) for a in alerts] == [(name, [day_quota])]
+
+
+def test_a_408_is_retried_and_the_next_run_settles(
+    simulator: Any, gateway: GeminiGateway, firestore_client: Any, scripted_gemini: dict[str, Any]
+) -> None:
+    clock = FakeClock()
+    ledger = Ledger(firestore_client, clock=clock, grace=timedelta(0))
+    (name,) = submit(gateway, ledger, 1)
+    complete(simulator, [name])
+    timeout = {
+        "error": {"code": 408, "message": "Request timed out.", "status": "DEADLINE_EXCEEDED"}
+    }
+    scripted_gemini["script"] = {name: [(408, timeout)]}
+    reconciler = make_reconciler(ledger, scripted_gemini["gateway"], clock, adopt_orphans=False)
+
+    first = reconciler.run()
+    assert (first.unavailable, first.settled) == (1, 0)  # retryable, not a refusal
+    assert ledger.get(name).pending  # type: ignore[union-attr]
+
+    clock.advance(BACKOFF_CAP_S + 1)
+    assert reconciler.run().settled == 1
+    assert ledger.get(name).status == "succeeded"  # type: ignore[union-attr]
+
+
+def test_a_cancellation_settles_through_reconcile_when_gemini_sends_no_cancel_event(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger
+) -> None:
+    import requests
+
+    mode = requests.post(
+        f"{simulator.url}/_sim/webhook-mode", json={"cancel_events": False}, timeout=5
+    )
+    assert mode.json() == {"data_id": "name", "cancel_events": False}
+    (name,) = submit(gateway, ledger, 1)
+
+    client = simulator.genai()  # held: a client dropped mid-call closes its transport
+    client.batches.cancel(name=name)
+
+    # The cancel would have been handed to the dispatcher synchronously: nothing went out.
+    assert simulator.control.deliveries(name) == []
+    assert ledger.get(name).pending  # type: ignore[union-attr]
+    report = make_reconciler(ledger, gateway, adopt_orphans=False).run()
+    assert report.settled == 1
+    settled = ledger.get(name)
+    assert settled is not None
+    assert (settled.status, settled.settled_by) == ("cancelled", "reconcile")

@@ -1,0 +1,284 @@
+"""Pure logic against the published Gemini API: event ids, interaction statuses, video
+safety filtering, and the error model (408/429/5xx, RetryInfo, QuotaFailure)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from google.genai import errors as genai_errors
+
+from shared.builtin_handlers import DOCUMENTED_EVENTS, candidate_names
+from shared.errors import retryable
+from shared.gemini import (
+    DAILY_QUOTA_DEFER_S,
+    INTERACTION_STATES,
+    GeminiGateway,
+    GeminiNotFound,
+    GeminiRateLimited,
+    GeminiRejected,
+    GeminiUnavailable,
+    _mapped,
+    rate_limit_details,
+)
+
+
+def quota_body(retry_delay: str | None, quota_id: str) -> dict[str, Any]:
+    """A 429 body as Gemini sends it: QuotaFailure, Help and (optionally) RetryInfo."""
+    details: list[dict[str, Any]] = [
+        {
+            "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+            "violations": [
+                {
+                    "quotaMetric": "generativelanguage.googleapis.com/generate_requests_per_model",
+                    "quotaId": quota_id,
+                }
+            ],
+        },
+        {"@type": "type.googleapis.com/google.rpc.Help", "links": []},
+    ]
+    if retry_delay is not None:
+        details.append(
+            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": retry_delay}
+        )
+    return {
+        "error": {
+            "code": 429,
+            "status": "RESOURCE_EXHAUSTED",
+            "message": "quota",
+            "details": details,
+        }
+    }
+
+
+# ------------------------------------------------------------------ data.id forms
+
+
+@pytest.mark.parametrize(
+    ("name", "data_id", "event", "expected"),
+    [
+        ("full batch name", "batches/abc", "batch.succeeded", ["batches/abc"]),
+        ("bare batch id", "abc", "batch.failed", ["batches/abc", "abc"]),
+        (
+            "documented batch_123456 form",
+            "batch_123456",
+            "batch.succeeded",
+            ["batches/batch_123456", "batch_123456", "batches/123456", "123456"],
+        ),
+        ("bare interaction id", "i1", "interaction.completed", ["interactions/i1", "i1"]),
+        (
+            "full video operation",
+            "models/veo/operations/v1",
+            "video.generated",
+            ["models/veo/operations/v1"],
+        ),
+        ("bare video id: last segment", "v1", "video.generated", ["v1"]),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_every_data_id_form_names_its_ledger_candidates(name, data_id, event, expected):
+    assert candidate_names(data_id, event) == expected, name
+
+
+def test_the_default_events_are_the_api_references_seven_without_cancelled():
+    assert set(DOCUMENTED_EVENTS) == {
+        "batch.succeeded",
+        "batch.expired",
+        "batch.failed",
+        "interaction.requires_action",
+        "interaction.completed",
+        "interaction.failed",
+        "video.generated",
+    }
+
+
+# ------------------------------------------------------------------ interactions
+
+
+class _Interaction:
+    def __init__(self, body: dict[str, Any]) -> None:
+        self._body = body
+
+    def model_dump(self, **_: Any) -> dict[str, Any]:
+        return dict(self._body)
+
+
+def gateway_reporting(body: dict[str, Any]) -> GeminiGateway:
+    """A gateway whose SDK client's `interactions.get` answers `body` (the SDK's edge)."""
+
+    def get(id: str) -> _Interaction:
+        # The SDK takes the bare interaction id, not the `interactions/…` name.
+        assert "/" not in id
+        return _Interaction({"id": id, **body})
+
+    client = SimpleNamespace(interactions=SimpleNamespace(get=get))
+    return GeminiGateway(client)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("status", "terminal", "error"),
+    [
+        ("completed", "succeeded", None),
+        ("failed", "failed", "tool crashed; quota gone"),
+        ("incomplete", "failed", "interaction ended incomplete"),
+        ("budget_exceeded", "failed", "interaction ended budget_exceeded"),
+        ("cancelled", "cancelled", "interaction ended cancelled"),
+        ("in_progress", None, None),
+        ("queued", None, None),
+        ("requires_action", None, None),
+        ("requires_continuation", None, None),
+        ("idle", None, None),
+        ("some_future_status", None, None),
+    ],
+)
+def test_every_interaction_status_is_mapped_deliberately(status, terminal, error):
+    body: dict[str, Any] = {"status": status}
+    if status == "failed":
+        body["errors"] = [
+            {"code": 13, "message": "tool crashed"},
+            {"code": 8, "message": "quota gone"},
+        ]
+    result = gateway_reporting(body).fetch("interactions/i-1")
+    assert result.terminal_status == terminal, status
+    assert (result.error or {}).get("message") == error, status
+
+
+def test_every_documented_interaction_status_has_a_mapping():
+    documented = {
+        "in_progress",
+        "requires_action",
+        "completed",
+        "failed",
+        "cancelled",
+        "incomplete",
+        "budget_exceeded",
+        "queued",
+        "idle",
+        "requires_continuation",
+    }
+    assert set(INTERACTION_STATES) == documented
+
+
+# ------------------------------------------------------------------ video
+
+
+class _RawGateway(GeminiGateway):
+    def __init__(self, body: dict[str, Any]) -> None:
+        self._body = body
+
+    def _raw(self, name: str) -> dict[str, Any]:
+        return self._body
+
+
+def test_a_video_whose_samples_were_all_filtered_settles_failed_with_the_reasons():
+    body = {
+        "name": "models/veo/operations/v1",
+        "done": True,
+        "response": {
+            "generateVideoResponse": {
+                "raiMediaFilteredCount": 1,
+                "raiMediaFilteredReasons": ["The video violated the usage guidelines."],
+            }
+        },
+    }
+    result = _RawGateway(body).fetch("models/veo/operations/v1")
+    assert result.terminal_status == "failed"
+    assert "violated the usage guidelines" in result.error["message"]  # type: ignore[index]
+    assert result.error["rai_media_filtered_count"] == 1  # type: ignore[index]
+
+
+def test_a_video_with_samples_succeeds_even_if_some_were_filtered():
+    body = {
+        "done": True,
+        "response": {
+            "generateVideoResponse": {
+                "generatedSamples": [{"video": {"uri": "files/v"}}],
+                "raiMediaFilteredCount": 1,
+            }
+        },
+    }
+    assert _RawGateway(body).fetch("models/veo/operations/v2").terminal_status == "succeeded"
+
+
+# ------------------------------------------------------------------ errors
+
+
+def raised(exc: Exception) -> BaseException:
+    with pytest.raises(Exception) as info, _mapped("batches/x"):
+        raise exc
+    return info.value
+
+
+def api_error(code: int, body: dict[str, Any] | None = None) -> genai_errors.APIError:
+    body = body or {"error": {"code": code, "message": f"answer {code}", "status": "X"}}
+    return genai_errors.APIError(code, body)
+
+
+@pytest.mark.parametrize(
+    ("code", "kind", "is_retryable"),
+    [
+        (400, GeminiRejected, False),
+        (403, GeminiRejected, False),
+        (404, GeminiNotFound, False),
+        (408, GeminiUnavailable, True),
+        (429, GeminiRateLimited, True),
+        (500, GeminiUnavailable, True),
+        (502, GeminiUnavailable, True),
+        (503, GeminiUnavailable, True),
+        (504, GeminiUnavailable, True),
+    ],
+)
+def test_each_http_error_maps_to_its_place_in_the_tree(code, kind, is_retryable):
+    error = raised(api_error(code))
+    assert type(error) is kind, code
+    assert retryable(error) is is_retryable, code
+    assert "batches/x" in str(error)
+
+
+def test_the_interactions_clients_errors_are_mapped_too():
+    class APIStatusError(Exception):  # the shape google.genai._interactions raises
+        def __init__(self, status_code: int, body: Any) -> None:
+            super().__init__(f"status {status_code}")
+            self.status_code = status_code
+            self.body = body
+
+    error = raised(
+        APIStatusError(429, quota_body("7s", "GenerateRequestsPerMinutePerProjectPerModel"))
+    )
+    assert isinstance(error, GeminiRateLimited) and error.retry_after_s == 7.0
+    assert isinstance(raised(APIStatusError(408, {})), GeminiUnavailable)
+    assert isinstance(raised(APIStatusError(404, {})), GeminiNotFound)
+
+
+def test_a_429_carries_retry_delay_and_quota_ids():
+    error = raised(
+        api_error(429, quota_body("120s", "GenerateRequestsPerMinutePerProjectPerModel"))
+    )
+    assert isinstance(error, GeminiRateLimited)
+    assert error.retry_after_s == 120.0
+    assert error.quota_ids == ("GenerateRequestsPerMinutePerProjectPerModel",)
+    assert not error.daily_quota and error.defer_s == 120.0
+
+
+def test_a_per_day_quota_defers_at_least_an_hour():
+    error = raised(api_error(429, quota_body("30s", "GenerateRequestsPerDayPerProjectPerModel")))
+    assert isinstance(error, GeminiRateLimited)
+    assert error.daily_quota and error.defer_s == DAILY_QUOTA_DEFER_S
+
+
+def test_a_429_without_details_leaves_the_delay_to_backoff():
+    error = raised(api_error(429))
+    assert isinstance(error, GeminiRateLimited) and error.defer_s is None
+
+
+@pytest.mark.parametrize("delay", ["1.5s", "0s", "120s"])
+def test_retry_delay_durations_parse(delay):
+    assert rate_limit_details(quota_body(delay, "q"))[0] == float(delay[:-1])
+
+
+@pytest.mark.parametrize(
+    "body", [None, {}, {"error": "x"}, {"error": {"details": "x"}}, quota_body("soon", "q")]
+)
+def test_malformed_error_bodies_give_no_delay(body):
+    assert rate_limit_details(body)[0] is None
