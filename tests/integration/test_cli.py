@@ -470,7 +470,13 @@ def test_status_counts_oldest_pending_and_alerts(cli: Any, capsys) -> None:
         "failed": 0,
         "succeeded": 1,
     }
-    assert data["deliveries"] == {"queued": 2, "done": 1, "ignored": 0, "dead": 1}
+    assert data["deliveries"] == {
+        "queued": 2,
+        "done": 1,
+        "ignored": 0,
+        "unresolved": 0,
+        "dead": 1,
+    }
     assert data["dead_deliveries"] == 1
     assert data["oldest_pending"]["name"] == "batches/mid"
     assert data["oldest_pending"]["submitted_at"] == "2026-03-01T12:01:00Z"

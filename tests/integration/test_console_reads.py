@@ -17,7 +17,13 @@ from google.cloud.firestore_v1.document import DocumentReference
 from google.cloud.firestore_v1.query import Query
 
 from hookledger.console import create_app
-from hookledger.console.figures import DEAD_SHOWN, LATENCY_SAMPLE, STUCK_SHOWN
+from hookledger.console.figures import (
+    DEAD_SHOWN,
+    DELIVERY_ORDER,
+    LATENCY_SAMPLE,
+    OP_STATUSES,
+    STUCK_SHOWN,
+)
 from hookledger.console.views import PAGE, REVIEWS_SHOWN, RUNS_SHOWN
 from shared import opnames
 from shared.clock import FakeClock
@@ -111,7 +117,11 @@ def test_each_page_reads_at_most_one_page_of_documents(firestore_client, monkeyp
     [cursor_row] = ledger.list_operations(limit=1)
 
     bounds = {
-        "/": (1 + STUCK_SHOWN + DEAD_SHOWN + LATENCY_SAMPLE, 5 + 4 + 1 + 48),
+        # counts: one per operation status and per delivery status, stuck alerts, 48 chart buckets
+        "/": (
+            1 + STUCK_SHOWN + DEAD_SHOWN + LATENCY_SAMPLE,
+            len(OP_STATUSES) + len(DELIVERY_ORDER) + 1 + 48,
+        ),
         "/operations": (PAGE, 0),
         "/operations?status=succeeded&settled_by=reconcile&age=24h": (PAGE, 0),
         "/operations/batches/op00001": (1 + RUNS_SHOWN + REVIEWS_SHOWN, 0),
