@@ -15,7 +15,7 @@ when a release changes it):
     client._api_client.request(http_method, path, request_dict, http_options)
         -> an object with `.body` (str, the JSON text as sent)
 
-Nothing outside this module may touch `_api_client` (docs/architecture.md, "Gemini").
+Nothing outside this module may touch `_api_client` (docs/gemini-coverage.md).
 """
 
 from __future__ import annotations
