@@ -46,8 +46,6 @@ from shared.gemini_rows import (
     inline_bytes,
 )
 
-__all__ = ["MAX_INLINE_BYTES", "Row"]  # re-exported: callers import Row from here
-
 log = logs.get_logger("gemini")
 
 TERMINAL_STATES = {
