@@ -3,13 +3,20 @@
 What the SDK does not do for us, and this module does:
 - a failed batch's top-level `error` is not copied by the SDK: read the raw JSON;
 - a batch can report SUCCEEDED with every row failed: rows are returned one by one;
+- results come inline or as a JSONL file (`dest.file_name`): both are read, the file
+  streamed row by row (shared/gemini_rows.py); a status says whether its rows are
+  complete, and nothing may settle a succeeded batch whose rows are not;
+- inline requests must stay under 20 MB: above that the requests go as an uploaded file;
 - creating a batch is not idempotent: callers tag `display_name` (shared/kinds/).
+
+The one private SDK call (a resource's raw JSON) lives in shared/gemini_raw.py.
 
 Errors:
 
     GeminiError
     ├── GeminiUnavailable   timeout, connection error, 408, 429 or 5xx: leave pending, retry later
-    │   └── GeminiRateLimited   429: `retry_after_s` from RetryInfo, `quota_ids` from QuotaFailure
+    │   ├── GeminiRateLimited   429: `retry_after_s` from RetryInfo, `quota_ids` from QuotaFailure
+    │   └── GeminiRowsUnread    a terminal batch's result rows could not all be read
     ├── GeminiNotFound      404: the operation does not exist (yet, or any more)
     └── GeminiRejected      any other 4xx
 """
@@ -18,6 +25,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,7 +36,18 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
+from shared import gemini_raw, logs
 from shared.errors import HookledgerError, PermanentError, TransientError
+from shared.gemini_rows import (
+    MAX_INLINE_BYTES,
+    MalformedRows,
+    Row,
+    RowReader,
+    file_line,
+    inline_bytes,
+)
+
+log = logs.get_logger("gemini")
 
 TERMINAL_STATES = {
     "JOB_STATE_SUCCEEDED": "succeeded",
@@ -60,21 +80,16 @@ class GeminiUnavailable(GeminiError, TransientError):
     """Transient: a later poll may succeed."""
 
 
+class GeminiRowsUnread(GeminiUnavailable):
+    """A terminal batch's results could not all be read (e.g. its results file): retry later."""
+
+
 class GeminiNotFound(GeminiError, PermanentError):
     """Gemini does not know the operation."""
 
 
 class GeminiRejected(GeminiError, PermanentError):
     """Gemini refused the request (4xx other than 404 and 429)."""
-
-
-@dataclass(frozen=True)
-class Row:
-    """One inline request's outcome: `key` is the request's metadata key (e.g. a file path)."""
-
-    key: str
-    text: str | None = None
-    error: str | None = None
 
 
 # Every Interactions API `status` (google-genai `InteractionStatus`), mapped deliberately:
@@ -106,11 +121,23 @@ class BatchSummary(NamedTuple):
 
 @dataclass(frozen=True)
 class BatchStatus:
+    """What Gemini reports about one operation now.
+
+    `rows_unread` is None when `rows` holds every result row Gemini has for it (or it has
+    none to give), else why they could not be read; `Settler` refuses to settle a
+    succeeded batch whose rows are not complete.
+    """
+
     name: str
     state: str
     display_name: str = ""
     error: dict[str, Any] | None = None
     rows: tuple[Row, ...] = field(default_factory=tuple)
+    rows_unread: str | None = None
+
+    @property
+    def rows_complete(self) -> bool:
+        return self.rows_unread is None
 
     @property
     def terminal_status(self) -> str | None:
@@ -150,18 +177,26 @@ class GeminiGateway:
     def create_batch(
         self, model: str, requests: Sequence[tuple[str, str]], display_name: str
     ) -> str:
-        """Create a batch with one inline request per (key, prompt); returns its name."""
-        inline = [
-            types.InlinedRequest(
-                contents=[types.Content(role="user", parts=[types.Part(text=prompt)])],
-                metadata={"key": key},
-            )
-            for key, prompt in requests
-        ]
+        """Create a batch with one request per (key, prompt); returns its name.
+
+        Inline when the create request stays under MAX_INLINE_BYTES, else the requests
+        are uploaded as a JSONL file first (`upload_requests`) and the batch reads that.
+        """
+        src: list[types.InlinedRequest] | str
+        if inline_bytes(requests) <= MAX_INLINE_BYTES:
+            src = [
+                types.InlinedRequest(
+                    contents=[types.Content(role="user", parts=[types.Part(text=prompt)])],
+                    metadata={"key": key},
+                )
+                for key, prompt in requests
+            ]
+        else:
+            src = self.upload_requests(requests, display_name)
         with _mapped(f"create batch {display_name}"):
             job = self._client.batches.create(
                 model=model,
-                src=inline,
+                src=src,
                 config=types.CreateBatchJobConfig(
                     display_name=display_name,
                     # Creating is not idempotent: a blind retry could make a second batch.
@@ -175,8 +210,44 @@ class GeminiGateway:
             raise GeminiRejected(f"create batch {display_name}: Gemini returned no name")
         return job.name
 
+    def upload_requests(self, requests: Sequence[tuple[str, str]], display_name: str) -> str:
+        """Upload `requests` as a batch input file (JSONL); returns the file's name.
+
+        The lines are spooled to a temporary file (on Cloud Functions /tmp is memory, so
+        this costs the file's size once) and sent in the SDK's resumable 8 MiB chunks.
+        A repeated upload only leaves an unused file, which Gemini deletes after 48 h.
+        """
+        with tempfile.TemporaryFile() as spool:
+            for key, prompt in requests:
+                spool.write(file_line(key, prompt))
+            spool.seek(0)
+            with _mapped(f"upload the requests of {display_name}"):
+                uploaded = self._client.files.upload(
+                    file=spool,
+                    # The docs' sample uploads batch input with mime_type "jsonl".
+                    config=types.UploadFileConfig(
+                        display_name=f"{display_name} requests"[:512], mime_type="jsonl"
+                    ),
+                )
+        if not uploaded.name:
+            raise GeminiRejected(f"upload the requests of {display_name}: no file name returned")
+        logs.event(
+            log,
+            logging.INFO,
+            "batch requests uploaded as a file",
+            file=uploaded.name,
+            display_name=display_name,
+            requests=len(requests),
+        )
+        return uploaded.name
+
     def fetch_batch(self, name: str) -> BatchStatus:
-        """The batch's state and, once terminal, its rows and top-level error."""
+        """The batch's state and, once terminal, its rows and top-level error.
+
+        Rows come from the inlined responses or, streamed, from the results file. When
+        they cannot all be read, the status says why in `rows_unread` (and the reason is
+        logged naming the batch and the file); nothing is raised for it.
+        """
         name = batch_name(name)
         with _mapped(name):
             job = self._client.batches.get(name=name)
@@ -184,24 +255,56 @@ class GeminiGateway:
         error = None
         if TERMINAL_STATES.get(state) in {"failed", "cancelled", "expired"}:
             error = self._raw_error(name)
-        rows: list[Row] = []
-        if job.dest is not None and job.dest.inlined_responses:
-            for index, item in enumerate(job.dest.inlined_responses):
-                key = (item.metadata or {}).get("key", str(index))
-                if item.error is not None:
-                    rows.append(Row(key=key, error=item.error.message or f"code {item.error.code}"))
-                else:
-                    rows.append(Row(key=key, text=_text(item.response)))
+        rows, unread = self._rows(name, job, TERMINAL_STATES.get(state))
         return BatchStatus(
             name=name,
             state=state,
             display_name=job.display_name or "",
             error=error,
-            rows=tuple(rows),
+            rows=rows,
+            rows_unread=unread,
         )
 
+    def _rows(
+        self, name: str, job: types.BatchJob, status: str | None
+    ) -> tuple[tuple[Row, ...], str | None]:
+        """(rows, why they are incomplete or None) for one fetched batch."""
+        dest = job.dest
+        if dest is not None and dest.inlined_responses:
+            rows = []
+            for index, item in enumerate(dest.inlined_responses):
+                key = (item.metadata or {}).get("key", str(index))
+                if item.error is not None:
+                    rows.append(Row(key=key, error=item.error.message or f"code {item.error.code}"))
+                else:
+                    rows.append(Row(key=key, text=_text(item.response)))
+            return tuple(rows), None
+        if dest is not None and dest.file_name:
+            try:
+                return self.read_results_file(name, dest.file_name), None
+            except (GeminiError, MalformedRows) as exc:
+                logs.event(
+                    log,
+                    logging.ERROR,
+                    f"results file of {name} could not be read",
+                    operation=name,
+                    file=dest.file_name,
+                    reason=str(exc),
+                )
+                return (), f"results file {dest.file_name}: {exc}"
+        if status == "succeeded":
+            return (), "Gemini reports it succeeded but shows no results yet"
+        return (), None
+
+    def read_results_file(self, name: str, file_name: str) -> tuple[Row, ...]:
+        """Every row of batch `name`'s results file, streamed (memory: a chunk and a row)."""
+        reader = RowReader(file_name)
+        with _mapped(f"{name}: download {file_name}"):
+            self._client.files.download(file=file_name, destination=reader)
+        return reader.rows()
+
     def list_batches(self, page_size: int = 100) -> Iterator[BatchSummary]:
-        """Every batch, all pages."""
+        """Every batch, all pages (states and names only: the list carries no results)."""
         with _mapped("list batches"):
             for job in self._client.batches.list(config={"page_size": page_size}):
                 state = job.state.value if job.state is not None else ""
@@ -253,9 +356,9 @@ class GeminiGateway:
     def _raw(self, name: str) -> dict[str, Any]:
         """The resource as Gemini sent it, through the SDK's own transport (auth, timeout)."""
         with _mapped(name):
-            response = self._client._api_client.request("get", name, {}, None)
+            text = gemini_raw.get_body(self._client, name)
         try:
-            body = json.loads(response.body or "{}")
+            body = json.loads(text or "{}")
         except ValueError as exc:
             raise GeminiUnavailable(f"{name}: Gemini answered something that is not JSON") from exc
         return body if isinstance(body, dict) else {}

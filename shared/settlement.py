@@ -6,6 +6,11 @@ when it is terminal, settles it through the ledger with its kind's write-back an
 items in the same commit (kinds: shared/kinds/), so the result is written exactly once,
 whoever arrives first. The outbox items are delivered right after the commit when the
 settler has a `deliver`; what fails there is left to reconcile's sweep.
+
+A succeeded batch settles only with every result row read (`BatchStatus.rows_complete`):
+settlement is exactly once, so settling without them would lose those results for good.
+Otherwise `GeminiRowsUnread` (transient) leaves it pending: the worker answers 5xx and
+reconcile defers it, alerting like any stuck operation after STUCK_AFTER_S.
 """
 
 from __future__ import annotations
@@ -45,7 +50,8 @@ class Settler:
     deliver: Callable[[OutboxItem], None] | None = None
 
     def settle(self, name: str, by: str, record: Operation | None = None) -> Outcome:
-        """Re-fetch `name` from Gemini and settle it if terminal. Gemini errors propagate.
+        """Re-fetch `name` from Gemini and settle it if terminal. Gemini errors propagate,
+        and so does `GeminiRowsUnread` for a succeeded batch whose rows are incomplete.
 
         `record` saves a read when the caller already holds the operation (reconcile's
         query). Either way the settlement commits only if the operation is unchanged
@@ -62,6 +68,13 @@ class Settler:
         status = batch.terminal_status
         if status is None:
             return Outcome(RUNNING)
+        if status == "succeeded" and not batch.rows_complete:
+            from shared.gemini import GeminiRowsUnread
+
+            raise GeminiRowsUnread(
+                f"{record.name} succeeded but its results are unread ({batch.rows_unread}); "
+                "it stays pending"
+            )
         if batch.all_rows_failed:
             logs.event(
                 log,

@@ -34,7 +34,11 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     submit.add_argument("--model", help="the Gemini model (default: REVIEW_MODEL)")
     source = submit.add_mutually_exclusive_group(required=True)
     source.add_argument("--prompt", action="append", metavar="TEXT", help="one request (repeat)")
-    source.add_argument("--file", type=Path, help='JSON lines: {"key": …, "prompt": …}')
+    source.add_argument(
+        "--file",
+        type=Path,
+        help='JSON lines: {"key": …, "prompt": …}; over 20 MB they are sent as an uploaded file',
+    )
     submit.set_defaults(func=cmd_submit)
 
     ops = sub.add_parser("ops", help="operations in the ledger")

@@ -7,6 +7,12 @@ defaults to `v1`, older releases and `GOOGLE_GENAI_API_VERSION=beta` use `v1beta
 Every error answers JSON; nothing a client sends can crash the process. Gemini GETs
 (a batch, the batch list, an operation, an interaction) go through the fault model
 (`/_sim/faults`): added latency, then a hang past the client's timeout or an error.
+
+Batches as Gemini makes them: a create request over 20 MiB is refused with Gemini's
+400; a batch may come from an uploaded JSONL file (Files API, `files.py`) and then its
+results are a generated file, downloadable at `/{v}/files/{id}:download?alt=media`.
+`POST /_sim/files/{id}:fail-downloads` `{"times": N, "status": 503}` makes the next N
+downloads of that file fail.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import json
 import logging
 import socket
 import time
@@ -24,6 +31,7 @@ from werkzeug.exceptions import HTTPException
 
 from local.simulator import control, github_routes
 from local.simulator.engine import Simulator
+from local.simulator.file_routes import files_routes
 from local.simulator.gemini import (
     batch_resource,
     error_body,
@@ -49,6 +57,9 @@ VERSION = "<any(v1, v1beta, v1alpha):version>"
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000
 MAX_BODY_BYTES = 32 * 1024 * 1024
+# Gemini refuses a create request (inline requests) over 20 MiB with this 400.
+MAX_INLINE_REQUEST_BYTES = 20 * 1024 * 1024
+INLINE_TOO_LARGE = f"Request payload size exceeds the limit: {MAX_INLINE_REQUEST_BYTES} bytes."
 
 
 def page_args(size_name: str, token_name: str) -> tuple[int, int | None]:
@@ -165,17 +176,41 @@ def webhook_fields(body: dict[str, Any], *, partial: bool) -> dict[str, Any]:
     return fields
 
 
-def parse_batch(body: dict[str, Any]) -> tuple[str, list[dict[str, Any]], tuple[str, ...], Any]:
-    """(display name, inline requests, webhook URIs, user metadata) from a create body."""
+def file_requests(data: bytes, file_name: str) -> list[dict[str, Any]]:
+    """An input file's JSONL lines `{"key", "request"}` as inline-shaped requests."""
+    requests_: list[dict[str, Any]] = []
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            raise BadRequest(f"{file_name} line {number} is not JSON.") from None
+        if not isinstance(item, dict) or not isinstance(item.get("request"), dict):
+            raise BadRequest(f"{file_name} line {number} needs a `request` object.")
+        key = item.get("key")
+        requests_.append({"request": item["request"], "metadata": {"key": key}})
+    return requests_
+
+
+def parse_batch(
+    body: dict[str, Any], sim: Simulator
+) -> tuple[str, list[dict[str, Any]], tuple[str, ...], Any, str | None]:
+    """(display name, requests, webhook URIs, user metadata, input file) from a create body."""
     batch = body.get("batch")
     if not isinstance(batch, dict):
         raise BadRequest("Request body must hold a `batch` object.")
     config = batch.get("inputConfig") or batch.get("input_config")
     if not isinstance(config, dict):
         raise BadRequest("batch.inputConfig is required.")
-    if "fileName" in config:
-        raise BadRequest("The simulator supports inline requests only, not an input file.")
-    requests_ = (config.get("requests") or {}).get("requests")
+    input_file = config.get("fileName")
+    requests_: Any
+    if input_file is not None:
+        if not isinstance(input_file, str):
+            raise BadRequest("batch.inputConfig.fileName must be a file name.")
+        requests_ = file_requests(sim.files.get(input_file).data, input_file)
+    else:
+        requests_ = (config.get("requests") or {}).get("requests")
     if not isinstance(requests_, list) or not requests_:
         raise BadRequest("batch.inputConfig.requests.requests must be a non-empty list.")
     for index, item in enumerate(requests_):
@@ -195,7 +230,7 @@ def parse_batch(body: dict[str, Any]) -> tuple[str, list[dict[str, Any]], tuple[
     if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
         raise BadRequest("batch.webhookConfig.uris must be a list of URLs.")
     user_metadata = hook.get("userMetadata", hook.get("user_metadata"))
-    return display_name, requests_, tuple(uris), user_metadata
+    return display_name, requests_, tuple(uris), user_metadata, input_file
 
 
 def create_app(sim: Simulator) -> Flask:
@@ -240,8 +275,12 @@ def create_app(sim: Simulator) -> Flask:
 
     @app.post(f"/{VERSION}/models/<model>:batchGenerateContent")
     def create_batch(version: str, model: str) -> Response:
-        display_name, requests_, uris, user_metadata = parse_batch(read_json())
-        batch = sim.create_batch(f"models/{model}", display_name, requests_, uris, user_metadata)
+        if (request.content_length or 0) > MAX_INLINE_REQUEST_BYTES:
+            raise BadRequest(INLINE_TOO_LARGE)
+        display_name, requests_, uris, user_metadata, input_file = parse_batch(read_json(), sim)
+        batch = sim.create_batch(
+            f"models/{model}", display_name, requests_, uris, user_metadata, input_file
+        )
         event(logger, logging.INFO, "batch created", operation=batch.name, requests=len(requests_))
         return json_response(batch_resource(batch))
 
@@ -251,7 +290,7 @@ def create_app(sim: Simulator) -> Flask:
         size, cursor = page_args("pageSize", "pageToken")
         batches = [b for b in sim.world.batches() if cursor is None or b.seq < cursor]
         page = batches[:size]
-        body: dict[str, Any] = {"operations": [batch_resource(b) for b in page]}
+        body: dict[str, Any] = {"operations": [batch_resource(b, False) for b in page]}
         if len(batches) > size:
             body["nextPageToken"] = page_token(page[-1].seq)
         return json_response(body)
@@ -270,6 +309,8 @@ def create_app(sim: Simulator) -> Flask:
     def delete_batch(version: str, batch_id: str) -> Response:
         sim.world.delete_batch(batch_id)
         return json_response({})
+
+    files_routes(app, sim)
 
     # --- Gemini: webhooks API --------------------------------------------------------
 

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from local.simulator.comments import CommitComments
-from local.simulator.gemini import build_rows
+from local.simulator.files import FileStore
+from local.simulator.gemini import build_rows, result_lines
 from local.simulator.github import Contents
 from local.simulator.injector import FaultInjector
 from local.simulator.state import (
     BATCH_STATES,
     Batch,
-    FailedPrecondition,
     Operation,
     SimError,
     World,
@@ -57,6 +57,10 @@ class Settings:
     webhook_backoff_s: float = 0.2
     webhook_timeout_s: float = 5.0
     webhook_disable_after: int = 3
+    # A created batch reports RUNNING this long after creation (until then PENDING).
+    running_after_s: float = 10.0
+    # Cancelling is asynchronous: the batch ends CANCELLED this long after the cancel call.
+    cancel_after_s: float = 0.2
 
 
 class Simulator:
@@ -64,7 +68,8 @@ class Simulator:
 
     def __init__(self, settings: Settings | None = None, clock: Clock = system_clock) -> None:
         self.settings = settings or Settings()
-        self.world = World(clock)
+        self.world = World(clock, self.settings.running_after_s)
+        self.files = FileStore(clock)
         self.contents = Contents()
         self.comments = CommitComments(clock)
         self.requests = RequestLog()
@@ -78,9 +83,13 @@ class Simulator:
         )
         self._stop = threading.Event()
         self._auto: threading.Thread | None = None
+        self._cancels: list[threading.Timer] = []
+        self._cancels_lock = threading.Lock()
 
     def reset(self) -> None:
+        self._drop_cancels()
         self.world.reset()
+        self.files.reset()
         self.faults.reset()
         self.dispatcher.reset()
         self.contents.reset()
@@ -96,8 +105,10 @@ class Simulator:
         requests: list[dict[str, Any]],
         webhook_uris: tuple[str, ...] = (),
         user_metadata: dict[str, Any] | None = None,
+        input_file: str | None = None,
     ) -> Batch:
-        """A new pending batch, as the create call answers it.
+        """A new pending batch, as the create call answers it (`input_file`: the uploaded
+        file its `requests` came from; its results will be a file too).
 
         With the `early_webhook` fault on, the batch succeeds at once and its webhook
         goes out before this returns (the creator cannot have registered it yet):
@@ -109,7 +120,9 @@ class Simulator:
             hold webhook_before_register_ms
             answer create: b, PENDING ──────────────────────────▶ registers b
         """
-        batch = self.world.create_batch(model, display_name, requests, webhook_uris, user_metadata)
+        batch = self.world.create_batch(
+            model, display_name, requests, webhook_uris, user_metadata, input_file
+        )
         hold_s = self.faults.take_early_webhook()
         if hold_s is None:
             return batch
@@ -159,15 +172,47 @@ class Simulator:
             failure = error or DEFAULT_FAILURE
         elif state == "cancelled":
             failure = CANCELLED_ERROR
-        batch, _changed = self.world.finish_batch(batch_id, batch_state, built_rows, failure)
+        output_file = None
+        if built_rows is not None and batch.input_file is not None:
+            output_file = f"files/batch-{batch.id}-results"
+            self.files.put_generated(output_file, result_lines(built_rows), f"{batch.name} results")
+        batch, _changed = self.world.finish_batch(
+            batch_id, batch_state, built_rows, failure, output_file
+        )
         return batch, self._announce(f"batch.{state}", batch.name, webhook, batch)
 
     def cancel_batch(self, batch_id: str) -> Batch:
-        """The Gemini API's cancel: only a batch still pending or running can be cancelled."""
-        batch = self.world.batch(batch_id)
-        if batch.done:
-            raise FailedPrecondition(f"Batch {batch.name} is already {batch.state}.")
-        return self.complete_batch(batch_id, "cancelled")
+        """The Gemini API's cancel, asynchronous as Gemini's: the call answers at once and
+        the batch ends CANCELLED (with its webhook) `cancel_after_s` later. Only a batch
+        still pending or running can be cancelled (else FailedPrecondition)."""
+        before = self.world.batch(batch_id)
+        if before.cancelling and not before.done:
+            return before  # one cancel in flight is enough: one webhook
+        batch = self.world.mark_cancelling(batch_id)
+        timer = threading.Timer(self.settings.cancel_after_s, self._finish_cancel, (batch_id,))
+        timer.daemon = True
+        with self._cancels_lock:
+            self._cancels = [t for t in self._cancels if t.is_alive()] + [timer]
+        timer.start()
+        return batch
+
+    def _finish_cancel(self, batch_id: str) -> None:
+        try:
+            self.complete_batch(batch_id, "cancelled")
+        except SimError as exc:  # completed, deleted or reset meanwhile
+            event(
+                logger,
+                logging.INFO,
+                "cancel found the batch already gone or ended",
+                operation=f"batches/{batch_id}",
+                reason=exc.message,
+            )
+
+    def _drop_cancels(self) -> None:
+        with self._cancels_lock:
+            timers, self._cancels = self._cancels, []
+        for timer in timers:
+            timer.cancel()
 
     def complete_operation(
         self,
@@ -267,6 +312,7 @@ class Simulator:
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the auto-complete loop and let in-flight webhook deliveries finish."""
         self._stop.set()
+        self._drop_cancels()
         deadline = monotonic() + timeout
         if self._auto is not None:
             self._auto.join(timeout)

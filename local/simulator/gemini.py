@@ -2,13 +2,16 @@
 
 Shapes match what google-genai parses (`batches._BatchJob_from_mldev`): the batch
 lives under `metadata` (`state`, `displayName`, `createTime`, `output`), results
-under `metadata.output.inlinedResponses.inlinedResponses`, and a failure in the
-top-level `error` (which the SDK does not copy: callers read the raw JSON).
+under `metadata.output.inlinedResponses.inlinedResponses` (inline input) or
+`metadata.output.responsesFile` (file input: a JSONL file, one `{"key", "response"|
+"error"}` per line), and a failure in the top-level `error` (which the SDK does not
+copy: callers read the raw JSON). Listing leaves inlined results out.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -142,8 +145,25 @@ def build_rows(batch: Batch, overrides: dict[int, dict[str, Any]]) -> list[dict[
     return rows
 
 
-def batch_resource(batch: Batch) -> dict[str, Any]:
-    """A batch as `GET /v1beta/batches/{id}` answers it: an Operation, the batch in metadata."""
+def result_lines(rows: list[dict[str, Any]]) -> bytes:
+    """Inline-shaped rows as a results file: one `{"key", "response"|"error"}` line each."""
+    lines = []
+    for index, row in enumerate(rows):
+        key = (row.get("metadata") or {}).get("key", str(index))
+        line: dict[str, Any] = {"key": key}
+        if "error" in row:
+            line["error"] = row["error"]
+        else:
+            line["response"] = row["response"]
+        lines.append(json.dumps(line))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def batch_resource(batch: Batch, with_results: bool = True) -> dict[str, Any]:
+    """A batch as `GET /v1beta/batches/{id}` answers it: an Operation, the batch in metadata.
+
+    `with_results=False` is the list's shape: no inlined responses (a file name stays).
+    """
     total = len(batch.requests)
     failed = sum(1 for row in batch.rows or [] if "error" in row)
     succeeded = (len(batch.rows) - failed) if batch.rows is not None else 0
@@ -167,8 +187,12 @@ def batch_resource(batch: Batch) -> dict[str, Any]:
     body: dict[str, Any] = {"name": batch.name, "metadata": metadata}
     if batch.done:
         body["done"] = True
-    if batch.rows is not None:
+    output: dict[str, Any] | None = None
+    if batch.output_file is not None:
+        output = {"responsesFile": batch.output_file}
+    elif batch.rows is not None and with_results:
         output = {"inlinedResponses": {"inlinedResponses": batch.rows}}
+    if output is not None:
         metadata["output"] = output
         body["response"] = {"@type": OUTPUT_TYPE, **output}
     if batch.error is not None:

@@ -27,6 +27,7 @@ BATCH_STATES = {
     "expired": "BATCH_STATE_EXPIRED",
 }
 PENDING = "BATCH_STATE_PENDING"
+RUNNING = "BATCH_STATE_RUNNING"
 TERMINAL_STATES = frozenset(BATCH_STATES.values())
 
 WEBHOOK_EVENTS = (
@@ -71,7 +72,8 @@ class FailedPrecondition(SimError):
 
 @dataclass
 class Batch:
-    """One batch job. `rows` holds the inlined responses once it succeeded."""
+    """One batch job. `rows` holds the inlined responses once it succeeded; a batch made
+    from an input file (`input_file`) reports its results as a file (`output_file`)."""
 
     id: str
     model: str
@@ -86,6 +88,9 @@ class Batch:
     webhook_uris: tuple[str, ...] = ()
     user_metadata: dict[str, Any] | None = None
     seq: int = 0  # creation order; list pages are cut on it, so inserts never shift a page
+    input_file: str | None = None
+    output_file: str | None = None
+    cancelling: bool = False  # cancel asked for; the batch ends CANCELLED a moment later
 
     @property
     def name(self) -> str:
@@ -169,8 +174,10 @@ def new_secret() -> str:
 class World:
     """Thread-safe store of everything the simulator knows; `reset()` empties it."""
 
-    def __init__(self, clock: Clock = system_clock) -> None:
+    def __init__(self, clock: Clock = system_clock, running_after_s: float = 10.0) -> None:
         self.clock = clock
+        # A pending batch starts RUNNING this long after creation (noticed when read).
+        self.running_after_s = running_after_s
         self._lock = threading.RLock()
         self.reset()
 
@@ -192,6 +199,7 @@ class World:
         requests: list[dict[str, Any]],
         webhook_uris: Iterable[str] = (),
         user_metadata: dict[str, Any] | None = None,
+        input_file: str | None = None,
     ) -> Batch:
         now = self.clock()
         batch = Batch(
@@ -203,6 +211,7 @@ class World:
             updated_at=now,
             webhook_uris=tuple(webhook_uris),
             user_metadata=user_metadata,
+            input_file=input_file,
         )
         with self._lock:
             self._seq += 1
@@ -215,14 +224,37 @@ class World:
             found = self._batches.get(batch_id)
             if found is None:
                 raise NotFound(f"Batch batches/{batch_id} not found.")
+            self._advance(found)
             return replace(found)
 
     def batches(self) -> list[Batch]:
         """Every batch, newest first (the order the Gemini API lists them in)."""
         with self._lock:
+            for batch in self._batches.values():
+                self._advance(batch)
             return sorted(
                 (replace(b) for b in self._batches.values()), key=lambda b: b.seq, reverse=True
             )
+
+    def _advance(self, batch: Batch) -> None:
+        """PENDING -> RUNNING once `running_after_s` passed (caller holds the lock)."""
+        now = self.clock()
+        if batch.state == PENDING and (now - batch.created_at).total_seconds() >= (
+            self.running_after_s
+        ):
+            batch.state = RUNNING
+            batch.updated_at = now
+
+    def mark_cancelling(self, batch_id: str) -> Batch:
+        """Record a cancel request; refused (FailedPrecondition) once the batch ended."""
+        with self._lock:
+            batch = self._batches.get(batch_id)
+            if batch is None:
+                raise NotFound(f"Batch batches/{batch_id} not found.")
+            if batch.done:
+                raise FailedPrecondition(f"Batch {batch.name} is already {batch.state}.")
+            batch.cancelling = True
+            return replace(batch)
 
     def delete_batch(self, batch_id: str) -> None:
         with self._lock:
@@ -235,8 +267,10 @@ class World:
         state: str,
         rows: list[dict[str, Any]] | None = None,
         error: dict[str, Any] | None = None,
+        output_file: str | None = None,
     ) -> tuple[Batch, bool]:
-        """Move a batch to terminal `state` (a `BATCH_STATE_*`).
+        """Move a batch to terminal `state` (a `BATCH_STATE_*`); its results are `rows`
+        (inlined) or the generated file `output_file`.
 
         Returns the batch and whether it changed. Finishing again with the same state
         is allowed (it changes nothing; the caller may re-send the webhook); finishing
@@ -258,6 +292,7 @@ class World:
             batch.end_time = now
             batch.rows = rows
             batch.error = error
+            batch.output_file = output_file
             return replace(batch), True
 
     def pending_batches_older_than(self, seconds: float) -> list[str]:

@@ -37,14 +37,17 @@ def review_tag(repo: str, sha: str) -> str:
 
 def _adopt(key: str, batch: BatchSummary, gemini: GeminiGateway) -> dict[str, Any]:
     """Context for an orphan review batch: repo and sha from its tag, paths from its rows."""
-    from shared.gemini import TERMINAL_STATES
+    from shared.gemini import TERMINAL_STATES, GeminiRowsUnread
 
     repo, at, sha = key.rpartition("@")
     if not at or not repo or not sha:
         raise PermanentError(f"batch {batch.name}: tag {batch.display_name!r} names no repo@sha")
     paths: list[str] = []
     if batch.state in TERMINAL_STATES:  # a running batch has no rows yet: write-back uses rows
-        paths = [row.key for row in gemini.fetch_batch(batch.name).rows]
+        fetched = gemini.fetch_batch(batch.name)
+        if not fetched.rows_complete:  # partial paths would drop the unread files' reviews
+            raise GeminiRowsUnread(f"{batch.name}: rows unread ({fetched.rows_unread})")
+        paths = [row.key for row in fetched.rows]
     return {"repo": repo, "sha": sha, "paths": paths}
 
 

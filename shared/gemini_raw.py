@@ -1,0 +1,73 @@
+"""The one place hookledger reaches into google-genai's private API client.
+
+Why it exists: the SDK drops fields hookledger must read. `batches.get` maps only the
+fields its `_BatchJob_from_mldev` names, so a failed batch's top-level `error` (the
+reason) never reaches `types.BatchJob`; generic operations and interactions have no
+typed getter that keeps their raw body. No public SDK call returns a resource as sent
+(checked against google-genai 3.x: `HttpOptions` and `GetBatchJobConfig` have no
+"return the raw body" switch), so this module sends the GET through the client's own
+transport (auth, base URL, timeout, retry options) with `Client._api_client.request`.
+
+The contract relied on, pinned by the SDK's major in pyproject.toml and checked by
+tests/unit/test_gemini_raw_contract.py (which fails with `SdkContractError`'s message
+when a release changes it):
+
+    client._api_client.request(http_method, path, request_dict, http_options)
+        -> an object with `.body` (str, the JSON text as sent)
+
+Nothing outside this module may touch `_api_client` (docs/gemini-coverage.md).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from google import genai
+
+from shared.errors import ConfigError
+
+# The google-genai major this adapter was written against; pyproject.toml pins the same.
+SDK_MAJOR = 3
+_REQUEST_PARAMETERS = ("http_method", "path", "request_dict", "http_options")
+
+
+class SdkContractError(ConfigError):
+    """The installed google-genai no longer offers the private call this module uses."""
+
+
+def check_contract(client: genai.Client) -> None:
+    """Raise `SdkContractError`, naming what changed, unless the private call still exists."""
+    api = getattr(client, "_api_client", None)
+    if api is None:
+        raise SdkContractError(
+            "google-genai: genai.Client has no `_api_client` any more; "
+            "shared/gemini_raw.py must find another way to read raw resources"
+        )
+    request = getattr(api, "request", None)
+    if not callable(request):
+        raise SdkContractError(
+            "google-genai: `Client._api_client.request` is gone; "
+            "shared/gemini_raw.py must find another way to read raw resources"
+        )
+    names = tuple(inspect.signature(request).parameters)[: len(_REQUEST_PARAMETERS)]
+    if names != _REQUEST_PARAMETERS:
+        raise SdkContractError(
+            f"google-genai: `Client._api_client.request` now takes {names}, "
+            f"shared/gemini_raw.py calls it with {_REQUEST_PARAMETERS}"
+        )
+
+
+def get_body(client: genai.Client, path: str) -> str:
+    """The body of `GET {base}/{version}/{path}` as Gemini sent it ("" when empty).
+
+    Errors are the SDK's own (`google.genai.errors.APIError`, httpx errors): the caller
+    maps them. Whether the private call still exists is `check_contract`'s to say.
+    """
+    response: Any = client._api_client.request("get", path, {}, None)
+    body = getattr(response, "body", None)
+    if body is not None and not isinstance(body, str):
+        raise SdkContractError(
+            f"google-genai: the raw response's `.body` is {type(body).__name__}, not str"
+        )
+    return body or ""
