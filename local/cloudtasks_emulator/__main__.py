@@ -58,6 +58,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "signing key at every start)",
     )
     parser.add_argument(
+        "--rotate-signing-key",
+        action="store_true",
+        help="make a new OIDC signing key at start even if --data-dir holds one, publish "
+        "only it and store it there: a key rotation that keeps the queued tasks",
+    )
+    parser.add_argument(
         "--queue",
         action="append",
         default=[],
@@ -79,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             queues=args.queue,
             clock=ManualClock() if args.manual_clock else None,
             data_dir=args.data_dir,
+            rotate_signing_key=args.rotate_signing_key,
         )
     except JournalError as exc:
         print(f"cloudtasks emulator: --data-dir: {exc}", file=sys.stderr, flush=True)
@@ -98,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         f"cloudtasks emulator listening on {args.host}:{args.port} "
         f"(time scale {args.time_scale}, tombstone {args.tombstone_s:g}s"
         f"{', manual clock' if args.manual_clock else ''}"
-        f"{f', data dir {args.data_dir}' if args.data_dir else ''})",
+        f"{f', data dir {args.data_dir}' if args.data_dir else ''}"
+        f"{', signing key rotated' if args.rotate_signing_key else ''})",
         flush=True,
     )
     while not stop.wait(0.5):

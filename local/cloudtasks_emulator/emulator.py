@@ -3,7 +3,11 @@
 With a `data_dir` the state survives a restart (see `journal`): queues, tasks,
 tombstones, the OIDC signing key (tokens minted before a restart still verify) and a
 manual clock's time (it never goes back). Without one, each start is empty and makes a
-new signing key, as before.
+new signing key, as before. `rotate_signing_key` keeps the state but not the key: a new
+key replaces the stored one and is the only one published, as after a real rotation
+whose old key is gone; tasks queued before the restart are signed with the new key:
+
+    old key A stored ──▶ tasks queued ──▶ restart (rotate) ──▶ JWKS {B}; tokens name B
 """
 
 from __future__ import annotations
@@ -52,10 +56,13 @@ class Emulator:
         log: Callable[[str], None] = _print,
         clock: ManualClock | None = None,
         data_dir: Path | None = None,
+        rotate_signing_key: bool = False,
     ) -> None:
         """`clock`: a manual clock for the store (tests); None reads the wall clock.
-        `data_dir`: keep the state there (None: in memory only). Raises `JournalError`
-        when the data dir is unusable, `ApiError` for a malformed queue name."""
+        `data_dir`: keep the state there (None: in memory only). `rotate_signing_key`:
+        make a new signing key even if the data dir holds one, and store it there.
+        Raises `JournalError` when the data dir is unusable, `ApiError` for a malformed
+        queue name."""
         self.log = log
         self.journal = SqliteJournal(data_dir) if data_dir is not None else Journal()
         if clock is not None:
@@ -68,10 +75,13 @@ class Emulator:
         )
         if clock is not None:
             clock.on_advance(self._wake_dispatcher)
-        self.minter = TokenMinter(private_pem=self.journal.get_meta(_KEY))
-        if self.journal.get_meta(_KEY) is None:
+        kept = None if rotate_signing_key else self.journal.get_meta(_KEY)
+        self.minter = TokenMinter(private_pem=kept)
+        if kept is None:
             self.journal.put_meta(_KEY, self.minter.private_pem)
-        self.keys = KeyServer(self.minter, host, http_port, clock)
+        if rotate_signing_key:
+            log(f"signing key rotated: kid={self.minter.kid}")
+        self.keys = KeyServer(self.minter, host, http_port, clock, log=log)
         self.dispatcher = Dispatcher(self.store, self.minter, log)
         self.grpc = build_server(
             CloudTasksService(self.store, self.dispatcher), f"{host}:{port}", log

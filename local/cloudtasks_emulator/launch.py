@@ -20,6 +20,7 @@ def start_cloudtasks(
     tombstone_s: float = 3600.0,
     manual_clock: bool = False,
     data_dir: str | Path | None = None,
+    rotate_signing_key: bool = False,
     echo: Callable[[str, str], None] | None = None,
     timeout: float = 60.0,
 ) -> Service:
@@ -28,7 +29,8 @@ def start_cloudtasks(
     Its JWKS is then at `http://127.0.0.1:{http_port}/jwks.json`. With `manual_clock` its
     clock stands still until `POST http://127.0.0.1:{http_port}/_clock/advance`. With
     `data_dir` its queues, tasks, tombstones and signing key survive a restart on that
-    directory (one running emulator per directory).
+    directory (one running emulator per directory). `rotate_signing_key` makes and
+    stores a new signing key even if `data_dir` holds one (the queued tasks stay).
     """
     return start(
         "cloudtasks",
@@ -43,6 +45,7 @@ def start_cloudtasks(
             f"--tombstone-s={tombstone_s}",
             *(["--manual-clock"] if manual_clock else []),
             *([f"--data-dir={data_dir}"] if data_dir is not None else []),
+            *(["--rotate-signing-key"] if rotate_signing_key else []),
         ],
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
         cwd=REPO,

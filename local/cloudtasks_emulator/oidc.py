@@ -117,10 +117,18 @@ class KeyServer:
 
     Given a `clock` (the emulator's `--manual-clock`), it also answers `GET /_clock`
     and `POST /_clock/advance` with `{"seconds": S}`, each with `{"now": epoch_seconds}`.
+    Given a `log`, each GET of the keys logs one line, `keys GET /jwks.json kid=K
+    agent=UA`, so a test can see who fetched which key (verifiers cache them, so rare).
     """
 
     def __init__(
-        self, minter: TokenMinter, host: str, port: int, clock: ManualClock | None = None
+        self,
+        minter: TokenMinter,
+        host: str,
+        port: int,
+        clock: ManualClock | None = None,
+        *,
+        log: Callable[[str], None] | None = None,
     ) -> None:
         documents = {
             "/jwks.json": json.dumps(minter.jwks).encode(),
@@ -133,7 +141,11 @@ class KeyServer:
                 if clock is not None and self.path.split("?", 1)[0] == "/_clock":
                     self._answer(200, {"now": clock()})
                     return
-                body = documents.get(self.path.split("?", 1)[0])
+                path = self.path.split("?", 1)[0]
+                body = documents.get(path)
+                if log is not None and path in ("/jwks.json", "/certs"):
+                    agent = ((self.headers.get("User-Agent") or "").split() or ["-"])[0]
+                    log(f"keys GET {path} kid={minter.kid} agent={agent[:80]}")
                 self.send_response(200 if body is not None else 404)
                 body = body if body is not None else b'{"error":"not found"}'
                 self.send_header("Content-Type", "application/json")

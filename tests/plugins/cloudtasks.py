@@ -9,7 +9,8 @@ Fixtures:
   schedule times, backoff and tombstones move only on `handle.advance(seconds)`.
 - `cloudtasks_emulator_factory`: `start(time_scale=..., tombstone_s=..., manual_clock=...,
   data_dir=...)` for anything else; everything it started is stopped by PID at session end.
-  `restart_emulator(handle)` starts a stopped one again on the same ports and data dir.
+  `restart_emulator(handle, rotate_signing_key=False)` starts a stopped one again on the
+  same ports and data dir (optionally with a new signing key).
 - `task_target`: a `TargetServer` recording each request, answering as programmed.
 """
 
@@ -105,11 +106,13 @@ def start_emulator(
     )
 
 
-def restart_emulator(handle: EmulatorHandle) -> EmulatorHandle:
+def restart_emulator(handle: EmulatorHandle, *, rotate_signing_key: bool = False) -> EmulatorHandle:
     """Start a stopped (or killed) emulator again: same ports, settings and data dir.
 
-    The ports were free a moment ago (its own); raises `ServiceError` if something else
-    took one meanwhile. The caller stops the returned handle's service."""
+    `rotate_signing_key`: with a new signing key (the only one published) instead of the
+    data dir's, keeping the queued tasks. The ports were free a moment ago (its own);
+    raises `ServiceError` if something else took one meanwhile. The caller stops the
+    returned handle's service."""
     assert not handle.service.alive(), "stop or kill the emulator before restarting it"
     port, http_port = handle.ports
     service = start_cloudtasks(
@@ -119,6 +122,7 @@ def restart_emulator(handle: EmulatorHandle) -> EmulatorHandle:
         tombstone_s=handle.tombstone_s,
         manual_clock=bool(handle.clock_url),
         data_dir=handle.data_dir,
+        rotate_signing_key=rotate_signing_key,
     )
     return replace(handle, service=service)
 
