@@ -209,7 +209,7 @@ class OperationCounter:
                 counter.add("github_calls")
             return send(session, request, **kwargs)
 
-        requests.Session.send = wrapped  # type: ignore[method-assign]
+        requests.Session.send = wrapped  # type: ignore[method-assign,assignment]
 
 
 def _field(message: Any, name: str) -> Any:

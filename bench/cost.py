@@ -36,6 +36,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from bench._counting import Counts, OperationCounter
@@ -115,7 +116,7 @@ class CostRun:
         self.ledger = runtime.ledger()
         self.windows: dict[str, list[Counts]] = {}
 
-    def window(self, name: str, action: Callable[[], None], done: Callable[[], bool]) -> None:
+    def window(self, name: str, action: Callable[[], object], done: Callable[[], bool]) -> None:
         before = self.counter.snapshot()
         action()
         wait_for(name, done)
@@ -124,6 +125,9 @@ class CostRun:
     def settled(self, sha: str) -> bool:
         op = self.ledger.find_operation("context.sha", sha)
         return bool(op and not op.pending and op.writeback_done and not op.outbox)
+
+    def settled_and_quiet(self, sha: str) -> bool:
+        return self.settled(sha) and self.nothing_queued()
 
     def nothing_queued(self) -> bool:
         return self.ledger.count_deliveries(status="queued") == 0
@@ -142,7 +146,7 @@ class CostRun:
 
             self.window(
                 f"accepted_{label}",
-                lambda push=push, delivery=delivery: self._push(push.payload(), delivery, 202),
+                partial(self._push, push.payload(), delivery, 202),
                 handled,
             )
             pushes.append((push, delivery))
@@ -163,19 +167,17 @@ class CostRun:
         for push, _ in pushes:
             self.window(
                 "settled_by_webhook",
-                lambda sha=push.sha: self.complete(sha, "send"),
-                lambda sha=push.sha: self.settled(sha) and self.nothing_queued(),
+                partial(self.complete, push.sha, "send"),
+                partial(self.settled_and_quiet, push.sha),
             )
         for push, delivery in pushes:
             self.window(
                 "redelivered_push",
-                lambda push=push, delivery=delivery: self._push(push.payload(), delivery, 200),
+                partial(self._push, push.payload(), delivery, 200),
                 self.nothing_queued,
             )
         for _, delivery in pushes:
-            self.window(
-                "replayed_delivery", lambda d=delivery: self._replay(d), self.nothing_queued
-            )
+            self.window("replayed_delivery", partial(self._replay, delivery), self.nothing_queued)
         self.window("reconcile_nothing_due", self.stack.post_reconcile, lambda: True)
         later = self.accepted("late")
         for push, _ in later:

@@ -48,7 +48,7 @@ def progress(message: str) -> None:
 
 def process_cpu_s(pgid: int) -> float:
     """CPU seconds (user + system) of the live processes of process group `pgid`."""
-    from bench.ack import group_cpu_s
+    from bench._ackparts import group_cpu_s
 
     return group_cpu_s(pgid)
 
