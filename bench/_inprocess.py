@@ -14,7 +14,9 @@ served by werkzeug on threads of this process. The process environment is set to
 from __future__ import annotations
 
 import contextlib
+import cProfile
 import os
+import pstats
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -64,6 +66,7 @@ class InProcessStack:
     children: list[Service] = field(default_factory=list)
     servers: list[Any] = field(default_factory=list)
     http: requests.Session = field(default_factory=requests.Session)
+    profiles: dict[str, Any] = field(default_factory=dict)  # target -> pstats.Stats
 
     @property
     def sim(self) -> SimulatorClient:
@@ -71,21 +74,23 @@ class InProcessStack:
 
     @classmethod
     @contextlib.contextmanager
-    def started(cls, extra_env: Mapping[str, str] | None = None) -> Iterator[InProcessStack]:
+    def started(
+        cls, extra_env: Mapping[str, str] | None = None, profile: tuple[str, ...] = ()
+    ) -> Iterator[InProcessStack]:
         ports = Ports(*distinct_free_ports(8))
         env = function_env(ports, {**BASE_ENV, **(extra_env or {})})
         saved = dict(os.environ)
         stack = cls(ports, env)
         try:
             os.environ.update(env)
-            stack._start()
+            stack._start(profile)
             yield stack
         finally:
             stack._stop()
             os.environ.clear()
             os.environ.update(saved)
 
-    def _start(self) -> None:
+    def _start(self, profile: tuple[str, ...]) -> None:
         p = self.ports
         self.children.append(start_firestore(p.firestore))
         self.children.append(start_cloudtasks(p.tasks, p.jwks))
@@ -106,12 +111,31 @@ class InProcessStack:
         for target in FUNCTIONS:
             os.environ["FUNCTION_TARGET"] = target  # what functions-framework sets when serving
             app = create_app(target=target, source=str(MAIN))
+            if target in profile:
+                app.wsgi_app = self._profiled(target, app.wsgi_app)  # type: ignore[method-assign]
             server = make_server("127.0.0.1", getattr(p, target), app, threaded=True)
             thread = threading.Thread(target=server.serve_forever, name=f"fn-{target}")
             thread.daemon = True
             thread.start()
             self.servers.append((server, thread))
         os.environ.pop("FUNCTION_TARGET", None)
+
+    def _profiled(self, target: str, wsgi: Any) -> Any:
+        """`wsgi` under cProfile, request by request, pooled into `profiles[target]`."""
+        lock = threading.Lock()
+
+        def app(environ: Any, start_response: Any) -> Any:
+            profiler = cProfile.Profile()
+            try:
+                return list(profiler.runcall(wsgi, environ, start_response))
+            finally:
+                with lock:
+                    if target in self.profiles:
+                        self.profiles[target].add(profiler)
+                    else:
+                        self.profiles[target] = pstats.Stats(profiler)
+
+        return app
 
     def _stop(self) -> None:
         for server, thread in reversed(self.servers):

@@ -254,11 +254,15 @@ def figures(run: CostRun) -> dict[str, Any]:
     return result
 
 
-def measure(counter: OperationCounter, events: int) -> dict[str, Any]:
-    with counter.uncounted(), InProcessStack.started() as stack:
+def measure(counter: OperationCounter, events: int, profile: tuple[str, ...]) -> dict[str, Any]:
+    with counter.uncounted(), InProcessStack.started(profile=profile) as stack:
         progress(f"stack up on {stack.ports}; counting {events} events per figure")
         run = CostRun(stack, counter, events)
         run.run()
+        for target, stats in stack.profiles.items():
+            progress(f"profile of {target} (cumulative, top 25):")
+            stats.stream = sys.stderr
+            stats.sort_stats("cumulative").print_stats(25)
         return figures(run)
 
 
@@ -268,6 +272,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--events", type=int, default=20, help="events counted per figure")
     parser.add_argument("--quick", action="store_true", help="3 events per figure (the test)")
+    parser.add_argument(
+        "--profile",
+        choices=("ingress", "worker", "reconcile"),
+        action="append",
+        default=[],
+        help="cProfile this function's requests; the top functions go to stderr",
+    )
     args = parser.parse_args(argv)
     events = 3 if args.quick else args.events
     if events < 1:
@@ -278,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
     out, sys.stdout = sys.stdout, sys.stderr  # the functions log to stdout: keep it for JSON
     try:
-        result = measure(counter, events)
+        result = measure(counter, events, tuple(args.profile))
     finally:
         sys.stdout = out
     ok = all(not result[name]["above_minimum"] for name in MINIMUM)
