@@ -69,7 +69,7 @@ from bench._ackparts import (
     start_emulator,
 )
 from bench._cold import IMPORT_GOAL, cold_start
-from bench._loadgen import summary
+from bench._loadgen import stop_on_sigterm, summary
 from bench._memory import MIB, numbered, push_template, rss_under_burst
 from local.firestore_emulator import start_firestore
 from local.processes import Service, free_port
@@ -191,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.clients, args.requests, args.rounds, args.cold_repeats) < 1 or args.warmup < 0:
         parser.error("--clients, --requests, --rounds and --cold-repeats must be positive")
 
+    stop_on_sigterm()  # run the `finally` that stops every child
     from shared.config import LOCAL_GITHUB_SECRET
     from shared.signatures import sign_github
 

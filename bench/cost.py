@@ -41,6 +41,7 @@ from typing import Any
 
 from bench._counting import Counts, OperationCounter
 from bench._inprocess import InProcessStack
+from bench._loadgen import stop_on_sigterm
 
 FIGURES = ("firestore_reads", "firestore_writes", "firestore_deletes", "tasks_create_task")
 # The fewest operations each event can take and keep the design's promises (README
@@ -283,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     events = 3 if args.quick else args.events
     if events < 1:
         parser.error("--events must be positive")
+    stop_on_sigterm()  # run the `finally` that stops every child
     counter = OperationCounter()
     counter.install()
     started = time.monotonic()

@@ -19,16 +19,21 @@ pytestmark = pytest.mark.slow
 
 
 def run_bench(name: str, *args: str, timeout: float = 600) -> dict[str, Any]:
-    done = subprocess.run(
+    bench = subprocess.Popen(
         [sys.executable, "-m", f"bench.{name}", *args],
         cwd=REPO,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
-        check=False,
     )
-    assert done.returncode == 0, f"bench.{name} exited {done.returncode}:\n{done.stderr[-3000:]}"
-    return dict(json.loads(done.stdout))  # the whole of stdout is one JSON object
+    try:
+        stdout, stderr = bench.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        bench.terminate()  # SIGTERM: the bench stops what it started (stop_on_sigterm)
+        stdout, stderr = bench.communicate(timeout=60)
+        pytest.fail(f"bench.{name} did not finish in {timeout:.0f} s:\n{stderr[-3000:]}")
+    assert bench.returncode == 0, f"bench.{name} exited {bench.returncode}:\n{stderr[-3000:]}"
+    return dict(json.loads(stdout))  # the whole of stdout is one JSON object
 
 
 def test_e2e_reviews_every_push_exactly_once() -> None:
