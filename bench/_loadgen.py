@@ -16,6 +16,7 @@ from __future__ import annotations
 import http.client
 import itertools
 import math
+import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -125,6 +126,15 @@ def summary(phase: Phase) -> dict[str, Any]:
         "throughput_rps": round(done / phase.wall_s, 1) if phase.wall_s else 0.0,
         "wall_s": round(phase.wall_s, 3),
     }
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM raises SystemExit in the main thread, so a bench's `finally` stops its children."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 # (method, path, headers, body) for request number `seq`

@@ -15,7 +15,17 @@ each) and a warm-up phase that is not counted, it measures:
                task per call, straight to the emulator (one shared client, as the
                ingress has);
 (c) `ingress`: POST /github of the signed push fixture, a unique X-GitHub-Delivery each,
-               so every request verifies, seals and creates a task (202).
+               so every request verifies, seals and creates a task (202);
+(d) `bare_enqueue`: the same POST to a functions-framework handler that reads the body,
+               creates one named task with it and answers 202: the CPU baseline.
+
+CPU is read from each process group's own counters (/proc, user + system) around every
+measured round, after the warm-up: `cpu` reports the ingress server's CPU seconds per
+1,000 accepted deliveries against `bare_enqueue`'s, measured the same way (goal <= 1.3x).
+`memory`: a fresh ingress (claim store on a Firestore emulator: bodies over 512 KiB are
+claim-checked) warmed up, then `--clients` clients each sending `--burst-per-client`
+signed 1 MiB pushes at once: peak RSS of its process group over its idle RSS (goal
+<= 2 x clients x 1 MiB).
 
 and, in fresh interpreters (median of `--cold-repeats`, run alternately), the cold-start
 import: `import functions_framework, google.cloud.tasks_v2` against that plus loading
@@ -31,271 +41,129 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench._loadgen import LoadGenerator, Phase, http_caller, merge, summary
-from local.cloudtasks_emulator.launch import start_cloudtasks
-from local.functions_server import start_function
+from bench._ackparts import (
+    BARE_ENQUEUE_SOURCE,
+    BARE_SOURCE,
+    BURST_BODY_BYTES,
+    CPU_GOAL,
+    LOCATION,
+    MEMORY_GOAL,
+    OVERHEAD_GOAL,
+    PROJECT,
+    PUSH_FIXTURE,
+    REPO,
+    SERVER_THREADS,
+    SERVER_WORKERS,
+    enqueue_scenario,
+    http_scenario,
+    paused_queue,
+    sealed_push,
+    serve_function,
+    start_emulator,
+)
+from bench._cold import IMPORT_GOAL, cold_start
+from bench._loadgen import stop_on_sigterm, summary
+from bench._memory import MIB, numbered, push_template, rss_under_burst
+from local.firestore_emulator import start_firestore
 from local.processes import Service, free_port
-
-REPO = Path(__file__).resolve().parents[1]
-PROJECT = "demo-hookledger"
-LOCATION = "us-central1"
-PUSH_FIXTURE = REPO / "tests" / "fixtures" / "github" / "push-with-new-branch.payload.json"
-SERVER_THREADS = "8"  # functions-framework's default on 2 cores (cpu_count * 4), made explicit
-SERVER_WORKERS = "1"
-OVERHEAD_GOAL = 1.25
-IMPORT_GOAL = 1.15
-
-BARE_SOURCE = '''\
-"""The baseline: functions-framework, read the body, answer 200 with a small JSON body."""
-
-import flask
-import functions_framework
-
-
-@functions_framework.http
-def bare(request: flask.Request) -> flask.Response:
-    request.get_data(cache=False)
-    return flask.jsonify({"status": "ok"})
-'''
 
 
 def progress(message: str) -> None:
     print(f"[bench.ack] {message}", file=sys.stderr, flush=True)
 
 
-def start_emulator() -> tuple[Service, str]:
-    port, http_port = free_port(), free_port()
-    service = start_cloudtasks(port, http_port)
-    return service, f"127.0.0.1:{port}"
+# ---- CPU and memory ----------------------------------------------------------------------
 
 
-def paused_queue(emulator_host: str, queue_id: str) -> str:
-    from shared.tasks import ensure_queue, make_client
-
-    client = make_client(emulator_host)
-    path = f"projects/{PROJECT}/locations/{LOCATION}/queues/{queue_id}"
-    ensure_queue(client, path)
-    client.pause_queue(name=path, timeout=5)
-    return path
-
-
-def serve_function(
-    name: str, target: str, source: Path, env: dict[str, str]
-) -> tuple[Service, int]:
-    port = free_port()
-    service = start_function(
-        target,
-        port,
-        {**os.environ, **env, "THREADS": SERVER_THREADS, "WORKERS": SERVER_WORKERS},
-        source=source,
-        name=name,
-    )
-    return service, port
-
-
-def group_cpu_s(pgid: int) -> float:
-    """CPU seconds (user + system) used so far by the live processes of process group `pgid`."""
-    ticks = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # the process ended while we looked
-        if int(fields[2]) == pgid:  # fields after "(comm)": state, ppid, pgrp, ... utime, stime
-            ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
-@dataclass
-class Scenario:
-    """One measured thing: its load generator and the process groups whose CPU it costs."""
-
-    name: str
-    gen: LoadGenerator
-    groups: dict[str, int]  # role -> process group id
-    phases: list[Phase] = field(default_factory=list)
-    cpu_s: dict[str, float] = field(default_factory=dict)
-
-    def round(self, count: int, limit_s: float) -> Phase:
-        before = self._cpu()
-        phase = self.gen.run(count, limit_s)
-        after = self._cpu()
-        for role in after:
-            self.cpu_s[role] = self.cpu_s.get(role, 0.0) + after[role] - before[role]
-        self.phases.append(phase)
-        return phase
-
-    def _cpu(self) -> dict[str, float]:
-        cpu = {role: group_cpu_s(pgid) for role, pgid in self.groups.items()}
-        cpu["load generator"] = time.process_time()
-        return cpu
-
-    def result(self) -> dict[str, Any]:
-        pooled = summary(merge(self.phases))
-        done = pooled["requests"] or 1
-        pooled["cpu_ms_per_request"] = {
-            role: round(seconds * 1000 / done, 3) for role, seconds in sorted(self.cpu_s.items())
-        }
-        return pooled
-
-
-def http_scenario(
-    name: str,
-    port: int,
-    clients: int,
-    groups: dict[str, int],
-    make_request: Callable[[int], tuple[str, str, dict[str, str], bytes]],
-    expect: int,
-    servers: set[str],
-) -> Scenario:
-    callers = [
-        http_caller(
-            "127.0.0.1",
-            port,
-            make_request,
-            expect,
-            on_response=lambda r: servers.add(f"{name}: {r.getheader('Server') or '?'}"),
-        )
-        for _ in range(clients)
-    ]
-    return Scenario(name, LoadGenerator(callers), groups)
-
-
-def sealed_push() -> bytes:
-    """A sealed envelope of the push fixture: the exact size the ingress enqueues."""
-    from shared.config import LOCAL_ENVELOPE_KEY
-    from shared.envelope import Envelope, EnvelopeSealer
-
-    return EnvelopeSealer([LOCAL_ENVELOPE_KEY]).seal(
-        Envelope(
-            source="github",
-            event="push",
-            delivery_id=str(uuid.uuid4()),
-            received_at=_now(),
-            headers={"x-github-event": "push", "x-github-delivery": str(uuid.uuid4())},
-            body=PUSH_FIXTURE.read_bytes(),
-        )
-    )
-
-
-def enqueue_scenario(
-    emulator_host: str, queue_path: str, clients: int, groups: dict[str, int], sealed: bytes
-) -> Scenario:
-    from shared.tasks import TaskQueue, make_client, task_id_for
-
-    queue = TaskQueue(make_client(emulator_host), queue_path, timeout_s=5.0)
-    run_id = uuid.uuid4().hex[:8]
-
-    def call(seq: int) -> None:
-        result = queue.enqueue(
-            "http://127.0.0.1:9/worker",
-            sealed,
-            {"Content-Type": "application/json"},
-            task_id=task_id_for("github", f"bench-{run_id}-{seq}"),
-        )
-        if result.status != "created":
-            raise RuntimeError(f"task {result.task_name} was {result.status}, expected created")
-
-    return Scenario("enqueue", LoadGenerator([call] * clients), groups)
-
-
-def _now() -> Any:
-    from shared.clock import system_clock
-
-    return system_clock()
-
-
-# ---- cold start ---------------------------------------------------------------------------
-
-_IMPORT_BASE = "import functions_framework, google.cloud.tasks_v2"
-# functions-framework's own loader (what create_app does), then touch the lazy factory.
-_LOAD_INGRESS = (
-    "from functions_framework import _function_registry as r; "
-    "m, s = r.load_function_module('functions/main.py'); s.loader.exec_module(m); "
-    "import shared.runtime; shared.runtime.ingress"
-)
-_BUILD_INGRESS = "shared.runtime.ingress()"
-
-
-def _timed_code(*steps: str) -> str:
-    lines = ["import time, json", "t0 = time.perf_counter()"]
-    marks = []
-    for i, step in enumerate(steps):
-        lines.append(step)
-        lines.append(f"t{i + 1} = time.perf_counter()")
-        marks.append(f"(t{i + 1} - t0) * 1000")
-    lines.append(f"print(json.dumps([{', '.join(marks)}]))")
-    return "\n".join(lines)
-
-
-def _run_timed(code: str, env: dict[str, str]) -> tuple[float, list[float]]:
-    began = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    wall = (time.perf_counter() - began) * 1000
-    if done.returncode != 0:
-        raise RuntimeError(f"cold-start probe failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return wall, json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def cold_start(repeats: int) -> dict[str, Any]:
-    env = {
-        **os.environ,
-        "GOOGLE_CLOUD_PROJECT": PROJECT,
-        "CLOUD_TASKS_EMULATOR_HOST": "127.0.0.1:9",  # building the client never connects
-    }
-    for name in ("FIRESTORE_EMULATOR_HOST", "PYTHONPROFILEIMPORTTIME", "PYTHONDONTWRITEBYTECODE"):
-        env.pop(name, None)
-    base_code = _timed_code(_IMPORT_BASE)
-    ingress_code = _timed_code(_IMPORT_BASE, _LOAD_INGRESS, _BUILD_INGRESS)
-    # One unmeasured run each, so both start from warm bytecode and OS caches.
-    _run_timed(base_code, env)
-    _run_timed(ingress_code, env)
-    base_import, base_wall, ing_import, ing_wall, ing_build = [], [], [], [], []
-    for _ in range(repeats):
-        wall, marks = _run_timed(base_code, env)
-        base_wall.append(wall)
-        base_import.append(marks[0])
-        wall, marks = _run_timed(ingress_code, env)
-        ing_wall.append(wall)
-        ing_import.append(marks[1])
-        ing_build.append(marks[2])
-    med = statistics.median
-    ratio = med(ing_import) / med(base_import)
+def cpu_figures(results: dict[str, Any]) -> dict[str, Any]:
+    """Server CPU seconds per 1,000 accepted deliveries: the ingress against the baseline."""
+    ingress = results["ingress"]["cpu_ms_per_request"]
+    baseline = results["bare_enqueue"]["cpu_ms_per_request"]
+    ratio = ingress["server"] / baseline["server"] if baseline["server"] else float("nan")
     return {
-        "repeats": repeats,
-        "base_import_ms": round(med(base_import), 1),
-        "ingress_import_ms": round(med(ing_import), 1),
-        "ingress_import_and_build_ms": round(med(ing_build), 1),
-        "base_process_wall_ms": round(med(base_wall), 1),
-        "ingress_process_wall_ms": round(med(ing_wall), 1),
+        "ingress_server_s_per_1000": ingress["server"],  # ms per request = s per 1,000
+        "baseline_server_s_per_1000": baseline["server"],
+        "ingress_emulator_s_per_1000": ingress.get("emulator"),
+        "baseline_emulator_s_per_1000": baseline.get("emulator"),
         "ratio": round(ratio, 3),
-        "ratio_process_wall": round(med(ing_wall) / med(base_wall), 3),
-        "goal": IMPORT_GOAL,
-        "met": ratio <= IMPORT_GOAL,
-        "what": "in-process import time, median; base = import functions_framework, "
-        "google.cloud.tasks_v2; ingress = that + functions/main.py via functions-framework's "
-        "loader; build = + shared.runtime.ingress() (first request)",
+        "goal": CPU_GOAL,
+        "met": ratio <= CPU_GOAL,
+        "what": "user+system CPU of the server's process group over the measured rounds "
+        "(after warm-up), per 1,000 accepted requests; baseline = bare handler + one "
+        "CreateTask of the body, same server settings",
+    }
+
+
+def memory_burst(
+    args: argparse.Namespace,
+    emulator_host: str,
+    run_id: str,
+    services: list[Service],
+    servers: set[str],
+) -> dict[str, Any]:
+    """A fresh ingress, warmed up, then `clients` clients sending 1 MiB pushes at once."""
+    from shared.config import LOCAL_GITHUB_SECRET
+    from shared.signatures import sign_github
+
+    fs_port = free_port()
+    progress(f"memory: starting the Firestore emulator (claim store) on {fs_port}")
+    services.append(start_firestore(fs_port))
+    queue_id = f"bench-memory-{run_id}"
+    paused_queue(emulator_host, queue_id)
+    ingress, port = serve_function(
+        "ingress-memory",
+        "ingress",
+        REPO / "functions" / "main.py",
+        {
+            "GOOGLE_CLOUD_PROJECT": PROJECT,
+            "CLOUD_TASKS_EMULATOR_HOST": emulator_host,
+            "FIRESTORE_EMULATOR_HOST": f"127.0.0.1:{fs_port}",
+            "TASKS_LOCATION": LOCATION,
+            "TASKS_QUEUE": queue_id,
+            "WORKER_URL": "http://127.0.0.1:9/worker",
+        },
+    )
+    services.append(ingress)
+    template = push_template(PUSH_FIXTURE.read_bytes(), BURST_BODY_BYTES)
+
+    def big(tag: str) -> Callable[[int], tuple[str, str, dict[str, str], bytes]]:
+        def request(seq: int) -> tuple[str, str, dict[str, str], bytes]:
+            body = numbered(template, tag, seq)  # deduped on the body: each one differs
+            headers = {
+                "Content-Type": "application/json",
+                "X-GitHub-Event": "push",
+                "X-GitHub-Delivery": f"{run_id}-{tag}-{seq}",
+                "X-Hub-Signature-256": sign_github(LOCAL_GITHUB_SECRET, body),
+            }
+            return "POST", "/github", headers, body
+
+        return request
+
+    # Warm-up: every thread has built what it builds (clients, claim store) before idle.
+    warm = rss_under_burst(ingress.pid, port, big("w"), 202, args.clients, 1)
+    progress(f"memory: warm-up {warm}")
+    burst = rss_under_burst(ingress.pid, port, big("m"), 202, args.clients, args.burst_per_client)
+    in_flight_mib = args.clients * BURST_BODY_BYTES / MIB
+    ratio = burst["peak_over_idle_mib"] / in_flight_mib
+    progress(f"memory: burst {burst}")
+    return {
+        **burst,
+        "body_bytes": len(template),
+        "per_client": args.burst_per_client,
+        "ratio_to_bodies_in_flight": round(ratio, 3),
+        "goal": MEMORY_GOAL,
+        "met": ratio <= MEMORY_GOAL,
+        "warmup_errors": warm["errors"],
+        "what": "VmRSS summed over the ingress's process group, sampled every 10 ms; "
+        "idle = after a warm-up burst of the same bodies; bodies over 512 KiB are "
+        "claim-checked to Firestore",
     }
 
 
@@ -314,18 +182,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=400, help="uncounted calls per scenario")
     parser.add_argument("--phase-limit-s", type=float, default=30.0, help="cap on each round")
     parser.add_argument("--cold-repeats", type=int, default=7)
+    parser.add_argument("--burst-per-client", type=int, default=4, help="1 MiB bodies each")
+    parser.add_argument("--quick", action="store_true", help="small sizes (the test)")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.requests, args.rounds, args.warmup, args.cold_repeats = 200, 2, 40, 1
+        args.burst_per_client = 1
     if min(args.clients, args.requests, args.rounds, args.cold_repeats) < 1 or args.warmup < 0:
         parser.error("--clients, --requests, --rounds and --cold-repeats must be positive")
 
+    stop_on_sigterm()  # run the `finally` that stops every child
     from shared.config import LOCAL_GITHUB_SECRET
     from shared.signatures import sign_github
 
-    push = PUSH_FIXTURE.read_bytes()
-    signature = sign_github(LOCAL_GITHUB_SECRET, push)  # one body: one signature for all
+    push = push_template(PUSH_FIXTURE.read_bytes())
     run_id = uuid.uuid4().hex[:8]
 
     def github_request(seq: int) -> tuple[str, str, dict[str, str], bytes]:
+        body = numbered(push, "a", seq)  # the ingress dedupes on the body: each one differs
+        signature = sign_github(LOCAL_GITHUB_SECRET, body)
         return (
             "POST",
             "/github",
@@ -335,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                 "X-GitHub-Delivery": f"{run_id}-{seq}",  # unique: every call creates a task
                 "X-Hub-Signature-256": signature,
             },
-            push,
+            body,
         )
 
     services: list[Service] = []
@@ -368,6 +243,18 @@ def main(argv: list[str] | None = None) -> int:
             },
         )
         services.append(ingress)
+        baseline_queue = paused_queue(emulator_host, f"bench-baseline-{run_id}")
+        enqueue_source = Path(tmp.name) / "enqueue" / "main.py"
+        enqueue_source.parent.mkdir()
+        enqueue_source.write_text(BARE_ENQUEUE_SOURCE)
+        progress("starting the bare handler + one CreateTask")
+        baseline, baseline_port = serve_function(
+            "bare_enqueue",
+            "bare_enqueue",
+            enqueue_source,
+            {"CLOUD_TASKS_EMULATOR_HOST": emulator_host, "BENCH_QUEUE": baseline_queue},
+        )
+        services.append(baseline)
 
         sealed = sealed_push()
         scenarios = [
@@ -382,6 +269,15 @@ def main(argv: list[str] | None = None) -> int:
                 ingress_port,
                 args.clients,
                 {"server": ingress.pid, "emulator": emulator.pid},
+                github_request,
+                202,
+                servers,
+            ),
+            http_scenario(
+                "bare_enqueue",
+                baseline_port,
+                args.clients,
+                {"server": baseline.pid, "emulator": emulator.pid},
                 github_request,
                 202,
                 servers,
@@ -402,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
             round_ratios.append(round(p99["ingress"] / (p99["bare"] + p99["enqueue"]), 3))
             progress(f"round {number}/{args.rounds}: p99 {p99}, ratio {round_ratios[-1]}")
         results = {scenario.name: scenario.result() for scenario in scenarios}
+        memory = memory_burst(args, emulator_host, run_id, services, servers)
     finally:
         progress("stopping " + ", ".join(f"{s.name} (pid {s.pid})" for s in services))
         for service in reversed(services):
@@ -422,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
         ok = False
 
     progress(f"cold start: {args.cold_repeats} fresh interpreters each")
-    cold = cold_start(args.cold_repeats)
+    cold = cold_start("ingress", args.cold_repeats)
+    ok = ok and memory["errors"] == 0
     progress(f"cold start: ratio {cold['ratio']} (goal {IMPORT_GOAL})")
 
     p99 = {name: results[name]["p99_ms"] for name in results}
@@ -457,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
                     "goal": OVERHEAD_GOAL,
                     "met": ratio <= OVERHEAD_GOAL,
                 },
+                "cpu": cpu_figures(results),
+                "memory": memory,
                 "cold_start": cold,
             }
         )

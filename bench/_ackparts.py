@@ -1,0 +1,217 @@
+"""The parts bench.ack is made of: the servers it starts, its scenarios, the CPU reading.
+
+Kept apart from bench/ack.py (the orchestration and the JSON) so each stays small; see
+bench/ack.py for what is measured and why.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench._loadgen import LoadGenerator, Phase, http_caller, merge, summary
+from local.cloudtasks_emulator.launch import start_cloudtasks
+from local.functions_server import start_function
+from local.processes import Service, free_port
+
+REPO = Path(__file__).resolve().parents[1]
+PROJECT = "demo-hookledger"
+LOCATION = "us-central1"
+PUSH_FIXTURE = REPO / "tests" / "fixtures" / "github" / "push-with-new-branch.payload.json"
+SERVER_THREADS = "8"  # functions-framework's default on 2 cores (cpu_count * 4), made explicit
+SERVER_WORKERS = "1"
+OVERHEAD_GOAL = 1.25
+CPU_GOAL = 1.3  # ingress CPU per accepted delivery / (bare handler + one CreateTask)
+MEMORY_GOAL = 2.0  # peak RSS over idle / (clients x body) under the large-body burst
+BURST_BODY_BYTES = 1 << 20
+
+BARE_SOURCE = '''\
+"""The baseline: functions-framework, read the body, answer 200 with a small JSON body."""
+
+import flask
+import functions_framework
+
+
+@functions_framework.http
+def bare(request: flask.Request) -> flask.Response:
+    request.get_data(cache=False)
+    return flask.jsonify({"status": "ok"})
+'''
+
+
+BARE_ENQUEUE_SOURCE = '''\
+"""The CPU baseline: functions-framework, read the body, one CreateTask with it, answer 202."""
+
+import os
+import uuid
+
+import flask
+import functions_framework
+
+from shared.tasks import TaskQueue, make_client, task_id_for
+
+_queue = TaskQueue(
+    make_client(os.environ["CLOUD_TASKS_EMULATOR_HOST"]), os.environ["BENCH_QUEUE"], timeout_s=5.0
+)
+
+
+@functions_framework.http
+def bare_enqueue(request: flask.Request) -> tuple[flask.Response, int]:
+    body = request.get_data(cache=False)
+    _queue.enqueue(
+        "http://127.0.0.1:9/worker",
+        body,
+        {"Content-Type": "application/json"},
+        task_id=task_id_for("github", uuid.uuid4().hex),
+    )
+    return flask.jsonify({"status": "accepted"}), 202
+'''
+
+
+def start_emulator() -> tuple[Service, str]:
+    port, http_port = free_port(), free_port()
+    service = start_cloudtasks(port, http_port)
+    return service, f"127.0.0.1:{port}"
+
+
+def paused_queue(emulator_host: str, queue_id: str) -> str:
+    from shared.tasks import ensure_queue, make_client
+
+    client = make_client(emulator_host)
+    path = f"projects/{PROJECT}/locations/{LOCATION}/queues/{queue_id}"
+    ensure_queue(client, path)
+    client.pause_queue(name=path, timeout=5)
+    return path
+
+
+def serve_function(
+    name: str, target: str, source: Path, env: dict[str, str]
+) -> tuple[Service, int]:
+    port = free_port()
+    service = start_function(
+        target,
+        port,
+        {**os.environ, **env, "THREADS": SERVER_THREADS, "WORKERS": SERVER_WORKERS},
+        source=source,
+        name=name,
+    )
+    return service, port
+
+
+def group_cpu_s(pgid: int) -> float:
+    """CPU seconds (user + system) used so far by the live processes of process group `pgid`."""
+    ticks = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the process ended while we looked
+        if int(fields[2]) == pgid:  # fields after "(comm)": state, ppid, pgrp, ... utime, stime
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Scenario:
+    """One measured thing: its load generator and the process groups whose CPU it costs."""
+
+    name: str
+    gen: LoadGenerator
+    groups: dict[str, int]  # role -> process group id
+    phases: list[Phase] = field(default_factory=list)
+    cpu_s: dict[str, float] = field(default_factory=dict)
+
+    def round(self, count: int, limit_s: float) -> Phase:
+        before = self._cpu()
+        phase = self.gen.run(count, limit_s)
+        after = self._cpu()
+        for role in after:
+            self.cpu_s[role] = self.cpu_s.get(role, 0.0) + after[role] - before[role]
+        self.phases.append(phase)
+        return phase
+
+    def _cpu(self) -> dict[str, float]:
+        cpu = {role: group_cpu_s(pgid) for role, pgid in self.groups.items()}
+        cpu["load generator"] = time.process_time()
+        return cpu
+
+    def result(self) -> dict[str, Any]:
+        pooled = summary(merge(self.phases))
+        done = pooled["requests"] or 1
+        pooled["cpu_ms_per_request"] = {
+            role: round(seconds * 1000 / done, 3) for role, seconds in sorted(self.cpu_s.items())
+        }
+        return pooled
+
+
+def http_scenario(
+    name: str,
+    port: int,
+    clients: int,
+    groups: dict[str, int],
+    make_request: Callable[[int], tuple[str, str, dict[str, str], bytes]],
+    expect: int,
+    servers: set[str],
+) -> Scenario:
+    callers = [
+        http_caller(
+            "127.0.0.1",
+            port,
+            make_request,
+            expect,
+            on_response=lambda r: servers.add(f"{name}: {r.getheader('Server') or '?'}"),
+        )
+        for _ in range(clients)
+    ]
+    return Scenario(name, LoadGenerator(callers), groups)
+
+
+def sealed_push() -> bytes:
+    """A sealed envelope of the push fixture: the exact size the ingress enqueues."""
+    from shared.config import LOCAL_ENVELOPE_KEY
+    from shared.envelope import Envelope, EnvelopeSealer
+
+    return EnvelopeSealer([LOCAL_ENVELOPE_KEY]).seal(
+        Envelope(
+            source="github",
+            event="push",
+            delivery_id=str(uuid.uuid4()),
+            received_at=_now(),
+            headers={"x-github-event": "push", "x-github-delivery": str(uuid.uuid4())},
+            body=PUSH_FIXTURE.read_bytes(),
+        )
+    )
+
+
+def enqueue_scenario(
+    emulator_host: str, queue_path: str, clients: int, groups: dict[str, int], sealed: bytes
+) -> Scenario:
+    from shared.tasks import TaskQueue, make_client, task_id_for
+
+    queue = TaskQueue(make_client(emulator_host), queue_path, timeout_s=5.0)
+    run_id = uuid.uuid4().hex[:8]
+
+    def call(seq: int) -> None:
+        result = queue.enqueue(
+            "http://127.0.0.1:9/worker",
+            sealed,
+            {"Content-Type": "application/json"},
+            task_id=task_id_for("github", f"bench-{run_id}-{seq}"),
+        )
+        if result.status != "created":
+            raise RuntimeError(f"task {result.task_name} was {result.status}, expected created")
+
+    return Scenario("enqueue", LoadGenerator([call] * clients), groups)
+
+
+def _now() -> Any:
+    from shared.clock import system_clock
+
+    return system_clock()

@@ -1,0 +1,121 @@
+"""Cold-start import time of a function against the least it must import, in fresh interpreters.
+
+    cold_start("ingress", repeats)  -> the figures bench.ack reports under "cold_start"
+    cold_start("worker", repeats)   -> the same keys with worker_* names (bench.cold)
+
+Each probe is a fresh `python -c` (median of `repeats`, base and function run alternately,
+one unmeasured run each first so both start from warm bytecode and OS caches): `base` is
+the import of what the function cannot do without, the function is that plus loading
+functions/main.py with functions-framework's own loader; `build` adds building the
+function's endpoint (what its first request does). No probe connects anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+PROJECT = "demo-hookledger"
+IMPORT_GOAL = 1.15
+
+# What each function needs at minimum: the server, and the clients its work calls.
+BASE_IMPORTS = {
+    "ingress": "import functions_framework, google.cloud.tasks_v2",
+    "worker": "import functions_framework, google.cloud.firestore, google.genai",
+    "reconcile": "import functions_framework, google.cloud.firestore, google.genai",
+}
+FACTORIES = {"ingress": "ingress", "worker": "worker", "reconcile": "reconcile_endpoint"}
+
+
+def _load(function: str) -> str:
+    # functions-framework's own loader (what create_app does), then touch the lazy factory.
+    return (
+        "from functions_framework import _function_registry as r; "
+        "m, s = r.load_function_module('functions/main.py'); s.loader.exec_module(m); "
+        f"import shared.runtime; shared.runtime.{FACTORIES[function]}"
+    )
+
+
+def _timed_code(*steps: str) -> str:
+    lines = ["import time, json", "t0 = time.perf_counter()"]
+    marks = []
+    for i, step in enumerate(steps):
+        lines.append(step)
+        lines.append(f"t{i + 1} = time.perf_counter()")
+        marks.append(f"(t{i + 1} - t0) * 1000")
+    lines.append(f"print(json.dumps([{', '.join(marks)}]))")
+    return "\n".join(lines)
+
+
+def _run_timed(code: str, env: dict[str, str]) -> tuple[float, list[float]]:
+    began = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    wall = (time.perf_counter() - began) * 1000
+    if done.returncode != 0:
+        raise RuntimeError(f"cold-start probe failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return wall, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def probe_env() -> dict[str, str]:
+    env = {
+        **os.environ,
+        "GOOGLE_CLOUD_PROJECT": PROJECT,
+        # Building the clients never connects; these only keep them off real endpoints.
+        "CLOUD_TASKS_EMULATOR_HOST": "127.0.0.1:9",
+        "FIRESTORE_EMULATOR_HOST": "127.0.0.1:9",
+        "GEMINI_BASE_URL": "http://127.0.0.1:9",
+        "GEMINI_API_KEY": "cold-start-probe",
+    }
+    for name in ("PYTHONPROFILEIMPORTTIME", "PYTHONDONTWRITEBYTECODE", "FUNCTION_TARGET"):
+        env.pop(name, None)
+    return env
+
+
+def cold_start(function: str, repeats: int) -> dict[str, Any]:
+    env = probe_env()
+    base_code = _timed_code(BASE_IMPORTS[function])
+    build = f"shared.runtime.{FACTORIES[function]}()"
+    code = _timed_code(BASE_IMPORTS[function], _load(function), build)
+    _run_timed(base_code, env)
+    _run_timed(code, env)
+    base_import, base_wall, fn_import, fn_wall, fn_build = [], [], [], [], []
+    for _ in range(repeats):
+        wall, marks = _run_timed(base_code, env)
+        base_wall.append(wall)
+        base_import.append(marks[0])
+        wall, marks = _run_timed(code, env)
+        fn_wall.append(wall)
+        fn_import.append(marks[1])
+        fn_build.append(marks[2])
+    med = statistics.median
+    ratio = med(fn_import) / med(base_import)
+    return {
+        "repeats": repeats,
+        "base_import_ms": round(med(base_import), 1),
+        f"{function}_import_ms": round(med(fn_import), 1),
+        f"{function}_import_and_build_ms": round(med(fn_build), 1),
+        "base_process_wall_ms": round(med(base_wall), 1),
+        f"{function}_process_wall_ms": round(med(fn_wall), 1),
+        "ratio": round(ratio, 3),
+        "ratio_process_wall": round(med(fn_wall) / med(base_wall), 3),
+        "goal": IMPORT_GOAL,
+        "met": ratio <= IMPORT_GOAL,
+        "what": f"in-process import time, median; base = {BASE_IMPORTS[function]}; "
+        f"{function} = that + functions/main.py via functions-framework's loader; "
+        f"build = + shared.runtime.{FACTORIES[function]}() (first request)",
+    }

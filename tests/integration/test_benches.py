@@ -1,0 +1,99 @@
+"""Every benchmark runs at its smallest size and prints one JSON object, so none can rot.
+
+Each bench is run as `make bench` runs it (`python -m bench.NAME`), in its own process;
+figures are checked for what they must say (invariants and counts), never for speed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def run_bench(name: str, *args: str, timeout: float = 600) -> dict[str, Any]:
+    bench = subprocess.Popen(
+        [sys.executable, "-m", f"bench.{name}", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        stdout, stderr = bench.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        bench.terminate()  # SIGTERM: the bench stops what it started (stop_on_sigterm)
+        stdout, stderr = bench.communicate(timeout=60)
+        pytest.fail(f"bench.{name} did not finish in {timeout:.0f} s:\n{stderr[-3000:]}")
+    assert bench.returncode == 0, f"bench.{name} exited {bench.returncode}:\n{stderr[-3000:]}"
+    return dict(json.loads(stdout))  # the whole of stdout is one JSON object
+
+
+def test_e2e_reviews_every_push_exactly_once() -> None:
+    result = run_bench("e2e", "--quick")
+    assert result["ok"] is True
+    for mode in ("webhook", "reconcile"):
+        figures = result[mode]
+        pushes = figures["pushes"]
+        assert figures["violations"] == [], mode
+        assert figures["census"]["operations"] == pushes, mode
+        assert figures["census"]["reviews"] == 2 * pushes, mode
+        assert figures["settled_by"][mode] == pushes, mode
+        assert figures["accepted_per_s"] > 0 and figures["settled_per_s"] > 0
+
+
+def test_cost_counts_each_event() -> None:
+    result = run_bench("cost", "--quick")
+    accepted = result["accepted_push"]
+    assert accepted["tasks_create_task"] == 1
+    assert accepted["gemini_calls"] == 1
+    assert accepted["github_calls"] == 2  # one Contents read per Markdown file
+    assert result["settled_by_webhook"]["by_collection"]["writes:reviews"] == 2
+    assert result["settled_by_reconcile"]["by_collection"]["writes:reviews"] == 2
+    redelivered = result["redelivered_push"]
+    assert redelivered["tasks_create_task"] == 1
+    assert "firestore_reads" not in redelivered and "firestore_writes" not in redelivered
+    for name in ("accepted_push", "settled_by_webhook", "reconcile_nothing_due"):
+        assert "minimum" in result[name] and "above_minimum" in result[name]
+
+
+def test_ack_reports_cpu_memory_and_cold_start() -> None:
+    result = run_bench("ack", "--quick", "--clients", "8")
+    assert result["ok"] is True
+    for scenario in ("bare", "enqueue", "ingress", "bare_enqueue"):
+        assert result[scenario]["errors"] == 0, scenario
+    assert result["cpu"]["ingress_server_s_per_1000"] > 0
+    assert result["cpu"]["baseline_server_s_per_1000"] > 0
+    memory = result["memory"]
+    assert memory["errors"] == 0 and memory["requests"] == memory["clients"]
+    assert memory["peak_rss_mib"] >= memory["idle_rss_mib"] > 0
+    assert result["cold_start"]["ingress_import_ms"] > 0
+
+
+def test_cold_measures_worker_and_reconcile() -> None:
+    result = run_bench("cold", "--quick")
+    for function in ("worker", "reconcile"):
+        assert result[function][f"{function}_import_ms"] > 0
+        assert result[function]["base_import_ms"] > 0
+
+
+def test_settle_keeps_exactly_once() -> None:
+    result = run_bench("settle", "--operations", "20", "--callers", "2", "--racers", "3")
+    assert result["ok"] is True
+    assert result["many"]["settled"] == 20 and result["many"]["writebacks_performed"] == 20
+    assert result["one"]["winners"] == 1
+
+
+def test_reconcile_reads_only_what_is_due() -> None:
+    result = run_bench(
+        "reconcile", "--settled", "300", "--due", "5", "--poll", "10", "--latency-ms", "1"
+    )
+    assert result["reconcile"]["settled"] == 5
+    assert result["naive_full_scan"]["documents_read"] > result["reconcile"]["documents_read"]
