@@ -798,8 +798,13 @@ def test_a_cancellation_settles_through_reconcile_when_gemini_sends_no_cancel_ev
 
     client = simulator.genai()  # held: a client dropped mid-call closes its transport
     client.batches.cancel(name=name)
-
-    # The cancel would have been handed to the dispatcher synchronously: nothing went out.
+    # Cancel is asynchronous, as in Gemini; once it took effect, no event went out for it.
+    wait_until(
+        lambda: client.batches.get(name=name).state.value == "JOB_STATE_CANCELLED",
+        10,
+        "the cancel to take effect",
+        every=0.05,
+    )
     assert simulator.control.deliveries(name) == []
     assert ledger.get(name).pending  # type: ignore[union-attr]
     report = make_reconciler(ledger, gateway, adopt_orphans=False).run()

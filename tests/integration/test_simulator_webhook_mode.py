@@ -10,6 +10,7 @@ import pytest
 import requests
 
 from tests.integration.test_simulator import create_batch
+from tests.waiting import wait_until
 
 
 def set_mode(simulator: Any, **mode: Any) -> requests.Response:
@@ -42,7 +43,13 @@ def test_with_cancel_events_off_a_cancel_sends_nothing(simulator: Any) -> None:
     batch = create_batch(client)
 
     client.batches.cancel(name=batch.name)
-    assert client.batches.get(name=batch.name).state.value == "JOB_STATE_CANCELLED"
+    # Cancel is asynchronous, as in Gemini: wait for it to take effect.
+    wait_until(
+        lambda: client.batches.get(name=batch.name).state.value == "JOB_STATE_CANCELLED",
+        10,
+        "the cancel to take effect",
+        every=0.05,
+    )
     # A later event still goes out, and is the first the receiver sees.
     other = create_batch(client)
     simulator.control.complete(other.name, "succeeded")
