@@ -10,7 +10,7 @@
   "cancel_events": bool}`, how completion webhooks name the operation (`batches/abc`, `abc`,
   or each in turn) and whether `*.cancelled` events are sent at all (off: like the
   webhooks API reference and google-genai, which no longer list them); each key optional;
-  `POST /_sim/reset` restores `name` and `true`
+  `POST /_sim/reset` restores `mixed` and `true`
 - `GET /_sim/github/comments`: every commit comment, and per commit `posts` received and
   `comments` stored
 - `GET /_sim/requests`: the last ~1000 GitHub and Gemini requests `{method, path, query}`

@@ -207,7 +207,8 @@ def interaction_resource(operation: Operation) -> dict[str, Any]:
         "status": operation.interaction_status,
     }
     if operation.error is not None:
-        body["error"] = operation.error
+        # The Interactions API reports failures as a list of {code, message}.
+        body["errors"] = [operation.error]
     return body
 
 

@@ -13,7 +13,7 @@ of hookledger's own verifier, so end-to-end tests cross-check the two.
 Envelope (the Webhooks guide, ai.google.dev/gemini-api/docs/webhooks): `{type, version:
 "v1", timestamp, data: {id, …}}`; a `*.failed` event adds `error_code` and
 `error_message`, a succeeded batch with a results file adds `file_name` and
-`output_file_uri`. `data.id` is the full resource name, the bare id, or each in turn
+`output_file_uri`. `data.id` is the full resource name, the bare id, or (the default) each in turn
 (`DATA_ID_FORMS`), since Gemini may send either. With `cancel_events` off no
 `*.cancelled` event is ever sent: the webhooks API reference and google-genai's enums
 no longer list them (the guide still does), so hookledger must settle cancellations
@@ -115,7 +115,7 @@ class Dispatcher:
         self._recorded = threading.Condition(self._lock)
         self._attempts: list[Attempt] = []
         self._threads: list[threading.Thread] = []
-        self.data_id_form = "name"
+        self.data_id_form = "mixed"
         self.cancel_events = True
         self._messages = 0
 
@@ -123,7 +123,7 @@ class Dispatcher:
         """Forget recorded attempts and return the webhook mode to its defaults."""
         with self._lock:
             self._attempts = []
-            self.data_id_form = "name"
+            self.data_id_form = "mixed"
             self.cancel_events = True
             self._messages = 0
 
@@ -167,7 +167,8 @@ class Dispatcher:
         if event_type.endswith(".failed") and isinstance(error, dict):
             fields["error_code"] = error.get("code")
             fields["error_message"] = error.get("message")
-        results_file = getattr(resource, "responses_file", None)
+        # A file-input batch reports its results as a generated file (state.Batch.output_file).
+        results_file = getattr(resource, "output_file", None)
         if event_type == "batch.succeeded" and isinstance(results_file, str) and results_file:
             fields["file_name"] = results_file
             fields["output_file_uri"] = (

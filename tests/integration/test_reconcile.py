@@ -793,7 +793,7 @@ def test_a_cancellation_settles_through_reconcile_when_gemini_sends_no_cancel_ev
     mode = requests.post(
         f"{simulator.url}/_sim/webhook-mode", json={"cancel_events": False}, timeout=5
     )
-    assert mode.json() == {"data_id": "name", "cancel_events": False}
+    assert mode.json() == {"data_id": "mixed", "cancel_events": False}
     (name,) = submit(gateway, ledger, 1)
 
     client = simulator.genai()  # held: a client dropped mid-call closes its transport

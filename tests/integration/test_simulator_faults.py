@@ -22,6 +22,11 @@ from tests.waiting import wait_until
 CALLS = 200
 
 
+def batch_name(data_id: str) -> str:
+    """A webhook's `data.id` as a full name: the simulator sends full and bare ids in turn."""
+    return data_id if "/" in data_id else f"batches/{data_id}"
+
+
 def timeout_errors() -> tuple[type[BaseException], ...]:
     """What a client timeout surfaces as: google-genai runs on httpx2, or httpx in older releases."""
     found = []
@@ -291,7 +296,7 @@ def test_a_dropped_webhook_is_recorded_as_dropped_and_never_sent(simulator: Any)
     simulator.control.set_fault_model(webhook_drop_rate=0.0)
     simulator.control.complete(sent.name, "succeeded")
     simulator.receiver.wait_for(1)
-    ids = [json.loads(r.body)["data"]["id"] for r in simulator.receiver.snapshot()]
+    ids = [batch_name(json.loads(r.body)["data"]["id"]) for r in simulator.receiver.snapshot()]
     assert ids == [sent.name]
     assert client.batches.get(name=dropped.name).state == types.JobState.JOB_STATE_SUCCEEDED
 
@@ -310,7 +315,7 @@ def test_a_seeded_share_of_webhooks_is_dropped(simulator: Any) -> None:
     assert len(dropped) == fault_state(simulator)["injected"]["webhooks_dropped"]
     assert 35 <= len(dropped) <= 85
     received = simulator.receiver.wait_for(CALLS - len(dropped))
-    received_ids = {json.loads(r.body)["data"]["id"] for r in received}
+    received_ids = {batch_name(json.loads(r.body)["data"]["id"]) for r in received}
     assert received_ids == set(names) - dropped
 
 

@@ -70,6 +70,6 @@ def test_a_bad_webhook_mode_is_a_400_naming_the_field(simulator: Any, body, fiel
     answer = set_mode(simulator, **body)
     assert answer.status_code == 400 and field in answer.text
     assert requests.get(f"{simulator.url}/_sim/webhook-mode", timeout=5).json() == {
-        "data_id": "name",
+        "data_id": "mixed",
         "cancel_events": True,
     }
