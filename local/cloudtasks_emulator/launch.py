@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from local.processes import Service, printed, start
@@ -21,6 +21,7 @@ def start_cloudtasks(
     manual_clock: bool = False,
     data_dir: str | Path | None = None,
     rotate_signing_key: bool = False,
+    queues: Sequence[str] = (),
     echo: Callable[[str, str], None] | None = None,
     timeout: float = 60.0,
 ) -> Service:
@@ -31,6 +32,7 @@ def start_cloudtasks(
     `data_dir` its queues, tasks, tombstones and signing key survive a restart on that
     directory (one running emulator per directory). `rotate_signing_key` makes and
     stores a new signing key even if `data_dir` holds one (the queued tasks stay).
+    `queues` (full queue paths) are created at start, as `--queue` does.
     """
     return start(
         "cloudtasks",
@@ -46,6 +48,7 @@ def start_cloudtasks(
             *(["--manual-clock"] if manual_clock else []),
             *([f"--data-dir={data_dir}"] if data_dir is not None else []),
             *(["--rotate-signing-key"] if rotate_signing_key else []),
+            *(f"--queue={queue}" for queue in queues),
         ],
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
         cwd=REPO,

@@ -6,34 +6,17 @@ The emulator keeps no state over a restart: each start creates `queue_path` agai
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 
-from local.cloudtasks_emulator.launch import REPO
-from local.processes import Service, ServiceError, printed, start, start_on_free_ports
+from local.cloudtasks_emulator.launch import start_cloudtasks
+from local.processes import Service, ServiceError, start_on_free_ports
 
 
 def start_emulator_with_queue(port: int, http_port: int, queue_path: str) -> Service:
     """The emulator with `queue_path` created at start (it keeps no state over a restart)."""
-    return start(
-        "cloudtasks",
-        [
-            sys.executable,
-            "-m",
-            "local.cloudtasks_emulator",
-            "--host=127.0.0.1",
-            f"--port={port}",
-            f"--http-port={http_port}",
-            f"--queue={queue_path}",
-        ],
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},  # its dispatch log lines, as they happen
-        cwd=REPO,
-        ready=printed("listening"),
-        timeout=60,
-    )
+    return start_cloudtasks(port, http_port, queues=[queue_path])
 
 
 @dataclass
