@@ -9,35 +9,37 @@ What the SDK does not do for us, and this module does:
 - inline requests must stay under 20 MB: above that the requests go as an uploaded file;
 - creating a batch is not idempotent: callers tag `display_name` (shared/kinds/).
 
-The one private SDK call (a resource's raw JSON) lives in shared/gemini_raw.py.
-
-Errors:
-
-    GeminiError
-    ├── GeminiUnavailable   timeout, connection error, 408, 429 or 5xx: leave pending, retry later
-    │   ├── GeminiRateLimited   429: `retry_after_s` from RetryInfo, `quota_ids` from QuotaFailure
-    │   └── GeminiRowsUnread    a terminal batch's result rows could not all be read
-    ├── GeminiNotFound      404: the operation does not exist (yet, or any more)
-    └── GeminiRejected      any other 4xx
+The one private SDK call (a resource's raw JSON) lives in shared/gemini_raw.py; the error
+tree (GeminiError → GeminiUnavailable | GeminiNotFound | GeminiRejected, with
+GeminiRateLimited and GeminiRowsUnread) and the SDK-error mapping in shared/gemini_errors.py,
+re-exported here.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 from google import genai
-from google.genai import errors as genai_errors
 from google.genai import types
 
 from shared import gemini_raw, logs
-from shared.errors import HookledgerError, PermanentError, TransientError
+from shared.gemini_errors import (
+    DAILY_QUOTA_DEFER_S,
+    GeminiError,
+    GeminiNotFound,
+    GeminiRateLimited,
+    GeminiRejected,
+    GeminiRowsUnread,
+    GeminiUnavailable,
+    mapped,
+    rate_limit_details,
+)
 from shared.gemini_rows import (
     MAX_INLINE_BYTES,
     MalformedRows,
@@ -56,40 +58,6 @@ TERMINAL_STATES = {
     "JOB_STATE_CANCELLED": "cancelled",
     "JOB_STATE_EXPIRED": "expired",
 }
-
-
-def _transport_errors() -> tuple[type[BaseException], ...]:
-    # The SDK speaks through httpx or its fork httpx2, whichever is installed.
-    found: list[type[BaseException]] = [TimeoutError, ConnectionError]
-    for module in ("httpx", "httpx2"):
-        try:
-            found.append(importlib.import_module(module).HTTPError)
-        except (ImportError, AttributeError):
-            continue
-    return tuple(found)
-
-
-_TRANSPORT_ERRORS = _transport_errors()
-
-
-class GeminiError(HookledgerError):
-    """Base of the Gemini gateway's errors; messages name the operation."""
-
-
-class GeminiUnavailable(GeminiError, TransientError):
-    """Transient: a later poll may succeed."""
-
-
-class GeminiRowsUnread(GeminiUnavailable):
-    """A terminal batch's results could not all be read (e.g. its results file): retry later."""
-
-
-class GeminiNotFound(GeminiError, PermanentError):
-    """Gemini does not know the operation."""
-
-
-class GeminiRejected(GeminiError, PermanentError):
-    """Gemini refused the request (4xx other than 404 and 429)."""
 
 
 # Every Interactions API `status` (google-genai `InteractionStatus`), mapped deliberately:
@@ -193,7 +161,7 @@ class GeminiGateway:
             ]
         else:
             src = self.upload_requests(requests, display_name)
-        with _mapped(f"create batch {display_name}"):
+        with mapped(f"create batch {display_name}"):
             job = self._client.batches.create(
                 model=model,
                 src=src,
@@ -221,7 +189,7 @@ class GeminiGateway:
             for key, prompt in requests:
                 spool.write(file_line(key, prompt))
             spool.seek(0)
-            with _mapped(f"upload the requests of {display_name}"):
+            with mapped(f"upload the requests of {display_name}"):
                 uploaded = self._client.files.upload(
                     file=spool,
                     # The docs' sample uploads batch input with mime_type "jsonl".
@@ -249,7 +217,7 @@ class GeminiGateway:
         logged naming the batch and the file); nothing is raised for it.
         """
         name = batch_name(name)
-        with _mapped(name):
+        with mapped(name):
             job = self._client.batches.get(name=name)
         state = job.state.value if job.state is not None else "JOB_STATE_UNSPECIFIED"
         error = None
@@ -299,13 +267,13 @@ class GeminiGateway:
     def read_results_file(self, name: str, file_name: str) -> tuple[Row, ...]:
         """Every row of batch `name`'s results file, streamed (memory: a chunk and a row)."""
         reader = RowReader(file_name)
-        with _mapped(f"{name}: download {file_name}"):
+        with mapped(f"{name}: download {file_name}"):
             self._client.files.download(file=file_name, destination=reader)
         return reader.rows()
 
     def list_batches(self, page_size: int = 100) -> Iterator[BatchSummary]:
         """Every batch, all pages (states and names only: the list carries no results)."""
-        with _mapped("list batches"):
+        with mapped("list batches"):
             for job in self._client.batches.list(config={"page_size": page_size}):
                 state = job.state.value if job.state is not None else ""
                 yield BatchSummary(job.name or "", job.display_name or "", state, job.create_time)
@@ -335,7 +303,7 @@ class GeminiGateway:
         """An interaction by its Interactions API `status`, read through the SDK's public
         `client.interactions.get`; error text from its `errors[]`."""
         interaction_id = name.removeprefix("interactions/")
-        with _mapped(name):
+        with mapped(name):
             interaction = self._client.interactions.get(id=interaction_id)
         body = interaction.model_dump(mode="json", exclude_none=True)
         status = str(body.get("status") or "")
@@ -355,7 +323,7 @@ class GeminiGateway:
 
     def _raw(self, name: str) -> dict[str, Any]:
         """The resource as Gemini sent it, through the SDK's own transport (auth, timeout)."""
-        with _mapped(name):
+        with mapped(name):
             text = gemini_raw.get_body(self._client, name)
         try:
             body = json.loads(text or "{}")
@@ -407,113 +375,22 @@ def _text(response: types.GenerateContentResponse | None) -> str:
     return "".join(part.text or "" for part in content.parts)
 
 
-# Answers a later attempt may get past: 408 (the request timed out), 429, any 5xx.
-_RETRYABLE_STATUSES = frozenset({408, 429})
-# Seconds to wait before re-reading after a per-day quota ran out: it resets daily, so an
-# hour keeps the checks sparse without holding an operation back for a whole day.
-DAILY_QUOTA_DEFER_S = 3600.0
-
-
-class GeminiRateLimited(GeminiUnavailable):
-    """429: Gemini's quota ran out. `retry_after_s` is its `RetryInfo.retryDelay` (None
-    when absent); `quota_ids` the `QuotaFailure` violations' `quotaId`s."""
-
-    def __init__(
-        self, message: str, *, retry_after_s: float | None = None, quota_ids: Sequence[str] = ()
-    ) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
-        self.quota_ids = tuple(quota_ids)
-
-    @property
-    def daily_quota(self) -> bool:
-        """A per-day quota (e.g. `GenerateRequestsPerDayPerProjectPerModel`) ran out."""
-        return any("PerDay" in quota for quota in self.quota_ids)
-
-    @property
-    def defer_s(self) -> float | None:
-        """How long to leave the operation alone: RetryInfo's delay, at least an hour for
-        a per-day quota; None when Gemini gave neither."""
-        if self.daily_quota:
-            return max(self.retry_after_s or 0.0, DAILY_QUOTA_DEFER_S)
-        return self.retry_after_s
-
-
-def _duration_s(value: Any) -> float | None:
-    """A google.protobuf.Duration as JSON (`"120s"`, `"1.5s"`) in seconds; None if not one."""
-    if not isinstance(value, str) or not value.endswith("s"):
-        return None
-    try:
-        seconds = float(value[:-1])
-    except ValueError:
-        return None
-    return seconds if seconds >= 0 else None
-
-
-def rate_limit_details(body: Any) -> tuple[float | None, tuple[str, ...]]:
-    """`(RetryInfo.retryDelay in s, QuotaFailure quotaIds)` from a Gemini error body
-    `{"error": {"details": [...]}}`; `(None, ())` where absent or malformed."""
-    error = body.get("error") if isinstance(body, dict) else None
-    details = error.get("details") if isinstance(error, dict) else None
-    delay: float | None = None
-    quotas: list[str] = []
-    for detail in details if isinstance(details, list) else []:
-        if not isinstance(detail, dict):
-            continue
-        kind = str(detail.get("@type", ""))
-        if kind.endswith("google.rpc.RetryInfo"):
-            delay = _duration_s(detail.get("retryDelay"))
-        elif kind.endswith("google.rpc.QuotaFailure"):
-            for violation in detail.get("violations") or []:
-                if isinstance(violation, dict) and violation.get("quotaId"):
-                    quotas.append(str(violation["quotaId"]))
-    return delay, tuple(quotas)
-
-
-def _status_error(what: str, code: int, message: str, body: Any) -> GeminiError:
-    """The GeminiError for an HTTP error answer `code`, naming `what`."""
-    text = f"{what}: Gemini answered {code}: {message}"
-    if code == 404:
-        return GeminiNotFound(text)
-    if code == 429:
-        delay, quotas = rate_limit_details(body)
-        return GeminiRateLimited(text, retry_after_s=delay, quota_ids=quotas)
-    if code in _RETRYABLE_STATUSES or code >= 500:
-        return GeminiUnavailable(text)
-    return GeminiRejected(text)
-
-
-class _mapped:
-    """Translate google-genai and httpx errors into the GeminiError tree, naming `what`.
-
-    Both of the SDK's error families are read: `google.genai.errors.APIError` (`code`,
-    `details` = the error body) and the Interactions/webhooks client's `APIStatusError`
-    (`status_code`, `body`).
-    """
-
-    def __init__(self, what: str) -> None:
-        self._what = what
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
-    ) -> Literal[False]:
-        if exc is None or isinstance(exc, GeminiError) or not isinstance(exc, Exception):
-            return False  # GeneratorExit and friends pass through untouched
-        if isinstance(exc, genai_errors.APIError):
-            raise _status_error(self._what, exc.code, str(exc.message), exc.details) from exc
-        status_code = getattr(exc, "status_code", None)
-        if isinstance(status_code, int) and not isinstance(status_code, bool):
-            body = getattr(exc, "body", None)
-            error = body.get("error") if isinstance(body, dict) else None
-            message = error.get("message") if isinstance(error, dict) else None
-            raise _status_error(self._what, status_code, str(message or exc), body) from exc
-        if isinstance(exc, _TRANSPORT_ERRORS) or type(exc).__name__ in _SDK_TRANSPORT_ERRORS:
-            raise GeminiUnavailable(f"{self._what}: {type(exc).__name__}: {exc}") from exc
-        return False
-
-
-# The Interactions client's own transport errors (it wraps httpx's).
-_SDK_TRANSPORT_ERRORS = frozenset({"APIConnectionError", "APITimeoutError"})
+__all__ = [
+    "DAILY_QUOTA_DEFER_S",
+    "INTERACTION_STATES",
+    "MAX_INLINE_BYTES",
+    "TERMINAL_STATES",
+    "BatchStatus",
+    "BatchSummary",
+    "GeminiError",
+    "GeminiGateway",
+    "GeminiNotFound",
+    "GeminiRateLimited",
+    "GeminiRejected",
+    "GeminiRowsUnread",
+    "GeminiUnavailable",
+    "Row",
+    "batch_name",
+    "make_client",
+    "rate_limit_details",
+]

@@ -19,9 +19,9 @@ from shared.gemini import (
     GeminiRateLimited,
     GeminiRejected,
     GeminiUnavailable,
-    _mapped,
     rate_limit_details,
 )
+from shared.gemini_errors import mapped
 
 
 def quota_body(retry_delay: str | None, quota_id: str) -> dict[str, Any]:
@@ -205,7 +205,7 @@ def test_a_video_with_samples_succeeds_even_if_some_were_filtered():
 
 
 def raised(exc: Exception) -> BaseException:
-    with pytest.raises(Exception) as info, _mapped("batches/x"):
+    with pytest.raises(Exception) as info, mapped("batches/x"):
         raise exc
     return info.value
 
