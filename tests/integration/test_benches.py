@@ -97,3 +97,13 @@ def test_reconcile_reads_only_what_is_due() -> None:
     )
     assert result["reconcile"]["settled"] == 5
     assert result["naive_full_scan"]["documents_read"] > result["reconcile"]["documents_read"]
+
+
+def test_reconcile_at_scale_fans_out_and_reads_little_with_nothing_due() -> None:
+    result = run_bench("reconcile", "--quick")
+    scale = result["scale"]
+    assert scale["settled"] == scale["due"] == 100
+    assert scale["fan_out_run"]["fanned_out_ops"] == scale["due"]
+    assert scale["nothing_due"]["warm_process"]["documents_read"] <= 2
+    assert scale["nothing_due"]["new_process"]["documents_read"] <= 3  # + the watermark
+    assert scale["nothing_due"]["warm_process"]["examined"] == 0
