@@ -93,7 +93,9 @@ def test_settle_keeps_exactly_once() -> None:
 
 def test_reconcile_reads_only_what_is_due() -> None:
     result = run_bench(
-        "reconcile", "--settled", "300", "--due", "5", "--poll", "10", "--latency-ms", "1"
+        "reconcile",
+        *("--settled", "300", "--due", "5", "--poll", "10", "--latency-ms", "1"),
+        *("--scale-pending", "200", "--scale-due", "8"),
     )
     assert result["reconcile"]["settled"] == 5
     assert result["naive_full_scan"]["documents_read"] > result["reconcile"]["documents_read"]
