@@ -1,6 +1,7 @@
 """Reconcile's cost: documents read per run against a naive full-scan reconciler.
 
     python -m bench.reconcile [--settled 20000] [--due 200] [--poll 1000] [--latency-ms 50]
+                              [--scale-pending 100000] [--scale-due 5000] [--quick]
 
 Starts its own Firestore emulator and Gemini simulator on free ports (and stops them).
 (a) With `settled` settled and `due` due-pending operations (real simulator batches,
@@ -11,8 +12,16 @@ Starts its own Firestore emulator and Gemini simulator on free ports (and stops 
     Firestore bills), reads by the due-selection query alone, and wall time.
 (b) Wall time for one run over `poll` pending (still running) operations with
     `latency_ms` of simulated Gemini latency, at concurrency 1 and 8.
-Progress goes to stderr; one JSON object to stdout. Exit status 1 if a run missed an
-operation.
+(c) At scale: `scale_pending` pending operations (batched writes) of which `scale_due`
+    are due (real simulator batches, completed, webhooks dropped), one run fanning them
+    out through a Cloud Tasks emulator queue to a loopback check-page endpoint that runs
+    `Reconciler.check_names` (what the worker's check-page handler runs): seconds until
+    every due one is settled, documents read by the run and by the pages, Gemini calls;
+    then runs with nothing due, in a new process (reads the adoption watermark) and warm.
+    The runs' clock is 10 min ahead of Gemini's, so the batches are past the adoption
+    margin (steady state: a batch is examined by the listings within its margin only).
+`--quick` runs every part at test sizes. Progress goes to stderr; one JSON object to
+stdout. Exit status 1 if a run missed an operation or a nothing-due run read over 2.
 """
 
 from __future__ import annotations
@@ -25,10 +34,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from local.firestore_emulator import start_firestore
+from local.firestore_emulator import reset, start_firestore
 from local.processes import free_port
 from local.simulator.client import SimulatorClient, start_simulator
 
@@ -149,20 +160,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--due", type=int, default=200)
     parser.add_argument("--poll", type=int, default=1000)
     parser.add_argument("--latency-ms", type=int, default=50)
+    parser.add_argument("--scale-pending", type=int, default=100_000)
+    parser.add_argument("--scale-due", type=int, default=5_000)
+    parser.add_argument("--quick", action="store_true", help="test sizes for every part")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.settled, args.due, args.poll, args.latency_ms = 300, 5, 10, 1
+        args.scale_pending, args.scale_due = 2_000, 100
 
     fs_port, sim_port = free_port(), free_port()
     progress(f"starting the Firestore emulator on {fs_port} and the simulator on {sim_port}")
     firestore_service = start_firestore(fs_port)
     os.environ["FIRESTORE_EMULATOR_HOST"] = f"127.0.0.1:{fs_port}"
     sim_service = start_simulator(sim_port)
+    tasks = scale_sim = None
     try:
         result, ok = run(args, f"http://127.0.0.1:{sim_port}")
+        sim_service.stop()  # part (c) starts with no batches: none left over to adopt
+        scale_port = free_port()
+        scale_sim = start_simulator(scale_port)
+        tasks = start_tasks_emulator()
+        result["scale"], scale_ok = scale(args, f"http://127.0.0.1:{scale_port}", tasks.host)
+        ok = ok and scale_ok
     finally:
-        sim_service.stop()
+        for service in (tasks.service if tasks else None, scale_sim, sim_service):
+            if service is not None:
+                service.stop()
         firestore_service.stop()
     print(json.dumps(result, indent=2))
     return 0 if ok else 1
+
+
+_COUNTER = ReadCounter()
 
 
 def run(args: argparse.Namespace, sim_url: str) -> tuple[dict[str, Any], bool]:
@@ -173,7 +202,7 @@ def run(args: argparse.Namespace, sim_url: str) -> tuple[dict[str, Any], bool]:
     from shared.ledger import Ledger
     from shared.reconcile import BACKOFF_CAP_S, Reconciler, ReconcileSettings
 
-    counter = ReadCounter()
+    counter = _COUNTER
     counter.install()
     client = firestore.Client(project=PROJECT)
     sim = SimulatorClient(sim_url)
@@ -277,6 +306,203 @@ def run(args: argparse.Namespace, sim_url: str) -> tuple[dict[str, Any], bool]:
     }
     ok = report.settled == args.due and naive_settled == args.due
     ok = ok and all(p["examined"] == args.poll for p in polls.values())
+    return result, ok
+
+
+@dataclass
+class TasksEmulator:
+    service: Any
+    host: str
+
+
+def start_tasks_emulator() -> TasksEmulator:
+    from local.cloudtasks_emulator.launch import start_cloudtasks
+    from local.processes import start_on_free_ports
+
+    service, (port, _) = start_on_free_ports(
+        lambda port, http_port: start_cloudtasks(port, http_port), count=2
+    )
+    return TasksEmulator(service, f"127.0.0.1:{port}")
+
+
+class GeminiCalls:
+    """Counts the gateway's Gemini requests: one per fetch, one per page of a listing."""
+
+    def __init__(self, gateway: Any) -> None:
+        self.calls = 0
+        self.lock = threading.Lock()
+        for name in ("fetch", "fetch_batch", "read_results_file"):
+            setattr(gateway, name, self._counted(getattr(gateway, name)))
+        listing = gateway.list_batches
+
+        def counted_listing(page_size: int = 100) -> Iterator[Any]:
+            for i, batch in enumerate(listing(page_size)):
+                if i % page_size == 0:
+                    self.add()
+                yield batch
+
+        gateway.list_batches = counted_listing
+
+    def add(self) -> None:
+        with self.lock:
+            self.calls += 1
+
+    def _counted(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.add()
+            return fn(*args, **kwargs)
+
+        return counted
+
+
+def seed_pending(client: Any, total: int, next_check_at: datetime, at: datetime) -> None:
+    """`total` pending operations not due before `next_check_at`, 500 per batched write."""
+    from shared import opnames
+
+    collection = client.collection("operations")
+    for start in range(0, total, 500):
+        batch = client.batch()
+        for i in range(start, min(start + 500, total)):
+            name = f"batches/wait{i:06d}"
+            batch.set(
+                collection.document(opnames.encode(name)),
+                {
+                    "name": name,
+                    "short_id": f"wait{i:06d}",
+                    "kind": KIND,
+                    "status": "pending",
+                    "submitted_at": at,
+                    "attempts": 0,
+                    "next_check_at": next_check_at,
+                    "writeback_done": False,
+                    "context": {},
+                    "outbox": [],
+                    "settled_at": None,
+                    "settled_by": None,
+                },
+            )
+        batch.commit()
+
+
+def check_page_server(state: dict[str, Any]) -> ThreadingHTTPServer:
+    """A loopback check-page endpoint: `state["reconciler"].check_names(page)`, 503 on errors."""
+    from shared.reconcile import page_names
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            try:
+                report = state["reconciler"].check_names(page_names(body))
+                status = 200 if report.errors == 0 else 503
+            except Exception:
+                status = 503
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def scale(args: argparse.Namespace, sim_url: str, tasks_host: str) -> tuple[dict[str, Any], bool]:
+    """Part (c); see the module docstring."""
+    from google.cloud import firestore
+
+    from shared.clock import FakeClock, system_clock
+    from shared.gemini import GeminiGateway, make_client
+    from shared.ledger import Ledger
+    from shared.reconcile import Reconciler, ReconcileSettings, TaskPageEnqueuer
+    from shared.tasks import TaskQueue, ensure_queue
+    from shared.tasks import make_client as make_tasks_client
+
+    counter, client = _COUNTER, firestore.Client(project=PROJECT)
+    reset(os.environ["FIRESTORE_EMULATOR_HOST"], PROJECT)  # a clean slate for this part
+    sim = SimulatorClient(sim_url)
+    gateway = GeminiGateway(make_client("sim", sim_url, timeout_s=10, attempts=1))
+    clock = FakeClock(system_clock() + timedelta(minutes=10))  # past the adoption margin
+    ledger = Ledger(client, clock=clock, grace=timedelta(0))
+    started = time.monotonic()
+    waiting = args.scale_pending - args.scale_due
+    seed_pending(client, waiting, clock() + timedelta(days=1), clock())
+    submit(gateway, ledger, sim, args.scale_due, finish=True)
+    setup_s = round(time.monotonic() - started, 1)
+    progress(f"scale: {args.scale_pending} pending ({args.scale_due} due) ready in {setup_s} s")
+
+    gemini = GeminiCalls(gateway)
+    queue_path = f"projects/{PROJECT}/locations/us-central1/queues/reconcile-scale"
+    tasks_client = make_tasks_client(tasks_host)
+    ensure_queue(tasks_client, queue_path)
+    state: dict[str, Any] = {}
+    server = check_page_server(state)
+    url = f"http://127.0.0.1:{server.server_port}/check-page"
+    enqueue = TaskPageEnqueuer(TaskQueue(tasks_client, queue_path), url, lambda _id, body: body)
+    # Production page size and fan-out threshold (lowered for small sizes, to fan out).
+    threshold = min(500, max(1, args.scale_due // 4))
+    settings = ReconcileSettings(grace_s=0, budget_s=600, fanout_threshold=threshold)
+
+    def reconciler(**extra: Any) -> Any:
+        return Reconciler(ledger, gateway, clock, settings, **extra)
+
+    state["reconciler"] = reconciler()
+    try:
+        reads_before, calls_before = counter.reads, gemini.calls
+        started = time.monotonic()
+        fan = reconciler(enqueue_page=enqueue)
+        report, run_reads, run_wall = counter.measure(fan.run)
+        run_calls = gemini.calls - calls_before
+        give_up = started + max(600.0, args.scale_due / 5)
+        while ledger.count_operations(status="succeeded") < args.scale_due:
+            if time.monotonic() > give_up:
+                break
+            time.sleep(0.2)
+        settled_s = round(time.monotonic() - started, 1)
+        settled = ledger.count_operations(status="succeeded")
+        total_reads, total_calls = counter.reads - reads_before, gemini.calls - calls_before
+        progress(f"scale: {settled} settled {settled_s} s after the run began")
+        clock.advance(300)  # the next scheduled run, five minutes later
+        nothing: dict[str, Any] = {}
+        fresh = reconciler(enqueue_page=enqueue)  # a new process: reads the watermark once
+        for label in ("new_process", "warm_process"):
+            calls_before = gemini.calls
+            idle, reads, wall = counter.measure(fresh.run)
+            nothing[label] = {
+                "documents_read": reads,
+                "gemini_calls": gemini.calls - calls_before,
+                "examined": idle.examined,
+                "wall_s": wall,
+            }
+            clock.advance(300)
+    finally:
+        server.shutdown()
+        server.server_close()
+    result = {
+        "pending": args.scale_pending,
+        "due": args.scale_due,
+        "setup_s": setup_s,
+        "fan_out_run": {
+            "documents_read": run_reads,
+            "gemini_calls": run_calls,
+            "wall_s": run_wall,
+            "fanned_out_pages": report.fanned_out_pages,
+            "fanned_out_ops": report.fanned_out_ops,
+        },
+        "all_due_settled_s": settled_s,
+        "settled": settled,
+        "documents_read_run_and_pages": total_reads,
+        "gemini_calls_run_and_pages": total_calls,
+        "nothing_due": nothing,
+        "goal": {
+            "nothing_due_reads_at_most": 2,
+            "met_warm": nothing["warm_process"]["documents_read"] <= 2,
+            "met_new_process": nothing["new_process"]["documents_read"] <= 2,
+        },
+    }
+    ok = settled == args.scale_due and nothing["warm_process"]["documents_read"] <= 2
     return result, ok
 
 

@@ -56,6 +56,8 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     ledger.record_run(started_at, finished_at, counts, examined_ops=(), budget_s=None) -> str
     ledger.reconcile_runs(limit=20, after=(finished_at, run_id) | None) -> list[ReconcileRun]
     ledger.runs_for_operation(name, limit=20) -> list[ReconcileRun]
+    ledger.adoption_watermark() -> datetime | None      # reconcile_state/adoption (1 read)
+    ledger.set_adoption_watermark(listed_at) -> None
 
 Settlement: an operation goes from `pending` to a terminal status once, and its
 write-back commits in that same transaction (timeline in `operations`). Side effects
@@ -112,7 +114,13 @@ from shared.ledger.records import (
     SweepReport,
 )
 from shared.ledger.results import ResultWrites, Reviews, Writeback
-from shared.ledger.runs import RECONCILE_RUNS, ReconcileRun, Runs
+from shared.ledger.runs import (
+    RECONCILE_RUNS,
+    RECONCILE_STATE,
+    AdoptionWatermark,
+    ReconcileRun,
+    Runs,
+)
 from shared.ledger.submissions import Submissions
 from shared.logs import event as log_event
 from shared.logs import get_logger
@@ -124,6 +132,7 @@ __all__ = [
     "OPERATIONS",
     "PENDING",
     "RECONCILE_RUNS",
+    "RECONCILE_STATE",
     "REVIEWS",
     "SETTLED_BY",
     "STUCK_ALERTED_AT",
@@ -185,6 +194,7 @@ class Ledger:
         self._queries = Queries(commits, self._operations)
         self._console = ConsoleQueries(commits, self._queries, self._operations)
         self._runs = Runs(commits, retention=retention)
+        self._watermark = AdoptionWatermark(commits)
 
     # ----------------------------------------------------------------- operations
 
@@ -416,3 +426,11 @@ class Ledger:
 
     def runs_for_operation(self, name: str, limit: int = 20) -> list[ReconcileRun]:
         return self._runs.for_operation(name, limit)
+
+    def adoption_watermark(self) -> datetime | None:
+        """When the last complete listing of Gemini's batches began (orphan adoption)."""
+        return self._watermark.get()
+
+    def set_adoption_watermark(self, listed_at: datetime) -> None:
+        """Record a complete listing begun at `listed_at`; only adoption calls this."""
+        self._watermark.set(listed_at)

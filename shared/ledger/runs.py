@@ -4,6 +4,10 @@ A run records what its `RunReport` counted, when it started and ended, and the n
 at most `MAX_EXAMINED_NAMES` operations it examined (so an operation's timeline can show
 the runs that checked it). Records expire with the ledger's retention (TTL `expire_at`).
 Listing is newest first by `finished_at`, one page at a time; nothing scans.
+
+`reconcile_state/adoption` holds one field, `listed_at`: when the last complete listing of
+Gemini's batches began (orphan adoption's watermark, shared/reconcile/adoption.py). It is
+one small document, read at most once per reconcile process and written once per run.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from shared.ledger.errors import InvalidArgument, StoreUnavailable
 from shared.ledger.ids import check_limit
 
 RECONCILE_RUNS = "reconcile_runs"
+RECONCILE_STATE = "reconcile_state"
+ADOPTION_STATE_ID = "adoption"
 MAX_EXAMINED_NAMES = 100
 
 
@@ -120,3 +126,37 @@ class Runs:
         snapshots = self._commits.stream(query.limit(limit), "reconcile_runs_for_operation")
         runs = [run_from(s.to_dict() or {}, s.id) for s in snapshots]
         return sorted(runs, key=lambda run: run.finished_at, reverse=True)
+
+
+class AdoptionWatermark:
+    """The `reconcile_state/adoption` document: orphan adoption's watermark."""
+
+    def __init__(self, commits: Commits) -> None:
+        self._commits = commits
+
+    def _ref(self) -> Any:
+        return self._commits.collection(RECONCILE_STATE).document(ADOPTION_STATE_ID)
+
+    def get(self) -> datetime | None:
+        """When the last complete listing began; None if none was ever recorded (1 read)."""
+        try:
+            snapshot = self._ref().get(timeout=self._commits.timeout_s)
+        except gexc.GoogleAPIError as exc:
+            raise StoreUnavailable(
+                f"{RECONCILE_STATE}/{ADOPTION_STATE_ID}: read failed: {exc}"
+            ) from exc
+        listed_at = (snapshot.to_dict() or {}).get("listed_at") if snapshot.exists else None
+        return listed_at if isinstance(listed_at, datetime) else None
+
+    def set(self, listed_at: datetime) -> None:
+        """Record that a listing begun at `listed_at` went through every batch (1 write).
+
+        Last writer wins: an overlapping run may store an older time, which only makes the
+        next run examine more batches, never fewer.
+        """
+        try:
+            self._ref().set({"listed_at": listed_at}, timeout=self._commits.timeout_s)
+        except gexc.GoogleAPIError as exc:
+            raise StoreUnavailable(
+                f"{RECONCILE_STATE}/{ADOPTION_STATE_ID}: write failed: {exc}"
+            ) from exc

@@ -1,16 +1,31 @@
 """Orphan adoption: tagged Gemini batches that never reached the ledger get registered.
 
 A crash between creating a batch and registering it leaves a batch no webhook or run
-would settle. Batches tagged `hookledger:{kind}:…` (`kinds.TAG_PREFIX`) from the last
-`ORPHAN_WINDOW` that the ledger does not know are registered as the kind the tag names
-(its adopter builds the context), then checked like any due operation; untagged batches
-are never touched.
+would settle. Batches tagged `hookledger:{kind}:…` (`kinds.TAG_PREFIX`) that the ledger
+does not know are registered as the kind the tag names (its adopter builds the context),
+then checked like any due operation; untagged batches are never touched.
+
+Which batches are examined (a ledger read each, unless the due pages just read them): those
+created after the watermark minus `margin`, and never older than `ORPHAN_WINDOW`. The
+watermark is when the last COMPLETE listing began (`Ledger.adoption_watermark`, kept in
+memory after the process's first read), so a run with nothing new reads no operation:
+
+    worker      creates batch B (t0) ── crashes before register
+    run n       listing begins at W_n ≤ t0 ... ends complete → watermark = W_n
+    run n+1     listing begins at W_n+1 > t0: examines created ≥ W_n - margin ∋ B
+                ledger has no B → adopted, checked now → watermark = W_n+1
+    run n+2     examines created ≥ W_n+1 - margin: B is no longer read
+
+`margin` (grace + `CLOCK_SKEW`) covers Gemini's clock against ours and a batch that a
+listing missed because it appeared just as the listing began. A listing cut short (budget,
+a listing error) or with a batch whose adoption failed leaves the watermark where it was:
+the next run examines the same batches again.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from shared import kinds, logs
 from shared.clock import Clock
@@ -24,29 +39,46 @@ log = logs.get_logger("reconcile")
 # Orphans are looked for among batches this young: past Gemini's 48 h expiry with a day's
 # slack, so the reads per run stay bounded however many batches the project has made.
 ORPHAN_WINDOW = timedelta(hours=72)
+# How far Gemini's create_time may run ahead of our clock (and the listing lag) we tolerate.
+CLOCK_SKEW = timedelta(minutes=2)
 
 
 class OrphanAdopter:
     """Finds and registers orphan batches; `register_orphan` decides what a tag means."""
 
-    def __init__(self, ledger: Ledger, gemini: GeminiGateway, clock: Clock) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        gemini: GeminiGateway,
+        clock: Clock,
+        *,
+        margin: timedelta = CLOCK_SKEW,
+    ) -> None:
         self._ledger = ledger
         self._gemini = gemini
         self._clock = clock
+        self._margin = margin
+        # The watermark this process last read or wrote; None until the first run reads it.
+        self._watermark: datetime | None = None
+        self._loaded = False
 
     def adopt(self, report: RunReport, budget: Budget, known: set[str]) -> list[Operation]:
         """Register tagged batches missing from the ledger; returns them, to check now.
 
-        Names in `known` were just read from the ledger and cost no second read. Stops
-        (and says so in `report`) when the budget is spent; listing failures end adoption
-        for this run, one batch's failure skips that batch.
+        Names in `known` were just read from the ledger and cost no second read; batches
+        created before the watermark minus the margin cost none either. Stops (and says so
+        in `report`) when the budget is spent; listing failures end adoption for this run,
+        one batch's failure skips that batch; either keeps the watermark where it was.
         """
         adopted: list[Operation] = []
-        cutoff = self._clock() - ORPHAN_WINDOW
+        listed_at = self._clock()
+        cutoff = self._cutoff(listed_at)
+        complete = True
         batches = self._gemini.list_batches()  # lazy: one page at a time, within the budget
         while True:
             if budget.spent():
                 report.stop("adopt", None)
+                complete = False
                 break
             try:
                 batch = next(batches)
@@ -60,12 +92,13 @@ class OrphanAdopter:
                     "listing Gemini batches failed; adoption stopped",
                     reason=str(exc),
                 )
+                complete = False
                 break
             name, display_name = batch.name, batch.display_name
             if not display_name.startswith(kinds.TAG_PREFIX) or not name:
                 continue  # not ours: never touched
             if batch.create_time is not None and batch.create_time < cutoff:
-                continue  # long expired in Gemini; checking it would cost a read every run
+                continue  # examined by a complete listing already, or long expired
             if name in known:
                 continue  # read from the ledger moments ago
             try:
@@ -74,6 +107,7 @@ class OrphanAdopter:
                 record = register_orphan(self._ledger, self._gemini, batch)
             except (LedgerError, GeminiError) as exc:
                 report.add(errors=1)
+                complete = False  # examine it again next run
                 logs.event(
                     log,
                     logging.ERROR,
@@ -86,7 +120,43 @@ class OrphanAdopter:
             if record is not None:
                 report.add(adopted=1)
                 adopted.append(record)
+        if complete:
+            self._advance(listed_at)
         return adopted
+
+    def _cutoff(self, now: datetime) -> datetime:
+        """Batches created before this need no read: the window, or the watermark - margin."""
+        floor = now - ORPHAN_WINDOW
+        if not self._loaded:
+            try:
+                self._watermark = self._ledger.adoption_watermark()
+                self._loaded = True
+            except LedgerError as exc:  # fall back to the whole window: more reads, no miss
+                logs.event(
+                    log,
+                    logging.WARNING,
+                    "reading the adoption watermark failed; examining the whole window",
+                    operation="reconcile_state/adoption",
+                    reason=str(exc),
+                )
+        if self._watermark is None:
+            return floor
+        return max(floor, self._watermark - self._margin)
+
+    def _advance(self, listed_at: datetime) -> None:
+        """Store the complete listing's start; a failed write only costs reads next time."""
+        try:
+            self._ledger.set_adoption_watermark(listed_at)
+        except LedgerError as exc:
+            logs.event(
+                log,
+                logging.WARNING,
+                "storing the adoption watermark failed; the next run examines more batches",
+                operation="reconcile_state/adoption",
+                reason=str(exc),
+            )
+        # This process's own complete listing is a fact whether or not the write landed.
+        self._watermark, self._loaded = listed_at, True
 
 
 def register_orphan(ledger: Ledger, gemini: GeminiGateway, batch: BatchSummary) -> Operation | None:

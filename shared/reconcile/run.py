@@ -17,7 +17,7 @@ from shared.gemini import GeminiGateway
 from shared.kinds import Deliverers, KindOptions
 from shared.ledger import Ledger, LedgerError, Operation
 from shared.reconcile import fanout
-from shared.reconcile.adoption import OrphanAdopter
+from shared.reconcile.adoption import CLOCK_SKEW, OrphanAdopter
 from shared.reconcile.check import OperationCheck
 from shared.reconcile.outbox_sweep import Deliver, sweep
 from shared.reconcile.pool import check_all
@@ -72,7 +72,7 @@ class Reconciler:
             stuck=stuck,
             rand=self._sources.rand,
         )
-        self._adopter = OrphanAdopter(ledger, gemini, clock)
+        self._adopter = OrphanAdopter(ledger, gemini, clock, margin=s.grace + CLOCK_SKEW)
 
     @classmethod
     def from_config(

@@ -93,7 +93,19 @@ def test_settle_keeps_exactly_once() -> None:
 
 def test_reconcile_reads_only_what_is_due() -> None:
     result = run_bench(
-        "reconcile", "--settled", "300", "--due", "5", "--poll", "10", "--latency-ms", "1"
+        "reconcile",
+        *("--settled", "300", "--due", "5", "--poll", "10", "--latency-ms", "1"),
+        *("--scale-pending", "200", "--scale-due", "8"),
     )
     assert result["reconcile"]["settled"] == 5
     assert result["naive_full_scan"]["documents_read"] > result["reconcile"]["documents_read"]
+
+
+def test_reconcile_at_scale_fans_out_and_reads_little_with_nothing_due() -> None:
+    result = run_bench("reconcile", "--quick")
+    scale = result["scale"]
+    assert scale["settled"] == scale["due"] == 100
+    assert scale["fan_out_run"]["fanned_out_ops"] == scale["due"]
+    assert scale["nothing_due"]["warm_process"]["documents_read"] <= 2
+    assert scale["nothing_due"]["new_process"]["documents_read"] <= 3  # + the watermark
+    assert scale["nothing_due"]["warm_process"]["examined"] == 0

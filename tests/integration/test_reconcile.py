@@ -16,7 +16,7 @@ import pytest
 
 from shared import kinds
 from shared.clock import FakeClock, system_clock
-from shared.gemini import GeminiGateway
+from shared.gemini import GeminiError, GeminiGateway
 from shared.kinds import OperationKind
 from shared.kinds.review import KIND as REVIEW_KIND
 from shared.kinds.review import review_tag
@@ -419,6 +419,67 @@ def test_adoption_does_not_read_again_what_the_due_pages_just_read(
 
     assert report.examined == 1 and report.adopted == 0, report
     assert looked_up == []  # the due page's record served both the check and adoption
+
+
+def test_batches_a_complete_listing_examined_are_not_read_again(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
+) -> None:
+    tagged = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s4"))
+    ledger.register(tagged, REVIEW_KIND, {"repo": "o/r", "sha": "s4", "paths": ["docs/a.md"]})
+    complete(simulator, [tagged])
+    clock = FakeClock(system_clock() + timedelta(minutes=10))  # past the margin
+    assert make_reconciler(ledger, gateway, clock).run().settled == 1
+    assert ledger.adoption_watermark() == clock()
+    looked_up: list[str] = []
+    original_get = ledger.get
+    ledger.get = lambda name: looked_up.append(name) or original_get(name)  # type: ignore[method-assign]
+
+    report = make_reconciler(ledger, gateway, clock).run()  # a new process reads the watermark
+
+    assert report.adopted == 0 and report.errors == 0 and report.examined == 0, report
+    assert looked_up == []  # listed by the first run: no ledger read for it
+
+
+def test_an_orphan_created_after_a_complete_listing_is_adopted_by_the_next_run(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
+) -> None:
+    reconciler = make_reconciler(ledger, gateway)
+    reconciler.run()
+    first_watermark = ledger.adoption_watermark()
+    assert first_watermark is not None
+    # The worker created this batch, then crashed before registering it.
+    orphan = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s5"))
+    complete(simulator, [orphan])
+
+    report = reconciler.run()
+
+    assert report.adopted == 1 and report.settled == 1, report
+    assert ledger.get(orphan).settled_by == "reconcile"  # type: ignore[union-attr]
+    assert ledger.adoption_watermark() > first_watermark  # type: ignore[operator]
+
+
+def test_a_listing_cut_short_keeps_the_watermark_and_a_later_run_adopts(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
+) -> None:
+    make_reconciler(ledger, gateway).run()
+    watermark = ledger.adoption_watermark()
+    orphan = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s6"))
+    complete(simulator, [orphan])
+    listing = gateway.list_batches
+
+    def failing_listing(page_size: int = 100) -> Iterator[Any]:
+        yield from []
+        raise GeminiError("list batches: 503 from the simulator")
+
+    gateway.list_batches = failing_listing  # type: ignore[method-assign]
+    cut = make_reconciler(ledger, gateway).run()
+    assert cut.errors == 1 and cut.adopted == 0, cut
+    assert ledger.adoption_watermark() == watermark  # not advanced past the unseen batch
+
+    gateway.list_batches = listing  # type: ignore[method-assign]
+    report = make_reconciler(ledger, gateway).run()
+
+    assert report.adopted == 1 and report.settled == 1, report
 
 
 @pytest.mark.parametrize(
