@@ -83,7 +83,7 @@ MINIMUM: dict[str, dict[str, int]] = {
     },
     "reconcile_nothing_due": {
         "firestore_reads": 1,  # one empty due query is billed one read
-        "firestore_writes": 0,
+        "firestore_writes": 2,  # the run record (console) and the adoption watermark
         "firestore_deletes": 0,
         "tasks_create_task": 0,
     },
