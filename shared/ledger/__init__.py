@@ -192,7 +192,7 @@ class Ledger:
         self._reviews = Reviews(commits)
         self._submissions = Submissions(commits)
         self._queries = Queries(commits, self._operations)
-        self._console = ConsoleQueries(commits, self._queries, self._operations)
+        self._console = ConsoleQueries(commits, self._operations)
         self._runs = Runs(commits, retention=retention)
         self._watermark = AdoptionWatermark(commits)
 
@@ -394,7 +394,7 @@ class Ledger:
         after: tuple[datetime, str] | None = None,
     ) -> list[Operation]:
         """Operations newest first, filtered, one page after the cursor (submitted_at, doc_id)."""
-        return self._console.operations_page(
+        return self._queries.operations_page(
             status, kind, settled_by, submitted_since=submitted_since, limit=limit, after=after
         )
 

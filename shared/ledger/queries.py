@@ -67,18 +67,38 @@ class Queries:
         start_after: Operation | None = None,
     ) -> list[Operation]:
         """Operations, newest submitted first, one page; `start_after` = last of a page."""
+        after = (start_after.submitted_at, start_after.doc_id) if start_after else None
+        return self.operations_page(status, kind, settled_by, limit=limit, after=after)
+
+    def operations_page(
+        self,
+        status: str | None = None,
+        kind: str | None = None,
+        settled_by: str | None = None,
+        *,
+        submitted_since: datetime | None = None,
+        limit: int = 50,
+        after: tuple[datetime, str] | None = None,
+    ) -> list[Operation]:
+        """Like `list_operations`, plus an age filter; `after` = (submitted_at, doc_id).
+
+        The range on `submitted_at` uses the same index as its order, so every filter
+        combination is served by the `list_operations` indexes.
+        """
         check_limit(limit)
         descending = firestore.Query.DESCENDING
-        query = (
-            self._filtered(status, kind, settled_by)
-            .order_by("submitted_at", direction=descending)
-            .order_by("__name__", direction=descending)  # a total order for the cursor
+        query = self._filtered(status, kind, settled_by)
+        if submitted_since is not None:
+            query = query.where(filter=firestore.FieldFilter("submitted_at", ">=", submitted_since))
+        query = query.order_by("submitted_at", direction=descending).order_by(
+            "__name__",
+            direction=descending,  # a total order for the cursor
         )
-        if start_after is not None:
+        if after is not None:
             query = query.start_after(
                 {
-                    "submitted_at": start_after.submitted_at,
-                    "__name__": self._operations.collection().document(start_after.doc_id),
+                    "submitted_at": after[0],
+                    "__name__": self._operations.collection().document(after[1]),
                 }
             )
         snapshots = self._commits.stream(query.limit(limit), "list_operations")
@@ -138,43 +158,9 @@ class ConsoleQueries:
     needs is declared in terraform/firestore_indexes.json.
     """
 
-    def __init__(self, commits: Commits, queries: Queries, operations: Operations) -> None:
+    def __init__(self, commits: Commits, operations: Operations) -> None:
         self._commits = commits
-        self._queries = queries
         self._operations = operations
-
-    def operations_page(
-        self,
-        status: str | None = None,
-        kind: str | None = None,
-        settled_by: str | None = None,
-        *,
-        submitted_since: datetime | None = None,
-        limit: int = 50,
-        after: tuple[datetime, str] | None = None,
-    ) -> list[Operation]:
-        """Like `list_operations`, plus an age filter; `after` = (submitted_at, doc_id).
-
-        The range on `submitted_at` uses the same index as its order, so every filter
-        combination is served by the `list_operations` indexes.
-        """
-        check_limit(limit)
-        descending = firestore.Query.DESCENDING
-        query = self._queries._filtered(status, kind, settled_by)
-        if submitted_since is not None:
-            query = query.where(filter=firestore.FieldFilter("submitted_at", ">=", submitted_since))
-        query = query.order_by("submitted_at", direction=descending).order_by(
-            "__name__", direction=descending
-        )
-        if after is not None:
-            query = query.start_after(
-                {
-                    "submitted_at": after[0],
-                    "__name__": self._operations.collection().document(after[1]),
-                }
-            )
-        snapshots = self._commits.stream(query.limit(limit), "operations_page")
-        return [operation_from_snapshot(s) for s in snapshots]
 
     def count_settled(self, by: str, start: datetime, end: datetime) -> int:
         """How many operations were settled by `by` in [start, end), by a count aggregation."""
