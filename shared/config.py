@@ -166,26 +166,28 @@ class Config:
                 raise ConfigError(f"{name} must be true or false, got {env.get(name)!r}")
             return raw == "true"
 
-        def number(name: str, default: float) -> float:
+        def real(name: str) -> float | None:
+            """The variable as a float; None when unset or empty."""
             raw = env.get(name)
             if raw is None or raw == "":
-                return default
+                return None
             try:
-                value = float(raw)
+                return float(raw)
             except ValueError:
                 raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+
+        def number(name: str, default: float) -> float:
+            value = real(name)
+            if value is None:
+                return default
             if not math.isfinite(value) or value <= 0:
                 raise ConfigError(f"{name} must be positive, got {value}")
             return value
 
         def fraction(name: str, default: float) -> float:
-            raw = env.get(name)
-            if raw is None or raw == "":
+            value = real(name)
+            if value is None:
                 return default
-            try:
-                value = float(raw)
-            except ValueError:
-                raise ConfigError(f"{name} must be a number, got {raw!r}") from None
             if not 0.0 <= value <= 1.0:  # also refuses nan
                 raise ConfigError(f"{name} must be a fraction from 0 to 1, got {value}")
             return value
