@@ -11,6 +11,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,29 +54,41 @@ def _load_app() -> Any:
     return functions_framework.create_app(target="ingress", source=str(REPO / "functions/main.py"))
 
 
-@pytest.fixture
-def ingress(cloudtasks_emulator, monkeypatch) -> Harness:
+def ingress_harness(cloudtasks_emulator, monkeypatch, env: dict[str, str]) -> Iterator[Harness]:
+    """The real ingress app on its own paused queue (every created task stays listable),
+    configured by the local defaults plus `env`; the queue is deleted afterwards."""
     tasks_client = make_client(cloudtasks_emulator.host)
     queue_id = f"ingress-{uuid.uuid4().hex[:12]}"
     queue = f"projects/demo-hookledger/locations/us-central1/queues/{queue_id}"
     ensure_queue(tasks_client, queue)
-    tasks_client.pause_queue(name=queue)  # keep every created task listable
+    tasks_client.pause_queue(name=queue)
     for name, value in {
         "GOOGLE_CLOUD_PROJECT": "demo-hookledger",
         "CLOUD_TASKS_EMULATOR_HOST": cloudtasks_emulator.host,
         "TASKS_QUEUE": queue_id,
         "WORKER_URL": "http://127.0.0.1:9/worker",
-        "GITHUB_WEBHOOK_SECRETS": f"new-github-secret-0123,{LOCAL_GITHUB_SECRET}",
-        "GEMINI_WEBHOOK_SECRETS": f"{OTHER_GEMINI_SECRET},{LOCAL_GEMINI_SECRET}",
         "ENVELOPE_KEYS": LOCAL_ENVELOPE_KEY,
-        "MAX_BODY_BYTES": str(SMALL_LIMIT),
-        "MAX_GEMINI_BODY_BYTES": str(GEMINI_LIMIT),
         "TASKS_TIMEOUT_S": "2",
+        **env,
     }.items():
         monkeypatch.setenv(name, value)
     yield Harness(_load_app().test_client(), tasks_client, queue)
     runtime.reset()
     tasks_client.delete_queue(name=queue)
+
+
+@pytest.fixture
+def ingress(cloudtasks_emulator, monkeypatch) -> Iterator[Harness]:
+    yield from ingress_harness(
+        cloudtasks_emulator,
+        monkeypatch,
+        {
+            "GITHUB_WEBHOOK_SECRETS": f"new-github-secret-0123,{LOCAL_GITHUB_SECRET}",
+            "GEMINI_WEBHOOK_SECRETS": f"{OTHER_GEMINI_SECRET},{LOCAL_GEMINI_SECRET}",
+            "MAX_BODY_BYTES": str(SMALL_LIMIT),
+            "MAX_GEMINI_BODY_BYTES": str(GEMINI_LIMIT),
+        },
+    )
 
 
 def github_headers(

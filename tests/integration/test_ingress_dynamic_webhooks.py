@@ -15,11 +15,15 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from shared import runtime
 from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_GEMINI_SECRET
 from shared.envelope import EnvelopeSealer
-from shared.tasks import ensure_queue, make_client
-from tests.integration.test_ingress import Harness, _load_app, gemini_body, gemini_headers
+from tests.integration.test_ingress import (
+    Harness,
+    _load_app,
+    gemini_body,
+    gemini_headers,
+    ingress_harness,
+)
 from tests.jwks_server import AUDIENCE, JwksServer, sign
 
 ISSUER = "https://generativelanguage.googleapis.com"
@@ -35,27 +39,16 @@ def keys() -> Iterator[JwksServer]:
 
 @pytest.fixture
 def ingress(cloudtasks_emulator, keys, monkeypatch) -> Iterator[Harness]:
-    tasks_client = make_client(cloudtasks_emulator.host)
-    queue_id = f"dynamic-{uuid.uuid4().hex[:12]}"
-    queue = f"projects/demo-hookledger/locations/us-central1/queues/{queue_id}"
-    ensure_queue(tasks_client, queue)
-    tasks_client.pause_queue(name=queue)  # keep every created task listable
-    for name, value in {
-        "GOOGLE_CLOUD_PROJECT": "demo-hookledger",
-        "CLOUD_TASKS_EMULATOR_HOST": cloudtasks_emulator.host,
-        "TASKS_QUEUE": queue_id,
-        "WORKER_URL": "http://127.0.0.1:9/worker",
-        "GEMINI_WEBHOOK_SECRETS": LOCAL_GEMINI_SECRET,
-        "ENVELOPE_KEYS": LOCAL_ENVELOPE_KEY,
-        "GEMINI_JWKS_URL": keys.url,
-        "GEMINI_WEBHOOK_AUDIENCE": AUDIENCE,
-        "GEMINI_WEBHOOK_ISSUER": ISSUER,
-        "TASKS_TIMEOUT_S": "2",
-    }.items():
-        monkeypatch.setenv(name, value)
-    yield Harness(_load_app().test_client(), tasks_client, queue)
-    runtime.reset()
-    tasks_client.delete_queue(name=queue)
+    yield from ingress_harness(
+        cloudtasks_emulator,
+        monkeypatch,
+        {
+            "GEMINI_WEBHOOK_SECRETS": LOCAL_GEMINI_SECRET,
+            "GEMINI_JWKS_URL": keys.url,
+            "GEMINI_WEBHOOK_AUDIENCE": AUDIENCE,
+            "GEMINI_WEBHOOK_ISSUER": ISSUER,
+        },
+    )
 
 
 def claims(**changes: Any) -> dict[str, Any]:
