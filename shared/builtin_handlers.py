@@ -21,6 +21,7 @@ from shared.handlers import (
     Ignored,
     PermanentError,
     RetryableError,
+    Unresolved,
     handler,
 )
 
@@ -102,7 +103,7 @@ def resolve_operation(ledger: Ledger, data_id: str, event_type: str) -> Operatio
 
 
 @handler("gemini", *BATCH_EVENTS, *OPERATION_EVENTS)
-def settle_operation(event: Event, ctx: HandlerContext) -> Done | Ignored:
+def settle_operation(event: Event, ctx: HandlerContext) -> Done | Ignored | Unresolved:
     """Re-fetch the operation named in the event (a hint only) and settle it in the ledger.
 
     A `data.id` that names no operation in the ledger marks the delivery `unresolved`
@@ -110,7 +111,6 @@ def settle_operation(event: Event, ctx: HandlerContext) -> Done | Ignored:
     """
     from shared.kinds import Deliverers, KindOptions
     from shared.ledger import Settlement
-    from shared.ledger.records import UNRESOLVED
     from shared.settlement import RUNNING, Settler
 
     payload = event.json()
@@ -129,8 +129,7 @@ def settle_operation(event: Event, ctx: HandlerContext) -> Done | Ignored:
             event=event.type,
             operation=data_id,
         )
-        ctx.ledger.mark_delivery(event.source, event.delivery_id, UNRESOLVED, error=reason)
-        return Ignored(reason)
+        return Unresolved(reason)
     name = record.name
     settler = Settler(ctx.ledger, ctx.gemini, KindOptions.from_config(ctx.config), Deliverers(ctx))
     outcome = settler.settle(name, "webhook", record=record)

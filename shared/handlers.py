@@ -10,8 +10,8 @@
 The ingress enqueues an event only when a handler is registered for it (anything else
 is answered 200 `ignored`); the worker runs the handler with the verified event and a
 `HandlerContext` (config, ledger, clients, clock). A handler reports its outcome by
-returning `Done` / `Ignored` or by raising from the one error tree (shared/errors.py);
-the worker reads `errors.retryable(exc)`:
+returning `Done` / `Ignored` / `Unresolved` or by raising from the one error tree
+(shared/errors.py); the worker reads `errors.retryable(exc)`:
 
     HandlerError        (= errors.HookledgerError) what a handler raises on purpose
     ├── RetryableError  (= errors.TransientError) timeout, 429/5xx upstream: 5xx, retried
@@ -74,7 +74,15 @@ class Ignored:
     detail: str = ""
 
 
-Outcome = Done | Ignored
+@dataclass(frozen=True)
+class Unresolved:
+    """The event names nothing we know (e.g. a Gemini `data.id` not in the ledger): recorded
+    `unresolved` with `detail` as its reason, left to reconcile, not retried."""
+
+    detail: str = ""
+
+
+Outcome = Done | Ignored | Unresolved
 
 
 class Handler(Protocol):

@@ -25,7 +25,7 @@ from shared.entrypoints.http import Endpoint, Reply
 from shared.envelope import Envelope, EnvelopeSealer, resolve_body
 from shared.errors import retryable
 from shared.handler_context import ClientFactories, HandlerContext
-from shared.handlers import Done, Event, Ignored
+from shared.handlers import Done, Event, Ignored, Unresolved
 from shared.ledger import Ledger, LedgerError
 from shared.oidc import OidcError, OidcVerifier
 from shared.signatures import VerificationError
@@ -115,6 +115,8 @@ class Worker(Endpoint):
             return self._failed(ids, exc, retry_count)
         if isinstance(outcome, Ignored):
             return self._finish(ids, "ignored", outcome.detail)
+        if isinstance(outcome, Unresolved):
+            return self._finish(ids, "unresolved", outcome.detail, error=outcome.detail)
         assert isinstance(outcome, Done)
         return self._finish(ids, "done", outcome.detail)
 
@@ -127,9 +129,11 @@ class Worker(Endpoint):
             return self._dead(ids, f"gave up after {retry_count} retries: {reason}")
         return self._retry(ids, reason)
 
-    def _finish(self, ids: dict[str, Any], status: str, detail: str) -> Reply:
+    def _finish(
+        self, ids: dict[str, Any], status: str, detail: str, error: str | None = None
+    ) -> Reply:
         try:
-            self._ledger.mark_delivery(ids["source"], ids["delivery_id"], status)
+            self._ledger.mark_delivery(ids["source"], ids["delivery_id"], status, error=error)
         except LedgerError as exc:
             return self._retry(ids, f"marking the delivery {status} failed: {exc}")
         logs.event(log, logging.INFO, f"delivery {status}: {detail}", **ids)

@@ -19,7 +19,6 @@ from shared.ledger.ids import SOURCE, check_limit, clip_error, delivery_id
 from shared.ledger.records import (
     DELIVERIES,
     DELIVERY_STATUSES,
-    UNRESOLVED,
     Delivery,
     Recorded,
     delivery_from,
@@ -85,11 +84,7 @@ class Deliveries:
     def mark(
         self, source: str, delivery_id_: str, status: str, error: str | None = None
     ) -> Delivery:
-        """Set the status, add one attempt, keep `error` as `last_error` when given.
-
-        `ignored` never overwrites `unresolved`: a handler marks its delivery unresolved
-        (naming why) before the worker records the generic "ignored" outcome.
-        """
+        """Set the status, add one attempt, keep `error` as `last_error` when given."""
         doc_id = delivery_id(source, delivery_id_)
         if status not in DELIVERY_STATUSES:
             raise InvalidArgument(
@@ -106,10 +101,9 @@ class Deliveries:
                 raise UnknownDelivery(f"delivery {doc_id} was never recorded")
             now = self._clock()
             data = snapshot.to_dict() or {}
-            keep = status == "ignored" and data.get("status") == UNRESOLVED
             update: dict[str, Any] = {
-                "status": UNRESOLVED if keep else status,
-                "attempts": int(data.get("attempts", 0)) + (0 if keep else 1),
+                "status": status,
+                "attempts": int(data.get("attempts", 0)) + 1,
                 "updated_at": now,
                 "expire_at": now + self._retention,
             }
