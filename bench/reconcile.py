@@ -92,34 +92,39 @@ class ReadCounter:
         return result, self.reads - before, round(time.monotonic() - started, 3)
 
 
-def seed_settled(client: Any, total: int, at: datetime) -> None:
-    """`total` settled operations, 500 per batched write."""
+def seed_operations(client: Any, total: int, prefix: str, fields: dict[str, Any]) -> None:
+    """`total` operations `batches/{prefix}{i:06d}` with `fields`, 500 per batched write."""
     from shared import opnames
 
     collection = client.collection("operations")
     for start in range(0, total, 500):
         batch = client.batch()
         for i in range(start, min(start + 500, total)):
-            name = f"batches/old{i:06d}"
-            batch.set(
-                collection.document(opnames.encode(name)),
-                {
-                    "name": name,
-                    "short_id": f"old{i:06d}",
-                    "kind": KIND,
-                    "status": "succeeded",
-                    "submitted_at": at - timedelta(hours=2),
-                    "attempts": 1,
-                    "next_check_at": at - timedelta(hours=1),
-                    "writeback_done": True,
-                    "context": {},
-                    "outbox": [],
-                    "settled_at": at - timedelta(hours=1),
-                    "settled_by": "webhook",
-                    "expire_at": at + timedelta(days=14),
-                },
-            )
+            name = f"batches/{prefix}{i:06d}"
+            data = {"name": name, "short_id": f"{prefix}{i:06d}", "kind": KIND, **fields}
+            batch.set(collection.document(opnames.encode(name)), data)
         batch.commit()
+
+
+def seed_settled(client: Any, total: int, at: datetime) -> None:
+    """`total` settled operations."""
+    seed_operations(
+        client,
+        total,
+        "old",
+        {
+            "status": "succeeded",
+            "submitted_at": at - timedelta(hours=2),
+            "attempts": 1,
+            "next_check_at": at - timedelta(hours=1),
+            "writeback_done": True,
+            "context": {},
+            "outbox": [],
+            "settled_at": at - timedelta(hours=1),
+            "settled_by": "webhook",
+            "expire_at": at + timedelta(days=14),
+        },
+    )
 
 
 def submit(gateway: Any, ledger: Any, sim: SimulatorClient, n: int, finish: bool) -> list[str]:
@@ -356,32 +361,23 @@ class GeminiCalls:
 
 
 def seed_pending(client: Any, total: int, next_check_at: datetime, at: datetime) -> None:
-    """`total` pending operations not due before `next_check_at`, 500 per batched write."""
-    from shared import opnames
-
-    collection = client.collection("operations")
-    for start in range(0, total, 500):
-        batch = client.batch()
-        for i in range(start, min(start + 500, total)):
-            name = f"batches/wait{i:06d}"
-            batch.set(
-                collection.document(opnames.encode(name)),
-                {
-                    "name": name,
-                    "short_id": f"wait{i:06d}",
-                    "kind": KIND,
-                    "status": "pending",
-                    "submitted_at": at,
-                    "attempts": 0,
-                    "next_check_at": next_check_at,
-                    "writeback_done": False,
-                    "context": {},
-                    "outbox": [],
-                    "settled_at": None,
-                    "settled_by": None,
-                },
-            )
-        batch.commit()
+    """`total` pending operations not due before `next_check_at`."""
+    seed_operations(
+        client,
+        total,
+        "wait",
+        {
+            "status": "pending",
+            "submitted_at": at,
+            "attempts": 0,
+            "next_check_at": next_check_at,
+            "writeback_done": False,
+            "context": {},
+            "outbox": [],
+            "settled_at": None,
+            "settled_by": None,
+        },
+    )
 
 
 def check_page_server(state: dict[str, Any]) -> ThreadingHTTPServer:
