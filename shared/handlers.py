@@ -42,6 +42,20 @@ RetryableError = TransientError
 
 
 @dataclass(frozen=True)
+class Attempt:
+    """One run of a delivery, as the worker's lease on it names it.
+
+    `id` is new for every run (two overlapping runs of one delivery never share it);
+    `expires_at` is when the worker's lease on the delivery ends: past it another run
+    may take the delivery over, so anything this run owns must be done before then.
+    None when no lease bounds the run (a direct call from a test or the CLI).
+    """
+
+    id: str
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True)
 class Event:
     """A verified event as the worker hands it to a handler."""
 
@@ -51,6 +65,12 @@ class Event:
     received_at: datetime
     body: bytes
     headers: Mapping[str, str] = field(default_factory=dict)
+    # The worker's attempt; defaults to one unbounded run named after the delivery.
+    attempt: Attempt | None = None
+
+    @property
+    def run(self) -> Attempt:
+        return self.attempt or Attempt(f"{self.delivery_id}:direct")
 
     def json(self) -> Any:
         """The body parsed as JSON; a body that is not JSON is a `PermanentError`."""

@@ -174,6 +174,28 @@ def rows(driver: Any, css: str) -> list[Any]:
     return list(driver.find_elements(By.CSS_SELECTOR, css))
 
 
+def click_through(driver: Any, element_id: str, lands_on: str) -> None:
+    """Click `element_id` and return once the NEW page, whose URL contains `lands_on`, loaded.
+
+    A click only starts the navigation: the old document stays readable until the new one
+    replaces it, so reading right after the click can see the page before the click. Wait
+    for the old root to go stale, then for the new document to finish loading.
+    """
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old_root = driver.find_element(By.TAG_NAME, "html")
+    driver.find_element(By.ID, element_id).click()
+    wait = WebDriverWait(driver, 60)
+    wait.until(ec.staleness_of(old_root), f"{element_id}: the page was never replaced")
+    wait.until(
+        lambda d: lands_on in d.current_url
+        and d.execute_script("return document.readyState") == "complete",
+        f"{element_id}: no loaded page at a URL containing {lands_on!r}",
+    )
+
+
 def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, browser):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
@@ -196,11 +218,11 @@ def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, brow
     driver.get(url + "/operations")
     assert len(rows(driver, "tr.op-row")) == ledger.count_operations() >= 3
     Select(driver.find_element(By.ID, "filter-status")).select_by_value("pending")
-    driver.find_element(By.ID, "apply-filters").click()
+    click_through(driver, "apply-filters", "status=pending")
     assert len(rows(driver, "tr.op-row")) == pending
     Select(driver.find_element(By.ID, "filter-status")).select_by_value("")
     Select(driver.find_element(By.ID, "filter-settled_by")).select_by_value("reconcile")
-    driver.find_element(By.ID, "apply-filters").click()
+    click_through(driver, "apply-filters", "settled_by=reconcile")
     assert len(rows(driver, "tr.op-row")) == 1
     shot(driver, "operations")
 
@@ -215,7 +237,7 @@ def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, brow
     driver.get(url + "/deliveries")
     everything = len(rows(driver, "tr.delivery-row"))
     driver.find_element(By.ID, "filter-source").send_keys("gemini")
-    driver.find_element(By.ID, "apply-filters").click()
+    click_through(driver, "apply-filters", "source=gemini")
     gemini_rows = rows(driver, "tr.delivery-row")
     assert 0 < len(gemini_rows) < everything
     assert all("gemini:" in row.text for row in gemini_rows)
@@ -228,9 +250,9 @@ def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, brow
     assert ledger.get_delivery("github", "push-dead").status == "dead"
 
     driver.get(f"{url}/deliveries/github/push-dead")
-    driver.find_element(By.ID, "replay-link").click()
+    click_through(driver, "replay-link", "/replay")
     shot(driver, "replay-confirm")
-    driver.find_element(By.ID, "confirm-replay").click()
+    click_through(driver, "confirm-replay", "?replayed=")
     assert "Replay enqueued" in text(driver, "replayed")
 
     def shows_done() -> bool:
