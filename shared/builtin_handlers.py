@@ -159,7 +159,7 @@ def review_push(event: Event, ctx: HandlerContext) -> Done | Ignored:
         model=ctx.config.review_model,
         clock=ctx.clock,
     )
-    return run(payload, event.delivery_id, deps)
+    return run(payload, event.delivery_id, deps, event.run)
 
 
 @handler("hookledger", "check-page")

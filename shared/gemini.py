@@ -209,6 +209,24 @@ class GeminiGateway:
         )
         return uploaded.name
 
+    def cancel_batch(self, name: str) -> None:
+        """Cancel the batch; one already finished (FAILED_PRECONDITION) or gone is done too.
+
+        Gemini's cancel is asynchronous: the batch reports CANCELLED some time later.
+        """
+        name = batch_name(name)
+        try:
+            with mapped(f"cancel {name}"):
+                self._client.batches.cancel(name=name)
+        except GeminiNotFound:
+            return  # deleted or aged out: nothing left to bill
+        except GeminiRejected:
+            with mapped(name):
+                job = self._client.batches.get(name=name)
+            if job.state is None or job.state.value not in TERMINAL_STATES:
+                raise
+        logs.event(log, logging.INFO, f"cancel requested for batch {name}", operation=name)
+
     def fetch_batch(self, name: str) -> BatchStatus:
         """The batch's state and, once terminal, its rows and top-level error.
 

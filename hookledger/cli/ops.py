@@ -11,9 +11,9 @@ from typing import Any
 
 from hookledger.cli.output import CliError, Output, fields_block, table
 from shared import runtime
-from shared.ledger import PENDING, TERMINAL_STATUSES
+from shared.ledger import OPERATION_STATUSES
 
-OP_STATUSES = (PENDING, *sorted(TERMINAL_STATUSES))
+OP_STATUSES = OPERATION_STATUSES
 _KIND = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
 LIST_COLUMNS = [
     ("NAME", "name"),

@@ -12,9 +12,9 @@ from typing import Any
 from hookledger.cli.output import Output, age, rfc3339, table
 from shared import runtime
 from shared.clock import Clock, system_clock
-from shared.ledger import DELIVERY_STATUSES, PENDING, STUCK_ALERTED_AT, TERMINAL_STATUSES, Ledger
+from shared.ledger import DELIVERY_STATUSES, OPERATION_STATUSES, STUCK_ALERTED_AT, Ledger
 
-OP_STATUSES = (PENDING, *sorted(TERMINAL_STATUSES))
+OP_STATUSES = OPERATION_STATUSES
 DELIVERY_ORDER = ("queued", "done", "ignored", "unresolved", "dead")
 STUCK_SHOWN = 10
 STUCK_FIELDS = ("name", "kind", "status", "submitted_at", STUCK_ALERTED_AT)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared.ledger import DELIVERY_STATUSES, PENDING, TERMINAL_STATUSES, Ledger
+from shared.ledger import DELIVERY_STATUSES, OPERATION_STATUSES, Ledger
 
-OP_STATUSES = (PENDING, *sorted(TERMINAL_STATUSES))
+OP_STATUSES = OPERATION_STATUSES
 DELIVERY_ORDER = tuple(
     s for s in ("queued", "done", "ignored", "unresolved", "dead") if s in DELIVERY_STATUSES
 )

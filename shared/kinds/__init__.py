@@ -139,6 +139,9 @@ class DeliveryServices(Protocol):
     @property
     def comments(self) -> CommentsClient: ...
 
+    @property
+    def gemini(self) -> GeminiGateway: ...
+
 
 DeliverWith = Callable[["OutboxItem", DeliveryServices], None]
 
@@ -183,4 +186,4 @@ class Deliverers:
 
 def _load_builtin() -> None:
     """Import the built-in kind modules (they register themselves); cheap after the first call."""
-    from shared.kinds import review  # noqa: F401
+    from shared.kinds import cancel, review  # noqa: F401

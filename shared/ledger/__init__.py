@@ -27,9 +27,12 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     review_doc_id(repo, sha, path) -> str                           # sha256 hex
     ledger.get_review(repo, sha, path) -> dict | None
     ledger.reviews_for(operation_name, limit=1000) -> list[dict]
-    # submissions (create-once guard)
-    ledger.claim_submission(tag, delivery_id, now) -> Submission | None   # None: yours
-    ledger.update_submission(tag, *, operation=None, claimed_by=None, claimed_at=None)
+    # submissions (one winning batch per push; shared/ledger/submissions.py)
+    ledger.submissions.claim(tag, *, delivery_id, attempt, lease_until, now, context)
+        -> Claimed(state, submission)     # OWNED | DECIDED | BUSY | STALE
+    ledger.submissions.take_over(stale, ...) / renew(tag, ...) / release(tag, ...)
+    ledger.submissions.register_winner(tag, name, kind, context) -> Winner(won, operation)
+    ledger.record_superseded(name, kind, context, *, winner, outbox) -> Operation
     # deliveries
     ledger.record_delivery(source, delivery_id, event, payload=None, payload_ref=None)
         -> Recorded(new, delivery)
@@ -96,12 +99,14 @@ from shared.ledger.queries import ConsoleQueries, Queries
 from shared.ledger.records import (
     DELIVERIES,
     DELIVERY_STATUSES,
+    OPERATION_STATUSES,
     OPERATIONS,
     PENDING,
     REVIEWS,
     SETTLED_BY,
     STUCK_ALERTED_AT,
     SUBMISSIONS,
+    SUPERSEDED,
     TERMINAL_STATUSES,
     UNRESOLVED,
     Deliver,
@@ -130,6 +135,7 @@ __all__ = [
     "DELIVERIES",
     "DELIVERY_STATUSES",
     "OPERATIONS",
+    "OPERATION_STATUSES",
     "PENDING",
     "RECONCILE_RUNS",
     "RECONCILE_STATE",
@@ -137,6 +143,7 @@ __all__ = [
     "SETTLED_BY",
     "STUCK_ALERTED_AT",
     "SUBMISSIONS",
+    "SUPERSEDED",
     "TERMINAL_STATUSES",
     "UNRESOLVED",
     "AmbiguousId",
@@ -190,7 +197,7 @@ class Ledger:
         self._outbox = Outbox(commits, self._operations, clock, outbox_policy or OutboxPolicy())
         self._deliveries = Deliveries(commits, clock, retention=retention)
         self._reviews = Reviews(commits)
-        self._submissions = Submissions(commits)
+        self._submissions = Submissions(commits, self._operations)
         self._queries = Queries(commits, self._operations)
         self._console = ConsoleQueries(commits, self._operations)
         self._runs = Runs(commits, retention=retention)
@@ -288,22 +295,22 @@ class Ledger:
 
     # ----------------------------------------------------------------- submissions
 
-    def claim_submission(self, tag: str, delivery_id: str, now: datetime) -> Submission | None:
-        """Create the submission of `tag`: None when created (yours), else the stored one."""
-        return self._submissions.claim(tag, delivery_id, now)
+    @property
+    def submissions(self) -> Submissions:
+        """The push submissions: claim, take over, renew, release, `register_winner`."""
+        return self._submissions
 
-    def update_submission(
+    def record_superseded(
         self,
-        tag: str,
+        name: str,
+        kind: str,
+        context: Mapping[str, Any] | None,
         *,
-        operation: str | None = None,
-        claimed_by: str | None = None,
-        claimed_at: datetime | None = None,
-    ) -> None:
-        """Merge only the given fields into the submission of `tag`."""
-        self._submissions.update(
-            tag, operation=operation, claimed_by=claimed_by, claimed_at=claimed_at
-        )
+        winner: str,
+        outbox: Sequence[Any],
+    ) -> Operation:
+        """Record a batch that lost its push to `winner`; its outbox makes it harmless."""
+        return self._operations.record_superseded(name, kind, context, winner=winner, outbox=outbox)
 
     # ----------------------------------------------------------------- deliveries
 

@@ -35,7 +35,7 @@ from shared.ledger.errors import (
     StoreUnavailable,
     WritebackFailed,
 )
-from shared.ledger.ids import check_limit, check_time, clip_error, operation_id
+from shared.ledger.ids import check_limit, check_time, clip_error, operation_id, submission_id
 from shared.ledger.records import (
     CHECKS,
     MAX_CHECKS,
@@ -43,6 +43,8 @@ from shared.ledger.records import (
     PENDING,
     SETTLED_BY,
     STUCK_ALERTED_AT,
+    SUBMISSIONS,
+    SUPERSEDED,
     TERMINAL_STATUSES,
     WRITEBACK_ERROR,
     Operation,
@@ -74,13 +76,35 @@ class Operations:
 
     def register(self, name: str, kind: str, context: Mapping[str, Any] | None = None) -> Operation:
         """Record `name` as pending; if it exists, return it unchanged."""
+        doc_id, data = self.pending_fields(name, kind, context)
+        try:
+            self.collection().document(doc_id).create(data, timeout=self._commits.timeout_s)
+        except gexc.AlreadyExists:
+            existing = self.get(name)
+            if existing is None:  # deleted (TTL) between create and read
+                raise ContentionError(f"operation {name} vanished while registering") from None
+            return existing
+        except gexc.GoogleAPIError as exc:
+            raise StoreUnavailable(f"operation {name}: register failed: {exc}") from exc
+        self.log_registered(name, kind)
+        return operation_from(data, doc_id, None)
+
+    def pending_fields(
+        self,
+        name: str,
+        kind: str,
+        context: Mapping[str, Any] | None,
+        *,
+        submission: str | None = None,
+    ) -> tuple[str, dict[str, Any]]:
+        """(document id, fields) of `name` registered pending now, checked; nothing written."""
         doc_id = operation_id(name)
         if not isinstance(kind, str) or not kind.strip():
             raise InvalidArgument(f"operation {name}: kind must be a non-empty string")
         if context is not None and not isinstance(context, Mapping):
             raise InvalidArgument(f"operation {name}: context must be a mapping")
         now = self._clock()
-        data = {
+        data: dict[str, Any] = {
             "name": name,
             "short_id": opnames.short_id(name),
             "kind": kind,
@@ -92,16 +116,64 @@ class Operations:
             "context": dict(context or {}),
             "outbox": [],
         }
+        if submission is not None:
+            data["submission"] = submission
+        return doc_id, data
+
+    def expire_submission(self, txn: Any, record: Operation, expire_at: Any) -> None:
+        """Stage the push's submission to expire with its winner (docs/architecture.md,
+        "Expiry"): kept while the operation is, so an old push never gets a second batch."""
+        if record.submission and expire_at is not None:
+            ref = self._commits.collection(SUBMISSIONS).document(submission_id(record.submission))
+            txn.set(ref, {"expire_at": expire_at}, merge=True)
+
+    def log_registered(self, name: str, kind: str) -> None:
+        log_event(log, logging.INFO, "operation registered", operation=name, kind=kind)
+
+    def record_superseded(
+        self,
+        name: str,
+        kind: str,
+        context: Mapping[str, Any] | None,
+        *,
+        winner: str,
+        outbox: Sequence[Any],
+    ) -> Operation:
+        """Record the batch `name` that lost its push to `winner`: final at once, never settled.
+
+        Its outbox holds what makes it harmless (cancelling it at Gemini). If `name` is
+        already recorded, the stored record is returned unchanged.
+        """
+        doc_id, data = self.pending_fields(name, kind, context)
+        now = data["submitted_at"]
+        data.update(
+            status=SUPERSEDED,
+            superseded_by=winner,
+            settled_at=now,
+            next_check_at=None,
+            writeback_done=not outbox,
+            outbox=[{"payload": item, "delivered_at": None} for item in outbox],
+        )
         try:
             self.collection().document(doc_id).create(data, timeout=self._commits.timeout_s)
         except gexc.AlreadyExists:
             existing = self.get(name)
-            if existing is None:  # deleted (TTL) between create and read
-                raise ContentionError(f"operation {name} vanished while registering") from None
+            if existing is None:
+                raise ContentionError(f"operation {name} vanished while recording it") from None
             return existing
         except gexc.GoogleAPIError as exc:
-            raise StoreUnavailable(f"operation {name}: register failed: {exc}") from exc
-        log_event(log, logging.INFO, "operation registered", operation=name, kind=kind)
+            raise StoreUnavailable(
+                f"operation {name}: recording it superseded failed: {exc}"
+            ) from exc
+        log_event(
+            log,
+            logging.WARNING,
+            f"batch {name} superseded by {winner}: a second batch for one push, cancelled",
+            operation=name,
+            kind=kind,
+            winner=winner,
+            alert="batch_superseded",
+        )
         return operation_from(data, doc_id, None)
 
     def get(self, name: str) -> Operation | None:
@@ -181,6 +253,7 @@ class Operations:
                 if writeback is not None:
                     _stage(writeback, ResultWrites(txn, self._commits.client, record), record)
                 txn.update(ref, update, option=self._commits.unchanged_since(snapshot))
+                self.expire_submission(txn, record, update.get("expire_at"))
 
             try:
                 self._commits.commit(body, ref, snapshot)

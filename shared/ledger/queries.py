@@ -18,15 +18,14 @@ from shared.ledger.ids import check_limit
 from shared.ledger.operations import Operations
 from shared.ledger.records import (
     DELIVERIES,
+    OPERATION_STATUSES,
     PENDING,
     SETTLED_BY,
     STUCK_ALERTED_AT,
-    TERMINAL_STATUSES,
     Operation,
     operation_from_snapshot,
 )
 
-OPERATION_STATUSES = frozenset({PENDING, *TERMINAL_STATUSES})
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _CONTEXT_KEY = re.compile(r"context(\.[A-Za-z_][A-Za-z0-9_]{0,99}){1,5}")
 

@@ -21,6 +21,12 @@ SUBMISSIONS = "submissions"
 
 PENDING = "pending"
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled", "expired"})
+# A batch made for a push that already has its winning batch (docs/architecture.md,
+# "One winner per push"): recorded final at once, cancelled at Gemini through its outbox,
+# never settled, never written back.
+SUPERSEDED = "superseded"
+# Every operation status, in the order the CLI and the console show them.
+OPERATION_STATUSES = (PENDING, *sorted(TERMINAL_STATUSES), SUPERSEDED)
 SETTLED_BY = frozenset({"webhook", "reconcile"})
 # `unresolved`: a Gemini event whose `data.id` names no operation in the ledger; the
 # operation (if ours) is left to reconcile (docs/architecture.md, "worker").
@@ -95,6 +101,10 @@ class Operation:
     # Set when a permanent write-back error settled the operation without its results.
     writeback_error: Any = None
     checks: tuple[dict[str, Any], ...] = ()
+    # The tag of the push's submission this operation won (None: registered without one).
+    submission: str | None = None
+    # For a superseded batch: the push's winning operation.
+    superseded_by: str | None = None
     update_time: datetime | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -121,6 +131,8 @@ class Operation:
             "writeback_error": self.writeback_error,
             "checks": list(self.checks),
             "outbox": [item.to_dict() for item in self.outbox],
+            "submission": self.submission,
+            "superseded_by": self.superseded_by,
         }
 
 
@@ -160,12 +172,26 @@ class Delivery:
 
 @dataclass(frozen=True)
 class Submission:
-    """A `submissions` document: who claimed a create-once action, and what it created."""
+    """A `submissions` document: who holds a push's create-once action, and what won.
+
+    `claimed_by` is the delivery, `attempt` the run that holds the claim until
+    `lease_until`; `operation` is the winning batch, set once; `context` is the push's
+    own context (paths, refused files), so whoever registers the winner uses it.
+    """
 
     tag: str
     operation: str | None
     claimed_by: str | None
     claimed_at: datetime | None
+    attempt: str | None = None
+    lease_until: datetime | None = None
+    context: dict[str, Any] = field(default_factory=dict)
+    expire_at: datetime | None = None
+    update_time: datetime | None = field(default=None, repr=False, compare=False)
+
+    def leased(self, now: datetime) -> bool:
+        """True while the holder's lease runs (an unleased claim is never live)."""
+        return isinstance(self.lease_until, datetime) and self.lease_until > now
 
 
 class Recorded(NamedTuple):
@@ -219,6 +245,8 @@ def operation_from(data: Mapping[str, Any], doc_id: str, update_time: Any) -> Op
         stuck_alerted_at=data.get(STUCK_ALERTED_AT),
         writeback_error=data.get(WRITEBACK_ERROR),
         checks=tuple(dict(c) for c in data.get(CHECKS) or ()),
+        submission=data.get("submission"),
+        superseded_by=data.get("superseded_by"),
         update_time=update_time,
     )
 
@@ -254,10 +282,15 @@ def delivery_from(data: Mapping[str, Any], doc_id: str) -> Delivery:
     )
 
 
-def submission_from(data: Mapping[str, Any], tag: str) -> Submission:
+def submission_from(data: Mapping[str, Any], tag: str, update_time: Any = None) -> Submission:
     return Submission(
         tag=data.get("tag") or tag,
         operation=data.get("operation") or None,
         claimed_by=data.get("claimed_by"),
         claimed_at=data.get("claimed_at"),
+        attempt=data.get("attempt"),
+        lease_until=data.get("lease_until"),
+        context=dict(data.get("context") or {}),
+        expire_at=data.get("expire_at"),
+        update_time=update_time,
     )

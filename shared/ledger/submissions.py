@@ -1,83 +1,238 @@
-"""Submissions: the create-once guard of actions that are not idempotent (creating a batch).
+"""Submissions: one create-once action per push (a Gemini batch), owned per attempt.
 
-A `submissions` document is claimed before the action and holds its result afterwards;
-the review pipeline's use of it is described in shared/review.py. The claim is ONE
-`create`, so of two racing callers exactly one owns the submission::
+Creating a batch is not idempotent and Gemini takes no request id, so the ledger makes a
+second batch rare and then harmless (docs/architecture.md, "One winner per push"). A
+`submissions/{tag}` document holds:
 
-    A: create(tag) → ok (None: A owns it)     B: create(tag) → ALREADY_EXISTS
-                                              B: read → Submission(claimed_by=A) → B waits
+- the claim: `attempt` (one run of one delivery) holds it until `lease_until`;
+- the winner: `operation`, set once, in the same commit that registers it pending;
+- the push's own `context`, so whoever registers the winner registers the real one.
+
+Every change is ONE conditional write: a `create`, or an update on condition the document
+is unchanged since it was read. Timeline of the overlap it closes (A's lease expired while
+A's create was in flight; B retries)::
+
+    A: claim ─ renew (lease left ≥ create budget) ─ create ───────▶ B_A ── register_winner
+    B:                 A leased → BUSY (retry) … A's lease over ─ list: B_A? ─┐
+          found  → register_winner(B_A)                                          │
+          absent → take over ("unchanged since read") ─ renew ─ create B_B ──────┘
+    register_winner: operation set only while empty → the second is `superseded`, cancelled
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from enum import StrEnum
+from typing import Any, NamedTuple
 
 from google.api_core import exceptions as gexc
 
-from shared.ledger.commits import Commits
+from shared.ledger.commits import Commits, Conflict, Seen
 from shared.ledger.errors import ContentionError, InvalidArgument, StoreUnavailable
 from shared.ledger.ids import check_time, submission_id
-from shared.ledger.records import SUBMISSIONS, Submission, submission_from
+from shared.ledger.operations import Operations
+from shared.ledger.records import SUBMISSIONS, SUPERSEDED, Submission, submission_from
+
+
+class Claim(StrEnum):
+    """Where a push's submission stands for one attempt."""
+
+    OWNED = "owned"  # this attempt holds the claim: it may create the batch
+    DECIDED = "decided"  # the push has its winning batch: `submission.operation`
+    BUSY = "busy"  # another attempt's lease is live: retry later
+    STALE = "stale"  # no winner, and no live lease but maybe ours: list before taking over
+
+
+class Claimed(NamedTuple):
+    state: Claim
+    submission: Submission | None
+
+
+class Winner(NamedTuple):
+    """`register_winner`'s answer: `operation` is the push's winner; `won` when it is ours."""
+
+    won: bool
+    operation: str
 
 
 class Submissions:
-    """The `submissions` collection."""
+    """The `submissions` collection, and the winner rule that spans it and `operations`."""
 
-    def __init__(self, commits: Commits) -> None:
+    def __init__(self, commits: Commits, operations: Operations) -> None:
         self._commits = commits
+        self._operations = operations
 
     def _ref(self, tag: str) -> Any:
         return self._commits.collection(SUBMISSIONS).document(submission_id(tag))
 
-    def claim(self, tag: str, delivery_id: str, now: datetime) -> Submission | None:
-        """Create the submission for `tag`; None when created (the caller owns it).
-
-        Otherwise returns the stored submission, unchanged.
-        """
-        if not isinstance(delivery_id, str) or not delivery_id:
-            raise InvalidArgument(f"submission {tag}: delivery id must be a non-empty string")
+    def claim(
+        self,
+        tag: str,
+        *,
+        delivery_id: str,
+        attempt: str,
+        lease_until: datetime,
+        now: datetime,
+        context: Mapping[str, Any] | None = None,
+    ) -> Claimed:
+        """Create the submission for this attempt (OWNED), or say where the stored one stands."""
+        _check_holder(tag, delivery_id, attempt)
         check_time(now, "claimed_at")
-        ref = self._ref(tag)
-        claim = {"tag": tag, "operation": None, "claimed_by": delivery_id, "claimed_at": now}
+        check_time(lease_until, "lease_until")
+        claim = {
+            "tag": tag,
+            "operation": None,
+            "claimed_by": delivery_id,
+            "attempt": attempt,
+            "claimed_at": now,
+            "lease_until": lease_until,
+            "context": dict(context or {}),
+        }
         try:
-            ref.create(claim, timeout=self._commits.timeout_s)
-            return None
+            self._ref(tag).create(claim, timeout=self._commits.timeout_s)
+            return Claimed(Claim.OWNED, submission_from(claim, tag))
         except gexc.AlreadyExists:
             pass
         except gexc.GoogleAPIError as exc:
             raise StoreUnavailable(f"submission {tag}: claim failed: {exc}") from exc
-        snapshot = self._commits.read(ref, f"submission {tag}")
-        if not snapshot.exists:  # deleted between the create and the read
+        stored = self.get(tag)
+        if stored is None:  # deleted (TTL) between the create and the read
             raise ContentionError(f"submission {tag} vanished while claiming")
-        return submission_from(snapshot.to_dict() or {}, tag)
+        return Claimed(_standing(stored, attempt, now), stored)
+
+    def take_over(
+        self,
+        stale: Submission,
+        *,
+        delivery_id: str,
+        attempt: str,
+        lease_until: datetime,
+        now: datetime,
+    ) -> Claimed:
+        """Hold a STALE claim, on condition nobody changed it since `stale` was read.
+
+        Call only after a full listing found no batch with the tag. Refused: where the
+        submission stands now (another attempt took it over, or a winner was set).
+        """
+        _check_holder(stale.tag, delivery_id, attempt)
+        update = {
+            "claimed_by": delivery_id,
+            "attempt": attempt,
+            "claimed_at": now,
+            "lease_until": lease_until,
+        }
+        return self._conditional(stale, update, attempt, now)
+
+    def renew(self, tag: str, *, attempt: str, lease_until: datetime, now: datetime) -> Claimed:
+        """Confirm, right before the create, that `attempt` still holds an undecided claim.
+
+        A conditional write: if another attempt took over or a winner was set since our
+        read, the answer is that state and nothing is written.
+        """
+        stored = self.get(tag)
+        if stored is None:
+            raise ContentionError(f"submission {tag} vanished while renewing")
+        if stored.operation or stored.attempt != attempt:
+            return Claimed(_standing(stored, attempt, now), stored)
+        return self._conditional(
+            stored, {"lease_until": lease_until, "renewed_at": now}, attempt, now
+        )
+
+    def release(self, tag: str, *, attempt: str, now: datetime) -> bool:
+        """End `attempt`'s lease early (its create failed); False if it no longer holds it."""
+        stored = self.get(tag)
+        if stored is None or stored.operation or stored.attempt != attempt:
+            return False
+        state, _ = self._conditional(stored, {"lease_until": now}, attempt, now)
+        return state is not Claim.DECIDED
+
+    def register_winner(
+        self,
+        tag: str,
+        name: str,
+        kind: str,
+        context: Mapping[str, Any] | None,
+        *,
+        fallback_context: Mapping[str, Any] | None = None,
+    ) -> Winner:
+        """Register `name` pending as the push's batch if the push has none yet, in ONE commit.
+
+        The operation is created and the submission's `operation` set together, on condition
+        the submission is unchanged since it was read with no winner: of two batches of one
+        push, exactly one wins. `context` None means the push's own (stored on the
+        submission), else `fallback_context` (an adopted orphan with no submission).
+        """
+        ref = self._ref(tag)
+
+        def attempt() -> Winner:
+            snapshot = self._commits.read(ref, f"submission {tag}")
+            if not snapshot.exists:  # no guard for this tag (another kind, or expired)
+                chosen = context if context is not None else fallback_context
+                self._operations.register(name, kind, chosen)
+                return Winner(True, name)
+            stored = submission_from(snapshot.to_dict() or {}, tag, snapshot.update_time)
+            if stored.operation:
+                return Winner(stored.operation == name, stored.operation)
+            existing = self._operations.get(name)
+            if existing is not None and existing.status == SUPERSEDED:
+                return Winner(False, existing.superseded_by or "")
+            chosen = context if context is not None else (stored.context or fallback_context)
+            doc_id, data = self._operations.pending_fields(name, kind, chosen, submission=tag)
+            decided = {"operation": name, "lease_until": None, "decided_at": data["submitted_at"]}
+            op_ref = self._operations.collection().document(doc_id)
+
+            def body(txn: Any) -> None:
+                if existing is None:
+                    txn.create(op_ref, data)
+                txn.update(ref, decided, option=self._commits.unchanged_since(snapshot))
+
+            self._commits.commit(body, ref, snapshot)
+            if existing is None:
+                self._operations.log_registered(name, kind)
+            return Winner(True, name)
+
+        return self._commits.retrying(tag, attempt)
 
     def get(self, tag: str) -> Submission | None:
         snapshot = self._commits.read(self._ref(tag), f"submission {tag}")
-        return submission_from(snapshot.to_dict() or {}, tag) if snapshot.exists else None
+        if not snapshot.exists:
+            return None
+        return submission_from(snapshot.to_dict() or {}, tag, snapshot.update_time)
 
-    def update(
-        self,
-        tag: str,
-        *,
-        operation: str | None = None,
-        claimed_by: str | None = None,
-        claimed_at: datetime | None = None,
-    ) -> None:
-        """Merge the given fields (only those not None) into the submission of `tag`."""
-        fields: dict[str, Any] = {"tag": tag}
-        if operation is not None:
-            if not isinstance(operation, str) or not operation:
-                raise InvalidArgument(f"submission {tag}: operation must be a non-empty string")
-            fields["operation"] = operation
-        if claimed_by is not None:
-            if not isinstance(claimed_by, str) or not claimed_by:
-                raise InvalidArgument(f"submission {tag}: claimed_by must be a non-empty string")
-            fields["claimed_by"] = claimed_by
-        if claimed_at is not None:
-            check_time(claimed_at, "claimed_at")
-            fields["claimed_at"] = claimed_at
-        try:
-            self._ref(tag).set(fields, merge=True, timeout=self._commits.timeout_s)
-        except gexc.GoogleAPIError as exc:
-            raise StoreUnavailable(f"submission {tag}: update failed: {exc}") from exc
+    def _conditional(
+        self, seen: Submission, update: dict[str, Any], attempt: str, now: datetime
+    ) -> Claimed:
+        """Apply `update` if the submission is unchanged since `seen`; else where it stands."""
+        ref = self._ref(seen.tag)
+        read = Seen(ref.id, seen.update_time)
+
+        def attempt_once() -> Claimed:
+            try:
+                self._commits.update_if_unchanged(ref, read, update)
+            except Conflict:  # somebody wrote first: say where it stands now
+                stored = self.get(seen.tag)
+                if stored is None:
+                    raise ContentionError(
+                        f"submission {seen.tag} vanished while claiming"
+                    ) from None
+                return Claimed(_standing(stored, attempt, now), stored)
+            known = {k: v for k, v in update.items() if k in Submission.__dataclass_fields__}
+            return Claimed(Claim.OWNED, replace(seen, update_time=None, **known))
+
+        return self._commits.retrying(seen.tag, attempt_once)  # backs off on ABORTED only
+
+
+def _standing(stored: Submission, attempt: str, now: datetime) -> Claim:
+    if stored.operation:
+        return Claim.DECIDED
+    if stored.attempt != attempt and stored.leased(now):
+        return Claim.BUSY
+    return Claim.STALE  # expired, unleased, or ours from a run that may have created
+
+
+def _check_holder(tag: str, delivery_id: str, attempt: str) -> None:
+    for what, value in (("delivery id", delivery_id), ("attempt", attempt)):
+        if not isinstance(value, str) or not value:
+            raise InvalidArgument(f"submission {tag}: {what} must be a non-empty string")

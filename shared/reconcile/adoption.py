@@ -99,6 +99,8 @@ class OrphanAdopter:
                 continue  # not ours: never touched
             if batch.create_time is not None and batch.create_time < cutoff:
                 continue  # examined by a complete listing already, or long expired
+            if batch.create_time is not None and batch.create_time > listed_at - self._margin:
+                continue  # maybe mid-create: its own attempt registers it (the watermark keeps it)
             if name in known:
                 continue  # read from the ledger moments ago
             try:
@@ -160,12 +162,18 @@ class OrphanAdopter:
 
 
 def register_orphan(ledger: Ledger, gemini: GeminiGateway, batch: BatchSummary) -> Operation | None:
-    """Register the orphan `batch` as the kind its tag names (shared/kinds/); None if it cannot.
+    """Register the orphan `batch` as the kind its tag names (shared/kinds/); None if not.
 
-    A kind nobody registered (a `hookledger submit --kind X` batch) is adopted with the
-    generic behaviour; a kind that adopts nothing, or a tag its kind cannot read, is
-    logged and left alone.
+    The push's submission decides first (docs/architecture.md, "One winner per push"): a
+    batch that is not the push's winner is superseded and cancelled, never adopted; the
+    winner is registered with the submission's own context. Only a batch with no stored
+    context (no submission: another kind, a crash before the claim) gets the kind's
+    adopter context. A kind nobody registered (a `hookledger submit --kind X` batch) is
+    adopted with the generic behaviour; a kind that adopts nothing, or a tag its kind
+    cannot read, is logged and left alone.
     """
+    from shared.kinds.cancel import supersede
+
     parsed = kinds.parse_tag(batch.display_name)
     adopt = parsed.kind.adopt if parsed is not None else None
     if parsed is None or adopt is None:
@@ -177,24 +185,34 @@ def register_orphan(ledger: Ledger, gemini: GeminiGateway, batch: BatchSummary) 
             display_name=batch.display_name,
         )
         return None
-    try:
-        context = adopt(parsed.key, batch, gemini)
-    except PermanentError as exc:
-        logs.event(
-            log,
-            logging.WARNING,
-            f"tagged batch {batch.name} not adopted: {exc}",
-            operation=batch.name,
-            display_name=batch.display_name,
-        )
+    kind, tag = parsed.kind.name, batch.display_name
+    submission = ledger.submissions.get(tag)
+    fallback = None
+    if submission is None or not (submission.operation or submission.context):
+        try:
+            fallback = adopt(parsed.key, batch, gemini)
+        except PermanentError as exc:
+            logs.event(
+                log,
+                logging.WARNING,
+                f"tagged batch {batch.name} not adopted: {exc}",
+                operation=batch.name,
+                display_name=tag,
+            )
+            return None
+    winner = ledger.submissions.register_winner(
+        tag, batch.name, kind, None, fallback_context=fallback
+    )
+    if not winner.won:
+        supersede(ledger, gemini, batch.name, kind, winner=winner.operation)
         return None
-    record = ledger.register(batch.name, parsed.kind.name, context)
+    record = ledger.get(batch.name)
     logs.event(
         log,
         logging.WARNING,
         f"adopted orphan batch {batch.name}",
         operation=batch.name,
-        kind=parsed.kind.name,
-        display_name=batch.display_name,
+        kind=kind,
+        display_name=tag,
     )
     return record

@@ -469,6 +469,7 @@ def test_status_counts_oldest_pending_and_alerts(cli: Any, capsys) -> None:
         "expired": 0,
         "failed": 0,
         "succeeded": 1,
+        "superseded": 0,
     }
     assert data["deliveries"] == {
         "queued": 2,

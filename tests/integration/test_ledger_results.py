@@ -13,7 +13,6 @@ from shared.ledger import (
     Ledger,
     Settlement,
     StoreUnavailable,
-    Submission,
     WritebackFailed,
     review_doc_id,
 )
@@ -149,41 +148,6 @@ def test_a_writeback_firestore_refuses_at_commit_settles_with_the_reason(ledger,
     assert stored["status"] == "succeeded"
     assert "Firestore refused the write-back" in stored["writeback_error"]
     assert not firestore_client.collection("reviews").document("huge").get().exists
-
-
-# ----------------------------------------------------------------------- submissions
-
-
-def test_the_first_claim_owns_the_submission_and_later_ones_see_it(ledger, clock):
-    assert ledger.claim_submission("review:o/r@abc", "d-1", clock()) is None
-    clock.advance(5)
-
-    seen = ledger.claim_submission("review:o/r@abc", "d-2", clock())
-
-    assert seen == Submission("review:o/r@abc", None, "d-1", clock.now - timedelta(seconds=5))
-
-
-def test_update_submission_merges_only_the_given_fields(ledger, clock):
-    tag = "review:o/r@abc"
-    ledger.claim_submission(tag, "d-1", clock())
-
-    ledger.update_submission(tag, operation="batches/b1")
-    after_operation = ledger.claim_submission(tag, "d-9", clock())
-    clock.advance(60)
-    ledger.update_submission(tag, claimed_by="d-2", claimed_at=clock())
-    after_takeover = ledger.claim_submission(tag, "d-9", clock())
-
-    assert after_operation == Submission(
-        tag, "batches/b1", "d-1", clock.now - timedelta(seconds=60)
-    )
-    assert after_takeover == Submission(tag, "batches/b1", "d-2", clock.now)
-
-
-def test_a_tag_too_long_for_a_document_id_still_claims_once(ledger, clock):
-    tag = "review:o/r@" + "x" * 3000
-
-    assert ledger.claim_submission(tag, "d-1", clock()) is None
-    assert ledger.claim_submission(tag, "d-2", clock()).claimed_by == "d-1"
 
 
 # ----------------------------------------------------------------------- stuck alerts

@@ -63,6 +63,12 @@ def gateway(simulator: Any) -> GeminiGateway:
     return GeminiGateway(simulator.genai())
 
 
+def past_min_age() -> Any:
+    """Now plus 3 minutes: batches created just before are past adoption's minimum age
+    (grace 0 + the 2 min clock skew), so their creator is certainly done with them."""
+    return system_clock() + timedelta(minutes=3)
+
+
 def make_reconciler(
     ledger: Ledger, gateway: GeminiGateway, clock: Any = system_clock, **overrides: Any
 ) -> Reconciler:
@@ -276,7 +282,7 @@ def test_orphan_with_our_tag_is_adopted_and_settled_untagged_is_left_alone(
     theirs = gateway.create_batch(MODEL, [("c.md", "z")], display_name="someone-else")
     complete(simulator, [ours, theirs])
 
-    report = make_reconciler(ledger, gateway).run()
+    report = make_reconciler(ledger, gateway, past_min_age).run()
 
     assert report.adopted == 1 and report.settled == 1, report
     adopted = ledger.get(ours)
@@ -295,6 +301,57 @@ def test_orphan_with_our_tag_is_adopted_and_settled_untagged_is_left_alone(
     assert ledger.get(theirs) is None
 
 
+def test_a_batch_younger_than_the_minimum_age_is_not_adopted_yet(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger
+) -> None:
+    young = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "y"))
+
+    now_report = make_reconciler(ledger, gateway).run()  # its creator may be mid-register
+
+    assert now_report.adopted == 0 and ledger.get(young) is None, now_report
+    later = make_reconciler(ledger, gateway, past_min_age).run()
+    assert later.adopted == 1 and ledger.get(young) is not None, later
+
+
+def test_adoption_asks_the_push_submission_who_won(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger
+) -> None:
+    """The winner is registered with the push's own context (refused files included); a
+    second batch for the push is superseded and cancelled, never adopted or settled."""
+    tag = review_tag("o/r", "s7")
+    context = {
+        "repo": "o/r",
+        "sha": "s7",
+        "paths": ["docs/a.md"],
+        "refused": [{"path": "x.md", "error": "404"}],
+    }
+    now = system_clock()
+    ledger.submissions.claim(
+        tag, delivery_id="d", attempt="dead-run", lease_until=now, now=now, context=context
+    )
+    first = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=tag)
+    second = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=tag)
+
+    report = make_reconciler(ledger, gateway, past_min_age).run()
+
+    winner, loser = (
+        (first, second) if ledger.submissions.get(tag).operation == first else (second, first)
+    )
+    assert report.adopted == 1, report
+    assert ledger.get(winner).context == context  # type: ignore[union-attr]
+    superseded = ledger.get(loser)
+    assert superseded is not None and superseded.status == "superseded"
+    assert superseded.superseded_by == winner and superseded.writeback_done
+    client = simulator.genai()  # held: a client dropped mid-call closes its transport
+    wait_until(
+        lambda: client.batches.get(name=loser).state.value == "JOB_STATE_CANCELLED",
+        10,
+        "Gemini reports the superseded batch cancelled",
+        every=0.05,
+    )
+    assert client.batches.get(name=winner).state.value == "JOB_STATE_PENDING"
+
+
 def test_an_orphan_of_a_cli_submitted_kind_is_adopted_as_that_kind(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger
 ) -> None:
@@ -303,7 +360,7 @@ def test_an_orphan_of_a_cli_submitted_kind_is_adopted_as_that_kind(
     unknown_tag = gateway.create_batch(MODEL, [("q2", "y")], display_name="hookledger:review:no-at")
     complete(simulator, [orphan, unknown_tag])
 
-    report = make_reconciler(ledger, gateway).run()
+    report = make_reconciler(ledger, gateway, past_min_age).run()
 
     adopted = ledger.get(orphan)
     assert adopted is not None and report.adopted == 1, report
@@ -322,12 +379,12 @@ def test_an_orphan_adopted_while_running_still_gets_its_reviews(
     running = gateway.create_batch(
         MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s2")
     )
-    first = make_reconciler(ledger, gateway).run()
+    first = make_reconciler(ledger, gateway, past_min_age).run()
     assert first.adopted == 1 and first.still_running == 1, first
 
     complete(simulator, [running])
     ledger.defer(running, system_clock() - timedelta(seconds=1), 1)  # due again now
-    second = make_reconciler(ledger, gateway).run()
+    second = make_reconciler(ledger, gateway, past_min_age).run()
 
     assert second.settled == 1, second
     [review_doc] = [s.to_dict() for s in firestore_client.collection("reviews").stream()]
@@ -451,7 +508,7 @@ def test_an_orphan_created_after_a_complete_listing_is_adopted_by_the_next_run(
     orphan = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s5"))
     complete(simulator, [orphan])
 
-    report = reconciler.run()
+    report = make_reconciler(ledger, gateway, past_min_age).run()
 
     assert report.adopted == 1 and report.settled == 1, report
     assert ledger.get(orphan).settled_by == "reconcile"  # type: ignore[union-attr]
@@ -477,7 +534,7 @@ def test_a_listing_cut_short_keeps_the_watermark_and_a_later_run_adopts(
     assert ledger.adoption_watermark() == watermark  # not advanced past the unseen batch
 
     gateway.list_batches = listing  # type: ignore[method-assign]
-    report = make_reconciler(ledger, gateway).run()
+    report = make_reconciler(ledger, gateway, past_min_age).run()
 
     assert report.adopted == 1 and report.settled == 1, report
 

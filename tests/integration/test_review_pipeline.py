@@ -8,7 +8,7 @@ import pytest
 
 from shared.gemini import GeminiGateway, make_client
 from shared.github import ContentsClient
-from shared.handlers import Done, Ignored, PermanentError, RetryableError
+from shared.handlers import Attempt, Done, Ignored, PermanentError, RetryableError
 from shared.kinds.review import review_tag
 from shared.kinds.review.pipeline import ReviewDeps, review_push
 from shared.ledger import Ledger
@@ -40,32 +40,22 @@ def deps(simulator, firestore_client) -> ReviewDeps:
     )
 
 
-class CrashingLedger:
-    """Raises on the first register, as if the process died between create and register."""
-
-    def __init__(self, ledger: Ledger) -> None:
-        self._ledger, self.crashed = ledger, False
-
-    def register(self, *args, **kwargs):
-        if not self.crashed:
-            self.crashed = True
-            raise RuntimeError("process died")
-        return self._ledger.register(*args, **kwargs)
-
-    def __getattr__(self, name):
-        return getattr(self._ledger, name)
-
-
 def test_a_retry_after_a_crash_between_create_and_register_adopts_the_batch(deps, simulator):
-    crashing = CrashingLedger(deps.ledger)
-    with pytest.raises(RuntimeError):
-        review_push(
-            payload(["docs/a.md", "docs/b.md"]),
-            "d1",
-            deps.__class__(**{**deps.__dict__, "ledger": crashing}),
-        )
+    from datetime import timedelta
 
-    outcome = review_push(payload(["docs/a.md", "docs/b.md"]), "d1", deps)
+    from shared.clock import FakeClock
+    from shared.crashpoints import Crashed, crashing_at
+
+    clock = FakeClock()
+    timed = ReviewDeps(**{**deps.__dict__, "clock": clock})
+    files = payload(["docs/a.md", "docs/b.md"])
+    with crashing_at("push.after_create"), pytest.raises(Crashed):
+        review_push(files, "d1", timed, Attempt("run-1", clock() + timedelta(minutes=10)))
+    with pytest.raises(RetryableError, match="run-1"):  # the dead run's lease still holds
+        review_push(files, "d1", timed, Attempt("run-2", clock() + timedelta(minutes=10)))
+
+    clock.advance(timedelta(minutes=10, seconds=1).total_seconds())
+    outcome = review_push(files, "d1", timed, Attempt("run-3", clock() + timedelta(minutes=10)))
 
     [batch] = simulator.control.batches()
     assert isinstance(outcome, Done) and "already submitted" in outcome.detail
@@ -113,7 +103,7 @@ def test_a_malformed_push_is_permanent(deps):
         review_push({"ref": "refs/heads/main"}, "d6", deps)
 
 
-def test_a_second_delivery_of_the_same_push_waits_while_the_first_holds_a_fresh_claim(
+def test_a_second_delivery_of_the_same_push_waits_while_the_first_holds_a_live_lease(
     deps, simulator
 ):
     from datetime import timedelta
@@ -122,15 +112,44 @@ def test_a_second_delivery_of_the_same_push_waits_while_the_first_holds_a_fresh_
 
     clock = FakeClock()
     tag = review_tag(REPO, SHA)
-    assert deps.ledger.claim_submission(tag, "org-hook-delivery", clock()) is None
+    first = deps.ledger.submissions.claim(
+        tag,
+        delivery_id="org-hook-delivery",
+        attempt="org-run",
+        lease_until=clock() + timedelta(minutes=10),
+        now=clock(),
+    )
+    assert first.state.value == "owned"
     waiting = ReviewDeps(**{**deps.__dict__, "clock": clock})
+    run = Attempt("repo-run", clock() + timedelta(minutes=10))
 
     with pytest.raises(RetryableError, match="org-hook-delivery"):
-        review_push(payload(["docs/a.md"]), "repo-hook-delivery", waiting)
+        review_push(payload(["docs/a.md"]), "repo-hook-delivery", waiting, run)
     assert simulator.control.batches() == []
 
-    clock.advance(timedelta(minutes=11).total_seconds())  # the other claim went stale
-    assert isinstance(review_push(payload(["docs/a.md"]), "repo-hook-delivery", waiting), Done)
+    clock.advance(timedelta(minutes=11).total_seconds())  # the other lease ended
+    later = Attempt("repo-run-2", clock() + timedelta(minutes=10))
+    assert isinstance(
+        review_push(payload(["docs/a.md"]), "repo-hook-delivery", waiting, later), Done
+    )
+    assert len(simulator.control.batches()) == 1
+
+
+def test_a_run_with_too_little_lease_left_does_not_create(deps, simulator):
+    from datetime import timedelta
+
+    from shared.clock import FakeClock
+
+    clock = FakeClock()
+    late = ReviewDeps(**{**deps.__dict__, "clock": clock})
+    run = Attempt("late-run", clock() + timedelta(seconds=10))
+
+    with pytest.raises(RetryableError, match="too little"):
+        review_push(payload(["docs/a.md"]), "d-late", late, run)
+    assert simulator.control.batches() == []
+    # The claim was released: the next attempt goes ahead at once.
+    next_run = Attempt("next-run", clock() + timedelta(minutes=10))
+    assert isinstance(review_push(payload(["docs/a.md"]), "d-late", late, next_run), Done)
     assert len(simulator.control.batches()) == 1
 
 

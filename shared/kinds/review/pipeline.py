@@ -1,14 +1,17 @@
 """The reference pipeline: a push to the default branch becomes one Gemini batch of reviews.
 
-Creating a batch is not idempotent, and the push delivery may be retried (a file that
-failed to fetch, a crash). A submission (`ledger.claim_submission`, keyed by the batch's
-tag) is claimed before the batch is created and holds its name afterwards:
+Creating a batch is not idempotent, Gemini takes no request id, and one push can be run
+by overlapping attempts (Cloud Tasks' at-least-once delivery, a timed-out attempt still
+running, a replay, two hooks for one repository). The push's submission
+(`ledger.submissions`, keyed by the batch's tag) makes a second batch rare, and the winner
+rule makes one that slips through harmless (docs/architecture.md, "One winner per push"):
 
-    attempt 1: claim submission ─ create batch ─✗ crash before recording the name
-    attempt 2: claim exists, no name ─ look for a batch tagged review:{repo}@{sha} ─ adopt it
+    claim ─ (held by a live lease: retry) ─ (stale: list; a tagged batch → it wins)
+          ─ renew right before the create (skipped when too little lease is left)
+          ─ create ─ register_winner: ONE commit, the operation and the winner together
+                      └ lost (another batch won): recorded `superseded`, cancelled
 
-so a retry never creates a second batch. The batch's `display_name` carries the tag,
-which is also how reconcile recognises an orphan.
+The batch's `display_name` carries the tag, which is also how reconcile adopts an orphan.
 
 Inputs are checked before anything is fetched: a malformed repository or commit makes the
 delivery dead, a repository outside `GITHUB_REPOSITORIES` is ignored, and a path GitHub
@@ -26,7 +29,8 @@ from typing import Any
 
 from shared import logs
 from shared.clock import Clock, system_clock
-from shared.gemini import GeminiGateway
+from shared.crashpoints import crash_point
+from shared.gemini import BatchSummary, GeminiGateway
 from shared.github import (
     ContentsClient,
     GitHubRejected,
@@ -38,14 +42,19 @@ from shared.github import (
     repository_allowed,
     reviewable,
 )
-from shared.handlers import Done, Ignored, PermanentError, RetryableError
+from shared.handlers import Attempt, Done, Ignored, PermanentError, RetryableError
+from shared.kinds.cancel import supersede
 from shared.kinds.review import KIND, review_tag
-from shared.ledger import Ledger
+from shared.ledger import Ledger, LedgerError
+from shared.ledger.submissions import Claim
 
 log = logs.get_logger("review")
 
-# How long another delivery's claim on a push is honoured before this one takes over.
-CLAIM_FRESH_FOR = timedelta(minutes=10)
+# A run with no worker lease (a direct call) holds the push's claim this long.
+UNLEASED_CLAIM = timedelta(minutes=10)
+# The create is sent only with at least this much lease left: the call's own timeout
+# (HTTP_TIMEOUT_S, 30 s by default) and a margin, so it ends before anyone may take over.
+CREATE_BUDGET = timedelta(seconds=60)
 # A refused path is stored and logged up to this length (github.MAX_PATH_BYTES is 4096).
 MAX_SHOWN_PATH = 4096
 PROMPT = (
@@ -64,10 +73,19 @@ class ReviewDeps:
     clock: Clock = system_clock
     # `GITHUB_REPOSITORIES`: globs of the repositories to review; empty reviews every one.
     repositories: tuple[str, ...] = ()
+    create_budget: timedelta = CREATE_BUDGET
 
 
-def review_push(payload: dict[str, Any], delivery_id: str, deps: ReviewDeps) -> Done | Ignored:
-    """Submit one batch for the push's reviewable files; safe to call again for the same push.
+def review_push(
+    payload: dict[str, Any],
+    delivery_id: str,
+    deps: ReviewDeps,
+    attempt: Attempt | None = None,
+) -> Done | Ignored:
+    """Submit one batch for the push's reviewable files; safe to run again, even at once.
+
+    `attempt` is this run (the worker's lease); overlapping runs of one push, of one
+    delivery or of several, end with one batch registered (see the module docstring).
 
     Nothing is fetched before the repository, commit and every path are checked. Raises
     `PermanentError` for a malformed push or when every file was refused, and
@@ -99,26 +117,30 @@ def review_push(payload: dict[str, Any], delivery_id: str, deps: ReviewDeps) -> 
         "refused": [{"path": _storable(p), "error": _clip(e)} for p, e in refused.items()],
     }
     tag = review_tag(push.repo, push.sha)
-    name = _existing_batch(deps.ledger, tag, deps.gemini, delivery_id, deps.clock())
-    if name is None:
-        requests = [(path, PROMPT.format(path=path, text=files[path])) for path in submitted]
+    run = Submitter(deps, tag, delivery_id, attempt or Attempt(f"{delivery_id}:direct"))
+    decided = run.claim(context)
+    if decided is not None:
+        return Done(decided)
+    requests = [(path, PROMPT.format(path=path, text=files[path])) for path in submitted]
+    try:
+        crash_point("push.before_create")
         name = deps.gemini.create_batch(deps.model, requests, display_name=tag)
-        # Register at once: from here on reconcile can find it even if we crash.
-        deps.ledger.register(name, KIND, context)
-        deps.ledger.update_submission(tag, operation=name)
-        logs.event(
-            log,
-            logging.INFO,
-            "review batch submitted",
-            operation=name,
-            delivery_id=delivery_id,
-            repo=push.repo,
-            files=len(submitted),
-            refused=len(refused),
-        )
-        return Done(f"submitted {name} for {len(submitted)} file(s), {len(refused)} refused")
-    deps.ledger.register(name, KIND, context)
-    return Done(f"already submitted as {name}")
+    except Exception:
+        run.release()  # the next attempt lists before it creates: a committed batch is found
+        raise
+    crash_point("push.after_create")
+    outcome = run.register(name, context)
+    logs.event(
+        log,
+        logging.INFO,
+        "review batch submitted",
+        operation=name,
+        delivery_id=delivery_id,
+        repo=push.repo,
+        files=len(submitted),
+        refused=len(refused),
+    )
+    return Done(outcome or f"submitted {name} for {len(submitted)} file(s), {len(refused)} refused")
 
 
 def _fetch_all(
@@ -172,27 +194,104 @@ def _storable(path: str) -> str:
     return text if len(text) <= MAX_SHOWN_PATH else text[:MAX_SHOWN_PATH] + "…"
 
 
-def _existing_batch(
-    ledger: Ledger, tag: str, gemini: GeminiGateway, delivery_id: str, now: datetime
-) -> str | None:
-    """The batch already created for `tag`; None when this delivery may create it.
+class Submitter:
+    """One attempt's way through the push's submission: claim, list, take over, register."""
 
-    Two deliveries of one push (a repository and an organisation hook) may race: the
-    first claims the submission, the other waits for it (a retry) while the claim is fresh.
-    """
-    stored = ledger.claim_submission(tag, delivery_id, now)
-    if stored is None:
-        return None  # first attempt: we own the submission
-    if stored.operation:
-        return stored.operation
-    # An earlier attempt claimed the submission but crashed around the create call.
-    for batch in gemini.list_batches():
-        if batch.display_name == tag:
-            ledger.update_submission(tag, operation=batch.name)
-            return batch.name
-    claimed_at = stored.claimed_at
-    fresh = isinstance(claimed_at, datetime) and now - claimed_at < CLAIM_FRESH_FOR
-    if stored.claimed_by not in (None, delivery_id) and fresh:
-        raise RetryableError(f"{tag}: delivery {stored.claimed_by} is submitting this push")
-    ledger.update_submission(tag, claimed_by=delivery_id, claimed_at=now)
-    return None
+    def __init__(self, deps: ReviewDeps, tag: str, delivery_id: str, attempt: Attempt) -> None:
+        self._deps, self._tag, self._delivery_id, self._attempt = deps, tag, delivery_id, attempt
+        self._submissions = deps.ledger.submissions
+
+    def _lease_until(self, now: datetime) -> datetime:
+        return self._attempt.expires_at or now + UNLEASED_CLAIM
+
+    def claim(self, context: dict[str, Any]) -> str | None:
+        """None when this attempt may create the batch now; else what happened instead.
+
+        Raises `RetryableError` while another attempt holds a live claim, or when too little
+        of this attempt's lease is left to send the create.
+        """
+        now = self._deps.clock()
+        holder = {"delivery_id": self._delivery_id, "attempt": self._attempt.id}
+        claimed = self._submissions.claim(
+            self._tag, **holder, lease_until=self._lease_until(now), now=now, context=context
+        )
+        crash_point("push.submission.claimed")
+        renewed = False
+        while True:
+            state, stored = claimed
+            if state is Claim.DECIDED:
+                assert stored is not None and stored.operation
+                return self._decided(stored.operation)
+            if state is Claim.BUSY:
+                assert stored is not None
+                raise RetryableError(
+                    f"{self._tag}: delivery {stored.claimed_by} (attempt {stored.attempt}) "
+                    f"is submitting this push until {stored.lease_until}"
+                )
+            now = self._deps.clock()
+            if state is Claim.STALE:
+                assert stored is not None
+                found = self._tagged_batches()
+                if found:
+                    return self._settle_found(found)
+                claimed = self._submissions.take_over(
+                    stored, **holder, lease_until=self._lease_until(now), now=now
+                )
+                continue
+            if renewed:
+                return None
+            if self._lease_until(now) - now < self._deps.create_budget:
+                self.release()
+                raise RetryableError(
+                    f"{self._tag}: too little of attempt {self._attempt.id}'s lease is left "
+                    "to create the batch; the next attempt will"
+                )
+            claimed = self._submissions.renew(
+                self._tag, attempt=self._attempt.id, lease_until=self._lease_until(now), now=now
+            )
+            renewed = True
+
+    def register(self, name: str, context: dict[str, Any]) -> str | None:
+        """Register `name` as the push's winner; if another batch won, supersede `name`."""
+        winner = self._submissions.register_winner(self._tag, name, KIND, context)
+        if winner.won:
+            crash_point("push.registered")
+            return None
+        return self._supersede(name, winner.operation, context)
+
+    def release(self) -> None:
+        """End this attempt's claim early; a failure only means waiting for the lease."""
+        try:
+            self._submissions.release(self._tag, attempt=self._attempt.id, now=self._deps.clock())
+        except LedgerError as exc:
+            logs.event(
+                log,
+                logging.WARNING,
+                f"releasing the claim on {self._tag} failed; it ends with its lease",
+                delivery_id=self._delivery_id,
+                submission=self._tag,
+                reason=str(exc),
+            )
+
+    def _decided(self, operation: str) -> str:
+        if self._deps.ledger.get(operation) is None:
+            # Its record expired: the push was reviewed long ago; never revive the batch.
+            return f"{self._tag} was reviewed as {operation}, whose record has expired"
+        return f"already submitted as {operation}"
+
+    def _tagged_batches(self) -> list[BatchSummary]:
+        """Every batch tagged for this push, oldest first: one full listing."""
+        found = [b for b in self._deps.gemini.list_batches() if b.display_name == self._tag]
+        return sorted(found, key=lambda b: (b.create_time is None, b.create_time, b.name))
+
+    def _settle_found(self, found: list[BatchSummary]) -> str:
+        """An earlier attempt's batches: the oldest becomes the winner, the rest superseded."""
+        winner = self._submissions.register_winner(self._tag, found[0].name, KIND, None)
+        for batch in found:
+            if batch.name != winner.operation:
+                self._supersede(batch.name, winner.operation, None)
+        return f"already submitted as {winner.operation}"
+
+    def _supersede(self, name: str, winner: str, context: dict[str, Any] | None) -> str:
+        supersede(self._deps.ledger, self._deps.gemini, name, KIND, winner=winner, context=context)
+        return f"{name} superseded by {winner} (one batch per push), cancelled"

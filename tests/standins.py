@@ -1,0 +1,117 @@
+"""Stand-ins at the edge of the Gemini and GitHub SDKs, for races no real server can stage.
+
+The overlap test and the crash-point sweep need a Gemini whose new batch becomes listable
+at a chosen moment of its create call (before the answer, as a server that commits first,
+or only after it), and thousands of trials: an in-process stand-in with the gateway's own
+method names (`shared.gemini.GeminiGateway`). Everything else in those tests is real: the
+ledger on the Firestore emulator, the review pipeline, the worker, the settler, the outbox.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+from shared.gemini import BatchStatus, BatchSummary, Row
+from shared.gemini_errors import GeminiNotFound
+
+Visible = Literal["during", "after"]
+
+
+@dataclass
+class StandInBatch:
+    name: str
+    display_name: str
+    keys: tuple[str, ...]
+    created_at: datetime
+    state: str = "JOB_STATE_RUNNING"
+    cancel_requested: bool = False
+
+
+@dataclass
+class RacingGemini:
+    """Batches in memory; `visible` says when a created batch shows in `list_batches`.
+
+    `during`: listed as soon as the create reaches the "server", `create_s` before the
+    call returns; `after`: listed only once the call has returned.
+    """
+
+    visible: Visible = "during"
+    create_s: float = 0.0
+    batches: dict[str, StandInBatch] = field(default_factory=dict)
+    created: list[str] = field(default_factory=list)
+    _listed: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _ids: Iterator[int] = field(default_factory=itertools.count)
+
+    def create_batch(
+        self, model: str, requests: Sequence[tuple[str, str]], display_name: str
+    ) -> str:
+        with self._lock:
+            name = f"batches/standin-{next(self._ids)}"
+            self.batches[name] = StandInBatch(
+                name, display_name, tuple(k for k, _ in requests), datetime.now(UTC)
+            )
+            self.created.append(name)
+            if self.visible == "during":
+                self._listed.append(name)
+        if self.create_s:
+            time.sleep(self.create_s)  # the server's latency, not a wait for a condition
+        if self.visible == "after":
+            with self._lock:
+                self._listed.append(name)
+        return name
+
+    def list_batches(self, page_size: int = 100) -> Iterator[BatchSummary]:
+        with self._lock:
+            listed = [self.batches[name] for name in self._listed]
+        for b in listed:
+            yield BatchSummary(b.name, b.display_name, b.state, b.created_at)
+
+    def cancel_batch(self, name: str) -> None:
+        with self._lock:
+            batch = self.batches.get(name)
+            if batch is None:
+                return
+            batch.cancel_requested = True
+            if batch.state == "JOB_STATE_RUNNING":
+                batch.state = "JOB_STATE_CANCELLED"
+
+    def succeed(self, name: str) -> None:
+        with self._lock:
+            self.batches[name].state = "JOB_STATE_SUCCEEDED"
+
+    def fetch(self, name: str) -> BatchStatus:
+        return self.fetch_batch(name)
+
+    def fetch_batch(self, name: str) -> BatchStatus:
+        with self._lock:
+            batch = self.batches.get(name)
+        if batch is None:
+            raise GeminiNotFound(f"{name}: no such batch")
+        rows: tuple[Row, ...] = ()
+        if batch.state == "JOB_STATE_SUCCEEDED":
+            rows = tuple(Row(key, text=f"review of {key}") for key in batch.keys)
+        return BatchStatus(name, batch.state, batch.display_name, rows=rows)
+
+    def live(self, display_name: str) -> list[str]:
+        """Batches with this tag that nobody asked to cancel: what Gemini bills on."""
+        with self._lock:
+            return [
+                b.name
+                for b in self.batches.values()
+                if b.display_name == display_name and not b.cancel_requested
+            ]
+
+
+@dataclass
+class StandInContents:
+    """GitHub's Contents API: every path has a small Markdown body."""
+
+    def fetch(self, repo: str, path: str, sha: str) -> bytes:
+        return f"# {path}\n\nAt {sha[:7]}.\n".encode()
