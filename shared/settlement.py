@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from shared import kinds, logs
+from shared.crashpoints import crash_point
 from shared.kinds import KindOptions
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ class Settler:
             return Outcome(Settlement.UNKNOWN.value)
         if not record.pending:
             return Outcome(Settlement.ALREADY_SETTLED.value, record.status)
+        crash_point("settle.before_fetch")
         batch = self.gemini.fetch(record.name)
         status = batch.terminal_status
         if status is None:
@@ -93,6 +95,7 @@ class Settler:
         error = batch.error if status != "succeeded" else None
         if error is None and status != "succeeded":
             error = {"message": f"batch ended {batch.state}"}
+        crash_point("settle.before_commit")
         result = self.ledger.settle(
             record.name,
             status,

@@ -80,6 +80,7 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.clock import Clock, system_clock
+from shared.crashpoints import crash_point
 from shared.ledger.commits import Commits
 from shared.ledger.deliveries import Deliveries
 from shared.ledger.errors import (
@@ -239,6 +240,7 @@ class Ledger:
         )
         if outcome is Settlement.SETTLED:
             log_event(log, logging.INFO, "operation settled", operation=name, status=status, by=by)
+            crash_point("settle.committed")
             if outbox and deliver is not None:
                 try:
                     self._outbox.deliver(name, deliver)
