@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
@@ -43,6 +43,7 @@ class RacingGemini:
 
     visible: Visible = "during"
     create_s: float = 0.0
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     batches: dict[str, StandInBatch] = field(default_factory=dict)
     created: list[str] = field(default_factory=list)
     _listed: list[str] = field(default_factory=list)
@@ -50,13 +51,18 @@ class RacingGemini:
     _ids: Iterator[int] = field(default_factory=itertools.count)
 
     def create_batch(
-        self, model: str, requests: Sequence[tuple[str, str]], display_name: str
+        self,
+        model: str,
+        requests: Sequence[tuple[str, str]],
+        display_name: str,
+        *,
+        created_at: datetime | None = None,
     ) -> str:
         with self._lock:
             name = f"batches/standin-{next(self._ids)}"
-            self.batches[name] = StandInBatch(
-                name, display_name, tuple(k for k, _ in requests), datetime.now(UTC)
-            )
+            keys = tuple(k for k, _ in requests)
+            born = created_at or self.clock()
+            self.batches[name] = StandInBatch(name, display_name, keys, born)
             self.created.append(name)
             if self.visible == "during":
                 self._listed.append(name)
