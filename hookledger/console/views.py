@@ -18,8 +18,7 @@ from markupsafe import Markup
 from hookledger.cli.deliveries import replay_headers
 from hookledger.cli.output import CliError
 from hookledger.console import charts, cursors, figures
-from shared.ledger import DELIVERY_STATUSES, SETTLED_BY, Delivery, Ledger
-from shared.ledger.queries import OPERATION_STATUSES
+from shared.ledger import DELIVERY_STATUSES, OPERATION_STATUSES, SETTLED_BY, Delivery, Ledger
 
 PAGE = 50
 PREVIEW_CHARS = 2048
@@ -104,7 +103,7 @@ def operations() -> str:
         "operations.html",
         rows=rows,
         next_url=next_url,
-        statuses=sorted(OPERATION_STATUSES),
+        statuses=OPERATION_STATUSES,
         settled_bys=sorted(SETTLED_BY),
         ages=list(AGES),
         args=request.args,

@@ -174,3 +174,17 @@ def test_a_bad_cursor_or_unknown_object_answers_an_error_page(filled):
     assert "not a page cursor" in page(client, "/operations?after=%%%", 400)
     assert "not found" in page(client, "/operations/batches/none", 404)
     assert "not found" in page(client, "/deliveries/github/none", 404)
+
+
+def test_a_superseded_batch_is_counted_filtered_and_links_to_its_winner(filled):
+    client, ledger, _ = filled
+    ledger.record_superseded(
+        "batches/dup", "review", {"repo": "o/r", "sha": "s1"}, winner="batches/web", outbox=[]
+    )
+
+    assert re.search(r'id="ops-superseded">1<', page(client, "/"))
+    only = page(client, "/operations?status=superseded")
+    assert only.count('class="op-row"') == 1 and "batches/dup" in only
+    detail = page(client, "/operations/batches/dup")
+    assert re.search(r'id="superseded-by" href="/operations/batches/web">batches/web<', detail)
+    assert 'id="settled-by"' not in detail  # never settled
