@@ -21,7 +21,7 @@ POINTS: dict[str, str] = {
     # push path (the worker running the review pipeline)
     "push.delivery.recorded": "the delivery and its lease are committed; nothing else",
     "push.submission.claimed": "the submission claim is committed; no batch yet",
-    "push.before_create": "the claim was renewed; the batch create was never sent",
+    "push.before_create": "this attempt holds the claim; the batch create was never sent",
     "push.after_create": "Gemini created the batch; the ledger does not know it",
     "push.registered": "the operation and the push's winner are committed",
     "push.superseded": "a losing batch is recorded superseded, not yet cancelled",

@@ -30,7 +30,7 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     # submissions (one winning batch per push; shared/ledger/submissions.py)
     ledger.submissions.claim(tag, *, delivery_id, attempt, lease_until, now, context)
         -> Claimed(state, submission)     # OWNED | DECIDED | BUSY | STALE
-    ledger.submissions.take_over(stale, ...) / renew(tag, ...) / release(tag, ...)
+    ledger.submissions.take_over(stale, ...) / release(tag, ...)
     ledger.submissions.register_winner(tag, name, kind, context) -> Winner(won, operation)
     ledger.record_superseded(name, kind, context, *, winner, outbox) -> Operation
     # deliveries
@@ -299,7 +299,7 @@ class Ledger:
 
     @property
     def submissions(self) -> Submissions:
-        """The push submissions: claim, take over, renew, release, `register_winner`."""
+        """The push submissions: claim, take over, release, `register_winner`."""
         return self._submissions
 
     def record_superseded(

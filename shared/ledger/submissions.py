@@ -12,10 +12,10 @@ Every change is ONE conditional write: a `create`, or an update on condition the
 is unchanged since it was read. Timeline of the overlap it closes (A's lease expired while
 A's create was in flight; B retries)::
 
-    A: claim ─ renew (lease left ≥ create budget) ─ create ───────▶ B_A ── register_winner
-    B:                 A leased → BUSY (retry) … A's lease over ─ list: B_A? ─┐
-          found  → register_winner(B_A)                                          │
-          absent → take over ("unchanged since read") ─ renew ─ create B_B ──────┘
+    A: claim (lease left ≥ create budget) ─ create ──────────▶ B_A ── register_winner
+    B:            A leased → BUSY (retry) … A's lease over ─ list: B_A? ─┐
+          found  → register_winner(B_A)                                     │
+          absent → take over ("unchanged since read") ─ create B_B ─────────┘
     register_winner: operation set only while empty → the second is `superseded`, cancelled
 """
 
@@ -124,21 +124,6 @@ class Submissions:
             "lease_until": lease_until,
         }
         return self._conditional(stale, update, attempt, now)
-
-    def renew(self, tag: str, *, attempt: str, lease_until: datetime, now: datetime) -> Claimed:
-        """Confirm, right before the create, that `attempt` still holds an undecided claim.
-
-        A conditional write: if another attempt took over or a winner was set since our
-        read, the answer is that state and nothing is written.
-        """
-        stored = self.get(tag)
-        if stored is None:
-            raise ContentionError(f"submission {tag} vanished while renewing")
-        if stored.operation or stored.attempt != attempt:
-            return Claimed(_standing(stored, attempt, now), stored)
-        return self._conditional(
-            stored, {"lease_until": lease_until, "renewed_at": now}, attempt, now
-        )
 
     def release(self, tag: str, *, attempt: str, now: datetime) -> bool:
         """End `attempt`'s lease early (its create failed); False if it no longer holds it."""

@@ -73,24 +73,6 @@ def test_of_two_takeovers_of_one_stale_read_exactly_one_wins(ledger, clock):
     assert second.state is Claim.BUSY and second.submission.attempt == "a2"
 
 
-def test_renew_confirms_the_holder_and_refuses_one_that_was_taken_over(ledger, clock):
-    claim(ledger, clock, "a1")
-    now = clock()
-    assert ledger.submissions.renew(TAG, attempt="a1", lease_until=now + LEASE, now=now).state is (
-        Claim.OWNED
-    )
-    clock.advance(LEASE.total_seconds() + 1)
-    stale = claim(ledger, clock, "a2").submission
-    now = clock()
-    ledger.submissions.take_over(
-        stale, delivery_id="d-2", attempt="a2", lease_until=now + LEASE, now=now
-    )
-
-    lost = ledger.submissions.renew(TAG, attempt="a1", lease_until=now + LEASE, now=now)
-
-    assert lost.state is Claim.BUSY and lost.submission.attempt == "a2"
-
-
 def test_release_ends_the_lease_only_for_its_holder(ledger, clock):
     claim(ledger, clock, "a1")
 

@@ -6,8 +6,8 @@ running, a replay, two hooks for one repository). The push's submission
 (`ledger.submissions`, keyed by the batch's tag) makes a second batch rare, and the winner
 rule makes one that slips through harmless (docs/architecture.md, "One winner per push"):
 
-    claim ─ (held by a live lease: retry) ─ (stale: list; a tagged batch → it wins)
-          ─ renew right before the create (skipped when too little lease is left)
+    claim ─ (held by a live lease: retry) ─ (stale: list; a tagged batch → it wins;
+          none → take over, conditionally) ─ (too little lease left: release, retry)
           ─ create ─ register_winner: ONE commit, the operation and the winner together
                       └ lost (another batch won): recorded `superseded`, cancelled
 
@@ -216,7 +216,6 @@ class Submitter:
             self._tag, **holder, lease_until=self._lease_until(now), now=now, context=context
         )
         crash_point("push.submission.claimed")
-        renewed = False
         while True:
             state, stored = claimed
             if state is Claim.DECIDED:
@@ -238,18 +237,15 @@ class Submitter:
                     stored, **holder, lease_until=self._lease_until(now), now=now
                 )
                 continue
-            if renewed:
+            # OWNED, by the conditional write just made: nothing runs between it and the
+            # create but this check, so the create ends before anyone may take over.
+            if self._lease_until(now) - now >= self._deps.create_budget:
                 return None
-            if self._lease_until(now) - now < self._deps.create_budget:
-                self.release()
-                raise RetryableError(
-                    f"{self._tag}: too little of attempt {self._attempt.id}'s lease is left "
-                    "to create the batch; the next attempt will"
-                )
-            claimed = self._submissions.renew(
-                self._tag, attempt=self._attempt.id, lease_until=self._lease_until(now), now=now
+            self.release()
+            raise RetryableError(
+                f"{self._tag}: too little of attempt {self._attempt.id}'s lease is left "
+                "to create the batch; the next attempt will"
             )
-            renewed = True
 
     def register(self, name: str, context: dict[str, Any]) -> str | None:
         """Register `name` as the push's winner; if another batch won, supersede `name`."""
