@@ -40,6 +40,7 @@ from shared.ledger.records import (
     CHECKS,
     MAX_CHECKS,
     OPERATIONS,
+    OUTBOX_DUE_AT,
     PENDING,
     SETTLED_BY,
     STUCK_ALERTED_AT,
@@ -170,7 +171,8 @@ class Operations:
                 "status": status,
                 "settled_at": now,
                 "settled_by": by,
-                "expire_at": now + self._retention,
+                # TTL only once the outbox is finished (docs/architecture.md, "Outbox").
+                **({OUTBOX_DUE_AT: now} if items else {"expire_at": now + self._retention}),
                 "writeback_done": not items,
                 "outbox": [{"payload": item, "delivered_at": None} for item in items],
             }
