@@ -7,7 +7,8 @@ optional `GITHUB_REPOSITORIES` allowlist (fnmatch globs such as `octo-org/*`).
 Errors (every message names the repository, and the file path or commit):
 
     GitHubError
-    ├── GitHubUnavailable   timeout, connection error, 429 or 5xx: worth a retry
+    ├── GitHubUnavailable   timeout, connection error, 429 or 5xx, too little time left
+    │                       before a deadline, or the caller's ownership lost: worth a retry
     └── GitHubRejected      any other 4xx (missing file, bad credentials) or input we
                             refuse to send: a retry will not help
 """
@@ -17,14 +18,15 @@ from __future__ import annotations
 import base64
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote, urlsplit
 
 import requests
 
+from shared.crashpoints import crash_point
 from shared.errors import HookledgerError, PermanentError, TransientError
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -183,6 +185,22 @@ def reviewable(paths: tuple[str, ...], review_path: str) -> list[str]:
     return sorted(chosen)
 
 
+class Deadline(Protocol):
+    """How long a caller may still spend (e.g. the rest of an outbox lease)."""
+
+    def seconds_left(self) -> float: ...
+
+
+class Ownership(Deadline, Protocol):
+    """A deadline, and whether the caller still holds the right to act (a ledger read)."""
+
+    def still_owner(self) -> bool: ...
+
+
+class OwnershipLost(GitHubUnavailable):
+    """The caller's claim passed to someone else before the POST: nothing was posted."""
+
+
 class _RestClient:
     """The request/retry code shared by every GitHub client: headers, timeout, backoff.
 
@@ -221,16 +239,23 @@ class _RestClient:
         params: Mapping[str, str | int] | None = None,
         json: Any = None,
         retry: bool = True,
+        deadline: Deadline | None = None,
+        missing_ok: bool = False,
     ) -> requests.Response:
         """A 2xx response; 429/5xx/timeouts are retried (when `retry`) then `GitHubUnavailable`.
 
         Any other answer is `GitHubRejected`. `where` names the object in every message.
+        With a `deadline`, no request starts unless its whole timeout fits in the time left:
+        `GitHubUnavailable` instead, so a call never outlives the caller's lease. With
+        `missing_ok`, a 404 is answered like a 2xx.
         """
         attempts = self._attempts if retry else 1
         last: GitHubError | None = None
         for attempt in range(attempts):
             if attempt:
                 self._sleep(min(0.5 * 2 ** (attempt - 1), 4.0))
+            if deadline is not None:
+                self._check_time(deadline, f"{where}: {method}", last)
             try:
                 response = self._session.request(
                     method,
@@ -246,11 +271,23 @@ class _RestClient:
             if response.status_code in _RETRY_STATUSES or _rate_limited(response):
                 last = GitHubUnavailable(f"{where}: GitHub answered {response.status_code}")
                 continue
+            if missing_ok and response.status_code == 404:
+                return response
             if not 200 <= response.status_code < 300:
                 raise GitHubRejected(f"{where}: GitHub answered {response.status_code}")
             return response
         assert last is not None
         raise last
+
+    def _check_time(self, deadline: Deadline, what: str, last: GitHubError | None) -> None:
+        """`GitHubUnavailable` when less than one request's timeout is left before `deadline`."""
+        left = deadline.seconds_left()
+        if left < self._timeout_s:
+            reason = f" (after: {last})" if last is not None else ""
+            raise GitHubUnavailable(
+                f"{what}: {max(left, 0.0):.1f} s left before the deadline, less than one "
+                f"request's {self._timeout_s:g} s timeout; not sent{reason}"
+            )
 
 
 class ContentsClient(_RestClient):
@@ -274,21 +311,39 @@ class ContentsClient(_RestClient):
 
 @dataclass(frozen=True)
 class PublishResult:
-    """The comment carrying the marker, and whether this call created it."""
+    """The comment carrying the marker, whether this call created it, and what it deleted.
+
+    `comment_id` is the OLDEST comment carrying a marker: the one kept. `deleted` holds the
+    ids of newer duplicates this call removed (its own post, when another was older).
+    """
 
     comment_id: int
     created: bool
+    deleted: tuple[int, ...] = ()
 
 
 def review_marker(operation: str) -> str:
-    """The hidden marker that identifies the review comment of `operation` (HTML comment)."""
+    """The per-operation marker of earlier releases (HTML comment); still recognised."""
     if not operation or "--" in operation or ">" in operation or "\n" in operation:
         raise GitHubRejected(f"operation {operation!r} cannot be put in an HTML comment marker")
     return f"<!-- hookledger:review:{operation} -->"
 
 
+def push_marker(repo: str, sha: str) -> str:
+    """The hidden marker of the ONE review comment of a push (`repo@sha`, HTML comment).
+
+    Lower-cased (GitHub compares names case-insensitively); a name holding `--`, which
+    would end an HTML comment, has its dashes escaped as `%2D`.
+    """
+    check_repo(repo)
+    name = repo.lower()
+    if "--" in name:
+        name = name.replace("-", "%2D")
+    return f"<!-- hookledger:review:{name}@{check_sha(sha).lower()} -->"
+
+
 class CommentsClient(_RestClient):
-    """Commit comments, published at most once per marker (GitHub REST commit comments).
+    """Commit comments, ONE per marker, whatever the timing (GitHub REST commit comments).
 
     `publish_once` is safe to call again after any failure: it looks for the marker
     before posting, so a retry after a lost answer finds the comment GitHub created.
@@ -299,10 +354,11 @@ class CommentsClient(_RestClient):
            (answer lost: 502 / timeout)  ◀─ ✗            → GitHubUnavailable
         ── retry: find(marker) → #7 ─────▶               → PublishResult(7, created=False)
 
-    Not closed here: two callers running at the same moment can both find nothing and
-    both post. One deliverer per item at a time is the outbox's lease (docs/architecture.md,
-    "Settlement", the outbox); keep a call's worst case (pages x attempts x timeout_s)
-    inside that lease.
+    Two callers that both find nothing would both post. Three things stop that
+    (docs/architecture.md, "Outbox"): with an `Ownership`, no request starts unless its
+    timeout fits in the caller's lease, and ownership is re-read right before the POST;
+    and after posting, the commit's comments are listed again and every NEWER comment
+    carrying the marker is deleted, so a duplicate that slipped through is removed.
     """
 
     def __init__(
@@ -321,6 +377,11 @@ class CommentsClient(_RestClient):
         )
         self._max_pages = max(1, max_pages)
 
+    @property
+    def timeout_s(self) -> float:
+        """The timeout of one request: an outbox lease must hold several of them."""
+        return self._timeout_s
+
     def _comments_url(self, repo: str, sha: str) -> str:
         base = _repo_url(self._api_url, repo)
         return f"{base}/commits/{quote(check_sha(sha), safe='')}/comments"
@@ -331,28 +392,74 @@ class CommentsClient(_RestClient):
         Follows `Link: rel="next"` for at most `max_pages` pages; a commit with more
         comments than that is `GitHubRejected` rather than a guess that could double-post.
         """
+        found = self._marked(repo, sha, (marker,), first_only=True, deadline=None)
+        return found[0] if found else None
+
+    def marked_comments(
+        self, repo: str, sha: str, markers: Sequence[str], deadline: Deadline | None = None
+    ) -> list[int]:
+        """The ids of every comment on `sha` carrying one of `markers`, oldest first."""
+        return self._marked(repo, sha, markers, first_only=False, deadline=deadline)
+
+    def _marked(
+        self,
+        repo: str,
+        sha: str,
+        markers: Sequence[str],
+        *,
+        first_only: bool,
+        deadline: Deadline | None,
+    ) -> list[int]:
         where = f"{repo}@{sha}"
-        if not marker:
-            raise GitHubRejected(f"{where}: the marker is empty")
+        if not markers or not all(markers):
+            raise GitHubRejected(f"{where}: a marker is empty")
         url = self._comments_url(repo, sha)
         params: dict[str, str | int] | None = {"per_page": COMMENTS_PER_PAGE}
+        found: list[int] = []
         for _page in range(self._max_pages):
-            response = self._send("GET", url, where, params=params)
-            found = _marked(_json_list(response, where), marker, where)
-            if found is not None:
-                return found
+            response = self._send("GET", url, where, params=params, deadline=deadline)
+            found += _marked(_json_list(response, where), markers, where)
+            if found and first_only:
+                return found[:1]
             following = response.links.get("next", {}).get("url")
             if not following:
-                return None
+                return found
             url, params = self._same_host(following, where), None
         raise GitHubRejected(f"{where}: more than {self._max_pages} pages of comments")
 
-    def publish_once(self, repo: str, sha: str, marker: str, body: str) -> PublishResult:
+    def delete_comment(self, repo: str, comment_id: int, deadline: Deadline | None = None) -> bool:
+        """Delete commit comment `comment_id` (DELETE /repos/{owner}/{repo}/comments/{id}).
+
+        True when this call deleted it, False when it was already gone (404).
+        """
+        where = f"{repo}: comment {comment_id}"
+        if isinstance(comment_id, bool) or not isinstance(comment_id, int) or comment_id < 1:
+            raise GitHubRejected(f"{where}: not a comment id")
+        url = f"{_repo_url(self._api_url, repo)}/comments/{comment_id}"
+        response = self._send("DELETE", url, where, deadline=deadline, missing_ok=True)
+        return response.status_code != 404  # 404: another caller's clean-up got there first
+
+    def publish_once(
+        self,
+        repo: str,
+        sha: str,
+        marker: str,
+        body: str,
+        *,
+        ownership: Ownership | None = None,
+        also: Sequence[str] = (),
+    ) -> PublishResult:
         """Post `body` as a comment on `sha` unless a comment with `marker` exists.
 
-        The posted body always carries `marker` (appended when absent). A 5xx, 429 or
-        timeout of the POST is `GitHubUnavailable` without a retry here: GitHub may have
-        created the comment, and the caller's next `publish_once` finds it.
+        The posted body always carries `marker` (appended when absent); comments carrying
+        one of `also` (older markers for the same thing) count as already there too. A
+        5xx, 429 or timeout of the POST is `GitHubUnavailable` without a retry here:
+        GitHub may have created the comment, and the caller's next `publish_once` finds it.
+
+        With `ownership`: every request starts only if its timeout fits in
+        `ownership.seconds_left()` (else `GitHubUnavailable`, nothing more sent), and
+        `ownership.still_owner()` is asked right before the POST (`OwnershipLost`, nothing
+        posted, when it says no). Whether found or posted, newer duplicates are deleted.
         """
         where = f"{repo}@{sha}"
         url = self._comments_url(repo, sha)
@@ -360,16 +467,34 @@ class CommentsClient(_RestClient):
             body = f"{body}\n\n{marker}"
         if len(body) > MAX_COMMENT_CHARS:
             raise GitHubRejected(f"{where}: comment of {len(body)} characters is over the limit")
-        existing = self.find_comment(repo, sha, marker)
-        if existing is not None:
-            return PublishResult(existing, created=False)
-        response = self._send("POST", url, where, json={"body": body}, retry=False)
+        markers = (marker, *[m for m in also if m and m != marker])
+        existing = self.marked_comments(repo, sha, markers, deadline=ownership)
+        if existing:
+            return PublishResult(existing[0], False, self._delete_newer(repo, existing, ownership))
+        if ownership is not None and not ownership.still_owner():
+            raise OwnershipLost(f"{where}: the outbox claim passed to another caller; not posted")
+        crash_point("outbox.before_post")
+        response = self._send(
+            "POST", url, where, json={"body": body}, retry=False, deadline=ownership
+        )
+        crash_point("outbox.posted")
         try:
-            comment_id = response.json()["id"]
+            comment_id = int(response.json()["id"])
         except (ValueError, KeyError, TypeError):
             # Created, but we cannot tell its id: the next call finds it by the marker.
             raise GitHubUnavailable(f"{where}: comment posted but the answer had no id") from None
-        return PublishResult(int(comment_id), created=True)
+        # A caller that posted in the same window shows up here; the oldest comment stays.
+        after = self.marked_comments(repo, sha, markers, deadline=ownership)
+        if comment_id not in after:
+            after = sorted({*after, comment_id})
+        deleted = self._delete_newer(repo, after, ownership)
+        return PublishResult(after[0], after[0] == comment_id, deleted)
+
+    def _delete_newer(
+        self, repo: str, ids: Sequence[int], deadline: Deadline | None
+    ) -> tuple[int, ...]:
+        """Delete every comment of `ids` but the first (oldest); the ids this call deleted."""
+        return tuple(cid for cid in ids[1:] if self.delete_comment(repo, cid, deadline))
 
     def _same_host(self, url: str, where: str) -> str:
         """A pagination URL on the API's own host; the token never goes anywhere else."""
@@ -389,14 +514,17 @@ def _json_list(response: requests.Response, where: str) -> list[Any]:
     return body
 
 
-def _marked(comments: list[Any], marker: str, where: str) -> int | None:
+def _marked(comments: list[Any], markers: Sequence[str], where: str) -> list[int]:
+    """The ids of `comments` (one page, oldest first) whose body carries one of `markers`."""
+    found = []
     for comment in comments:
-        if isinstance(comment, dict) and marker in str(comment.get("body") or ""):
+        body = str(comment.get("body") or "") if isinstance(comment, dict) else ""
+        if any(marker in body for marker in markers):
             try:
-                return int(comment["id"])
+                found.append(int(comment["id"]))
             except (KeyError, TypeError, ValueError):
                 raise GitHubRejected(f"{where}: a comment without an id") from None
-    return None
+    return found
 
 
 def _rate_limited(response: requests.Response) -> bool:

@@ -189,7 +189,7 @@ def ingress() -> Ingress:
 
 @once
 def ledger() -> Ledger:
-    from shared.ledger import Ledger
+    from shared.ledger import Ledger, OutboxPolicy
 
     cfg = config()
     return Ledger(
@@ -197,6 +197,8 @@ def ledger() -> Ledger:
         clock=system_clock,
         grace=timedelta(seconds=cfg.reconcile_grace_s),
         retention=timedelta(days=cfg.retention_days),
+        # The lease must hold 3 comment requests (docs/architecture.md, "Outbox").
+        outbox_policy=OutboxPolicy(call_timeout=timedelta(seconds=_comments_timeout_s(cfg))),
     )
 
 
@@ -224,10 +226,18 @@ def comments() -> CommentsClient:
     from shared.github import CommentsClient
 
     cfg = config()
-    timeout_s = min(cfg.http_timeout_s, 10.0)
     return CommentsClient(
-        cfg.github_api_url, cfg.github_token, timeout_s=timeout_s, attempts=2, max_pages=10
+        cfg.github_api_url,
+        cfg.github_token,
+        timeout_s=_comments_timeout_s(cfg),
+        attempts=2,
+        max_pages=10,
     )
+
+
+def _comments_timeout_s(cfg: Config) -> float:
+    """One GitHub comment request's timeout; the outbox lease holds several."""
+    return min(cfg.http_timeout_s, 10.0)
 
 
 @once

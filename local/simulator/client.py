@@ -139,7 +139,7 @@ class SimulatorClient:
         self._call("POST", "/_sim/faults", json={"github_comment_post": fault})
 
     def github_comments(self) -> dict[str, Any]:
-        """`{"comments": [...], "commits": [{"repo", "sha", "posts", "comments"}]}`."""
+        """`{"comments": [...], "commits": [{"repo", "sha", "posts", "comments", "deletes"}]}`."""
         return dict(self._call("GET", "/_sim/github/comments"))
 
     def requests_log(self) -> list[dict[str, Any]]:

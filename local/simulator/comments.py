@@ -4,6 +4,7 @@ Shapes follow GitHub's REST API for commit comments: ids ascend in creation orde
 order GitHub lists them in), `html_url` ends in `#commitcomment-{id}`, `user` is the
 token's account. A post fault (`fail` posts answer `status`, optionally after storing
 the comment) reproduces the case where GitHub created a comment but the answer was lost.
+A deleted comment is gone from listings; its commit counts `deletes`.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ class CommitComments:
         with self._lock:
             self._comments: list[Comment] = []
             self._posts: dict[tuple[str, str, str], int] = {}
+            self._deletes: dict[tuple[str, str, str], int] = {}
             self._next_id = 1001
             self._fault = PostFault()
 
@@ -116,22 +118,41 @@ class CommitComments:
             self._comments.append(comment)
             return comment, (fault.status if failing else 201)
 
+    def delete(self, owner: str, repo: str, comment_id: int) -> bool:
+        """Remove comment `comment_id` of `owner/repo`; False when there is none."""
+        with self._lock:
+            for index, comment in enumerate(self._comments):
+                if (comment.owner, comment.repo, comment.id) == (owner, repo, comment_id):
+                    del self._comments[index]
+                    key = (owner, repo, comment.sha)
+                    self._deletes[key] = self._deletes.get(key, 0) + 1
+                    return True
+            return False
+
     def on_commit(self, owner: str, repo: str, sha: str) -> list[Comment]:
         """The commit's comments, oldest first."""
         with self._lock:
             return [c for c in self._comments if (c.owner, c.repo, c.sha) == (owner, repo, sha)]
 
     def summary(self, base_url: str) -> dict[str, Any]:
-        """Every comment (with its repo) and, per commit, posts received and comments stored."""
+        """Every comment (with its repo) and, per commit, posts received, comments stored and
+        comments deleted."""
         with self._lock:
             comments = list(self._comments)
             posts = dict(self._posts)
+            deletes = dict(self._deletes)
         stored: dict[tuple[str, str, str], int] = {}
         for comment in comments:
             key = (comment.owner, comment.repo, comment.sha)
             stored[key] = stored.get(key, 0) + 1
         commits = [
-            {"repo": f"{o}/{r}", "sha": s, "posts": posts.get((o, r, s), 0), "comments": n}
+            {
+                "repo": f"{o}/{r}",
+                "sha": s,
+                "posts": posts.get((o, r, s), 0),
+                "comments": n,
+                "deletes": deletes.get((o, r, s), 0),
+            }
             for (o, r, s), n in {**dict.fromkeys(posts, 0), **stored}.items()
         ]
         return {

@@ -11,8 +11,8 @@
   or each in turn) and whether `*.cancelled` events are sent at all (off: like the
   webhooks API reference and google-genai, which no longer list them); each key optional;
   `POST /_sim/reset` restores `mixed` and `true`
-- `GET /_sim/github/comments`: every commit comment, and per commit `posts` received and
-  `comments` stored
+- `GET /_sim/github/comments`: every commit comment, and per commit `posts` received,
+  `comments` stored and `deletes` done
 - `GET /_sim/requests`: the last ~1000 GitHub and Gemini requests `{method, path, query}`
 - `POST /_sim/reset`: empties everything, faults included (hung GETs are let go)
 - `GET /_sim/webhook-deliveries[?operation=NAME]`, `GET /_sim/batches`, `GET /_sim/health`

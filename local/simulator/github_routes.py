@@ -6,6 +6,8 @@
   `first`) when there is more than one page
 - `POST /repos/{owner}/{repo}/commits/{sha}/comments` `{"body": "..."}`: 201 with the
   comment and a `Location` header; 422 when `body` is missing or the sha is not a commit id
+- `DELETE /repos/{owner}/{repo}/comments/{comment_id}`: 204 with no body, 404 when there
+  is no such comment
 """
 
 from __future__ import annotations
@@ -101,5 +103,11 @@ def blueprint(sim: Simulator) -> Blueprint:
         response = Response(json.dumps(shaped), status=201, mimetype="application/json")
         response.headers["Location"] = shaped["url"]
         return response
+
+    @bp.delete("/repos/<owner>/<repo>/comments/<int:comment_id>")
+    def delete_comment(owner: str, repo: str, comment_id: int) -> Response:
+        if not sim.comments.delete(owner, repo, comment_id):
+            return json_response(not_found(), 404)
+        return Response(status=204)
 
     return bp

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from shared.errors import PermanentError
+from shared.errors import TransientError
 
 if TYPE_CHECKING:  # nothing heavy at import; these are for the type checker
     from shared.config import Config
@@ -159,12 +159,20 @@ def register_deliverer(payload_kind: str) -> Callable[[DeliverWith], DeliverWith
     return decorate
 
 
+class NoDeliverer(TransientError):
+    """No deliverer is registered for an item's payload kind, or no services were given.
+
+    Transient: a deployment fixes it, so the item backs off and is retried (and alerted
+    on, then given up after `OutboxPolicy.give_up_after` failures) rather than given up
+    at once as a `PermanentError` would be.
+    """
+
+
 class Deliverers:
     """`deliver(item)` for the ledger: the deliverer registered for the item's payload kind.
 
-    With none registered, or no services to deliver with, it raises a `PermanentError`
-    naming the operation and key: the item stays undelivered, retried and alerted on by the
-    sweep, never dropped.
+    With none registered, or no services to deliver with, it raises `NoDeliverer` naming
+    the operation and key: the item stays undelivered, retried and alerted on by the sweep.
     """
 
     def __init__(self, services: DeliveryServices | None) -> None:
@@ -177,7 +185,7 @@ class Deliverers:
         fn = _DELIVERERS.get(kind) if isinstance(kind, str) else None
         if fn is None or self._services is None:
             missing = "deliverer" if fn is None else "services"
-            raise PermanentError(
+            raise NoDeliverer(
                 f"operation {item.operation}: no outbox {missing} for payload kind {kind!r} "
                 f"(item {item.idempotency_key})"
             )

@@ -21,12 +21,14 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     ledger.mark_stuck_alerted(name, now, window) -> bool            # True: a new alert
     # outbox
     ledger.deliver_outbox(name, deliver) -> int                     # items delivered now
-    ledger.sweep_outbox(deliver, older_than=timedelta(seconds=60), limit=100) -> SweepReport
+    ledger.sweep_outbox(deliver, older_than=timedelta(seconds=60), limit=100, stop=None)
+        -> SweepReport                                              # due items, earliest first
     # write-backs: settle(..., writeback=fn) calls fn(writes: ResultWrites, record)
     writes.put_review(repo, sha, path, fields) -> str               # staged; the doc id
     review_doc_id(repo, sha, path) -> str                           # sha256 hex
     ledger.get_review(repo, sha, path) -> dict | None
     ledger.reviews_for(operation_name, limit=1000) -> list[dict]
+    ledger.reviews_for_push(repo, sha, limit=1000) -> list[dict]   # by path
     # submissions (one winning batch per push; shared/ledger/submissions.py)
     ledger.submissions.claim(tag, *, delivery_id, attempt, lease_until, now, context)
         -> Claimed(state, submission)     # OWNED | DECIDED | BUSY | STALE
@@ -112,6 +114,7 @@ from shared.ledger.records import (
     UNRESOLVED,
     Deliver,
     Delivery,
+    Lease,
     Operation,
     OutboxItem,
     Recorded,
@@ -152,6 +155,7 @@ __all__ = [
     "Deliver",
     "Delivery",
     "InvalidArgument",
+    "Lease",
     "Ledger",
     "LedgerError",
     "Operation",
@@ -195,7 +199,9 @@ class Ledger:
         commits = Commits(client, backoff=backoff, sleep=sleep, rand=rand, timeout_s=timeout_s)
         self._commits = commits
         self._operations = Operations(commits, clock, grace=grace, retention=retention)
-        self._outbox = Outbox(commits, self._operations, clock, outbox_policy or OutboxPolicy())
+        self._outbox = Outbox(
+            commits, self._operations, clock, outbox_policy or OutboxPolicy(), retention=retention
+        )
         self._deliveries = Deliveries(commits, clock, retention=retention)
         self._reviews = Reviews(commits)
         self._submissions = Submissions(commits, self._operations)
@@ -282,10 +288,17 @@ class Ledger:
         return self._outbox.deliver(name, deliver)
 
     def sweep_outbox(
-        self, deliver: Deliver, older_than: timedelta = timedelta(seconds=60), limit: int = 100
+        self,
+        deliver: Deliver,
+        older_than: timedelta = timedelta(seconds=60),
+        limit: int = 100,
+        stop: Callable[[], bool] | None = None,
     ) -> SweepReport:
-        """Finish outboxes of operations settled at least `older_than` ago, oldest first."""
-        return self._outbox.sweep(deliver, older_than, limit)
+        """Deliver due outbox items, earliest due first (see `Outbox.sweep`).
+
+        Items never tried wait `older_than` after settlement; `stop()` ends it early.
+        """
+        return self._outbox.sweep(deliver, older_than, limit, stop)
 
     # ----------------------------------------------------------------- results
 
@@ -294,6 +307,10 @@ class Ledger:
 
     def reviews_for(self, operation_name: str, limit: int = 1000) -> list[dict[str, Any]]:
         return self._reviews.reviews_for(operation_name, limit)
+
+    def reviews_for_push(self, repo: str, sha: str, limit: int = 1000) -> list[dict[str, Any]]:
+        """Up to `limit` reviews of the push `repo@sha` (whichever operation wrote them)."""
+        return self._reviews.reviews_for_push(repo, sha, limit)
 
     # ----------------------------------------------------------------- submissions
 

@@ -40,6 +40,7 @@ from shared.ledger.records import (
     CHECKS,
     MAX_CHECKS,
     OPERATIONS,
+    OUTBOX_DUE_AT,
     PENDING,
     SETTLED_BY,
     STUCK_ALERTED_AT,
@@ -120,11 +121,11 @@ class Operations:
             data["submission"] = submission
         return doc_id, data
 
-    def expire_submission(self, txn: Any, record: Operation, expire_at: Any) -> None:
-        """Stage the push's submission to expire with its winner (docs/architecture.md,
+    def expire_submission(self, txn: Any, tag: str | None, expire_at: Any) -> None:
+        """Stage the push's submission `tag` to expire with its winner (docs/architecture.md,
         "Expiry"): kept while the operation is, so an old push never gets a second batch."""
-        if record.submission and expire_at is not None:
-            ref = self._commits.collection(SUBMISSIONS).document(submission_id(record.submission))
+        if tag and expire_at is not None:
+            ref = self._commits.collection(SUBMISSIONS).document(submission_id(tag))
             txn.set(ref, {"expire_at": expire_at}, merge=True)
 
     def log_registered(self, name: str, kind: str) -> None:
@@ -153,6 +154,8 @@ class Operations:
             next_check_at=None,
             writeback_done=not outbox,
             outbox=[{"payload": item, "delivered_at": None} for item in outbox],
+            # Swept at once if the inline cancel fails; TTL only once it is done.
+            **({OUTBOX_DUE_AT: now} if outbox else {"expire_at": now + self._retention}),
         )
         try:
             self.collection().document(doc_id).create(data, timeout=self._commits.timeout_s)
@@ -242,7 +245,8 @@ class Operations:
                 "status": status,
                 "settled_at": now,
                 "settled_by": by,
-                "expire_at": now + self._retention,
+                # TTL only once the outbox is finished (docs/architecture.md, "Outbox").
+                **({OUTBOX_DUE_AT: now} if items else {"expire_at": now + self._retention}),
                 "writeback_done": not items,
                 "outbox": [{"payload": item, "delivered_at": None} for item in items],
             }
@@ -253,7 +257,7 @@ class Operations:
                 if writeback is not None:
                     _stage(writeback, ResultWrites(txn, self._commits.client, record), record)
                 txn.update(ref, update, option=self._commits.unchanged_since(snapshot))
-                self.expire_submission(txn, record, update.get("expire_at"))
+                self.expire_submission(txn, record.submission, update.get("expire_at"))
 
             try:
                 self._commits.commit(body, ref, snapshot)

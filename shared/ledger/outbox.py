@@ -2,34 +2,44 @@
 
 Items are stored on the operation in the settling transaction and delivered afterwards
 with the idempotency key `"{doc_id}:{index}"` (docs/architecture.md, "Outbox"). Each
-delivery first CLAIMS its item with a lease (`claimed_until`), by a conditional commit
-on the operation, so two sweeps never call `deliver` for one item at once::
+delivery first CLAIMS its item by a conditional commit on the operation: a new owner token
+(`claimed_by`) and a lease (`claimed_until`). Only the token's holder may mark the item
+delivered or record its failure; a holder whose lease expired and was claimed again by
+someone else changes nothing::
 
-    S1 reads v1 (item free)          S2 reads v1 (item free)
-    S1 claims on "still v1" → v2     S2 claims on "still v1" → refused, re-reads v2:
-    S1 deliver(item) → ok                leased by S1 → skipped (not an error)
-    S1 marks delivered → v3
+    A claims (token a, lease 5 min) → v2
+    A deliver: slow pages …                    … lease expires …
+                                               B claims (token b) → v3
+                                               B deliver: re-check "still b" → POST → #7
+                                               B marks delivered on "claimed_by == b" → v4
+    A deliver: re-check "still a" → no → no POST (retryable)
+    A records its failure: claimed_by is b → nothing written, logged
 
-A crash after the external call and before the mark leaves the item claimed; once the
-lease expires the next sweep claims it again and repeats the call with the SAME key::
+The deliverer gets the claim as `item.lease` (`Lease`: `seconds_left()`, `still_owner()`),
+so it can keep each external call inside the lease and re-check ownership right before
+acting. A crash after the external call and before the mark leaves the item claimed; once
+the lease expires the next sweep claims it again and repeats the call with the SAME key,
+so a deliverer must be idempotent (look for its marker before acting).
 
-    S1 claims → deliver(item) → ok → ✗ crash      (item still claimed, not delivered)
-    … lease expires …
-    S2 claims → deliver(item) again, same idempotency key → marks delivered
+A failing `deliver` releases the lease and sets `attempts + 1`, `last_error` and
+`next_attempt_at` (backoff from 30 s up to 30 min); ERROR `alert="outbox_item_failing"`
+once an item has failed `alert_after` times. A `PermanentError`, or `give_up_after`
+failures, GIVES THE ITEM UP (`given_up_at`, `given_up_reason`, the same alert): it is
+never tried again and no longer holds the outbox open.
 
-so a deliverer must be idempotent: it looks for its marker (e.g. a GitHub comment
-carrying the key) before acting. A failing `deliver` releases the lease and sets
-`attempts + 1`, `last_error` and `next_attempt_at` (backoff from 30 s up to 30 min);
-the sweep skips an item until it is due, and logs ERROR `alert="outbox_item_failing"`
-once an item has failed `alert_after` times.
+Every write keeps two operation fields derived from the items: `outbox_due_at`, the
+earliest time an open item is due (its `next_attempt_at`, else settlement; never before
+its lease ends), which the sweep queries in order; and, once no item is open,
+`writeback_done` and the TTL `expire_at` (nothing is deleted while its outbox is unsent).
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
@@ -37,12 +47,16 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.clock import Clock
+from shared.crashpoints import crash_point
+from shared.errors import retryable
 from shared.ledger.commits import Commits
 from shared.ledger.errors import InvalidArgument, LedgerError, OutboxDeliveryFailed
 from shared.ledger.ids import check_limit, clip_error
 from shared.ledger.operations import Operations
 from shared.ledger.records import (
+    OUTBOX_DUE_AT,
     Deliver,
+    Lease,
     Operation,
     OutboxItem,
     SweepReport,
@@ -55,84 +69,128 @@ from shared.retry import Backoff
 
 log = get_logger("ledger")
 
+CALLS_PER_LEASE = 3  # a lease holds at least this many of a deliverer's longest calls
+
 
 @dataclass(frozen=True)
 class OutboxPolicy:
-    """How long a claim holds, how failed items back off, and when a failing one alerts."""
+    """How long a claim holds, how failed items back off, when one alerts and is given up.
+
+    `call_timeout` is the longest single external call a deliverer makes (its HTTP
+    timeout); the lease must hold at least `CALLS_PER_LEASE` of them: look, post, clean up.
+    """
 
     lease: timedelta = timedelta(minutes=5)
     backoff: Backoff = field(default_factory=lambda: Backoff(attempts=1, first_s=30, cap_s=1800))
     alert_after: int = 5
+    give_up_after: int = 48  # about a day of failures at the 30 min cap
+    call_timeout: timedelta = timedelta(seconds=30)
     rand: Callable[[], float] = random.random
+    new_token: Callable[[], str] = field(default=lambda: uuid.uuid4().hex, repr=False)
 
     def __post_init__(self) -> None:
-        if self.lease <= timedelta(0) or self.alert_after < 1:
-            raise InvalidArgument(f"bad outbox policy: need lease > 0, alert_after ≥ 1: {self}")
+        if self.alert_after < 1 or self.give_up_after < 1 or self.call_timeout <= timedelta(0):
+            raise InvalidArgument(
+                f"bad outbox policy: need alert_after ≥ 1, give_up_after ≥ 1, call_timeout > 0: "
+                f"{self}"
+            )
+        if self.lease < CALLS_PER_LEASE * self.call_timeout:
+            raise InvalidArgument(
+                f"bad outbox policy: lease {self.lease} must hold at least {CALLS_PER_LEASE} "
+                f"calls of {self.call_timeout} (the deliverer's HTTP timeout)"
+            )
 
 
 class _Claim(Enum):
     CLAIMED = "claimed"
     LEASED = "leased"  # another caller holds an unexpired lease
     NOT_DUE = "not_due"  # failed before; its next attempt is later
-    DELIVERED = "delivered"  # someone else finished it meanwhile
+    CLOSED = "closed"  # delivered or given up meanwhile
 
 
 class Outbox:
-    """Claims, delivers and marks outbox items; sweeps what a crash left undone."""
+    """Claims, delivers and marks outbox items; sweeps what a crash or a failure left undone."""
 
     def __init__(
-        self, commits: Commits, operations: Operations, clock: Clock, policy: OutboxPolicy
+        self,
+        commits: Commits,
+        operations: Operations,
+        clock: Clock,
+        policy: OutboxPolicy,
+        *,
+        retention: timedelta,
     ) -> None:
         self._commits = commits
         self._operations = operations
         self._clock = clock
         self._policy = policy
+        self._retention = retention
 
     def deliver(self, name: str, deliver: Deliver) -> int:
-        """Deliver each undelivered, unleased item of `name`; how many were delivered now.
+        """Deliver each open, unleased item of `name`; how many were delivered now.
 
         Raises `OutboxDeliveryFailed` at the first item whose `deliver` raises (earlier
-        ones stay marked); that item backs off. Ignores `next_attempt_at`: an explicit call.
+        ones stay marked); that item backs off or is given up. Ignores `next_attempt_at`:
+        an explicit call.
         """
         return self._deliver_all(name, deliver, due_only=False)[0]
 
-    def sweep(self, deliver: Deliver, older_than: timedelta, limit: int) -> SweepReport:
-        """Finish outboxes of operations settled at least `older_than` ago, oldest first."""
+    def sweep(
+        self,
+        deliver: Deliver,
+        older_than: timedelta,
+        limit: int,
+        stop: Callable[[], bool] | None = None,
+    ) -> SweepReport:
+        """Deliver due outbox items, the earliest due first, at most `limit` operations.
+
+        Selects operations by `outbox_due_at <= now` (an index), so items given up or not
+        yet due never take a place. An operation settled less than `older_than` ago whose
+        items were never tried is left to its settling caller (`skipped`). `stop()`, asked
+        before each operation, ends the sweep early (the rest are `stopped`).
+        """
         check_limit(limit)
-        cutoff = self._clock() - older_than
+        now = self._clock()
         query = (
             self._operations.collection()
-            .where(filter=firestore.FieldFilter("writeback_done", "==", False))
-            .where(filter=firestore.FieldFilter("settled_at", "<=", cutoff))
-            .order_by("settled_at")
+            .where(filter=firestore.FieldFilter(OUTBOX_DUE_AT, "<=", now))
+            .order_by(OUTBOX_DUE_AT)
+            .order_by("__name__")
             .limit(limit)
         )
         report = SweepReport()
         for snapshot in self._commits.stream(query, "sweep_outbox"):
-            name = operation_from_snapshot(snapshot).name
-            try:
-                _, skipped = self._deliver_all(name, deliver, due_only=True)
-            except LedgerError:
-                report.failed.append(name)  # logged where it failed; a later sweep retries
+            record = operation_from_snapshot(snapshot)
+            if stop is not None and stop():
+                report.stopped.append(record.name)
                 continue
-            (report.skipped if skipped else report.completed).append(name)
+            if _fresh(record, now - older_than):
+                report.skipped.append(record.name)
+                continue
+            try:
+                _, skipped = self._deliver_all(record.name, deliver, due_only=True)
+            except LedgerError:
+                report.failed.append(record.name)  # logged where it failed; a later sweep retries
+                continue
+            (report.skipped if skipped else report.completed).append(record.name)
         return report
 
     def _deliver_all(self, name: str, deliver: Deliver, *, due_only: bool) -> tuple[int, int]:
         record = self._operations.get(name)
         if record is None:
             raise InvalidArgument(f"operation {name}: no such operation")
-        undelivered = [item for item in record.outbox if item.delivered_at is None]
-        if not undelivered and not record.pending and not record.writeback_done:
-            self._mark_delivered(record, None)  # nothing left to send: just close it
+        open_items = [item for item in record.outbox if item.open]
+        if not open_items and not record.pending and not record.writeback_done:
+            self._rewrite(record, lambda stored, now: True)  # nothing left: just close it
         delivered = skipped = 0
-        for item in undelivered:
+        for item in open_items:
             claim, claimed = self._claim(record, item.index, due_only)
             if claim in (_Claim.LEASED, _Claim.NOT_DUE):
                 skipped += 1
                 continue
-            if claim is _Claim.DELIVERED or claimed is None:
+            if claim is _Claim.CLOSED or claimed is None:
                 continue
+            crash_point("outbox.claimed")
             try:
                 deliver(claimed)
             except Exception as exc:
@@ -140,67 +198,99 @@ class Outbox:
                 raise OutboxDeliveryFailed(
                     f"operation {record.name}: outbox item {item.idempotency_key} failed: {exc}"
                 ) from exc
-            self._mark_delivered(record, item.index)
-            delivered += 1
+            if self._mark_delivered(record, claimed):
+                crash_point("outbox.marked")
+                delivered += 1
         return delivered, skipped
 
     def _claim(
         self, record: Operation, index: int, due_only: bool
     ) -> tuple[_Claim, OutboxItem | None]:
-        """Take the lease on item `index`, by a conditional commit on the operation."""
+        """Take item `index` with a new owner token and a lease, by a conditional commit."""
         ref = self._operations.collection().document(record.doc_id)
 
         def attempt() -> tuple[_Claim, OutboxItem | None]:
             snapshot = self._commits.read(ref, record.name)
-            stored = list((snapshot.to_dict() or {}).get("outbox") or [])
+            data = snapshot.to_dict() or {}
+            stored = list(data.get("outbox") or [])
             item = stored[index]
             now = self._clock()
-            if item.get("delivered_at") is not None:
-                return _Claim.DELIVERED, None
+            if not _open(item):
+                return _Claim.CLOSED, None
             if _later(item.get("claimed_until"), now):
                 return _Claim.LEASED, None
             if due_only and _later(item.get("next_attempt_at"), now):
                 return _Claim.NOT_DUE, None
-            stored[index] = {**item, "claimed_until": now + self._policy.lease}
-            self._commits.update_if_unchanged(ref, snapshot, {"outbox": stored})
-            return _Claim.CLAIMED, outbox_item_from(
-                stored[index], record.name, record.doc_id, index
-            )
+            token, until = self._policy.new_token(), now + self._policy.lease
+            stored[index] = {**item, "claimed_by": token, "claimed_until": until}
+            self._commits.update_if_unchanged(ref, snapshot, self._derived(data, stored, now))
+            lease = Lease(token, until, self._clock, lambda: self._owns(record, index, token))
+            claimed = outbox_item_from(stored[index], record.name, record.doc_id, index)
+            return _Claim.CLAIMED, replace(claimed, lease=lease)
 
         return self._commits.retrying(record.name, attempt)
 
-    def _mark_delivered(self, record: Operation, index: int | None) -> None:
-        """Mark item `index` delivered (None: none left) and maybe `writeback_done`."""
+    def _owns(self, record: Operation, index: int, token: str) -> bool:
+        """Whether item `index` is still claimed by `token`, unexpired and open (one read)."""
+        ref = self._operations.collection().document(record.doc_id)
+        stored = list((self._commits.read(ref, record.name).to_dict() or {}).get("outbox") or [])
+        if index >= len(stored):
+            return False
+        item = stored[index]
+        return (
+            _open(item)
+            and item.get("claimed_by") == token
+            and _later(item.get("claimed_until"), self._clock())
+        )
 
-        def change(stored: list[dict[str, Any]], now: datetime) -> None:
-            if index is not None and stored[index].get("delivered_at") is None:
-                stored[index] = {**stored[index], "delivered_at": now, "claimed_until": None}
+    def _mark_delivered(self, record: Operation, item: OutboxItem) -> bool:
+        """Mark `item` delivered if its claim is still ours; False (logged) when it is not."""
 
-        self._rewrite(record, change)
+        def change(stored: list[dict[str, Any]], now: datetime) -> bool:
+            if not self._still_ours(stored, item, "mark delivered"):
+                return False
+            stored[item.index] = {
+                **stored[item.index],
+                "delivered_at": now,
+                "claimed_until": None,
+                "claimed_by": None,
+            }
+            return True
+
+        return self._rewrite(record, change)
 
     def _record_failure(self, record: Operation, item: OutboxItem, exc: Exception) -> None:
-        """Release the lease; count the failure and schedule the next attempt."""
+        """If the claim is still ours: release it, count the failure, back off or give up."""
         attempts = item.attempts + 1
         error = clip_error(f"{type(exc).__name__}: {exc}")
+        gives_up = not retryable(exc) or attempts >= self._policy.give_up_after
+        reason = (
+            f"permanent error: {error}"
+            if not retryable(exc)
+            else f"failed {attempts} times; last: {error}"
+        )
 
-        def change(stored: list[dict[str, Any]], now: datetime) -> None:
-            if stored[item.index].get("delivered_at") is not None:
-                return
+        def change(stored: list[dict[str, Any]], now: datetime) -> bool:
+            if not self._still_ours(stored, item, "record a failure"):
+                return False
             delay = self._policy.backoff.delay(attempts - 1, self._policy.rand)
             stored[item.index] = {
                 **stored[item.index],
                 "claimed_until": None,
+                "claimed_by": None,
                 "attempts": attempts,
                 "last_error": error,
-                "next_attempt_at": now + timedelta(seconds=delay),
+                "next_attempt_at": None if gives_up else now + timedelta(seconds=delay),
+                **({"given_up_at": now, "given_up_reason": clip_error(reason)} if gives_up else {}),
             }
+            return True
 
         fields: dict[str, Any] = {"operation": record.name, "idempotency_key": item.idempotency_key}
-        log_event(log, logging.ERROR, "outbox item delivery failed", error=error, **fields)
         try:
-            self._rewrite(record, change)
+            recorded = self._rewrite(record, change)
         except LedgerError as store_exc:
             # The lease still expires on its own; the failure count is what is lost.
+            log_event(log, logging.ERROR, "outbox item delivery failed", error=error, **fields)
             log_event(
                 log,
                 logging.ERROR,
@@ -208,33 +298,110 @@ class Outbox:
                 **fields,
                 error=str(store_exc),
             )
-        if attempts >= self._policy.alert_after:
+            return
+        if not recorded:
+            return  # another caller holds the item now; `_still_ours` logged why
+        log_event(log, logging.ERROR, "outbox item delivery failed", error=error, **fields)
+        if gives_up or attempts >= self._policy.alert_after:
+            message = (
+                f"outbox item {item.idempotency_key} of {record.name} given up: {reason}"
+                if gives_up
+                else f"outbox item {item.idempotency_key} of {record.name} failed {attempts} times"
+            )
             log_event(
                 log,
                 logging.ERROR,
-                f"outbox item {item.idempotency_key} of {record.name} failed {attempts} times",
+                message,
                 alert="outbox_item_failing",
                 attempts=attempts,
                 error=error,
+                given_up=gives_up,
                 **fields,
             )
 
+    def _still_ours(self, stored: list[dict[str, Any]], item: OutboxItem, what: str) -> bool:
+        """Whether the stored item is open and still claimed by `item.lease`'s token."""
+        current = stored[item.index] if item.index < len(stored) else {}
+        token = item.lease.token if item.lease is not None else None
+        if _open(current) and token is not None and current.get("claimed_by") == token:
+            return True
+        log_event(
+            log,
+            logging.WARNING,
+            f"outbox: not the item's owner any more; did not {what}",
+            operation=item.operation,
+            idempotency_key=item.idempotency_key,
+            claimed_by=current.get("claimed_by"),
+            closed=not _open(current),
+        )
+        return False
+
     def _rewrite(
-        self, record: Operation, change: Callable[[list[dict[str, Any]], datetime], None]
-    ) -> None:
-        """Apply `change` to the stored outbox list and recompute `writeback_done`."""
+        self, record: Operation, change: Callable[[list[dict[str, Any]], datetime], bool]
+    ) -> bool:
+        """Apply `change` to the stored outbox (False: write nothing) with the derived fields."""
         ref = self._operations.collection().document(record.doc_id)
 
-        def attempt() -> None:
+        def attempt() -> bool:
             snapshot = self._commits.read(ref, record.name)
-            stored = list((snapshot.to_dict() or {}).get("outbox") or [])
-            change(stored, self._clock())
-            done = all(item.get("delivered_at") is not None for item in stored)
-            self._commits.update_if_unchanged(
-                ref, snapshot, {"outbox": stored, "writeback_done": done}
-            )
+            data = snapshot.to_dict() or {}
+            stored = list(data.get("outbox") or [])
+            now = self._clock()
+            if not change(stored, now):
+                return False
+            update = self._derived(data, stored, now)
 
-        self._commits.retrying(record.name, attempt)
+            def body(txn: Any) -> None:
+                txn.update(ref, update, option=self._commits.unchanged_since(snapshot))
+                # The push's submission expires with its winner, in the same commit.
+                self._operations.expire_submission(
+                    txn, data.get("submission"), update.get("expire_at")
+                )
+
+            self._commits.commit(body, ref, snapshot)
+            return True
+
+        return self._commits.retrying(record.name, attempt)
+
+    def _derived(
+        self, data: dict[str, Any], stored: list[dict[str, Any]], now: datetime
+    ) -> dict[str, Any]:
+        """The update for `stored`: the items, `outbox_due_at`, and once finished the TTL."""
+        settled_at = data.get("settled_at") or now
+        due = [_due_at(item, settled_at) for item in stored if _open(item)]
+        update: dict[str, Any] = {"outbox": stored, "writeback_done": not due}
+        if due:
+            update[OUTBOX_DUE_AT] = min(due)
+        else:
+            update[OUTBOX_DUE_AT] = firestore.DELETE_FIELD
+            if data.get("expire_at") is None:
+                update["expire_at"] = now + self._retention  # kept until its outbox is done
+        return update
+
+
+def _open(item: Any) -> bool:
+    return (
+        isinstance(item, dict)
+        and item.get("delivered_at") is None
+        and item.get("given_up_at") is None
+    )
+
+
+def _due_at(item: dict[str, Any], settled_at: datetime) -> datetime:
+    """When the sweep should look at `item`: its next attempt (else settlement), not before
+    its lease ends (a holder that crashed is retried then)."""
+    due = item.get("next_attempt_at") or settled_at
+    until = item.get("claimed_until")
+    return max(due, until) if isinstance(until, datetime) else due
+
+
+def _fresh(record: Operation, cutoff: datetime) -> bool:
+    """Settled after `cutoff` and never tried: its settling caller may be delivering it."""
+    return (
+        record.settled_at is not None
+        and record.settled_at > cutoff
+        and all(item.attempts == 0 and item.claimed_by is None for item in record.outbox)
+    )
 
 
 def _later(value: Any, now: datetime) -> bool:

@@ -39,6 +39,9 @@ WRITEBACK_ERROR = "writeback_error"
 # Reconcile's recent checks of a pending operation ({at, attempt, answer}), newest last.
 CHECKS = "checks"
 MAX_CHECKS = 10
+# When the sweep should next look at the operation's outbox: the earliest due time of its
+# open items; absent once every item is delivered or given up (docs/architecture.md, "Outbox").
+OUTBOX_DUE_AT = "outbox_due_at"
 
 
 class Settlement(StrEnum):
@@ -50,11 +53,34 @@ class Settlement(StrEnum):
 
 
 @dataclass(frozen=True)
+class Lease:
+    """The claim a deliverer holds on one outbox item while it delivers it.
+
+    `seconds_left()` is measured on the ledger's clock up to `expires_at`; `still_owner()`
+    reads the operation and is True while the item is still claimed by `token`, unexpired,
+    and neither delivered nor given up. A deliverer asks it right before its external call.
+    """
+
+    token: str
+    expires_at: datetime
+    clock: Callable[[], datetime] = field(repr=False)
+    check: Callable[[], bool] = field(repr=False)
+
+    def seconds_left(self) -> float:
+        return (self.expires_at - self.clock()).total_seconds()
+
+    def still_owner(self) -> bool:
+        return self.seconds_left() > 0 and self.check()
+
+
+@dataclass(frozen=True)
 class OutboxItem:
     """One side effect to deliver; `idempotency_key` is stable across retries and crashes.
 
     `attempts` counts failed deliveries; `next_attempt_at` is when the sweep may try again;
-    `claimed_until` is the lease of whoever is delivering it now.
+    `claimed_by` (a token new per claim) and `claimed_until` are the lease of whoever is
+    delivering it now; `given_up_at` and `given_up_reason` are set once it failed for good.
+    `lease` is set on the item handed to a deliverer (never stored).
     """
 
     operation: str
@@ -66,6 +92,15 @@ class OutboxItem:
     last_error: str | None = None
     next_attempt_at: datetime | None = None
     claimed_until: datetime | None = None
+    claimed_by: str | None = None
+    given_up_at: datetime | None = None
+    given_up_reason: str | None = None
+    lease: Lease | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def open(self) -> bool:
+        """Neither delivered nor given up: the sweep still owes it an attempt."""
+        return self.delivered_at is None and self.given_up_at is None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -76,6 +111,9 @@ class OutboxItem:
             "last_error": self.last_error,
             "next_attempt_at": self.next_attempt_at,
             "claimed_until": self.claimed_until,
+            "claimed_by": self.claimed_by,
+            "given_up_at": self.given_up_at,
+            "given_up_reason": self.given_up_reason,
         }
 
 
@@ -105,6 +143,7 @@ class Operation:
     submission: str | None = None
     # For a superseded batch: the push's winning operation.
     superseded_by: str | None = None
+    outbox_due_at: datetime | None = None
     update_time: datetime | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -130,6 +169,7 @@ class Operation:
             "stuck_alerted_at": self.stuck_alerted_at,
             "writeback_error": self.writeback_error,
             "checks": list(self.checks),
+            "outbox_due_at": self.outbox_due_at,
             "outbox": [item.to_dict() for item in self.outbox],
             "submission": self.submission,
             "superseded_by": self.superseded_by,
@@ -205,13 +245,16 @@ class Recorded(NamedTuple):
 class SweepReport:
     """What one outbox sweep did, by operation name.
 
-    `completed`: every item delivered; `failed`: an item's delivery raised (retried later,
-    with backoff); `skipped`: an item was not yet due or under another caller's lease.
+    `completed`: every item delivered (or given up); `failed`: an item's delivery raised
+    (retried later, with backoff, unless it was given up); `skipped`: an item was not yet
+    due or under another caller's lease; `stopped`: the caller's budget ran out before
+    these due operations were tried (the next sweep takes them first).
     """
 
     completed: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
 
 
 Deliver = Callable[[OutboxItem], None]
@@ -247,6 +290,7 @@ def operation_from(data: Mapping[str, Any], doc_id: str, update_time: Any) -> Op
         checks=tuple(dict(c) for c in data.get(CHECKS) or ()),
         submission=data.get("submission"),
         superseded_by=data.get("superseded_by"),
+        outbox_due_at=data.get(OUTBOX_DUE_AT),
         update_time=update_time,
     )
 
@@ -262,6 +306,9 @@ def outbox_item_from(item: Mapping[str, Any], name: str, doc_id: str, index: int
         last_error=item.get("last_error"),
         next_attempt_at=item.get("next_attempt_at"),
         claimed_until=item.get("claimed_until"),
+        claimed_by=item.get("claimed_by"),
+        given_up_at=item.get("given_up_at"),
+        given_up_reason=item.get("given_up_reason"),
     )
 
 

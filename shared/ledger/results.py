@@ -110,3 +110,17 @@ class Reviews:
         )
         found = [s.to_dict() or {} for s in self._commits.stream(query, "reviews_for")]
         return sorted(found, key=lambda doc: str(doc.get("path", "")))
+
+    def reviews_for_push(self, repo: str, sha: str, limit: int = 1000) -> list[dict[str, Any]]:
+        """Up to `limit` reviews of the push `repo@sha`, by path (equality filters only)."""
+        if not all(isinstance(v, str) and v for v in (repo, sha)):
+            raise InvalidArgument(f"repo and sha must be non-empty strings: {repo!r}, {sha!r}")
+        check_limit(limit)
+        query = (
+            self._commits.collection(REVIEWS)
+            .where(filter=firestore.FieldFilter("repo", "==", repo))
+            .where(filter=firestore.FieldFilter("sha", "==", sha))
+            .limit(limit)
+        )
+        found = [s.to_dict() or {} for s in self._commits.stream(query, "reviews_for_push")]
+        return sorted(found, key=lambda doc: str(doc.get("path", "")))

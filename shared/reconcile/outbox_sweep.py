@@ -1,7 +1,9 @@
-"""The outbox sweep: settled operations whose outbox is unfinished get it delivered.
+"""The outbox sweep: due outbox items get delivered, the earliest due first.
 
 What delivers an item is decided by the kinds registry (`shared.kinds.Deliverers`: the
 deliverer registered for the item's payload kind); the sweep only drives the ledger.
+It runs against its OWN budget (`sweep_budget_s`), not what the run's other phases left,
+so a run that spent its main budget still sweeps (docs/architecture.md, "Outbox").
 """
 
 from __future__ import annotations
@@ -28,14 +30,17 @@ def sweep(
     report: RunReport,
     budget: Budget,
 ) -> None:
-    """One `Ledger.sweep_outbox` pass, counted in `report`; never raises a `LedgerError`."""
-    if budget.spent():
-        report.stop("sweep", None)
-        return
+    """One `Ledger.sweep_outbox` pass within `budget` (the sweep's own), counted in `report`.
+
+    No new operation starts once `budget` is spent; those left are the next run's first.
+    Never raises a `LedgerError`.
+    """
     try:
-        swept = ledger.sweep_outbox(deliver, older_than=older_than, limit=limit)
+        swept = ledger.sweep_outbox(deliver, older_than=older_than, limit=limit, stop=budget.spent)
     except LedgerError as exc:
         report.add(errors=1)
         logs.event(log, logging.ERROR, "outbox sweep failed", reason=str(exc))
         return
     report.add(swept=len(swept.completed), sweep_failed=len(swept.failed))
+    if swept.stopped:
+        report.stop("sweep", swept.stopped[0])

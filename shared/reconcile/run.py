@@ -114,15 +114,17 @@ class Reconciler:
                 report.stop("adopt", None)  # listing Gemini's batches takes time too
             elif adopted := self._adopter.adopt(report, budget, seen):
                 self._check_all(adopted, report, budget, "adopt", progress)
-        if not report.stopped_early:
-            sweep(
-                self._ledger,
-                self._deliver,
-                older_than=s.grace,
-                limit=s.page_size,
-                report=report,
-                budget=budget,
-            )
+        # Issue 20 (outbox): the sweep runs even when the phases above spent the budget, on
+        # its own allowance, so outboxes never wait on a busy reconcile (docs/architecture.md,
+        # "Outbox").
+        sweep(
+            self._ledger,
+            self._deliver,
+            older_than=s.grace,
+            limit=s.page_size,
+            report=report,
+            budget=Budget.starting_now(s.sweep_budget_s, 0.0, self._sources.monotonic),
+        )
         report.elapsed_s = round(self._sources.monotonic() - started, 3)
         level = logging.WARNING if report.stopped_early else logging.INFO
         message = (

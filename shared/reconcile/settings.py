@@ -20,6 +20,8 @@ DEFAULT_BACKOFF = Backoff(first_s=BACKOFF_FIRST_S, cap_s=BACKOFF_CAP_S, jitter=B
 
 # How long a run waits, past its budget, for checks already in flight.
 DRAIN_S = 30.0
+# The outbox sweep's own allowance: it starts no new operation after this long.
+SWEEP_BUDGET_S = 15.0
 MAX_PAGE_SIZE = 1000
 
 
@@ -30,7 +32,9 @@ class ReconcileSettings:
     `alert_window_s` defaults to `stuck_after_s`: a stuck operation alerts once per that
     long. `fanout_window_s` is how long fanned-out page task ids stay the same (overlapping
     runs in one window name the same tasks). `drain_s` is how long a run waits, past its
-    budget, for checks already in flight before it answers anyway.
+    budget, for checks already in flight before it answers anyway. `sweep_budget_s` is
+    the outbox sweep's own allowance, counted from when the sweep starts, so a run that
+    spent its main budget still sweeps (a run may last budget + drain + sweep budget).
     """
 
     grace_s: float = 90.0
@@ -42,6 +46,7 @@ class ReconcileSettings:
     fanout_threshold: int = 500
     fanout_window_s: float = 300.0
     drain_s: float = DRAIN_S
+    sweep_budget_s: float = SWEEP_BUDGET_S
     adopt_orphans: bool = True
     backoff: Backoff = field(default=DEFAULT_BACKOFF)
 
@@ -117,6 +122,8 @@ def _problems(s: ReconcileSettings) -> list[str]:
         problems.append(f"fanout_window_s must be > 0, got {s.fanout_window_s!r}")
     if not s.drain_s >= 0:
         problems.append(f"drain_s must be ≥ 0, got {s.drain_s!r}")
+    if not s.sweep_budget_s > 0:
+        problems.append(f"sweep_budget_s must be > 0, got {s.sweep_budget_s!r}")
     if not isinstance(s.backoff, Backoff) or not s.backoff.first_s > 0:
         problems.append(f"backoff must be a Backoff with first_s > 0, got {s.backoff!r}")
     return problems

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 import requests
 
-from shared.github import ContentsClient, GitHubRejected, GitHubUnavailable, review_marker
+from shared import crashpoints
+from shared.errors import retryable
+from shared.github import (
+    ContentsClient,
+    GitHubRejected,
+    GitHubUnavailable,
+    OwnershipLost,
+    PublishResult,
+    push_marker,
+    review_marker,
+)
 
 REPO = "octo-org/handbook"
 SHA = "6dcb09b5b57875f334f61aebed695e2e4193db5e"
@@ -132,3 +143,106 @@ def test_a_malformed_repo_or_path_sends_nothing(simulator: Any) -> None:
             call()
     # Each call is synchronous: a request sent would be in the log before the call returned.
     assert simulator.control.requests_log() == []
+
+
+class Window:
+    """An `Ownership` for tests: a fixed number of seconds left, and a yes/no owner answer."""
+
+    def __init__(self, seconds: float = 300.0, owner: bool = True) -> None:
+        self.seconds, self.owner, self.asked = seconds, owner, 0
+
+    def seconds_left(self) -> float:
+        return self.seconds
+
+    def still_owner(self) -> bool:
+        self.asked += 1
+        return self.owner
+
+
+def test_delete_comment_removes_it_and_a_second_delete_finds_it_gone(simulator: Any) -> None:
+    comments = simulator.github_comments()
+    posted = comments.publish_once(REPO, SHA, MARKER, "to be removed")
+
+    first = comments.delete_comment(REPO, posted.comment_id)
+    second = comments.delete_comment(REPO, posted.comment_id)
+
+    assert (first, second) == (True, False)
+    assert comments.find_comment(REPO, SHA, MARKER) is None
+    assert simulator.control.github_comments()["commits"][0]["deletes"] == 1
+
+
+def test_two_publishes_that_both_found_nothing_end_with_the_oldest_comment(simulator: Any) -> None:
+    both_looked = threading.Barrier(2, timeout=30)
+    results: list[PublishResult] = []
+
+    def hold_before_post(point: str) -> None:
+        if point == "outbox.before_post":
+            both_looked.wait()  # each has listed the commit and found no marker
+
+    def publish() -> None:
+        results.append(simulator.github_comments().publish_once(REPO, SHA, MARKER, "review"))
+
+    crashpoints.install(hold_before_post)
+    try:
+        threads = [threading.Thread(target=publish) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    finally:
+        crashpoints.install(None)
+
+    stored = simulator.control.github_comments()["comments"]
+    assert commit_counts(simulator) == {"posts": 2, "comments": 1}
+    assert sorted(r.created for r in results) == [False, True]
+    assert {r.comment_id for r in results} == {stored[0]["id"]}  # both agree on the survivor
+    assert stored[0]["id"] == min(r.comment_id for r in results)
+
+
+def test_a_duplicate_found_later_is_deleted_and_the_oldest_kept(simulator: Any) -> None:
+    oldest = post_raw(simulator, f"first {MARKER}").json()["id"]
+    post_raw(simulator, f"second {MARKER}")
+
+    result = simulator.github_comments().publish_once(REPO, SHA, MARKER, "third")
+
+    assert (result.comment_id, result.created, len(result.deleted)) == (oldest, False, 1)
+    assert commit_counts(simulator) == {"posts": 2, "comments": 1}
+
+
+def test_too_little_time_left_sends_nothing(simulator: Any) -> None:
+    comments = simulator.github_comments(timeout_s=5.0)
+
+    with pytest.raises(GitHubUnavailable, match="left before the deadline"):
+        comments.publish_once(REPO, SHA, MARKER, "review", ownership=Window(seconds=4.9))
+
+    assert simulator.control.requests_log() == []
+
+
+def test_lost_ownership_is_retryable_and_posts_nothing(simulator: Any) -> None:
+    window = Window(owner=False)
+
+    with pytest.raises(OwnershipLost) as raised:
+        simulator.github_comments().publish_once(REPO, SHA, MARKER, "review", ownership=window)
+
+    assert retryable(raised.value) and window.asked == 1
+    assert commit_counts(simulator) == {"posts": 0, "comments": 0}
+
+
+def test_a_comment_with_an_older_marker_counts_as_already_there(simulator: Any) -> None:
+    old = review_marker("batches/abc123")
+    existing = post_raw(simulator, f"review {old}").json()["id"]
+    marker = push_marker(REPO, SHA)
+
+    result = simulator.github_comments().publish_once(REPO, SHA, marker, "review", also=[old])
+
+    assert (result.comment_id, result.created) == (existing, False)
+    assert commit_counts(simulator) == {"posts": 1, "comments": 1}
+
+
+def test_push_marker_is_one_html_comment_per_push() -> None:
+    assert push_marker("Octo-Org/Handbook", "ABCDEF12") == (
+        "<!-- hookledger:review:octo-org/handbook@abcdef12 -->"
+    )
+    assert "--" not in push_marker("a--b/c", "abcd")[4:-3]
+    with pytest.raises(GitHubRejected):
+        push_marker("not a repo", "abcd")

@@ -606,6 +606,36 @@ def test_run_stops_within_its_budget_and_the_next_run_finishes(
     assert count(firestore_client, "writebacks") == 40
 
 
+def test_a_run_that_spent_its_budget_still_sweeps_the_outbox(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
+) -> None:
+    ledger.register("batches/unsent", "k")
+    ledger.settle("batches/unsent", "succeeded", "webhook", outbox=[{"n": 1}])
+    names = submit(gateway, ledger, 5)
+    complete(simulator, names)
+    ticks = Ticks()
+    costly = TimedGateway(gateway, lambda _name: ticks.advance(1.0))  # 1 s per Gemini call
+    delivered: list[str] = []
+    reconciler = make_reconciler(
+        ledger,
+        costly,
+        concurrency=1,
+        budget_s=2.5,
+        sweep_budget_s=5,
+        adopt_orphans=False,
+        sources=Sources(monotonic=ticks),
+        deliver=lambda item: delivered.append(item.idempotency_key),
+    )
+
+    report = reconciler.run()
+
+    assert report.stopped_early and report.stopped_at == "poll", report
+    assert (report.settled, report.swept) == (3, 1), report
+    assert delivered == ["batches%2Funsent:0"]
+    unsent = ledger.get("batches/unsent")
+    assert unsent is not None and unsent.writeback_done and unsent.expire_at is not None
+
+
 def test_overlapping_runs_settle_each_operation_once(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:

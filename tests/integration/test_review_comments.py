@@ -14,7 +14,7 @@ import pytest
 
 from shared.clock import FakeClock, system_clock
 from shared.gemini import GeminiGateway, make_client
-from shared.github import CommentsClient, review_marker
+from shared.github import CommentsClient, push_marker
 from shared.kinds import Deliverers, KindOptions
 from shared.ledger import Ledger, Operation, SweepReport
 from shared.reconcile import Reconciler, ReconcileSettings
@@ -122,7 +122,7 @@ def test_duplicate_webhooks_racing_reconcile_publish_one_comment(fresh, firestor
     seen = commit_comments(fresh)
     assert (seen["posts"], seen["comments"]) == (1, 1), seen
     [body] = seen["bodies"]
-    assert review_marker(op.name) in body
+    assert push_marker(OWNER_REPO, SHA) in body  # one comment per push
     assert all(path in body for path in FILES)
 
 

@@ -553,7 +553,9 @@ def test_comment_post_fault_after_create_stores_then_answers_the_error(simulator
     assert statuses == [502, 502, 201]
     summary = simulator.control.github_comments()
     assert [c["body"] for c in summary["comments"]] == ["c0", "c1", "c2"]
-    assert summary["commits"] == [{"repo": "octo/docs", "sha": COMMIT, "posts": 3, "comments": 3}]
+    assert summary["commits"] == [
+        {"repo": "octo/docs", "sha": COMMIT, "posts": 3, "comments": 3, "deletes": 0}
+    ]
 
 
 def test_comment_post_fault_before_create_stores_nothing(simulator: Any) -> None:
@@ -563,7 +565,9 @@ def test_comment_post_fault_before_create_stores_nothing(simulator: Any) -> None
 
     assert failed.status_code == 503
     summary = simulator.control.github_comments()
-    assert summary["commits"] == [{"repo": "octo/docs", "sha": COMMIT, "posts": 1, "comments": 0}]
+    assert summary["commits"] == [
+        {"repo": "octo/docs", "sha": COMMIT, "posts": 1, "comments": 0, "deletes": 0}
+    ]
 
 
 def test_a_comment_fault_alone_leaves_the_gemini_faults_in_place(simulator: Any) -> None:

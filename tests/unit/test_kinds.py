@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from shared import kinds
-from shared.errors import PermanentError
-from shared.kinds import Deliverers, KindOptions, OperationKind
+from shared.errors import PermanentError, retryable
+from shared.kinds import Deliverers, KindOptions, NoDeliverer, OperationKind
 from shared.kinds.review import KIND, REVIEW, review_tag
 from shared.kinds.review.comments import MAX_COMMENT_CHARS, comment_body, item
 from shared.ledger import OutboxItem
@@ -116,46 +116,55 @@ class Recorder:
     def comments(self) -> Any:
         return self
 
-    def reviews_for(self, operation: str) -> list[dict[str, Any]]:
+    def reviews_for_push(self, repo: str, sha: str) -> list[dict[str, Any]]:
         return [{"path": "docs/a.md", "text": "fine"}]
 
-    def publish_once(self, repo: str, sha: str, marker: str, body: str) -> Any:
-        self.calls.append((repo, sha, marker, body))
+    def publish_once(
+        self, repo: str, sha: str, marker: str, body: str, *, ownership: Any, also: Any
+    ) -> Any:
+        self.calls.append((repo, sha, marker, body, tuple(also)))
 
         @dataclass
         class Result:
             comment_id: int = 7
             created: bool = True
+            deleted: tuple[int, ...] = ()
 
         return Result()
 
 
 def test_deliverers_dispatch_by_payload_kind() -> None:
     recorder = Recorder([])
-    Deliverers(recorder)(outbox_item(item("octo/docs", "abc", "batches/b1")))
-    [(repo, sha, marker, body)] = recorder.calls
-    assert (repo, sha) == ("octo/docs", "abc")
-    assert marker == "<!-- hookledger:review:batches/b1 -->"
+    Deliverers(recorder)(outbox_item(item("octo/docs", "abc123", "batches/b1")))
+    [(repo, sha, marker, body, also)] = recorder.calls
+    assert (repo, sha) == ("octo/docs", "abc123")
+    assert marker == "<!-- hookledger:review:octo/docs@abc123 -->"  # one per push
+    assert also == ("<!-- hookledger:review:batches/b1 -->",)  # the old per-operation one
     assert "docs/a.md" in body and "fine" in body
 
 
 @pytest.mark.parametrize(
-    ("name", "payload", "services", "message"),
+    ("name", "payload", "services", "error", "message"),
     [
-        ("unknown payload kind", {"kind": "fax"}, Recorder([]), "no outbox deliverer"),
-        ("payload not a mapping", ["x"], Recorder([]), "no outbox deliverer"),
-        ("no services", item("o/r", "abc", "batches/b1"), None, "no outbox services"),
+        # A deployment can fix these: retried with backoff, not given up at once.
+        ("unknown payload kind", {"kind": "fax"}, Recorder([]), NoDeliverer, "no outbox deliverer"),
+        ("payload not a mapping", ["x"], Recorder([]), NoDeliverer, "no outbox deliverer"),
+        ("no services", item("o/r", "abc", "batches/b1"), None, NoDeliverer, "no outbox services"),
         (
             "payload missing fields",
             {"kind": "github-comment"},
             Recorder([]),
+            PermanentError,
             "not a github-comment",
         ),
     ],
 )
-def test_deliverers_refuse_what_they_cannot_deliver(name, payload, services, message) -> None:
-    with pytest.raises(PermanentError, match=message):
+def test_deliverers_refuse_what_they_cannot_deliver(
+    name, payload, services, error, message
+) -> None:
+    with pytest.raises(error, match=message) as raised:
         Deliverers(services)(outbox_item(payload))
+    assert retryable(raised.value) is (error is NoDeliverer), name
 
 
 def test_comment_body_stays_under_githubs_limit() -> None:

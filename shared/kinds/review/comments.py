@@ -2,17 +2,23 @@
 
 The settling commit records an outbox item `{"kind": "github-comment", repo, sha,
 operation}`; the ledger delivers it after the commit (and reconcile's sweep retries it),
-holding a lease so two sweeps never deliver it at once. The comment carries a marker
-(`review_marker(operation)`), and `publish_once` looks for it before posting:
+under a claim with an owner token and a lease (`item.lease`). The comment carries the
+PUSH's marker (`push_marker(repo, sha)`: one comment per push, whichever operation
+delivers it), and `publish_once` looks for it before posting:
 
     attempt 1: no marker → POST → GitHub creates it, the answer is lost (502) → item failed
     attempt 2: marker found → no POST → item delivered      (exactly one comment)
+
+The lease is passed on as the publish's `ownership`: every request fits in what is left
+of it, ownership is re-read right before the POST, and newer duplicates are deleted
+after it (docs/architecture.md, "Outbox"). A comment carrying the per-operation marker
+of earlier releases (`review_marker(operation)`) counts as already there.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from shared import logs
@@ -36,16 +42,22 @@ def item(repo: str, sha: str, operation: str) -> dict[str, Any]:
 
 @register_deliverer(COMMENT)
 def publish_reviews(item: OutboxItem, services: DeliveryServices) -> None:
-    """Post the operation's reviews as one commit comment unless its marker is already there."""
-    from shared.github import review_marker
+    """Post the push's reviews as one commit comment unless its marker is already there."""
+    from shared.github import push_marker, review_marker
 
     payload = item.payload if isinstance(item.payload, Mapping) else {}
     repo, sha, operation = payload.get("repo"), payload.get("sha"), payload.get("operation")
     if not (isinstance(repo, str) and isinstance(sha, str) and isinstance(operation, str)):
         raise PermanentError(f"outbox item {item.idempotency_key}: not a github-comment payload")
-    reviews = services.ledger.reviews_for(operation)
-    marker = review_marker(operation)
-    result = services.comments.publish_once(repo, sha, marker, comment_body(sha, reviews))
+    reviews = services.ledger.reviews_for_push(repo, sha)
+    result = services.comments.publish_once(
+        repo,
+        sha,
+        push_marker(repo, sha),
+        comment_body(sha, reviews),
+        ownership=item.lease,
+        also=_older_markers(operation, review_marker),
+    )
     logs.event(
         log,
         logging.INFO,
@@ -54,8 +66,17 @@ def publish_reviews(item: OutboxItem, services: DeliveryServices) -> None:
         repo=repo,
         sha=sha,
         comment_id=result.comment_id,
+        deleted_duplicates=list(result.deleted),
         idempotency_key=item.idempotency_key,
     )
+
+
+def _older_markers(operation: str, review_marker: Callable[[str], str]) -> tuple[str, ...]:
+    """The per-operation marker of earlier releases, when the name can carry one."""
+    try:
+        return (review_marker(operation),)
+    except PermanentError:
+        return ()
 
 
 def comment_body(sha: str, reviews: Sequence[Mapping[str, Any]]) -> str:
