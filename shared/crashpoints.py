@@ -40,7 +40,7 @@ POINTS: dict[str, str] = {
 }
 
 
-class Crashed(BaseException):  # noqa: N818 - it is an event, not an error to handle
+class Crashed(BaseException):  # named for the event, not as an error to handle
     """Raised by an installed hook: the process 'died' at a crash point (tests only)."""
 
 

@@ -167,6 +167,7 @@ def replay(delivery: Delivery, *, force: bool = False) -> dict[str, Any]:
             task_id=task_id,
             oidc_service_account=cfg.tasks_service_account or None,
             oidc_audience=cfg.worker_url,
+            dispatch_deadline_s=cfg.task_dispatch_deadline_s,
         )
     except Exception as exc:
         # Put the status back, so the record does not claim a replay is on its way.

@@ -190,8 +190,10 @@ def click_through(driver: Any, element_id: str, lands_on: str) -> None:
     wait = WebDriverWait(driver, 60)
     wait.until(ec.staleness_of(old_root), f"{element_id}: the page was never replaced")
     wait.until(
-        lambda d: lands_on in d.current_url
-        and d.execute_script("return document.readyState") == "complete",
+        lambda d: (
+            lands_on in d.current_url
+            and d.execute_script("return document.readyState") == "complete"
+        ),
         f"{element_id}: no loaded page at a URL containing {lands_on!r}",
     )
 
