@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from shared import logs
@@ -158,6 +159,7 @@ def review_push(event: Event, ctx: HandlerContext) -> Done | Ignored:
         repositories=ctx.config.github_repositories,
         model=ctx.config.review_model,
         clock=ctx.clock,
+        create_budget=timedelta(seconds=ctx.config.create_budget_s),
     )
     return run(payload, event.delivery_id, deps, event.run)
 

@@ -51,6 +51,11 @@ GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v3/certs"
 FIRESTORE_TIMEOUT_S = 15.0
 # The functions `functions/main.py` serves; `Config.function` is one of them, or "" for a tool.
 FUNCTIONS = ("ingress", "worker", "reconcile")
+# Cloud Tasks' documented range for an HTTP task's dispatch deadline.
+MIN_DISPATCH_DEADLINE_S = 15
+MAX_DISPATCH_DEADLINE_S = 1800
+# Cloud Functions (gen2) caps an HTTP function's timeout at 60 minutes.
+MAX_WORKER_TIMEOUT_S = 3600
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -119,6 +124,11 @@ class Config:
     reconcile_backoff_jitter: float = 0.5
     retention_days: int = 14
     worker_max_retries: int = 20
+    # The worker function's timeout (Terraform's worker_function.timeout_seconds), and the
+    # deadline every task carries: below it, so Cloud Tasks' verdict on an attempt comes from
+    # our own setting, never the queue's 10 min default (docs/architecture.md, "Delivery lease").
+    worker_timeout_s: int = 540
+    task_dispatch_deadline_s: int = 480
     http_timeout_s: float = 30.0
     tasks_timeout_s: float = 5.0
     # Which deployed function this configuration is for ("" = a tool: the CLI, a test).
@@ -270,6 +280,10 @@ class Config:
             ),
             retention_days=integer("RETENTION_DAYS", d.retention_days, minimum=1),
             worker_max_retries=integer("WORKER_MAX_RETRIES", d.worker_max_retries),
+            worker_timeout_s=integer("WORKER_TIMEOUT_S", d.worker_timeout_s, minimum=1),
+            task_dispatch_deadline_s=integer(
+                "TASK_DISPATCH_DEADLINE_S", d.task_dispatch_deadline_s, minimum=1
+            ),
             http_timeout_s=number("HTTP_TIMEOUT_S", d.http_timeout_s),
             tasks_timeout_s=number("TASKS_TIMEOUT_S", d.tasks_timeout_s),
             function=function,
@@ -278,6 +292,7 @@ class Config:
     def __post_init__(self) -> None:
         if self.function not in ("", *FUNCTIONS):
             raise ConfigError(f"FUNCTION_TARGET must be one of {', '.join(FUNCTIONS)}")
+        _check_deadlines(self)
         deployed = not self.project.startswith("demo-")
         if deployed and self.oidc_audience and not self.tasks_service_account:
             # Any Google-signed token for the audience would pass: pin the caller.
@@ -296,8 +311,51 @@ class Config:
         return self.project.startswith("demo-")
 
     @property
+    def delivery_lease_s(self) -> int:
+        """How long the worker's lease on a delivery lasts: the worker timeout plus the
+        margin the dispatch deadline keeps below it (docs/architecture.md, "Delivery lease")."""
+        return self.worker_timeout_s + (self.worker_timeout_s - self.task_dispatch_deadline_s)
+
+    @property
+    def create_budget_s(self) -> float:
+        """The lease an attempt must have left to send a batch create: the call's own
+        timeout and a margin, so the create ends before another attempt may take over
+        (docs/architecture.md, "One winner per push")."""
+        return self.http_timeout_s + CREATE_MARGIN_S
+
+    @property
     def queue_path(self) -> str:
         return f"projects/{self.project}/locations/{self.location}/queues/{self.queue}"
+
+
+# Added to HTTP_TIMEOUT_S: what a batch create may take beyond its own timeout.
+CREATE_MARGIN_S = 5.0
+
+
+def _check_deadlines(cfg: Config) -> None:
+    """The worker timeout and the dispatch deadline: each in range, the deadline below."""
+    if not 1 <= cfg.worker_timeout_s <= MAX_WORKER_TIMEOUT_S:
+        raise ConfigError(
+            f"WORKER_TIMEOUT_S must be 1-{MAX_WORKER_TIMEOUT_S}, got {cfg.worker_timeout_s}"
+        )
+    deadline = cfg.task_dispatch_deadline_s
+    if not MIN_DISPATCH_DEADLINE_S <= deadline <= MAX_DISPATCH_DEADLINE_S:
+        raise ConfigError(
+            f"TASK_DISPATCH_DEADLINE_S must be {MIN_DISPATCH_DEADLINE_S}-"
+            f"{MAX_DISPATCH_DEADLINE_S} (Cloud Tasks' range for HTTP tasks), got {deadline}"
+        )
+    if deadline >= cfg.worker_timeout_s:
+        raise ConfigError(
+            f"TASK_DISPATCH_DEADLINE_S ({deadline}) must be below WORKER_TIMEOUT_S "
+            f"({cfg.worker_timeout_s}): Cloud Tasks must give up on an attempt before the "
+            "worker's timeout ends it"
+        )
+    if cfg.delivery_lease_s <= 2 * cfg.create_budget_s:
+        raise ConfigError(
+            f"WORKER_TIMEOUT_S ({cfg.worker_timeout_s}) is too short for HTTP_TIMEOUT_S "
+            f"({cfg.http_timeout_s:g}): a push's lease ({cfg.delivery_lease_s} s) must hold "
+            f"its fetches and a batch create ({cfg.create_budget_s:g} s) twice over"
+        )
 
 
 def _check_deployed(cfg: Config) -> None:
@@ -351,6 +409,9 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "MAX_BODY_BYTES",
         "MAX_GEMINI_BODY_BYTES",
         "CLAIMS_DATABASE",
+        # Every task it creates carries the dispatch deadline, checked against the timeout.
+        "TASK_DISPATCH_DEADLINE_S",
+        "WORKER_TIMEOUT_S",
     ),
     "worker": (
         "GOOGLE_CLOUD_PROJECT",
@@ -365,6 +426,9 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "GITHUB_REPOSITORIES",
         "RETENTION_DAYS",
         "WORKER_MAX_RETRIES",
+        # The delivery lease lasts the timeout plus the deadline's margin below it.
+        "WORKER_TIMEOUT_S",
+        "TASK_DISPATCH_DEADLINE_S",
         # The worker registers with the grace and runs the check pages reconcile fans out.
         "RECONCILE_GRACE_S",
         "RECONCILE_CONCURRENCY",
@@ -400,5 +464,8 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "RECONCILE_BACKOFF_JITTER",
         # Its check pages go by claim check when over 512 KiB.
         "CLAIMS_DATABASE",
+        # Its check-page tasks carry the dispatch deadline too.
+        "TASK_DISPATCH_DEADLINE_S",
+        "WORKER_TIMEOUT_S",
     ),
 }

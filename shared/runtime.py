@@ -316,6 +316,7 @@ def reconciler() -> Reconciler:
         seal,
         oidc_service_account=cfg.tasks_service_account or None,
         oidc_audience=cfg.worker_url,
+        dispatch_deadline_s=cfg.task_dispatch_deadline_s,
     )
     return Reconciler.from_config(
         cfg, ledger(), gemini(), enqueue_page=enqueue, deliver=Deliverers(handler_context())

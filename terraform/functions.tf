@@ -49,10 +49,13 @@ locals {
       MAX_BODY_BYTES          = tostring(var.settings.max_body_bytes)
       MAX_GEMINI_BODY_BYTES   = tostring(var.settings.max_gemini_body_bytes)
       SIGNATURE_TOLERANCE_S   = tostring(var.settings.signature_tolerance_s)
-      TASKS_LOCATION          = var.region
-      TASKS_QUEUE             = var.queue.name
-      TASKS_SERVICE_ACCOUNT   = google_service_account.tasks_invoker.email
-      WORKER_URL              = local.function_urls.worker
+      # Every task carries the dispatch deadline, which must stay below the worker's timeout.
+      TASK_DISPATCH_DEADLINE_S = tostring(var.settings.task_dispatch_deadline_s)
+      TASKS_LOCATION           = var.region
+      TASKS_QUEUE              = var.queue.name
+      TASKS_SERVICE_ACCOUNT    = google_service_account.tasks_invoker.email
+      WORKER_TIMEOUT_S         = tostring(var.worker_function.timeout_seconds)
+      WORKER_URL               = local.function_urls.worker
     }
     # The worker registers operations with the grace and runs reconcile's fanned-out check
     # pages, so it reads the same reconcile settings as reconcile itself.
@@ -73,9 +76,12 @@ locals {
       REVIEW_MODEL               = var.review.model
       REVIEW_PATH                = var.review.path
       STUCK_AFTER_S              = tostring(var.settings.stuck_after_s)
+      # The delivery lease lasts the worker's timeout plus the deadline's margin below it.
+      TASK_DISPATCH_DEADLINE_S = tostring(var.settings.task_dispatch_deadline_s)
       # Pins the OIDC token's email: only Cloud Tasks' account may call the worker.
       TASKS_SERVICE_ACCOUNT = google_service_account.tasks_invoker.email
       WORKER_MAX_RETRIES    = tostring(var.settings.worker_max_retries)
+      WORKER_TIMEOUT_S      = tostring(var.worker_function.timeout_seconds)
     }
     reconcile = {
       CLAIMS_DATABASE            = google_firestore_database.claims.name
@@ -93,9 +99,11 @@ locals {
       RETENTION_DAYS             = tostring(var.settings.retention_days)
       SCHEDULER_SERVICE_ACCOUNT  = google_service_account.scheduler_invoker.email
       STUCK_AFTER_S              = tostring(var.settings.stuck_after_s)
+      TASK_DISPATCH_DEADLINE_S   = tostring(var.settings.task_dispatch_deadline_s)
       TASKS_LOCATION             = var.region
       TASKS_QUEUE                = var.queue.name
       TASKS_SERVICE_ACCOUNT      = google_service_account.tasks_invoker.email
+      WORKER_TIMEOUT_S           = tostring(var.worker_function.timeout_seconds)
       WORKER_URL                 = local.function_urls.worker
     }
   }
@@ -227,6 +235,12 @@ resource "google_cloudfunctions2_function" "function" {
   }
 
   lifecycle {
+    precondition {
+      # Cloud Tasks must give up on an attempt before the worker's timeout ends it; the
+      # delivery lease covers the rest (docs/architecture.md, "Delivery lease").
+      condition     = var.settings.task_dispatch_deadline_s < var.worker_function.timeout_seconds
+      error_message = "settings.task_dispatch_deadline_s must be below worker_function.timeout_seconds, or the worker refuses to start."
+    }
     precondition {
       # Reconcile stops taking work at its budget, then waits up to 30 s (DRAIN_S) for checks in flight.
       condition     = var.settings.reconcile_budget_s + 30 < var.reconcile_function.timeout_seconds

@@ -264,7 +264,9 @@ variable "settings" {
     retention_days             = optional(number, 14)
     signature_tolerance_s      = optional(number, 300)
     stuck_after_s              = optional(number, 21600)
-    worker_max_retries         = optional(number, 20)
+    # Below worker_function.timeout_seconds (540 by default), within Cloud Tasks' 15-1800 s.
+    task_dispatch_deadline_s = optional(number, 480)
+    worker_max_retries       = optional(number, 20)
   })
   default = {}
 
@@ -301,6 +303,12 @@ variable "settings" {
       ] : v >= 1 && floor(v) == v
     ]) && var.settings.reconcile_grace_s >= 0 && var.settings.signature_tolerance_s >= 1 && var.settings.worker_max_retries >= 0
     error_message = "settings: budgets, concurrency, thresholds and retention are whole numbers >= 1; grace, tolerance and retries are >= 0."
+  }
+
+  validation {
+    # Cloud Tasks' documented range for an HTTP task's dispatch deadline.
+    condition     = var.settings.task_dispatch_deadline_s >= 15 && var.settings.task_dispatch_deadline_s <= 1800 && floor(var.settings.task_dispatch_deadline_s) == var.settings.task_dispatch_deadline_s
+    error_message = "settings.task_dispatch_deadline_s must be a whole number of seconds from 15 to 1800."
   }
 }
 

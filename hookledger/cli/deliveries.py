@@ -2,9 +2,12 @@
 
 A replay seals the stored payload into a fresh envelope and enqueues it for the worker
 exactly as the ingress does, under a new task name (the original one is tombstoned). The
-delivery is set back to `queued` first, because the worker answers a finished delivery
+delivery is reopened (`queued`) first, because the worker answers a finished delivery
 `duplicate` without running its handler; the handlers are idempotent, so replaying a
 delivery whose work is already done changes nothing (a settled operation stays settled).
+A replay with `--force` of a delivery still queued goes through the worker's lease like
+any retry: while another attempt holds it, the replayed run answers 503 and comes back
+later, never running beside it (docs/architecture.md, "Delivery lease").
 """
 
 from __future__ import annotations
@@ -127,7 +130,7 @@ def replay(delivery: Delivery, *, force: bool = False) -> dict[str, Any]:
     """
     label = f"{delivery.source}:{delivery.delivery_id}"
     if delivery.status == "queued" and not force:
-        # Its task may still be retrying: a second run at the same time could race it.
+        # Its task may still be retrying: the replay would only wait for it (lease).
         raise CliError(
             f"delivery {label} is still queued (its task may be retrying); "
             "use --force to replay it anyway"
@@ -154,7 +157,8 @@ def replay(delivery: Delivery, *, force: bool = False) -> dict[str, Any]:
     )
     ledger = runtime.ledger()
     # Queued first: the worker skips a delivery already done/ignored/dead as a duplicate.
-    ledger.mark_delivery(delivery.source, delivery.delivery_id, "queued")
+    # Reopening keeps a live lease, so the replayed run waits for the attempt holding it.
+    ledger.reopen_delivery(delivery.source, delivery.delivery_id)
     # Named after the state replayed (every replay moves `attempts`), never the original task.
     task_id = task_id_for(
         delivery.source, delivery.delivery_id, "replay", str(delivery.attempts), delivery.status
@@ -167,6 +171,7 @@ def replay(delivery: Delivery, *, force: bool = False) -> dict[str, Any]:
             task_id=task_id,
             oidc_service_account=cfg.tasks_service_account or None,
             oidc_audience=cfg.worker_url,
+            dispatch_deadline_s=cfg.task_dispatch_deadline_s,
         )
     except Exception as exc:
         # Put the status back, so the record does not claim a replay is on its way.

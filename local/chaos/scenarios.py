@@ -8,14 +8,16 @@ not have yet raises `Skip` with the reason.
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from local.chaos.drivers import fault_model_supported, set_fault_model
-from local.chaos.load import Push
+from local.chaos.load import FULL_REPO, Push
 from local.chaos.runner import Chaos, Run, Skip, expected_text
 from local.chaos.stack import tasks_persistence_supported
 from shared.ledger import LedgerError
@@ -199,6 +201,74 @@ def early_webhook(chaos: Chaos, size: int) -> None:
         set_fault_model(chaos.stack.sim, early_webhook=False)
 
 
+# Cloud Tasks runs 10x faster (a 15 s dispatch deadline lasts 1.5 s) while every GitHub
+# contents GET takes 2 s: each push's first attempt outlives its deadline, so Cloud Tasks'
+# retries arrive while it still runs.
+OVERLAP_TIME_SCALE = 0.1
+OVERLAP_GITHUB_LATENCY_MS = 2000
+
+
+def overlapping_redelivery(chaos: Chaos, size: int) -> None:
+    """The worker slowed past the tasks' dispatch deadline: retries overlap the first attempt."""
+    name = "overlapping-redelivery"
+    with chaos.scenario(name, size) as run:
+        pushes = run.load.new_pushes(size, "overlap")
+        run.expect(pushes, expected_text(size))
+        with chaos.stack.tasks_time_scaled(OVERLAP_TIME_SCALE):
+            chaos.stack.sim.github_latency(OVERLAP_GITHUB_LATENCY_MS)
+            _send_concurrently(run, pushes)
+            run.load.complete_all(pushes)  # waits for every push's batch first
+            chaos.stack.sim.github_latency(0)
+        busy = _busy_answers(chaos.stack.lines("worker"))
+        run.note(f"{sum(busy.values())} overlapping retries answered 503 busy")
+        if not busy:
+            run.fail("no retry overlapped a running attempt: the scenario proved nothing")
+        for problem in _overlap_problems(chaos, pushes):
+            run.fail(problem)
+
+
+def _busy_answers(lines: list[str]) -> Counter[str]:
+    """How many times the worker answered each delivery `busy` (another attempt ran it)."""
+    counts: Counter[str] = Counter()
+    for entry in _json_lines(lines, " busy"):
+        if str(entry.get("message", "")).endswith(" busy"):
+            counts[str(entry.get("delivery_id"))] += 1
+    return counts
+
+
+def _overlap_problems(chaos: Chaos, pushes: list[Push]) -> list[str]:
+    """Each push's files fetched once (its handler ran once) and one batch per push at
+    Gemini; no `delivery_dead` alert from any attempt."""
+    problems = []
+    fetched = Counter(
+        entry["path"]
+        for entry in chaos.stack.sim.requests_log()
+        if entry.get("method") == "GET" and "/contents/" in str(entry.get("path"))
+    )
+    batches = Counter(str(batch.get("display_name")) for batch in chaos.stack.sim.batches())
+    for push in pushes:
+        runs = {fetched[f"/repos/{FULL_REPO}/contents/{path}"] for path in push.paths}
+        if runs != {1}:
+            problems.append(f"push {push.sha[:10]}: files fetched {sorted(runs)} times, not once")
+        if batches[push.tag] != 1:
+            problems.append(f"push {push.sha[:10]}: {batches[push.tag]} batches at Gemini")
+    dead = list(_json_lines(chaos.stack.lines("worker"), "delivery_dead"))
+    problems += [f"delivery_dead alert: {entry.get('message')}" for entry in dead]
+    return problems
+
+
+def _json_lines(lines: list[str], needle: str) -> Iterator[dict[str, object]]:
+    for line in lines:
+        if needle not in line:
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            yield entry
+
+
 def _wait_for(condition: Callable[[], bool], deadline_s: float = 60.0) -> bool:
     give_up = time.monotonic() + deadline_s
     while not condition():
@@ -218,6 +288,7 @@ SCENARIOS: dict[str, Scenario] = {
     "cloudtasks-outage": tasks_outage,
     "firestore-frozen": firestore_freeze,
     "early-webhook": early_webhook,
+    "overlapping-redelivery": overlapping_redelivery,
 }
 FULL_SIZES = {
     "duplicate-storm": 100,
@@ -228,5 +299,6 @@ FULL_SIZES = {
     "cloudtasks-outage": 20,
     "firestore-frozen": 20,
     "early-webhook": 10,
+    "overlapping-redelivery": 10,
 }
 REDUCED_SIZES = {name: 3 for name in SCENARIOS} | {"duplicate-storm": 4}

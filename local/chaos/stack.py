@@ -48,6 +48,10 @@ CHAOS_ENV = {
     "RECONCILE_BACKOFF_FIRST_S": "1",
     "RECONCILE_BACKOFF_CAP_S": "4",
     "HTTP_TIMEOUT_S": "5",
+    # The shortest deadline Cloud Tasks takes, and a worker timeout just past it: a killed
+    # worker's delivery lease (timeout + the 5 s margin) lets a retry take over in 25 s.
+    "TASK_DISPATCH_DEADLINE_S": "15",
+    "WORKER_TIMEOUT_S": "20",
 }
 # Cloud Tasks' default backoff tops out at an hour; a chaos run wants retries within seconds.
 RETRY = types.RetryConfig(
@@ -68,6 +72,9 @@ class ChaosStack:
         self.env = function_env(ports, {**env, **CHAOS_ENV})
         self.data_dir = data_dir
         self.children: dict[str, Service] = {}
+        # The Cloud Tasks emulator's time scale (backoff and dispatch deadlines), see
+        # `tasks_time_scaled`.
+        self.tasks_time_scale = 1.0
         self._lines: dict[str, list[str]] = {}
         self._lock = threading.Lock()
         self.sim = SimulatorClient(f"http://127.0.0.1:{ports.simulator}")
@@ -124,6 +131,21 @@ class ChaosStack:
 
     def restart(self, name: str) -> Service:
         return self.start(name)
+
+    @contextlib.contextmanager
+    def tasks_time_scaled(self, scale: float) -> Iterator[None]:
+        """The Cloud Tasks emulator restarted on its data dir with `scale` (its backoff and
+        dispatch deadlines run 1/scale times faster), and back at 1.0 afterwards."""
+        self._restart_tasks(scale)
+        try:
+            yield
+        finally:
+            self._restart_tasks(1.0)
+
+    def _restart_tasks(self, scale: float) -> None:
+        self.children.pop("cloudtasks").stop()
+        self.tasks_time_scale = scale
+        self.start("cloudtasks")
 
     def freeze(self, name: str) -> None:
         """SIGSTOP child `name`'s process group (the emulator's JVM included)."""
@@ -182,7 +204,9 @@ class ChaosStack:
 
         return {
             "firestore": lambda: start_firestore(p.firestore, echo=keep),
-            "cloudtasks": lambda: start_cloudtasks(p.tasks, p.jwks, echo=keep, **tasks_extra),
+            "cloudtasks": lambda: start_cloudtasks(
+                p.tasks, p.jwks, echo=keep, time_scale=self.tasks_time_scale, **tasks_extra
+            ),
             "simulator": lambda: start_simulator(
                 p.simulator,
                 webhook_url=f"{self.ingress_url}/gemini",

@@ -131,6 +131,10 @@ class SimulatorClient:
         body = {"path": path, "status": status, "count": count}
         self._call("POST", "/_sim/github/faults", json=body)
 
+    def github_latency(self, latency_ms: int) -> None:
+        """Every GitHub contents GET waits `latency_ms` first (0: none)."""
+        self._call("POST", "/_sim/github/latency", json={"latency_ms": latency_ms})
+
     def set_comment_post_fault(
         self, fail: int = 1, status: int = 502, *, after_create: bool = False
     ) -> None:

@@ -16,8 +16,10 @@
 - `GET /_sim/requests`: the last ~1000 GitHub and Gemini requests `{method, path, query}`
 - `POST /_sim/reset`: empties everything, faults included (hung GETs are let go)
 - `GET /_sim/webhook-deliveries[?operation=NAME]`, `GET /_sim/batches`, `GET /_sim/health`
-- `PUT /_sim/github/{owner}/{repo}/contents/{path}?ref=SHA` (raw bytes), and
-  `POST /_sim/github/faults` `{"path", "status"?, "count"?}`
+- `PUT /_sim/github/{owner}/{repo}/contents/{path}?ref=SHA` (raw bytes),
+  `POST /_sim/github/faults` `{"path", "status"?, "count"?}`, and
+  `POST /_sim/github/latency` `{"latency_ms"}` (0..60000): every contents GET waits that
+  long before answering, until set back to 0 or reset
 
 Bad input is a 400 whose message names the offending field.
 
@@ -76,7 +78,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Blueprint, Response, request
 
 from local.simulator.engine import WEBHOOK_MODES
-from local.simulator.faults import GEMINI_KEYS, unknown_keys
+from local.simulator.faults import GEMINI_KEYS, MAX_LATENCY_MS, unknown_keys
 from local.simulator.gemini import batch_resource, operation_resource, prompt_text
 from local.simulator.github import DEFAULT_REF
 from local.simulator.state import BATCH_STATES, BadRequest
@@ -304,5 +306,15 @@ def blueprint(sim: Simulator) -> Blueprint:
             raise BadRequest(f"count must be a whole number >= 0, got {count!r}.")
         sim.contents.add_fault(path, status, count)
         return json_response({"path": path.strip("/"), "status": status, "count": count})
+
+    @bp.post("/github/latency")
+    def github_latency() -> Response:
+        latency_ms = read_json().get("latency_ms")
+        if not isinstance(latency_ms, int) or isinstance(latency_ms, bool):
+            raise BadRequest(f"latency_ms must be 0..{MAX_LATENCY_MS}, got {latency_ms!r}.")
+        if not 0 <= latency_ms <= MAX_LATENCY_MS:
+            raise BadRequest(f"latency_ms must be 0..{MAX_LATENCY_MS}, got {latency_ms!r}.")
+        sim.contents.latency_ms = latency_ms
+        return json_response({"latency_ms": latency_ms})
 
     return bp

@@ -42,7 +42,7 @@ class PathFault:
 
 
 class Contents:
-    """Thread-safe file store plus per-path injected failures."""
+    """Thread-safe file store plus per-path injected failures and a latency on every GET."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -52,6 +52,7 @@ class Contents:
         with self._lock:
             self._files: dict[tuple[str, str, str, str], bytes] = {}
             self._faults: dict[str, PathFault] = {}
+            self.latency_ms = 0
 
     def put(self, owner: str, repo: str, path: str, ref: str | None, data: bytes) -> str:
         with self._lock:

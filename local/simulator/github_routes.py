@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import TYPE_CHECKING
 
 from flask import Blueprint, Response, request
@@ -61,6 +62,8 @@ def blueprint(sim: Simulator) -> Blueprint:
 
     @bp.get("/repos/<owner>/<repo>/contents/<path:path>")
     def github_contents(owner: str, repo: str, path: str) -> Response:
+        if sim.contents.latency_ms:  # a slow GitHub: every contents GET waits first
+            time.sleep(sim.contents.latency_ms / 1000)
         fault = sim.contents.take_fault(path)
         if fault is not None:
             return json_response({"message": "Server Error (simulated)"}, fault)

@@ -238,6 +238,8 @@ class Ingress(Endpoint):
                 task_id=task_id,
                 oidc_service_account=self._config.tasks_service_account or None,
                 oidc_audience=self._config.worker_url,  # the worker checks this audience
+                # Below the worker's timeout (docs/architecture.md, "Delivery lease").
+                dispatch_deadline_s=self._config.task_dispatch_deadline_s,
             )
         except EnvelopeTooLarge as exc:
             raise _Rejected(413, str(exc)) from None

@@ -4,36 +4,44 @@ Answers drive Cloud Tasks: 2xx stops retries, anything else retries with backoff
 - 401/403: the token or the envelope does not verify; nothing is written.
 - 200: done, ignored, a duplicate of a finished delivery, or dead (recorded with the
   reason: a permanent failure, or a retryable one past `WORKER_MAX_RETRIES`).
-- 503: a retryable failure (upstream timeout/429/5xx, Firestore unavailable).
+- 503: a retryable failure (upstream timeout/429/5xx, Firestore unavailable), or `busy`:
+  another attempt holds the delivery's lease, so this one runs nothing and marks nothing.
 
-"Retry or dead" is read from the error tree (shared/errors.py, `retryable(exc)`), never
-re-derived here: see docs/architecture.md, "worker".
+Each attempt takes a lease on its delivery when it records it (a new uuid4 id, for the
+worker timeout plus a margin) and hands it to the handler as `event.attempt`; only the
+attempt holding the lease may mark the delivery, and a finished delivery never moves back
+(docs/architecture.md, "Delivery lease"). "Retry or dead" is read from the error tree
+(shared/errors.py, `retryable(exc)`), never re-derived here: see docs/architecture.md,
+"worker".
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from shared import handlers, logs
 from shared.claims import ClaimError
 from shared.clock import Clock, system_clock
 from shared.config import Config
+from shared.crashpoints import crash_point
 from shared.entrypoints.http import Endpoint, Reply
 from shared.envelope import Envelope, EnvelopeSealer, resolve_body
 from shared.errors import retryable
 from shared.handler_context import ClientFactories, HandlerContext
-from shared.handlers import Done, Event, Ignored, Unresolved
-from shared.ledger import Ledger, LedgerError
+from shared.handlers import Attempt, Done, Event, Ignored, Unresolved
+from shared.ledger import FINISHED_DELIVERY_STATUSES, Delivery, Ledger, LedgerError, Recorded
 from shared.oidc import OidcError, OidcVerifier
 from shared.signatures import VerificationError
 
 log = logs.get_logger("worker")
 
 # Deliveries in these states are finished: a redelivery changes nothing.
-FINISHED = frozenset({"done", "ignored", "dead", "unresolved"})
+FINISHED = FINISHED_DELIVERY_STATUSES
 
 
 class Worker(Endpoint):
@@ -84,12 +92,14 @@ class Worker(Endpoint):
     def _run(self, envelope: Envelope, retry_count: int) -> Reply:
         source, delivery_id, event_type = envelope.source, envelope.delivery_id, envelope.event
         ids: dict[str, Any] = {"source": source, "delivery_id": delivery_id, "event": event_type}
+        unusable: str | None = None
         try:
             raw = resolve_body(envelope, self._context.claims if envelope.claim else None)
         except ClaimError as exc:
             if retryable(exc):
                 return self._retry(ids, f"claim store unavailable: {exc}")
-            return self._dead(ids, f"payload claim unusable: {exc}", record=True)
+            raw, unusable = b"", f"payload claim unusable: {exc}"
+        attempt = uuid.uuid4().hex  # this run's name on the lease; never shared by two runs
         try:
             recorded = self._ledger.record_delivery(
                 source,
@@ -98,54 +108,81 @@ class Worker(Endpoint):
                 # A claim-checked body stays behind its reference: stored once, not twice.
                 payload=raw if envelope.claim is None else None,
                 payload_ref=envelope.claim,
+                attempt=attempt,
+                lease_for=timedelta(seconds=self._config.delivery_lease_s),
             )
         except LedgerError as exc:
             return self._retry(ids, f"recording the delivery failed: {exc}")
-        if not recorded.new and recorded.delivery.status in FINISHED:
+        if recorded.delivery.finished:
             return Reply(
                 200, {"status": "duplicate", **ids, "delivery_status": recorded.delivery.status}
             )
+        if recorded.busy:
+            return self._busy(ids, recorded.delivery)
+        crash_point("push.delivery.recorded")
+        if unusable is not None:
+            return self._dead(ids, attempt, unusable)
         fn = handlers.lookup(source, event_type)
         if fn is None:
-            return self._finish(ids, "ignored", "no handler registered")
-        event = Event(source, event_type, delivery_id, envelope.received_at, raw, envelope.headers)
+            return self._finish(ids, attempt, "ignored", "no handler registered")
+        event = Event(
+            source,
+            event_type,
+            delivery_id,
+            envelope.received_at,
+            raw,
+            envelope.headers,
+            attempt=Attempt(attempt, expires_at=_lease_end(recorded)),
+        )
         try:
             outcome = fn(event, self._context)
         except Exception as exc:  # the error tree, not this handler, says retry or dead
-            return self._failed(ids, exc, retry_count)
+            return self._failed(ids, attempt, exc, retry_count)
+        crash_point("push.before_done")
         if isinstance(outcome, Ignored):
-            return self._finish(ids, "ignored", outcome.detail)
+            return self._finish(ids, attempt, "ignored", outcome.detail)
         if isinstance(outcome, Unresolved):
-            return self._finish(ids, "unresolved", outcome.detail, error=outcome.detail)
+            return self._finish(ids, attempt, "unresolved", outcome.detail, error=outcome.detail)
         assert isinstance(outcome, Done)
-        return self._finish(ids, "done", outcome.detail)
+        return self._finish(ids, attempt, "done", outcome.detail)
 
-    def _failed(self, ids: dict[str, Any], exc: Exception, retry_count: int) -> Reply:
+    def _failed(self, ids: dict[str, Any], attempt: str, exc: Exception, retry_count: int) -> Reply:
         """A handler raised: 503 while `retryable(exc)` and under the limit, else dead."""
         if not retryable(exc):
-            return self._dead(ids, str(exc))
+            return self._dead(ids, attempt, str(exc))
         reason = f"{type(exc).__name__}: {exc}"
         if retry_count >= self._config.worker_max_retries:
-            return self._dead(ids, f"gave up after {retry_count} retries: {reason}")
-        return self._retry(ids, reason)
+            return self._dead(ids, attempt, f"gave up after {retry_count} retries: {reason}")
+        return self._retry(ids, reason, attempt)
 
     def _finish(
-        self, ids: dict[str, Any], status: str, detail: str, error: str | None = None
+        self,
+        ids: dict[str, Any],
+        attempt: str,
+        status: str,
+        detail: str,
+        error: str | None = None,
     ) -> Reply:
         try:
-            self._ledger.mark_delivery(ids["source"], ids["delivery_id"], status, error=error)
+            marked = self._ledger.end_attempt(
+                ids["source"], ids["delivery_id"], attempt, status, error=error
+            )
         except LedgerError as exc:
-            return self._retry(ids, f"marking the delivery {status} failed: {exc}")
+            return self._retry(ids, f"marking the delivery {status} failed: {exc}", attempt)
+        if not marked.applied:
+            return self._superseded(ids, marked.delivery, status)
         logs.event(log, logging.INFO, f"delivery {status}: {detail}", **ids)
         return Reply(200, {"status": status, "detail": detail, **ids})
 
-    def _dead(self, ids: dict[str, Any], reason: str, record: bool = False) -> Reply:
+    def _dead(self, ids: dict[str, Any], attempt: str, reason: str) -> Reply:
         try:
-            if record:
-                self._ledger.record_delivery(ids["source"], ids["delivery_id"], ids["event"])
-            self._ledger.mark_delivery(ids["source"], ids["delivery_id"], "dead", error=reason)
+            marked = self._ledger.end_attempt(
+                ids["source"], ids["delivery_id"], attempt, "dead", error=reason
+            )
         except LedgerError as exc:
-            return self._retry(ids, f"recording the dead delivery failed: {exc}")
+            return self._retry(ids, f"recording the dead delivery failed: {exc}", attempt)
+        if not marked.applied:  # another attempt finished it: no alert for this late one
+            return self._superseded(ids, marked.delivery, "dead")
         logs.event(
             log,
             logging.ERROR,
@@ -156,7 +193,29 @@ class Worker(Endpoint):
         )
         return Reply(200, {"status": "dead", "reason": reason, **ids})
 
-    def _retry(self, ids: dict[str, Any], reason: str) -> Reply:
+    def _busy(self, ids: dict[str, Any], stored: Delivery) -> Reply:
+        """Another attempt's lease is live: run nothing, mark nothing, come back later."""
+        lease = stored.lease
+        holder = f"attempt {lease.attempt} until {lease.until.isoformat()}" if lease else "?"
+        reason = f"another attempt is running this delivery ({holder})"
+        logs.event(log, logging.INFO, f"delivery {ids['delivery_id']} busy", reason=reason, **ids)
+        return Reply(503, {"status": "busy", "reason": reason, **ids})
+
+    def _superseded(self, ids: dict[str, Any], stored: Delivery, wanted: str) -> Reply:
+        """This attempt's mark was refused: the delivery is finished or another attempt
+        took it over after this one's lease ran out. The stored status stands."""
+        logs.event(
+            log,
+            logging.WARNING,
+            f"delivery {ids['delivery_id']} not marked {wanted}: another attempt has it",
+            delivery_status=stored.status,
+            **ids,
+        )
+        if stored.finished:
+            return Reply(200, {"status": "duplicate", **ids, "delivery_status": stored.status})
+        return self._busy(ids, stored)
+
+    def _retry(self, ids: dict[str, Any], reason: str, attempt: str | None = None) -> Reply:
         logs.event(
             log,
             logging.WARNING,
@@ -164,10 +223,18 @@ class Worker(Endpoint):
             reason=reason,
             **ids,
         )
-        # The retry itself is what matters; the record catches up on the next attempt.
-        with contextlib.suppress(LedgerError):
-            self._ledger.mark_delivery(ids["source"], ids["delivery_id"], "queued", error=reason)
+        if attempt is not None:
+            # The retry itself is what matters; the record catches up on the next attempt.
+            with contextlib.suppress(LedgerError):
+                self._ledger.end_attempt(
+                    ids["source"], ids["delivery_id"], attempt, "queued", error=reason
+                )
         return Reply(503, {"status": "retry", "reason": reason, **ids})
+
+
+def _lease_end(recorded: Recorded) -> datetime | None:
+    lease = recorded.delivery.lease
+    return lease.until if lease is not None else None
 
 
 def _no_services(name: str) -> Any:

@@ -36,9 +36,12 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     ledger.submissions.register_winner(tag, name, kind, context) -> Winner(won, operation)
     ledger.record_superseded(name, kind, context, *, winner, outbox) -> Operation
     # deliveries
-    ledger.record_delivery(source, delivery_id, event, payload=None, payload_ref=None)
-        -> Recorded(new, delivery)
+    ledger.record_delivery(source, delivery_id, event, payload=None, payload_ref=None,
+                           *, attempt=None, lease_for=None) -> Recorded(new, delivery, busy)
+    ledger.end_attempt(source, delivery_id, attempt, status, error=None)
+        -> Marked(applied, delivery)                # the worker's mark; ends its lease
     ledger.mark_delivery(source, delivery_id, status, error=None) -> Delivery
+    ledger.reopen_delivery(source, delivery_id) -> Delivery       # a replay: back to queued
     ledger.get_delivery(source, delivery_id) -> Delivery | None
     ledger.list_deliveries(status=None, limit=50, *, source=None, event=None,
                            start_after=None) -> list[Delivery]          # newest first
@@ -65,7 +68,9 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     ledger.set_adoption_watermark(listed_at) -> None
 
 Settlement: an operation goes from `pending` to a terminal status once, and its
-write-back commits in that same transaction (timeline in `operations`). Side effects
+write-back commits in that same transaction (timeline in `operations`). A delivery is
+run by one worker attempt at a time, under a lease, and a finished delivery never moves
+back but by `reopen_delivery` (timeline in `deliveries`). Side effects
 outside Firestore go through the outbox, claimed with a lease and delivered with a
 stable idempotency key (timeline in `outbox`).
 """
@@ -102,6 +107,7 @@ from shared.ledger.queries import ConsoleQueries, Queries
 from shared.ledger.records import (
     DELIVERIES,
     DELIVERY_STATUSES,
+    FINISHED_DELIVERY_STATUSES,
     OPERATION_STATUSES,
     OPERATIONS,
     PENDING,
@@ -114,7 +120,9 @@ from shared.ledger.records import (
     UNRESOLVED,
     Deliver,
     Delivery,
-    Lease,
+    DeliveryLease,
+    ItemLease,
+    Marked,
     Operation,
     OutboxItem,
     Recorded,
@@ -138,6 +146,7 @@ from shared.retry import Backoff
 __all__ = [
     "DELIVERIES",
     "DELIVERY_STATUSES",
+    "FINISHED_DELIVERY_STATUSES",
     "OPERATIONS",
     "OPERATION_STATUSES",
     "PENDING",
@@ -154,10 +163,12 @@ __all__ = [
     "ContentionError",
     "Deliver",
     "Delivery",
+    "DeliveryLease",
     "InvalidArgument",
-    "Lease",
+    "ItemLease",
     "Ledger",
     "LedgerError",
+    "Marked",
     "Operation",
     "OutboxDeliveryFailed",
     "OutboxItem",
@@ -340,15 +351,38 @@ class Ledger:
         event: str,
         payload: Any = None,
         payload_ref: str | None = None,
+        *,
+        attempt: str | None = None,
+        lease_for: timedelta | None = None,
     ) -> Recorded:
-        """Create the delivery as `queued` if absent; a redelivery returns the stored one."""
-        return self._deliveries.record(source, delivery_id, event, payload, payload_ref)
+        """Create the delivery as `queued` if absent; a redelivery returns the stored one.
+
+        With `attempt` and `lease_for`, the attempt takes the delivery's lease; `busy`
+        when another attempt's lease is live (see `shared.ledger.deliveries`).
+        """
+        return self._deliveries.record(
+            source, delivery_id, event, payload, payload_ref, attempt=attempt, lease_for=lease_for
+        )
+
+    def end_attempt(
+        self, source: str, delivery_id: str, attempt: str, status: str, error: str | None = None
+    ) -> Marked:
+        """The worker's mark: applied only while `attempt` holds the lease and the delivery
+        is not finished; it ends the lease. `applied` False: left as stored."""
+        return self._deliveries.mark(source, delivery_id, status, error, attempt=attempt)
 
     def mark_delivery(
         self, source: str, delivery_id: str, status: str, error: str | None = None
     ) -> Delivery:
-        """Set the status, add one attempt, keep `error` as `last_error` when given."""
-        return self._deliveries.mark(source, delivery_id, status, error)
+        """Set the status, add one attempt, keep `error` as `last_error` when given.
+
+        A finished delivery is never moved (returned as stored); use `reopen_delivery`.
+        """
+        return self._deliveries.mark(source, delivery_id, status, error).delivery
+
+    def reopen_delivery(self, source: str, delivery_id: str) -> Delivery:
+        """Back to `queued` for a replay, even when finished; a live lease is kept."""
+        return self._deliveries.reopen(source, delivery_id)
 
     def get_delivery(self, source: str, delivery_id: str) -> Delivery | None:
         return self._deliveries.get(source, delivery_id)

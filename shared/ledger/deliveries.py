@@ -1,7 +1,26 @@
-"""Deliveries: one `deliveries/{source}:{id}` document per webhook delivery (dedupe, replay)."""
+"""Deliveries: one `deliveries/{source}:{id}` document per webhook delivery (dedupe, replay).
+
+Each worker attempt takes a LEASE on its delivery when it records it (`record(...,
+attempt=…, lease_for=…)`): one conditional write that creates the document, or updates it
+on "unchanged since the read" while the stored lease is absent, expired or this
+attempt's own. A second attempt while the first one's lease is live gets `busy` and must
+not run (docs/architecture.md, "Delivery lease")::
+
+    A records, takes lease A (until t0+lease)    Cloud Tasks gives up on A at its deadline
+    A runs the handler …                         B (the retry) reads lease A, live → busy, 503
+    A marks done, lease released                 C (a later retry) reads done → duplicate
+    … or A hangs past its lease:                 D takes the expired lease → lease D, runs
+    A's late mark: A no longer holds it          → refused, `done` by D stays `done`
+
+Statuses never move backwards: `mark` leaves a finished delivery (done, ignored, dead,
+unresolved) as it is, and so does a mark by an attempt that lost its lease. Only
+`reopen` (an operator's replay) puts a finished delivery back to `queued`.
+"""
 
 from __future__ import annotations
 
+import logging
+from datetime import timedelta
 from typing import Any
 
 from google.api_core import exceptions as gexc
@@ -19,10 +38,17 @@ from shared.ledger.ids import SOURCE, check_limit, clip_error, delivery_id
 from shared.ledger.records import (
     DELIVERIES,
     DELIVERY_STATUSES,
+    LEASE,
     Delivery,
+    DeliveryLease,
+    Marked,
     Recorded,
     delivery_from,
 )
+from shared.logs import event as log_event
+from shared.logs import get_logger
+
+log = get_logger("ledger")
 
 # A Firestore document holds 1 MiB; leave room for the rest.
 MAX_PAYLOAD_BYTES = 900_000
@@ -46,8 +72,16 @@ class Deliveries:
         event: str,
         payload: Any = None,
         payload_ref: str | None = None,
+        *,
+        attempt: str | None = None,
+        lease_for: timedelta | None = None,
     ) -> Recorded:
-        """Create the delivery as `queued` if absent; a redelivery returns the stored one."""
+        """Create the delivery as `queued` if absent; a redelivery returns the stored one.
+
+        With `attempt` (and `lease_for`, how long it may run), the attempt also takes the
+        lease, unless the delivery is finished (returned as stored, no lease) or another
+        attempt's lease is live (`busy`). See the module docstring.
+        """
         doc_id = delivery_id(source, delivery_id_)
         if not isinstance(event, str) or not event:
             raise InvalidArgument(f"delivery {doc_id}: event must be a non-empty string")
@@ -56,6 +90,12 @@ class Deliveries:
                 f"delivery {doc_id}: payload of {len(payload)} bytes is too large for a "
                 "document; store it elsewhere and pass payload_ref"
             )
+        if (attempt is None) != (lease_for is None) or (
+            lease_for is not None and lease_for <= timedelta(0)
+        ):
+            raise InvalidArgument(f"delivery {doc_id}: a lease needs an attempt and a duration > 0")
+        if attempt is not None and (not isinstance(attempt, str) or not attempt):
+            raise InvalidArgument(f"delivery {doc_id}: attempt must be a non-empty string")
         now = self._clock()
         data = {
             "source": source,
@@ -70,21 +110,60 @@ class Deliveries:
             "payload": payload,
             "payload_ref": payload_ref,
         }
+        if attempt is not None and lease_for is not None:
+            data[LEASE] = DeliveryLease(attempt, now + lease_for).to_dict()
+        ref = self.collection().document(doc_id)
         try:
-            self.collection().document(doc_id).create(data, timeout=self._commits.timeout_s)
+            ref.create(data, timeout=self._commits.timeout_s)
         except gexc.AlreadyExists:
+            pass
+        except gexc.GoogleAPIError as exc:
+            raise StoreUnavailable(f"delivery {doc_id}: record failed: {exc}") from exc
+        else:
+            return Recorded(True, delivery_from(data, doc_id))
+        if attempt is None or lease_for is None:
             existing = self.get(source, delivery_id_)
             if existing is None:  # expired by TTL between create and read
                 raise ContentionError(f"delivery {doc_id} vanished while recording") from None
             return Recorded(False, existing)
-        except gexc.GoogleAPIError as exc:
-            raise StoreUnavailable(f"delivery {doc_id}: record failed: {exc}") from exc
-        return Recorded(True, delivery_from(data, doc_id))
+        return self._take_lease(ref, doc_id, attempt, lease_for)
+
+    def _take_lease(self, ref: Any, doc_id: str, attempt: str, lease_for: timedelta) -> Recorded:
+        """Take the lease of a delivery that exists: one update on "unchanged since read"."""
+
+        def take() -> Recorded:
+            snapshot = self._commits.read(ref, doc_id)
+            if not snapshot.exists:  # expired by TTL between create and read
+                raise ContentionError(f"delivery {doc_id} vanished while recording")
+            data = snapshot.to_dict() or {}
+            stored = delivery_from(data, doc_id)
+            if stored.finished:
+                return Recorded(False, stored)
+            now = self._clock()
+            held = stored.lease
+            if held is not None and held.attempt != attempt and held.live(now):
+                return Recorded(False, stored, busy=True)
+            lease = DeliveryLease(attempt, now + lease_for)
+            self._commits.update_if_unchanged(ref, snapshot, {LEASE: lease.to_dict()})
+            return Recorded(False, delivery_from({**data, LEASE: lease.to_dict()}, doc_id))
+
+        return self._commits.retrying(doc_id, take)
 
     def mark(
-        self, source: str, delivery_id_: str, status: str, error: str | None = None
-    ) -> Delivery:
-        """Set the status, add one attempt, keep `error` as `last_error` when given."""
+        self,
+        source: str,
+        delivery_id_: str,
+        status: str,
+        error: str | None = None,
+        *,
+        attempt: str | None = None,
+    ) -> Marked:
+        """Set the status, add one attempt, keep `error` as `last_error` when given.
+
+        Never moves a finished delivery: it is returned as stored (`applied` False). With
+        `attempt` (a worker's), the mark also needs that attempt to hold the lease, and it
+        ends the lease; without one (an operator, a test), a finished status ends it.
+        """
         doc_id = delivery_id(source, delivery_id_)
         if status not in DELIVERY_STATUSES:
             raise InvalidArgument(
@@ -95,12 +174,26 @@ class Deliveries:
             raise InvalidArgument(f"delivery {doc_id}: error must be a string")
         ref = self.collection().document(doc_id)
 
-        def attempt() -> Delivery:
+        def once() -> Marked:
             snapshot = self._commits.read(ref, doc_id)
             if not snapshot.exists:
                 raise UnknownDelivery(f"delivery {doc_id} was never recorded")
-            now = self._clock()
             data = snapshot.to_dict() or {}
+            stored = delivery_from(data, doc_id)
+            held = stored.lease
+            refusal = _refusal(stored, attempt)
+            if refusal is not None:
+                log_event(
+                    log,
+                    logging.INFO,
+                    f"delivery {doc_id} left {stored.status}: {refusal}",
+                    delivery=doc_id,
+                    status=stored.status,
+                    refused=status,
+                    attempt=attempt,
+                )
+                return Marked(False, stored)
+            now = self._clock()
             update: dict[str, Any] = {
                 "status": status,
                 "attempts": int(data.get("attempts", 0)) + 1,
@@ -109,10 +202,39 @@ class Deliveries:
             }
             if error is not None:
                 update["last_error"] = clip_error(error)
+            if held is not None and (attempt is not None or status != "queued"):
+                # The attempt is over: its lease ends now, and its id stays on record.
+                update[LEASE] = DeliveryLease(held.attempt, min(held.until, now)).to_dict()
+            self._commits.update_if_unchanged(ref, snapshot, update)
+            return Marked(True, delivery_from({**data, **update}, doc_id))
+
+        return self._commits.retrying(doc_id, once)
+
+    def reopen(self, source: str, delivery_id_: str) -> Delivery:
+        """Put the delivery back to `queued` for a replay, finished or not; add one attempt.
+
+        The one way back from a finished status, for an operator. A live lease is kept, so
+        a replayed run waits (503) for the attempt holding it instead of running beside it.
+        """
+        doc_id = delivery_id(source, delivery_id_)
+        ref = self.collection().document(doc_id)
+
+        def once() -> Delivery:
+            snapshot = self._commits.read(ref, doc_id)
+            if not snapshot.exists:
+                raise UnknownDelivery(f"delivery {doc_id} was never recorded")
+            data = snapshot.to_dict() or {}
+            now = self._clock()
+            update: dict[str, Any] = {
+                "status": "queued",
+                "attempts": int(data.get("attempts", 0)) + 1,
+                "updated_at": now,
+                "expire_at": now + self._retention,
+            }
             self._commits.update_if_unchanged(ref, snapshot, update)
             return delivery_from({**data, **update}, doc_id)
 
-        return self._commits.retrying(doc_id, attempt)
+        return self._commits.retrying(doc_id, once)
 
     def get(self, source: str, delivery_id_: str) -> Delivery | None:
         doc_id = delivery_id(source, delivery_id_)
@@ -180,3 +302,12 @@ class Deliveries:
                 )
             query = query.where(filter=firestore.FieldFilter("status", "==", status))
         return self._commits.count(query, "count_deliveries")
+
+
+def _refusal(stored: Delivery, attempt: str | None) -> str | None:
+    """Why a mark must leave `stored` as it is; None when it may apply."""
+    if stored.finished:
+        return f"it is already {stored.status}"
+    if attempt is not None and (stored.lease is None or stored.lease.attempt != attempt):
+        return f"attempt {attempt} no longer holds its lease"
+    return None

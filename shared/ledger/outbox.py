@@ -15,7 +15,7 @@ someone else changes nothing::
     A deliver: re-check "still a" → no → no POST (retryable)
     A records its failure: claimed_by is b → nothing written, logged
 
-The deliverer gets the claim as `item.lease` (`Lease`: `seconds_left()`, `still_owner()`),
+The deliverer gets the claim as `item.lease` (`ItemLease`: `seconds_left()`, `still_owner()`),
 so it can keep each external call inside the lease and re-check ownership right before
 acting. A crash after the external call and before the mark leaves the item claimed; once
 the lease expires the next sweep claims it again and repeats the call with the SAME key,
@@ -56,7 +56,7 @@ from shared.ledger.operations import Operations
 from shared.ledger.records import (
     OUTBOX_DUE_AT,
     Deliver,
-    Lease,
+    ItemLease,
     Operation,
     OutboxItem,
     SweepReport,
@@ -224,7 +224,7 @@ class Outbox:
             token, until = self._policy.new_token(), now + self._policy.lease
             stored[index] = {**item, "claimed_by": token, "claimed_until": until}
             self._commits.update_if_unchanged(ref, snapshot, self._derived(data, stored, now))
-            lease = Lease(token, until, self._clock, lambda: self._owns(record, index, token))
+            lease = ItemLease(token, until, self._clock, lambda: self._owns(record, index, token))
             claimed = outbox_item_from(stored[index], record.name, record.doc_id, index)
             return _Claim.CLAIMED, replace(claimed, lease=lease)
 

@@ -32,7 +32,12 @@ SETTLED_BY = frozenset({"webhook", "reconcile"})
 # operation (if ours) is left to reconcile (docs/architecture.md, "worker").
 UNRESOLVED = "unresolved"
 DELIVERY_STATUSES = frozenset({"queued", "done", "ignored", "dead", UNRESOLVED})
+# A delivery in one of these is finished: nothing moves it back but an operator's replay
+# (docs/architecture.md, "Delivery lease").
+FINISHED_DELIVERY_STATUSES = frozenset({"done", "ignored", "dead", UNRESOLVED})
 STUCK_ALERTED_AT = "stuck_alerted_at"
+# A delivery's worker lease: {attempt, until} (docs/architecture.md, "Delivery lease").
+LEASE = "lease"
 # Set instead of the results when the write-back failed for good (docs/architecture.md#settlement):
 # the operation is terminal with the reason on it, never retried forever.
 WRITEBACK_ERROR = "writeback_error"
@@ -53,7 +58,7 @@ class Settlement(StrEnum):
 
 
 @dataclass(frozen=True)
-class Lease:
+class ItemLease:
     """The claim a deliverer holds on one outbox item while it delivers it.
 
     `seconds_left()` is measured on the ledger's clock up to `expires_at`; `still_owner()`
@@ -95,7 +100,7 @@ class OutboxItem:
     claimed_by: str | None = None
     given_up_at: datetime | None = None
     given_up_reason: str | None = None
-    lease: Lease | None = field(default=None, repr=False, compare=False)
+    lease: ItemLease | None = field(default=None, repr=False, compare=False)
 
     @property
     def open(self) -> bool:
@@ -177,6 +182,24 @@ class Operation:
 
 
 @dataclass(frozen=True)
+class DeliveryLease:
+    """One attempt's hold on a delivery: until `until`, no other attempt may run it.
+
+    Expired is derived (`live(now)`), never stored; a finished mark sets `until` to the
+    mark's time, so the attempt that ran last stays on record.
+    """
+
+    attempt: str
+    until: datetime
+
+    def live(self, now: datetime) -> bool:
+        return now < self.until
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"attempt": self.attempt, "until": self.until}
+
+
+@dataclass(frozen=True)
 class Delivery:
     """A `deliveries` document as stored."""
 
@@ -192,6 +215,12 @@ class Delivery:
     expire_at: datetime | None
     payload: Any = None
     payload_ref: str | None = None
+    # The worker attempt that holds (or last held) it; see `DeliveryLease`.
+    lease: DeliveryLease | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED_DELIVERY_STATUSES
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -207,6 +236,7 @@ class Delivery:
             "expire_at": self.expire_at,
             "payload": self.payload,
             "payload_ref": self.payload_ref,
+            "lease": self.lease.to_dict() if self.lease is not None else None,
         }
 
 
@@ -235,9 +265,22 @@ class Submission:
 
 
 class Recorded(NamedTuple):
-    """`record_delivery`'s answer: `new` is False for a redelivery of a known id."""
+    """`record_delivery`'s answer: `new` is False for a redelivery of a known id.
+
+    `busy`: another attempt's lease on it is live, so this attempt took no lease and must
+    not run it (`delivery` is the stored one, naming the holder).
+    """
 
     new: bool
+    delivery: Delivery
+    busy: bool = False
+
+
+class Marked(NamedTuple):
+    """`mark`'s answer: `applied` is False when the status was left as stored, because the
+    delivery is finished or the marking attempt no longer holds its lease."""
+
+    applied: bool
     delivery: Delivery
 
 
@@ -326,7 +369,14 @@ def delivery_from(data: Mapping[str, Any], doc_id: str) -> Delivery:
         expire_at=data.get("expire_at"),
         payload=data.get("payload"),
         payload_ref=data.get("payload_ref"),
+        lease=lease_from(data.get(LEASE)),
     )
+
+
+def lease_from(stored: Any) -> DeliveryLease | None:
+    if not isinstance(stored, Mapping) or not stored.get("attempt") or stored.get("until") is None:
+        return None
+    return DeliveryLease(str(stored["attempt"]), stored["until"])
 
 
 def submission_from(data: Mapping[str, Any], tag: str, update_time: Any = None) -> Submission:

@@ -145,25 +145,25 @@ class Submissions:
         """Register `name` pending as the push's batch if the push has none yet, in ONE commit.
 
         The operation is created and the submission's `operation` set together, on condition
-        the submission is unchanged since it was read with no winner: of two batches of one
-        push, exactly one wins. `context` None means the push's own (stored on the
-        submission), else `fallback_context` (an adopted orphan with no submission).
+        the submission is unchanged since it was read with no winner (or, when nobody ever
+        claimed the push, by creating the submission decided): of two batches of one push,
+        exactly one wins, and a later run of the push finds it. `context` None means the
+        push's own (stored on the submission), else `fallback_context` (an adopted orphan).
         """
         ref = self._ref(tag)
 
         def attempt() -> Winner:
             snapshot = self._commits.read(ref, f"submission {tag}")
-            if not snapshot.exists:  # no guard for this tag (another kind, or expired)
-                chosen = context if context is not None else fallback_context
-                self._operations.register(name, kind, chosen)
-                return Winner(True, name)
-            stored = submission_from(snapshot.to_dict() or {}, tag, snapshot.update_time)
-            if stored.operation:
-                return Winner(stored.operation == name, stored.operation)
+            stored = None
+            if snapshot.exists:
+                stored = submission_from(snapshot.to_dict() or {}, tag, snapshot.update_time)
+                if stored.operation:
+                    return Winner(stored.operation == name, stored.operation)
             existing = self._operations.get(name)
             if existing is not None and existing.status == SUPERSEDED:
                 return Winner(False, existing.superseded_by or "")
-            chosen = context if context is not None else (stored.context or fallback_context)
+            own = stored.context if stored is not None else None
+            chosen = context if context is not None else (own or fallback_context)
             doc_id, data = self._operations.pending_fields(name, kind, chosen, submission=tag)
             decided = {"operation": name, "lease_until": None, "decided_at": data["submitted_at"]}
             op_ref = self._operations.collection().document(doc_id)
@@ -171,7 +171,10 @@ class Submissions:
             def body(txn: Any) -> None:
                 if existing is None:
                     txn.create(op_ref, data)
-                txn.update(ref, decided, option=self._commits.unchanged_since(snapshot))
+                if stored is None:  # nobody claimed the push (an orphan): decide it here
+                    txn.create(ref, {"tag": tag, "context": dict(chosen or {}), **decided})
+                else:
+                    txn.update(ref, decided, option=self._commits.unchanged_since(snapshot))
 
             self._commits.commit(body, ref, snapshot)
             if existing is None:

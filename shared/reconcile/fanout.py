@@ -108,12 +108,14 @@ class TaskPageEnqueuer:
         *,
         oidc_service_account: str | None = None,
         oidc_audience: str | None = None,
+        dispatch_deadline_s: float | None = None,
     ) -> None:
         self._queue = queue
         self._url = url
         self._seal = seal
         self._oidc_service_account = oidc_service_account
         self._oidc_audience = oidc_audience
+        self._dispatch_deadline_s = dispatch_deadline_s
 
     def __call__(self, page: Sequence[Operation], task_id: str) -> str:
         """Create the task; returns `created` or `duplicate`. Raises `tasks.EnqueueError`."""
@@ -124,5 +126,6 @@ class TaskPageEnqueuer:
             task_id=task_id,
             oidc_service_account=self._oidc_service_account,
             oidc_audience=self._oidc_audience,
+            dispatch_deadline_s=self._dispatch_deadline_s,
         )
         return str(result.status)

@@ -373,7 +373,10 @@ def test_a_second_replay_is_refused_while_the_first_is_queued_unless_forced(
     assert len(list(tasks.list_tasks(parent=queue))) == 1
     forced = run_json(capsys, "deliveries", "replay", "github:q-1", "--force")
     assert forced["status"] == "created" and forced["previous_status"] == "queued"
-    assert len(list(tasks.list_tasks(parent=queue))) == 2
+    replays = list(tasks.list_tasks(parent=queue))
+    assert len(replays) == 2
+    deadline = Config().task_dispatch_deadline_s  # below the worker's timeout
+    assert [task.dispatch_deadline.total_seconds() for task in replays] == [deadline] * 2
 
 
 # --------------------------------------------------------------------------- reconcile

@@ -29,7 +29,7 @@ class Replays:
         if delivery.status == "queued" and not force:
             raise CliError("still queued")
         self.calls.append(delivery.doc_id)
-        self.ledger.mark_delivery(delivery.source, delivery.delivery_id, "queued")
+        self.ledger.reopen_delivery(delivery.source, delivery.delivery_id)
         return {"id": delivery.doc_id, "task": "tasks/replay-1"}
 
 

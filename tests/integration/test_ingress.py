@@ -20,7 +20,7 @@ import functions_framework
 import pytest
 
 from shared import runtime
-from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET
+from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET, Config
 from shared.envelope import EnvelopeSealer
 from shared.signatures import sign_github, sign_standard_webhook
 from shared.tasks import ensure_queue, make_client
@@ -535,6 +535,17 @@ def test_a_signed_push_is_accepted_with_one_task_holding_a_sealed_envelope(ingre
     assert envelope.body == PUSH  # byte for byte, never re-serialized
     assert "x-hub-signature-256" not in envelope.headers
     assert task.http_request.url == "http://127.0.0.1:9/worker"
+
+
+def test_every_task_the_ingress_creates_carries_the_dispatch_deadline(ingress):
+    github = ingress.client.post("/github", headers=github_headers(PUSH), data=PUSH)
+    body = gemini_body()
+    gemini = ingress.client.post("/gemini", headers=gemini_headers(body), data=body)
+
+    assert (github.status_code, gemini.status_code) == (202, 202)
+    deadlines = [task.dispatch_deadline.total_seconds() for task in ingress.tasks()]
+    # Below the worker's timeout (docs/architecture.md, "Delivery lease").
+    assert deadlines == [Config().task_dispatch_deadline_s] * 2
 
 
 def test_the_same_delivery_three_times_yields_one_task(ingress):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
@@ -10,6 +12,7 @@ from shared import opnames
 from shared.clock import FakeClock
 from shared.ledger import (
     AmbiguousId,
+    DeliveryLease,
     InvalidArgument,
     Ledger,
     Settlement,
@@ -367,6 +370,117 @@ def test_mark_delivery_rejects_unknown_deliveries_and_statuses(ledger):
         ledger.mark_delivery("github", "d-1", "finished")
     with pytest.raises(InvalidArgument, match="source"):
         ledger.record_delivery("Git Hub", "d-2", "push")
+
+
+LEASE = timedelta(seconds=600)
+
+
+def test_a_lease_is_taken_by_one_attempt_and_refused_to_another_while_live(
+    ledger, firestore_client, clock
+):
+    first = ledger.record_delivery("github", "d-1", "push", attempt="a", lease_for=LEASE)
+    clock.advance(60)
+    other = ledger.record_delivery("github", "d-1", "push", attempt="b", lease_for=LEASE)
+    again = ledger.record_delivery("github", "d-1", "push", attempt="a", lease_for=LEASE)
+
+    assert (first.new, first.busy, first.delivery.lease.attempt) == (True, False, "a")
+    assert first.delivery.lease.until == clock.now - timedelta(seconds=60) + LEASE
+    assert (other.new, other.busy, other.delivery.lease.attempt) == (False, True, "a")
+    assert (again.busy, again.delivery.lease.until) == (False, clock.now + LEASE)  # renewed
+    doc = firestore_client.collection("deliveries").document("github:d-1").get().to_dict()
+    assert doc["lease"] == {"attempt": "a", "until": clock.now + LEASE}
+
+
+def test_an_expired_lease_is_taken_over_and_the_old_attempt_can_no_longer_mark(ledger, clock):
+    ledger.record_delivery("github", "d-1", "push", attempt="a", lease_for=LEASE)
+    clock.advance(LEASE.total_seconds())  # `until` itself is already past
+    taken = ledger.record_delivery("github", "d-1", "push", attempt="b", lease_for=LEASE)
+
+    late = ledger.end_attempt("github", "d-1", "a", "dead", error="late")
+    done = ledger.end_attempt("github", "d-1", "b", "done")
+    later = ledger.end_attempt("github", "d-1", "a", "queued", error="late again")
+
+    assert (taken.busy, taken.delivery.lease.attempt) == (False, "b")
+    assert (late.applied, late.delivery.status, late.delivery.last_error) == (False, "queued", None)
+    assert (done.applied, done.delivery.status) == (True, "done")
+    assert done.delivery.lease == DeliveryLease(
+        "b", clock.now
+    )  # ended by its mark, holder on record
+    assert (later.applied, later.delivery.status) == (False, "done")
+    assert ledger.get_delivery("github", "d-1").attempts == 1
+
+
+def test_a_retryable_end_releases_the_lease_for_the_next_attempt(ledger, clock):
+    ledger.record_delivery("github", "d-1", "push", attempt="a", lease_for=LEASE)
+    ended = ledger.end_attempt("github", "d-1", "a", "queued", error="GitHub 502")
+    clock.advance(1)
+    retry = ledger.record_delivery("github", "d-1", "push", attempt="b", lease_for=LEASE)
+
+    assert ended.applied and ended.delivery.lease.until <= clock.now
+    assert (retry.busy, retry.delivery.lease.attempt) == (False, "b")
+
+
+@pytest.mark.parametrize("finished", ["done", "ignored", "dead", "unresolved"])
+def test_a_finished_delivery_never_moves_back(ledger, clock, finished):
+    ledger.record_delivery("github", "d-1", "push", attempt="a", lease_for=LEASE)
+    ledger.end_attempt("github", "d-1", "a", finished, error="why")
+    clock.advance(1)
+
+    for status in ("queued", "dead", "done"):
+        assert ledger.mark_delivery("github", "d-1", status).status == finished, status
+        marked = ledger.end_attempt("github", "d-1", "a", status)
+        assert (marked.applied, marked.delivery.status) == (False, finished), status
+    redelivered = ledger.record_delivery("github", "d-1", "push", attempt="b", lease_for=LEASE)
+
+    assert (redelivered.busy, redelivered.delivery.status) == (False, finished)
+    assert redelivered.delivery.lease.attempt == "a"  # a finished delivery takes no lease
+    assert ledger.get_delivery("github", "d-1").attempts == 1
+
+
+def test_reopen_is_the_one_way_back_and_keeps_a_live_lease(ledger, clock):
+    ledger.record_delivery("github", "d-1", "push", attempt="a", lease_for=LEASE)
+    ledger.end_attempt("github", "d-1", "a", "done")
+    reopened = ledger.reopen_delivery("github", "d-1")
+    replayed = ledger.record_delivery("github", "d-1", "push", attempt="b", lease_for=LEASE)
+    forced = ledger.reopen_delivery("github", "d-1")  # `replay --force` while b runs
+    beside = ledger.record_delivery("github", "d-1", "push", attempt="c", lease_for=LEASE)
+
+    assert (reopened.status, reopened.attempts) == ("queued", 2)
+    assert (replayed.busy, replayed.delivery.lease.attempt) == (False, "b")
+    assert (forced.status, forced.lease.attempt) == ("queued", "b")
+    assert (beside.busy, beside.delivery.lease.attempt) == (True, "b")
+    with pytest.raises(UnknownDelivery):
+        ledger.reopen_delivery("github", "never")
+
+
+def test_two_attempts_racing_for_one_lease_get_one_each_way(ledger):
+    ledger.record_delivery("github", "d-1", "push")  # recorded before any lease
+    barrier = threading.Barrier(2)
+
+    def take(attempt: str) -> bool:
+        barrier.wait()
+        return ledger.record_delivery(
+            "github", "d-1", "push", attempt=attempt, lease_for=LEASE
+        ).busy
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        busy = list(pool.map(take, ["a", "b"]))
+
+    assert sorted(busy) == [False, True]
+    holder = ledger.get_delivery("github", "d-1").lease.attempt
+    assert holder == ["a", "b"][busy.index(False)]
+
+
+def test_a_lease_needs_an_attempt_and_a_positive_duration(ledger):
+    for name, options in [
+        ("attempt alone", {"attempt": "a"}),
+        ("duration alone", {"lease_for": LEASE}),
+        ("no time", {"attempt": "a", "lease_for": timedelta(0)}),
+        ("empty attempt", {"attempt": "", "lease_for": LEASE}),
+    ]:
+        with pytest.raises(InvalidArgument, match="github:d-1"):
+            ledger.record_delivery("github", "d-1", "push", **options)
+        assert ledger.get_delivery("github", "d-1") is None, name
 
 
 def test_list_deliveries_newest_first_optionally_by_status(ledger, clock):

@@ -108,12 +108,14 @@ def test_an_adopted_winner_gets_the_submission_context_not_the_adopters(ledger, 
     assert ledger.get("batches/orphan").context == CONTEXT
 
 
-def test_without_a_submission_the_winner_is_a_plain_registration(ledger):
+def test_an_orphan_of_an_unclaimed_push_wins_and_decides_the_push(ledger, clock):
     winner = ledger.submissions.register_winner(
-        "hookledger:other:k", "batches/x", "other", None, fallback_context={"adopted": True}
+        TAG, "batches/x", "github-review", None, fallback_context={"adopted": True}
     )
 
     assert winner.won and ledger.get("batches/x").context == {"adopted": True}
+    decided = claim(ledger, clock, "late-run")  # the push's own run, arriving later
+    assert decided.state is Claim.DECIDED and decided.submission.operation == "batches/x"
 
 
 def test_a_superseded_batch_is_final_at_once_and_never_pending(ledger, clock):

@@ -479,6 +479,23 @@ def test_github_fault_answers_502_for_the_next_n_gets(simulator: Any) -> None:
     assert statuses == [502, 502, 200]
 
 
+def test_github_latency_holds_every_contents_get_until_set_back(simulator: Any) -> None:
+    simulator.control.put_file("o", "r", "a.md", "s", b"x")
+    url = f"{simulator.url}/repos/o/r/contents/a.md"
+    simulator.control.github_latency(3000)
+
+    with pytest.raises(requests.ReadTimeout):
+        requests.get(url, params={"ref": "s"}, timeout=0.5)
+    simulator.control.github_latency(0)
+
+    assert requests.get(url, params={"ref": "s"}, timeout=10).status_code == 200
+    for bad in (-1, 60_001, "1s"):
+        answer = requests.post(
+            f"{simulator.url}/_sim/github/latency", json={"latency_ms": bad}, timeout=10
+        )
+        assert answer.status_code == 400 and "latency_ms" in answer.text, bad
+
+
 # --- GitHub commit comments ----------------------------------------------------------------
 
 COMMIT = "6dcb09b5b57875f334f61aebed695e2e4193db5e"

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from datetime import UTC, datetime
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -13,13 +15,14 @@ from local.processes import free_port
 from shared import handlers
 from shared.clock import FakeClock
 from shared.config import LOCAL_ENVELOPE_KEY, Config
+from shared.crashpoints import Crashed, crashing_at
 from shared.entrypoints.worker import Worker
 from shared.envelope import Envelope, EnvelopeSealer
 from shared.errors import PermanentError as TreePermanentError
 from shared.errors import TransientError
 from shared.gemini import GeminiNotFound, GeminiUnavailable
 from shared.handler_context import ClientFactories, HandlerContext
-from shared.handlers import Done, PermanentError, RetryableError, handler
+from shared.handlers import Attempt, Done, Event, PermanentError, RetryableError, handler
 from shared.ledger import Ledger
 from shared.oidc import OidcVerifier
 
@@ -234,3 +237,156 @@ def test_the_worker_checks_the_token_and_pins_the_caller(worker, key_server):
 
     ok = post(guarded, body, Authorization=f"Bearer {minter.mint(TASKS, AUDIENCE)}")
     assert (ok.status, ok.body["status"]) == (200, "ignored")
+
+
+# ------------------------------------------------------------------ the delivery lease
+# docs/architecture.md, "Delivery lease": one attempt runs a delivery at a time, and a
+# finished delivery never moves back.
+
+
+@pytest.fixture
+def leased(firestore_client, registry) -> tuple[Worker, Ledger, FakeClock]:
+    """A worker whose ledger runs on a fake clock: leases expire when the test says."""
+    clock = FakeClock(datetime.now(UTC))
+    ledger = Ledger(firestore_client, clock=clock)
+    config = Config(worker_max_retries=3)
+    sealer = EnvelopeSealer([LOCAL_ENVELOPE_KEY])
+    worker = Worker(config, sealer=sealer, ledger=ledger, services=lambda name: None)
+    return worker, ledger, clock
+
+
+class Blocking:
+    """A handler whose first run waits until `release` is set; later runs return at once."""
+
+    def __init__(self, first: Callable[[], Any] = lambda: Done("first")) -> None:
+        self.first = first
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.attempts: list[Attempt] = []
+
+    def __call__(self, event: Event, ctx: Any) -> Any:
+        self.attempts.append(event.run)
+        if len(self.attempts) > 1:
+            return Done("a later run")
+        self.entered.set()
+        assert self.release.wait(timeout=30), "the test never released the first run"
+        return self.first()
+
+
+def in_background(work: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
+    answers: list[Any] = []
+    thread = threading.Thread(target=lambda: answers.append(work()), daemon=True)
+    thread.start()
+    return thread, answers
+
+
+def test_a_second_run_while_the_first_holds_the_lease_is_503_and_runs_nothing(leased):
+    worker, ledger, clock = leased
+    blocking = Blocking()
+    handler("github", "issues")(blocking)
+    body = sealed("issues", "overlap-1")
+
+    first, answers = in_background(lambda: post(worker, body))
+    assert blocking.entered.wait(timeout=30)
+    second = post(worker, body, retry_count=1)
+    blocking.release.set()
+    first.join(timeout=30)
+    third = post(worker, body, retry_count=2)
+
+    assert (second.status, second.body["status"]) == (503, "busy"), second.body
+    assert "another attempt" in second.body["reason"]
+    assert len(blocking.attempts) == 1  # the second run's handler never ran
+    assert (answers[0].status, answers[0].body["status"]) == (200, "done")
+    assert (third.status, third.body["status"]) == (200, "duplicate")
+    [attempt] = blocking.attempts
+    assert len(attempt.id) == 32 and attempt.expires_at == clock.now + timedelta(seconds=600)
+    stored = ledger.get_delivery("github", "overlap-1")
+    assert (stored.status, stored.attempts, stored.lease.attempt) == ("done", 1, attempt.id)
+
+
+def _raise(error: Exception) -> Callable[[], Any]:
+    def fail() -> Any:
+        raise error
+
+    return fail
+
+
+# (name, how the first run ends once released late, its retry count, its answer): it ends
+# after another run took the delivery over and finished it.
+LATE_ENDINGS = [
+    ("done", lambda: Done("late"), 0, (200, "duplicate")),
+    ("queued", _raise(RetryableError("GitHub 502, late")), 0, (503, "retry")),
+    ("dead past the limit", _raise(RetryableError("GitHub 502, late")), 3, (200, "duplicate")),
+    ("dead for good", _raise(PermanentError("bad payload, late")), 0, (200, "duplicate")),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "ending", "retry_count", "answer"), LATE_ENDINGS, ids=[c[0] for c in LATE_ENDINGS]
+)
+def test_after_the_lease_expires_a_retry_takes_over_and_the_late_run_moves_nothing(
+    leased, caplog, name, ending, retry_count, answer
+):
+    worker, ledger, clock = leased
+    blocking = Blocking(first=ending)
+    handler("github", "issues")(blocking)
+    body = sealed("issues", "takeover-1")
+    caplog.set_level(logging.INFO, logger="hookledger")
+
+    first, answers = in_background(lambda: post(worker, body, retry_count=retry_count))
+    assert blocking.entered.wait(timeout=30)
+    clock.advance(601)  # past the first run's lease (540 s timeout + 60 s margin)
+    retry = post(worker, body, retry_count=retry_count + 1)
+    blocking.release.set()
+    first.join(timeout=30)
+
+    assert (retry.status, retry.body["status"]) == (200, "done"), name
+    assert len({a.id for a in blocking.attempts}) == 2, name
+    late = answers[0]
+    assert (late.status, late.body["status"]) == answer, (name, late.body)
+    stored = ledger.get_delivery("github", "takeover-1")
+    assert (stored.status, stored.last_error, stored.attempts) == ("done", None, 1), name
+    alerts = [r for r in caplog.records if getattr(r, "hookledger_fields", {}).get("alert")]
+    assert alerts == [], name  # no false delivery_dead from the late run
+
+
+def test_a_crash_after_the_lease_is_taken_holds_the_delivery_until_it_expires(leased):
+    worker, ledger, clock = leased
+    calls: list[str] = []
+
+    @handler("github", "issues")
+    def on_issue(event, ctx):
+        calls.append(event.run.id)
+        return Done("labelled")
+
+    body = sealed("issues", "crash-1")
+    with crashing_at("push.delivery.recorded"), pytest.raises(Crashed):
+        post(worker, body)
+    held = post(worker, body, retry_count=1)
+    clock.advance(601)
+    taken = post(worker, body, retry_count=2)
+
+    assert (held.status, held.body["status"]) == (503, "busy")
+    assert (taken.status, taken.body["status"]) == (200, "done")
+    assert len(calls) == 1 and ledger.get_delivery("github", "crash-1").status == "done"
+
+
+def test_a_crash_before_done_runs_the_handler_again_once_the_lease_expires(leased):
+    worker, ledger, clock = leased
+    calls: list[str] = []
+
+    @handler("github", "issues")
+    def on_issue(event, ctx):
+        calls.append(event.run.id)
+        return Done("labelled")
+
+    body = sealed("issues", "crash-2")
+    with crashing_at("push.before_done") as reached, pytest.raises(Crashed):
+        post(worker, body)
+    assert reached == ["push.delivery.recorded", "push.before_done"]
+    assert ledger.get_delivery("github", "crash-2").status == "queued"
+    clock.advance(601)
+    again = post(worker, body, retry_count=1)
+
+    assert (again.status, again.body["status"]) == (200, "done")
+    assert len(calls) == 2 and calls[0] != calls[1]  # at least once, one run at a time

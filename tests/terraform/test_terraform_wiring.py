@@ -18,7 +18,7 @@ from typing import Any
 import hcl2
 import pytest
 
-from shared.config import PRODUCTION_ENV_NAMES
+from shared.config import PRODUCTION_ENV_NAMES, Config
 
 REPO = Path(__file__).resolve().parents[2]
 TERRAFORM = REPO / "terraform"
@@ -226,6 +226,40 @@ def test_every_production_env_name_is_set_on_the_function_that_reads_it(
     assert not plain & secret, f"{function}: set both plain and secret: {plain & secret}"
     missing = set(PRODUCTION_ENV_NAMES[function]) - plain - secret
     assert not missing, f"{function} reads {sorted(missing)} but terraform does not set them"
+
+
+def _optional_default(tf: Module, variable: str, field_name: str) -> float:
+    """The default of `field_name` in variable `variable`'s `optional(number, N)` type."""
+    declared = json.dumps(_attr(tf.variables[variable], "type"))
+    found = re.search(rf"'{field_name}': '\$\{{optional\(number,([0-9.]+)\)\}}'", declared)
+    assert found, f"var.{variable} has no optional number {field_name}: {declared[:200]}"
+    return float(found.group(1))
+
+
+def test_worker_timeout_and_dispatch_deadline_match_the_code_and_stay_ordered(
+    tf: Module,
+) -> None:
+    timeout = _optional_default(tf, "worker_function", "timeout_seconds")
+    deadline = _optional_default(tf, "settings", "task_dispatch_deadline_s")
+    defaults = Config()
+    assert (timeout, deadline) == (defaults.worker_timeout_s, defaults.task_dispatch_deadline_s)
+    assert deadline < timeout, "Cloud Tasks must give up on an attempt before the timeout"
+    wired = {
+        "WORKER_TIMEOUT_S": "${tostring(var.worker_function.timeout_seconds)}",
+        "TASK_DISPATCH_DEADLINE_S": "${tostring(var.settings.task_dispatch_deadline_s)}",
+    }
+    for function in FUNCTIONS:
+        env = tf.locals["function_env"][function]
+        for name, value in wired.items():
+            assert env.get(name) == value, f"{function}: {name} = {env.get(name)!r}"
+    fn = tf.resource("google_cloudfunctions2_function", "function")
+    conditions = [
+        _attr(check, "condition") for check in _blocks(_block(fn, "lifecycle"), "precondition")
+    ]
+    assert (
+        "${var.settings.task_dispatch_deadline_s < var.worker_function.timeout_seconds}"
+        in conditions
+    ), conditions
 
 
 def test_function_secrets_follow_the_readers_declared_in_local_secrets(tf: Module) -> None:

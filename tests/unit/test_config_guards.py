@@ -80,6 +80,12 @@ GUARDS = [
     ("ingress with no signature window", "ingress", "SIGNATURE_TOLERANCE_S", "0"),
     ("ingress with a zero Gemini limit", "ingress", "MAX_GEMINI_BODY_BYTES", "0"),
     ("ingress with dynamic webhooks, no audience", "ingress", "GEMINI_WEBHOOK_AUDIENCE", DROP),
+    ("worker with a deadline at its timeout", "worker", "TASK_DISPATCH_DEADLINE_S", "540"),
+    ("ingress with a deadline past the timeout", "ingress", "TASK_DISPATCH_DEADLINE_S", "600"),
+    ("ingress with a deadline below 15 s", "ingress", "TASK_DISPATCH_DEADLINE_S", "14"),
+    ("reconcile with a deadline over 30 min", "reconcile", "TASK_DISPATCH_DEADLINE_S", "1801"),
+    ("worker with a timeout over an hour", "worker", "WORKER_TIMEOUT_S", "3601"),
+    ("worker with a timeout at the deadline", "worker", "WORKER_TIMEOUT_S", "480"),
 ]
 
 # Secrets that are set but unusable: refused when the verifiers and sealer are built.

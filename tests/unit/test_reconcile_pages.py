@@ -121,9 +121,11 @@ def test_task_page_enqueuer_seals_the_page_under_its_task_id() -> None:
         lambda task_id, payload: task_id.encode() + b"|" + payload,
         oidc_service_account="sa@x",
         oidc_audience="https://worker",
+        dispatch_deadline_s=480,
     )
 
     assert enqueue([op("batches/a")], "t-1") == "created"
     [task] = sent
     assert task["body"] == b't-1|{"names": ["batches/a"]}' and task["task_id"] == "t-1"
     assert (task["oidc_service_account"], task["oidc_audience"]) == ("sa@x", "https://worker")
+    assert task["dispatch_deadline_s"] == 480

@@ -53,8 +53,9 @@ log = logs.get_logger("review")
 # A run with no worker lease (a direct call) holds the push's claim this long.
 UNLEASED_CLAIM = timedelta(minutes=10)
 # The create is sent only with at least this much lease left: the call's own timeout
-# (HTTP_TIMEOUT_S, 30 s by default) and a margin, so it ends before anyone may take over.
-CREATE_BUDGET = timedelta(seconds=60)
+# and a margin (`Config.create_budget_s`, 35 s by default), so it ends before anyone may
+# take over.
+CREATE_BUDGET = timedelta(seconds=35)
 # A refused path is stored and logged up to this length (github.MAX_PATH_BYTES is 4096).
 MAX_SHOWN_PATH = 4096
 PROMPT = (
