@@ -242,9 +242,10 @@ resource "google_cloudfunctions2_function" "function" {
       error_message = "settings.task_dispatch_deadline_s must be below worker_function.timeout_seconds, or the worker refuses to start."
     }
     precondition {
-      # Reconcile stops taking work at its budget, then waits up to 30 s (DRAIN_S) for checks in flight.
-      condition     = var.settings.reconcile_budget_s + 30 < var.reconcile_function.timeout_seconds
-      error_message = "settings.reconcile_budget_s + 30 s must be below reconcile_function.timeout_seconds, or reconcile is killed before it answers."
+      # Reconcile stops taking work at its budget, waits up to 30 s (DRAIN_S) for checks in
+      # flight, then sweeps the outbox on its own 15 s budget (SWEEP_BUDGET_S).
+      condition     = var.settings.reconcile_budget_s + 30 + 15 < var.reconcile_function.timeout_seconds
+      error_message = "settings.reconcile_budget_s + 45 s (30 s drain, 15 s outbox sweep) must be below reconcile_function.timeout_seconds, or reconcile is killed before it answers."
     }
     precondition {
       # Each in-flight ingress request may hold its body about 3 times (read, joined, sealed)

@@ -262,6 +262,25 @@ def test_worker_timeout_and_dispatch_deadline_match_the_code_and_stay_ordered(
     ), conditions
 
 
+def test_reconcile_timeout_holds_its_budget_drain_and_outbox_sweep(tf: Module) -> None:
+    from shared.reconcile.settings import DRAIN_S, SWEEP_BUDGET_S, ReconcileSettings
+
+    fn = tf.resource("google_cloudfunctions2_function", "function")
+    conditions = [
+        _attr(check, "condition") for check in _blocks(_block(fn, "lifecycle"), "precondition")
+    ]
+    slack = f"{DRAIN_S:g} + {SWEEP_BUDGET_S:g}"
+    expected = (
+        f"${{var.settings.reconcile_budget_s + {slack} < "
+        "var.reconcile_function.timeout_seconds}"
+    )
+    assert expected.replace(" + ", "+") in [c.replace(" + ", "+") for c in conditions], conditions
+    budget = _optional_default(tf, "settings", "reconcile_budget_s")
+    timeout = _optional_default(tf, "reconcile_function", "timeout_seconds")
+    assert budget == ReconcileSettings().budget_s
+    assert budget + DRAIN_S + SWEEP_BUDGET_S < timeout
+
+
 def test_function_secrets_follow_the_readers_declared_in_local_secrets(tf: Module) -> None:
     expr = tf.locals["function_secrets"]
     assert "for fn , _ in local.functions" in expr, expr
