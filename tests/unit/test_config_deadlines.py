@@ -18,7 +18,11 @@ def test_the_defaults_keep_the_deadline_below_the_timeout_and_the_lease_past_it(
 @pytest.mark.parametrize(
     ("name", "env", "lease"),
     [
-        ("the shortest deadline", {"WORKER_TIMEOUT_S": "20", "TASK_DISPATCH_DEADLINE_S": "15"}, 25),
+        (
+            "the shortest deadline",
+            {"WORKER_TIMEOUT_S": "20", "TASK_DISPATCH_DEADLINE_S": "15", "HTTP_TIMEOUT_S": "5"},
+            25,
+        ),
         ("only the timeout moved", {"WORKER_TIMEOUT_S": "900"}, 900 + 420),
     ],
 )
@@ -35,6 +39,12 @@ def test_the_lease_is_the_timeout_plus_the_deadlines_margin(
         ("timeout below the default deadline", {"WORKER_TIMEOUT_S": "300"}, "must be below"),
         ("deadline under Cloud Tasks' minimum", {"TASK_DISPATCH_DEADLINE_S": "5"}, "15-1800"),
         ("deadline not a number", {"TASK_DISPATCH_DEADLINE_S": "8m"}, "whole number"),
+        # A lease that cannot hold the fetches and a create twice over: no push ever creates.
+        (
+            "lease too short for a create",
+            {"WORKER_TIMEOUT_S": "40", "TASK_DISPATCH_DEADLINE_S": "30"},
+            "too short for HTTP_TIMEOUT_S",
+        ),
     ],
 )
 def test_a_local_project_refuses_a_bad_deadline_too(
