@@ -271,8 +271,7 @@ def test_reconcile_timeout_holds_its_budget_drain_and_outbox_sweep(tf: Module) -
     ]
     slack = f"{DRAIN_S:g} + {SWEEP_BUDGET_S:g}"
     expected = (
-        f"${{var.settings.reconcile_budget_s + {slack} < "
-        "var.reconcile_function.timeout_seconds}"
+        f"${{var.settings.reconcile_budget_s + {slack} < var.reconcile_function.timeout_seconds}}"
     )
     assert expected.replace(" + ", "+") in [c.replace(" + ", "+") for c in conditions], conditions
     budget = _optional_default(tf, "settings", "reconcile_budget_s")
