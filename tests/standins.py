@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from shared.gemini import BatchStatus, BatchSummary, Row
-from shared.gemini_errors import GeminiNotFound
+from shared.gemini.errors import GeminiNotFound
 
 Visible = Literal["during", "after"]
 

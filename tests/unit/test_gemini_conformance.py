@@ -21,7 +21,7 @@ from shared.gemini import (
     GeminiUnavailable,
     rate_limit_details,
 )
-from shared.gemini_errors import mapped
+from shared.gemini.errors import mapped
 
 
 def quota_body(retry_delay: str | None, quota_id: str) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from shared.gemini_rows import (
+from shared.gemini.rows import (
     MAX_INLINE_BYTES,
     MalformedRows,
     Row,

@@ -42,19 +42,19 @@ def check_contract(client: genai.Client) -> None:
     if api is None:
         raise SdkContractError(
             "google-genai: genai.Client has no `_api_client` any more; "
-            "shared/gemini_raw.py must find another way to read raw resources"
+            "shared/gemini/raw.py must find another way to read raw resources"
         )
     request = getattr(api, "request", None)
     if not callable(request):
         raise SdkContractError(
             "google-genai: `Client._api_client.request` is gone; "
-            "shared/gemini_raw.py must find another way to read raw resources"
+            "shared/gemini/raw.py must find another way to read raw resources"
         )
     names = tuple(inspect.signature(request).parameters)[: len(_REQUEST_PARAMETERS)]
     if names != _REQUEST_PARAMETERS:
         raise SdkContractError(
             f"google-genai: `Client._api_client.request` now takes {names}, "
-            f"shared/gemini_raw.py calls it with {_REQUEST_PARAMETERS}"
+            f"shared/gemini/raw.py calls it with {_REQUEST_PARAMETERS}"
         )
 
 

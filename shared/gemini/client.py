@@ -4,14 +4,14 @@ What the SDK does not do for us, and this module does:
 - a failed batch's top-level `error` is not copied by the SDK: read the raw JSON;
 - a batch can report SUCCEEDED with every row failed: rows are returned one by one;
 - results come inline or as a JSONL file (`dest.file_name`): both are read, the file
-  streamed row by row (shared/gemini_rows.py); a status says whether its rows are
+  streamed row by row (shared/gemini/rows.py); a status says whether its rows are
   complete, and nothing may settle a succeeded batch whose rows are not;
 - inline requests must stay under 20 MB: above that the requests go as an uploaded file;
 - creating a batch is not idempotent: callers tag `display_name` (shared/kinds/).
 
-The one private SDK call (a resource's raw JSON) lives in shared/gemini_raw.py; the error
+The one private SDK call (a resource's raw JSON) lives in shared/gemini/raw.py; the error
 tree (GeminiError → GeminiUnavailable | GeminiNotFound | GeminiRejected, with
-GeminiRateLimited and GeminiRowsUnread) and the SDK-error mapping in shared/gemini_errors.py,
+GeminiRateLimited and GeminiRowsUnread) and the SDK-error mapping in shared/gemini/errors.py,
 re-exported here.
 """
 
@@ -28,19 +28,17 @@ from typing import Any, NamedTuple
 from google import genai
 from google.genai import types
 
-from shared import gemini_raw, logs
-from shared.gemini_errors import (
+from shared import logs
+from shared.gemini.errors import (
     DAILY_QUOTA_DEFER_S,
     GeminiError,
     GeminiNotFound,
-    GeminiRateLimited,
     GeminiRejected,
-    GeminiRowsUnread,
     GeminiUnavailable,
     mapped,
-    rate_limit_details,
 )
-from shared.gemini_rows import (
+from shared.gemini.raw import get_body
+from shared.gemini.rows import (
     MAX_INLINE_BYTES,
     MalformedRows,
     Row,
@@ -342,7 +340,7 @@ class GeminiGateway:
     def _raw(self, name: str) -> dict[str, Any]:
         """The resource as Gemini sent it, through the SDK's own transport (auth, timeout)."""
         with mapped(name):
-            text = gemini_raw.get_body(self._client, name)
+            text = get_body(self._client, name)
         try:
             body = json.loads(text or "{}")
         except ValueError as exc:
@@ -400,15 +398,8 @@ __all__ = [
     "TERMINAL_STATES",
     "BatchStatus",
     "BatchSummary",
-    "GeminiError",
     "GeminiGateway",
-    "GeminiNotFound",
-    "GeminiRateLimited",
-    "GeminiRejected",
-    "GeminiRowsUnread",
-    "GeminiUnavailable",
     "Row",
     "batch_name",
     "make_client",
-    "rate_limit_details",
 ]

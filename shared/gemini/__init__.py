@@ -1,0 +1,54 @@
+"""Gemini: the few calls hookledger makes through google-genai, their errors and result rows.
+
+- `client.py`: `GeminiGateway` (create, fetch, list, cancel, read results), `make_client`;
+- `errors.py`: the Gemini error tree and `mapped(what)`, the SDK-error mapping;
+- `rows.py`: result rows from inline responses or a streamed results file;
+- `raw.py`: the one adapter for the SDK's private raw read, with its contract check.
+
+Callers import from here (`from shared.gemini import GeminiGateway`). See
+docs/architecture.md, "Code map".
+"""
+
+from __future__ import annotations
+
+from shared.gemini.client import (
+    DAILY_QUOTA_DEFER_S,
+    INTERACTION_STATES,
+    MAX_INLINE_BYTES,
+    TERMINAL_STATES,
+    BatchStatus,
+    BatchSummary,
+    GeminiGateway,
+    Row,
+    make_client,
+)
+from shared.gemini.errors import (
+    GeminiError,
+    GeminiNotFound,
+    GeminiRateLimited,
+    GeminiRejected,
+    GeminiRowsUnread,
+    GeminiUnavailable,
+    mapped,
+    rate_limit_details,
+)
+
+__all__ = [
+    "DAILY_QUOTA_DEFER_S",
+    "INTERACTION_STATES",
+    "MAX_INLINE_BYTES",
+    "TERMINAL_STATES",
+    "BatchStatus",
+    "BatchSummary",
+    "GeminiError",
+    "GeminiGateway",
+    "GeminiNotFound",
+    "GeminiRateLimited",
+    "GeminiRejected",
+    "GeminiRowsUnread",
+    "GeminiUnavailable",
+    "Row",
+    "make_client",
+    "mapped",
+    "rate_limit_details",
+]
