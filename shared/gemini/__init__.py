@@ -12,7 +12,6 @@ docs/architecture.md, "Code map".
 from __future__ import annotations
 
 from shared.gemini.client import (
-    DAILY_QUOTA_DEFER_S,
     INTERACTION_STATES,
     MAX_INLINE_BYTES,
     TERMINAL_STATES,
@@ -23,6 +22,7 @@ from shared.gemini.client import (
     make_client,
 )
 from shared.gemini.errors import (
+    DAILY_QUOTA_DEFER_S,
     GeminiError,
     GeminiNotFound,
     GeminiRateLimited,

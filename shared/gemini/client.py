@@ -30,7 +30,6 @@ from google.genai import types
 
 from shared import logs
 from shared.gemini.errors import (
-    DAILY_QUOTA_DEFER_S,
     GeminiError,
     GeminiNotFound,
     GeminiRejected,
@@ -390,16 +389,3 @@ def _text(response: types.GenerateContentResponse | None) -> str:
         return ""
     return "".join(part.text or "" for part in content.parts)
 
-
-__all__ = [
-    "DAILY_QUOTA_DEFER_S",
-    "INTERACTION_STATES",
-    "MAX_INLINE_BYTES",
-    "TERMINAL_STATES",
-    "BatchStatus",
-    "BatchSummary",
-    "GeminiGateway",
-    "Row",
-    "batch_name",
-    "make_client",
-]
