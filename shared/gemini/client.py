@@ -388,4 +388,3 @@ def _text(response: types.GenerateContentResponse | None) -> str:
     if content is None or not content.parts:
         return ""
     return "".join(part.text or "" for part in content.parts)
-
