@@ -10,27 +10,41 @@ settler has a `deliver`; what fails there is left to reconcile's sweep.
 A succeeded batch settles only with every result row read (`BatchStatus.rows_complete`):
 settlement is exactly once, so settling without them would lose those results for good.
 Otherwise `GeminiRowsUnread` (transient) leaves it pending: the worker answers 5xx and
-reconcile defers it, alerting like any stuck operation after STUCK_AFTER_S.
+reconcile defers it, alerting like any stuck operation after STUCK_AFTER_S. Once the
+results file is close to the end of its retention (`GIVE_UP_AFTER` past the batch's end),
+waiting can only lose the reason too: the batch settles `failed` with it, and an alert.
+
+Rows are placed under the requests they answer (the kind's `request_keys`; rows that
+echo no key go by position), and their counts per outcome are stored on the operation
+in the settling commit and checked against Gemini's `batchStats`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from shared import kinds, logs
 from shared.crashpoints import crash_point
 from shared.kinds import KindOptions
 
 if TYPE_CHECKING:
-    from shared.gemini import GeminiGateway
+    from shared.gemini import BatchStatus, GeminiGateway
     from shared.ledger import Ledger, Operation, OutboxItem, ResultWrites
 
 log = logs.get_logger("settlement")
 
 RUNNING = "running"
+
+# The docs give batch results files no retention of their own; they are Files API files,
+# which "are stored for 48 hours" (docs/gemini-coverage.md). Give up 2 h before that: far
+# more than reconcile's longest wait between checks (30 min backoff cap, 5 min schedule).
+RESULTS_FILE_RETENTION = timedelta(hours=48)
+GIVE_UP_AFTER = RESULTS_FILE_RETENTION - timedelta(hours=2)
+UNREADABLE = "results_unreadable"
 
 
 @dataclass(frozen=True)
@@ -71,12 +85,13 @@ class Settler:
         if status is None:
             return Outcome(RUNNING)
         if status == "succeeded" and not batch.rows_complete:
-            from shared.gemini import GeminiRowsUnread
-
-            raise GeminiRowsUnread(
-                f"{record.name} succeeded but its results are unread ({batch.rows_unread}); "
-                "it stays pending"
-            )
+            batch = self._unread(record, batch)
+            status = "failed"
+        kind = kinds.get(record.kind)
+        keys = kind.request_keys(record) if kind.request_keys is not None else None
+        if keys:
+            batch = batch.placed(keys)
+        counts = _checked_counts(record, batch)
         if batch.all_rows_failed:
             logs.event(
                 log,
@@ -85,7 +100,6 @@ class Settler:
                 operation=record.name,
                 rows=len(batch.rows),
             )
-        kind = kinds.get(record.kind)
 
         def stage(writes: ResultWrites, current: Operation) -> None:
             if kind.writeback is not None:
@@ -105,8 +119,74 @@ class Settler:
             outbox=outbox or None,
             deliver=self.deliver if outbox else None,
             expected=record,
+            result_counts=counts,
         )
         return Outcome(result.value, status)
+
+    def _unread(self, record: Operation, batch: BatchStatus) -> BatchStatus:
+        """Raise `GeminiRowsUnread` (stay pending) while the results file may still be read;
+        past `GIVE_UP_AFTER` from the batch's end, the batch to settle `failed` instead."""
+        from shared.gemini import GeminiRowsUnread
+
+        ended = batch.ended_at or record.submitted_at
+        now = self.ledger.clock()
+        if now < ended + GIVE_UP_AFTER:
+            raise GeminiRowsUnread(
+                f"{record.name} succeeded but its results are unread ({batch.rows_unread}); "
+                "it stays pending"
+            )
+        reason = (
+            f"results never read in {GIVE_UP_AFTER} since the batch ended "
+            f"(its results file is kept {RESULTS_FILE_RETENTION}): {batch.rows_unread}"
+        )
+        logs.event(
+            log,
+            logging.ERROR,
+            f"{record.name}: results unreadable until their retention nearly ran out; "
+            "settling it failed",
+            alert=UNREADABLE,
+            operation=record.name,
+            ended_at=ended.isoformat(),
+            reason=batch.rows_unread,
+        )
+        # Gemini says SUCCEEDED, but without its rows hookledger can only record the failure.
+        return replace(
+            batch,
+            state="JOB_STATE_FAILED",
+            error={"message": reason, "reason": UNREADABLE},
+            rows=(),
+        )
+
+
+def _checked_counts(record: Operation, batch: BatchStatus) -> dict[str, Any] | None:
+    """The rows' counts per outcome (None without rows); every unplaced row is logged at
+    ERROR and a disagreement with Gemini's `batchStats` at WARNING, naming the operation."""
+    if not batch.rows:
+        return None
+    for row in batch.rows:
+        if row.unplaced:
+            logs.event(
+                log,
+                logging.ERROR,
+                f"{record.name}: a result row matches no request; recorded as an error row",
+                operation=record.name,
+                line=row.line,
+                index=row.index,
+                key=row.key,
+                reason=row.error,
+            )
+    counts = batch.result_counts()
+    mismatch = batch.stats_mismatch()
+    if mismatch is not None:
+        logs.event(
+            log,
+            logging.WARNING,
+            f"{record.name}: result rows disagree with Gemini's batchStats",
+            operation=record.name,
+            result_counts=counts,
+            **mismatch,
+        )
+    return dict(counts)
 
 
 def settle_from_gemini(

@@ -1,8 +1,22 @@
 """The local-only control API under `/_sim/` (see docs/architecture.md, "Simulator control").
 
-- `POST /_sim/operations/{name}:complete` `{"state", "webhook"?, "rows"?, "error"?, "response"?}`
+- `POST /_sim/operations/{name}:complete` `{"state", "webhook"?, "rows"?, "error"?, "response"?,
+  "echo_metadata"?, "malformed_lines"?}`
   (`webhook`: `send` (default; `webhook_copies` copies, subject to `webhook_drop_rate`),
-  `duplicate` (2 copies, subject to the drop rate), `drop` (nothing sent or recorded))
+  `duplicate` (2 copies, subject to the drop rate), `drop` (nothing sent or recorded)).
+  For a succeeded batch:
+  - `rows`: per-request results, either a list `[{"index": 0, "error": {code, message}} |
+    {"index": 1, "text": "…"} | {"index": 2, "outcome": "blocked", "block_reason"?: "SAFETY"}]`
+    or an object by request key `{"docs/a.md": "blocked", "docs/b.md": {"outcome":
+    "truncated", "text"?: "…"}}`. Outcomes, each in Gemini's GenerateContentResponse shape:
+    `ok` (default), `blocked` (`promptFeedback.blockReason`, default SAFETY, with
+    `safetyRatings`, no candidates), `safety` (candidate `finishReason` SAFETY, no content,
+    `safetyRatings`), `recitation` (`finishReason` RECITATION), `truncated` (`finishReason`
+    MAX_TOKENS with the first half of the answer, or of `text`), `empty` (STOP, no parts).
+  - `echo_metadata` (default true): false sends the results without the requests'
+    `metadata` (inline) or `key` (results-file lines), so only their order places them.
+  - `malformed_lines` `[2, …]`: those 1-based lines of the results file are written cut
+    off mid-object (a batch made from an input file only: inline results have no lines).
 - `POST /_sim/operations` `{"name": "models/veo/operations/x", "metadata"?}` creates a
   pending non-batch operation (video generation, file-search import…)
 - `POST /_sim/faults`, `GET /_sim/faults`: the fault model, below
@@ -79,7 +93,7 @@ from flask import Blueprint, Response, request
 
 from local.simulator.engine import WEBHOOK_MODES
 from local.simulator.faults import GEMINI_KEYS, MAX_LATENCY_MS, unknown_keys
-from local.simulator.gemini import batch_resource, operation_resource, prompt_text
+from local.simulator.gemini import OUTCOMES, batch_resource, operation_resource, prompt_text
 from local.simulator.github import DEFAULT_REF
 from local.simulator.state import BATCH_STATES, BadRequest
 from local.simulator.webhooks import DATA_ID_FORMS
@@ -131,27 +145,65 @@ def _rpc_status(value: Any, field: str) -> dict[str, Any]:
     }
 
 
-def _rows(value: Any, request_count: int) -> dict[int, dict[str, Any]]:
-    """`rows: [{"index": 1, "error": {...}} | {"index": 0, "text": "..."}]` by index."""
-    if not isinstance(value, list):
-        raise BadRequest("rows must be a list of {index, error | text} objects.")
+def _rows(value: Any, keys: list[str | None]) -> dict[int, dict[str, Any]]:
+    """Per-request overrides by index, from a list of `{index, error | text | outcome}` or
+    an object `{request key: outcome | {outcome, text?, block_reason?} | {error}}`."""
+    if isinstance(value, dict):
+        entries = []
+        for key, spec in value.items():
+            if key not in keys:
+                raise BadRequest(f"rows[{key!r}] names no request of this batch.")
+            spec = {"outcome": spec} if isinstance(spec, str) else spec
+            if not isinstance(spec, dict):
+                raise BadRequest(f"rows[{key!r}] must be an outcome name or an object.")
+            entries.append((f"rows[{key!r}]", {**spec, "index": keys.index(key)}))
+    elif isinstance(value, list):
+        entries = [(f"rows[{position}]", row) for position, row in enumerate(value)]
+    else:
+        raise BadRequest(
+            "rows must be a list of {index, error | text | outcome} or an object by key."
+        )
     rows: dict[int, dict[str, Any]] = {}
-    for position, row in enumerate(value):
-        where = f"rows[{position}]"
+    for where, row in entries:
         if not isinstance(row, dict) or not _is_int(row.get("index")):
             raise BadRequest(f"{where} must be an object with an integer `index`.")
         index = row["index"]
-        if not 0 <= index < request_count:
-            raise BadRequest(f"{where}.index {index} is outside 0..{request_count - 1}.")
-        if ("error" in row) == ("text" in row):
-            raise BadRequest(f"{where} needs exactly one of `error` or `text`.")
-        if "error" in row:
-            rows[index] = {"error": _rpc_status(row["error"], f"{where}.error")}
-        elif not isinstance(row["text"], str):
-            raise BadRequest(f"{where}.text must be a string.")
-        else:
-            rows[index] = {"text": row["text"]}
+        if not 0 <= index < len(keys):
+            raise BadRequest(f"{where}.index {index} is outside 0..{len(keys) - 1}.")
+        rows[index] = _row(row, where)
     return rows
+
+
+def _row(row: dict[str, Any], where: str) -> dict[str, Any]:
+    if "error" in row:
+        if "text" in row or "outcome" in row:
+            raise BadRequest(f"{where}: `error` goes alone, without `text` or `outcome`.")
+        return {"error": _rpc_status(row["error"], f"{where}.error")}
+    if "text" not in row and "outcome" not in row:
+        raise BadRequest(f"{where} needs one of `error`, `text` or `outcome`.")
+    spec: dict[str, Any] = {}
+    if "text" in row:
+        if not isinstance(row["text"], str):
+            raise BadRequest(f"{where}.text must be a string.")
+        spec["text"] = row["text"]
+    outcome = row.get("outcome", "ok")
+    if outcome not in OUTCOMES:
+        raise BadRequest(f"{where}.outcome must be one of {sorted(OUTCOMES)}, got {outcome!r}.")
+    spec["outcome"] = outcome
+    if "block_reason" in row:
+        if outcome != "blocked" or not isinstance(row["block_reason"], str):
+            raise BadRequest(f"{where}.block_reason is a string, for outcome 'blocked' only.")
+        spec["block_reason"] = row["block_reason"]
+    return spec
+
+
+def _malformed_lines(value: Any, request_count: int) -> frozenset[int]:
+    if not isinstance(value, list) or not all(_is_int(n) for n in value):
+        raise BadRequest("malformed_lines must be a list of 1-based line numbers.")
+    outside = [n for n in value if not 1 <= n <= request_count]
+    if outside:
+        raise BadRequest(f"malformed_lines {outside} are outside 1..{request_count}.")
+    return frozenset(value)
 
 
 def blueprint(sim: Simulator) -> Blueprint:
@@ -175,19 +227,39 @@ def blueprint(sim: Simulator) -> Blueprint:
         webhook = body.get("webhook", "send")
         if webhook not in WEBHOOK_MODES:
             raise BadRequest(f"webhook must be one of {sorted(WEBHOOK_MODES)}, got {webhook!r}.")
-        if "rows" in body and state != "succeeded":
-            raise BadRequest("rows applies only to state 'succeeded'.")
+        for option in ("rows", "echo_metadata", "malformed_lines"):
+            if option in body and state != "succeeded":
+                raise BadRequest(f"{option} applies only to state 'succeeded'.")
         if "error" in body and state != "failed":
             raise BadRequest("error applies only to state 'failed'.")
         error = _rpc_status(body["error"], "error") if "error" in body else None
         if name.startswith("batches/"):
             batch_id = name.removeprefix("batches/")
             batch = sim.world.batch(batch_id)
-            rows = _rows(body["rows"], len(batch.requests)) if "rows" in body else None
-            done = sim.complete_batch(batch_id, state, webhook, rows, error)
+            keys = [(r.get("metadata") or {}).get("key") for r in batch.requests]
+            rows = _rows(body["rows"], keys) if "rows" in body else None
+            echo = body.get("echo_metadata", True)
+            if not isinstance(echo, bool):
+                raise BadRequest(f"echo_metadata must be true or false, got {echo!r}.")
+            malformed = _malformed_lines(body.get("malformed_lines", []), len(keys))
+            if malformed and batch.input_file is None:
+                raise BadRequest(
+                    "malformed_lines applies only to a batch made from an input file "
+                    "(its results are a file; inline results have no lines)."
+                )
+            done = sim.complete_batch(
+                batch_id,
+                state,
+                webhook,
+                rows,
+                error,
+                echo_metadata=echo,
+                malformed_lines=malformed,
+            )
             return json_response(batch_resource(done))
-        if "rows" in body:
-            raise BadRequest("rows applies only to batches.")
+        for option in ("rows", "echo_metadata", "malformed_lines"):
+            if option in body:
+                raise BadRequest(f"{option} applies only to batches.")
         response = body.get("response")
         if response is not None and not isinstance(response, dict):
             raise BadRequest("response must be an object.")

@@ -149,12 +149,19 @@ class Simulator:
         webhook: str = "send",
         rows: dict[int, dict[str, Any]] | None = None,
         error: dict[str, Any] | None = None,
+        *,
+        echo_metadata: bool = True,
+        malformed_lines: frozenset[int] = frozenset(),
     ) -> Batch:
         """Finish a batch as `state` (control word) and send its webhook per `webhook` mode.
 
         Completing again with the same state re-sends the webhook (a redelivery).
+        `echo_metadata=False`: the results carry no request metadata (no key);
+        `malformed_lines`: those results-file lines (1-based) are written damaged.
         """
-        return self._finish_batch(batch_id, state, webhook, rows, error)[0]
+        return self._finish_batch(
+            batch_id, state, webhook, rows, error, echo_metadata, malformed_lines
+        )[0]
 
     def _finish_batch(
         self,
@@ -163,10 +170,12 @@ class Simulator:
         webhook: str,
         rows: dict[int, dict[str, Any]] | None,
         error: dict[str, Any] | None,
+        echo_metadata: bool = True,
+        malformed_lines: frozenset[int] = frozenset(),
     ) -> tuple[Batch, Sent | None]:
         batch = self.world.batch(batch_id)
         batch_state = BATCH_STATES[state]
-        built_rows = build_rows(batch, rows or {}) if state == "succeeded" else None
+        built_rows = build_rows(batch, rows or {}, echo_metadata) if state == "succeeded" else None
         failure = None
         if state == "failed":
             failure = error or DEFAULT_FAILURE
@@ -175,7 +184,8 @@ class Simulator:
         output_file = None
         if built_rows is not None and batch.input_file is not None:
             output_file = f"files/batch-{batch.id}-results"
-            self.files.put_generated(output_file, result_lines(built_rows), f"{batch.name} results")
+            lines = result_lines(built_rows, malformed_lines)
+            self.files.put_generated(output_file, lines, f"{batch.name} results")
         batch, _changed = self.world.finish_batch(
             batch_id, batch_state, built_rows, failure, output_file
         )

@@ -125,10 +125,57 @@ def generate_content_response(request: dict[str, Any], model: str, text: str) ->
     }
 
 
-def build_rows(batch: Batch, overrides: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
-    """One inlined response per request, in request order, each echoing its `metadata`.
+# Per-row outcomes the control API can ask for (`rows[].outcome`), each in the documented
+# GenerateContentResponse shape: a prompt blocked (`promptFeedback.blockReason`, no
+# candidates), an answer withheld (`finishReason` SAFETY / RECITATION, no content), a
+# truncated answer (`MAX_TOKENS` with partial text), an empty one, or a normal answer.
+OUTCOMES = frozenset({"ok", "blocked", "safety", "recitation", "truncated", "empty"})
+_BLOCKING_RATING = {
+    "category": "HARM_CATEGORY_DANGEROUS_CONTENT",
+    "probability": "HIGH",
+    "blocked": True,
+}
+_QUIET_RATING = {"category": "HARM_CATEGORY_HARASSMENT", "probability": "NEGLIGIBLE"}
 
-    `overrides[index]` may hold `error` (that row fails) or `text` (its answer).
+
+def outcome_response(
+    request: dict[str, Any], model: str, outcome: str, text: str | None, block_reason: str
+) -> dict[str, Any]:
+    """The GenerateContentResponse of one request whose outcome is `outcome` (OUTCOMES)."""
+    if outcome == "ok":
+        return generate_content_response(request, model, text or review_text(request))
+    if outcome == "truncated":
+        full = text or review_text(request)
+        body = generate_content_response(request, model, full[: max(1, len(full) // 2)])
+        body["candidates"][0]["finishReason"] = "MAX_TOKENS"
+        return body
+    body = generate_content_response(request, model, "")
+    if outcome == "blocked":
+        del body["candidates"]
+        body["promptFeedback"] = {
+            "blockReason": block_reason,
+            "safetyRatings": [_BLOCKING_RATING, _QUIET_RATING],
+        }
+        return body
+    candidate = body["candidates"][0]
+    if outcome == "empty":
+        candidate["content"] = {"parts": [], "role": "model"}
+        return body
+    del candidate["content"]  # a withheld answer carries no content
+    candidate["finishReason"] = "SAFETY" if outcome == "safety" else "RECITATION"
+    if outcome == "safety":
+        candidate["safetyRatings"] = [_BLOCKING_RATING, _QUIET_RATING]
+    return body
+
+
+def build_rows(
+    batch: Batch, overrides: dict[int, dict[str, Any]], echo_metadata: bool = True
+) -> list[dict[str, Any]]:
+    """One inlined response per request, in request order, each echoing its `metadata`
+    (none when `echo_metadata` is false).
+
+    `overrides[index]` may hold `error` (that row fails), `text` (its answer) and/or
+    `outcome` (OUTCOMES, with an optional `block_reason`).
     """
     rows = []
     for index, request in enumerate(batch.requests):
@@ -137,25 +184,35 @@ def build_rows(batch: Batch, overrides: dict[int, dict[str, Any]]) -> list[dict[
         if "error" in override:
             row["error"] = override["error"]
         else:
-            text = override.get("text") or review_text(request)
-            row["response"] = generate_content_response(request, batch.model, text)
-        if request.get("metadata") is not None:
+            row["response"] = outcome_response(
+                request,
+                batch.model,
+                override.get("outcome", "ok"),
+                override.get("text"),
+                override.get("block_reason", "SAFETY"),
+            )
+        if echo_metadata and request.get("metadata") is not None:
             row["metadata"] = request["metadata"]
         rows.append(row)
     return rows
 
 
-def result_lines(rows: list[dict[str, Any]]) -> bytes:
-    """Inline-shaped rows as a results file: one `{"key", "response"|"error"}` line each."""
+def result_lines(rows: list[dict[str, Any]], malformed: frozenset[int] = frozenset()) -> bytes:
+    """Inline-shaped rows as a results file: one `{"key", "response"|"error"}` line each
+    (no `key` when the row echoes no metadata). Lines numbered in `malformed` (1-based)
+    are written cut off mid-object, as a damaged file would hold them."""
     lines = []
     for index, row in enumerate(rows):
-        key = (row.get("metadata") or {}).get("key", str(index))
-        line: dict[str, Any] = {"key": key}
+        line: dict[str, Any] = {}
+        key = (row.get("metadata") or {}).get("key")
+        if key is not None:
+            line["key"] = key
         if "error" in row:
             line["error"] = row["error"]
         else:
             line["response"] = row["response"]
-        lines.append(json.dumps(line))
+        text = json.dumps(line)
+        lines.append(text[: len(text) // 2] if index + 1 in malformed else text)
     return ("\n".join(lines) + "\n").encode()
 
 

@@ -2,7 +2,8 @@
 
 - `client.py`: `GeminiGateway` (create, fetch, list, cancel, read results), `make_client`;
 - `errors.py`: the Gemini error tree and `mapped(what)`, the SDK-error mapping;
-- `rows.py`: result rows from inline responses or a streamed results file;
+- `rows.py`: result rows (text, truncated text, or an error with its reason) from inline
+  responses or a streamed results file, and their placement under the requests;
 - `raw.py`: the one adapter for the SDK's private raw read, with its contract check.
 
 Callers import from here (`from shared.gemini import GeminiGateway`). See
@@ -15,6 +16,7 @@ from shared.gemini.client import (
     INTERACTION_STATES,
     MAX_INLINE_BYTES,
     TERMINAL_STATES,
+    BatchStats,
     BatchStatus,
     BatchSummary,
     GeminiGateway,
@@ -38,6 +40,7 @@ __all__ = [
     "INTERACTION_STATES",
     "MAX_INLINE_BYTES",
     "TERMINAL_STATES",
+    "BatchStats",
     "BatchStatus",
     "BatchSummary",
     "GeminiError",

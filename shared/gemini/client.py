@@ -21,7 +21,7 @@ import json
 import logging
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -39,11 +39,15 @@ from shared.gemini.errors import (
 from shared.gemini.raw import get_body
 from shared.gemini.rows import (
     MAX_INLINE_BYTES,
-    MalformedRows,
+    OUTCOMES,
+    RESPONSE,
+    ROW_ERROR,
     Row,
     RowReader,
     file_line,
     inline_bytes,
+    place,
+    row_from_response,
 )
 
 log = logs.get_logger("gemini")
@@ -85,12 +89,25 @@ class BatchSummary(NamedTuple):
 
 
 @dataclass(frozen=True)
+class BatchStats:
+    """Gemini's own request counts for a batch: `metadata.batchStats` (Gemini API; the SDK's
+    mldev mapping drops it, so it is read from the raw JSON) or the SDK's
+    `BatchJob.completion_stats` (filled on Vertex only). See docs/gemini-coverage.md."""
+
+    requests: int | None
+    succeeded: int
+    failed: int
+
+
+@dataclass(frozen=True)
 class BatchStatus:
     """What Gemini reports about one operation now.
 
     `rows_unread` is None when `rows` holds every result row Gemini has for it (or it has
     none to give), else why they could not be read; `Settler` refuses to settle a
-    succeeded batch whose rows are not complete.
+    succeeded batch whose rows are not complete (until the results file's retention is
+    nearly over: docs/architecture.md, "Settlement"). `ended_at` is the batch's
+    `endTime`; `stats` Gemini's own counts, when it gave them.
     """
 
     name: str
@@ -99,6 +116,8 @@ class BatchStatus:
     error: dict[str, Any] | None = None
     rows: tuple[Row, ...] = field(default_factory=tuple)
     rows_unread: str | None = None
+    ended_at: datetime | None = None
+    stats: BatchStats | None = None
 
     @property
     def rows_complete(self) -> bool:
@@ -112,6 +131,36 @@ class BatchStatus:
     @property
     def all_rows_failed(self) -> bool:
         return bool(self.rows) and all(row.error is not None for row in self.rows)
+
+    def placed(self, keys: Sequence[str]) -> BatchStatus:
+        """This status with every row under the request it answers (`rows.place`)."""
+        return replace(self, rows=place(self.rows, keys))
+
+    def result_counts(self) -> dict[str, int]:
+        """Rows per outcome: `succeeded`, `failed`, `blocked`, `truncated` (every key present)."""
+        counts = dict.fromkeys(OUTCOMES, 0)
+        for row in self.rows:
+            counts[row.outcome] += 1
+        return counts
+
+    def stats_mismatch(self) -> dict[str, Any] | None:
+        """How the rows read disagree with Gemini's `stats`, or None (agree, or no stats).
+
+        Gemini counts a request `successful` when it answered, whatever the answer held
+        (a blocked prompt too), and `failed` when the row is an error: compared with the
+        rows' `origin`. A results-file line that could not be read counts as neither.
+        """
+        if self.stats is None:
+            return None
+        answered = sum(1 for row in self.rows if row.origin == RESPONSE)
+        failed = sum(1 for row in self.rows if row.origin == ROW_ERROR)
+        ours = {"rows": len(self.rows), "succeeded": answered, "failed": failed}
+        theirs = {
+            "rows": self.stats.requests if self.stats.requests is not None else len(self.rows),
+            "succeeded": self.stats.succeeded,
+            "failed": self.stats.failed,
+        }
+        return None if ours == theirs else {"rows_read": ours, "batch_stats": theirs}
 
 
 def make_client(
@@ -235,10 +284,14 @@ class GeminiGateway:
         with mapped(name):
             job = self._client.batches.get(name=name)
         state = job.state.value if job.state is not None else "JOB_STATE_UNSPECIFIED"
+        status = TERMINAL_STATES.get(state)
         error = None
-        if TERMINAL_STATES.get(state) in {"failed", "cancelled", "expired"}:
+        stats = _completion_stats(job)
+        if status in {"failed", "cancelled", "expired"}:
             error = self._raw_error(name)
-        rows, unread = self._rows(name, job, TERMINAL_STATES.get(state))
+        elif status == "succeeded" and stats is None:
+            stats = self._raw_stats(name)
+        rows, unread = self._rows(name, job, status)
         return BatchStatus(
             name=name,
             state=state,
@@ -246,6 +299,8 @@ class GeminiGateway:
             error=error,
             rows=rows,
             rows_unread=unread,
+            ended_at=job.end_time,
+            stats=stats,
         )
 
     def _rows(
@@ -256,16 +311,22 @@ class GeminiGateway:
         if dest is not None and dest.inlined_responses:
             rows = []
             for index, item in enumerate(dest.inlined_responses):
-                key = (item.metadata or {}).get("key", str(index))
+                key = (item.metadata or {}).get("key") or ""  # "" → placed by its position
                 if item.error is not None:
-                    rows.append(Row(key=key, error=item.error.message or f"code {item.error.code}"))
+                    reason = item.error.message or f"code {item.error.code}"
+                    rows.append(Row(key=key, error=reason, origin=ROW_ERROR, index=index))
                 else:
-                    rows.append(Row(key=key, text=_text(item.response)))
+                    body = (
+                        item.response.model_dump(mode="json", by_alias=True, exclude_none=True)
+                        if item.response is not None
+                        else {}
+                    )
+                    rows.append(row_from_response(key, body, index=index))
             return tuple(rows), None
         if dest is not None and dest.file_name:
             try:
                 return self.read_results_file(name, dest.file_name), None
-            except (GeminiError, MalformedRows) as exc:
+            except GeminiError as exc:
                 logs.event(
                     log,
                     logging.ERROR,
@@ -336,6 +397,33 @@ class GeminiGateway:
         error = self._raw(name).get("error")
         return error if isinstance(error, dict) else None
 
+    def _raw_stats(self, name: str) -> BatchStats | None:
+        """`metadata.batchStats` from the raw JSON (the SDK drops it); None when Gemini gave
+        none or the read failed: the counts are a cross-check, never a reason to wait."""
+        try:
+            metadata = self._raw(name).get("metadata")
+        except GeminiError as exc:
+            logs.event(
+                log,
+                logging.WARNING,
+                f"batchStats of {name} could not be read; its counts go unchecked",
+                operation=name,
+                reason=str(exc),
+            )
+            return None
+        stats = metadata.get("batchStats") if isinstance(metadata, dict) else None
+        if not isinstance(stats, dict):
+            return None
+        try:  # int64 fields arrive as JSON strings
+            requests = stats.get("requestCount")
+            return BatchStats(
+                requests=int(requests) if requests is not None else None,
+                succeeded=int(stats.get("successfulRequestCount") or 0),
+                failed=int(stats.get("failedRequestCount") or 0),
+            )
+        except (TypeError, ValueError):
+            return None
+
     def _raw(self, name: str) -> dict[str, Any]:
         """The resource as Gemini sent it, through the SDK's own transport (auth, timeout)."""
         with mapped(name):
@@ -381,10 +469,11 @@ def _safety_filtered(response: Any) -> dict[str, Any] | None:
     }
 
 
-def _text(response: types.GenerateContentResponse | None) -> str:
-    if response is None or not response.candidates:
-        return ""
-    content = response.candidates[0].content
-    if content is None or not content.parts:
-        return ""
-    return "".join(part.text or "" for part in content.parts)
+def _completion_stats(job: types.BatchJob) -> BatchStats | None:
+    """The SDK's `completion_stats` (Vertex only: its type says "not supported in Gemini API")."""
+    stats = job.completion_stats
+    if stats is None or stats.successful_count is None:
+        return None
+    return BatchStats(
+        requests=None, succeeded=stats.successful_count, failed=stats.failed_count or 0
+    )

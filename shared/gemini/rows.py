@@ -16,7 +16,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 # The inline limit is "20 MB" in the docs; the decimal reading is the smaller one, and the
@@ -26,17 +26,61 @@ MAX_INLINE_BYTES = 20_000_000
 _ENVELOPE_BYTES = 64 * 1024
 
 
+SUCCEEDED, FAILED, BLOCKED, TRUNCATED = "succeeded", "failed", "blocked", "truncated"
+OUTCOMES = (SUCCEEDED, FAILED, BLOCKED, TRUNCATED)
+
+# Where a row came from: Gemini answered (`response`, whatever the answer held), Gemini
+# failed the request (`error`, counted in `batchStats.failedRequestCount`), or a results-file
+# line hookledger could not read (`unreadable`).
+RESPONSE, ROW_ERROR, UNREADABLE = "response", "error", "unreadable"
+
+# finishReason values (google-genai `types.FinishReason`) that mean Gemini withheld the
+# answer for a policy reason: the row is `blocked`, its partial text (if any) is dropped.
+WITHHELD = frozenset(
+    {
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+        "MODEL_ARMOR",
+    }
+)
+# A natural end: the text is the whole answer (an absent finishReason is read the same way).
+_COMPLETE = frozenset({"STOP", "FINISH_REASON_UNSPECIFIED", ""})
+_NOTABLE = frozenset({"MEDIUM", "HIGH"})
+
+
 @dataclass(frozen=True)
 class Row:
-    """One request's outcome: `key` is the request's metadata key (e.g. a file path)."""
+    """One request's outcome: `text`, or an `error` saying why there is none.
+
+    `key` is the request's metadata key (e.g. a file path) as Gemini echoed it, "" when it
+    echoed none (`place` then matches the row by `index`). `outcome` is one of OUTCOMES:
+    `truncated` rows keep their (partial) text; `blocked` and `failed` rows carry the
+    reason in `error` (block reason, finish reason, safety ratings, or the row's own error).
+    """
 
     key: str
     text: str | None = None
     error: str | None = None
+    blocked: bool = False
+    truncated: bool = False
+    finish_reason: str | None = None
+    block_reason: str | None = None
+    origin: str = RESPONSE
+    index: int | None = None  # position among the batch's results, 0-based
+    line: int | None = None  # results-file line, 1-based
+    unplaced: bool = False  # `place` found no request it answers
 
-
-class MalformedRows(ValueError):
-    """A results file line that is not a JSON object; the message names the line."""
+    @property
+    def outcome(self) -> str:
+        if self.error is not None:
+            return BLOCKED if self.blocked else FAILED
+        return TRUNCATED if self.truncated else SUCCEEDED
 
 
 def contents(prompt: str) -> list[dict[str, Any]]:
@@ -58,23 +102,93 @@ def file_line(key: str, prompt: str) -> bytes:
     return (json.dumps({"key": key, "request": {"contents": contents(prompt)}}) + "\n").encode()
 
 
-def row_from_result(index: int, item: Mapping[str, Any]) -> Row:
+def row_from_result(index: int, item: Mapping[str, Any], line: int | None = None) -> Row:
     """A Row from one results-file line (or an inlined response in REST shape).
 
-    The key is the line's `key`, else its `metadata.key`, else its position.
+    The key is the line's `key`, else its `metadata.key`, else "" (placed by position).
     """
     metadata = item.get("metadata")
     key = item.get("key")
     if not isinstance(key, str) and isinstance(metadata, Mapping):
         key = metadata.get("key")
-    key = key if isinstance(key, str) else str(index)
+    key = key if isinstance(key, str) else ""
     failure = item.get("error", item.get("status"))
     if isinstance(failure, Mapping) and failure.get("code") not in (None, 0):
-        return Row(key=key, error=str(failure.get("message") or f"code {failure.get('code')}"))
+        reason = str(failure.get("message") or f"code {failure.get('code')}")
+        return Row(key=key, error=reason, origin=ROW_ERROR, index=index, line=line)
     response = item.get("response")
     if not isinstance(response, Mapping):
-        return Row(key=key, error="the result line holds neither a response nor an error")
-    return Row(key=key, text=response_text(response))
+        where = f"line {line}" if line is not None else f"result {index}"
+        return Row(
+            key=key,
+            error=f"{where} holds neither a response nor an error",
+            origin=UNREADABLE,
+            index=index,
+            line=line,
+        )
+    return row_from_response(key, response, index=index, line=line)
+
+
+def row_from_response(
+    key: str, response: Mapping[str, Any], *, index: int | None = None, line: int | None = None
+) -> Row:
+    """Classify one GenerateContentResponse (REST shape) as text, truncated text or an error.
+
+    - `promptFeedback.blockReason` set (no candidates): blocked, "prompt blocked: REASON";
+    - no candidate at all: failed, "empty response";
+    - first candidate's `finishReason` in WITHHELD (SAFETY, RECITATION, …): blocked;
+    - `MAX_TOKENS` with text: truncated, text kept; without text: failed;
+    - `STOP` (or none) with text: succeeded; without text: failed, "empty answer";
+    - any other finishReason (OTHER, LANGUAGE, MALFORMED_FUNCTION_CALL, …): failed.
+    Reasons carry a summary of the notable safety ratings when there are any.
+    """
+    feedback = response.get("promptFeedback")
+    feedback = feedback if isinstance(feedback, Mapping) else {}
+    block = feedback.get("blockReason")
+    if block:
+        reason = _with_ratings(f"prompt blocked: {block}", feedback.get("safetyRatings"))
+        return Row(
+            key=key, error=reason, blocked=True, block_reason=str(block), index=index, line=line
+        )
+    candidates = response.get("candidates")
+    if not isinstance(candidates, Sequence) or not candidates:
+        reason = "empty response: no candidate and no block reason"
+        return Row(key=key, error=reason, index=index, line=line)
+    first = candidates[0] if isinstance(candidates[0], Mapping) else {}
+    finish = str(first.get("finishReason") or "")
+    text = _candidate_text(first)
+    ratings = first.get("safetyRatings")
+
+    def row(
+        text: str | None = None,
+        error: str | None = None,
+        blocked: bool = False,
+        truncated: bool = False,
+    ) -> Row:
+        return Row(
+            key=key,
+            text=text,
+            error=error,
+            blocked=blocked,
+            truncated=truncated,
+            finish_reason=finish or None,
+            index=index,
+            line=line,
+        )
+
+    if finish in WITHHELD:
+        return row(
+            error=_with_ratings(f"answer withheld: finishReason {finish}", ratings), blocked=True
+        )
+    if finish == "MAX_TOKENS":
+        if text:
+            return row(text=text, truncated=True)
+        return row(error="empty answer: finishReason MAX_TOKENS")
+    if finish in _COMPLETE:
+        return (
+            row(text=text) if text else row(error=f"empty answer: finishReason {finish or 'unset'}")
+        )
+    return row(error=_with_ratings(f"answer stopped: finishReason {finish}", ratings))
 
 
 def response_text(response: Mapping[str, Any]) -> str:
@@ -82,16 +196,86 @@ def response_text(response: Mapping[str, Any]) -> str:
     candidates = response.get("candidates")
     if not isinstance(candidates, Sequence) or not candidates:
         return ""
-    first = candidates[0] if isinstance(candidates[0], Mapping) else {}
-    parts = (first.get("content") or {}).get("parts") or []
-    return "".join(p.get("text") or "" for p in parts if isinstance(p, Mapping))
+    return _candidate_text(candidates[0] if isinstance(candidates[0], Mapping) else {})
+
+
+def _candidate_text(candidate: Mapping[str, Any]) -> str:
+    content = candidate.get("content")
+    parts = content.get("parts") if isinstance(content, Mapping) else None
+    if not isinstance(parts, Sequence):
+        return ""
+    return "".join(str(p.get("text") or "") for p in parts if isinstance(p, Mapping))
+
+
+def safety_summary(ratings: Any) -> str:
+    """ "HARM_CATEGORY_X HIGH (blocked), …" for the ratings that blocked or rate MEDIUM/HIGH."""
+    notable = []
+    for rating in ratings if isinstance(ratings, Sequence) else []:
+        if not isinstance(rating, Mapping):
+            continue
+        probability = str(rating.get("probability") or "")
+        if rating.get("blocked") or probability in _NOTABLE:
+            entry = f"{rating.get('category') or 'HARM_CATEGORY_UNSPECIFIED'} {probability}".strip()
+            notable.append(entry + (" (blocked)" if rating.get("blocked") else ""))
+    return ", ".join(notable)
+
+
+def _with_ratings(reason: str, ratings: Any) -> str:
+    summary = safety_summary(ratings)
+    return f"{reason}; safety ratings: {summary}" if summary else reason
+
+
+def place(rows: Sequence[Row], keys: Sequence[str]) -> tuple[Row, ...]:
+    """Every row under the request it answers, in the same order as `rows`.
+
+    A row whose echoed key names a request answers that request (the first one does: a
+    second row for the same key is unplaced). A row with no key answers the request at its
+    position, when that request has no keyed row: the Batch API reference promises inline
+    responses and results-file lines "in the same order as the input requests". Any other
+    row (a key nobody asked for, a position past the requests or already answered) comes
+    back `unplaced`, an error row that says why: never dropped.
+    """
+    wanted = set(keys)
+    taken: set[str] = set()
+    placed: list[Row | None] = [None] * len(rows)
+    for i, row in enumerate(rows):
+        if row.key and row.key in wanted and row.key not in taken:
+            taken.add(row.key)
+            placed[i] = row
+    for i, row in enumerate(rows):
+        if placed[i] is not None or row.key or row.index is None:
+            continue
+        if row.index < len(keys) and keys[row.index] not in taken:
+            taken.add(keys[row.index])
+            placed[i] = replace(row, key=keys[row.index])
+    result = []
+    for i, row in enumerate(rows):
+        done = placed[i]
+        result.append(done if done is not None else _unplaced(row, wanted))
+    return tuple(result)
+
+
+def _unplaced(row: Row, wanted: set[str]) -> Row:
+    where = f"line {row.line}" if row.line is not None else f"result {row.index}"
+    if row.key and row.key in wanted:
+        why = f"a second result for {row.key!r}"
+    elif row.key:
+        why = f"key {row.key!r} names no request of this batch"
+    else:
+        why = "no key, and its position matches no unanswered request"
+    was = row.error or f"{row.outcome} result"
+    return replace(
+        row, error=f"{where}: {why} ({was})", blocked=False, truncated=False, unplaced=True
+    )
 
 
 class RowReader(io.RawIOBase):
     """A writable stream that turns a JSONL results file into Rows as the bytes arrive.
 
     Memory holds one chunk and the line being assembled, never the file: each complete
-    line is parsed and dropped, keeping only its Row. `rows()` closes the last line.
+    line is parsed and dropped, keeping only its Row. A line that is not a JSON object
+    becomes an error row naming the file and the line (`origin` UNREADABLE): the other
+    rows stay readable. `rows()` closes the last line.
     """
 
     def __init__(self, file_name: str) -> None:
@@ -115,7 +299,7 @@ class RowReader(io.RawIOBase):
         return len(data)
 
     def rows(self) -> tuple[Row, ...]:
-        """Every row read; raises `MalformedRows` if a line was not a JSON object."""
+        """Every row read, one per non-blank line, in file order."""
         self._take_line()
         return tuple(self._rows)
 
@@ -124,10 +308,14 @@ class RowReader(io.RawIOBase):
         self._line += 1
         if not line.strip():
             return
+        index = len(self._rows)
         try:
             item = json.loads(line)
         except ValueError:
             item = None
         if not isinstance(item, dict):
-            raise MalformedRows(f"{self._file_name}: line {self._line} is not a JSON object")
-        self._rows.append(row_from_result(len(self._rows), item))
+            reason = f"{self._file_name}: line {self._line} is not a JSON object"
+            row = Row(key="", error=reason, origin=UNREADABLE, index=index, line=self._line)
+            self._rows.append(row)
+            return
+        self._rows.append(row_from_result(index, item, line=self._line))

@@ -12,6 +12,9 @@ sweep look kinds up in this registry; none of them names a kind.
       adopt       (key, batch, gemini) -> ledger context for an adopted orphan
       writeback   (writes, record, result) -> stage result documents in the settling commit
       outbox      (record, result, options) -> side effects recorded in the settling commit
+      request_keys (record) -> the batch's request keys in request order, which settlement
+                  uses to place result rows that echo no key (docs/architecture.md,
+                  "Settlement"); None when the kind does not know them
 
 Outbox items are delivered by the deliverer registered for their payload's `"kind"`
 (`register_deliverer`); a deliverer must be idempotent (look before acting).
@@ -45,6 +48,8 @@ Writeback = Callable[["ResultWrites", "Operation", "BatchStatus"], None]
 """`writeback(writes, record, result)`: stage result documents; runs inside the commit."""
 OutboxItems = Callable[["Operation", "BatchStatus", "KindOptions"], Sequence[Mapping[str, Any]]]
 """`outbox(record, result, options)`: payloads to record in the settling commit."""
+RequestKeys = Callable[["Operation"], "Sequence[str] | None"]
+"""`request_keys(record)`: the request keys in the order they were submitted, or None."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,7 @@ class OperationKind:
     writeback: Writeback | None = None
     outbox: OutboxItems | None = None
     description: str = field(default="", compare=False)
+    request_keys: RequestKeys | None = field(default=None, compare=False)
 
     def make_tag(self, key: str) -> str:
         """The display name that marks a batch of this kind as ours."""
@@ -123,7 +129,21 @@ def generic(name: str) -> OperationKind:
     """A kind with no module: tag = name, adopted with its row keys, no write-back."""
     if not _TOKEN.fullmatch(name):
         raise ValueError(f"kind must match {_TOKEN.pattern}, got {name!r}")
-    return OperationKind(name=name, tag=name, adopt=_adopt_generic)
+    return OperationKind(
+        name=name, tag=name, adopt=_adopt_generic, request_keys=context_keys("keys")
+    )
+
+
+def context_keys(field_name: str) -> RequestKeys:
+    """`request_keys` reading the list of strings stored under `field_name` in the context."""
+
+    def keys(record: Operation) -> Sequence[str] | None:
+        value = record.context.get(field_name)
+        if not isinstance(value, list) or not value:
+            return None
+        return [str(key) for key in value]
+
+    return keys
 
 
 def _adopt_generic(key: str, batch: BatchSummary, gemini: GeminiGateway) -> dict[str, Any]:

@@ -208,6 +208,7 @@ class Ledger:
         if grace < timedelta(0) or retention <= timedelta(0):
             raise InvalidArgument(f"need grace ≥ 0 and retention > 0, got {grace}, {retention}")
         commits = Commits(client, backoff=backoff, sleep=sleep, rand=rand, timeout_s=timeout_s)
+        self._clock = clock
         self._commits = commits
         self._operations = Operations(commits, clock, grace=grace, retention=retention)
         self._outbox = Outbox(
@@ -220,6 +221,11 @@ class Ledger:
         self._console = ConsoleQueries(commits, self._operations)
         self._runs = Runs(commits, retention=retention)
         self._watermark = AdoptionWatermark(commits)
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the ledger stamps times with; settlement's deadlines read the same one."""
+        return self._clock
 
     # ----------------------------------------------------------------- operations
 
@@ -242,8 +248,12 @@ class Ledger:
         outbox: Sequence[Any] | None = None,
         deliver: Deliver | None = None,
         expected: Operation | None = None,
+        result_counts: Mapping[str, Any] | None = None,
     ) -> Settlement:
         """Move a pending operation to `status` once.
+
+        `result_counts` (a batch's rows per outcome) is stored as the operation's
+        `result_counts`, in the same commit.
 
         `writeback(writes, record)` commits with the settlement or not at all. `outbox`
         items are stored in the same commit; with `deliver`, they are delivered right after
@@ -253,7 +263,14 @@ class Ledger:
         commit is conditional on its `update_time`, and a refusal re-reads as usual.
         """
         outcome = self._operations.settle(
-            name, status, by, error=error, writeback=writeback, outbox=outbox, expected=expected
+            name,
+            status,
+            by,
+            error=error,
+            writeback=writeback,
+            outbox=outbox,
+            expected=expected,
+            result_counts=result_counts,
         )
         if outcome is Settlement.SETTLED:
             log_event(log, logging.INFO, "operation settled", operation=name, status=status, by=by)

@@ -208,8 +208,10 @@ class Operations:
         writeback: Writeback | None = None,
         outbox: Sequence[Any] | None = None,
         expected: Operation | None = None,
+        result_counts: Mapping[str, Any] | None = None,
     ) -> Settlement:
-        """Move a pending operation to `status` once, with its write-back and outbox items."""
+        """Move a pending operation to `status` once, with its write-back and outbox items
+        (and `result_counts`, when given, stored as the field of that name)."""
         _check_settle(name, status, by, error, outbox)
         items = list(outbox or [])
         ref = self.resolve(name)
@@ -252,6 +254,8 @@ class Operations:
             }
             if error is not None:
                 update["error"] = clip_error(error) if isinstance(error, str) else dict(error)
+            if result_counts is not None:
+                update["result_counts"] = dict(result_counts)
 
             def body(txn: Any) -> None:
                 if writeback is not None:

@@ -149,6 +149,8 @@ class Operation:
     # For a superseded batch: the push's winning operation.
     superseded_by: str | None = None
     outbox_due_at: datetime | None = None
+    # A settled batch's rows per outcome (succeeded, failed, blocked, truncated).
+    result_counts: dict[str, Any] | None = None
     update_time: datetime | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -178,6 +180,7 @@ class Operation:
             "outbox": [item.to_dict() for item in self.outbox],
             "submission": self.submission,
             "superseded_by": self.superseded_by,
+            "result_counts": self.result_counts,
         }
 
 
@@ -330,6 +333,7 @@ def operation_from(data: Mapping[str, Any], doc_id: str, update_time: Any) -> Op
         ),
         stuck_alerted_at=data.get(STUCK_ALERTED_AT),
         writeback_error=data.get(WRITEBACK_ERROR),
+        result_counts=data.get("result_counts"),
         checks=tuple(dict(c) for c in data.get(CHECKS) or ()),
         submission=data.get("submission"),
         superseded_by=data.get("superseded_by"),

@@ -4,19 +4,21 @@ the simulator and the Firestore emulator: rows read in full or not settled at al
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import requests
 from google.genai import errors, types
 
+from shared.clock import FakeClock
 from shared.gemini import MAX_INLINE_BYTES, GeminiGateway, GeminiRowsUnread, make_client
 from shared.github import ContentsClient
 from shared.handlers import Done
 from shared.kinds.review import KIND, review_tag
 from shared.kinds.review.pipeline import ReviewDeps, review_push
 from shared.ledger import Ledger
-from shared.settlement import Settler
+from shared.settlement import GIVE_UP_AFTER, Settler
 
 MODEL = "models/gemini-2.5-flash"
 REPO, SHA = "octo-org/handbook", "f" * 40
@@ -94,6 +96,97 @@ def test_an_unreadable_results_file_leaves_the_batch_pending_until_a_later_run(
     assert later.result == "settled" and later.status == "succeeded"
     assert {r["status"] for r in ledger.reviews_for(name)} == {"ok"}
     assert len(ledger.reviews_for(name)) == 3
+
+
+def test_a_malformed_results_line_is_an_error_row_with_its_line_and_every_other_row_settles(
+    simulator: Any, gateway: GeminiGateway, firestore_client: Any, caplog: Any
+) -> None:
+    ledger = Ledger(firestore_client)
+    name = file_batch(gateway, 4, review_tag(REPO, "3" * 40))
+    paths = [f"docs/{i:03}.md" for i in range(4)]
+    register_review(ledger, name, paths, "3" * 40)
+    done = simulator.control.complete(name, "succeeded", webhook="drop", malformed_lines=[2])
+    results_file = done["metadata"]["output"]["responsesFile"]
+
+    with caplog.at_level("WARNING"):
+        outcome = Settler(ledger, gateway).settle(name, "reconcile")
+
+    assert (outcome.result, outcome.status) == ("settled", "succeeded")
+    reviews = {r["path"]: r for r in ledger.reviews_for(name)}
+    assert sorted(reviews) == paths
+    assert reviews["docs/001.md"]["status"] == "error"
+    assert reviews["docs/001.md"]["error"] == f"{results_file}: line 2 is not a JSON object"
+    assert [p for p, r in reviews.items() if r["status"] == "ok"] == [
+        "docs/000.md",
+        "docs/002.md",
+        "docs/003.md",
+    ]
+    record = ledger.get(name)
+    assert record is not None and record.result_counts == {
+        "succeeded": 3,
+        "failed": 1,
+        "blocked": 0,
+        "truncated": 0,
+    }
+    # Gemini counts 4 successful requests; hookledger read 3 answers and one bad line.
+    mismatch = [r for r in caplog.records if "disagree with Gemini's batchStats" in r.getMessage()]
+    assert mismatch and name in mismatch[0].getMessage()
+
+
+def test_inline_results_without_echoed_keys_are_placed_by_request_order(
+    simulator: Any, gateway: GeminiGateway, firestore_client: Any
+) -> None:
+    ledger = Ledger(firestore_client)
+    tag = review_tag(REPO, "4" * 40)
+    paths = ["docs/a.md", "docs/b.md", "docs/c.md"]
+    name = gateway.create_batch(MODEL, [(p, f"# {p}") for p in paths], tag)
+    register_review(ledger, name, paths, "4" * 40)
+    simulator.control.complete(
+        name, "succeeded", webhook="drop", echo_metadata=False, rows={"docs/b.md": "safety"}
+    )
+
+    outcome = Settler(ledger, gateway).settle(name, "webhook")
+
+    assert outcome.result == "settled"
+    reviews = {r["path"]: r for r in ledger.reviews_for(name)}
+    assert "key=docs/a.md" in reviews["docs/a.md"]["text"]
+    assert "key=docs/c.md" in reviews["docs/c.md"]["text"]
+    assert reviews["docs/b.md"]["status"] == "error"
+    assert reviews["docs/b.md"]["error"].startswith("answer withheld: finishReason SAFETY")
+    assert reviews["docs/b.md"]["finish_reason"] == "SAFETY"
+
+
+def test_a_results_file_unreadable_until_its_retention_nearly_ends_settles_failed_with_an_alert(
+    simulator: Any, gateway: GeminiGateway, firestore_client: Any, caplog: Any
+) -> None:
+    clock = FakeClock(datetime.now(UTC))
+    ledger = Ledger(firestore_client, clock)
+    name = file_batch(gateway, 2, review_tag(REPO, "5" * 40))
+    register_review(ledger, name, ["docs/000.md", "docs/001.md"], "5" * 40)
+    done = simulator.control.complete(name, "succeeded", webhook="drop")
+    file_id = done["metadata"]["output"]["responsesFile"].removeprefix("files/")
+    requests.post(
+        f"{simulator.url}/_sim/files/{file_id}:fail-downloads",
+        json={"times": 2, "status": 503},
+        timeout=10,
+    ).raise_for_status()
+    settler = Settler(ledger, gateway)
+    clock.advance((GIVE_UP_AFTER - timedelta(minutes=1)).total_seconds())
+    with pytest.raises(GeminiRowsUnread):
+        settler.settle(name, "reconcile")  # still inside the window: stays pending
+
+    clock.advance(120)
+    with caplog.at_level("ERROR"):
+        outcome = settler.settle(name, "reconcile")
+
+    assert (outcome.result, outcome.status) == ("settled", "failed")
+    record = ledger.get(name)
+    assert record is not None and record.error["reason"] == "results_unreadable"
+    assert file_id in record.error["message"]
+    reviews = ledger.reviews_for(name)
+    assert len(reviews) == 2 and {r["status"] for r in reviews} == {"error"}
+    alerts = [r for r in caplog.records if "results unreadable" in r.getMessage()]
+    assert alerts and name in alerts[0].getMessage()
 
 
 @pytest.mark.slow

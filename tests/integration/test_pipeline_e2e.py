@@ -212,6 +212,64 @@ def test_a_succeeded_batch_whose_rows_all_failed_records_each_row_error(
     assert "every row failed" in fresh.worker.output()  # logged as a warning
 
 
+BLOCKED_FILE = "docs/blocked.md"
+
+
+def gemini_deliveries_finished(client) -> bool:
+    docs = [doc.to_dict() for doc in client.collection("deliveries").stream()]
+    gemini = [d for d in docs if d["source"] == "gemini"]
+    return bool(gemini) and all(d.get("status") in ("done", "ignored") for d in gemini)
+
+
+def test_a_blocked_a_truncated_and_a_good_file_settle_once_as_what_they_are(
+    fresh: Stack, firestore_client
+):
+    fresh.put_files(files={BLOCKED_FILE: b"# Blocked\n\nSomething Gemini refuses.\n"})
+    paths = [*FILES, BLOCKED_FILE]
+    assert fresh.push(push_payload(files=paths), delivery="outcomes-push").status_code == 202
+    [op] = wait_for("the batch", lambda: operations(firestore_client))
+
+    fresh.sim.complete(
+        op["name"],
+        state="succeeded",
+        webhook="duplicate",
+        rows={BLOCKED_FILE: "blocked", "docs/intro.md": "truncated"},
+    )
+
+    written = wait_for(
+        "three reviews", lambda: len(reviews(firestore_client)) == 3 and reviews(firestore_client)
+    )
+    blocked, truncated, good = (
+        written[BLOCKED_FILE],
+        written["docs/intro.md"],
+        written["docs/howto.markdown"],
+    )
+    assert (blocked["status"], blocked["blocked"], blocked["block_reason"]) == (
+        "error",
+        True,
+        "SAFETY",
+    )
+    assert blocked["error"].startswith("prompt blocked: SAFETY; safety ratings: ")
+    assert "text" not in blocked
+    assert (truncated["status"], truncated["truncated"], truncated["finish_reason"]) == (
+        "ok",
+        True,
+        "MAX_TOKENS",
+    )
+    assert truncated["text"] and "key=docs/intro.md" in truncated["text"]
+    assert good["status"] == "ok" and "truncated" not in good and "error" not in good
+    [settled] = operations(firestore_client)
+    assert (settled["status"], settled["settled_by"]) == ("succeeded", "webhook")
+    assert settled["result_counts"] == {"succeeded": 1, "failed": 0, "blocked": 1, "truncated": 1}
+    wait_for("every webhook copy handled", lambda: gemini_deliveries_finished(firestore_client))
+    settled_lines = [
+        line
+        for line in fresh.worker.output().splitlines()
+        if "operation settled" in line and op["name"] in line
+    ]
+    assert len(settled_lines) == 1, settled_lines  # two webhooks, one settlement
+
+
 def test_a_webhook_for_an_operation_not_in_the_ledger_is_recorded_unresolved(
     fresh: Stack, firestore_client
 ):

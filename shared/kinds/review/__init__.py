@@ -16,11 +16,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from shared.errors import PermanentError
-from shared.kinds import KindOptions, OperationKind, register
+from shared.kinds import KindOptions, OperationKind, context_keys, register
 from shared.kinds.review import comments
 
 if TYPE_CHECKING:
-    from shared.gemini import BatchStatus, BatchSummary, GeminiGateway
+    from shared.gemini import BatchStatus, BatchSummary, GeminiGateway, Row
     from shared.ledger import Operation, ResultWrites
 
 KIND = "github-review"
@@ -47,14 +47,16 @@ def _adopt(key: str, batch: BatchSummary, gemini: GeminiGateway) -> dict[str, An
         fetched = gemini.fetch_batch(batch.name)
         if not fetched.rows_complete:  # partial paths would drop the unread files' reviews
             raise GeminiRowsUnread(f"{batch.name}: rows unread ({fetched.rows_unread})")
-        paths = [row.key for row in fetched.rows]
+        paths = [row.key for row in fetched.rows if row.key]  # rows that echo no key: unknown
     return {"repo": repo, "sha": sha, "paths": paths}
 
 
 def _write_reviews(writes: ResultWrites, record: Operation, batch: BatchStatus) -> None:
     """One `reviews` document per file, each on its own: `status` "ok" with the model's
-    `text`, or "error" with the reason (the row's error, the batch's, no result, or the
-    fetch refused at submission: context `refused`).
+    `text` (`truncated` and `finish_reason` "MAX_TOKENS" when Gemini cut it short), or
+    "error" with the reason (a blocked prompt or withheld answer with its block or finish
+    reason and safety ratings, an empty answer, the row's error, the batch's, no result,
+    or the fetch refused at submission: context `refused`).
 
     A file whose review Firestore would refuse gets an error review instead, so one file
     never blocks the others; only a file that cannot be recorded at all raises (a
@@ -70,17 +72,16 @@ def _write_reviews(writes: ResultWrites, record: Operation, batch: BatchStatus) 
 
 def _review_fields(record: Operation, batch: BatchStatus) -> list[tuple[str, dict[str, Any]]]:
     """(path, fields) of every file the push asked for, reviewed or refused; one per path."""
-    rows = {row.key: row for row in batch.rows}
+    # Settlement placed the rows (`request_keys`); an unplaced row answers no file.
+    rows = {row.key: row for row in batch.rows if not row.unplaced and row.key}
     failed = batch.terminal_status != "succeeded"
     batch_error = (batch.error or {}).get("message") if failed else None
     reviews: dict[str, dict[str, Any]] = {}
     # An orphan adopted while still running was registered without its paths: use the rows.
-    for path in record.context.get("paths") or [row.key for row in batch.rows]:
+    for path in record.context.get("paths") or list(rows):
         row = rows.get(path)
-        if row is not None and row.error is None:
-            reviews.setdefault(path, _text(row.text or ""))
-        elif row is not None:
-            reviews.setdefault(path, _error(str(row.error)))
+        if row is not None:
+            reviews.setdefault(path, _from_row(row))
         else:
             reviews.setdefault(
                 path, _error(batch_error or f"no result for {path} in {record.name}")
@@ -89,6 +90,22 @@ def _review_fields(record: Operation, batch: BatchStatus) -> list[tuple[str, dic
         if isinstance(refused, Mapping) and isinstance(refused.get("path"), str):
             reviews.setdefault(refused["path"], _error(str(refused.get("error") or "refused")))
     return list(reviews.items())
+
+
+def _from_row(row: Row) -> dict[str, Any]:
+    if row.error is not None:
+        fields = _error(row.error)
+        if row.blocked:
+            fields["blocked"] = True
+    else:
+        fields = _text(row.text or "")
+        if row.truncated:
+            fields["truncated"] = True
+    if row.finish_reason and row.finish_reason != "STOP":  # STOP: the usual, not worth a field
+        fields["finish_reason"] = row.finish_reason
+    if row.block_reason:
+        fields["block_reason"] = row.block_reason
+    return fields
 
 
 def _text(text: str) -> dict[str, Any]:
@@ -119,6 +136,7 @@ REVIEW = register(
         adopt=_adopt,
         writeback=_write_reviews,
         outbox=_outbox,
+        request_keys=context_keys("paths"),
         description="a push's Markdown files reviewed by one Gemini batch",
     )
 )
