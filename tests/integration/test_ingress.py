@@ -477,19 +477,18 @@ def _bad_requests() -> list[tuple[str, str, str, dict[str, str], bytes, int]]:
     return cases
 
 
-BAD = _bad_requests()
+# Only the names at collection: the cases are signed when each test runs, since a
+# signature made at collection goes stale (300 s tolerance) when the suite before it is long.
+BAD_NAMES = [case[0] for case in _bad_requests()]
 
 
 def test_there_are_at_least_forty_distinct_bad_requests():
-    assert len({name for name, *_ in BAD}) == len(BAD) >= 40
+    assert len(set(BAD_NAMES)) == len(BAD_NAMES) >= 40
 
 
-@pytest.mark.parametrize(
-    ("name", "method", "path", "headers", "body", "status"), BAD, ids=[case[0] for case in BAD]
-)
-def test_a_bad_request_is_refused_and_creates_no_task(
-    ingress, name, method, path, headers, body, status
-):
+@pytest.mark.parametrize("name", BAD_NAMES, ids=BAD_NAMES)
+def test_a_bad_request_is_refused_and_creates_no_task(ingress, name):
+    [(_, method, path, headers, body, status)] = [c for c in _bad_requests() if c[0] == name]
     response = ingress.client.open(path, method=method, headers=headers, data=body)
 
     assert response.status_code == status, name
