@@ -3,8 +3,10 @@
 - `POST /_sim/operations/{name}:complete` `{"state", "webhook"?, "rows"?, "error"?, "response"?}`
   (`webhook`: `send` (default; `webhook_copies` copies, subject to `webhook_drop_rate`),
   `duplicate` (2 copies, subject to the drop rate), `drop` (nothing sent or recorded))
-- `POST /_sim/operations` `{"name": "models/veo/operations/x", "metadata"?}` creates a
-  pending non-batch operation (video generation, file-search import…)
+- `POST /_sim/operations` `{"name": "models/veo/operations/x", "metadata"?,
+  "webhook_config"?: {"uris", "user_metadata"}}` creates a pending non-batch operation
+  (video generation, an interaction…) with the job's webhook config, as a batch gets it
+  from `batches.create`; `GET /_sim/batches` shows each batch's `webhook_config`
 - `POST /_sim/faults`, `GET /_sim/faults`: the fault model, below
 - `POST /_sim/webhook-mode`, `GET /_sim/webhook-mode`: `{"data_id": "name"|"bare"|"mixed",
   "cancel_events": bool}`, how completion webhooks name the operation (`batches/abc`, `abc`,
@@ -154,6 +156,20 @@ def _rows(value: Any, request_count: int) -> dict[int, dict[str, Any]]:
     return rows
 
 
+def webhook_config(value: Any) -> tuple[tuple[str, ...], dict[str, Any] | None]:
+    """(uris, user metadata) of a job's `webhook_config` (REST camelCase or snake_case)."""
+    hook = value or {}
+    if not isinstance(hook, dict):
+        raise BadRequest("webhookConfig must be an object.")
+    uris = hook.get("uris") or []
+    if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
+        raise BadRequest("webhookConfig.uris must be a list of URLs.")
+    user_metadata = hook.get("userMetadata", hook.get("user_metadata"))
+    if user_metadata is not None and not isinstance(user_metadata, dict):
+        raise BadRequest("webhookConfig.userMetadata must be an object.")
+    return tuple(uris), user_metadata
+
+
 def blueprint(sim: Simulator) -> Blueprint:
     bp = Blueprint("sim_control", __name__, url_prefix="/_sim")
 
@@ -211,7 +227,9 @@ def blueprint(sim: Simulator) -> Blueprint:
         metadata = body.get("metadata", {})
         if not isinstance(metadata, dict):
             raise BadRequest("metadata must be an object.")
-        return json_response(operation_resource(sim.world.create_operation(name, metadata)))
+        uris, user_metadata = webhook_config(body.get("webhook_config"))
+        operation = sim.world.create_operation(name, metadata, uris, user_metadata)
+        return json_response(operation_resource(operation))
 
     @bp.get("/batches")
     def batches() -> Response:
@@ -223,6 +241,10 @@ def blueprint(sim: Simulator) -> Blueprint:
                         "model": b.model,
                         "display_name": b.display_name,
                         "state": b.state,
+                        "webhook_config": {
+                            "uris": list(b.webhook_uris),
+                            "user_metadata": b.user_metadata,
+                        },
                         "requests": [
                             {"metadata": r.get("metadata"), "text": prompt_text(r)}
                             for r in b.requests

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from shared.gemini.client import (
     DAILY_QUOTA_DEFER_S,
+    HOOKLEDGER_ID,
     INTERACTION_STATES,
     MAX_INLINE_BYTES,
     TERMINAL_STATES,
@@ -35,6 +36,7 @@ from shared.gemini.errors import (
 
 __all__ = [
     "DAILY_QUOTA_DEFER_S",
+    "HOOKLEDGER_ID",
     "INTERACTION_STATES",
     "MAX_INLINE_BYTES",
     "TERMINAL_STATES",
