@@ -19,7 +19,9 @@ What is counted, and how Firestore bills it (firebase.google.com/docs/firestore/
   collection named in the request (where the cost goes);
 - `firestore_commits`, `firestore_transactions` (BeginTransaction, not billed): context;
 - `tasks_<method>`: each Cloud Tasks RPC by name (CreateTask is what Cloud Tasks bills);
-- `gemini_calls`: each HTTP attempt the google-genai client sends (`_request_once`);
+- `gemini_calls`: each HTTP attempt sent to a Gemini API path (`/v1…`, `/upload/`,
+  `/download/`) through httpx or httpx2, the transports google-genai speaks through
+  (counted at their public `Client.send`, never inside the SDK's private client);
 - `github_calls`: each HTTP request through `requests` to a GitHub API path (`/repos/`).
 
 Calls made on a thread inside `uncounted()` are not counted: a bench runs its own
@@ -30,11 +32,15 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
+# The Gemini API's paths (google-genai 3.x: `/v1beta/batches/…`, `/upload/v1beta/files`,
+# `/download/v1beta/files/…`); GitHub goes through `requests`, not httpx.
+_GEMINI_PATH = re.compile(r"/(?:upload/|download/)?v1(?:beta|alpha)?/")
 _FIRESTORE_UNARY = ("get_document", "update_document", "create_document", "delete_document")
 
 
@@ -186,17 +192,22 @@ class OperationCounter:
             setattr(CloudTasksClient, name, wrapped)
 
     def _wrap_gemini(self) -> None:
-        from google.genai import _api_client
+        import importlib
 
         counter = self
-        cls: Any = _api_client.BaseApiClient
-        once = cls._request_once
+        for module in ("httpx", "httpx2"):
+            try:
+                cls: Any = importlib.import_module(module).Client
+            except (ImportError, AttributeError):
+                continue
+            send = cls.send
 
-        def wrapped(client: Any, *args: Any, **kwargs: Any) -> Any:
-            counter.add("gemini_calls")
-            return once(client, *args, **kwargs)
+            def wrapped(client: Any, request: Any, *args: Any, _send: Any = send, **kw: Any) -> Any:
+                if _GEMINI_PATH.match(str(getattr(getattr(request, "url", None), "path", ""))):
+                    counter.add("gemini_calls")
+                return _send(client, request, *args, **kw)
 
-        cls._request_once = wrapped
+            cls.send = wrapped
 
     def _wrap_requests(self) -> None:
         import requests

@@ -103,12 +103,62 @@ def resolve_operation(ledger: Ledger, data_id: str, event_type: str) -> Operatio
     return None
 
 
+def echoed_id(payload: object) -> str | None:
+    """The hookledger id a job's events echo (`webhook_config.user_metadata`, set at create
+    by shared/gemini/client.py): `data.user_metadata.hookledger_id`, or the same at the top
+    level; None unless it is one of hookledger's tags (`hookledger:{kind}:{key}`)."""
+    from shared.gemini import HOOKLEDGER_ID
+    from shared.kinds import TAG_PREFIX
+
+    if not isinstance(payload, dict):
+        return None
+    data = payload.get("data")
+    for holder in (data if isinstance(data, dict) else {}, payload):
+        metadata = holder.get("user_metadata")
+        value = metadata.get(HOOKLEDGER_ID) if isinstance(metadata, dict) else None
+        if isinstance(value, str) and value.startswith(TAG_PREFIX) and len(value) <= MAX_TAG:
+            return value
+    return None
+
+
+# A display name is at most 512 characters (Gemini's limit is lower); longer is not ours.
+MAX_TAG = 512
+
+
+def _same_operation(name: str, data_id: str, event_type: str) -> bool:
+    """True when `data.id`, in any form `candidate_names` knows, names `name`."""
+    bare = name.rsplit("/", 1)[-1]
+    return any(
+        c == name or c.rsplit("/", 1)[-1] == bare for c in candidate_names(data_id, event_type)
+    )
+
+
+def event_operation(
+    ledger: Ledger, data_id: str, echoed: str | None, event_type: str
+) -> Operation | None:
+    """The ledger's operation an event is about: by the echoed hookledger id first, then by
+    `data.id`; None if neither names one.
+
+    The echoed id (the job's tag) names the operation hookledger registered for it. Every
+    batch created under one tag echoes it, so when `data.id` names a different operation
+    in the ledger (a superseded duplicate) that one is meant; when `data.id` names none,
+    the tag's operation is, whatever form Gemini gave its id in. Either way the settler
+    re-fetches the operation by its own name: the event only picks which one.
+    """
+    tagged = ledger.operation_for_tag(echoed) if echoed else None
+    if tagged is not None and _same_operation(tagged.name, data_id, event_type):
+        return tagged
+    return resolve_operation(ledger, data_id, event_type) or tagged
+
+
 @handler("gemini", *BATCH_EVENTS, *OPERATION_EVENTS)
 def settle_operation(event: Event, ctx: HandlerContext) -> Done | Ignored | Unresolved:
     """Re-fetch the operation named in the event (a hint only) and settle it in the ledger.
 
-    A `data.id` that names no operation in the ledger marks the delivery `unresolved`
-    (WARNING naming it); if the operation is ours, reconcile settles it.
+    The operation is found by the hookledger id the job's events echo (its tag, in
+    `user_metadata`), then by `data.id` (`event_operation`). An event naming no operation
+    in the ledger marks the delivery `unresolved` (WARNING naming it); if the operation is
+    ours, reconcile settles it.
     """
     from shared.kinds import Deliverers, KindOptions
     from shared.ledger import Settlement
@@ -119,9 +169,11 @@ def settle_operation(event: Event, ctx: HandlerContext) -> Done | Ignored | Unre
     data_id = data.get("id") if isinstance(data, dict) else None
     if not isinstance(data_id, str) or not data_id:
         raise PermanentError(f"delivery {event.delivery_id}: event has no data.id")
-    record = resolve_operation(ctx.ledger, data_id, event.type)
+    echoed = echoed_id(payload)
+    record = event_operation(ctx.ledger, data_id, echoed, event.type)
     if record is None:
-        reason = f"data.id {data_id!r} names no operation in the ledger; left to reconcile"
+        tagged = f" (user_metadata {echoed!r} neither)" if echoed else ""
+        reason = f"data.id {data_id!r} names no operation in the ledger{tagged}; left to reconcile"
         logs.event(
             log,
             logging.WARNING,
@@ -129,6 +181,7 @@ def settle_operation(event: Event, ctx: HandlerContext) -> Done | Ignored | Unre
             delivery_id=event.delivery_id,
             event=event.type,
             operation=data_id,
+            submission=echoed,
         )
         return Unresolved(reason)
     name = record.name

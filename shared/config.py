@@ -62,6 +62,16 @@ def _split(value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip())
 
 
+def _webhook_uris(raw: str) -> tuple[str, ...]:
+    """`GEMINI_WEBHOOK_URIS`: comma-separated http(s) URLs (https outside demo-: checked
+    per function in `_check_deployed`)."""
+    uris = _split(raw)
+    for uri in uris:
+        if not uri.startswith(("https://", "http://")):
+            raise ConfigError(f"GEMINI_WEBHOOK_URIS must hold http(s) URLs, got {uri!r}")
+    return uris
+
+
 def _repository_patterns(raw: str) -> tuple[str, ...]:
     """`GITHUB_REPOSITORIES`: comma-separated `owner/name` globs; a pattern without one '/'
     could never match a repository, so it is refused rather than silently ignoring pushes."""
@@ -94,6 +104,9 @@ class Config:
     gemini_webhook_audience: str = ""
     # The `iss` it must carry; empty: not checked.
     gemini_webhook_issuer: str = ""
+    # Per-job webhook URIs (`webhook_config.uris`) for the batches hookledger creates: the
+    # ingress's /gemini route; empty: the project's registered webhooks get the events.
+    gemini_webhook_uris: tuple[str, ...] = ()
     envelope_keys: tuple[str, ...] = (LOCAL_ENVELOPE_KEY,)
     signature_tolerance_s: int = 300
     max_body_bytes: int = 26_214_400
@@ -244,6 +257,7 @@ class Config:
                 "GEMINI_WEBHOOK_AUDIENCE", d.gemini_webhook_audience
             ).strip(),
             gemini_webhook_issuer=text("GEMINI_WEBHOOK_ISSUER", d.gemini_webhook_issuer).strip(),
+            gemini_webhook_uris=_webhook_uris(env.get("GEMINI_WEBHOOK_URIS", "")),
             envelope_keys=secrets("ENVELOPE_KEYS", d.envelope_keys),
             # The verifiers need a window of at least a second.
             signature_tolerance_s=integer(
@@ -378,6 +392,8 @@ def _check_deployed(cfg: Config) -> None:
         https.append(("OIDC_CERTS_URL", cfg.oidc_certs_url))
     if cfg.function == "ingress" and cfg.gemini_jwks_url:
         https.append(("GEMINI_JWKS_URL", cfg.gemini_jwks_url))
+    if cfg.function == "worker":
+        https.extend(("GEMINI_WEBHOOK_URIS", uri) for uri in cfg.gemini_webhook_uris)
     for name, url in https:
         if not url.startswith("https://"):
             raise ConfigError(
@@ -419,6 +435,8 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "TASKS_SERVICE_ACCOUNT",
         "ENVELOPE_KEYS",
         "GEMINI_API_KEY",
+        # The batches it creates name the ingress as their per-job webhook.
+        "GEMINI_WEBHOOK_URIS",
         "GITHUB_TOKEN",
         "GITHUB_COMMENTS",
         "REVIEW_PATH",

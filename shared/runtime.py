@@ -208,7 +208,8 @@ def gemini() -> GeminiGateway:
 
     cfg = config()
     return GeminiGateway(
-        make_client(cfg.gemini_api_key, cfg.gemini_base_url, timeout_s=cfg.http_timeout_s)
+        make_client(cfg.gemini_api_key, cfg.gemini_base_url, timeout_s=cfg.http_timeout_s),
+        webhook_uris=cfg.gemini_webhook_uris,
     )
 
 

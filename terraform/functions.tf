@@ -60,7 +60,10 @@ locals {
     # The worker registers operations with the grace and runs reconcile's fanned-out check
     # pages, so it reads the same reconcile settings as reconcile itself.
     worker = {
-      CLAIMS_DATABASE            = google_firestore_database.claims.name
+      CLAIMS_DATABASE = google_firestore_database.claims.name
+      # Per-job webhooks (webhook_config.uris) are signed as dynamic webhooks (an RS256 JWT):
+      # the batches route to the ingress only while it verifies those (gemini_jwks_url).
+      GEMINI_WEBHOOK_URIS        = var.settings.gemini_jwks_url == "" ? "" : "${local.function_urls.ingress}/gemini"
       GITHUB_COMMENTS            = tostring(var.review.github_comments)
       GITHUB_REPOSITORIES        = join(",", var.review.repositories)
       GOOGLE_CLOUD_PROJECT       = var.project_id

@@ -3,7 +3,7 @@
     hookledger [--json] COMMAND …     (every command also takes --json after its name)
 
 Commands: submit, ops list|show, deliveries list|show|replay, reconcile --once,
-webhooks register|list|rotate, demo, status, console (the web console in a browser).
+webhooks register|list|rotate|ping|update, demo, status, console (the web console in a browser).
 Output is aligned tables for people and one JSON document with `--json`. Exit status:
 0 done, 1 failed (one line on stderr), 2 bad arguments (one line on stderr). With a
 `demo-` project (the default) the CLI talks to the local stack's emulators; with a real

@@ -1,9 +1,14 @@
-"""`webhooks register|list|rotate`: Gemini's webhooks API through google-genai.
+"""`webhooks register|list|rotate|ping|update`: Gemini's webhooks API through google-genai.
 
 A signing secret is printed once, on stdout, for the user to store (as
-GEMINI_WEBHOOK_SECRETS); it is never logged. The webhooks API raises the NextGen
-client's errors (`google.genai._interactions.APIError`, with `status_code` on
-`APIStatusError`), not `google.genai.errors.APIError`: they are mapped to one line here.
+GEMINI_WEBHOOK_SECRETS); it is never logged. Every call goes through the SDK's public
+`client.webhooks` (create, list, rotate_signing_secret, ping, update). Its errors (the
+NextGen client's, with `status_code` and `body`) are read by `shared.gemini.mapped`, never
+by importing the SDK's private modules, and said here in one line.
+
+`update ID --enable` re-enables a webhook Gemini disabled after failed deliveries
+(`disabled_due_to_failed_deliveries`); only the fields given are sent, named in the
+update mask.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from typing import Any
 from hookledger.cli.output import CliError, Output, table
 from shared import runtime
 from shared.builtin_handlers import DOCUMENTED_EVENTS, UNRELIABLE_EVENTS
+from shared.gemini import GeminiError
+from shared.gemini import mapped as gemini_mapped
 
 # The events the webhooks API reference lists (CreateWebhook `subscribed_events`), the
 # default; the two `*.cancelled` ones the Webhooks guide still names may be asked for, but
@@ -29,7 +36,7 @@ STORE_HINT = "store it now (GEMINI_WEBHOOK_SECRETS); it is not shown again"
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     hooks = sub.add_parser("webhooks", help="Gemini webhook registrations")
     hsub = hooks.add_subparsers(
-        dest="webhooks_command", required=True, metavar="{register,list,rotate}"
+        dest="webhooks_command", required=True, metavar="{register,list,rotate,ping,update}"
     )
     register = hsub.add_parser("register", parents=[common], help="register a webhook")
     register.add_argument("--uri", required=True, help="where Gemini sends events (https)")
@@ -53,6 +60,33 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         help="revoke the previous secrets at once (default: after 24 h)",
     )
     rotate.set_defaults(func=cmd_rotate)
+    ping = hsub.add_parser("ping", parents=[common], help="have Gemini send a ping event")
+    ping.add_argument("id", help="the webhook id")
+    ping.set_defaults(func=cmd_ping)
+    update = hsub.add_parser(
+        "update", parents=[common], help="re-enable, disable, move or resubscribe a webhook"
+    )
+    update.add_argument("id", help="the webhook id")
+    state = update.add_mutually_exclusive_group()
+    state.add_argument(
+        "--enable",
+        action="store_const",
+        const="enabled",
+        dest="state",
+        help="enable it (also after Gemini disabled it for failed deliveries)",
+    )
+    state.add_argument(
+        "--disable", action="store_const", const="disabled", dest="state", help="disable it"
+    )
+    update.add_argument("--uri", help="send its events here instead (https)")
+    update.add_argument(
+        "--events",
+        nargs="+",
+        choices=EVENTS,
+        metavar="EVENT",
+        help="replace its subscribed events",
+    )
+    update.set_defaults(func=cmd_update)
 
 
 def client() -> Any:
@@ -66,15 +100,18 @@ def client() -> Any:
 def mapped(what: str, refused: str | None = None) -> Iterator[None]:
     """Turn the webhooks API's errors into one CliError line naming `what`; a 400 is
     said as `refused` when given (e.g. an event the API does not accept)."""
-    from google.genai import _interactions as errors
-
     try:
-        yield
-    except errors.APIStatusError as exc:
-        if refused and exc.status_code == 400:
-            raise CliError(f"{what}: {refused}: {_message(exc)}") from exc
-        raise CliError(f"{what}: Gemini answered {exc.status_code}: {_message(exc)}") from exc
-    except errors.APIError as exc:
+        with gemini_mapped(what):
+            yield
+    except GeminiError as exc:
+        cause = exc.__cause__
+        if refused and getattr(cause, "status_code", None) == 400:
+            raise CliError(f"{what}: {refused}: {_message(cause)}") from exc
+        raise CliError(str(exc)) from exc
+    except Exception as exc:
+        # Any other error the SDK raises (e.g. an answer it cannot parse): still one line.
+        if not type(exc).__module__.startswith("google.genai"):
+            raise
         raise CliError(f"{what}: {type(exc).__name__}: {exc}") from exc
 
 
@@ -136,6 +173,40 @@ def cmd_rotate(args: argparse.Namespace, out: Output) -> int:
     return _print_secret(
         out, {"id": args.id, "revocation_behavior": behavior}, answer.secret, "rotated webhook"
     )
+
+
+def cmd_ping(args: argparse.Namespace, out: Output) -> int:
+    api = client()
+    with mapped(f"pinging webhook {args.id}"):
+        api.webhooks.ping(args.id)
+    data = {"id": args.id, "pinged": True}
+    out.emit(data, lambda: f"Gemini sent a ping event to webhook {args.id}")
+    return 0
+
+
+def cmd_update(args: argparse.Namespace, out: Output) -> int:
+    changes: dict[str, Any] = {}
+    if args.state:
+        changes["state"] = args.state
+    if args.uri:
+        changes["uri"] = args.uri
+    if args.events:
+        changes["subscribed_events"] = list(dict.fromkeys(args.events))
+    if not changes:
+        raise CliError("webhooks update: give --enable, --disable, --uri or --events", code=2)
+    api = client()
+    what = f"updating webhook {args.id} ({', '.join(sorted(changes))})"
+    # The mask names exactly the fields sent, so nothing else of the webhook changes.
+    with mapped(what, refused="Gemini refused the change"):
+        hook = api.webhooks.update(args.id, update_mask=",".join(changes), **changes)
+    row = describe(hook)
+
+    def human() -> str:
+        line = f"updated webhook {row['id']}: {row['state']}, {row['uri']}"
+        return f"{line}\nevents: {' '.join(row['subscribed_events'])}"
+
+    out.emit(row, human)
+    return 0
 
 
 def _print_secret(out: Output, data: dict[str, Any], secret: str | None, what: str) -> int:

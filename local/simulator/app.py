@@ -223,14 +223,8 @@ def parse_batch(
     display_name = batch.get("displayName", "")
     if not isinstance(display_name, str):
         raise BadRequest("batch.displayName must be a string.")
-    hook = batch.get("webhookConfig") or {}
-    if not isinstance(hook, dict):
-        raise BadRequest("batch.webhookConfig must be an object.")
-    uris = hook.get("uris") or []
-    if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
-        raise BadRequest("batch.webhookConfig.uris must be a list of URLs.")
-    user_metadata = hook.get("userMetadata", hook.get("user_metadata"))
-    return display_name, requests_, tuple(uris), user_metadata, input_file
+    uris, user_metadata = control.webhook_config(batch.get("webhookConfig"))
+    return display_name, requests_, uris, user_metadata, input_file
 
 
 def create_app(sim: Simulator) -> Flask:

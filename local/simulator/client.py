@@ -83,10 +83,18 @@ class SimulatorClient:
         body = {"state": state, "webhook": webhook, **extra}
         return dict(self._call("POST", f"/_sim/operations/{name}:complete", json=body))
 
-    def create_operation(self, name: str, metadata: dict[str, Any] | None = None) -> Any:
-        return self._call(
-            "POST", "/_sim/operations", json={"name": name, "metadata": metadata or {}}
-        )
+    def create_operation(
+        self,
+        name: str,
+        metadata: dict[str, Any] | None = None,
+        webhook_config: dict[str, Any] | None = None,
+    ) -> Any:
+        """A video operation or interaction; `webhook_config` `{"uris", "user_metadata"}`
+        as `generate_videos` / `interactions.create` take it."""
+        body: dict[str, Any] = {"name": name, "metadata": metadata or {}}
+        if webhook_config is not None:
+            body["webhook_config"] = webhook_config
+        return self._call("POST", "/_sim/operations", json=body)
 
     def set_faults(
         self,

@@ -17,8 +17,10 @@
     `metadata` (inline) or `key` (results-file lines), so only their order places them.
   - `malformed_lines` `[2, …]`: those 1-based lines of the results file are written cut
     off mid-object (a batch made from an input file only: inline results have no lines).
-- `POST /_sim/operations` `{"name": "models/veo/operations/x", "metadata"?}` creates a
-  pending non-batch operation (video generation, file-search import…)
+- `POST /_sim/operations` `{"name": "models/veo/operations/x", "metadata"?,
+  "webhook_config"?: {"uris", "user_metadata"}}` creates a pending non-batch operation
+  (video generation, an interaction…) with the job's webhook config, as a batch gets it
+  from `batches.create`; `GET /_sim/batches` shows each batch's `webhook_config`
 - `POST /_sim/faults`, `GET /_sim/faults`: the fault model, below
 - `POST /_sim/webhook-mode`, `GET /_sim/webhook-mode`: `{"data_id": "name"|"bare"|"mixed",
   "cancel_events": bool}`, how completion webhooks name the operation (`batches/abc`, `abc`,
@@ -206,6 +208,20 @@ def _malformed_lines(value: Any, request_count: int) -> frozenset[int]:
     return frozenset(value)
 
 
+def webhook_config(value: Any) -> tuple[tuple[str, ...], dict[str, Any] | None]:
+    """(uris, user metadata) of a job's `webhook_config` (REST camelCase or snake_case)."""
+    hook = value or {}
+    if not isinstance(hook, dict):
+        raise BadRequest("webhookConfig must be an object.")
+    uris = hook.get("uris") or []
+    if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
+        raise BadRequest("webhookConfig.uris must be a list of URLs.")
+    user_metadata = hook.get("userMetadata", hook.get("user_metadata"))
+    if user_metadata is not None and not isinstance(user_metadata, dict):
+        raise BadRequest("webhookConfig.userMetadata must be an object.")
+    return tuple(uris), user_metadata
+
+
 def blueprint(sim: Simulator) -> Blueprint:
     bp = Blueprint("sim_control", __name__, url_prefix="/_sim")
 
@@ -283,7 +299,9 @@ def blueprint(sim: Simulator) -> Blueprint:
         metadata = body.get("metadata", {})
         if not isinstance(metadata, dict):
             raise BadRequest("metadata must be an object.")
-        return json_response(operation_resource(sim.world.create_operation(name, metadata)))
+        uris, user_metadata = webhook_config(body.get("webhook_config"))
+        operation = sim.world.create_operation(name, metadata, uris, user_metadata)
+        return json_response(operation_resource(operation))
 
     @bp.get("/batches")
     def batches() -> Response:
@@ -295,6 +313,10 @@ def blueprint(sim: Simulator) -> Blueprint:
                         "model": b.model,
                         "display_name": b.display_name,
                         "state": b.state,
+                        "webhook_config": {
+                            "uris": list(b.webhook_uris),
+                            "user_metadata": b.user_metadata,
+                        },
                         "requests": [
                             {"metadata": r.get("metadata"), "text": prompt_text(r)}
                             for r in b.requests

@@ -244,16 +244,16 @@ class Simulator:
         operation, _changed = self.world.finish_operation(name, state, payload, failure)
         event = operation.event_for(state)
         if event is not None:
-            self._announce(event, name, webhook, None)
+            self._announce(event, name, webhook, operation)
         return operation
 
     # --- webhooks --------------------------------------------------------------------
 
-    def targets(self, event_type: str, batch: Batch | None) -> list[Target]:
+    def targets(self, event_type: str, job: Batch | Operation | None) -> list[Target]:
         """Per-job webhook URIs replace the project's webhooks, as in Gemini's dynamic webhooks."""
         secret = (self.settings.webhook_secret,)
-        if batch is not None and batch.webhook_uris:
-            return [Target(uri, secret) for uri in batch.webhook_uris]
+        if job is not None and job.webhook_uris:
+            return [Target(uri, secret) for uri in job.webhook_uris]
         targets = [Target(self.settings.webhook_url, secret)] if self.settings.webhook_url else []
         for registered in self.world.webhooks():
             live = self.world.live_secrets(registered)
@@ -265,20 +265,24 @@ class Simulator:
                 targets.append(Target(registered.uri, tuple(live), registered.id))
         return targets
 
-    def _announce(self, event_type: str, name: str, mode: str, batch: Batch | None) -> Sent | None:
+    def _announce(
+        self, event_type: str, name: str, mode: str, job: Batch | Operation | None
+    ) -> Sent | None:
         """Send the completion webhook per `mode` and the fault model; None if none went out.
 
         `drop` sends nothing and records nothing; a drop by `webhook_drop_rate` is
-        recorded per target. `send` sends `webhook_copies` copies, `duplicate` two.
+        recorded per target. `send` sends `webhook_copies` copies, `duplicate` two. The
+        job's `webhook_config.user_metadata` goes in every event of that job (`data`), to
+        its per-job URIs or, without any, to the registered webhooks.
         """
         if WEBHOOK_MODES[mode] == 0:
             return None
         copies = self.faults.draw_webhook(None if mode == "send" else WEBHOOK_MODES[mode])
         extra = None
-        if batch is not None and batch.webhook_uris and batch.user_metadata is not None:
-            extra = {"user_metadata": batch.user_metadata}
+        if job is not None and job.user_metadata is not None:
+            extra = {"user_metadata": job.user_metadata}
         message = self.dispatcher.message(event_type, name, extra)
-        targets = self.targets(event_type, batch)
+        targets = self.targets(event_type, job)
         if copies == 0:
             self.dispatcher.record_dropped(message, targets)
             return None

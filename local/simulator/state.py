@@ -112,6 +112,9 @@ class Operation:
     status: str = "pending"
     response: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    # The job's `webhook_config`, as for a batch (`generate_videos`, `interactions.create`).
+    webhook_uris: tuple[str, ...] = ()
+    user_metadata: dict[str, Any] | None = None
 
     def event_for(self, status: str) -> str | None:
         """The webhook event Gemini sends when this operation ends with `status`, if any."""
@@ -306,11 +309,23 @@ class World:
 
     # --- other operations ----------------------------------------------------------
 
-    def create_operation(self, name: str, metadata: dict[str, Any]) -> Operation:
+    def create_operation(
+        self,
+        name: str,
+        metadata: dict[str, Any],
+        webhook_uris: Iterable[str] = (),
+        user_metadata: dict[str, Any] | None = None,
+    ) -> Operation:
         with self._lock:
             if name in self._operations:
                 raise Conflict(f"Operation {name} already exists.")
-            operation = Operation(name=name, created_at=self.clock(), metadata=metadata)
+            operation = Operation(
+                name=name,
+                created_at=self.clock(),
+                metadata=metadata,
+                webhook_uris=tuple(webhook_uris),
+                user_metadata=user_metadata,
+            )
             self._operations[name] = operation
             return replace(operation)
 

@@ -13,6 +13,7 @@ docs/architecture.md, "Code map".
 from __future__ import annotations
 
 from shared.gemini.client import (
+    HOOKLEDGER_ID,
     INTERACTION_STATES,
     MAX_INLINE_BYTES,
     TERMINAL_STATES,
@@ -37,6 +38,7 @@ from shared.gemini.errors import (
 
 __all__ = [
     "DAILY_QUOTA_DEFER_S",
+    "HOOKLEDGER_ID",
     "INTERACTION_STATES",
     "MAX_INLINE_BYTES",
     "TERMINAL_STATES",

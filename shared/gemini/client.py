@@ -7,7 +7,9 @@ What the SDK does not do for us, and this module does:
   streamed row by row (shared/gemini/rows.py); a status says whether its rows are
   complete, and nothing may settle a succeeded batch whose rows are not;
 - inline requests must stay under 20 MB: above that the requests go as an uploaded file;
-- creating a batch is not idempotent: callers tag `display_name` (shared/kinds/).
+- creating a batch is not idempotent: callers tag `display_name` (shared/kinds/);
+- every batch carries that tag back in its events: `webhook_config.user_metadata`
+  `{"hookledger_id": tag}`, with `uris` (the ingress's /gemini) when configured.
 
 The one private SDK call (a resource's raw JSON) lives in shared/gemini/raw.py; the error
 tree (GeminiError → GeminiUnavailable | GeminiNotFound | GeminiRejected, with
@@ -51,6 +53,10 @@ from shared.gemini.rows import (
 )
 
 log = logs.get_logger("gemini")
+
+# The `webhook_config.user_metadata` key naming the job in hookledger's own terms (its tag,
+# the display name): Gemini includes the user metadata in every event of the job.
+HOOKLEDGER_ID = "hookledger_id"
 
 TERMINAL_STATES = {
     "JOB_STATE_SUCCEEDED": "succeeded",
@@ -185,8 +191,10 @@ def batch_name(name: str) -> str:
 class GeminiGateway:
     """The few Gemini calls hookledger makes, with errors mapped to the tree above."""
 
-    def __init__(self, client: genai.Client) -> None:
+    def __init__(self, client: genai.Client, webhook_uris: Sequence[str] = ()) -> None:
         self._client = client
+        # Per-job webhook URIs (GEMINI_WEBHOOK_URIS); empty: the registered webhooks.
+        self._webhook_uris = list(webhook_uris)
 
     def create_batch(
         self, model: str, requests: Sequence[tuple[str, str]], display_name: str
@@ -195,6 +203,8 @@ class GeminiGateway:
 
         Inline when the create request stays under MAX_INLINE_BYTES, else the requests
         are uploaded as a JSONL file first (`upload_requests`) and the batch reads that.
+        The job's `webhook_config` carries `{HOOKLEDGER_ID: display_name}` as user metadata
+        (echoed in each of its events) and the gateway's webhook URIs, if any.
         """
         src: list[types.InlinedRequest] | str
         if inline_bytes(requests) <= MAX_INLINE_BYTES:
@@ -213,6 +223,10 @@ class GeminiGateway:
                 src=src,
                 config=types.CreateBatchJobConfig(
                     display_name=display_name,
+                    webhook_config=types.WebhookConfig(
+                        uris=self._webhook_uris or None,
+                        user_metadata={HOOKLEDGER_ID: display_name},
+                    ),
                     # Creating is not idempotent: a blind retry could make a second batch.
                     # The caller's retry goes through the submission guard instead.
                     http_options=types.HttpOptions(

@@ -54,6 +54,7 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     ledger.list_operations(status=None, kind=None, settled_by=None, limit=50,
                            start_after=None) -> list[Operation]      # newest submitted first
     ledger.find_operation(context_key, value) -> Operation | None   # e.g. "context.sha"
+    ledger.operation_for_tag(tag) -> Operation | None   # the batch created under a tag
     ledger.stored_fields(name) -> dict | None                       # raw stored fields
     ledger.counts() -> {"aborted": n, "conflicts": n}               # transaction retries
     # console reads (hookledger/console) and reconcile run records
@@ -450,6 +451,16 @@ class Ledger:
 
     def find_operation(self, context_key: str, value: str) -> Operation | None:
         return self._queries.find_operation(context_key, value)
+
+    def operation_for_tag(self, tag: str) -> Operation | None:
+        """The operation hookledger created under `tag` (a batch's display name): the
+        push's winning batch from its submission, else the one registered with that
+        `context.display_name` (`hookledger submit`, an adopted orphan); None if neither
+        (not ours, not registered yet, or the submission has expired)."""
+        submission = self._submissions.get(tag)
+        if submission is not None and submission.operation:
+            return self.get(submission.operation)
+        return self._queries.find_operation("context.display_name", tag)
 
     def stored_fields(self, name: str) -> dict[str, Any] | None:
         return self._queries.stored_fields(name)

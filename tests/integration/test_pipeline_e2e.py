@@ -299,7 +299,9 @@ def set_webhook_mode(stack: Stack, **mode: Any) -> None:
     answer.raise_for_status()
 
 
-def post_gemini_event(stack: Stack, event: str, data_id: str) -> requests.Response:
+def post_gemini_event(
+    stack: Stack, event: str, data_id: str, user_metadata: dict[str, Any] | None = None
+) -> requests.Response:
     """A Gemini event signed with the local static secret, straight to the ingress."""
     import time
 
@@ -311,7 +313,7 @@ def post_gemini_event(stack: Stack, event: str, data_id: str) -> requests.Respon
             "type": event,
             "version": "v1",
             "timestamp": "2026-01-01T00:00:00Z",
-            "data": {"id": data_id},
+            "data": {"id": data_id, **({"user_metadata": user_metadata} if user_metadata else {})},
         }
     ).encode()
     msg_id, now = f"msg_{uuid.uuid4().hex}", int(time.time())
@@ -403,6 +405,29 @@ def test_the_documented_batch_123456_id_form_resolves_to_its_batch(fresh: Stack,
     assert answer.status_code == 202, answer.text
     done = wait_for("the settlement", lambda: settled(firestore_client, name))
     assert (done["status"], done["settled_by"]) == ("succeeded", "webhook")
+
+
+def test_a_push_settles_by_the_tag_its_batch_echoes_whatever_form_data_id_takes(
+    fresh: Stack, firestore_client
+):
+    from shared.gemini import HOOKLEDGER_ID
+    from shared.kinds.review import review_tag
+
+    assert fresh.push(push_payload(), delivery="echo-push").status_code == 202
+    [op] = wait_for("the batch", lambda: operations(firestore_client))
+    [batch] = fresh.sim.batches()
+    tag = review_tag(OWNER_REPO, SHA)
+    assert batch["webhook_config"]["user_metadata"] == {HOOKLEDGER_ID: tag}
+    fresh.sim.complete(op["name"], state="succeeded", webhook="drop")
+
+    answer = post_gemini_event(
+        fresh, "batch.succeeded", f"evt-{uuid.uuid4().hex}", {HOOKLEDGER_ID: tag}
+    )
+
+    assert answer.status_code == 202, answer.text
+    done = wait_for("the settlement", lambda: settled(firestore_client, op["name"]))
+    assert (done["status"], done["settled_by"]) == ("succeeded", "webhook")
+    assert len(wait_for("the reviews", lambda: reviews(firestore_client))) == len(FILES)
 
 
 def test_interaction_requires_action_is_ignored_and_never_settles(fresh: Stack, firestore_client):

@@ -44,6 +44,7 @@ PROD: dict[str, dict[str, str]] = {
         "OIDC_AUDIENCE": WORKER_URL,
         "TASKS_SERVICE_ACCOUNT": "tasks-invoker@hookledger-prod.iam.gserviceaccount.com",
         "ENVELOPE_KEYS": "a-real-envelope-key-0123",
+        "GEMINI_WEBHOOK_URIS": "https://us-central1-hookledger-prod.cloudfunctions.net/hookledger-ingress/gemini",
     },
     "reconcile": {
         "GOOGLE_CLOUD_PROJECT": "hookledger-prod",
@@ -64,6 +65,8 @@ GUARDS = [
     ("worker without the tasks account", "worker", "TASKS_SERVICE_ACCOUNT", DROP),
     ("worker without envelope keys", "worker", "ENVELOPE_KEYS", DROP),
     ("worker with plain-http certs", "worker", "OIDC_CERTS_URL", "http://certs.example/"),
+    ("worker with a plain-http job webhook", "worker", "GEMINI_WEBHOOK_URIS", "http://h.example/g"),
+    ("worker with a job webhook not a URL", "worker", "GEMINI_WEBHOOK_URIS", "hooks.example/g"),
     ("reconcile without an audience", "reconcile", "OIDC_AUDIENCE", DROP),
     ("reconcile without the scheduler account", "reconcile", "SCHEDULER_SERVICE_ACCOUNT", DROP),
     ("reconcile without the tasks account", "reconcile", "TASKS_SERVICE_ACCOUNT", DROP),
@@ -243,3 +246,12 @@ def test_the_real_server_fails_to_start_with_one_json_line():
     assert entry["severity"] == "ERROR"
     assert "OIDC_AUDIENCE" in entry["message"]
     assert "Traceback" not in done.stderr
+
+
+def test_job_webhook_uris_are_a_comma_list_and_local_ones_may_be_plain_http():
+    uris = "https://a.example/gemini, https://b.example/gemini ,"
+    config = Config.from_env({**PROD["worker"], "GEMINI_WEBHOOK_URIS": uris}, function="worker")
+    assert config.gemini_webhook_uris == ("https://a.example/gemini", "https://b.example/gemini")
+    local = Config.from_env({"GEMINI_WEBHOOK_URIS": "http://127.0.0.1:8080/gemini"})
+    assert local.gemini_webhook_uris == ("http://127.0.0.1:8080/gemini",)
+    assert Config.from_env({}).gemini_webhook_uris == ()

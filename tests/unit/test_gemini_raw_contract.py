@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -51,11 +52,73 @@ def test_a_changed_sdk_fails_the_contract_with_a_clear_message(client: Any, says
     assert says in str(caught.value)
 
 
-def test_only_the_adapter_touches_the_sdks_private_client() -> None:
-    offenders = [
-        str(path.relative_to(ROOT))
-        for folder in ("shared", "functions")
-        for path in (ROOT / folder).rglob("*.py")
-        if "_api_client" in path.read_text() and path != ROOT / "shared" / "gemini" / "raw.py"
-    ]
-    assert offenders == []
+# Every package of the repository that ships or runs code (tests/ holds this check itself).
+PACKAGES = ("shared", "functions", "hookledger", "local", "bench", "tools")
+ADAPTER = Path("shared") / "gemini" / "raw.py"
+
+
+def private_sdk_uses(source: str) -> list[str]:
+    """Each use of google-genai's private surface in `source`: an import of a `_` module or
+    name under `google.genai`, or the `_api_client` attribute; "line N: what" each."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("google.genai"):
+            module = node.module or ""
+            if _private(module) or any(
+                module == "google.genai" and alias.name.startswith("_") for alias in node.names
+            ):
+                names = ", ".join(alias.name for alias in node.names)
+                found.append(f"line {line}: from {module} import {names}")
+        elif isinstance(node, ast.Import):
+            found += [f"line {line}: import {a.name}" for a in node.names if _private(a.name)]
+        elif isinstance(node, ast.Attribute) and node.attr == "_api_client":
+            found.append(f"line {line}: ._api_client")
+        elif isinstance(node, ast.Constant) and node.value in ("_api_client",):
+            found.append(f"line {line}: '_api_client' by name")  # getattr(client, "_api_client")
+    return found
+
+
+def _private(module: str) -> bool:
+    parts = module.split(".")
+    return parts[:2] == ["google", "genai"] and any(p.startswith("_") for p in parts[2:])
+
+
+def test_only_the_adapter_touches_the_sdks_private_surface() -> None:
+    offenders = {
+        str(path.relative_to(ROOT)): uses
+        for folder in PACKAGES
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if path != ROOT / ADAPTER and (uses := private_sdk_uses(path.read_text()))
+    }
+    assert offenders == {}, f"only {ADAPTER} may use google-genai's private API"
+
+
+def test_the_scan_covers_every_package_with_python_in_the_repository() -> None:
+    with_python = {
+        path.relative_to(ROOT).parts[0]
+        for path in ROOT.rglob("*.py")
+        if not any(part.startswith(".") or part == "__pycache__" for part in path.parts)
+    }
+    assert with_python - {"tests"} <= set(PACKAGES)
+
+
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        ("from google.genai import _interactions as errors\n", "from google.genai import"),
+        ("from google.genai._interactions import APIError\n", "google.genai._interactions"),
+        ("import google.genai._api_client\n", "import google.genai._api_client"),
+        ("x = client._api_client.request('get', 'p', {}, None)\n", "._api_client"),
+        ("x = getattr(client, '_api_client')\n", "'_api_client' by name"),
+    ],
+    ids=["private module by name", "from a private module", "import", "attribute", "getattr"],
+)
+def test_the_scan_finds_each_form_of_private_use(source: str, says: str) -> None:
+    [use] = private_sdk_uses(source)
+    assert says in use and use.startswith("line 1:")
+
+
+def test_the_scan_lets_the_public_surface_through() -> None:
+    source = "from google import genai\nfrom google.genai import errors, types\n"
+    assert private_sdk_uses(source + "client.webhooks.ping('id')\n") == []
