@@ -3,6 +3,7 @@
 - `client.py`: `GeminiGateway` (create, fetch, list, cancel, read results), `make_client`;
 - `errors.py`: the Gemini error tree and `mapped(what)`, the SDK-error mapping;
 - `rows.py`: result rows from inline responses or a streamed results file;
+- `states.py`: the one table of every state the SDK reports and what it means;
 - `raw.py`: the one adapter for the SDK's private raw read, with its contract check.
 
 Callers import from here (`from shared.gemini import GeminiGateway`). See
@@ -32,11 +33,13 @@ from shared.gemini.errors import (
     mapped,
     rate_limit_details,
 )
+from shared.gemini.states import STATES, StateMeaning, meaning_of
 
 __all__ = [
     "DAILY_QUOTA_DEFER_S",
     "INTERACTION_STATES",
     "MAX_INLINE_BYTES",
+    "STATES",
     "TERMINAL_STATES",
     "BatchStatus",
     "BatchSummary",
@@ -48,7 +51,9 @@ __all__ = [
     "GeminiRowsUnread",
     "GeminiUnavailable",
     "Row",
+    "StateMeaning",
     "make_client",
     "mapped",
+    "meaning_of",
     "rate_limit_details",
 ]

@@ -46,34 +46,15 @@ from shared.gemini.rows import (
     file_line,
     inline_bytes,
 )
+from shared.gemini.states import (
+    INTERACTION_STATES,
+    TERMINAL,
+    TERMINAL_STATES,
+    StateMeaning,
+    meaning_of,
+)
 
 log = logs.get_logger("gemini")
-
-TERMINAL_STATES = {
-    "JOB_STATE_SUCCEEDED": "succeeded",
-    "JOB_STATE_PARTIALLY_SUCCEEDED": "succeeded",
-    "JOB_STATE_FAILED": "failed",
-    "JOB_STATE_CANCELLED": "cancelled",
-    "JOB_STATE_EXPIRED": "expired",
-}
-
-
-# Every Interactions API `status` (google-genai `InteractionStatus`), mapped deliberately:
-# terminal ones settle; the waiting ones (the interaction needs its caller: a tool result,
-# a continuation, a new turn) are never settled here, and reconcile alerts on them once
-# pending past STUCK_AFTER_S (docs/architecture.md, "reconcile"); running ones wait.
-INTERACTION_STATES = {
-    "completed": "JOB_STATE_SUCCEEDED",
-    "failed": "JOB_STATE_FAILED",
-    "incomplete": "JOB_STATE_FAILED",
-    "budget_exceeded": "JOB_STATE_FAILED",
-    "cancelled": "JOB_STATE_CANCELLED",
-    "requires_action": "JOB_STATE_PAUSED",
-    "requires_continuation": "JOB_STATE_PAUSED",
-    "idle": "JOB_STATE_PAUSED",
-    "queued": "JOB_STATE_QUEUED",
-    "in_progress": "JOB_STATE_RUNNING",
-}
 
 
 class BatchSummary(NamedTuple):
@@ -89,9 +70,12 @@ class BatchSummary(NamedTuple):
 class BatchStatus:
     """What Gemini reports about one operation now.
 
-    `rows_unread` is None when `rows` holds every result row Gemini has for it (or it has
-    none to give), else why they could not be read; `Settler` refuses to settle a
-    succeeded batch whose rows are not complete.
+    `state` is the value the SDK reports (a `JobState` for batches and other operations,
+    the Interactions API `status` for an interaction); what it means comes from the one
+    table in shared/gemini/states.py (`meaning`). `rows_unread` is None when `rows` holds
+    every result row Gemini has for it (or it has none to give), else why they could not
+    be read; `Settler` refuses to settle a succeeded batch whose rows are not complete.
+    An interaction's output is its one row (key: the interaction's name).
     """
 
     name: str
@@ -102,13 +86,39 @@ class BatchStatus:
     rows_unread: str | None = None
 
     @property
+    def meaning(self) -> StateMeaning:
+        return meaning_of(self.state)
+
+    @property
     def rows_complete(self) -> bool:
         return self.rows_unread is None
 
     @property
     def terminal_status(self) -> str | None:
-        """`succeeded`/`failed`/`cancelled`/`expired`, or None while the batch is running."""
-        return TERMINAL_STATES.get(self.state)
+        """`succeeded`/`failed`/`cancelled`/`expired`, or None while it is not terminal."""
+        meaning = self.meaning
+        return meaning.status if meaning.kind == TERMINAL else None
+
+    @property
+    def partial(self) -> bool:
+        """Settled `succeeded` with some results missing (JOB_STATE_PARTIALLY_SUCCEEDED)."""
+        return self.meaning.partial
+
+    @property
+    def incomplete(self) -> bool:
+        """An interaction that completed with incomplete results (`incomplete`)."""
+        return self.meaning.incomplete
+
+    @property
+    def waits_for(self) -> str | None:
+        """What a waiting operation waits for (an interaction's `requires_action`…)."""
+        return self.meaning.waits_for
+
+    @property
+    def outcome(self) -> dict[str, Any]:
+        """The flags a settlement records beside its status (`partial`, `incomplete`)."""
+        flags = {"partial": self.partial, "incomplete": self.incomplete}
+        return {key: True for key, value in flags.items() if value}
 
     @property
     def all_rows_failed(self) -> bool:
@@ -221,7 +231,7 @@ class GeminiGateway:
         except GeminiRejected:
             with mapped(name):
                 job = self._client.batches.get(name=name)
-            if job.state is None or job.state.value not in TERMINAL_STATES:
+            if job.state is None or meaning_of(job.state.value).kind != TERMINAL:
                 raise
         logs.event(log, logging.INFO, f"cancel requested for batch {name}", operation=name)
 
@@ -236,10 +246,12 @@ class GeminiGateway:
         with mapped(name):
             job = self._client.batches.get(name=name)
         state = job.state.value if job.state is not None else "JOB_STATE_UNSPECIFIED"
+        meaning = meaning_of(state)
+        status = meaning.status if meaning.kind == TERMINAL else None
         error = None
-        if TERMINAL_STATES.get(state) in {"failed", "cancelled", "expired"}:
+        if status in {"failed", "cancelled", "expired"}:
             error = self._raw_error(name)
-        rows, unread = self._rows(name, job, TERMINAL_STATES.get(state))
+        rows, unread = self._rows(name, job, status)
         return BatchStatus(
             name=name,
             state=state,
@@ -317,20 +329,24 @@ class GeminiGateway:
 
     def _fetch_interaction(self, name: str) -> BatchStatus:
         """An interaction by its Interactions API `status`, read through the SDK's public
-        `client.interactions.get`; error text from its `errors[]`."""
+        `client.interactions.get`: `state` is that status (shared/gemini/states.py). Once
+        it completed (`completed`, `incomplete`), its output is one row keyed by `name`,
+        the text the SDK gathers from the last model output (`output_text`); error text
+        comes from its `errors[]`."""
         interaction_id = name.removeprefix("interactions/")
         with mapped(name):
             interaction = self._client.interactions.get(id=interaction_id)
         body = interaction.model_dump(mode="json", exclude_none=True)
-        status = str(body.get("status") or "")
-        state = INTERACTION_STATES.get(status)
-        if state is None:
-            # A status newer than this code: keep waiting (reconcile alerts if it lasts).
-            state = "JOB_STATE_UNSPECIFIED"
+        state = str(body.get("status") or "")
+        meaning = meaning_of(state)
+        status = meaning.status if meaning.kind == TERMINAL else None
         error = None
-        if TERMINAL_STATES.get(state) in {"failed", "cancelled"}:
-            error = _interaction_error(body) or {"message": f"interaction ended {status}"}
-        return BatchStatus(name=name, state=state, error=error)
+        rows: tuple[Row, ...] = ()
+        if status in {"failed", "cancelled"}:
+            error = _interaction_error(body) or {"message": f"interaction ended {state}"}
+        elif status == "succeeded":
+            rows = (Row(key=name, text=str(body.get("output_text") or "")),)
+        return BatchStatus(name=name, state=state, error=error, rows=rows)
 
     def _raw_error(self, name: str) -> dict[str, Any] | None:
         # The SDK drops a failed batch's top-level `error`: read the resource as sent.

@@ -117,22 +117,22 @@ def gateway_reporting(body: dict[str, Any]) -> GeminiGateway:
 
 
 @pytest.mark.parametrize(
-    ("status", "terminal", "error"),
+    ("status", "terminal", "error", "waits"),
     [
-        ("completed", "succeeded", None),
-        ("failed", "failed", "tool crashed; quota gone"),
-        ("incomplete", "failed", "interaction ended incomplete"),
-        ("budget_exceeded", "failed", "interaction ended budget_exceeded"),
-        ("cancelled", "cancelled", "interaction ended cancelled"),
-        ("in_progress", None, None),
-        ("queued", None, None),
-        ("requires_action", None, None),
-        ("requires_continuation", None, None),
-        ("idle", None, None),
-        ("some_future_status", None, None),
+        ("completed", "succeeded", None, None),
+        ("incomplete", "succeeded", None, None),
+        ("failed", "failed", "tool crashed; quota gone", None),
+        ("budget_exceeded", "failed", "interaction ended budget_exceeded", None),
+        ("cancelled", "cancelled", "interaction ended cancelled", None),
+        ("in_progress", None, None, None),
+        ("queued", None, None, None),
+        ("requires_action", None, None, "tool result"),
+        ("requires_continuation", None, None, "continuation"),
+        ("idle", None, None, "new turn"),
+        ("some_future_status", None, None, None),
     ],
 )
-def test_every_interaction_status_is_mapped_deliberately(status, terminal, error):
+def test_every_interaction_status_is_mapped_deliberately(status, terminal, error, waits):
     body: dict[str, Any] = {"status": status}
     if status == "failed":
         body["errors"] = [
@@ -142,6 +142,21 @@ def test_every_interaction_status_is_mapped_deliberately(status, terminal, error
     result = gateway_reporting(body).fetch("interactions/i-1")
     assert result.terminal_status == terminal, status
     assert (result.error or {}).get("message") == error, status
+    assert (waits or "") in (result.waits_for or ""), status
+    assert (result.waits_for is None) == (waits is None), status
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"), [("completed", {}), ("incomplete", {"incomplete": True})]
+)
+def test_a_completed_interactions_output_is_its_one_row(status, outcome):
+    result = gateway_reporting({"status": status, "output_text": "the answer so far"}).fetch(
+        "interactions/i-1"
+    )
+    assert [(row.key, row.text, row.error) for row in result.rows] == [
+        ("interactions/i-1", "the answer so far", None)
+    ], status
+    assert result.outcome == outcome, status
 
 
 def test_every_documented_interaction_status_has_a_mapping():
