@@ -3,8 +3,17 @@
 - `POST /_sim/operations/{name}:complete` `{"state", "webhook"?, "rows"?, "error"?, "response"?}`
   (`webhook`: `send` (default; `webhook_copies` copies, subject to `webhook_drop_rate`),
   `duplicate` (2 copies, subject to the drop rate), `drop` (nothing sent or recorded))
+  `state` `partially_succeeded` (batches only): the batch reports
+  `BATCH_STATE_PARTIALLY_SUCCEEDED` with its rows, at least one failed (the last, unless
+  `rows` names one), and sends `batch.succeeded`
+- `POST /_sim/operations/interactions/{id}:status` `{"status", "output_text"?, "error"?,
+  "webhook"?}`: the interaction reports that Interactions API status, waiting ones
+  (`requires_action`, `requires_continuation`, `idle`) included; `completed`/`incomplete`
+  carry `output_text` as their last model output; the event Gemini sends on it, if any
 - `POST /_sim/operations` `{"name": "models/veo/operations/x", "metadata"?}` creates a
   pending non-batch operation (video generation, file-search import…)
+- a batch is deleted through the Gemini API itself: `DELETE /v1beta/batches/{id}`, after
+  which it answers 404
 - `POST /_sim/faults`, `GET /_sim/faults`: the fault model, below
 - `POST /_sim/webhook-mode`, `GET /_sim/webhook-mode`: `{"data_id": "name"|"bare"|"mixed",
   "cancel_events": bool}`, how completion webhooks name the operation (`batches/abc`, `abc`,
@@ -79,9 +88,14 @@ from flask import Blueprint, Response, request
 
 from local.simulator.engine import WEBHOOK_MODES
 from local.simulator.faults import GEMINI_KEYS, MAX_LATENCY_MS, unknown_keys
-from local.simulator.gemini import batch_resource, operation_resource, prompt_text
+from local.simulator.gemini import (
+    batch_resource,
+    interaction_resource,
+    operation_resource,
+    prompt_text,
+)
 from local.simulator.github import DEFAULT_REF
-from local.simulator.state import BATCH_STATES, BadRequest
+from local.simulator.state import BATCH_STATES, INTERACTION_API_STATUSES, WITH_ROWS, BadRequest
 from local.simulator.webhooks import DATA_ID_FORMS
 from local.simulator.wire import json_response, read_json
 
@@ -175,8 +189,8 @@ def blueprint(sim: Simulator) -> Blueprint:
         webhook = body.get("webhook", "send")
         if webhook not in WEBHOOK_MODES:
             raise BadRequest(f"webhook must be one of {sorted(WEBHOOK_MODES)}, got {webhook!r}.")
-        if "rows" in body and state != "succeeded":
-            raise BadRequest("rows applies only to state 'succeeded'.")
+        if "rows" in body and state not in WITH_ROWS:
+            raise BadRequest(f"rows applies only to states {sorted(WITH_ROWS)}.")
         if "error" in body and state != "failed":
             raise BadRequest("error applies only to state 'failed'.")
         error = _rpc_status(body["error"], "error") if "error" in body else None
@@ -186,13 +200,33 @@ def blueprint(sim: Simulator) -> Blueprint:
             rows = _rows(body["rows"], len(batch.requests)) if "rows" in body else None
             done = sim.complete_batch(batch_id, state, webhook, rows, error)
             return json_response(batch_resource(done))
-        if "rows" in body:
-            raise BadRequest("rows applies only to batches.")
+        if "rows" in body or state == "partially_succeeded":
+            raise BadRequest("rows and partially_succeeded apply only to batches.")
         response = body.get("response")
         if response is not None and not isinstance(response, dict):
             raise BadRequest("response must be an object.")
         operation = sim.complete_operation(name, state, webhook, response, error)
         return json_response(operation_resource(operation))
+
+    @bp.post("/operations/<path:name>:status")
+    def interaction_status(name: str) -> Response:
+        body = read_json()
+        if not name.startswith("interactions/"):
+            raise BadRequest(f"name must be an interaction 'interactions/abc', got {name!r}.")
+        status = body.get("status")
+        if status not in INTERACTION_API_STATUSES:
+            raise BadRequest(
+                f"status must be one of {sorted(INTERACTION_API_STATUSES)}, got {status!r}."
+            )
+        webhook = body.get("webhook", "send")
+        if webhook not in WEBHOOK_MODES:
+            raise BadRequest(f"webhook must be one of {sorted(WEBHOOK_MODES)}, got {webhook!r}.")
+        output_text = body.get("output_text")
+        if output_text is not None and not isinstance(output_text, str):
+            raise BadRequest("output_text must be a string.")
+        error = _rpc_status(body["error"], "error") if "error" in body else None
+        operation = sim.set_interaction_status(name, status, webhook, output_text, error)
+        return json_response(interaction_resource(operation))
 
     @bp.post("/operations")
     def create_operation() -> Response:
