@@ -22,6 +22,7 @@ from shared.gemini.client import (
     GeminiGateway,
     Row,
     make_client,
+    sdk_retry_options,
 )
 from shared.gemini.errors import (
     GeminiError,
@@ -56,4 +57,5 @@ __all__ = [
     "mapped",
     "meaning_of",
     "rate_limit_details",
+    "sdk_retry_options",
 ]

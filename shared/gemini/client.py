@@ -125,16 +125,60 @@ class BatchStatus:
         return bool(self.rows) and all(row.error is not None for row in self.rows)
 
 
+# What the SDK itself may retry inside one call: 408 and the 5xx it retries by default,
+# never 429. A 429 surfaces at once as GeminiRateLimited and its `RetryInfo.retryDelay` is
+# honoured by deferring the operation: the SDK's main client ignores that delay, and its
+# Interactions client sleeps a `Retry-After` header as long as it says (google-genai
+# `_gaos/utils/retries.py`), past any deadline of ours (docs/gemini-coverage.md, "Errors").
+SDK_RETRIED_STATUSES = (408, 500, 502, 503, 504)
+SDK_INITIAL_DELAY_S = 0.5
+SDK_MAX_DELAY_S = 4.0
+SDK_JITTER_S = 0.25
+
+
+def sdk_retry_options(
+    timeout_s: float,
+    deadline_s: float | None = None,
+    attempts: int = 3,
+    max_delay_s: float = SDK_MAX_DELAY_S,
+) -> types.HttpRetryOptions:
+    """The SDK's retry options for calls of `timeout_s` each that must end by `deadline_s`.
+
+    The bound (google-genai: each wait is `min(initial · 2^n + jitter, max_delay)`, both
+    clients): `n · timeout_s + (n − 1) · max_delay ≤ deadline_s`. The attempts `n` and
+    the cap on each wait are cut until that holds; one attempt is always made (its own
+    timeout is the caller's). No deadline: `attempts` and `max_delay_s` as given.
+    """
+    n = max(1, attempts)
+    delay = max_delay_s
+    if deadline_s is not None:
+        while n > 1 and n * timeout_s > deadline_s:
+            n -= 1
+        if n > 1:
+            delay = min(max_delay_s, (deadline_s - n * timeout_s) / (n - 1))
+    return types.HttpRetryOptions(
+        attempts=n,
+        initial_delay=min(SDK_INITIAL_DELAY_S, delay),
+        max_delay=delay,
+        jitter=min(SDK_JITTER_S, delay),
+        http_status_codes=list(SDK_RETRIED_STATUSES),
+    )
+
+
 def make_client(
-    api_key: str, base_url: str = "", timeout_s: float = 30.0, attempts: int = 3
+    api_key: str,
+    base_url: str = "",
+    timeout_s: float = 30.0,
+    attempts: int = 3,
+    deadline_s: float | None = None,
 ) -> genai.Client:
-    """A google-genai client with a per-call timeout and the SDK's own retry options."""
+    """A google-genai client with a per-call timeout and the SDK's own retries bounded so
+    that one call, every attempt and wait included, ends by `deadline_s`
+    (`sdk_retry_options`); never retrying a 429."""
     options = types.HttpOptions(
         base_url=base_url or None,
         timeout=int(timeout_s * 1000),  # the SDK takes milliseconds
-        retry_options=types.HttpRetryOptions(
-            attempts=attempts, initial_delay=0.5, max_delay=4.0, http_status_codes=[429, 503]
-        ),
+        retry_options=sdk_retry_options(timeout_s, deadline_s, attempts),
     )
     return genai.Client(api_key=api_key or "unset", http_options=options)
 
@@ -418,4 +462,5 @@ __all__ = [
     "Row",
     "batch_name",
     "make_client",
+    "sdk_retry_options",
 ]

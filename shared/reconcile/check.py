@@ -167,13 +167,14 @@ def _at_least_s(exc: Exception, record: Operation) -> float | None:
         return exc.recheck_after_s
     if not isinstance(exc, GeminiRateLimited):
         return None
-    if exc.daily_quota:
+    if exc.quota_kind in ("per_day", "spend"):  # lasts: an operator should know
         logs.event(
             log,
             logging.ERROR,
-            f"Gemini's daily quota is exhausted; {record.name} is checked again later",
+            f"Gemini's {exc.quota_kind} quota is exhausted; {record.name} is checked again later",
             alert="gemini_quota_exhausted",
             operation=record.name,
+            quota_kind=exc.quota_kind,
             quota_ids=list(exc.quota_ids),
             defer_s=exc.defer_s,
         )
