@@ -185,7 +185,14 @@ def settle_operation(event: Event, ctx: HandlerContext) -> Done | Ignored | Unre
         )
         return Unresolved(reason)
     name = record.name
-    settler = Settler(ctx.ledger, ctx.gemini, KindOptions.from_config(ctx.config), Deliverers(ctx))
+    settler = Settler(
+        ctx.ledger,
+        ctx.gemini,
+        KindOptions.from_config(ctx.config),
+        Deliverers(ctx),
+        clock=ctx.clock,
+        gone_after=timedelta(seconds=ctx.config.reconcile_backoff_first_s),
+    )
     outcome = settler.settle(name, "webhook", record=record)
     if outcome.result == Settlement.UNKNOWN:
         return Ignored(f"{name} is not in the ledger")

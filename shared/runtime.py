@@ -208,9 +208,23 @@ def gemini() -> GeminiGateway:
 
     cfg = config()
     return GeminiGateway(
-        make_client(cfg.gemini_api_key, cfg.gemini_base_url, timeout_s=cfg.http_timeout_s),
+        make_client(
+            cfg.gemini_api_key,
+            cfg.gemini_base_url,
+            timeout_s=cfg.http_timeout_s,
+            deadline_s=gemini_call_deadline_s(cfg),
+        ),
         webhook_uris=cfg.gemini_webhook_uris,
     )
+
+
+def gemini_call_deadline_s(cfg: Config) -> float:
+    """The longest one Gemini call may take, the SDK's retries included: a reconcile check
+    started just before the run's budget ends must finish within the drain (DRAIN_S), and
+    never less than one attempt (docs/gemini-coverage.md, "Errors")."""
+    from shared.reconcile.settings import DRAIN_S
+
+    return max(cfg.http_timeout_s, DRAIN_S)
 
 
 @once

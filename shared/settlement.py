@@ -17,6 +17,16 @@ waiting can only lose the reason too: the batch settles `failed` with it, and an
 Rows are placed under the requests they answer (the kind's `request_keys`; rows that
 echo no key go by position), and their counts per outcome are stored on the operation
 in the settling commit and checked against Gemini's `batchStats`.
+
+A batch Gemini no longer knows (deleted, aged out) is settled `failed` with reason `gone`
+only on a second 404 at least `gone_after` after the first, whoever sees them (webhook
+or reconcile); the first is recorded on the operation (`Ledger.mark_not_found`) and
+forgotten when Gemini answers again (docs/architecture.md, "Gone operations")::
+
+    check 1: 404 → not_found_at = t1, GeminiNotFound(recheck_after_s=gone_after): deferred
+    check 2 (t2 < t1 + gone_after): 404 → still GeminiNotFound, deferred to t1 + gone_after
+    check 3 (t3 ≥ t1 + gone_after): 404 → settled failed, error.reason "gone", the kind's
+             write-back (per-file error reviews) and outbox; ERROR alert="operation_gone"
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from shared import kinds, logs
+from shared.clock import Clock, system_clock
 from shared.crashpoints import crash_point
 from shared.kinds import KindOptions
 
@@ -38,6 +49,10 @@ if TYPE_CHECKING:
 log = logs.get_logger("settlement")
 
 RUNNING = "running"
+GONE = "gone"
+# The shortest time between two checks that may call an operation gone: reconcile's first
+# backoff delay (RECONCILE_BACKOFF_FIRST_S), so two runs in a row can confirm it.
+GONE_AFTER = timedelta(seconds=30)
 
 # The docs give batch results files no retention of their own; they are Files API files,
 # which "are stored for 48 hours" (docs/gemini-coverage.md). Give up 2 h before that: far
@@ -49,10 +64,12 @@ UNREADABLE = "results_unreadable"
 
 @dataclass(frozen=True)
 class Outcome:
-    """`settled`, `already_settled`, `unknown` (not in the ledger) or `running`."""
+    """`settled`, `already_settled`, `unknown` (not in the ledger) or `running`; a running
+    operation that waits on its caller says for what (`waits_for`)."""
 
     result: str
     status: str | None = None
+    waits_for: str | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +80,8 @@ class Settler:
     gemini: GeminiGateway
     options: KindOptions = field(default_factory=KindOptions)
     deliver: Callable[[OutboxItem], None] | None = None
+    clock: Clock = system_clock
+    gone_after: timedelta = GONE_AFTER
 
     def settle(self, name: str, by: str, record: Operation | None = None) -> Outcome:
         """Re-fetch `name` from Gemini and settle it if terminal. Gemini errors propagate,
@@ -80,10 +99,10 @@ class Settler:
         if not record.pending:
             return Outcome(Settlement.ALREADY_SETTLED.value, record.status)
         crash_point("settle.before_fetch")
-        batch = self.gemini.fetch(record.name)
+        batch = self._fetch(record)
         status = batch.terminal_status
         if status is None:
-            return Outcome(RUNNING)
+            return Outcome(RUNNING, waits_for=batch.waits_for)
         if status == "succeeded" and not batch.rows_complete:
             batch = self._unread(record, batch)
             status = "failed"
@@ -120,8 +139,51 @@ class Settler:
             deliver=self.deliver if outbox else None,
             expected=record,
             result_counts=counts,
+            outcome=batch.outcome or None,
         )
+        if result.value == "settled" and (error or {}).get("reason") == GONE:
+            logs.event(
+                log,
+                logging.ERROR,
+                f"operation {record.name} is gone at Gemini; settled failed",
+                alert="operation_gone",
+                operation=record.name,
+                kind=record.kind,
+                reason=(error or {}).get("message"),
+            )
         return Outcome(result.value, status)
+
+    def _fetch(self, record: Operation) -> BatchStatus:
+        """What Gemini reports now; a confirmed 404 (see the module docstring) is reported
+        as a failed status with reason `gone`, an unconfirmed one raises GeminiNotFound."""
+        from shared.gemini import BatchStatus, GeminiNotFound
+
+        try:
+            batch = self.gemini.fetch(record.name)
+        except GeminiNotFound as exc:
+            now = self.clock()
+            first = self.ledger.mark_not_found(record.name, now)
+            if first is None:  # settled (or removed) meanwhile: nothing to decide here
+                raise
+            waited = now - first
+            if waited < self.gone_after:
+                remaining = (self.gone_after - waited).total_seconds()
+                raise GeminiNotFound(
+                    f"{exc}; first 404 at {first.isoformat()}, settled gone if Gemini "
+                    f"still answers 404 in {remaining:g} s",
+                    recheck_after_s=remaining,
+                ) from exc
+            error = {
+                "code": 404,
+                "reason": GONE,
+                "message": f"{record.name} is gone: Gemini answered 404 at "
+                f"{first.isoformat()} and again {int(waited.total_seconds())} s later "
+                "(deleted, or aged out)",
+            }
+            return BatchStatus(name=record.name, state="JOB_STATE_FAILED", error=error)
+        if record.not_found_at is not None:
+            self.ledger.clear_not_found(record.name)  # a passing 404: forget it
+        return batch
 
     def _unread(self, record: Operation, batch: BatchStatus) -> BatchStatus:
         """Raise `GeminiRowsUnread` (stay pending) while the results file may still be read;

@@ -83,6 +83,18 @@ class SimulatorClient:
         body = {"state": state, "webhook": webhook, **extra}
         return dict(self._call("POST", f"/_sim/operations/{name}:complete", json=body))
 
+    def set_interaction_status(
+        self, name: str, status: str, webhook: str = "send", **extra: Any
+    ) -> dict[str, Any]:
+        """Put interaction `name` in Interactions API `status`; `extra` may hold
+        `output_text` and `error`."""
+        body = {"status": status, "webhook": webhook, **extra}
+        return dict(self._call("POST", f"/_sim/operations/{name}:status", json=body))
+
+    def delete_batch(self, name: str) -> None:
+        """Delete batch `name` (`batches/abc`) through the Gemini API: it answers 404 after."""
+        self._call("DELETE", f"/v1beta/{name}")
+
     def create_operation(
         self,
         name: str,

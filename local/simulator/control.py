@@ -4,7 +4,10 @@
   "echo_metadata"?, "malformed_lines"?}`
   (`webhook`: `send` (default; `webhook_copies` copies, subject to `webhook_drop_rate`),
   `duplicate` (2 copies, subject to the drop rate), `drop` (nothing sent or recorded)).
-  For a succeeded batch:
+  `state` `partially_succeeded` (batches only): the batch reports
+  `BATCH_STATE_PARTIALLY_SUCCEEDED` with its rows, at least one failed (the last, unless
+  `rows` names one), and sends `batch.succeeded`
+  For a succeeded (or partially succeeded) batch:
   - `rows`: per-request results, either a list `[{"index": 0, "error": {code, message}} |
     {"index": 1, "text": "…"} | {"index": 2, "outcome": "blocked", "block_reason"?: "SAFETY"}]`
     or an object by request key `{"docs/a.md": "blocked", "docs/b.md": {"outcome":
@@ -17,10 +20,16 @@
     `metadata` (inline) or `key` (results-file lines), so only their order places them.
   - `malformed_lines` `[2, …]`: those 1-based lines of the results file are written cut
     off mid-object (a batch made from an input file only: inline results have no lines).
+- `POST /_sim/operations/interactions/{id}:status` `{"status", "output_text"?, "error"?,
+  "webhook"?}`: the interaction reports that Interactions API status, waiting ones
+  (`requires_action`, `requires_continuation`, `idle`) included; `completed`/`incomplete`
+  carry `output_text` as their last model output; the event Gemini sends on it, if any
 - `POST /_sim/operations` `{"name": "models/veo/operations/x", "metadata"?,
   "webhook_config"?: {"uris", "user_metadata"}}` creates a pending non-batch operation
   (video generation, an interaction…) with the job's webhook config, as a batch gets it
   from `batches.create`; `GET /_sim/batches` shows each batch's `webhook_config`
+- a batch is deleted through the Gemini API itself: `DELETE /v1beta/batches/{id}`, after
+  which it answers 404
 - `POST /_sim/faults`, `GET /_sim/faults`: the fault model, below
 - `POST /_sim/webhook-mode`, `GET /_sim/webhook-mode`: `{"data_id": "name"|"bare"|"mixed",
   "cancel_events": bool}`, how completion webhooks name the operation (`batches/abc`, `abc`,
@@ -95,9 +104,15 @@ from flask import Blueprint, Response, request
 
 from local.simulator.engine import WEBHOOK_MODES
 from local.simulator.faults import GEMINI_KEYS, MAX_LATENCY_MS, unknown_keys
-from local.simulator.gemini import OUTCOMES, batch_resource, operation_resource, prompt_text
+from local.simulator.gemini import (
+    OUTCOMES,
+    batch_resource,
+    interaction_resource,
+    operation_resource,
+    prompt_text,
+)
 from local.simulator.github import DEFAULT_REF
-from local.simulator.state import BATCH_STATES, BadRequest
+from local.simulator.state import BATCH_STATES, INTERACTION_API_STATUSES, WITH_ROWS, BadRequest
 from local.simulator.webhooks import DATA_ID_FORMS
 from local.simulator.wire import json_response, read_json
 
@@ -243,9 +258,11 @@ def blueprint(sim: Simulator) -> Blueprint:
         webhook = body.get("webhook", "send")
         if webhook not in WEBHOOK_MODES:
             raise BadRequest(f"webhook must be one of {sorted(WEBHOOK_MODES)}, got {webhook!r}.")
-        for option in ("rows", "echo_metadata", "malformed_lines"):
-            if option in body and state != "succeeded":
-                raise BadRequest(f"{option} applies only to state 'succeeded'.")
+        if "rows" in body and state not in WITH_ROWS:
+            raise BadRequest(f"rows applies only to states {sorted(WITH_ROWS)}.")
+        for option in ("echo_metadata", "malformed_lines"):
+            if option in body and state not in WITH_ROWS:
+                raise BadRequest(f"{option} applies only to states {sorted(WITH_ROWS)}.")
         if "error" in body and state != "failed":
             raise BadRequest("error applies only to state 'failed'.")
         error = _rpc_status(body["error"], "error") if "error" in body else None
@@ -276,11 +293,33 @@ def blueprint(sim: Simulator) -> Blueprint:
         for option in ("rows", "echo_metadata", "malformed_lines"):
             if option in body:
                 raise BadRequest(f"{option} applies only to batches.")
+        if state == "partially_succeeded":
+            raise BadRequest("partially_succeeded applies only to batches.")
         response = body.get("response")
         if response is not None and not isinstance(response, dict):
             raise BadRequest("response must be an object.")
         operation = sim.complete_operation(name, state, webhook, response, error)
         return json_response(operation_resource(operation))
+
+    @bp.post("/operations/<path:name>:status")
+    def interaction_status(name: str) -> Response:
+        body = read_json()
+        if not name.startswith("interactions/"):
+            raise BadRequest(f"name must be an interaction 'interactions/abc', got {name!r}.")
+        status = body.get("status")
+        if status not in INTERACTION_API_STATUSES:
+            raise BadRequest(
+                f"status must be one of {sorted(INTERACTION_API_STATUSES)}, got {status!r}."
+            )
+        webhook = body.get("webhook", "send")
+        if webhook not in WEBHOOK_MODES:
+            raise BadRequest(f"webhook must be one of {sorted(WEBHOOK_MODES)}, got {webhook!r}.")
+        output_text = body.get("output_text")
+        if output_text is not None and not isinstance(output_text, str):
+            raise BadRequest("output_text must be a string.")
+        error = _rpc_status(body["error"], "error") if "error" in body else None
+        operation = sim.set_interaction_status(name, status, webhook, output_text, error)
+        return json_response(interaction_resource(operation))
 
     @bp.post("/operations")
     def create_operation() -> Response:

@@ -20,6 +20,8 @@ from local.simulator.github import Contents
 from local.simulator.injector import FaultInjector
 from local.simulator.state import (
     BATCH_STATES,
+    INTERACTION_API_STATUSES,
+    WITH_ROWS,
     Batch,
     Operation,
     SimError,
@@ -34,6 +36,8 @@ from shared.logs import event, get_logger
 logger = get_logger("simulator.engine")
 
 DEFAULT_FAILURE = {"code": 13, "message": "Simulated batch failure."}
+# The row a partially succeeded batch loses when the caller names none.
+DEFAULT_ROW_FAILURE = {"error": {"code": 13, "message": "Simulated row failure."}}
 CANCELLED_ERROR = {"code": 1, "message": "The batch was cancelled."}
 WEBHOOK_MODES = {"send": 1, "duplicate": 2, "drop": 0}
 
@@ -175,7 +179,9 @@ class Simulator:
     ) -> tuple[Batch, Sent | None]:
         batch = self.world.batch(batch_id)
         batch_state = BATCH_STATES[state]
-        built_rows = build_rows(batch, rows or {}, echo_metadata) if state == "succeeded" else None
+        if state == "partially_succeeded" and not any("error" in r for r in (rows or {}).values()):
+            rows = {**(rows or {}), len(batch.requests) - 1: DEFAULT_ROW_FAILURE}
+        built_rows = build_rows(batch, rows or {}, echo_metadata) if state in WITH_ROWS else None
         failure = None
         if state == "failed":
             failure = error or DEFAULT_FAILURE
@@ -189,7 +195,9 @@ class Simulator:
         batch, _changed = self.world.finish_batch(
             batch_id, batch_state, built_rows, failure, output_file
         )
-        return batch, self._announce(f"batch.{state}", batch.name, webhook, batch)
+        # No event names a partial success: Gemini's batch events are the four end states.
+        event_type = "batch.succeeded" if state == "partially_succeeded" else f"batch.{state}"
+        return batch, self._announce(event_type, batch.name, webhook, batch)
 
     def cancel_batch(self, batch_id: str) -> Batch:
         """The Gemini API's cancel, asynchronous as Gemini's: the call answers at once and
@@ -245,6 +253,24 @@ class Simulator:
         event = operation.event_for(state)
         if event is not None:
             self._announce(event, name, webhook, operation)
+        return operation
+
+    def set_interaction_status(
+        self,
+        name: str,
+        status: str,
+        webhook: str = "send",
+        output_text: str | None = None,
+        error: dict[str, Any] | None = None,
+    ) -> Operation:
+        """Put an interaction in any Interactions API status (waiting ones included) and
+        send the event Gemini sends on reaching it, if there is one."""
+        if status == "failed" and error is None:
+            error = {"code": 13, "message": "Simulated interaction failure."}
+        operation = self.world.set_interaction_status(name, status, output_text, error)
+        _ends, event_type = INTERACTION_API_STATUSES[status]
+        if event_type is not None:
+            self._announce(event_type, name, webhook, None)
         return operation
 
     # --- webhooks --------------------------------------------------------------------

@@ -266,6 +266,11 @@ def interaction_resource(operation: Operation) -> dict[str, Any]:
     if operation.error is not None:
         # The Interactions API reports failures as a list of {code, message}.
         body["errors"] = [operation.error]
+    if operation.output_text is not None:
+        # The output so far, as the last model-output step (the SDK's `output_text`).
+        body["steps"] = [
+            {"type": "model_output", "content": [{"type": "text", "text": operation.output_text}]}
+        ]
     return body
 
 

@@ -25,7 +25,12 @@ BATCH_STATES = {
     "failed": "BATCH_STATE_FAILED",
     "cancelled": "BATCH_STATE_CANCELLED",
     "expired": "BATCH_STATE_EXPIRED",
+    # Not in the Batch API reference's BatchState, but in google-genai's JobState: sent in
+    # the REST spelling, which the SDK passes through as is (`t_job_state`).
+    "partially_succeeded": "BATCH_STATE_PARTIALLY_SUCCEEDED",
 }
+# Control words whose batch carries result rows (some of them failed, for a partial one).
+WITH_ROWS = frozenset({"succeeded", "partially_succeeded"})
 PENDING = "BATCH_STATE_PENDING"
 RUNNING = "BATCH_STATE_RUNNING"
 TERMINAL_STATES = frozenset(BATCH_STATES.values())
@@ -115,6 +120,9 @@ class Operation:
     # The job's `webhook_config`, as for a batch (`generate_videos`, `interactions.create`).
     webhook_uris: tuple[str, ...] = ()
     user_metadata: dict[str, Any] | None = None
+    # An interaction put in an Interactions API status directly (`:status`), and its output.
+    api_status: str | None = None
+    output_text: str | None = None
 
     def event_for(self, status: str) -> str | None:
         """The webhook event Gemini sends when this operation ends with `status`, if any."""
@@ -127,6 +135,8 @@ class Operation:
     @property
     def interaction_status(self) -> str:
         """The Interactions API's `status` for this interaction."""
+        if self.api_status is not None:
+            return self.api_status
         return INTERACTION_STATUS.get(self.status, "in_progress") if self.done else "in_progress"
 
 
@@ -140,6 +150,21 @@ INTERACTION_STATUS = {
     "failed": "failed",
     "cancelled": "cancelled",
     "expired": "incomplete",
+}
+# Every Interactions API status `:status` can set: whether it ends the interaction, and
+# the event Gemini sends on reaching it (the Webhooks guide's `interaction.*` events; the
+# guide names none for `requires_continuation` or `idle`).
+INTERACTION_API_STATUSES: dict[str, tuple[bool, str | None]] = {
+    "queued": (False, None),
+    "in_progress": (False, None),
+    "requires_action": (False, "interaction.requires_action"),
+    "requires_continuation": (False, None),
+    "idle": (False, None),
+    "completed": (True, "interaction.completed"),
+    "incomplete": (True, "interaction.completed"),
+    "failed": (True, "interaction.failed"),
+    "budget_exceeded": (True, "interaction.failed"),
+    "cancelled": (True, "interaction.cancelled"),
 }
 
 
@@ -358,7 +383,26 @@ class World:
             operation.status = status
             operation.response = response
             operation.error = error
+            operation.api_status = None  # a waiting interaction, now ended by the control word
             return replace(operation), True
+
+    def set_interaction_status(
+        self, name: str, status: str, output_text: str | None, error: dict[str, Any] | None
+    ) -> Operation:
+        """Put interaction `name` in Interactions API `status` (INTERACTION_API_STATUSES);
+        an ended interaction cannot move again (`Conflict`)."""
+        ends, _event = INTERACTION_API_STATUSES[status]
+        with self._lock:
+            operation = self._operations.get(name)
+            if operation is None:
+                raise NotFound(f"Interaction {name} not found.")
+            if operation.done:
+                raise Conflict(f"Interaction {name} already ended {operation.interaction_status}.")
+            operation.api_status = status
+            operation.output_text = output_text
+            operation.error = error
+            operation.done = ends
+            return replace(operation)
 
     # --- registered webhooks -------------------------------------------------------
 

@@ -4,6 +4,7 @@
 - `errors.py`: the Gemini error tree and `mapped(what)`, the SDK-error mapping;
 - `rows.py`: result rows (text, truncated text, or an error with its reason) from inline
   responses or a streamed results file, and their placement under the requests;
+- `states.py`: the one table of every state the SDK reports and what it means;
 - `raw.py`: the one adapter for the SDK's private raw read, with its contract check.
 
 Callers import from here (`from shared.gemini import GeminiGateway`). See
@@ -14,15 +15,14 @@ from __future__ import annotations
 
 from shared.gemini.client import (
     HOOKLEDGER_ID,
-    INTERACTION_STATES,
     MAX_INLINE_BYTES,
-    TERMINAL_STATES,
     BatchStats,
     BatchStatus,
     BatchSummary,
     GeminiGateway,
     Row,
     make_client,
+    sdk_retry_options,
 )
 from shared.gemini.errors import (
     DAILY_QUOTA_DEFER_S,
@@ -35,12 +35,20 @@ from shared.gemini.errors import (
     mapped,
     rate_limit_details,
 )
+from shared.gemini.states import (
+    INTERACTION_STATES,
+    STATES,
+    TERMINAL_STATES,
+    StateMeaning,
+    meaning_of,
+)
 
 __all__ = [
     "DAILY_QUOTA_DEFER_S",
     "HOOKLEDGER_ID",
     "INTERACTION_STATES",
     "MAX_INLINE_BYTES",
+    "STATES",
     "TERMINAL_STATES",
     "BatchStats",
     "BatchStatus",
@@ -53,7 +61,10 @@ __all__ = [
     "GeminiRowsUnread",
     "GeminiUnavailable",
     "Row",
+    "StateMeaning",
     "make_client",
     "mapped",
+    "meaning_of",
     "rate_limit_details",
+    "sdk_retry_options",
 ]

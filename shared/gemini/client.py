@@ -51,38 +51,17 @@ from shared.gemini.rows import (
     place,
     row_from_response,
 )
+from shared.gemini.states import (
+    TERMINAL,
+    StateMeaning,
+    meaning_of,
+)
 
 log = logs.get_logger("gemini")
 
 # The `webhook_config.user_metadata` key naming the job in hookledger's own terms (its tag,
 # the display name): Gemini includes the user metadata in every event of the job.
 HOOKLEDGER_ID = "hookledger_id"
-
-TERMINAL_STATES = {
-    "JOB_STATE_SUCCEEDED": "succeeded",
-    "JOB_STATE_PARTIALLY_SUCCEEDED": "succeeded",
-    "JOB_STATE_FAILED": "failed",
-    "JOB_STATE_CANCELLED": "cancelled",
-    "JOB_STATE_EXPIRED": "expired",
-}
-
-
-# Every Interactions API `status` (google-genai `InteractionStatus`), mapped deliberately:
-# terminal ones settle; the waiting ones (the interaction needs its caller: a tool result,
-# a continuation, a new turn) are never settled here, and reconcile alerts on them once
-# pending past STUCK_AFTER_S (docs/architecture.md, "reconcile"); running ones wait.
-INTERACTION_STATES = {
-    "completed": "JOB_STATE_SUCCEEDED",
-    "failed": "JOB_STATE_FAILED",
-    "incomplete": "JOB_STATE_FAILED",
-    "budget_exceeded": "JOB_STATE_FAILED",
-    "cancelled": "JOB_STATE_CANCELLED",
-    "requires_action": "JOB_STATE_PAUSED",
-    "requires_continuation": "JOB_STATE_PAUSED",
-    "idle": "JOB_STATE_PAUSED",
-    "queued": "JOB_STATE_QUEUED",
-    "in_progress": "JOB_STATE_RUNNING",
-}
 
 
 class BatchSummary(NamedTuple):
@@ -109,11 +88,14 @@ class BatchStats:
 class BatchStatus:
     """What Gemini reports about one operation now.
 
-    `rows_unread` is None when `rows` holds every result row Gemini has for it (or it has
-    none to give), else why they could not be read; `Settler` refuses to settle a
-    succeeded batch whose rows are not complete (until the results file's retention is
-    nearly over: docs/architecture.md, "Settlement"). `ended_at` is the batch's
-    `endTime`; `stats` Gemini's own counts, when it gave them.
+    `state` is the value the SDK reports (a `JobState` for batches and other operations,
+    the Interactions API `status` for an interaction); what it means comes from the one
+    table in shared/gemini/states.py (`meaning`). `rows_unread` is None when `rows` holds
+    every result row Gemini has for it (or it has none to give), else why they could not
+    be read; `Settler` refuses to settle a succeeded batch whose rows are not complete
+    (until the results file's retention is nearly over: docs/architecture.md,
+    "Settlement"). An interaction's output is its one row (key: the interaction's name).
+    `ended_at` is the batch's `endTime`; `stats` Gemini's own counts, when it gave them.
     """
 
     name: str
@@ -126,13 +108,39 @@ class BatchStatus:
     stats: BatchStats | None = None
 
     @property
+    def meaning(self) -> StateMeaning:
+        return meaning_of(self.state)
+
+    @property
     def rows_complete(self) -> bool:
         return self.rows_unread is None
 
     @property
     def terminal_status(self) -> str | None:
-        """`succeeded`/`failed`/`cancelled`/`expired`, or None while the batch is running."""
-        return TERMINAL_STATES.get(self.state)
+        """`succeeded`/`failed`/`cancelled`/`expired`, or None while it is not terminal."""
+        meaning = self.meaning
+        return meaning.status if meaning.kind == TERMINAL else None
+
+    @property
+    def partial(self) -> bool:
+        """Settled `succeeded` with some results missing (JOB_STATE_PARTIALLY_SUCCEEDED)."""
+        return self.meaning.partial
+
+    @property
+    def incomplete(self) -> bool:
+        """An interaction that completed with incomplete results (`incomplete`)."""
+        return self.meaning.incomplete
+
+    @property
+    def waits_for(self) -> str | None:
+        """What a waiting operation waits for (an interaction's `requires_action`…)."""
+        return self.meaning.waits_for
+
+    @property
+    def outcome(self) -> dict[str, Any]:
+        """The flags a settlement records beside its status (`partial`, `incomplete`)."""
+        flags = {"partial": self.partial, "incomplete": self.incomplete}
+        return {key: True for key, value in flags.items() if value}
 
     @property
     def all_rows_failed(self) -> bool:
@@ -169,16 +177,60 @@ class BatchStatus:
         return None if ours == theirs else {"rows_read": ours, "batch_stats": theirs}
 
 
+# What the SDK itself may retry inside one call: 408 and the 5xx it retries by default,
+# never 429. A 429 surfaces at once as GeminiRateLimited and its `RetryInfo.retryDelay` is
+# honoured by deferring the operation: the SDK's main client ignores that delay, and its
+# Interactions client sleeps a `Retry-After` header as long as it says (google-genai
+# `_gaos/utils/retries.py`), past any deadline of ours (docs/gemini-coverage.md, "Errors").
+SDK_RETRIED_STATUSES = (408, 500, 502, 503, 504)
+SDK_INITIAL_DELAY_S = 0.5
+SDK_MAX_DELAY_S = 4.0
+SDK_JITTER_S = 0.25
+
+
+def sdk_retry_options(
+    timeout_s: float,
+    deadline_s: float | None = None,
+    attempts: int = 3,
+    max_delay_s: float = SDK_MAX_DELAY_S,
+) -> types.HttpRetryOptions:
+    """The SDK's retry options for calls of `timeout_s` each that must end by `deadline_s`.
+
+    The bound (google-genai: each wait is `min(initial · 2^n + jitter, max_delay)`, both
+    clients): `n · timeout_s + (n − 1) · max_delay ≤ deadline_s`. The attempts `n` and
+    the cap on each wait are cut until that holds; one attempt is always made (its own
+    timeout is the caller's). No deadline: `attempts` and `max_delay_s` as given.
+    """
+    n = max(1, attempts)
+    delay = max_delay_s
+    if deadline_s is not None:
+        while n > 1 and n * timeout_s > deadline_s:
+            n -= 1
+        if n > 1:
+            delay = min(max_delay_s, (deadline_s - n * timeout_s) / (n - 1))
+    return types.HttpRetryOptions(
+        attempts=n,
+        initial_delay=min(SDK_INITIAL_DELAY_S, delay),
+        max_delay=delay,
+        jitter=min(SDK_JITTER_S, delay),
+        http_status_codes=list(SDK_RETRIED_STATUSES),
+    )
+
+
 def make_client(
-    api_key: str, base_url: str = "", timeout_s: float = 30.0, attempts: int = 3
+    api_key: str,
+    base_url: str = "",
+    timeout_s: float = 30.0,
+    attempts: int = 3,
+    deadline_s: float | None = None,
 ) -> genai.Client:
-    """A google-genai client with a per-call timeout and the SDK's own retry options."""
+    """A google-genai client with a per-call timeout and the SDK's own retries bounded so
+    that one call, every attempt and wait included, ends by `deadline_s`
+    (`sdk_retry_options`); never retrying a 429."""
     options = types.HttpOptions(
         base_url=base_url or None,
         timeout=int(timeout_s * 1000),  # the SDK takes milliseconds
-        retry_options=types.HttpRetryOptions(
-            attempts=attempts, initial_delay=0.5, max_delay=4.0, http_status_codes=[429, 503]
-        ),
+        retry_options=sdk_retry_options(timeout_s, deadline_s, attempts),
     )
     return genai.Client(api_key=api_key or "unset", http_options=options)
 
@@ -283,7 +335,7 @@ class GeminiGateway:
         except GeminiRejected:
             with mapped(name):
                 job = self._client.batches.get(name=name)
-            if job.state is None or job.state.value not in TERMINAL_STATES:
+            if job.state is None or meaning_of(job.state.value).kind != TERMINAL:
                 raise
         logs.event(log, logging.INFO, f"cancel requested for batch {name}", operation=name)
 
@@ -298,7 +350,8 @@ class GeminiGateway:
         with mapped(name):
             job = self._client.batches.get(name=name)
         state = job.state.value if job.state is not None else "JOB_STATE_UNSPECIFIED"
-        status = TERMINAL_STATES.get(state)
+        meaning = meaning_of(state)
+        status = meaning.status if meaning.kind == TERMINAL else None
         error = None
         stats = _completion_stats(job)
         if status in {"failed", "cancelled", "expired"}:
@@ -391,20 +444,24 @@ class GeminiGateway:
 
     def _fetch_interaction(self, name: str) -> BatchStatus:
         """An interaction by its Interactions API `status`, read through the SDK's public
-        `client.interactions.get`; error text from its `errors[]`."""
+        `client.interactions.get`: `state` is that status (shared/gemini/states.py). Once
+        it completed (`completed`, `incomplete`), its output is one row keyed by `name`,
+        the text the SDK gathers from the last model output (`output_text`); error text
+        comes from its `errors[]`."""
         interaction_id = name.removeprefix("interactions/")
         with mapped(name):
             interaction = self._client.interactions.get(id=interaction_id)
         body = interaction.model_dump(mode="json", exclude_none=True)
-        status = str(body.get("status") or "")
-        state = INTERACTION_STATES.get(status)
-        if state is None:
-            # A status newer than this code: keep waiting (reconcile alerts if it lasts).
-            state = "JOB_STATE_UNSPECIFIED"
+        state = str(body.get("status") or "")
+        meaning = meaning_of(state)
+        status = meaning.status if meaning.kind == TERMINAL else None
         error = None
-        if TERMINAL_STATES.get(state) in {"failed", "cancelled"}:
-            error = _interaction_error(body) or {"message": f"interaction ended {status}"}
-        return BatchStatus(name=name, state=state, error=error)
+        rows: tuple[Row, ...] = ()
+        if status in {"failed", "cancelled"}:
+            error = _interaction_error(body) or {"message": f"interaction ended {state}"}
+        elif status == "succeeded":
+            rows = (Row(key=name, text=str(body.get("output_text") or "")),)
+        return BatchStatus(name=name, state=state, error=error, rows=rows)
 
     def _raw_error(self, name: str) -> dict[str, Any] | None:
         # The SDK drops a failed batch's top-level `error`: read the resource as sent.

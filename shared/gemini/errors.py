@@ -2,7 +2,8 @@
 
     GeminiError
     ├── GeminiUnavailable   timeout, connection error, 408, 429 or 5xx: leave pending, retry later
-    │   ├── GeminiRateLimited   429: `retry_after_s` from RetryInfo, `quota_ids` from QuotaFailure
+    │   ├── GeminiRateLimited   429: `retry_after_s` from RetryInfo, `quota_ids` from QuotaFailure,
+    │   │                       `quota_kind` per_minute | per_day | spend | unknown
     │   └── GeminiRowsUnread    a terminal batch's result rows could not all be read
     ├── GeminiNotFound      404: the operation does not exist (yet, or any more)
     └── GeminiRejected      any other 4xx
@@ -48,7 +49,12 @@ class GeminiRowsUnread(GeminiUnavailable):
 
 
 class GeminiNotFound(GeminiError, PermanentError):
-    """Gemini does not know the operation."""
+    """Gemini does not know the operation. `recheck_after_s`, when set, is how long until
+    a second 404 would settle it `gone` (shared/settlement.py): check again no sooner."""
+
+    def __init__(self, message: str, *, recheck_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.recheck_after_s = recheck_after_s
 
 
 class GeminiRejected(GeminiError, PermanentError):
@@ -60,30 +66,72 @@ _RETRYABLE_STATUSES = frozenset({408, 429})
 # Seconds to wait before re-reading after a per-day quota ran out: it resets daily, so an
 # hour keeps the checks sparse without holding an operation back for a whole day.
 DAILY_QUOTA_DEFER_S = 3600.0
+# Spend-based limits are evaluated over a rolling 10-minute window (Gemini "Rate limits",
+# spend-based limits): wait that long at least.
+SPEND_QUOTA_DEFER_S = 600.0
+
+PER_MINUTE = "per_minute"
+PER_DAY = "per_day"
+SPEND = "spend"
+UNKNOWN_QUOTA = "unknown"
+# Words in a QuotaFailure violation's `quotaId`/`quotaMetric` that name a spend or billing
+# limit, and in a 429's message (every quota message says "check your plan and billing
+# details", so the message needs the spend words themselves: spend-based limits, prepay
+# credits depleted).
+_SPEND_WORDS = ("spend", "billing", "cost", "credit", "prepay")
+_SPEND_MESSAGE_WORDS = ("spend", "credits are depleted", "prepayment credits")
+
+
+def quota_kind(quota_ids: Sequence[str], metrics: Sequence[str] = (), message: str = "") -> str:
+    """Which limit a 429 hit, from its QuotaFailure violations (the published examples'
+    ids: `GenerateRequestsPerMinutePerProjectPerModel[-FreeTier]`,
+    `GenerateContent[PaidTier]InputTokensPerModelPerMinute-…`,
+    `GenerateRequestsPerDayPerProjectPerModel[-FreeTier]`), else its message: a per-day
+    quota wins over a per-minute one (it lasts longer), a spend limit over both."""
+    names = [q.lower() for q in (*quota_ids, *metrics)]
+    if any(word in name for name in names for word in _SPEND_WORDS):
+        return SPEND
+    if any("perday" in name for name in names):
+        return PER_DAY
+    if any("perminute" in name for name in names):
+        return PER_MINUTE
+    text = message.lower()
+    if any(word in text for word in _SPEND_MESSAGE_WORDS):
+        return SPEND
+    return UNKNOWN_QUOTA
 
 
 class GeminiRateLimited(GeminiUnavailable):
     """429: Gemini's quota ran out. `retry_after_s` is its `RetryInfo.retryDelay` (None
-    when absent); `quota_ids` the `QuotaFailure` violations' `quotaId`s."""
+    when absent); `quota_ids` the `QuotaFailure` violations' `quotaId`s; `quota_kind`
+    which limit it was (`quota_kind()`)."""
 
     def __init__(
-        self, message: str, *, retry_after_s: float | None = None, quota_ids: Sequence[str] = ()
+        self,
+        message: str,
+        *,
+        retry_after_s: float | None = None,
+        quota_ids: Sequence[str] = (),
+        quota_kind: str = UNKNOWN_QUOTA,
     ) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
         self.quota_ids = tuple(quota_ids)
+        self.quota_kind = quota_kind
 
     @property
     def daily_quota(self) -> bool:
         """A per-day quota (e.g. `GenerateRequestsPerDayPerProjectPerModel`) ran out."""
-        return any("PerDay" in quota for quota in self.quota_ids)
+        return self.quota_kind == PER_DAY
 
     @property
     def defer_s(self) -> float | None:
-        """How long to leave the operation alone: RetryInfo's delay, at least an hour for
-        a per-day quota; None when Gemini gave neither."""
-        if self.daily_quota:
-            return max(self.retry_after_s or 0.0, DAILY_QUOTA_DEFER_S)
+        """How long to leave the operation alone: RetryInfo's delay, whatever the kind; at
+        least an hour for a per-day quota and ten minutes for a spend limit; None when
+        Gemini gave no delay for a per-minute or unknown quota (backoff decides)."""
+        floor = {PER_DAY: DAILY_QUOTA_DEFER_S, SPEND: SPEND_QUOTA_DEFER_S}.get(self.quota_kind)
+        if floor is not None:
+            return max(self.retry_after_s or 0.0, floor)
         return self.retry_after_s
 
 
@@ -118,6 +166,19 @@ def rate_limit_details(body: Any) -> tuple[float | None, tuple[str, ...]]:
     return delay, tuple(quotas)
 
 
+def _quota_metrics(body: Any) -> tuple[str, ...]:
+    """The `quotaMetric`s of a 429 body's QuotaFailure violations."""
+    error = body.get("error") if isinstance(body, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    metrics: list[str] = []
+    for detail in details if isinstance(details, list) else []:
+        if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("QuotaFailure"):
+            for violation in detail.get("violations") or []:
+                if isinstance(violation, dict) and violation.get("quotaMetric"):
+                    metrics.append(str(violation["quotaMetric"]))
+    return tuple(metrics)
+
+
 def _status_error(what: str, code: int, message: str, body: Any) -> GeminiError:
     """The GeminiError for an HTTP error answer `code`, naming `what`."""
     text = f"{what}: Gemini answered {code}: {message}"
@@ -125,7 +186,8 @@ def _status_error(what: str, code: int, message: str, body: Any) -> GeminiError:
         return GeminiNotFound(text)
     if code == 429:
         delay, quotas = rate_limit_details(body)
-        return GeminiRateLimited(text, retry_after_s=delay, quota_ids=quotas)
+        kind = quota_kind(quotas, _quota_metrics(body), message)
+        return GeminiRateLimited(text, retry_after_s=delay, quota_ids=quotas, quota_kind=kind)
     if code in _RETRYABLE_STATUSES or code >= 500:
         return GeminiUnavailable(text)
     return GeminiRejected(text)

@@ -15,7 +15,11 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     ledger.register(name, kind, context=None) -> Operation        # idempotent
     ledger.get(name_or_bare_id) -> Operation | None
     ledger.settle(name, status, by, *, error=None, writeback=None, outbox=None,
-                  deliver=None, expected=None) -> Settlement   # settled|already_settled|unknown
+                  deliver=None, expected=None, outcome=None)
+        -> Settlement                          # settled|already_settled|unknown
+    ledger.mark_waiting_alerted(name, now, window) -> bool          # True: a new alert
+    ledger.mark_not_found(name, now) -> datetime | None   # the first consecutive 404
+    ledger.clear_not_found(name) -> bool
     ledger.due_pending(now, limit, start_after=None) -> list[Operation]
     ledger.defer(name, next_check_at, attempts) -> bool             # False once settled
     ledger.mark_stuck_alerted(name, now, window) -> bool            # True: a new alert
@@ -250,11 +254,12 @@ class Ledger:
         deliver: Deliver | None = None,
         expected: Operation | None = None,
         result_counts: Mapping[str, Any] | None = None,
+        outcome: Mapping[str, Any] | None = None,
     ) -> Settlement:
         """Move a pending operation to `status` once.
 
-        `result_counts` (a batch's rows per outcome) is stored as the operation's
-        `result_counts`, in the same commit.
+        `result_counts` (a batch's rows per outcome) and `outcome` (e.g. `{"partial":
+        True}`) are stored on the operation in the same commit.
 
         `writeback(writes, record)` commits with the settlement or not at all. `outbox`
         items are stored in the same commit; with `deliver`, they are delivered right after
@@ -263,7 +268,7 @@ class Ledger:
         `expected`, a pending record the caller has just read, saves the first read: the
         commit is conditional on its `update_time`, and a refusal re-reads as usual.
         """
-        outcome = self._operations.settle(
+        result = self._operations.settle(
             name,
             status,
             by,
@@ -272,8 +277,9 @@ class Ledger:
             outbox=outbox,
             expected=expected,
             result_counts=result_counts,
+            outcome=outcome,
         )
-        if outcome is Settlement.SETTLED:
+        if result is Settlement.SETTLED:
             log_event(log, logging.INFO, "operation settled", operation=name, status=status, by=by)
             crash_point("settle.committed")
             if outbox and deliver is not None:
@@ -287,9 +293,9 @@ class Ledger:
                         operation=name,
                         error=str(exc),
                     )
-        elif outcome is Settlement.UNKNOWN:
+        elif result is Settlement.UNKNOWN:
             log_event(log, logging.INFO, "settle: unknown operation", operation=name, status=status)
-        return outcome
+        return result
 
     def due_pending(
         self, now: datetime, limit: int, start_after: Operation | None = None
@@ -309,6 +315,19 @@ class Ledger:
     def mark_stuck_alerted(self, name: str, now: datetime, window: timedelta) -> bool:
         """True exactly when this call recorded a new stuck alert (see `Operations`)."""
         return self._operations.mark_stuck_alerted(name, now, window)
+
+    def mark_waiting_alerted(self, name: str, now: datetime, window: timedelta) -> bool:
+        """True exactly when this call recorded a new `operation_waiting` alert."""
+        return self._operations.mark_waiting_alerted(name, now, window)
+
+    def mark_not_found(self, name: str, now: datetime) -> datetime | None:
+        """Record a 404 from Gemini at `now`; the first of the consecutive 404s, None if the
+        operation is unknown or settled (see `Operations.mark_not_found`)."""
+        return self._operations.mark_not_found(name, now)
+
+    def clear_not_found(self, name: str) -> bool:
+        """Forget the 404s: Gemini knows the operation again; True if one was recorded."""
+        return self._operations.clear_not_found(name)
 
     # ----------------------------------------------------------------- outbox
 

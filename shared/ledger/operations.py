@@ -39,14 +39,17 @@ from shared.ledger.ids import check_limit, check_time, clip_error, operation_id,
 from shared.ledger.records import (
     CHECKS,
     MAX_CHECKS,
+    NOT_FOUND_AT,
     OPERATIONS,
     OUTBOX_DUE_AT,
+    OUTCOME,
     PENDING,
     SETTLED_BY,
     STUCK_ALERTED_AT,
     SUBMISSIONS,
     SUPERSEDED,
     TERMINAL_STATUSES,
+    WAITING_ALERTED_AT,
     WRITEBACK_ERROR,
     Operation,
     Settlement,
@@ -209,10 +212,14 @@ class Operations:
         outbox: Sequence[Any] | None = None,
         expected: Operation | None = None,
         result_counts: Mapping[str, Any] | None = None,
+        outcome: Mapping[str, Any] | None = None,
     ) -> Settlement:
         """Move a pending operation to `status` once, with its write-back and outbox items
-        (and `result_counts`, when given, stored as the field of that name)."""
+        (and, when given, `result_counts` and `outcome` flags such as `partial`, stored as
+        the operation's fields of those names)."""
         _check_settle(name, status, by, error, outbox)
+        if outcome is not None and not isinstance(outcome, Mapping):
+            raise InvalidArgument(f"operation {name}: outcome must be a mapping")
         items = list(outbox or [])
         ref = self.resolve(name)
         if ref is None:
@@ -256,6 +263,8 @@ class Operations:
                 update["error"] = clip_error(error) if isinstance(error, str) else dict(error)
             if result_counts is not None:
                 update["result_counts"] = dict(result_counts)
+            if outcome:
+                update[OUTCOME] = dict(outcome)
 
             def body(txn: Any) -> None:
                 if writeback is not None:
@@ -366,17 +375,49 @@ class Operations:
                                            B writes on condition "still v1" → refused
                                            B re-reads v2: alerted this window → False
         """
+        return self._mark_alerted(STUCK_ALERTED_AT, name, now, window)
+
+    def mark_waiting_alerted(self, name: str, now: datetime, window: timedelta) -> bool:
+        """Like `mark_stuck_alerted`, for the `operation_waiting` alert (its own field)."""
+        return self._mark_alerted(WAITING_ALERTED_AT, name, now, window)
+
+    def _mark_alerted(self, field: str, name: str, now: datetime, window: timedelta) -> bool:
         check_time(now, "now")
         if not isinstance(window, timedelta) or window <= timedelta(0):
             raise InvalidArgument(f"operation {name}: window must be positive, got {window!r}")
 
         def alert(data: Mapping[str, Any]) -> dict[str, Any] | None:
-            alerted = data.get(STUCK_ALERTED_AT)
+            alerted = data.get(field)
             if alerted is not None and now - alerted < window:
                 return None
-            return {STUCK_ALERTED_AT: now}
+            return {field: now}
 
         return self._update_if_pending(name, alert)
+
+    def mark_not_found(self, name: str, now: datetime) -> datetime | None:
+        """Record that Gemini answered 404 for a pending operation at `now`; returns the
+        first of these consecutive 404s (`now` itself on a first one), None if the
+        operation is unknown or settled. Conditional, so overlapping checks agree on the
+        first sighting."""
+        check_time(now, "now")
+        seen: list[datetime] = []
+
+        def first(data: Mapping[str, Any]) -> dict[str, Any] | None:
+            seen.clear()
+            earlier = data.get(NOT_FOUND_AT)
+            seen.append(earlier or now)
+            return None if earlier is not None else {NOT_FOUND_AT: now}
+
+        self._update_if_pending(name, first)
+        return seen[-1] if seen else None
+
+    def clear_not_found(self, name: str) -> bool:
+        """Forget a 404 sighting (Gemini knows the operation again); True if one was cleared."""
+
+        def clear(data: Mapping[str, Any]) -> dict[str, Any] | None:
+            return {NOT_FOUND_AT: None} if data.get(NOT_FOUND_AT) is not None else None
+
+        return self._update_if_pending(name, clear)
 
     def _update_if_pending(self, name: str, decide: Any) -> bool:
         """Apply `decide(stored)` (None: nothing to do) to a pending operation, conditionally."""

@@ -36,6 +36,8 @@ DELIVERY_STATUSES = frozenset({"queued", "done", "ignored", "dead", UNRESOLVED})
 # (docs/architecture.md, "Delivery lease").
 FINISHED_DELIVERY_STATUSES = frozenset({"done", "ignored", "dead", UNRESOLVED})
 STUCK_ALERTED_AT = "stuck_alerted_at"
+# The last `operation_waiting` alert: an interaction waiting on its caller (requires_action…).
+WAITING_ALERTED_AT = "waiting_alerted_at"
 # A delivery's worker lease: {attempt, until} (docs/architecture.md, "Delivery lease").
 LEASE = "lease"
 # Set instead of the results when the write-back failed for good (docs/architecture.md#settlement):
@@ -44,6 +46,13 @@ WRITEBACK_ERROR = "writeback_error"
 # Reconcile's recent checks of a pending operation ({at, attempt, answer}), newest last.
 CHECKS = "checks"
 MAX_CHECKS = 10
+# The first of consecutive 404s from Gemini for a pending operation; cleared when Gemini
+# knows it again. A second 404 an interval later settles it `failed`, reason `gone`
+# (docs/architecture.md, "Gone operations").
+NOT_FOUND_AT = "not_found_at"
+# What a settlement records beside its status: `partial`, `incomplete` (docs/architecture.md,
+# "Settlement"); absent when there is nothing to say.
+OUTCOME = "outcome"
 # When the sweep should next look at the operation's outbox: the earliest due time of its
 # open items; absent once every item is delivered or given up (docs/architecture.md, "Outbox").
 OUTBOX_DUE_AT = "outbox_due_at"
@@ -151,6 +160,9 @@ class Operation:
     outbox_due_at: datetime | None = None
     # A settled batch's rows per outcome (succeeded, failed, blocked, truncated).
     result_counts: dict[str, Any] | None = None
+    not_found_at: datetime | None = None
+    outcome: dict[str, Any] = field(default_factory=dict)
+    waiting_alerted_at: datetime | None = None
     update_time: datetime | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -181,6 +193,9 @@ class Operation:
             "submission": self.submission,
             "superseded_by": self.superseded_by,
             "result_counts": self.result_counts,
+            "not_found_at": self.not_found_at,
+            "outcome": self.outcome,
+            "waiting_alerted_at": self.waiting_alerted_at,
         }
 
 
@@ -338,6 +353,9 @@ def operation_from(data: Mapping[str, Any], doc_id: str, update_time: Any) -> Op
         submission=data.get("submission"),
         superseded_by=data.get("superseded_by"),
         outbox_due_at=data.get(OUTBOX_DUE_AT),
+        not_found_at=data.get(NOT_FOUND_AT),
+        outcome=dict(data.get(OUTCOME) or {}),
+        waiting_alerted_at=data.get(WAITING_ALERTED_AT),
         update_time=update_time,
     )
 

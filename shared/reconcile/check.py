@@ -59,8 +59,10 @@ class OperationCheck:
     path's write-back and outbox. Still running, or Gemini unavailable / not found /
     refusing → left pending with `attempts + 1` and `next_check_at` pushed back by
     `backoff`; a 429 pushes it back at least as far as Gemini's `RetryInfo.retryDelay`
-    (an hour or more for a per-day quota, with a `gemini_quota_exhausted` alert). Nothing
-    is ever settled from an error. Never raises.
+    (an hour or more for a per-day quota, with a `gemini_quota_exhausted` alert), a first
+    404 at least until a second one may confirm it gone (the `Settler` settles it then).
+    Waiting on its caller → `operation_waiting` alert once per window, then deferred.
+    Nothing else is settled from an error. Never raises.
     """
 
     def __init__(
@@ -106,12 +108,30 @@ class OperationCheck:
             )
             if failure.defer:
                 self._keep_pending(
-                    record, report, f"{type(exc).__name__}: {exc}", _rate_limit_delay(exc, record)
+                    record, report, f"{type(exc).__name__}: {exc}", _at_least_s(exc, record)
                 )
             return
         report.add(**{_OUTCOME_COUNTERS.get(outcome.result, "errors"): 1})
         if outcome.result == RUNNING:
-            self._keep_pending(record, report, "still running")
+            answer = "still running"
+            if outcome.waits_for:
+                answer = f"waiting for {outcome.waits_for}"
+                self._alert_waiting(record, report, outcome.waits_for)
+            self._keep_pending(record, report, answer)
+
+    def _alert_waiting(self, record: Operation, report: RunReport, waits_for: str) -> None:
+        try:
+            if self._stuck.alert_if_waiting(record, waits_for):
+                report.add(waiting_alerts=1)
+        except (LedgerError, gexc.GoogleAPIError) as exc:
+            report.add(errors=1)
+            logs.event(
+                log,
+                logging.ERROR,
+                f"alerting that {record.name} waits failed",
+                operation=record.name,
+                reason=str(exc),
+            )
 
     def _keep_pending(
         self,
@@ -140,17 +160,21 @@ class OperationCheck:
             )
 
 
-def _rate_limit_delay(exc: Exception, record: Operation) -> float | None:
-    """Gemini's own wait for a 429 (None for any other failure); a per-day quota is alerted."""
+def _at_least_s(exc: Exception, record: Operation) -> float | None:
+    """How long the failure says to wait at least: Gemini's own wait for a 429 (a per-day
+    quota is alerted), or until a 404 can be confirmed gone; None for any other failure."""
+    if isinstance(exc, GeminiNotFound):
+        return exc.recheck_after_s
     if not isinstance(exc, GeminiRateLimited):
         return None
-    if exc.daily_quota:
+    if exc.quota_kind in ("per_day", "spend"):  # lasts: an operator should know
         logs.event(
             log,
             logging.ERROR,
-            f"Gemini's daily quota is exhausted; {record.name} is checked again later",
+            f"Gemini's {exc.quota_kind} quota is exhausted; {record.name} is checked again later",
             alert="gemini_quota_exhausted",
             operation=record.name,
+            quota_kind=exc.quota_kind,
             quota_ids=list(exc.quota_ids),
             defer_s=exc.defer_s,
         )

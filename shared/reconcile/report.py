@@ -33,6 +33,7 @@ class RunReport:
     not_found: int = 0
     errors: int = 0
     stuck_alerts: int = 0
+    waiting_alerts: int = 0  # `operation_waiting` alerts (an interaction waits on its caller)
     adopted: int = 0
     swept: int = 0
     sweep_failed: int = 0

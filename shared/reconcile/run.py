@@ -6,7 +6,7 @@ import logging
 import random
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from shared import logs
@@ -63,7 +63,15 @@ class Reconciler:
         self._sources = sources or Sources()
         s = self._settings
         stuck = StuckAlerts(ledger, clock, s.stuck_after, s.alert_window)
-        settler = Settler(ledger, gemini, options or KindOptions(), self._deliver)
+        settler = Settler(
+            ledger,
+            gemini,
+            options or KindOptions(),
+            self._deliver,
+            clock=clock,
+            # Two checks in a row, the backoff's first delay apart, may call a batch gone.
+            gone_after=timedelta(seconds=s.backoff.first_s),
+        )
         self._check = OperationCheck(
             settler,
             ledger,

@@ -1,4 +1,9 @@
-"""Stuck alerts: one ERROR log per long-pending operation per alert window; never a close."""
+"""Stuck and waiting alerts: one ERROR log per operation per alert window; never a close.
+
+`operation_stuck`: pending longer than STUCK_AFTER_S. `operation_waiting`: Gemini says
+the operation waits on its caller (an interaction's requires_action,
+requires_continuation or idle; a paused job), alerted at once, naming what it waits for
+(docs/architecture.md, "Reconcile")."""
 
 from __future__ import annotations
 
@@ -48,5 +53,26 @@ class StuckAlerts:
             age_s=int(age.total_seconds()),
             attempts=record.attempts,
             submitted_at=record.submitted_at,
+        )
+        return True
+
+    def alert_if_waiting(self, record: Operation, waits_for: str) -> bool:
+        """Log `alert="operation_waiting"` naming what `record` waits for, once per window.
+
+        True when this call logged it; conditional like `alert_if_stuck`
+        (`Ledger.mark_waiting_alerted`), so overlapping runs alert once.
+        """
+        now = self._clock()
+        if not self._ledger.mark_waiting_alerted(record.name, now, self._window):
+            return False
+        logs.event(
+            log,
+            logging.ERROR,
+            f"operation {record.name} waits for {waits_for}",
+            alert="operation_waiting",
+            operation=record.name,
+            kind=record.kind,
+            waits_for=waits_for,
+            age_s=int((now - record.submitted_at).total_seconds()),
         )
         return True

@@ -587,3 +587,35 @@ def _emulator_token(emulator, stack: Stack) -> str:
     finally:
         server.shutdown()
     return header.split(" ", 1)[1]
+
+
+def test_a_batch_deleted_at_gemini_settles_failed_gone_within_two_reconcile_runs(
+    fresh: Stack, firestore_client
+):
+    from shared.gemini import GeminiGateway, make_client
+    from shared.ledger import Ledger
+    from shared.reconcile import Reconciler, ReconcileSettings
+
+    assert fresh.push(push_payload(), delivery="gone-push").status_code == 202
+    [op] = wait_for("the batch", lambda: operations(firestore_client))
+    fresh.sim.delete_batch(op["name"])  # the user deleted it at Gemini: no webhook comes
+    clock = FakeClock(system_clock() + timedelta(minutes=5))  # past the grace period
+    settings = ReconcileSettings(grace_s=0, adopt_orphans=False)
+    gateway = GeminiGateway(make_client("sim-key", fresh.sim.url, timeout_s=5))
+    reconciler = Reconciler(Ledger(firestore_client, clock=clock), gateway, clock, settings)
+    interval = timedelta(seconds=settings.backoff.first_s)  # one check interval
+
+    runs = [reconciler.run()]
+    clock.advance(interval.total_seconds())
+    runs.append(reconciler.run())
+
+    assert [(r.not_found, r.settled) for r in runs] == [(1, 0), (0, 1)]
+    [gone] = operations(firestore_client)
+    assert (gone["status"], gone["settled_by"], gone["error"]["reason"]) == (
+        "failed",
+        "reconcile",
+        "gone",
+    )
+    written = reviews(firestore_client)
+    assert set(written) == set(FILES)
+    assert all(doc["status"] == "error" and "gone" in doc["error"] for doc in written.values())

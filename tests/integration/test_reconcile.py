@@ -540,11 +540,13 @@ def test_a_listing_cut_short_keeps_the_watermark_and_a_later_run_adopts(
 
 
 @pytest.mark.parametrize(
-    ("state", "status"), [("failed", "failed"), ("cancelled", "cancelled"), ("expired", "failed")]
+    ("state", "status"),
+    [("failed", "failed"), ("cancelled", "cancelled"), ("expired", "succeeded")],
 )
 def test_reconcile_settles_an_ended_interaction(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any, state, status
 ) -> None:
+    # The simulator's `expired` interaction reports `incomplete`: completed, results incomplete.
     name = f"interactions/int-{state}"
     simulator.control.create_operation(name)
     ledger.register(name, "interaction")
@@ -554,6 +556,170 @@ def test_reconcile_settles_an_ended_interaction(
 
     settled = ledger.get(name)
     assert report.settled == 1 and (settled.status, settled.settled_by) == (status, "reconcile")
+
+
+def test_an_incomplete_interaction_settles_succeeded_flagged_with_its_output_written_back(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger
+) -> None:
+    name = "interactions/int-partial-answer"
+    simulator.control.create_operation(name)
+    ledger.register(name, REVIEW_KIND, {"repo": "octo/docs", "sha": "i1"})
+    simulator.control.set_interaction_status(
+        name, "incomplete", webhook="drop", output_text="what there is"
+    )
+
+    assert make_reconciler(ledger, gateway, adopt_orphans=False).run().settled == 1
+
+    settled = ledger.get(name)
+    assert settled is not None
+    assert (settled.status, settled.outcome) == ("succeeded", {"incomplete": True})
+    (review,) = ledger.reviews_for(name)
+    assert (review["path"], review["status"], review["text"]) == (name, "ok", "what there is")
+
+
+def waiting_alerts(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    fields = [getattr(r, "hookledger_fields", {}) for r in caplog.records]
+    return [f for f in fields if f.get("alert") == "operation_waiting"]
+
+
+@pytest.mark.parametrize(
+    ("status", "waits"),
+    [
+        ("requires_action", "tool result"),
+        ("requires_continuation", "continuation_token"),
+        ("idle", "new turn"),
+    ],
+)
+def test_an_interaction_waiting_on_its_caller_alerts_once_per_window_and_stays_pending(
+    simulator: Any,
+    gateway: GeminiGateway,
+    firestore_client: Any,
+    caplog: pytest.LogCaptureFixture,
+    status: str,
+    waits: str,
+) -> None:
+    caplog.set_level(logging.ERROR, logger="hookledger")
+    clock = FakeClock()
+    ledger = Ledger(firestore_client, clock=clock, grace=timedelta(0))
+    name = f"interactions/int-waits-{status}-{uuid.uuid4().hex[:6]}"
+    simulator.control.create_operation(name)
+    ledger.register(name, "interaction")
+    simulator.control.set_interaction_status(name, status, webhook="drop")
+    window = 6 * 3600
+    reconciler = make_reconciler(ledger, gateway, clock, adopt_orphans=False)
+
+    first = reconciler.run()
+    for _ in range(3):  # later runs in the same window: no second alert
+        clock.advance(BACKOFF_CAP_S + 1)
+        reconciler.run()
+
+    alerts = waiting_alerts(caplog)
+    assert first.waiting_alerts == 1 and len(alerts) == 1, status
+    assert alerts[0]["operation"] == name and waits in alerts[0]["waits_for"], status
+    clock.advance(window)  # the next window
+    reconciler.run()
+    assert len(waiting_alerts(caplog)) == 2
+    record = ledger.get(name)
+    assert record is not None and record.pending
+    assert waits in record.checks[-1]["answer"]
+
+
+def gone_alerts(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    fields = [getattr(r, "hookledger_fields", {}) for r in caplog.records]
+    return [f for f in fields if f.get("alert") == "operation_gone"]
+
+
+def test_a_batch_deleted_at_gemini_settles_failed_gone_on_a_second_404_an_interval_later(
+    simulator: Any, gateway: GeminiGateway, firestore_client: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="hookledger")
+    clock = FakeClock()
+    ledger = Ledger(firestore_client, clock=clock, grace=timedelta(0))
+    name = gateway.create_batch(MODEL, [("a.md", "A"), ("b.md", "B")], display_name="gone")
+    ledger.register(
+        name, REVIEW_KIND, {"repo": "octo/docs", "sha": "g1", "paths": ["a.md", "b.md"]}
+    )
+    simulator.control.delete_batch(name)
+    reconciler = make_reconciler(ledger, gateway, clock, adopt_orphans=False)
+
+    first = reconciler.run()
+    seen = ledger.get(name)
+    assert (first.not_found, first.settled) == (1, 0)
+    assert seen is not None and seen.pending and seen.not_found_at == clock()
+    assert seen.next_check_at is not None
+    assert seen.next_check_at - clock() >= timedelta(seconds=30)  # one check interval
+    assert gone_alerts(caplog) == []
+
+    clock.advance(30)
+    second = reconciler.run()
+
+    settled = ledger.get(name)
+    assert second.settled == 1
+    assert settled is not None and settled.status == "failed"
+    assert settled.error["reason"] == "gone" and "404" in settled.error["message"]
+    reviews = ledger.reviews_for(name)
+    assert [(r["path"], r["status"]) for r in reviews] == [("a.md", "error"), ("b.md", "error")]
+    assert all("gone" in r["error"] for r in reviews)
+    assert [a["operation"] for a in gone_alerts(caplog)] == [name]
+
+
+def test_one_404_and_then_an_answer_is_forgotten_and_never_settles(
+    simulator: Any, gateway: GeminiGateway, firestore_client: Any, scripted_gemini: dict[str, Any]
+) -> None:
+    clock = FakeClock()
+    ledger = Ledger(firestore_client, clock=clock, grace=timedelta(0))
+    (name,) = submit(gateway, ledger, 1)
+    missing = {"error": {"code": 404, "message": "not found", "status": "NOT_FOUND"}}
+    scripted_gemini["script"] = {name: [(404, missing)]}
+    reconciler = make_reconciler(ledger, scripted_gemini["gateway"], clock, adopt_orphans=False)
+
+    assert reconciler.run().not_found == 1
+    clock.advance(BACKOFF_CAP_S + 1)
+    assert reconciler.run().still_running == 1  # Gemini knows it again: the 404 is forgotten
+
+    record = ledger.get(name)
+    assert record is not None and record.pending and record.not_found_at is None
+
+
+def test_a_webhook_that_meets_a_404_never_settles_on_that_one_sight(
+    simulator: Any, gateway: GeminiGateway, firestore_client: Any
+) -> None:
+    from shared.gemini import GeminiNotFound
+    from shared.settlement import Settler
+
+    clock = FakeClock()
+    ledger = Ledger(firestore_client, clock=clock, grace=timedelta(0))
+    (name,) = submit(gateway, ledger, 1)
+    simulator.control.delete_batch(name)
+    settler = Settler(ledger, gateway, clock=clock, gone_after=timedelta(seconds=30))
+
+    with pytest.raises(GeminiNotFound) as first:
+        settler.settle(name, "webhook")
+    clock.advance(10)  # a redelivery soon after: still not an interval apart
+    with pytest.raises(GeminiNotFound):
+        settler.settle(name, "webhook")
+
+    record = ledger.get(name)
+    assert record is not None and record.pending and first.value.recheck_after_s == 30
+    clock.advance(20)
+    assert settler.settle(name, "webhook").status == "failed"
+
+
+def test_a_partially_succeeded_batch_settles_succeeded_recorded_partial(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger
+) -> None:
+    name = gateway.create_batch(MODEL, [("a.md", "A"), ("b.md", "B")], display_name="partial")
+    ledger.register(
+        name, REVIEW_KIND, {"repo": "octo/docs", "sha": "p1", "paths": ["a.md", "b.md"]}
+    )
+    simulator.control.complete(name, "partially_succeeded", webhook="drop")
+
+    assert make_reconciler(ledger, gateway, adopt_orphans=False).run().settled == 1
+
+    settled = ledger.get(name)
+    assert settled is not None
+    assert (settled.status, settled.outcome) == ("succeeded", {"partial": True})
+    assert [r["status"] for r in ledger.reviews_for(name)] == ["ok", "error"]
 
 
 def test_a_running_interaction_is_left_pending(

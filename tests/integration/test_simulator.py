@@ -162,6 +162,19 @@ def test_succeeded_batch_can_have_failed_rows(simulator: Any) -> None:
     assert rows[1].metadata == {"path": "bad.md"}
 
 
+def test_a_partially_succeeded_batch_reads_as_the_sdks_partial_state(simulator: Any) -> None:
+    from shared.gemini import GeminiGateway
+
+    client = simulator.genai()
+    batch = create_batch(client, "ok.md", "lost.md")
+
+    simulator.control.complete(batch.name, "partially_succeeded", webhook="drop")
+
+    status = GeminiGateway(client).fetch(batch.name)
+    assert (status.terminal_status, status.partial) == ("succeeded", True)
+    assert [row.error is None for row in status.rows] == [True, False]
+
+
 def test_completing_again_with_another_state_is_a_conflict(simulator: Any) -> None:
     batch = create_batch(simulator.genai())
     simulator.control.complete(batch.name, "succeeded", webhook="drop")
@@ -408,6 +421,45 @@ def test_video_operation_is_polled_through_operations_get(simulator: Any) -> Non
     assert done.response.generated_videos[0].video.uri == "files/v1"
     (received,) = simulator.receiver.wait_for(1)
     assert json.loads(received.body)["type"] == "video.generated"
+
+
+@pytest.mark.parametrize(
+    ("status", "waits"),
+    [
+        ("requires_action", "tool result"),
+        ("requires_continuation", "continuation"),
+        ("idle", "new turn"),
+    ],
+)
+def test_a_waiting_interaction_reads_as_waiting_through_the_sdk(
+    simulator: Any, status: str, waits: str
+) -> None:
+    from shared.gemini import GeminiGateway
+
+    client = simulator.genai()
+    name = f"interactions/int-{status}"
+    simulator.control.create_operation(name)
+
+    simulator.control.set_interaction_status(name, status, webhook="drop")
+
+    read = GeminiGateway(client).fetch(name)
+    assert read.terminal_status is None and waits in (read.waits_for or ""), status
+
+
+def test_an_incomplete_interaction_reads_its_output_through_the_sdk(simulator: Any) -> None:
+    from shared.gemini import GeminiGateway
+
+    client = simulator.genai()
+    name = "interactions/int-incomplete"
+    simulator.control.create_operation(name)
+
+    simulator.control.set_interaction_status(name, "incomplete", output_text="partial answer")
+
+    read = GeminiGateway(client).fetch(name)
+    assert (read.terminal_status, read.incomplete) == ("succeeded", True)
+    assert [(row.key, row.text) for row in read.rows] == [(name, "partial answer")]
+    (received,) = simulator.receiver.wait_for(1)
+    assert json.loads(received.body)["type"] == "interaction.completed"
 
 
 def test_file_search_operation_reports_its_error(simulator: Any) -> None:

@@ -20,8 +20,9 @@ from shared.gemini import (
     GeminiRejected,
     GeminiUnavailable,
     rate_limit_details,
+    sdk_retry_options,
 )
-from shared.gemini.errors import mapped
+from shared.gemini.errors import SPEND_QUOTA_DEFER_S, mapped
 
 
 def quota_body(retry_delay: str | None, quota_id: str) -> dict[str, Any]:
@@ -117,22 +118,22 @@ def gateway_reporting(body: dict[str, Any]) -> GeminiGateway:
 
 
 @pytest.mark.parametrize(
-    ("status", "terminal", "error"),
+    ("status", "terminal", "error", "waits"),
     [
-        ("completed", "succeeded", None),
-        ("failed", "failed", "tool crashed; quota gone"),
-        ("incomplete", "failed", "interaction ended incomplete"),
-        ("budget_exceeded", "failed", "interaction ended budget_exceeded"),
-        ("cancelled", "cancelled", "interaction ended cancelled"),
-        ("in_progress", None, None),
-        ("queued", None, None),
-        ("requires_action", None, None),
-        ("requires_continuation", None, None),
-        ("idle", None, None),
-        ("some_future_status", None, None),
+        ("completed", "succeeded", None, None),
+        ("incomplete", "succeeded", None, None),
+        ("failed", "failed", "tool crashed; quota gone", None),
+        ("budget_exceeded", "failed", "interaction ended budget_exceeded", None),
+        ("cancelled", "cancelled", "interaction ended cancelled", None),
+        ("in_progress", None, None, None),
+        ("queued", None, None, None),
+        ("requires_action", None, None, "tool result"),
+        ("requires_continuation", None, None, "continuation"),
+        ("idle", None, None, "new turn"),
+        ("some_future_status", None, None, None),
     ],
 )
-def test_every_interaction_status_is_mapped_deliberately(status, terminal, error):
+def test_every_interaction_status_is_mapped_deliberately(status, terminal, error, waits):
     body: dict[str, Any] = {"status": status}
     if status == "failed":
         body["errors"] = [
@@ -142,6 +143,21 @@ def test_every_interaction_status_is_mapped_deliberately(status, terminal, error
     result = gateway_reporting(body).fetch("interactions/i-1")
     assert result.terminal_status == terminal, status
     assert (result.error or {}).get("message") == error, status
+    assert (waits or "") in (result.waits_for or ""), status
+    assert (result.waits_for is None) == (waits is None), status
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"), [("completed", {}), ("incomplete", {"incomplete": True})]
+)
+def test_a_completed_interactions_output_is_its_one_row(status, outcome):
+    result = gateway_reporting({"status": status, "output_text": "the answer so far"}).fetch(
+        "interactions/i-1"
+    )
+    assert [(row.key, row.text, row.error) for row in result.rows] == [
+        ("interactions/i-1", "the answer so far", None)
+    ], status
+    assert result.outcome == outcome, status
 
 
 def test_every_documented_interaction_status_has_a_mapping():
@@ -282,3 +298,76 @@ def test_retry_delay_durations_parse(delay):
 )
 def test_malformed_error_bodies_give_no_delay(body):
     assert rate_limit_details(body)[0] is None
+
+
+# ------------------------------------------------------------------ quota kinds and SDK retries
+
+# QuotaFailure violations as the published 429 examples carry them, and spend limits.
+QUOTA_CASES = [
+    ("requests per minute", "GenerateRequestsPerMinutePerProjectPerModel-FreeTier", "per_minute"),
+    (
+        "input tokens per minute, paid tier",
+        "GenerateContentPaidTierInputTokensPerModelPerMinute-PaidTier2",
+        "per_minute",
+    ),
+    ("requests per day", "GenerateRequestsPerDayPerProjectPerModel-FreeTier", "per_day"),
+    # The docs publish no spend quota id: an illustrative one naming spend.
+    ("spend limit", "GenerateContentSpendPerBillingAccountPerTenMinutes", "spend"),
+    ("a quota nobody documented", "SomethingNew", "unknown"),
+]
+
+
+@pytest.mark.parametrize(("name", "quota_id", "kind"), QUOTA_CASES)
+def test_every_published_quota_kind_is_classified_and_its_retry_delay_kept(name, quota_id, kind):
+    error = raised(api_error(429, quota_body("45s", quota_id)))
+    assert isinstance(error, GeminiRateLimited), name
+    assert error.quota_kind == kind, name
+    assert error.defer_s is not None and error.defer_s >= 45.0, name  # RetryInfo honoured
+
+
+def test_a_spend_limit_without_quota_details_is_recognised_by_its_message():
+    body = {
+        "error": {
+            "code": 429,
+            "status": "RESOURCE_EXHAUSTED",
+            "message": "Your prepayment credits are depleted.",
+        }
+    }
+    error = raised(api_error(429, body))
+    assert isinstance(error, GeminiRateLimited) and error.quota_kind == "spend"
+    assert error.defer_s == SPEND_QUOTA_DEFER_S
+
+
+def test_the_usual_billing_hint_in_a_quota_message_is_not_a_spend_limit():
+    body = quota_body("9s", "GenerateRequestsPerMinutePerProjectPerModel")
+    body["error"]["message"] = (
+        "You exceeded your current quota, please check your plan and billing details."
+    )
+    error = raised(api_error(429, body))
+    assert isinstance(error, GeminiRateLimited) and error.quota_kind == "per_minute"
+    assert error.defer_s == 9.0
+
+
+@pytest.mark.parametrize(
+    ("timeout_s", "deadline_s", "attempts"),
+    [
+        (30.0, 30.0, 3),
+        (5.0, 30.0, 3),
+        (10.0, 30.0, 5),
+        (2.0, 7.0, 3),
+        (5.0, 12.0, 3),
+        (1.0, 60.0, 3),
+    ],
+)
+def test_the_sdks_retries_fit_the_callers_deadline(timeout_s, deadline_s, attempts):
+    options = sdk_retry_options(timeout_s, deadline_s, attempts)
+    n, wait = options.attempts or 1, options.max_delay or 0.0
+    # Each SDK wait is capped by max_delay: n attempts and n − 1 waits, worst case.
+    assert n == 1 or n * timeout_s + (n - 1) * wait <= deadline_s + 1e-9
+    assert 1 <= n <= attempts
+    assert 429 not in (options.http_status_codes or [])  # 429's delay is ours to honour
+
+
+def test_the_default_deadline_leaves_one_attempt_and_a_short_timeout_keeps_three():
+    assert sdk_retry_options(30.0, 30.0).attempts == 1
+    assert sdk_retry_options(5.0, 30.0).attempts == 3
