@@ -619,3 +619,76 @@ def test_a_batch_deleted_at_gemini_settles_failed_gone_within_two_reconcile_runs
     written = reviews(firestore_client)
     assert set(written) == set(FILES)
     assert all(doc["status"] == "error" and "gone" in doc["error"] for doc in written.values())
+
+
+# GitHub's Contents API returns base64 content (what ContentsClient reads) only for files of
+# at most 1 MB; larger ones need the raw media type. So the push carries many files each
+# under that limit, together over the 20 MB inline limit: the worker must upload them.
+BIG_FILE_BYTES = 990_000
+BIG_FILES = [f"docs/big-{i:02}.md" for i in range(21)]
+
+
+def big_markdown(index: int, body: bytes) -> bytes:
+    """File `index`: its own heading, then the shared `body`, cut to BIG_FILE_BYTES."""
+    head = f"# Big file {index}\n\n".encode()
+    return head + body[: BIG_FILE_BYTES - len(head)]
+
+
+def test_a_file_input_batch_with_one_malformed_results_line_settles_every_other_row(
+    fresh: Stack, firestore_client
+):
+    from shared.gemini import MAX_INLINE_BYTES
+    from shared.gemini.rows import inline_bytes
+    from shared.kinds.review.pipeline import PROMPT
+
+    line = b"Hookledger settles every operation exactly once, webhook or reconcile.\n"
+    body = line * (BIG_FILE_BYTES // len(line) + 1)
+    for i, path in enumerate(BIG_FILES):  # one file in memory at a time
+        fresh.put_files(files={path: big_markdown(i, body)})
+    # Precondition: inline, these prompts would exceed the create request's limit.
+    prompts = (
+        (p, PROMPT.format(path=p, text=big_markdown(i, body).decode()))
+        for i, p in enumerate(BIG_FILES)
+    )
+    assert inline_bytes(prompts) > MAX_INLINE_BYTES
+
+    assert fresh.push(push_payload(files=BIG_FILES), delivery="big-push").status_code == 202
+    [op] = wait_for("the batch", lambda: operations(firestore_client), timeout=120)
+    assert op["context"]["paths"] == BIG_FILES  # request order: line 2 is the second file
+
+    # malformed_lines is refused (400) for an inline batch: this one was made from a file.
+    done = fresh.sim.complete(
+        op["name"], state="succeeded", webhook="duplicate", malformed_lines=[2]
+    )
+    results_file = done["metadata"]["output"]["responsesFile"]
+
+    settled_op = wait_for(
+        "the settlement", lambda: settled(firestore_client, op["name"]), timeout=60
+    )
+    assert (settled_op["status"], settled_op["settled_by"]) == ("succeeded", "webhook")
+    assert settled_op["result_counts"] == {
+        "succeeded": len(BIG_FILES) - 1,
+        "failed": 1,
+        "blocked": 0,
+        "truncated": 0,
+    }
+    written = wait_for(
+        "every review",
+        lambda: len(reviews(firestore_client)) == len(BIG_FILES) and reviews(firestore_client),
+    )
+    bad = written.pop(BIG_FILES[1])
+    assert (bad["status"], bad["error"]) == (
+        "error",
+        f"{results_file}: line 2 is not a JSON object",
+    )
+    assert "text" not in bad
+    for path, doc in written.items():
+        assert doc["status"] == "ok" and "error" not in doc, path
+        assert f"key={path}" in doc["text"], path
+    wait_for("every webhook copy handled", lambda: gemini_deliveries_finished(firestore_client))
+    settled_lines = [
+        entry
+        for entry in fresh.worker.output().splitlines()
+        if "operation settled" in entry and op["name"] in entry
+    ]
+    assert len(settled_lines) == 1, settled_lines  # two webhooks, one settlement
