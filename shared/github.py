@@ -241,6 +241,7 @@ class _RestClient:
         retry: bool = True,
         deadline: Deadline | None = None,
         missing_ok: bool = False,
+        accept: str | None = None,
     ) -> requests.Response:
         """A 2xx response; 429/5xx/timeouts are retried (when `retry`) then `GitHubUnavailable`.
 
@@ -262,7 +263,7 @@ class _RestClient:
                     url,
                     params=params,
                     json=json,
-                    headers=self._headers,
+                    headers={**self._headers, "Accept": accept} if accept else self._headers,
                     timeout=self._timeout_s,
                 )
             except requests.RequestException as exc:
@@ -305,8 +306,11 @@ class ContentsClient(_RestClient):
         except GitHubRejected as exc:
             raise GitHubRejected(f"{where}: {exc}") from None
         url = f"{base}/contents/{quote(path, safe='/')}"
-        response = self._send("GET", url, where, params={"ref": ref})
-        return _decode(response, where)
+        # The raw media type: the JSON form carries content only for files up to 1 MB.
+        response = self._send("GET", url, where, params={"ref": ref}, accept=RAW_MEDIA_TYPE)
+        if response.headers.get("Content-Type", "").startswith("application/json"):
+            return _decode(response, where)  # a directory or a submodule answers JSON
+        return response.content
 
 
 @dataclass(frozen=True)
@@ -532,6 +536,11 @@ def _rate_limited(response: requests.Response) -> bool:
     return response.status_code == 403 and (
         response.headers.get("x-ratelimit-remaining") == "0" or "retry-after" in response.headers
     )
+
+
+# GitHub's Contents API: "Files between 1-100 MB: Only the raw or object custom media types
+# are supported"; raw answers the file's bytes themselves.
+RAW_MEDIA_TYPE = "application/vnd.github.raw+json"
 
 
 def _decode(response: requests.Response, where: str) -> bytes:

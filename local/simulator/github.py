@@ -77,6 +77,10 @@ class Contents:
             return fault.status
 
 
+# The Contents API's JSON form carries a file's content up to 1 MB.
+MAX_JSON_CONTENT_BYTES = 1024 * 1024
+
+
 def file_body(
     base_url: str, owner: str, repo: str, path: str, ref: str, data: bytes
 ) -> dict[str, Any]:
@@ -86,13 +90,15 @@ def file_body(
     self_url = f"{api}/contents/{path}?ref={ref}"
     git_url = f"{api}/git/blobs/{sha}"
     html_url = f"https://github.com/{owner}/{repo}/blob/{ref}/{path}"
+    # Over 1 MB GitHub gives no content in JSON: only the raw media type returns the bytes.
+    inline = len(data) <= MAX_JSON_CONTENT_BYTES
     return {
         "type": "file",
-        "encoding": "base64",
+        "encoding": "base64" if inline else "none",
         "size": len(data),
         "name": path.rsplit("/", 1)[-1],
         "path": path,
-        "content": encode64(data),
+        "content": encode64(data) if inline else "",
         "sha": sha,
         "url": self_url,
         "git_url": git_url,

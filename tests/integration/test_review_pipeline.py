@@ -293,3 +293,21 @@ def test_an_unlisted_repo_is_ignored_before_any_fetch(deps, simulator):
     assert simulator.control.requests_log() == []
     assert isinstance(review_push(payload(["docs/a.md"]), "d-listed", listed), Done)
     assert github_fetches(simulator) == [f"/repos/{REPO}/contents/docs/a.md"]
+
+
+def test_a_markdown_file_over_one_megabyte_is_fetched_raw_and_reviewed(deps, simulator):
+    """GitHub's JSON form carries no content past 1 MB (encoding "none"); raw does."""
+    import requests
+
+    big = b"# Big\n\n" + b"A long handbook page.\n" * 80_000  # ~1.7 MB
+    simulator.control.put_file("octo-org", "handbook", "docs/big.md", SHA, big)
+    as_json = requests.get(
+        f"{simulator.url}/repos/{REPO}/contents/docs/big.md", params={"ref": SHA}, timeout=10
+    ).json()
+    assert (as_json["encoding"], as_json["content"]) == ("none", "")
+
+    outcome = review_push(payload(["docs/big.md"]), "d-big", deps)
+
+    assert isinstance(outcome, Done)
+    [batch] = simulator.control.batches()
+    assert "A long handbook page." in json.dumps(batch["requests"])

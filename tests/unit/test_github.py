@@ -101,7 +101,13 @@ class ScriptedSession(requests.Session):
             raise AssertionError(f"unexpected {method} {url}")
         status, headers, body = self.answers.pop(0)
         response = requests.Response()
-        response.status_code, response._content = status, json.dumps(body).encode()
+        response.status_code = status
+        if isinstance(body, bytes):  # the raw media type: the file's own bytes
+            response._content = body
+            response.headers["Content-Type"] = "application/vnd.github.raw"
+        else:
+            response._content = json.dumps(body).encode()
+            response.headers["Content-Type"] = "application/json; charset=utf-8"
         response.headers.update(headers)
         return response
 
@@ -122,6 +128,13 @@ def test_a_rate_limited_403_is_retried_then_transient():
     with pytest.raises(GitHubUnavailable, match=r"o/r:docs/a\.md"):
         contents.fetch("o/r", "docs/a.md", "abc")
     assert len(session.calls) == 2
+
+
+def test_a_file_is_asked_for_raw_and_its_bytes_come_back_whatever_its_size():
+    big = b"# Big\n" + b"x" * (2 * 1024 * 1024)  # over the JSON form's 1 MB
+    contents, session = client([(200, {}, big)])
+    assert contents.fetch("o/r", "docs/big.md", "abc") == big
+    assert session.calls[0][1]["headers"]["Accept"] == "application/vnd.github.raw+json"
 
 
 def test_a_secondary_rate_limit_then_success_returns_the_file():
