@@ -26,10 +26,10 @@ from hookledger.cli.output import CliError, ProgressBar
 from shared import runtime
 from shared.clock import FakeClock
 from shared.config import LOCAL_ENVELOPE_KEY, Config
+from shared.entrypoints.worker import Worker
 from shared.envelope import EnvelopeSealer
 from shared.ledger import Ledger
 from shared.tasks import ensure_queue, make_client, task_id_for
-from shared.worker import Worker
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / ".venv" / "bin" / "hookledger"
