@@ -46,6 +46,7 @@ from shared.claims import MAX_CLAIM_BYTES, ClaimCorrupt, ClaimError, ClaimStore,
 from shared.clock import Clock, system_clock
 from shared.errors import PermanentError
 from shared.signatures import MIN_KEY_BYTES, SecretError, VerificationError
+from shared.signatures._common import _b64url
 
 # "hookledger" is internal (reconcile fan-out pages); the ingress has no route for it.
 SOURCES = ("github", "gemini", "hookledger")
@@ -177,10 +178,6 @@ def _key_bytes(keys: Sequence[str]) -> tuple[bytes, ...]:
 def _mac(key: bytes, payload: bytes) -> bytes:
     """The one computation behind both sealing and opening."""
     return hmac.new(key, _DOMAIN + payload, hashlib.sha256).digest()
-
-
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
 def _unb64url(text: str) -> bytes:

@@ -84,6 +84,7 @@ def _b64decode(text: str, *, urlsafe: bool = False) -> bytes:
 
 
 def _b64url(data: bytes) -> str:
+    """Unpadded base64url, as JWKs and envelope signatures carry it."""
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
