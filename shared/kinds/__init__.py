@@ -1,6 +1,6 @@
 """Operation kinds: everything hookledger knows about one kind of operation, in one module.
 
-A kind module (`shared/kinds/review.py` is the model) builds one `OperationKind` and
+A kind module (`shared/kinds/review/` is the model) builds one `OperationKind` and
 registers it here at import. Settlement, reconcile's orphan adoption and the outbox
 sweep look kinds up in this registry; none of them names a kind.
 
