@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 import jwt as pyjwt
 import pytest
 import standardwebhooks
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -126,7 +127,10 @@ def test_rfc8032_test_1_verifies_through_a_jwk():
     }
     key = parse_jwks(json.dumps({"keys": [{**jwk, "kid": "rfc"}]}).encode())["rfc"]
 
-    key.verify(signature, b"")  # raises InvalidSignature if the JWK were parsed wrong
+    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    assert raw == public
+    assert verify_outcome(lambda: key.verify(signature, b"")) is None
+    assert isinstance(verify_outcome(lambda: key.verify(signature, b"x")), InvalidSignature)
 
 
 # ---------------------------------------------------- standardwebhooks as the oracle
@@ -405,8 +409,16 @@ def test_bad_secrets_fail_at_construction_without_echoing_them(name, cls, secret
 
 
 def test_the_local_secrets_are_accepted():
-    GitHubVerifier([LOCAL_GITHUB_SECRET])
-    StandardWebhookVerifier([LOCAL_GEMINI_SECRET])
+    github = GitHubVerifier([LOCAL_GITHUB_SECRET])
+    gemini = StandardWebhookVerifier([LOCAL_GEMINI_SECRET], clock=fake_clock())
+    signed = {"x-hub-signature-256": sign_github(LOCAL_GITHUB_SECRET, BODY)}
+    assert verify_outcome(lambda: github.verify(signed, BODY)) is None
+    headers = {
+        "webhook-id": "msg_local",
+        "webhook-timestamp": str(NOW),
+        "webhook-signature": sign_standard_webhook(LOCAL_GEMINI_SECRET, "msg_local", NOW, BODY),
+    }
+    assert gemini.verify(headers, BODY) == "msg_local"
 
 
 # ------------------------------------------------------------- v1a (Standard Webhooks)
