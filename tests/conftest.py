@@ -16,6 +16,7 @@ pytest_plugins = [
     "tests.plugins.firestore",
     "tests.plugins.cloudtasks",
     "tests.plugins.simulator",
+    "tests.plugins.ledger",
 ]
 
 SLOW_S = 5.0

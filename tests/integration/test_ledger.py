@@ -9,7 +9,6 @@ from datetime import timedelta
 import pytest
 
 from shared import opnames
-from shared.clock import FakeClock
 from shared.ledger import (
     AmbiguousId,
     DeliveryLease,
@@ -19,16 +18,6 @@ from shared.ledger import (
     UnknownDelivery,
     WritebackFailed,
 )
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
-@pytest.fixture
-def ledger(firestore_client, clock):
-    return Ledger(firestore_client, clock=clock)
 
 
 def stored(client, name):

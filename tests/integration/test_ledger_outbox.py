@@ -8,8 +8,7 @@ from datetime import timedelta
 import pytest
 
 from shared import opnames
-from shared.clock import FakeClock
-from shared.ledger import Ledger, OutboxDeliveryFailed, Settlement
+from shared.ledger import OutboxDeliveryFailed, Settlement
 
 
 class ExternalApi:
@@ -22,16 +21,6 @@ class ExternalApi:
     def post(self, idempotency_key: str, payload: object) -> None:
         self.calls[idempotency_key] += 1
         self.applied.setdefault(idempotency_key, payload)
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
-@pytest.fixture
-def ledger(firestore_client, clock):
-    return Ledger(firestore_client, clock=clock)
 
 
 @pytest.fixture

@@ -6,13 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from shared.clock import FakeClock
 from shared.ledger import InvalidArgument, Ledger
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
 
 
 @pytest.fixture

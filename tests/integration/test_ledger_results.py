@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.clock import FakeClock
 from shared.ledger import (
     InvalidArgument,
     Ledger,
@@ -16,17 +15,6 @@ from shared.ledger import (
     WritebackFailed,
     review_doc_id,
 )
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
-@pytest.fixture
-def ledger(firestore_client, clock):
-    return Ledger(firestore_client, clock=clock)
-
 
 # ----------------------------------------------------------------------- reviews
 

@@ -4,25 +4,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pytest
-
-from shared.clock import FakeClock
-from shared.ledger import SUPERSEDED, Ledger
+from shared.ledger import SUPERSEDED
 from shared.ledger.submissions import Claim
 
 TAG = "hookledger:review:o/r@abc"
 LEASE = timedelta(minutes=10)
 CONTEXT = {"repo": "o/r", "sha": "abc", "paths": ["a.md"], "refused": []}
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
-@pytest.fixture
-def ledger(firestore_client, clock):
-    return Ledger(firestore_client, clock=clock)
 
 
 def claim(ledger, clock, attempt, delivery="d-1", context=CONTEXT):
