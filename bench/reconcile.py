@@ -36,10 +36,10 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from local.firestore_emulator import reset, start_firestore
+from local.loopback import Loopback, QuietHandler, serve
 from local.processes import free_port
 from local.simulator.client import SimulatorClient, start_simulator
 
@@ -380,11 +380,11 @@ def seed_pending(client: Any, total: int, next_check_at: datetime, at: datetime)
     )
 
 
-def check_page_server(state: dict[str, Any]) -> ThreadingHTTPServer:
+def check_page_server(state: dict[str, Any]) -> Loopback:
     """A loopback check-page endpoint: `state["reconciler"].check_names(page)`, 503 on errors."""
     from shared.reconcile import page_names
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             try:
@@ -396,13 +396,7 @@ def check_page_server(state: dict[str, Any]) -> ThreadingHTTPServer:
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+    return serve(Handler)
 
 
 def scale(args: argparse.Namespace, sim_url: str, tasks_host: str) -> tuple[dict[str, Any], bool]:
@@ -435,7 +429,7 @@ def scale(args: argparse.Namespace, sim_url: str, tasks_host: str) -> tuple[dict
     ensure_queue(tasks_client, queue_path)
     state: dict[str, Any] = {}
     server = check_page_server(state)
-    url = f"http://127.0.0.1:{server.server_port}/check-page"
+    url = f"{server.url}/check-page"
     enqueue = TaskPageEnqueuer(TaskQueue(tasks_client, queue_path), url, lambda _id, body: body)
     # Production page size and fan-out threshold (lowered for small sizes, to fan out).
     threshold = min(500, max(1, args.scale_due // 4))
@@ -474,8 +468,7 @@ def scale(args: argparse.Namespace, sim_url: str, tasks_host: str) -> tuple[dict
             }
             clock.advance(300)
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()
     result = {
         "pending": args.scale_pending,
         "due": args.scale_due,

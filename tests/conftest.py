@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.plugins.cloudtasks",
     "tests.plugins.simulator",
     "tests.plugins.ledger",
+    "tests.plugins.loopback",
 ]
 
 SLOW_S = 5.0

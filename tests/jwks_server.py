@@ -13,13 +13,12 @@ JWT naming one of them by `kid`; `sign` makes such a token.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
+from local.loopback import QuietHandler, serve
 from shared.signatures import public_jwk, sign_jwt_rs256
 
 AUDIENCE = "https://hooks.example/gemini"
@@ -35,7 +34,7 @@ class JwksServer:
         self.publish(keys)
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 server.hits += 1
                 status, body = (503, b"{}") if server.fail else (200, server.document)
@@ -45,13 +44,8 @@ class JwksServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-        self._thread.start()
-        self.url = f"http://127.0.0.1:{self._httpd.server_port}/jwks.json"
+        self._server = serve(Handler)
+        self.url = f"{self._server.url}/jwks.json"
 
     def publish(self, keys: Iterable[tuple[Any, str]]) -> None:
         """Serve these (private key, kid) pairs' public halves from now on."""
@@ -63,9 +57,7 @@ class JwksServer:
         self.document = json.dumps(document).encode()
 
     def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(5)
+        self._server.close()
 
     def __enter__(self) -> JwksServer:
         return self

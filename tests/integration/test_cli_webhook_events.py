@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -15,6 +13,7 @@ import pytest
 from shared import runtime
 from shared.builtin_handlers import DOCUMENTED_EVENTS
 from tests.integration.test_cli import cli, run, run_json  # noqa: F401 - `cli` is a fixture
+from tests.plugins.loopback import QuietHandler, Serve
 from tests.waiting import wait_until
 
 
@@ -27,10 +26,10 @@ def test_register_defaults_to_the_events_the_api_reference_lists(capsys) -> None
 
 
 @pytest.fixture
-def refusing_gemini() -> Iterator[str]:
+def refusing_gemini(serve: Serve) -> Iterator[str]:
     """A loopback stand-in for the webhooks API that refuses every subscription with 400."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
             body = json.dumps(
@@ -48,31 +47,22 @@ def refusing_gemini() -> Iterator[str]:
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = serve(Handler)
     saved = dict(os.environ)
     os.environ.update(
         {
-            "GEMINI_BASE_URL": f"http://127.0.0.1:{server.server_port}",
+            "GEMINI_BASE_URL": server.url,
             "GEMINI_API_KEY": "k",
             "HTTP_TIMEOUT_S": "5",
         }
     )
     runtime.reset()
     try:
-        yield f"http://127.0.0.1:{server.server_port}"
+        yield server.url
     finally:
         os.environ.clear()
         os.environ.update(saved)
         runtime.reset()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 def test_an_api_refusal_of_an_event_is_one_clean_line(refusing_gemini: str, capsys) -> None:

@@ -555,22 +555,17 @@ def test_a_worker_call_with_a_bad_or_expired_envelope_is_refused(
 
 def _emulator_token(emulator, stack: Stack) -> str:
     """Have the Cloud Tasks emulator deliver one OIDC task to a recorder; return its token."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from local.loopback import QuietHandler, serve
 
     seen: list[str] = []
 
-    class Recorder(BaseHTTPRequestHandler):
+    class Recorder(QuietHandler):
         def do_POST(self) -> None:
             seen.append(self.headers.get("Authorization", ""))
             self.send_response(200)
             self.end_headers()
 
-        def log_message(self, *args: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = serve(Recorder)
     try:
         client = make_client(emulator.host)
         queue = f"projects/{PROJECT}/locations/us-central1/queues/token-{uuid.uuid4().hex[:8]}"
@@ -578,14 +573,14 @@ def _emulator_token(emulator, stack: Stack) -> str:
         from shared.tasks import TaskQueue
 
         TaskQueue(client, queue).enqueue(
-            f"http://127.0.0.1:{server.server_address[1]}/",
+            f"{server.url}/",
             b"{}",
             oidc_service_account=LOCAL_TASKS_SERVICE_ACCOUNT,
             oidc_audience=f"{stack.worker_url}/",
         )
         header = wait_for("the OIDC task", lambda: seen and seen[0])
     finally:
-        server.shutdown()
+        server.close()
     return header.split(" ", 1)[1]
 
 

@@ -9,7 +9,6 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -35,6 +34,7 @@ from shared.reconcile import (
 from shared.reconcile.settings import field_names
 from shared.settlement import settle_from_gemini
 from shared.tasks import TaskQueue, ensure_queue, make_client
+from tests.plugins.loopback import QuietHandler, Serve
 from tests.waiting import wait_until
 
 MODEL = "gemini-2.5-flash"
@@ -876,11 +876,11 @@ def test_check_names_settles_a_page_through_the_same_path(
 
 
 @pytest.fixture
-def check_page_worker(firestore_client: Any) -> Iterator[dict[str, Any]]:
+def check_page_worker(firestore_client: Any, serve: Serve) -> Iterator[dict[str, Any]]:
     """A loopback stand-in for the worker's check-page endpoint: runs `check_names`."""
     state: dict[str, Any] = {"reconciler": None, "reports": [], "lock": threading.Lock()}
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             try:
@@ -894,20 +894,8 @@ def check_page_worker(firestore_client: Any) -> Iterator[dict[str, Any]]:
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    state["url"] = f"http://127.0.0.1:{server.server_port}/check-page"
-    try:
-        yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    state["url"] = f"{serve(Handler).url}/check-page"
+    yield state
 
 
 @pytest.mark.slow
@@ -978,7 +966,7 @@ def quota_exhausted(retry_delay: str, quota_id: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def scripted_gemini(simulator: Any) -> Iterator[dict[str, Any]]:
+def scripted_gemini(simulator: Any, serve: Serve) -> Iterator[dict[str, Any]]:
     """A loopback proxy to the simulator that first answers each path's scripted errors.
 
     `state["script"][name]` (a resource name, whatever the API version in the path) is a
@@ -991,7 +979,7 @@ def scripted_gemini(simulator: Any) -> Iterator[dict[str, Any]]:
 
     state: dict[str, Any] = {"script": {}, "lock": threading.Lock()}
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             name = self.path.split("?", 1)[0].lstrip("/").split("/", 1)[-1]
             with state["lock"]:
@@ -1009,21 +997,9 @@ def scripted_gemini(simulator: Any) -> Iterator[dict[str, Any]]:
             self.end_headers()
             self.wfile.write(payload)
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{server.server_port}"
+    url = serve(Handler).url
     state["gateway"] = GeminiGateway(make_genai("sim-key", url, timeout_s=10, attempts=1))
-    try:
-        yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    yield state
 
 
 def test_a_429_with_retry_delay_moves_the_next_check_past_it(

@@ -24,11 +24,12 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
+from local import loopback
 from local.cloudtasks_emulator.launch import start_cloudtasks
 from local.processes import Service, ServiceError, start_on_free_ports
 
@@ -289,25 +290,17 @@ def task_target() -> Iterator[TargetServer]:
     target = TargetServer()
     target.release()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(loopback.QuietHandler):
         def _any(self) -> None:
             target._handle(self)
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _any
 
-        def log_message(self, format: str, *args: object) -> None:
-            return
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    target.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, name="task-target", daemon=True)
-    thread.start()
+    server = loopback.serve(Handler, name="task-target")
+    target.url = server.url
     try:
         yield target
     finally:
         target._closing.set()
         target.release()
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
+        server.close()

@@ -16,11 +16,11 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
+from local import loopback
 from local.processes import ServiceError, start_on_free_ports
 from local.simulator.client import SimulatorClient, start_simulator
 from shared.config import LOCAL_GEMINI_SECRET
@@ -81,7 +81,7 @@ class WebhookReceiver:
 def webhook_receiver() -> Iterator[WebhookReceiver]:
     receiver = WebhookReceiver()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(loopback.QuietHandler):
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             body = self.rfile.read(length)
@@ -93,20 +93,9 @@ def webhook_receiver() -> Iterator[WebhookReceiver]:
             self.send_header("content-length", "0")
             self.end_headers()
 
-        def log_message(self, *args: Any) -> None:  # keep test output quiet
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="webhook-receiver", daemon=True)
-    thread.start()
-    receiver.url = f"http://127.0.0.1:{server.server_port}/gemini"
-    try:
+    with loopback.serve(Handler, name="webhook-receiver") as server:
+        receiver.url = f"{server.url}/gemini"
         yield receiver
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 @dataclass

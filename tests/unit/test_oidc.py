@@ -7,15 +7,14 @@ are signed with real RSA keys, including the Cloud Tasks emulator's own `TokenMi
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from local.cloudtasks_emulator.oidc import KeyServer, TokenMinter
+from local.loopback import QuietHandler, serve
 from shared.clock import FakeClock
 from shared.config import Config
 from shared.entrypoints.reconcile import ReconcileEndpoint
@@ -42,7 +41,7 @@ class CertsServer:
         self.hits = 0
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 server.hits += 1
                 body = json.dumps(server.document).encode()
@@ -52,20 +51,14 @@ class CertsServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, format: str, *args: object) -> None:
-                return
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}/certs"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-        self._thread.start()
+        self._server = serve(Handler)
+        self.url = f"{self._server.url}/certs"
 
     def publish(self, *keys: tuple[rsa.RSAPrivateKey, str]) -> None:
         self.document = {"keys": [public_jwk(key.public_key(), kid) for key, kid in keys]}
 
     def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self._server.close()
 
 
 @pytest.fixture
@@ -74,11 +67,6 @@ def certs() -> Iterator[CertsServer]:
     server.publish((KEY_A, "a"))
     yield server
     server.close()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 def claims(clock: FakeClock, **overrides: Any) -> dict[str, Any]:
