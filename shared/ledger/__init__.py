@@ -14,6 +14,7 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     # operations
     ledger.register(name, kind, context=None) -> Operation        # idempotent
     ledger.get(name_or_bare_id) -> Operation | None
+    ledger.put_operations(docs) -> int        # as given, unchecked: seeding, restores
     ledger.settle(name, status, by, *, error=None, writeback=None, outbox=None,
                   deliver=None, expected=None, outcome=None)
         -> Settlement                          # settled|already_settled|unknown
@@ -28,11 +29,12 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     ledger.sweep_outbox(deliver, older_than=timedelta(seconds=60), limit=100, stop=None)
         -> SweepReport                                              # due items, earliest first
     # write-backs: settle(..., writeback=fn) calls fn(writes: ResultWrites, record)
-    writes.put_review(repo, sha, path, fields) -> str               # staged; the doc id
+    writes.put_review(repo, sha, path, fields, replace=True) -> str # staged; the doc id
     review_doc_id(repo, sha, path) -> str                           # sha256 hex
     ledger.get_review(repo, sha, path) -> dict | None
     ledger.reviews_for(operation_name, limit=1000) -> list[dict]
     ledger.reviews_for_push(repo, sha, limit=1000) -> list[dict]   # by path
+    ledger.count_reviews_for_push(repo, sha) -> int
     # submissions (one winning batch per push; shared/ledger/submissions.py)
     ledger.submissions.claim(tag, *, delivery_id, attempt, lease_until, now, context)
         -> Claimed(state, submission)     # OWNED | DECIDED | BUSY | STALE
@@ -85,7 +87,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -242,6 +244,10 @@ class Ledger:
         """The operation named `name`, or whose last path segment is `name` (a bare id)."""
         return self._operations.get(name)
 
+    def put_operations(self, docs: Iterable[Mapping[str, Any]]) -> int:
+        """Write operation documents as given (benchmark seeding, a `stored_fields` restore)."""
+        return self._operations.put_many(docs)
+
     def settle(
         self,
         name: str,
@@ -359,6 +365,9 @@ class Ledger:
     def reviews_for_push(self, repo: str, sha: str, limit: int = 1000) -> list[dict[str, Any]]:
         """Up to `limit` reviews of the push `repo@sha` (whichever operation wrote them)."""
         return self._reviews.reviews_for_push(repo, sha, limit)
+
+    def count_reviews_for_push(self, repo: str, sha: str) -> int:
+        return self._reviews.count_for_push(repo, sha)
 
     # ----------------------------------------------------------------- submissions
 

@@ -36,14 +36,17 @@ class ResultWrites:
         self._client = client
         self._record = record
 
-    def put_review(self, repo: str, sha: str, path: str, fields: Mapping[str, Any]) -> str:
+    def put_review(
+        self, repo: str, sha: str, path: str, fields: Mapping[str, Any], *, replace: bool = True
+    ) -> str:
         """Stage the `reviews` document of (repo, sha, path); returns its id.
 
         The document holds `repo`, `sha`, `path`, `operation` (this settlement's) and
-        `fields`, replacing any earlier one. Input Firestore would refuse (not a str-keyed
-        mapping, a reserved key, text that is not UTF-8, over `MAX_REVIEW_BYTES`) raises
-        InvalidArgument and stages nothing, so a write-back can record that file's error
-        instead of failing the whole commit.
+        `fields`, replacing any earlier one; with `replace=False` it is created, so the
+        commit fails if it exists (a benchmark's proof that a write-back ran once). Input
+        Firestore would refuse (not a str-keyed mapping, a reserved key, text that is not
+        UTF-8, over `MAX_REVIEW_BYTES`) raises InvalidArgument and stages nothing, so a
+        write-back can record that file's error instead of failing the whole commit.
         """
         subject = f"review {repo}@{sha}:{path!r}"
         try:
@@ -60,7 +63,11 @@ class ResultWrites:
         if size > MAX_REVIEW_BYTES:
             raise InvalidArgument(f"{subject}: {size} bytes, over {MAX_REVIEW_BYTES}")
         try:
-            self.transaction.set(self._client.collection(REVIEWS).document(doc_id), doc)
+            ref = self._client.collection(REVIEWS).document(doc_id)
+            if replace:
+                self.transaction.set(ref, doc)
+            else:
+                self.transaction.create(ref, doc)
         except (TypeError, ValueError) as exc:  # the client could not encode a value
             raise InvalidArgument(f"{subject}: Firestore cannot store these fields: {exc}") from exc
         return doc_id
@@ -113,14 +120,21 @@ class Reviews:
 
     def reviews_for_push(self, repo: str, sha: str, limit: int = 1000) -> list[dict[str, Any]]:
         """Up to `limit` reviews of the push `repo@sha`, by path (equality filters only)."""
+        query = self._push(repo, sha)
+        check_limit(limit)
+        query = query.limit(limit)
+        found = [s.to_dict() or {} for s in self._commits.stream(query, "reviews_for_push")]
+        return sorted(found, key=lambda doc: str(doc.get("path", "")))
+
+    def count_for_push(self, repo: str, sha: str) -> int:
+        """How many reviews the push `repo@sha` has (a server-side count)."""
+        return self._commits.count(self._push(repo, sha), "count_reviews_for_push")
+
+    def _push(self, repo: str, sha: str) -> Any:
         if not all(isinstance(v, str) and v for v in (repo, sha)):
             raise InvalidArgument(f"repo and sha must be non-empty strings: {repo!r}, {sha!r}")
-        check_limit(limit)
-        query = (
+        return (
             self._commits.collection(REVIEWS)
             .where(filter=firestore.FieldFilter("repo", "==", repo))
             .where(filter=firestore.FieldFilter("sha", "==", sha))
-            .limit(limit)
         )
-        found = [s.to_dict() or {} for s in self._commits.stream(query, "reviews_for_push")]
-        return sorted(found, key=lambda doc: str(doc.get("path", "")))

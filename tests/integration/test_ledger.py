@@ -530,3 +530,21 @@ def test_an_expected_record_of_another_operation_is_not_trusted(ledger, firestor
     )
     assert stored(firestore_client, "batches/one")["status"] == "succeeded"
     assert stored(firestore_client, "batches/two")["status"] == "pending"
+
+
+def test_put_operations_writes_documents_as_given_500_a_batch(ledger):
+    ledger.register("batches/p1", "k")
+    saved = ledger.stored_fields("batches/p1")
+    ledger.settle("batches/p1", "succeeded", "webhook")
+    now = ledger.clock()
+    bulk = [
+        {"name": f"batches/bulk-{i}", "kind": "bulk", "status": "succeeded", "submitted_at": now}
+        for i in range(501)
+    ]
+
+    assert ledger.put_operations([saved, *bulk]) == 502
+
+    assert ledger.stored_fields("batches/p1") == saved
+    assert ledger.get("batches/p1").pending
+    assert ledger.count_operations(kind="bulk") == 501
+    assert ledger.stored_fields("batches/bulk-500") == bulk[500]

@@ -185,3 +185,22 @@ def test_two_runs_racing_on_one_read_alert_once(firestore_client, clock):
 
     assert (raced, second) == ([True], False)
     assert ledgers[1].counts()["conflicts"] == 1
+
+
+def test_a_review_put_without_replace_is_created_and_counted_per_push(ledger):
+    for name in ("batches/c1", "batches/c2"):
+        ledger.register(name, "bench")
+
+    def create(writes, record):
+        writes.put_review("o/r", "abc", "a.md", {"by": record.name}, replace=False)
+
+    assert ledger.settle("batches/c1", "succeeded", "webhook", writeback=create) is (
+        Settlement.SETTLED
+    )
+    with pytest.raises(WritebackFailed, match="already exists"):
+        ledger.settle("batches/c2", "succeeded", "webhook", writeback=create)
+
+    assert ledger.get("batches/c2").pending
+    assert ledger.get_review("o/r", "abc", "a.md")["by"] == "batches/c1"
+    assert ledger.count_reviews_for_push("o/r", "abc") == 1
+    assert ledger.count_reviews_for_push("o/r", "other") == 0
