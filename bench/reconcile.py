@@ -6,7 +6,7 @@
 Starts its own Firestore emulator and Gemini simulator on free ports (and stops them).
 (a) With `settled` settled and `due` due-pending operations (real simulator batches,
     completed with their webhooks dropped), one `Reconciler.run()` and one naive run
-    (stream the whole collection, filter in Python, then the same settle path) over the
+    (page through every operation, filter in Python, then the same settle path) over the
     same state: Firestore documents read (counted by wrapping the client's document
     `get` and query `stream`: every snapshot returned, and 1 for an empty query, as
     Firestore bills), reads by the due-selection query alone, and wall time.
@@ -46,6 +46,7 @@ from local.simulator.client import SimulatorClient, start_simulator
 PROJECT = "demo-hookledger"
 MODEL = "gemini-2.5-flash"
 KIND = "bench"  # no write-back registered: the bench measures reads, not result writes
+NAIVE_PAGE = 1000  # the ledger's largest listing page
 
 
 def progress(message: str) -> None:
@@ -92,24 +93,18 @@ class ReadCounter:
         return result, self.reads - before, round(time.monotonic() - started, 3)
 
 
-def seed_operations(client: Any, total: int, prefix: str, fields: dict[str, Any]) -> None:
-    """`total` operations `batches/{prefix}{i:06d}` with `fields`, 500 per batched write."""
-    from shared import opnames
-
-    collection = client.collection("operations")
-    for start in range(0, total, 500):
-        batch = client.batch()
-        for i in range(start, min(start + 500, total)):
-            name = f"batches/{prefix}{i:06d}"
-            data = {"name": name, "short_id": f"{prefix}{i:06d}", "kind": KIND, **fields}
-            batch.set(collection.document(opnames.encode(name)), data)
-        batch.commit()
+def seed_operations(ledger: Any, total: int, prefix: str, fields: dict[str, Any]) -> None:
+    """`total` operations `batches/{prefix}{i:06d}` with `fields` (the ledger batches them)."""
+    ledger.put_operations(
+        {"name": f"batches/{prefix}{i:06d}", "short_id": f"{prefix}{i:06d}", "kind": KIND, **fields}
+        for i in range(total)
+    )
 
 
-def seed_settled(client: Any, total: int, at: datetime) -> None:
+def seed_settled(ledger: Any, total: int, at: datetime) -> None:
     """`total` settled operations."""
     seed_operations(
-        client,
+        ledger,
         total,
         "old",
         {
@@ -143,15 +138,16 @@ def submit(gateway: Any, ledger: Any, sim: SimulatorClient, n: int, finish: bool
         return list(pool.map(one, range(n)))
 
 
-def naive_run(ledger: Any, gateway: Any, client: Any, now: datetime, concurrency: int) -> int:
+def naive_run(ledger: Any, gateway: Any, now: datetime, concurrency: int) -> int:
     """The baseline: read every operation, keep the due pending ones, settle them."""
     from shared.settlement import settle_from_gemini
 
-    due = [
-        snapshot.get("name")
-        for snapshot in client.collection("operations").stream()
-        if snapshot.get("status") == "pending" and snapshot.get("next_check_at") <= now
-    ]
+    due: list[str] = []
+    page = ledger.list_operations(limit=NAIVE_PAGE)
+    while page:
+        due += [op.name for op in page if op.status == "pending" and op.next_check_at <= now]
+        last = page[-1] if len(page) == NAIVE_PAGE else None
+        page = ledger.list_operations(limit=NAIVE_PAGE, start_after=last) if last else []
     with ThreadPoolExecutor(concurrency) as pool:
         outcomes = list(
             pool.map(lambda name: settle_from_gemini(ledger, gateway, name, "reconcile"), due)
@@ -216,10 +212,10 @@ def run(args: argparse.Namespace, sim_url: str) -> tuple[dict[str, Any], bool]:
     now = system_clock()
 
     started = time.monotonic()
-    seed_settled(client, args.settled, now)
+    seed_settled(ledger, args.settled, now)
     progress(f"seeded {args.settled} settled operations in {time.monotonic() - started:.1f} s")
     due = submit(gateway, ledger, sim, args.due, finish=True)
-    saved = {s.id: s.to_dict() for s in client.get_all(_refs(client, due))}
+    saved = [ledger.stored_fields(name) for name in due]
     progress(f"{args.due} due-pending operations ready")
 
     selection = {"reads": 0}
@@ -241,12 +237,9 @@ def run(args: argparse.Namespace, sim_url: str) -> tuple[dict[str, Any], bool]:
     progress(f"reconcile: {reads} reads, {wall} s, {report.settled} settled")
 
     # The same state for the baseline: the due operations back to pending.
-    batch = client.batch()
-    for doc_id, data in saved.items():
-        batch.set(client.collection("operations").document(doc_id), data or {})
-    batch.commit()
+    ledger.put_operations(saved)
     naive_settled, naive_reads, naive_wall = counter.measure(
-        lambda: naive_run(ledger, gateway, client, system_clock(), 8)
+        lambda: naive_run(ledger, gateway, system_clock(), 8)
     )
     progress(f"naive: {naive_reads} reads, {naive_wall} s, {naive_settled} settled")
 
@@ -360,10 +353,10 @@ class GeminiCalls:
         return counted
 
 
-def seed_pending(client: Any, total: int, next_check_at: datetime, at: datetime) -> None:
+def seed_pending(ledger: Any, total: int, next_check_at: datetime, at: datetime) -> None:
     """`total` pending operations not due before `next_check_at`."""
     seed_operations(
-        client,
+        ledger,
         total,
         "wait",
         {
@@ -418,7 +411,7 @@ def scale(args: argparse.Namespace, sim_url: str, tasks_host: str) -> tuple[dict
     ledger = Ledger(client, clock=clock, grace=timedelta(0))
     started = time.monotonic()
     waiting = args.scale_pending - args.scale_due
-    seed_pending(client, waiting, clock() + timedelta(days=1), clock())
+    seed_pending(ledger, waiting, clock() + timedelta(days=1), clock())
     submit(gateway, ledger, sim, args.scale_due, finish=True)
     setup_s = round(time.monotonic() - started, 1)
     progress(f"scale: {args.scale_pending} pending ({args.scale_due} due) ready in {setup_s} s")
@@ -493,12 +486,6 @@ def scale(args: argparse.Namespace, sim_url: str, tasks_host: str) -> tuple[dict
     }
     ok = settled == args.scale_due and nothing["warm_process"]["documents_read"] <= 2
     return result, ok
-
-
-def _refs(client: Any, names: list[str]) -> list[Any]:
-    from shared import opnames
-
-    return [client.collection("operations").document(opnames.encode(n)) for n in names]
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ from local.firestore_emulator import start_firestore
 from local.processes import free_port
 
 PROJECT = "demo-hookledger"
+# Each operation's write-back creates one review of this push, its path the operation name.
+REPO, SHA = "bench/settle", "0" * 40
 
 
 def progress(message: str) -> None:
@@ -34,18 +36,8 @@ def progress(message: str) -> None:
 
 
 def writeback(writes: Any, record: Any) -> None:
-    """One result per operation, created (never overwritten): a second write-back would fail.
-
-    `writes` is the ledger's ResultWrites; a benchmark-only collection goes through its
-    transaction, since the ledger has no named method for it.
-    """
-    txn = writes.transaction
-    txn.create(txn._client.collection("results").document(record.doc_id), {"op": record.name})
-
-
-def count(query: Any) -> int:
-    """Documents matching `query`, by a server-side count aggregation."""
-    return int(query.count().get()[0][0].value)
+    """One review per operation, created (never overwritten): a second write-back would fail."""
+    writes.put_review(REPO, SHA, record.name, {}, replace=False)
 
 
 class ThreadLedgers:
@@ -84,7 +76,7 @@ class ThreadLedgers:
 def many_operations(operations: int, callers: int, threads: int) -> dict[str, Any]:
     from google.cloud import firestore
 
-    from shared.ledger import Settlement
+    from shared.ledger import Ledger, Settlement
 
     names = [f"batches/bench-{index:05d}" for index in range(operations)]
     ledgers = ThreadLedgers()
@@ -112,12 +104,9 @@ def many_operations(operations: int, callers: int, threads: int) -> dict[str, An
         ledgers.close()
     client = firestore.Client(project=PROJECT)
     try:
-        writebacks = count(client.collection("results"))
-        pending = count(
-            client.collection("operations").where(
-                filter=firestore.FieldFilter("status", "==", "pending")
-            )
-        )
+        ledger = Ledger(client)
+        writebacks = ledger.count_reviews_for_push(REPO, SHA)
+        pending = ledger.count_operations(status="pending")
     finally:
         client.close()
     tally = Counter(outcomes)
