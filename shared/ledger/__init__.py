@@ -2,9 +2,10 @@
 
 The only code in hookledger that names Firestore collections and fields (besides the
 claim-check store, shared/claims.py); everything else asks it. Layout (docs/architecture.md,
-"Ledger"): `records` (types, statuses, converters), `errors`, `commits` (conditional
-commits and retries), one module per collection (`operations`, `deliveries`, `outbox`,
-`results`, `submissions`) and `queries` (read-only listings); `Ledger` composes them.
+"Ledger"): `records` (types, statuses, converters), `errors`, `ids` (document ids and
+input checks), `commits` (conditional commits and retries), one module per collection
+(`operations`, `deliveries`, `outbox`, `results`, `submissions`, `runs`) and `queries`
+(read-only listings); `Ledger` composes them.
 
 Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)::
 
