@@ -37,7 +37,7 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from shared.clock import Clock, system_clock
-from shared.config import FIRESTORE_TIMEOUT_S
+from shared.config import DEFAULTS, FIRESTORE_TIMEOUT_S
 from shared.errors import HookledgerError, PermanentError, TransientError
 
 MAX_CLAIM_BYTES = 25 * 1024 * 1024
@@ -46,7 +46,8 @@ CHUNK_BYTES = 900 * 1024
 # Firestore documents a 10 MiB request limit, but gRPC messages (the emulator's, and a
 # client's default receive size) stop at 4 MiB: 4 chunks (3.6 MiB) per write or read.
 CHUNKS_PER_BATCH = 4
-DEFAULT_TTL = timedelta(days=14)
+# Claim-checked bodies live as long as the ledger keeps what they belong to (RETENTION_DAYS).
+DEFAULT_TTL = timedelta(days=DEFAULTS.retention_days)
 COLLECTION = "payloads"
 CHUNKS = "chunks"
 # Firestore allows 1,500 bytes per document id; claim keys stay far below (ASCII).

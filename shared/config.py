@@ -47,7 +47,8 @@ LOCAL_ENVELOPE_KEY = "local-envelope-key"
 LOCAL_TASKS_SERVICE_ACCOUNT = "tasks-invoker@demo-hookledger.iam.gserviceaccount.com"
 
 GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v3/certs"
-# Deadline of a single Firestore read or write made outside the ledger's own calls.
+# Deadline of a single Firestore read or write: the ledger's reads, creates and queries
+# (its default `timeout_s`) and the claim store's calls.
 FIRESTORE_TIMEOUT_S = 15.0
 # The functions `functions/main.py` serves; `Config.function` is one of them, or "" for a tool.
 FUNCTIONS = ("ingress", "worker", "reconcile")
@@ -126,16 +127,25 @@ class Config:
     # Repositories whose pushes are reviewed (fnmatch globs, e.g. `octo-org/*`); empty: all.
     github_repositories: tuple[str, ...] = ()
     review_model: str = "models/gemini-2.5-flash"
+    # The reconcile defaults below are the only copy: `ReconcileSettings`, `Ledger` and the
+    # claim store take theirs from `DEFAULTS`, and tests/terraform/ checks variables.tf's.
+    # How long a new operation waits for its webhook before reconcile looks at it.
     reconcile_grace_s: int = 90
+    # Checks a reconcile run makes at once.
     reconcile_concurrency: int = 8
+    # A run's time budget: it starts no new check after this long.
     reconcile_budget_s: int = 240
+    # Due operations beyond which a run fans out check pages to the worker.
     reconcile_fanout_threshold: int = 500
+    # Pending longer than this raises `operation_stuck` (below Gemini's 48 h expiry).
     stuck_after_s: int = 6 * 3600
     # Reconcile's per-operation backoff between checks of a still-pending operation.
     reconcile_backoff_first_s: float = 30.0
     reconcile_backoff_cap_s: float = 30 * 60.0
     reconcile_backoff_jitter: float = 0.5
+    # TTL of settled operations, finished deliveries, run records and claim-checked bodies.
     retention_days: int = 14
+    # Retryable failures before a delivery is `dead` (below the queue's max_attempts).
     worker_max_retries: int = 20
     # The worker function's timeout (Terraform's worker_function.timeout_seconds), and the
     # deadline every task carries: below it, so Cloud Tasks' verdict on an attempt comes from
@@ -487,3 +497,8 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "WORKER_TIMEOUT_S",
     ),
 }
+
+
+# Every default in one value: settings objects and constructors (`ReconcileSettings`,
+# `Ledger`, the claim store) read theirs here, so a default changes in one place.
+DEFAULTS = Config()

@@ -244,6 +244,8 @@ variable "scheduler" {
   }
 }
 
+# Each default here restates Config's (shared/config.py), the one source; the table in
+# tests/terraform/test_terraform_wiring.py (TERRAFORM_SETTINGS) fails on a drift.
 variable "settings" {
   description = "Application settings passed to the functions as environment variables (names in shared/config.py); defaults match the code's."
   type = object({

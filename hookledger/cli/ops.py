@@ -13,7 +13,6 @@ from hookledger.cli.output import CliError, Output, fields_block, table
 from shared import runtime
 from shared.ledger import OPERATION_STATUSES
 
-OP_STATUSES = OPERATION_STATUSES
 _KIND = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
 LIST_COLUMNS = [
     ("NAME", "name"),
@@ -44,7 +43,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     ops = sub.add_parser("ops", help="operations in the ledger")
     ops_sub = ops.add_subparsers(dest="ops_command", required=True, metavar="{list,show}")
     listing = ops_sub.add_parser("list", parents=[common], help="operations, newest first")
-    listing.add_argument("--status", choices=OP_STATUSES)
+    listing.add_argument("--status", choices=OPERATION_STATUSES)
     listing.add_argument("--kind")
     listing.add_argument("--limit", type=limit_arg, default=50)
     listing.set_defaults(func=cmd_list)

@@ -14,8 +14,6 @@ from shared import runtime
 from shared.clock import Clock, system_clock
 from shared.ledger import DELIVERY_STATUSES, OPERATION_STATUSES, STUCK_ALERTED_AT, Ledger
 
-OP_STATUSES = OPERATION_STATUSES
-DELIVERY_ORDER = ("queued", "done", "ignored", "unresolved", "dead")
 STUCK_SHOWN = 10
 STUCK_FIELDS = ("name", "kind", "status", "submitted_at", STUCK_ALERTED_AT)
 
@@ -29,12 +27,9 @@ def collect(ledger: Ledger | None = None, clock: Clock = system_clock) -> dict[s
     """The figures `status` prints, JSON-ready apart from datetimes."""
     ledger = ledger if ledger is not None else runtime.ledger()
     now = clock()
-    operations = {status: ledger.count_operations(status=status) for status in OP_STATUSES}
-    deliveries = {
-        status: ledger.count_deliveries(status)
-        for status in DELIVERY_ORDER
-        if status in DELIVERY_STATUSES
-    }
+    # Both in the ledger's display order (shared/ledger/records.py).
+    operations = {status: ledger.count_operations(status=status) for status in OPERATION_STATUSES}
+    deliveries = {status: ledger.count_deliveries(status) for status in DELIVERY_STATUSES}
     first = ledger.oldest_pending()
     oldest = None
     if first is not None:

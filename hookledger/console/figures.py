@@ -16,10 +16,6 @@ from typing import Any
 
 from shared.ledger import DELIVERY_STATUSES, OPERATION_STATUSES, Ledger
 
-OP_STATUSES = OPERATION_STATUSES
-DELIVERY_ORDER = tuple(
-    s for s in ("queued", "done", "ignored", "unresolved", "dead") if s in DELIVERY_STATUSES
-)
 HOURS = 24
 STUCK_SHOWN = 10
 DEAD_SHOWN = 10
@@ -83,8 +79,8 @@ def overview(ledger: Ledger, now: datetime) -> dict[str, Any]:
     """Counts, oldest pending, stuck alerts, dead deliveries and the two hourly series."""
     oldest = ledger.oldest_pending()
     return {
-        "operations": {s: ledger.count_operations(status=s) for s in OP_STATUSES},
-        "deliveries": {s: ledger.count_deliveries(s) for s in DELIVERY_ORDER},
+        "operations": {s: ledger.count_operations(status=s) for s in OPERATION_STATUSES},
+        "deliveries": {s: ledger.count_deliveries(s) for s in DELIVERY_STATUSES},
         "oldest": oldest,
         "oldest_age_s": int((now - oldest.submitted_at).total_seconds()) if oldest else None,
         "stuck_count": ledger.count_stuck_alerted(),

@@ -354,7 +354,7 @@ class GeminiGateway:
         status = meaning.status if meaning.kind == TERMINAL else None
         error = None
         stats = _completion_stats(job)
-        if status in {"failed", "cancelled", "expired"}:
+        if status is not None and status != "succeeded":  # ended unsuccessfully
             error = self._raw_error(name)
         elif status == "succeeded" and stats is None:
             stats = self._raw_stats(name)
@@ -457,7 +457,7 @@ class GeminiGateway:
         status = meaning.status if meaning.kind == TERMINAL else None
         error = None
         rows: tuple[Row, ...] = ()
-        if status in {"failed", "cancelled"}:
+        if status is not None and status != "succeeded":  # ended unsuccessfully
             error = _interaction_error(body) or {"message": f"interaction ended {state}"}
         elif status == "succeeded":
             rows = (Row(key=name, text=str(body.get("output_text") or "")),)

@@ -9,9 +9,9 @@ input checks), `commits` (conditional commits and retries), one module per colle
 
 Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)::
 
-    ledger = Ledger(client, clock=system_clock, grace=timedelta(seconds=90),
-                    retention=timedelta(days=14), backoff=Backoff(), sleep=…, rand=…,
-                    timeout_s=15.0, outbox_policy=OutboxPolicy())
+    ledger = Ledger(client, clock=system_clock, grace=…, retention=…,  # Config's defaults
+                    backoff=Backoff(), sleep=…, rand=…, timeout_s=FIRESTORE_TIMEOUT_S,
+                    outbox_policy=OutboxPolicy())
     # operations
     ledger.register(name, kind, context=None) -> Operation        # idempotent
     ledger.get(name_or_bare_id) -> Operation | None
@@ -95,6 +95,7 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.clock import Clock, system_clock
+from shared.config import DEFAULTS, FIRESTORE_TIMEOUT_S
 from shared.crashpoints import crash_point
 from shared.ledger.commits import Commits
 from shared.ledger.deliveries import Deliveries
@@ -205,12 +206,12 @@ class Ledger:
         client: firestore.Client,
         clock: Clock = system_clock,
         *,
-        grace: timedelta = timedelta(seconds=90),
-        retention: timedelta = timedelta(days=14),
+        grace: timedelta = timedelta(seconds=DEFAULTS.reconcile_grace_s),
+        retention: timedelta = timedelta(days=DEFAULTS.retention_days),
         backoff: Backoff | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rand: Callable[[], float] = random.random,
-        timeout_s: float = 15.0,
+        timeout_s: float = FIRESTORE_TIMEOUT_S,
         outbox_policy: OutboxPolicy | None = None,
     ) -> None:
         if grace < timedelta(0) or retention <= timedelta(0):

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
+from shared.config import FIRESTORE_TIMEOUT_S
 from shared.ledger.errors import ContentionError, LedgerError, StoreUnavailable
 from shared.logs import event as log_event
 from shared.logs import get_logger
@@ -62,7 +63,7 @@ class Commits:
         backoff: Backoff | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rand: Callable[[], float] = random.random,
-        timeout_s: float = 15.0,
+        timeout_s: float = FIRESTORE_TIMEOUT_S,
     ) -> None:
         self.client = client
         self._backoff = backoff or Backoff()

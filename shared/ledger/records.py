@@ -19,8 +19,11 @@ DELIVERIES = "deliveries"
 REVIEWS = "reviews"
 SUBMISSIONS = "submissions"
 
+# The status words: operations' and deliveries', their display order, and which are
+# terminal or finished, defined here only (tests/unit/test_status_words.py fails on a copy).
 PENDING = "pending"
-TERMINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled", "expired"})
+SUCCEEDED, FAILED, CANCELLED, EXPIRED = "succeeded", "failed", "cancelled", "expired"
+TERMINAL_STATUSES = frozenset({SUCCEEDED, FAILED, CANCELLED, EXPIRED})
 # A batch made for a push that already has its winning batch (docs/architecture.md,
 # "One winner per push"): recorded final at once, cancelled at Gemini through its outbox,
 # never settled, never written back.
@@ -31,10 +34,12 @@ SETTLED_BY = frozenset({"webhook", "reconcile"})
 # `unresolved`: a Gemini event whose `data.id` names no operation in the ledger; the
 # operation (if ours) is left to reconcile (docs/architecture.md, "worker").
 UNRESOLVED = "unresolved"
-DELIVERY_STATUSES = frozenset({"queued", "done", "ignored", "dead", UNRESOLVED})
+QUEUED, DONE, IGNORED, DEAD = "queued", "done", "ignored", "dead"
+# Every delivery status, in the order the CLI and the console show them.
+DELIVERY_STATUSES = (QUEUED, DONE, IGNORED, UNRESOLVED, DEAD)
 # A delivery in one of these is finished: nothing moves it back but an operator's replay
-# (docs/architecture.md, "Delivery lease").
-FINISHED_DELIVERY_STATUSES = frozenset({"done", "ignored", "dead", UNRESOLVED})
+# (docs/architecture.md, "Delivery lease"). Only `queued` is not.
+FINISHED_DELIVERY_STATUSES = frozenset(DELIVERY_STATUSES) - {QUEUED}
 STUCK_ALERTED_AT = "stuck_alerted_at"
 # The last `operation_waiting` alert: an interaction waiting on its caller (requires_action…).
 WAITING_ALERTED_AT = "waiting_alerted_at"

@@ -7,14 +7,15 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from shared.config import Config, ConfigError
+from shared.config import DEFAULTS, Config, ConfigError
 from shared.retry import Backoff
 
 GEMINI_MAX_PENDING = timedelta(hours=48)  # Gemini expires a batch pending this long
 
-BACKOFF_FIRST_S = 30.0
-BACKOFF_CAP_S = 30 * 60.0
-BACKOFF_JITTER = 0.5
+# The deployment's defaults live in `Config` (shared/config.py); these read them there.
+BACKOFF_FIRST_S = DEFAULTS.reconcile_backoff_first_s
+BACKOFF_CAP_S = DEFAULTS.reconcile_backoff_cap_s
+BACKOFF_JITTER = DEFAULTS.reconcile_backoff_jitter
 # Reconcile never gives up on an operation, so `attempts` is never read: only `delay` is.
 DEFAULT_BACKOFF = Backoff(first_s=BACKOFF_FIRST_S, cap_s=BACKOFF_CAP_S, jitter=BACKOFF_JITTER)
 
@@ -29,6 +30,9 @@ MAX_PAGE_SIZE = 1000
 class ReconcileSettings:
     """What a run may do and how fast; `ConfigError` (a `ValueError`) names a bad field.
 
+    The fields `Config` also holds default to `Config`'s defaults (shared/config.py);
+    the others (page size, fan-out window, drain, sweep budget) are reconcile's own.
+
     `alert_window_s` defaults to `stuck_after_s`: a stuck operation alerts once per that
     long. `fanout_window_s` is how long fanned-out page task ids stay the same (overlapping
     runs in one window name the same tasks). `drain_s` is how long a run waits, past its
@@ -37,13 +41,13 @@ class ReconcileSettings:
     spent its main budget still sweeps (a run may last budget + drain + sweep budget).
     """
 
-    grace_s: float = 90.0
-    concurrency: int = 8
-    budget_s: float = 240.0
-    stuck_after_s: float = 6 * 3600.0
+    grace_s: float = float(DEFAULTS.reconcile_grace_s)
+    concurrency: int = DEFAULTS.reconcile_concurrency
+    budget_s: float = float(DEFAULTS.reconcile_budget_s)
+    stuck_after_s: float = float(DEFAULTS.stuck_after_s)
     alert_window_s: float | None = None
     page_size: int = 100
-    fanout_threshold: int = 500
+    fanout_threshold: int = DEFAULTS.reconcile_fanout_threshold
     fanout_window_s: float = 300.0
     drain_s: float = DRAIN_S
     sweep_budget_s: float = SWEEP_BUDGET_S

@@ -17,16 +17,12 @@ from google.cloud.firestore_v1.document import DocumentReference
 from google.cloud.firestore_v1.query import Query
 
 from hookledger.console import create_app
-from hookledger.console.figures import (
-    DEAD_SHOWN,
-    DELIVERY_ORDER,
-    LATENCY_SAMPLE,
-    OP_STATUSES,
-    STUCK_SHOWN,
-)
+from hookledger.console.figures import DEAD_SHOWN, LATENCY_SAMPLE, STUCK_SHOWN
 from hookledger.console.views import PAGE, REVIEWS_SHOWN, RUNS_SHOWN
 from shared import opnames
 from shared.clock import FakeClock
+from shared.ledger import DELIVERY_STATUSES as DELIVERY_ORDER
+from shared.ledger import OPERATION_STATUSES as OP_STATUSES
 from shared.ledger import Ledger
 
 OPERATIONS = 10_000

@@ -280,6 +280,124 @@ def test_reconcile_timeout_holds_its_budget_drain_and_outbox_sweep(tf: Module) -
     assert budget + DRAIN_S + SWEEP_BUDGET_S < timeout
 
 
+# --- defaults: Terraform's agree with Config ----------------------------------------------
+
+# Every setting Terraform passes to a function: Terraform's name (`variable.field`, or a
+# top-level `variable`), the environment variable it sets, and the `Config` field that
+# reads it. `Config`'s default is the one source (shared/config.py); Terraform restates
+# it, and this table is how a drift fails the tests.
+TERRAFORM_SETTINGS: tuple[tuple[str, str, str], ...] = (
+    ("queue.name", "TASKS_QUEUE", "queue"),
+    ("region", "TASKS_LOCATION", "location"),
+    ("review.github_comments", "GITHUB_COMMENTS", "github_comments"),
+    ("review.model", "REVIEW_MODEL", "review_model"),
+    ("review.path", "REVIEW_PATH", "review_path"),
+    ("review.repositories", "GITHUB_REPOSITORIES", "github_repositories"),
+    ("settings.gemini_webhook_audience", "GEMINI_WEBHOOK_AUDIENCE", "gemini_webhook_audience"),
+    ("settings.gemini_webhook_issuer", "GEMINI_WEBHOOK_ISSUER", "gemini_webhook_issuer"),
+    ("settings.max_body_bytes", "MAX_BODY_BYTES", "max_body_bytes"),
+    ("settings.max_gemini_body_bytes", "MAX_GEMINI_BODY_BYTES", "max_gemini_body_bytes"),
+    ("settings.reconcile_backoff_cap_s", "RECONCILE_BACKOFF_CAP_S", "reconcile_backoff_cap_s"),
+    (
+        "settings.reconcile_backoff_first_s",
+        "RECONCILE_BACKOFF_FIRST_S",
+        "reconcile_backoff_first_s",
+    ),
+    ("settings.reconcile_backoff_jitter", "RECONCILE_BACKOFF_JITTER", "reconcile_backoff_jitter"),
+    ("settings.reconcile_budget_s", "RECONCILE_BUDGET_S", "reconcile_budget_s"),
+    ("settings.reconcile_concurrency", "RECONCILE_CONCURRENCY", "reconcile_concurrency"),
+    (
+        "settings.reconcile_fanout_threshold",
+        "RECONCILE_FANOUT_THRESHOLD",
+        "reconcile_fanout_threshold",
+    ),
+    ("settings.reconcile_grace_s", "RECONCILE_GRACE_S", "reconcile_grace_s"),
+    ("settings.retention_days", "RETENTION_DAYS", "retention_days"),
+    ("settings.signature_tolerance_s", "SIGNATURE_TOLERANCE_S", "signature_tolerance_s"),
+    ("settings.stuck_after_s", "STUCK_AFTER_S", "stuck_after_s"),
+    ("settings.task_dispatch_deadline_s", "TASK_DISPATCH_DEADLINE_S", "task_dispatch_deadline_s"),
+    ("settings.worker_max_retries", "WORKER_MAX_RETRIES", "worker_max_retries"),
+    ("worker_function.timeout_seconds", "WORKER_TIMEOUT_S", "worker_timeout_s"),
+)
+# Settings Terraform passes whose default is not Config's, each pinned to its value and why.
+TERRAFORM_OWN_DEFAULTS: dict[str, tuple[Any, str]] = {
+    "project_id": (None, "required: the deployment's project has no default"),
+    "settings.gemini_jwks_url": (
+        "",
+        "dynamic webhooks start off: turning them on needs gemini_webhook_audience too",
+    ),
+}
+
+
+def _variable_default(tf: Module, name: str) -> Any:
+    """The default of Terraform setting `name`: `variable.field` (an `optional(type, value)`
+    in the variable's object type) or a top-level `variable`; None when it has none."""
+    variable, _, field_name = name.partition(".")
+    assert variable in tf.variables, f"terraform/variables.tf has no variable {variable!r}"
+    body = tf.variables[variable]
+    if not field_name:
+        return _attr(body, "default") if "default" in body else None
+    declared = str(_attr(body, "type"))
+    found = re.search(rf"'{field_name}': '\$\{{optional\(([a-z()]+),(.*?)\)\}}'", declared)
+    assert found, f"var.{variable} has no optional {field_name}: {declared[:200]}"
+    kind, raw = found.groups()
+    if kind == "number":
+        return float(raw)
+    if kind == "bool":
+        assert raw in ("True", "False"), raw
+        return raw == "True"
+    if kind == "string":
+        return json.loads(raw)
+    assert kind == "list(string)", f"var.{name}: unexpected type {kind}"
+    return tuple(json.loads(raw.replace("'", '"')))
+
+
+def _references(value: str) -> set[str]:
+    """The `var.x` / `var.x.y` names an expression reads."""
+    return set(re.findall(r"\bvar\.([a-z_]+(?:\.[a-z_]+)?)", value))
+
+
+def test_every_setting_terraform_passes_is_in_the_defaults_table(tf: Module) -> None:
+    mapped = {name for name, _, _ in TERRAFORM_SETTINGS}
+    read = {
+        ref
+        for env in tf.locals["function_env"].values()
+        for value in env.values()
+        for ref in _references(str(value))
+    }
+    unmapped = read - mapped - set(TERRAFORM_OWN_DEFAULTS)
+    assert not unmapped, f"function_env reads {sorted(unmapped)}: add them to TERRAFORM_SETTINGS"
+    declared = str(_attr(tf.variables["settings"], "type"))
+    fields = {f"settings.{name}" for name in re.findall(r"'(\w+)': '\$\{optional", declared)}
+    unmapped = fields - mapped - set(TERRAFORM_OWN_DEFAULTS)
+    assert not unmapped, f"var.settings declares {sorted(unmapped)} outside TERRAFORM_SETTINGS"
+
+
+@pytest.mark.parametrize(("name", "env_name", "config_field"), TERRAFORM_SETTINGS)
+def test_terraform_defaults_are_configs(
+    tf: Module, name: str, env_name: str, config_field: str
+) -> None:
+    ours = getattr(Config(), config_field)
+    theirs = _variable_default(tf, name)
+    if isinstance(ours, bool) or not isinstance(ours, (int, float)):
+        assert theirs == ours, f"var.{name} defaults to {theirs!r}, Config.{config_field} {ours!r}"
+    else:
+        assert theirs == float(ours), f"var.{name} = {theirs:g}, Config.{config_field} = {ours:g}"
+    # The variable reaches the field: each function setting `env_name` sets it from `name`.
+    setters = {
+        fn: env[env_name] for fn, env in tf.locals["function_env"].items() if env_name in env
+    }
+    assert setters, f"no function is given {env_name}"
+    for function, value in setters.items():
+        assert _references(str(value)) == {name}, f"{function}: {env_name} = {value!r}"
+
+
+@pytest.mark.parametrize("name", sorted(TERRAFORM_OWN_DEFAULTS))
+def test_terraform_own_defaults_are_the_ones_written_down(tf: Module, name: str) -> None:
+    expected, why = TERRAFORM_OWN_DEFAULTS[name]
+    assert _variable_default(tf, name) == expected, why
+
+
 def test_function_secrets_follow_the_readers_declared_in_local_secrets(tf: Module) -> None:
     expr = tf.locals["function_secrets"]
     assert "for fn , _ in local.functions" in expr, expr

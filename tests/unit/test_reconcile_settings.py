@@ -139,3 +139,21 @@ def test_backoff_variables_are_part_of_the_deployment_contract(function: str) ->
         "RECONCILE_BACKOFF_CAP_S",
         "RECONCILE_BACKOFF_JITTER",
     } <= names
+
+
+def test_every_constructor_default_is_configs() -> None:
+    """`Config` is the one source: the settings and constructors that restate a setting
+    take its default from there (shared/config.py)."""
+    import inspect
+    from datetime import timedelta
+
+    from shared.claims import FirestoreClaimStore
+    from shared.ledger import Ledger
+
+    defaults = Config()
+    assert ReconcileSettings() == ReconcileSettings.from_config(defaults)
+    ledger = inspect.signature(Ledger).parameters
+    assert ledger["grace"].default == timedelta(seconds=defaults.reconcile_grace_s)
+    assert ledger["retention"].default == timedelta(days=defaults.retention_days)
+    claims = inspect.signature(FirestoreClaimStore).parameters
+    assert claims["ttl"].default == timedelta(days=defaults.retention_days)
