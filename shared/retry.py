@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TypeVar
 
+from shared.errors import TransientError
+
 T = TypeVar("T")
 
 # Past this many doublings every sane cap has been reached.
@@ -61,8 +63,10 @@ class Backoff:
         return ceiling * (1.0 - self.jitter) + ceiling * self.jitter * rand()
 
 
-class RetriesExhausted(Exception):
-    """Every attempt failed with a retryable error; `__cause__` is the last one."""
+class RetriesExhausted(TransientError):
+    """Every attempt failed with a retryable error; `__cause__` is the last one.
+
+    Transient: the budget of this call ran out, and a later call may still succeed."""
 
     def __init__(self, attempts: int) -> None:
         super().__init__(f"gave up after {attempts} attempts")
