@@ -46,7 +46,12 @@ MAX_COMMENT_CHARS = 65536  # GitHub refuses longer comment bodies with a 422
 
 
 class GitHubError(HookledgerError):
-    """Base of the GitHub client's errors."""
+    """Base of the GitHub client's errors; `status` is GitHub's HTTP answer, when there was
+    one (None for a timeout, a connection error, or input refused before sending)."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class GitHubUnavailable(GitHubError, TransientError):
@@ -266,7 +271,9 @@ class _RestClient:
                 wait = self._policy.wait_s(attempt - 1, asked, self._rand)
                 if wait is None:
                     assert last is not None
-                    raise GitHubUnavailable(f"{last} (retry-after {asked:g} s: not waited for)")
+                    raise GitHubUnavailable(
+                        f"{last} (retry-after {asked:g} s: not waited for)", status=last.status
+                    )
                 if deadline is not None:  # a wait that leaves no room for the attempt: stop now
                     self._check_time(deadline, f"{where}: {method}", last, wait_s=wait)
                 self._sleep(wait)
@@ -285,13 +292,17 @@ class _RestClient:
                 last, asked = GitHubUnavailable(f"{where}: {type(exc).__name__}: {exc}"), None
                 continue
             if self._policy.retryable(response.status_code, response.headers):
-                last = GitHubUnavailable(f"{where}: GitHub answered {response.status_code}")
+                last = GitHubUnavailable(
+                    f"{where}: GitHub answered {response.status_code}", status=response.status_code
+                )
                 asked = parse_retry_after(response.headers.get("retry-after"))
                 continue
             if missing_ok and response.status_code == 404:
                 return response
             if not 200 <= response.status_code < 300:
-                raise GitHubRejected(f"{where}: GitHub answered {response.status_code}")
+                raise GitHubRejected(
+                    f"{where}: GitHub answered {response.status_code}", status=response.status_code
+                )
             return response
         assert last is not None
         raise last

@@ -107,9 +107,11 @@ def fetch_outcome(status: int) -> tuple[str, int]:
     )
     try:
         contents.fetch("o/r", "a.md", "abc")
-    except GitHubUnavailable:
+    except GitHubUnavailable as exc:
+        assert exc.status == status, "a fetch failure carries its HTTP status"
         return "transient", session.calls
-    except GitHubRejected:
+    except GitHubRejected as exc:
+        assert exc.status == status
         return "permanent", session.calls
     return "ok", session.calls
 
@@ -187,9 +189,9 @@ def test_a_retry_after_past_the_bound_is_not_waited_for():
     slept: list[float] = []
     session = ScriptedSession([(403, {"retry-after": "3600"}), (200, {})])
     contents = ContentsClient("http://github.local", session=session, sleep=slept.append)
-    with pytest.raises(GitHubUnavailable, match="retry-after 3600 s"):
+    with pytest.raises(GitHubUnavailable, match="retry-after 3600 s") as caught:
         contents.fetch("o/r", "a.md", "abc")
-    assert (slept, session.calls) == ([], 1)
+    assert (slept, session.calls, caught.value.status) == ([], 1, 403)
 
 
 @pytest.mark.parametrize(
