@@ -48,7 +48,7 @@ def status_rules(source: str) -> list[str]:
             if sum(is_status(element) for element in node.elts) >= 2:
                 found.append(f"line {node.lineno}: a set of statuses")
         elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "range":
-            if any(is_status(arg) for arg in node.args):
+            if node.args and is_status(node.args[0]):  # range(500, 600), not range(0, n, 500)
                 found.append(f"line {node.lineno}: a range of statuses")
         elif isinstance(node, ast.Compare):
             ordering = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
@@ -77,6 +77,7 @@ def test_the_guard_sees_each_way_of_stating_a_status_rule():
     assert status_rules("S = set(range(500, 600))")
     assert status_rules(POLICY_MODULE.read_text()), "the policy itself states the rule"
     assert not status_rules("if code == 404 or code == 429: pass")
+    assert not status_rules("for start in range(0, total, 500): pass")
 
 
 # --- one answer per status, whoever asks -----------------------------------------------
