@@ -6,18 +6,26 @@ pipeline, the CLI's exit code) through `retryable(exc)`:
 
     HookledgerError                  root; `retryable` is False unless a subclass says so
     ├── TransientError               a later attempt may succeed (timeout, 429/5xx, contention)
-    │   ├── ledger: ContentionError, StoreUnavailable, WritebackFailed, OutboxDeliveryFailed
+    │   ├── ledger: ContentionError, StoreUnavailable, WritebackFailed, OutboxDeliveryFailed;
+    │   │           Conflict (commits: re-read and decide again)
     │   ├── gemini: GeminiUnavailable          github: GitHubUnavailable
     │   ├── claims: ClaimUnavailable           tasks: EnqueueError
     │   ├── signatures: KeysUnavailable (our key fetch failed, not the sender)
-    │   └── oidc: OidcUnavailable (503: our certs fetch failed)
+    │   ├── oidc: OidcUnavailable (503: our certs fetch failed)
+    │   └── retry: RetriesExhausted (this call's attempts ran out)
     ├── PermanentError               no retry can fix it: record it and stop
     │   ├── ledger: InvalidArgument, AmbiguousId, UnknownDelivery
     │   ├── gemini: GeminiNotFound, GeminiRejected   github: GitHubRejected
     │   ├── claims: ClaimNotFound, ClaimCorrupt, ClaimConflict
     │   ├── signatures: VerificationError, SecretError; envelope: EnvelopeError, EnvelopeTooLarge
-    │   └── oidc: OidcError (Unauthorized, Forbidden)
+    │   └── oidc: Unauthorized (401), Forbidden (403)
     └── ConfigError                  a deployment setting is missing or malformed (start-up)
+
+A class is transient or permanent, never both, and its `retryable` agrees with its
+branch; a module base (`LedgerError`, `OidcError`, `SignatureError`, …) is in neither, so
+"anything the oidc verifier raised" stays catchable without deciding "retry or not".
+The one exception from outside the tree is `shared.crashpoints.Crashed`, a BaseException
+for tests. tests/unit/test_error_tree.py checks all of this over every class in `shared/`.
 
 Each module keeps its own base (`LedgerError`, `GeminiError`, …) under the root, so a
 caller can still catch "anything the ledger raised". An exception from outside this tree

@@ -7,7 +7,8 @@ optional `GITHUB_REPOSITORIES` allowlist (fnmatch globs such as `octo-org/*`).
 Errors (every message names the repository, and the file path or commit):
 
     GitHubError
-    ├── GitHubUnavailable   timeout, connection error, 429 or 5xx, too little time left
+    ├── GitHubUnavailable   timeout, connection error, 408, 429, 5xx or a rate-limit 403
+    │                       (`shared.retry`, `github_rate_limits`), too little time left
     │                       before a deadline, or the caller's ownership lost: worth a retry
     └── GitHubRejected      any other 4xx (missing file, bad credentials) or input we
                             refuse to send: a retry will not help
@@ -16,6 +17,7 @@ Errors (every message names the repository, and the file path or commit):
 from __future__ import annotations
 
 import base64
+import random
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,9 +30,9 @@ import requests
 
 from shared.crashpoints import crash_point
 from shared.errors import HookledgerError, PermanentError, TransientError
+from shared.retry import Backoff, RetryPolicy, parse_retry_after
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
-_RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _OWNER = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}")
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
 _SHA = re.compile(r"[0-9a-fA-F]{4,64}")
@@ -44,7 +46,12 @@ MAX_COMMENT_CHARS = 65536  # GitHub refuses longer comment bodies with a 422
 
 
 class GitHubError(HookledgerError):
-    """Base of the GitHub client's errors."""
+    """Base of the GitHub client's errors; `status` is GitHub's HTTP answer, when there was
+    one (None for a timeout, a connection error, or input refused before sending)."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class GitHubUnavailable(GitHubError, TransientError):
@@ -216,6 +223,8 @@ class _RestClient:
         timeout_s: float = 30.0,
         attempts: int = 3,
         sleep: Callable[[float], None] = time.sleep,
+        rand: Callable[[], float] = random.random,
+        policy: RetryPolicy | None = None,
     ) -> None:
         self._api_url = api_url.rstrip("/")
         self._session = session or requests.Session()
@@ -227,8 +236,9 @@ class _RestClient:
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
         self._timeout_s = timeout_s
-        self._attempts = max(1, attempts)
+        self._policy = policy or github_policy(attempts)
         self._sleep = sleep
+        self._rand = rand
 
     def _send(
         self,
@@ -243,18 +253,30 @@ class _RestClient:
         missing_ok: bool = False,
         accept: str | None = None,
     ) -> requests.Response:
-        """A 2xx response; 429/5xx/timeouts are retried (when `retry`) then `GitHubUnavailable`.
+        """A 2xx response; what the policy retries (408, 429, 5xx, a rate-limit 403, timeouts)
+        is retried (when `retry`) then `GitHubUnavailable`.
 
         Any other answer is `GitHubRejected`. `where` names the object in every message.
+        Waits follow the policy's jittered backoff, or GitHub's `retry-after` when longer;
+        one over the policy's `max_wait_s` is not waited for (`GitHubUnavailable` at once).
         With a `deadline`, no request starts unless its whole timeout fits in the time left:
         `GitHubUnavailable` instead, so a call never outlives the caller's lease. With
         `missing_ok`, a 404 is answered like a 2xx.
         """
-        attempts = self._attempts if retry else 1
+        attempts = self._policy.attempts if retry else 1
         last: GitHubError | None = None
+        asked: float | None = None
         for attempt in range(attempts):
             if attempt:
-                self._sleep(min(0.5 * 2 ** (attempt - 1), 4.0))
+                wait = self._policy.wait_s(attempt - 1, asked, self._rand)
+                if wait is None:
+                    assert last is not None
+                    raise GitHubUnavailable(
+                        f"{last} (retry-after {asked:g} s: not waited for)", status=last.status
+                    )
+                if deadline is not None:  # a wait that leaves no room for the attempt: stop now
+                    self._check_time(deadline, f"{where}: {method}", last, wait_s=wait)
+                self._sleep(wait)
             if deadline is not None:
                 self._check_time(deadline, f"{where}: {method}", last)
             try:
@@ -267,28 +289,37 @@ class _RestClient:
                     timeout=self._timeout_s,
                 )
             except requests.RequestException as exc:
-                last = GitHubUnavailable(f"{where}: {type(exc).__name__}: {exc}")
+                last, asked = GitHubUnavailable(f"{where}: {type(exc).__name__}: {exc}"), None
                 continue
-            if response.status_code in _RETRY_STATUSES or _rate_limited(response):
-                last = GitHubUnavailable(f"{where}: GitHub answered {response.status_code}")
+            if self._policy.retryable(response.status_code, response.headers):
+                last = GitHubUnavailable(
+                    f"{where}: GitHub answered {response.status_code}", status=response.status_code
+                )
+                asked = parse_retry_after(response.headers.get("retry-after"))
                 continue
             if missing_ok and response.status_code == 404:
                 return response
             if not 200 <= response.status_code < 300:
-                raise GitHubRejected(f"{where}: GitHub answered {response.status_code}")
+                raise GitHubRejected(
+                    f"{where}: GitHub answered {response.status_code}", status=response.status_code
+                )
             return response
         assert last is not None
         raise last
 
-    def _check_time(self, deadline: Deadline, what: str, last: GitHubError | None) -> None:
-        """`GitHubUnavailable` when less than one request's timeout is left before `deadline`."""
-        left = deadline.seconds_left()
-        if left < self._timeout_s:
-            reason = f" (after: {last})" if last is not None else ""
-            raise GitHubUnavailable(
-                f"{what}: {max(left, 0.0):.1f} s left before the deadline, less than one "
-                f"request's {self._timeout_s:g} s timeout; not sent{reason}"
-            )
+    def _check_time(
+        self, deadline: Deadline, what: str, last: GitHubError | None, wait_s: float = 0.0
+    ) -> None:
+        """`GitHubUnavailable` when, after waiting `wait_s`, less than one request's timeout
+        is left before `deadline` (`RetryPolicy.fits`)."""
+        left = deadline.seconds_left() - wait_s
+        if self._policy.fits(0.0, self._timeout_s, left):
+            return
+        reason = f" (after: {last})" if last is not None else ""
+        raise GitHubUnavailable(
+            f"{what}: {max(left, 0.0):.1f} s left before the deadline, less than one "
+            f"request's {self._timeout_s:g} s timeout; not sent{reason}"
+        )
 
 
 class ContentsClient(_RestClient):
@@ -374,10 +405,19 @@ class CommentsClient(_RestClient):
         timeout_s: float = 30.0,
         attempts: int = 3,
         sleep: Callable[[float], None] = time.sleep,
+        rand: Callable[[], float] = random.random,
+        policy: RetryPolicy | None = None,
         max_pages: int = MAX_COMMENT_PAGES,
     ) -> None:
         super().__init__(
-            api_url, token, session=session, timeout_s=timeout_s, attempts=attempts, sleep=sleep
+            api_url,
+            token,
+            session=session,
+            timeout_s=timeout_s,
+            attempts=attempts,
+            sleep=sleep,
+            rand=rand,
+            policy=policy,
         )
         self._max_pages = max(1, max_pages)
 
@@ -531,10 +571,23 @@ def _marked(comments: list[Any], markers: Sequence[str], where: str) -> list[int
     return found
 
 
-def _rate_limited(response: requests.Response) -> bool:
-    """GitHub answers a rate limit with 403 and says so in its headers: wait, do not give up."""
-    return response.status_code == 403 and (
-        response.headers.get("x-ratelimit-remaining") == "0" or "retry-after" in response.headers
+def github_rate_limits(code: int, headers: Mapping[str, str]) -> bool:
+    """GitHub's "Rate limits for the REST API": a primary or secondary rate limit may be
+    answered with 403 (not only 429), saying so in `x-ratelimit-remaining: 0` or
+    `retry-after`. Such a 403 is a wait, not a refusal. (`headers` as requests gives them:
+    case-insensitive.)"""
+    return code == 403 and (
+        headers.get("x-ratelimit-remaining") == "0" or headers.get("retry-after") is not None
+    )
+
+
+def github_policy(attempts: int = 3) -> RetryPolicy:
+    """The retry policy of GitHub calls: the shared one, `attempts` per call, with GitHub's
+    documented rate-limit 403 (`github_rate_limits`); waits 0.5 s, 1 s, 2 s, 4 s (ceilings,
+    half jittered) or as long as `retry-after` asks, up to the policy's `max_wait_s`."""
+    return RetryPolicy(
+        backoff=Backoff(attempts=max(1, attempts), first_s=0.5, cap_s=4.0, jitter=0.5),
+        rate_limited=github_rate_limits,
     )
 
 

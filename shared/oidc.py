@@ -21,11 +21,12 @@ A token must be RS256, name its key, carry `exp` and `iat` (checked against the 
 clock, 10 s of skew), the expected `aud`, and an `iss` among `issuers` (Google's by
 default). Errors (their messages never contain the token):
 
-    OidcError
-    ├── Unauthorized      401  no or malformed token, bad signature, expired, missing
-    │                          exp/iat, wrong audience or issuer, unknown key
-    ├── Forbidden         403  a valid token from an account that may not call us
-    └── OidcUnavailable   503  the keys could not be fetched: our problem, the caller retries
+    OidcError             base (a HookledgerError); `status` is the HTTP answer
+    ├── Unauthorized      401  (PermanentError) no or malformed token, bad signature,
+    │                          expired, missing exp/iat, wrong audience or issuer, unknown key
+    ├── Forbidden         403  (PermanentError) a valid token from an account that may not call us
+    └── OidcUnavailable   503  (TransientError) the keys could not be fetched: our problem,
+                               the caller retries
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 
 from shared.clock import Clock, system_clock
-from shared.errors import PermanentError, TransientError
+from shared.errors import HookledgerError, PermanentError, TransientError
 from shared.signatures.jwks import Fetch, http_fetch, parse_jwks
 
 GOOGLE_ISSUERS: tuple[str, ...] = ("https://accounts.google.com", "accounts.google.com")
@@ -49,23 +50,24 @@ _MAX_TOKEN_CHARS = 16 * 1024
 _MAX_ISSUER_SHOWN = 80
 
 
-class OidcError(PermanentError):
+class OidcError(HookledgerError):
+    """Base of the verifier's errors; `status` is the HTTP answer to give the caller."""
+
     status = 401
 
 
-class Unauthorized(OidcError):
+class Unauthorized(OidcError, PermanentError):
     status = 401
 
 
-class Forbidden(OidcError):
+class Forbidden(OidcError, PermanentError):
     status = 403
 
 
 class OidcUnavailable(OidcError, TransientError):
     """The signing keys could not be fetched; answer 503 so the caller tries again."""
 
-    status = 503
-    retryable = True  # our fetch failed, not the caller's token
+    status = 503  # our fetch failed, not the caller's token
 
 
 def parse_certs(document: bytes) -> dict[str, RSAPublicKey]:

@@ -39,6 +39,7 @@ from google.cloud.tasks_v2 import CloudTasksClient, types
 from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
 
 from shared.errors import HookledgerError, TransientError
+from shared.retry import Backoff, RetryPolicy
 
 MAX_TASK_ID_CHARS = 500
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
@@ -48,12 +49,16 @@ _SERVICE = "google.cloud.tasks.v2.CloudTasks"
 _SERVICE_CONFIG = json.dumps(
     {"methodConfig": [{"name": [{"service": _SERVICE}], "waitForReady": True}]}
 )
+# The shared retry policy (shared/retry.py) for Cloud Tasks calls: ONE attempt per call
+# (the sender's or the queue's schedule is the retry: a second CreateTask inside one
+# webhook answer would only spend its deadline), and the channel's reconnect backoff
+# from the policy's: gRPC's default grows to 120 s; a blip of seconds must heal in about one.
+TASKS_POLICY = RetryPolicy(backoff=Backoff(attempts=1, first_s=0.1, cap_s=1.0))
 CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.service_config", _SERVICE_CONFIG),
-    # gRPC's default backoff grows to 120 s; a blip of seconds must heal in about one.
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 1000),
+    ("grpc.initial_reconnect_backoff_ms", round(TASKS_POLICY.backoff.first_s * 1000)),
+    ("grpc.min_reconnect_backoff_ms", round(TASKS_POLICY.backoff.first_s * 1000)),
+    ("grpc.max_reconnect_backoff_ms", round(TASKS_POLICY.backoff.cap_s * 1000)),
 )
 
 
@@ -62,7 +67,15 @@ class TasksError(HookledgerError, RuntimeError):
 
 
 class EnqueueError(TasksError, TransientError):
-    """A task could not be created; the sender should be told to retry (503)."""
+    """A task could not be created; the sender should be told to retry (503).
+
+    Transient whatever the cause (a missing permission is fixed by a deployment, and the
+    sender's retry then succeeds). `status` is the HTTP status of the client's error
+    when it has one, and `TASKS_POLICY.retryable(status)` says whether it was a blip."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class QueueSetupError(TasksError):
@@ -121,8 +134,8 @@ def task_id_for(*parts: str) -> str:
 class TaskQueue:
     """Creates HTTP tasks in one queue; `timeout_s` is each call's whole deadline.
 
-    No client-side retry runs inside it: a call waits for the channel to be ready and
-    answers (or raises `EnqueueError`) within `timeout_s`.
+    No client-side retry runs inside it (`TASKS_POLICY`: one attempt): a call waits for
+    the channel to be ready and answers (or raises `EnqueueError`) within `timeout_s`.
     """
 
     def __init__(self, client: CloudTasksClient, queue_path: str, timeout_s: float = 5.0) -> None:
@@ -176,6 +189,9 @@ class TaskQueue:
             )
         except api_exceptions.AlreadyExists:
             return EnqueueResult(status="duplicate", task_name=task.name)
+        except api_exceptions.GoogleAPICallError as exc:
+            status = int(exc.code) if exc.code is not None else None
+            raise EnqueueError(f"CreateTask failed for {label}: {exc}", status=status) from exc
         except api_exceptions.GoogleAPIError as exc:
             raise EnqueueError(f"CreateTask failed for {label}: {exc}") from exc
         except grpc.RpcError as exc:  # the client re-raises some transport errors raw

@@ -48,6 +48,7 @@ from shared.clock import Clock, monotonic
 from shared.config import Config
 from shared.entrypoints.http import Endpoint, Reply, too_large
 from shared.envelope import Envelope, EnvelopeSealer, EnvelopeTooLarge, select_headers
+from shared.errors import PermanentError
 from shared.signatures import (
     GITHUB_SIGNATURE_HEADER,
     WEBHOOK_ID_HEADER,
@@ -72,7 +73,9 @@ _GITHUB_SIGNATURE = re.compile(r"sha256=[0-9a-fA-F]{64}")
 _TIMESTAMP = re.compile(r"[0-9]{1,12}")
 
 
-class _Rejected(Exception):
+class _Rejected(PermanentError):
+    """The request itself is refused (a 4xx): the sender's retry of it cannot succeed."""
+
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
@@ -114,7 +117,7 @@ class Ingress(Endpoint):
             else:
                 self._gemini_headers(headers)
         except _Rejected as exc:
-            return _refused(route, headers, exc)
+            return _refused(route, headers, exc.status, str(exc))
         return None
 
     def post(self, route: str, headers: Mapping[str, str], body: bytes) -> Reply:
@@ -130,7 +133,10 @@ class Ingress(Endpoint):
             else:
                 reply = self._gemini_delivery(headers, body)
         except _Rejected as exc:
-            return _refused(source, headers, exc)
+            return _refused(source, headers, exc.status, str(exc))
+        except KeysUnavailable as exc:
+            # Our JWKS fetch failed, not the sender: answer 503 so Gemini retries.
+            return _refused(source, headers, 503, f"signing keys unavailable: {exc}")
         logs.event(
             log,
             logging.INFO,
@@ -186,10 +192,7 @@ class Ingress(Endpoint):
 
     def _gemini_delivery(self, headers: Mapping[str, str], body: bytes) -> Reply:
         try:
-            delivery = self._gemini.verify_delivery(headers, body)
-        except KeysUnavailable as exc:
-            # Our JWKS fetch failed, not the sender: answer 503 so Gemini retries.
-            raise _Rejected(503, f"signing keys unavailable: {exc}") from None
+            delivery = self._gemini.verify_delivery(headers, body)  # or KeysUnavailable: 503
         except VerificationError as exc:
             raise _Rejected(401, f"signature: {exc}") from None
         delivery_id = delivery.delivery_id
@@ -260,7 +263,7 @@ class Ingress(Endpoint):
         return Reply(code, {"status": status, "delivery_id": delivery_id, "event": event})
 
 
-def _refused(source: str, headers: Mapping[str, str], exc: _Rejected) -> Reply:
+def _refused(source: str, headers: Mapping[str, str], status: int, reason: str) -> Reply:
     # The id is unverified (it may be forged) but is what an operator searches for.
     claimed = headers.get("X-GitHub-Delivery") or headers.get("webhook-id") or ""
     logs.event(
@@ -268,11 +271,11 @@ def _refused(source: str, headers: Mapping[str, str], exc: _Rejected) -> Reply:
         logging.WARNING,
         f"{source} webhook rejected",
         source=source,
-        status=exc.status,
-        reason=str(exc),
+        status=status,
+        reason=reason,
         claimed_delivery_id=claimed[:100],
     )
-    return Reply(exc.status, {"error": str(exc)})
+    return Reply(status, {"error": reason})
 
 
 def _github_headers(headers: Mapping[str, str]) -> tuple[str, str]:

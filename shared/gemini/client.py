@@ -56,6 +56,7 @@ from shared.gemini.states import (
     StateMeaning,
     meaning_of,
 )
+from shared.retry import RETRYABLE_STATUSES, RetryPolicy
 
 log = logs.get_logger("gemini")
 
@@ -177,21 +178,26 @@ class BatchStatus:
         return None if ours == theirs else {"rows_read": ours, "batch_stats": theirs}
 
 
-# What the SDK itself may retry inside one call: 408 and the 5xx it retries by default,
-# never 429. A 429 surfaces at once as GeminiRateLimited and its `RetryInfo.retryDelay` is
-# honoured by deferring the operation: the SDK's main client ignores that delay, and its
-# Interactions client sleeps a `Retry-After` header as long as it says (google-genai
+# Gemini's "Rate limits" guide: a 429 carries `RetryInfo.retryDelay`, honoured by deferring
+# the operation (GeminiRateLimited.defer_s): the SDK's main client ignores that delay, and
+# its Interactions client sleeps a `Retry-After` header as long as it says (google-genai
 # `_gaos/utils/retries.py`), past any deadline of ours (docs/gemini-coverage.md, "Errors").
-SDK_RETRIED_STATUSES = (408, 500, 502, 503, 504)
-SDK_INITIAL_DELAY_S = 0.5
-SDK_MAX_DELAY_S = 4.0
-SDK_JITTER_S = 0.25
+# So the SDK never retries these itself.
+RATE_LIMITS_DEFERRED = frozenset({429})
+# The shared policy (shared/retry.py), with the rule above; its backoff sets the SDK's.
+GEMINI_POLICY = RetryPolicy(statuses=RETRYABLE_STATUSES - RATE_LIMITS_DEFERRED)
+# What the SDK itself may retry inside one call: 408 and the 5xx, never 429.
+SDK_RETRIED_STATUSES = tuple(sorted(GEMINI_POLICY.statuses))
+SDK_INITIAL_DELAY_S = GEMINI_POLICY.backoff.first_s
+SDK_MAX_DELAY_S = GEMINI_POLICY.backoff.cap_s
+# The SDK adds its jitter in seconds (`+ jitter · random()`); ours is a fraction of the wait.
+SDK_JITTER_S = GEMINI_POLICY.backoff.first_s * GEMINI_POLICY.backoff.jitter
 
 
 def sdk_retry_options(
     timeout_s: float,
     deadline_s: float | None = None,
-    attempts: int = 3,
+    attempts: int = GEMINI_POLICY.attempts,
     max_delay_s: float = SDK_MAX_DELAY_S,
 ) -> types.HttpRetryOptions:
     """The SDK's retry options for calls of `timeout_s` each that must end by `deadline_s`.

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from google.genai import errors as genai_errors
 
 from shared.errors import HookledgerError, PermanentError, TransientError
+from shared.retry import retryable_status
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:
@@ -61,8 +62,6 @@ class GeminiRejected(GeminiError, PermanentError):
     """Gemini refused the request (4xx other than 404 and 429)."""
 
 
-# Answers a later attempt may get past: 408 (the request timed out), 429, any 5xx.
-_RETRYABLE_STATUSES = frozenset({408, 429})
 # Seconds to wait before re-reading after a per-day quota ran out: it resets daily, so an
 # hour keeps the checks sparse without holding an operation back for a whole day.
 DAILY_QUOTA_DEFER_S = 3600.0
@@ -188,7 +187,7 @@ def _status_error(what: str, code: int, message: str, body: Any) -> GeminiError:
         delay, quotas = rate_limit_details(body)
         kind = quota_kind(quotas, _quota_metrics(body), message)
         return GeminiRateLimited(text, retry_after_s=delay, quota_ids=quotas, quota_kind=kind)
-    if code in _RETRYABLE_STATUSES or code >= 500:
+    if retryable_status(code):  # 408, any 5xx: the one policy (shared/retry.py)
         return GeminiUnavailable(text)
     return GeminiRejected(text)
 

@@ -29,6 +29,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from shared.config import FIRESTORE_TIMEOUT_S
+from shared.errors import TransientError
 from shared.ledger.errors import ContentionError, LedgerError, StoreUnavailable
 from shared.logs import event as log_event
 from shared.logs import get_logger
@@ -49,8 +50,12 @@ class Seen:
     update_time: Any
 
 
-class Conflict(Exception):
-    """A conditional write found the document changed since it was read."""
+class Conflict(TransientError):
+    """A conditional write found the document changed since it was read: re-read, decide again.
+
+    Transient, and deliberately not a `LedgerError`: `commit` re-raises a `LedgerError` as
+    it is, while a `Conflict` is the retry loop's own signal (`Retry.NOW`) and never leaves
+    `Commits.retrying` but as the cause of a `ContentionError`."""
 
 
 class Commits:

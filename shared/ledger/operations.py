@@ -26,7 +26,7 @@ from google.cloud import firestore
 
 from shared import opnames
 from shared.clock import Clock
-from shared.errors import retryable
+from shared.errors import PermanentError, retryable
 from shared.ledger.commits import REFUSED, Commits, Seen
 from shared.ledger.errors import (
     AmbiguousId,
@@ -459,8 +459,11 @@ class Operations:
         return self._commits.retrying(name, attempt)
 
 
-class _WritebackRejected(Exception):
-    """The write-back raised a non-retryable error: settle without it (never retry forever)."""
+class _WritebackRejected(PermanentError):
+    """The write-back raised a non-retryable error: settle without it (never retry forever).
+
+    Raised inside the settle transaction to roll it back, and caught by `settle` itself;
+    not a `LedgerError`, so `Commits.commit` treats it as it treats the write-back's own."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)

@@ -18,9 +18,9 @@ Shared rules (`_common`): every verifier takes a list of secrets, the first sign
 every one verifies, and a bad secret raises `SecretError` when the verifier is built;
 header names match case-insensitively and a repeated header is rejected.
 
-Exceptions (`errors`): ``verify`` raises nothing but `VerificationError` (or its subclass
-`KeysUnavailable`, answer 503 so the sender retries); `SecretError` is raised only at
-construction.
+Exceptions (`errors`): ``verify`` raises `VerificationError` (permanent: answer 401), and
+a verifier that fetches keys also `KeysUnavailable` (transient, not a `VerificationError`:
+answer 503 so the sender retries); `SecretError` is raised only at construction.
 
 Import from this package, not from its modules: the split may move again.
 """
@@ -44,7 +44,12 @@ from shared.signatures.dynamic import (
     looks_like_jwt,
     sign_jwt_rs256,
 )
-from shared.signatures.errors import KeysUnavailable, SecretError, VerificationError
+from shared.signatures.errors import (
+    KeysUnavailable,
+    SecretError,
+    SignatureError,
+    VerificationError,
+)
 from shared.signatures.gemini import GeminiDelivery, GeminiVerifier
 from shared.signatures.github import GitHubVerifier, sign_github
 from shared.signatures.jwks import Fetch, PublicKey, http_fetch, parse_jwks, public_jwk
@@ -74,6 +79,7 @@ __all__ = [
     "KeysUnavailable",
     "PublicKey",
     "SecretError",
+    "SignatureError",
     "StandardWebhookVerifier",
     "VerificationError",
     "decode_whpk",

@@ -1,30 +1,36 @@
-"""The exceptions every verifier raises.
+"""The exceptions every verifier raises, under the one error tree of `shared.errors`.
 
 ::
 
-    ValueError
-     └── SecretError            a secret or key is unusable (raised at construction)
-    Exception
-     └── VerificationError      the request is not authentic; `.reason` is safe to log
-          └── KeysUnavailable   the JWKS could not be fetched: retry later (answer 503)
+    HookledgerError                       (shared.errors: the root)
+     └── SignatureError                   base of this package's errors
+          ├── SecretError                 (PermanentError, ValueError) a secret or key is
+          │                               unusable (raised at construction)
+          ├── VerificationError           (PermanentError) the request is not authentic;
+          │    └── EnvelopeError          `.reason` is safe to log (shared.envelope)
+          └── KeysUnavailable             (TransientError) the JWKS could not be fetched:
+                                          our fetch failed, not the sender; retry later (503)
 
-A verifier's ``verify`` raises nothing but `VerificationError` (or its subclass): every
-malformed header, bad base64, unknown version, stale timestamp or mismatch ends there,
-and the reason never contains a signature or a secret. (`shared.envelope.EnvelopeError`
-is the same class's subclass for the worker's envelopes.) All three sit under the one
-error tree of `shared.errors`.
+A verifier's ``verify`` raises `VerificationError` for every malformed header, bad
+base64, unknown version, stale timestamp or mismatch, and the reason never contains a
+signature or a secret; a verifier that fetches keys may also raise `KeysUnavailable`,
+which is NOT a `VerificationError` (transient, never permanent): catch it on its own.
 """
 
 from __future__ import annotations
 
-from shared.errors import PermanentError, TransientError
+from shared.errors import HookledgerError, PermanentError, TransientError
 
 
-class SecretError(PermanentError, ValueError):
+class SignatureError(HookledgerError):
+    """Base of the verifiers' errors."""
+
+
+class SecretError(SignatureError, PermanentError, ValueError):
     """A configured secret or key is unusable; the message says which (by position)."""
 
 
-class VerificationError(PermanentError):
+class VerificationError(SignatureError, PermanentError):
     """A request failed verification. `reason` is short and safe to log."""
 
     def __init__(self, reason: str) -> None:
@@ -32,7 +38,12 @@ class VerificationError(PermanentError):
         self.reason = reason
 
 
-class KeysUnavailable(VerificationError, TransientError):
-    """The public keys could not be fetched; the sender should retry (answer 503)."""
+class KeysUnavailable(SignatureError, TransientError):
+    """The public keys could not be fetched; the sender should retry (answer 503).
 
-    retryable = True  # our fetch failed, not the sender's signature
+    `reason` is short and safe to log, as `VerificationError`'s is.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
