@@ -20,7 +20,7 @@ in the settling commit and checked against Gemini's `batchStats`.
 
 A batch Gemini no longer knows (deleted, aged out) is settled `failed` with reason `gone`
 only on a second 404 at least `gone_after` after the first, whoever sees them (webhook
-or reconcile); the first is recorded on the operation (`Ledger.mark_not_found`) and
+or reconcile); the first is recorded on the operation (`SettleLedger.mark_not_found`) and
 forgotten when Gemini answers again (docs/architecture.md, "Gone operations")::
 
     check 1: 404 → not_found_at = t1, GeminiNotFound(recheck_after_s=gone_after): deferred
@@ -44,7 +44,8 @@ from shared.kinds import KindOptions
 
 if TYPE_CHECKING:
     from shared.gemini import BatchStatus, GeminiGateway
-    from shared.ledger import Ledger, Operation, OutboxItem, ResultWrites
+    from shared.ledger import Operation, OutboxItem
+    from shared.ledger.protocols import ReviewWrites, SettleLedger
 
 log = logs.get_logger("settlement")
 
@@ -76,7 +77,7 @@ class Outcome:
 class Settler:
     """Settles operations for one caller (`by`: webhook or reconcile)."""
 
-    ledger: Ledger
+    ledger: SettleLedger
     gemini: GeminiGateway
     options: KindOptions = field(default_factory=KindOptions)
     deliver: Callable[[OutboxItem], None] | None = None
@@ -120,7 +121,7 @@ class Settler:
                 rows=len(batch.rows),
             )
 
-        def stage(writes: ResultWrites, current: Operation) -> None:
+        def stage(writes: ReviewWrites, current: Operation) -> None:
             if kind.writeback is not None:
                 kind.writeback(writes, current, batch)
 
@@ -252,7 +253,7 @@ def _checked_counts(record: Operation, batch: BatchStatus) -> dict[str, Any] | N
 
 
 def settle_from_gemini(
-    ledger: Ledger, gemini: GeminiGateway, name: str, by: str, record: Operation | None = None
+    ledger: SettleLedger, gemini: GeminiGateway, name: str, by: str, record: Operation | None = None
 ) -> Outcome:
     """`Settler(ledger, gemini).settle(name, by, record)`: no outbox delivery, default options."""
     return Settler(ledger, gemini).settle(name, by, record)

@@ -37,14 +37,15 @@ if TYPE_CHECKING:  # nothing heavy at import; these are for the type checker
     from shared.config import Config
     from shared.gemini import BatchStatus, BatchSummary, GeminiGateway
     from shared.github import CommentsClient
-    from shared.ledger import Ledger, Operation, OutboxItem, ResultWrites
+    from shared.ledger import Operation, OutboxItem
+    from shared.ledger.protocols import ReviewReads, ReviewWrites
 
 TAG_PREFIX = "hookledger:"
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
 
 Adopt = Callable[[str, "BatchSummary", "GeminiGateway"], dict[str, Any]]
 """`adopt(key, batch, gemini)`: the ledger context for an orphan tagged with this kind."""
-Writeback = Callable[["ResultWrites", "Operation", "BatchStatus"], None]
+Writeback = Callable[["ReviewWrites", "Operation", "BatchStatus"], None]
 """`writeback(writes, record, result)`: stage result documents; runs inside the commit."""
 OutboxItems = Callable[["Operation", "BatchStatus", "KindOptions"], Sequence[Mapping[str, Any]]]
 """`outbox(record, result, options)`: payloads to record in the settling commit."""
@@ -154,7 +155,7 @@ class DeliveryServices(Protocol):
     """What an outbox deliverer may use; the worker's `HandlerContext` provides it."""
 
     @property
-    def ledger(self) -> Ledger: ...
+    def ledger(self) -> ReviewReads: ...
 
     @property
     def comments(self) -> CommentsClient: ...

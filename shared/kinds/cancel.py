@@ -18,7 +18,8 @@ from shared.kinds import DeliveryServices, register_deliverer
 
 if TYPE_CHECKING:
     from shared.gemini import GeminiGateway
-    from shared.ledger import Ledger, OutboxItem
+    from shared.ledger import OutboxItem
+    from shared.ledger.protocols import SupersedeLedger
 
 log = logs.get_logger("kinds")
 
@@ -30,7 +31,7 @@ def cancel_item(name: str) -> dict[str, Any]:
 
 
 def supersede(
-    ledger: Ledger,
+    ledger: SupersedeLedger,
     gemini: GeminiGateway,
     name: str,
     kind: str,

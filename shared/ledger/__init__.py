@@ -5,7 +5,9 @@ claim-check store, shared/claims.py); everything else asks it. Layout (docs/arch
 "Ledger"): `records` (types, statuses, converters), `errors`, `ids` (document ids and
 input checks), `commits` (conditional commits and retries), one module per collection
 (`operations`, `deliveries`, `outbox`, `results`, `submissions`, `runs`) and `queries`
-(read-only listings); `Ledger` composes them.
+(read-only listings); `Ledger` composes them. `protocols` names what each caller calls
+(`Settler`: `SettleLedger`; reconcile: `ReconcileLedger`; the kinds: `PushLedger`, …);
+those callers depend on the protocols, and `Ledger` satisfies them structurally.
 
 Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)::
 

@@ -8,7 +8,7 @@ documents on the settling transaction, so they commit with the status flip or no
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from google.cloud import firestore
 
@@ -86,7 +86,15 @@ def _approx_bytes(value: Any) -> int:
     return 8
 
 
-Writeback = Callable[[ResultWrites, Operation], None]
+class ReviewWrites(Protocol):
+    """What a write-back may call on the writes it is given (`ResultWrites` in Firestore)."""
+
+    def put_review(
+        self, repo: str, sha: str, path: str, fields: Mapping[str, Any], *, replace: bool = True
+    ) -> str: ...
+
+
+Writeback = Callable[[ReviewWrites, Operation], None]
 """`writeback(writes, record)`: stage result documents through `writes` (reads first, if any).
 
 Called again on each retry, so it must not have effects outside `writes`."""

@@ -31,7 +31,8 @@ from shared import kinds, logs
 from shared.clock import Clock
 from shared.errors import PermanentError
 from shared.gemini import BatchSummary, GeminiError, GeminiGateway
-from shared.ledger import Ledger, LedgerError, Operation
+from shared.ledger import LedgerError, Operation
+from shared.ledger.protocols import AdoptionLedger
 from shared.reconcile.report import Budget, RunReport
 
 log = logs.get_logger("reconcile")
@@ -48,7 +49,7 @@ class OrphanAdopter:
 
     def __init__(
         self,
-        ledger: Ledger,
+        ledger: AdoptionLedger,
         gemini: GeminiGateway,
         clock: Clock,
         *,
@@ -161,7 +162,9 @@ class OrphanAdopter:
         self._watermark, self._loaded = listed_at, True
 
 
-def register_orphan(ledger: Ledger, gemini: GeminiGateway, batch: BatchSummary) -> Operation | None:
+def register_orphan(
+    ledger: AdoptionLedger, gemini: GeminiGateway, batch: BatchSummary
+) -> Operation | None:
     """Register the orphan `batch` as the kind its tag names (shared/kinds/); None if not.
 
     The push's submission decides first (docs/architecture.md, "One winner per push"): a

@@ -13,7 +13,8 @@ from google.api_core import exceptions as gexc
 from shared import logs
 from shared.clock import Clock
 from shared.gemini import GeminiError, GeminiNotFound, GeminiRateLimited, GeminiUnavailable
-from shared.ledger import Ledger, LedgerError, Operation
+from shared.ledger import LedgerError, Operation
+from shared.ledger.protocols import DeferLedger
 from shared.reconcile.report import RunReport
 from shared.reconcile.stuck import StuckAlerts
 from shared.retry import Backoff
@@ -68,7 +69,7 @@ class OperationCheck:
     def __init__(
         self,
         settler: Settler,
-        ledger: Ledger,
+        ledger: DeferLedger,
         clock: Clock,
         *,
         backoff: Backoff,

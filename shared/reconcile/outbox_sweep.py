@@ -13,7 +13,8 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from shared import logs
-from shared.ledger import Ledger, LedgerError, OutboxItem
+from shared.ledger import LedgerError, OutboxItem
+from shared.ledger.protocols import SweepLedger
 from shared.reconcile.report import Budget, RunReport
 
 log = logs.get_logger("reconcile")
@@ -22,7 +23,7 @@ Deliver = Callable[[OutboxItem], None]
 
 
 def sweep(
-    ledger: Ledger,
+    ledger: SweepLedger,
     deliver: Deliver,
     *,
     older_than: timedelta,

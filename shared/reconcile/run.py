@@ -15,7 +15,8 @@ from shared.clock import monotonic as system_monotonic
 from shared.config import Config
 from shared.gemini import GeminiGateway
 from shared.kinds import Deliverers, KindOptions
-from shared.ledger import Ledger, LedgerError, Operation
+from shared.ledger import LedgerError, Operation
+from shared.ledger.protocols import ReconcileLedger
 from shared.reconcile import fanout
 from shared.reconcile.adoption import CLOCK_SKEW, OrphanAdopter
 from shared.reconcile.check import OperationCheck
@@ -43,7 +44,7 @@ class Reconciler:
 
     def __init__(
         self,
-        ledger: Ledger,
+        ledger: ReconcileLedger,
         gemini: GeminiGateway,
         clock: Clock,
         settings: ReconcileSettings | None = None,
@@ -84,7 +85,7 @@ class Reconciler:
 
     @classmethod
     def from_config(
-        cls, config: Config, ledger: Ledger, gemini: GeminiGateway, **extra: Any
+        cls, config: Config, ledger: ReconcileLedger, gemini: GeminiGateway, **extra: Any
     ) -> Reconciler:
         """A Reconciler with the deployment's settings (`RECONCILE_*`, `STUCK_AFTER_S`).
 

@@ -7,14 +7,15 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from shared import logs
-from shared.ledger import Ledger, LedgerError, Operation
+from shared.ledger import LedgerError, Operation
+from shared.ledger.protocols import DueLedger
 from shared.reconcile.report import RunReport
 
 log = logs.get_logger("reconcile")
 
 
 def due_pages(
-    ledger: Ledger, now: datetime, page_size: int, report: RunReport, seen: set[str]
+    ledger: DueLedger, now: datetime, page_size: int, report: RunReport, seen: set[str]
 ) -> Iterator[list[Operation]]:
     """Pages of operations due at `now` (`Ledger.due_pending`), never the whole collection.
 

@@ -12,7 +12,8 @@ from datetime import timedelta
 
 from shared import logs
 from shared.clock import Clock
-from shared.ledger import STUCK_ALERTED_AT, Ledger, Operation
+from shared.ledger import STUCK_ALERTED_AT, Operation
+from shared.ledger.protocols import AlertLedger
 
 log = logs.get_logger("reconcile")
 
@@ -23,7 +24,7 @@ class StuckAlerts:
     """Decides whether a pending operation is stuck and, once per window, says so."""
 
     def __init__(
-        self, ledger: Ledger, clock: Clock, stuck_after: timedelta, window: timedelta
+        self, ledger: AlertLedger, clock: Clock, stuck_after: timedelta, window: timedelta
     ) -> None:
         self._ledger = ledger
         self._clock = clock

@@ -21,7 +21,8 @@ from shared.kinds.review import comments
 
 if TYPE_CHECKING:
     from shared.gemini import BatchStatus, BatchSummary, GeminiGateway, Row
-    from shared.ledger import Operation, ResultWrites
+    from shared.ledger import Operation
+    from shared.ledger.protocols import ReviewWrites
 
 KIND = "github-review"
 TAG = "review"
@@ -51,7 +52,7 @@ def _adopt(key: str, batch: BatchSummary, gemini: GeminiGateway) -> dict[str, An
     return {"repo": repo, "sha": sha, "paths": paths}
 
 
-def _write_reviews(writes: ResultWrites, record: Operation, batch: BatchStatus) -> None:
+def _write_reviews(writes: ReviewWrites, record: Operation, batch: BatchStatus) -> None:
     """One `reviews` document per file, each on its own: `status` "ok" with the model's
     `text` (`truncated` and `finish_reason` "MAX_TOKENS" when Gemini cut it short), or
     "error" with the reason (a blocked prompt or withheld answer with its block or finish

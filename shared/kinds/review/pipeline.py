@@ -45,7 +45,8 @@ from shared.github import (
 from shared.handlers import Attempt, Done, Ignored, PermanentError, RetryableError
 from shared.kinds.cancel import supersede
 from shared.kinds.review import KIND, review_tag
-from shared.ledger import Ledger, LedgerError
+from shared.ledger import LedgerError
+from shared.ledger.protocols import PushLedger
 from shared.ledger.submissions import Claim
 
 log = logs.get_logger("review")
@@ -66,7 +67,7 @@ PROMPT = (
 
 @dataclass(frozen=True)
 class ReviewDeps:
-    ledger: Ledger
+    ledger: PushLedger
     gemini: GeminiGateway
     github: ContentsClient
     review_path: str
