@@ -1,0 +1,256 @@
+"""The exactly-once contract every ledger implementation must pass (docs/architecture.md,
+"Settlement"): one suite, parametrized over the implementations.
+
+- `settling`: the settle side (`shared.ledger.protocols.SettleLedger`, `DeferLedger`,
+  `AlertLedger`): the Firestore `Ledger` on the emulator.
+- `ledger_with_leases`: what only the Firestore ledger implements (one winner per push,
+  the delivery lease).
+
+Only the interface is used: what a test observes is what a caller could read.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import pytest
+
+from shared.errors import PermanentError
+from shared.ledger import Settlement, WritebackFailed
+
+NAME = "batches/contract"
+REPO, SHA = "o/r", "abc123"
+
+
+def firestore_ledger(request):
+    """The emulator's `ledger`, started only for the tests that use it.
+
+    Asked for lazily, the session's emulator may start after `_restore_environ` saved the
+    environment, which then drops its address after this test: set it again each time."""
+    os.environ["FIRESTORE_EMULATOR_HOST"] = request.getfixturevalue("firestore_emulator")
+    return request.getfixturevalue("ledger")
+
+
+@pytest.fixture(params=["firestore"])
+def settling(request):
+    return firestore_ledger(request)
+
+
+@pytest.fixture(params=["firestore"])
+def ledger_with_leases(request):
+    return firestore_ledger(request)
+
+
+def review(text, calls=None):
+    """A write-back storing one review of README.md saying `text`."""
+
+    def writeback(writes, record):
+        if calls is not None:
+            calls.append(text)
+        writes.put_review(REPO, SHA, "README.md", {"status": "ok", "text": text})
+
+    return writeback
+
+
+def texts(ledger):
+    return [doc["text"] for doc in ledger.reviews_for(NAME)]
+
+
+# ----------------------------------------------------------------- conditional settle
+
+
+def test_two_settles_from_one_read_settle_once_and_write_back_once(settling):
+    settling.register(NAME, "k")
+    read = settling.get(NAME)  # webhook W and reconcile R both read v1 (pending)
+    calls: list[str] = []
+
+    first = settling.settle(
+        NAME, "succeeded", "webhook", writeback=review("W", calls), expected=read
+    )
+    second = settling.settle(
+        NAME, "failed", "reconcile", writeback=review("R", calls), expected=read
+    )
+
+    assert (first, second) == (Settlement.SETTLED, Settlement.ALREADY_SETTLED)
+    record = settling.get(NAME)
+    assert (record.status, record.settled_by) == ("succeeded", "webhook")
+    assert texts(settling) == ["W"]  # R's write-back may have run, but never committed
+    assert calls[0] == "W"
+
+
+def test_settles_racing_on_threads_have_exactly_one_winner(settling):
+    settling.register(NAME, "k")
+    barrier = threading.Barrier(4)
+
+    def race(i: int) -> Settlement:
+        barrier.wait()
+        return settling.settle(NAME, "succeeded", "reconcile", writeback=review(f"t{i}"))
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(race, range(4)))
+
+    assert sorted(results) == [Settlement.ALREADY_SETTLED] * 3 + [Settlement.SETTLED]
+    assert texts(settling) == [f"t{results.index(Settlement.SETTLED)}"]
+
+
+def test_settling_an_unknown_operation_writes_nothing(settling):
+    calls: list[str] = []
+
+    assert (
+        settling.settle(NAME, "succeeded", "webhook", writeback=review("x", calls))
+        is Settlement.UNKNOWN
+    )
+    assert (settling.get(NAME), calls, texts(settling)) == (None, [], [])
+
+
+# ----------------------------------------------------------------- write-back in the commit
+
+
+def test_a_failing_writeback_leaves_the_operation_pending_with_no_result_nor_outbox(settling):
+    settling.register(NAME, "k")
+
+    def half_then_fail(writes, record):
+        review("half")(writes, record)
+        raise RuntimeError("model output unparsable")
+
+    with pytest.raises(WritebackFailed, match=NAME):
+        settling.settle(NAME, "succeeded", "webhook", writeback=half_then_fail, outbox=[{"n": 1}])
+
+    record = settling.get(NAME)
+    assert (record.status, record.settled_at, record.outbox) == ("pending", None, ())
+    assert texts(settling) == []
+    assert settling.settle(NAME, "succeeded", "reconcile", writeback=review("later")) == (
+        Settlement.SETTLED
+    )
+    assert texts(settling) == ["later"]
+
+
+def test_a_permanent_writeback_error_settles_without_its_results(settling):
+    settling.register(NAME, "k")
+
+    def refused(writes, record):
+        review("half")(writes, record)
+        raise PermanentError("cannot be stored")
+
+    assert settling.settle(NAME, "succeeded", "webhook", writeback=refused) is Settlement.SETTLED
+
+    record = settling.get(NAME)
+    assert record.status == "succeeded"
+    assert "cannot be stored" in str(record.writeback_error)
+    assert texts(settling) == []
+
+
+def test_the_writeback_sees_the_pending_record_it_settles(settling):
+    settling.register(NAME, "k", {"repo": REPO})
+    seen = []
+
+    settling.settle(NAME, "succeeded", "webhook", writeback=lambda w, r: seen.append(r))
+
+    assert [(r.name, r.status, r.context) for r in seen][-1] == (NAME, "pending", {"repo": REPO})
+
+
+# ----------------------------------------------------------------- outbox in the commit
+
+
+def test_outbox_items_are_stored_by_the_settling_commit_with_stable_keys(settling):
+    settling.register(NAME, "k")
+
+    settling.settle(NAME, "succeeded", "webhook", outbox=[{"a": 1}, {"b": 2}])
+    late = settling.settle(NAME, "failed", "reconcile", outbox=[{"c": 3}])
+
+    record = settling.get(NAME)
+    assert late is Settlement.ALREADY_SETTLED
+    assert [item.payload for item in record.outbox] == [{"a": 1}, {"b": 2}]
+    assert [item.idempotency_key for item in record.outbox] == [
+        f"{record.doc_id}:0",
+        f"{record.doc_id}:1",
+    ]
+    assert all(item.open for item in record.outbox) and record.writeback_done is False
+
+
+def test_with_a_deliverer_each_item_is_delivered_once_right_after_the_commit(settling):
+    settling.register(NAME, "k")
+    delivered: list[str] = []
+
+    settling.settle(
+        NAME,
+        "succeeded",
+        "webhook",
+        outbox=[{"a": 1}],
+        deliver=lambda item: delivered.append(item.idempotency_key),
+    )
+
+    record = settling.get(NAME)
+    assert delivered == [f"{record.doc_id}:0"]
+    assert record.writeback_done is True and not record.outbox[0].open
+
+
+# ----------------------------------------------------------------- pending-only marks
+
+
+def test_404_marks_keep_the_first_sighting_until_cleared_and_stop_once_settled(settling, clock):
+    settling.register(NAME, "k")
+    first = clock()
+
+    assert settling.mark_not_found(NAME, first) == first
+    clock.advance(30)
+    assert settling.mark_not_found(NAME, clock()) == first
+    assert settling.clear_not_found(NAME) is True
+    assert settling.clear_not_found(NAME) is False
+    assert settling.mark_not_found(NAME, clock()) == clock()
+
+    settling.settle(NAME, "failed", "reconcile")
+    assert settling.mark_not_found(NAME, clock()) is None
+    assert settling.mark_not_found("batches/unknown", clock()) is None
+
+
+def test_defer_and_alerts_apply_to_pending_operations_only_once_per_window(settling, clock):
+    settling.register(NAME, "k")
+    window = timedelta(hours=1)
+    later = clock() + timedelta(minutes=5)
+
+    assert settling.defer(NAME, later, 1, answer="still running") is True
+    assert settling.mark_stuck_alerted(NAME, clock(), window) is True
+    assert settling.mark_stuck_alerted(NAME, clock(), window) is False
+    assert settling.mark_waiting_alerted(NAME, clock(), window) is True
+    record = settling.get(NAME)
+    assert (record.attempts, record.next_check_at) == (1, later)
+    assert [check["answer"] for check in record.checks] == ["still running"]
+
+    settling.settle(NAME, "succeeded", "webhook")
+    clock.advance(2 * 3600)
+    assert settling.defer(NAME, clock(), 2) is False
+    assert settling.mark_stuck_alerted(NAME, clock(), window) is False
+    assert settling.get(NAME).attempts == 1
+
+
+# ----------------------------------------------------------------- Firestore only
+
+
+def test_of_two_batches_of_one_push_exactly_one_is_registered_the_winner(ledger_with_leases):
+    tag = "hookledger:review:o/r@abc"
+    submissions = ledger_with_leases.submissions
+
+    first = submissions.register_winner(tag, "batches/one", "github-review", {"paths": []})
+    second = submissions.register_winner(tag, "batches/two", "github-review", {"paths": []})
+
+    assert (first.won, first.operation) == (True, "batches/one")
+    assert (second.won, second.operation) == (False, "batches/one")
+    assert ledger_with_leases.get("batches/one").pending
+    assert ledger_with_leases.get("batches/two") is None
+
+
+def test_a_second_attempt_while_a_delivery_is_leased_is_busy(ledger_with_leases, clock):
+    lease = timedelta(minutes=10)
+    record = ledger_with_leases.record_delivery
+
+    first = record("github", "d-1", "push", attempt="a", lease_for=lease)
+    busy = record("github", "d-1", "push", attempt="b", lease_for=lease)
+    clock.advance(lease.total_seconds())
+    after = record("github", "d-1", "push", attempt="b", lease_for=lease)
+
+    assert (first.busy, busy.busy, busy.delivery.lease.attempt) == (False, True, "a")
+    assert (after.busy, after.delivery.lease.attempt) == (False, "b")
