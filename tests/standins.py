@@ -5,6 +5,7 @@ at a chosen moment of its create call (before the answer, as a server that commi
 or only after it), and thousands of trials: an in-process stand-in with the gateway's own
 method names (`shared.gemini.GeminiGateway`). Everything else in those tests is real: the
 ledger on the Firestore emulator, the review pipeline, the worker, the settler, the outbox.
+`ScriptedGemini` answers `fetch` from a script, for the fast unit tests of settlement.
 """
 
 from __future__ import annotations
@@ -121,3 +122,19 @@ class StandInContents:
 
     def fetch(self, repo: str, path: str, sha: str) -> bytes:
         return f"# {path}\n\nAt {sha[:7]}.\n".encode()
+
+
+class ScriptedGemini:
+    """`fetch` answers from a script, one answer per call: a BatchStatus, or an exception to
+    raise (the fast unit tests of `Settler` and reconcile's check)."""
+
+    def __init__(self, *answers: BatchStatus | Exception) -> None:
+        self.answers = list(answers)
+        self.fetched: list[str] = []
+
+    def fetch(self, name: str) -> BatchStatus:
+        self.fetched.append(name)
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer

@@ -3,7 +3,9 @@
 `Settler` (shared/settlement.py), the reconcile phases (shared/reconcile/) and the kinds
 (shared/kinds/) depend on these, not on `Ledger`; `Ledger` satisfies every one of them
 structurally (mypy checks it wherever a `Ledger` is passed). A test double implements only
-the protocol its subject needs.
+the protocol its subject needs (tests/memory_ledger.py: the settle side). The exactly-once
+contract these methods promise is one suite every implementation must pass
+(tests/integration/test_ledger_contract.py).
 
     protocol          caller                                   methods
     SettleLedger      Settler                                  get, settle, mark_not_found,

@@ -2,7 +2,9 @@
 "Settlement"): one suite, parametrized over the implementations.
 
 - `settling`: the settle side (`shared.ledger.protocols.SettleLedger`, `DeferLedger`,
-  `AlertLedger`): the Firestore `Ledger` on the emulator.
+  `AlertLedger`): the Firestore `Ledger` on the emulator, and the in-memory double the
+  fast unit tests use (tests/memory_ledger.py). A double that passes these may stand in
+  for Firestore in tests of `Settler` and reconcile's decisions.
 - `ledger_with_leases`: what only the Firestore ledger implements (one winner per push,
   the delivery lease).
 
@@ -20,6 +22,7 @@ import pytest
 
 from shared.errors import PermanentError
 from shared.ledger import Settlement, WritebackFailed
+from tests.memory_ledger import MemoryLedger
 
 NAME = "batches/contract"
 REPO, SHA = "o/r", "abc123"
@@ -34,8 +37,10 @@ def firestore_ledger(request):
     return request.getfixturevalue("ledger")
 
 
-@pytest.fixture(params=["firestore"])
-def settling(request):
+@pytest.fixture(params=["firestore", "memory"])
+def settling(request, clock):
+    if request.param == "memory":
+        return MemoryLedger(clock)
     return firestore_ledger(request)
 
 

@@ -1,0 +1,266 @@
+"""An in-memory ledger for fast tests of settlement and reconcile: a test double, never shipped.
+
+It implements the settle side of the ledger (`shared.ledger.protocols`: `SettleLedger`,
+`DeferLedger`, `AlertLedger`) plus the reads a test asserts with (`register`, `reviews_for`,
+`get_review`), one lock standing in for Firestore's conditional commit. It must pass the
+same exactly-once contract as the Firestore ledger (tests/integration/test_ledger_contract.py);
+a test that needs more (submissions, deliveries, queries) uses the emulator.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from shared import opnames
+from shared.clock import Clock
+from shared.config import DEFAULTS
+from shared.errors import retryable
+from shared.ledger.errors import InvalidArgument, WritebackFailed
+from shared.ledger.ids import operation_id, review_doc_id
+from shared.ledger.records import (
+    MAX_CHECKS,
+    PENDING,
+    SETTLED_BY,
+    TERMINAL_STATUSES,
+    Deliver,
+    Operation,
+    OutboxItem,
+    Settlement,
+)
+from shared.ledger.results import Writeback
+
+_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+class _Writes:
+    """Stages reviews; they reach the store only if the settlement commits."""
+
+    def __init__(self, record: Operation) -> None:
+        self._record = record
+        self.staged: dict[str, dict[str, Any]] = {}
+
+    def put_review(
+        self, repo: str, sha: str, path: str, fields: Mapping[str, Any], *, replace: bool = True
+    ) -> str:
+        doc_id = review_doc_id(repo, sha, path)
+        self.staged[doc_id] = {
+            "repo": repo,
+            "sha": sha,
+            "path": path,
+            "operation": self._record.name,
+            **fields,
+        }
+        return doc_id
+
+
+class MemoryLedger:
+    """Operations and reviews in dicts; each write is one step under one lock."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        grace: timedelta = timedelta(seconds=DEFAULTS.reconcile_grace_s),
+        retention: timedelta = timedelta(days=DEFAULTS.retention_days),
+    ) -> None:
+        self._clock = clock
+        self._grace = grace
+        self._retention = retention
+        self._lock = threading.Lock()
+        self._ops: dict[str, Operation] = {}
+        self._reviews: dict[str, dict[str, Any]] = {}
+        self._version = 0
+        self.settle_calls = 0  # how many settles reached the store (a test's spy)
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    # ----------------------------------------------------------------- reads
+
+    def register(self, name: str, kind: str, context: Mapping[str, Any] | None = None) -> Operation:
+        with self._lock:
+            if name in self._ops:
+                return self._ops[name]
+            now = self._clock()
+            return self._put(
+                Operation(
+                    name=name,
+                    doc_id=operation_id(name),
+                    kind=kind,
+                    status=PENDING,
+                    submitted_at=now,
+                    attempts=0,
+                    next_check_at=now + self._grace,
+                    writeback_done=False,
+                    context=dict(context or {}),
+                )
+            )
+
+    def get(self, name: str) -> Operation | None:
+        with self._lock:
+            found = self._ops.get(name)
+            if found is None:
+                matches = [op for op in self._ops.values() if opnames.short_id(op.name) == name]
+                found = matches[0] if len(matches) == 1 else None
+            return found
+
+    def reviews_for(self, operation_name: str, limit: int = 1000) -> list[dict[str, Any]]:
+        with self._lock:
+            found = [r for r in self._reviews.values() if r["operation"] == operation_name]
+        return sorted(found, key=lambda doc: str(doc.get("path", "")))[:limit]
+
+    def get_review(self, repo: str, sha: str, path: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._reviews.get(review_doc_id(repo, sha, path))
+
+    # ----------------------------------------------------------------- settle
+
+    def settle(
+        self,
+        name: str,
+        status: str,
+        by: str,
+        *,
+        error: str | Mapping[str, Any] | None = None,
+        writeback: Writeback | None = None,
+        outbox: Sequence[Any] | None = None,
+        deliver: Deliver | None = None,
+        expected: Operation | None = None,
+        result_counts: Mapping[str, Any] | None = None,
+        outcome: Mapping[str, Any] | None = None,
+    ) -> Settlement:
+        if status not in TERMINAL_STATUSES or by not in SETTLED_BY:
+            raise InvalidArgument(f"operation {name}: bad status {status!r} or by {by!r}")
+        items = list(outbox or [])
+        with self._lock:
+            self.settle_calls += 1
+            record = self._ops.get(name)
+            if record is None:
+                return Settlement.UNKNOWN
+            if not record.pending:  # `expected` or not: the stored record decides
+                return Settlement.ALREADY_SETTLED
+            writes = _Writes(record)
+            writeback_error = None
+            if writeback is not None:
+                try:
+                    writeback(writes, record)
+                except Exception as exc:
+                    if retryable(exc):
+                        raise WritebackFailed(
+                            f"operation {name}: write-back failed: {exc}"
+                        ) from exc
+                    writes.staged.clear()
+                    writeback_error = f"write-back failed: {exc}"
+            now = self._clock()
+            settled = replace(
+                record,
+                status=status,
+                settled_at=now,
+                settled_by=by,
+                error=error if isinstance(error, str) or error is None else dict(error),
+                writeback_done=not items,
+                expire_at=None if items else now + self._retention,
+                outbox_due_at=now if items else None,
+                outbox=tuple(
+                    OutboxItem(name, i, f"{record.doc_id}:{i}", item)
+                    for i, item in enumerate(items)
+                ),
+                result_counts=dict(result_counts) if result_counts is not None else None,
+                outcome=dict(outcome or {}),
+                writeback_error=writeback_error,
+            )
+            self._reviews.update(writes.staged)
+            self._put(settled)
+        if items and deliver is not None:
+            self.deliver_outbox(name, deliver)
+        return Settlement.SETTLED
+
+    def deliver_outbox(self, name: str, deliver: Deliver) -> int:
+        """Deliver each open item once (no leases: one process, no crash to survive)."""
+        record = self.get(name)
+        delivered = 0
+        for item in record.outbox if record is not None else ():
+            if item.open:
+                deliver(item)
+                delivered += 1
+                with self._lock:
+                    current = self._ops[name]
+                    done = replace(item, delivered_at=self._clock())
+                    items = tuple(done if i.index == item.index else i for i in current.outbox)
+                    finished = all(not i.open for i in items)
+                    self._put(replace(current, outbox=items, writeback_done=finished))
+        return delivered
+
+    # ----------------------------------------------------------------- pending-only marks
+
+    def mark_not_found(self, name: str, now: datetime) -> datetime | None:
+        with self._lock:
+            record = self._pending(name)
+            if record is None:
+                return None
+            if record.not_found_at is None:
+                self._put(replace(record, not_found_at=now))
+                return now
+            return record.not_found_at
+
+    def clear_not_found(self, name: str) -> bool:
+        return self._update_if_pending(
+            name, lambda r: replace(r, not_found_at=None) if r.not_found_at else None
+        )
+
+    def defer(
+        self, name: str, next_check_at: datetime, attempts: int, *, answer: str | None = None
+    ) -> bool:
+        now = self._clock()
+
+        def update(record: Operation) -> Operation:
+            checks = record.checks
+            if answer is not None:
+                check = {"at": now, "attempt": attempts, "answer": answer}
+                checks = (*checks[-(MAX_CHECKS - 1) :], check)
+            return replace(record, attempts=attempts, next_check_at=next_check_at, checks=checks)
+
+        return self._update_if_pending(name, update)
+
+    def mark_stuck_alerted(self, name: str, now: datetime, window: timedelta) -> bool:
+        def alert(record: Operation) -> Operation | None:
+            last = record.stuck_alerted_at
+            return None if last and now - last < window else replace(record, stuck_alerted_at=now)
+
+        return self._update_if_pending(name, alert)
+
+    def mark_waiting_alerted(self, name: str, now: datetime, window: timedelta) -> bool:
+        def alert(record: Operation) -> Operation | None:
+            last = record.waiting_alerted_at
+            if last and now - last < window:
+                return None
+            return replace(record, waiting_alerted_at=now)
+
+        return self._update_if_pending(name, alert)
+
+    # ----------------------------------------------------------------- store
+
+    def _pending(self, name: str) -> Operation | None:
+        record = self._ops.get(name)
+        return record if record is not None and record.pending else None
+
+    def _update_if_pending(self, name: str, decide: Any) -> bool:
+        with self._lock:
+            record = self._pending(name)
+            updated = decide(record) if record is not None else None
+            if updated is None:
+                return False
+            self._put(updated)
+            return True
+
+    def _put(self, record: Operation) -> Operation:
+        """Store `record` as a new version (its `update_time`, as Firestore stamps one)."""
+        self._version += 1
+        stamped = replace(record, update_time=_EPOCH + timedelta(microseconds=self._version))
+        self._ops[record.name] = stamped
+        return stamped
