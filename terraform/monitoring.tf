@@ -9,6 +9,34 @@ locals {
       display_name = "hookledger: delivery dead"
       runbook      = "A delivery failed permanently or ran out of retries. Inspect it with `hookledger deliveries show ID`, fix the cause, then `hookledger deliveries replay ID`."
     }
+    batch_superseded = {
+      display_name = "hookledger: second batch for one push"
+      runbook      = "Overlapping runs of one push made a second Gemini batch; it was recorded superseded and is being cancelled (its outbox). Frequent ones mean attempts outlive their lease: check the worker timeout and TASK_DISPATCH_DEADLINE_S."
+    }
+    gemini_quota_exhausted = {
+      display_name = "hookledger: Gemini quota exhausted"
+      runbook      = "Gemini answered 429 for a per-day or spend quota (quota_kind in the log line); checks are deferred as Gemini asks. Raise the quota or the budget in the Google Cloud console."
+    }
+    operation_gone = {
+      display_name = "hookledger: operation gone at Gemini"
+      runbook      = "Gemini answered 404 twice for an operation (deleted, or aged out); it was settled failed with reason gone and per-file error reviews. Check who deleted the job."
+    }
+    operation_waiting = {
+      display_name = "hookledger: operation waiting on its caller"
+      runbook      = "An interaction needs its caller (requires_action, requires_continuation, idle); hookledger never answers for it. See the waits_for field and act at Gemini."
+    }
+    outbox_item_failing = {
+      display_name = "hookledger: outbox item failing"
+      runbook      = "A side effect (a GitHub comment, a batch cancel) keeps failing or was given up (given_up=true). Check the token's access and GitHub's status; `hookledger ops show NAME --json` shows the item's last_error."
+    }
+    results_unreadable = {
+      display_name = "hookledger: batch results unreadable"
+      runbook      = "A succeeded batch's results file could not be read before its retention ran out; the batch was settled failed with the reason. Check the Files API and the key's access."
+    }
+    writeback_failed = {
+      display_name = "hookledger: write-back failed permanently"
+      runbook      = "Firestore refused an operation's write-back for good; it was settled with writeback_error and no results. `hookledger ops show NAME --json` shows the reason."
+    }
   }
 }
 
