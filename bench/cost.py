@@ -124,14 +124,14 @@ class CostRun:
         self.windows.setdefault(name, []).append(self.counter.snapshot() - before)
 
     def settled(self, sha: str) -> bool:
-        op = self.ledger.find_operation("context.sha", sha)
+        op = self.ledger.queries.find_operation("context.sha", sha)
         return bool(op and not op.pending and op.writeback_done and not op.outbox)
 
     def settled_and_quiet(self, sha: str) -> bool:
         return self.settled(sha) and self.nothing_queued()
 
     def nothing_queued(self) -> bool:
-        return self.ledger.count_deliveries(status="queued") == 0
+        return self.ledger.deliveries.count(status="queued") == 0
 
     def accepted(self, label: str) -> list[tuple[Any, str]]:
         """`events` pushes, each accepted and handled in its own window."""
@@ -140,9 +140,9 @@ class CostRun:
             delivery = str(uuid.uuid4())
 
             def handled(sha: str = push.sha, delivery: str = delivery) -> bool:
-                stored = self.ledger.get_delivery("github", delivery)
+                stored = self.ledger.deliveries.get("github", delivery)
                 return bool(stored and stored.status == "done") and bool(
-                    self.ledger.find_operation("context.sha", sha)
+                    self.ledger.queries.find_operation("context.sha", sha)
                 )
 
             self.window(
@@ -159,7 +159,7 @@ class CostRun:
             raise RuntimeError(f"push {delivery}: {answer.status_code}, expected {expect}")
 
     def complete(self, sha: str, webhook: str) -> None:
-        op = self.ledger.find_operation("context.sha", sha)
+        op = self.ledger.queries.find_operation("context.sha", sha)
         assert op is not None, f"no operation for {sha}"
         self.stack.sim.complete(op.name, "succeeded", webhook=webhook)
 
@@ -194,7 +194,7 @@ class CostRun:
         """`hookledger deliveries replay`, on a thread of its own so its calls are counted."""
         from hookledger.cli.deliveries import replay
 
-        stored = self.ledger.get_delivery("github", delivery_id)
+        stored = self.ledger.deliveries.get("github", delivery_id)
         assert stored is not None
         failure: list[BaseException] = []
 

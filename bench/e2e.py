@@ -94,7 +94,7 @@ class Completer:
                 name = str(batch["name"])
                 name = name if name.startswith("batches/") else f"batches/{name}"
                 try:
-                    if self.ledger.get(name) is None:
+                    if self.ledger.operations.get(name) is None:
                         continue  # not registered yet
                     self.sim.complete(name, "succeeded", self.webhook)
                 except (requests.RequestException, LedgerError):

@@ -95,7 +95,7 @@ class ReadCounter:
 
 def seed_operations(ledger: Any, total: int, prefix: str, fields: dict[str, Any]) -> None:
     """`total` operations `batches/{prefix}{i:06d}` with `fields` (the ledger batches them)."""
-    ledger.put_operations(
+    ledger.operations.put_many(
         {"name": f"batches/{prefix}{i:06d}", "short_id": f"{prefix}{i:06d}", "kind": KIND, **fields}
         for i in range(total)
     )
@@ -129,7 +129,7 @@ def submit(gateway: Any, ledger: Any, sim: SimulatorClient, n: int, finish: bool
     def one(i: int) -> str:
         tag = review_tag("bench/repo", f"{time.monotonic_ns()}-{i}")  # tagged, like real ones
         name = gateway.create_batch(MODEL, [(f"f{i}.md", "text")], display_name=tag)
-        ledger.register(name, KIND)
+        ledger.operations.register(name, KIND)
         if finish:
             sim.complete(name, "succeeded", webhook="drop")
         return name
@@ -143,11 +143,11 @@ def naive_run(ledger: Any, gateway: Any, now: datetime, concurrency: int) -> int
     from shared.settlement import settle_from_gemini
 
     due: list[str] = []
-    page = ledger.list_operations(limit=NAIVE_PAGE)
+    page = ledger.queries.list_operations(limit=NAIVE_PAGE)
     while page:
         due += [op.name for op in page if op.status == "pending" and op.next_check_at <= now]
         last = page[-1] if len(page) == NAIVE_PAGE else None
-        page = ledger.list_operations(limit=NAIVE_PAGE, start_after=last) if last else []
+        page = ledger.queries.list_operations(limit=NAIVE_PAGE, start_after=last) if last else []
     with ThreadPoolExecutor(concurrency) as pool:
         outcomes = list(
             pool.map(lambda name: settle_from_gemini(ledger, gateway, name, "reconcile"), due)
@@ -215,18 +215,18 @@ def run(args: argparse.Namespace, sim_url: str) -> tuple[dict[str, Any], bool]:
     seed_settled(ledger, args.settled, now)
     progress(f"seeded {args.settled} settled operations in {time.monotonic() - started:.1f} s")
     due = submit(gateway, ledger, sim, args.due, finish=True)
-    saved = [ledger.stored_fields(name) for name in due]
+    saved = [ledger.queries.stored_fields(name) for name in due]
     progress(f"{args.due} due-pending operations ready")
 
     selection = {"reads": 0}
-    due_pending = ledger.due_pending
+    due_pending = ledger.operations.due_pending
 
     def counted_due_pending(*a: Any, **kw: Any) -> Any:
         page = due_pending(*a, **kw)
         selection["reads"] += max(len(page), 1)
         return page
 
-    ledger.due_pending = counted_due_pending  # type: ignore[method-assign]
+    ledger.operations.due_pending = counted_due_pending  # type: ignore[method-assign]
     reconciler = Reconciler(
         ledger,
         gateway,
@@ -237,7 +237,7 @@ def run(args: argparse.Namespace, sim_url: str) -> tuple[dict[str, Any], bool]:
     progress(f"reconcile: {reads} reads, {wall} s, {report.settled} settled")
 
     # The same state for the baseline: the due operations back to pending.
-    ledger.put_operations(saved)
+    ledger.operations.put_many(saved)
     naive_settled, naive_reads, naive_wall = counter.measure(
         lambda: naive_run(ledger, gateway, system_clock(), 8)
     )
@@ -439,12 +439,12 @@ def scale(args: argparse.Namespace, sim_url: str, tasks_host: str) -> tuple[dict
         report, run_reads, run_wall = counter.measure(fan.run)
         run_calls = gemini.calls - calls_before
         give_up = started + max(600.0, args.scale_due / 5)
-        while ledger.count_operations(status="succeeded") < args.scale_due:
+        while ledger.queries.count_operations(status="succeeded") < args.scale_due:
             if time.monotonic() > give_up:
                 break
             time.sleep(0.2)
         settled_s = round(time.monotonic() - started, 1)
-        settled = ledger.count_operations(status="succeeded")
+        settled = ledger.queries.count_operations(status="succeeded")
         total_reads, total_calls = counter.reads - reads_before, gemini.calls - calls_before
         progress(f"scale: {settled} settled {settled_s} s after the run began")
         clock.advance(300)  # the next scheduled run, five minutes later

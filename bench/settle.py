@@ -83,7 +83,7 @@ def many_operations(operations: int, callers: int, threads: int) -> dict[str, An
     try:
         progress(f"registering {operations} operations")
         with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(lambda name: ledgers.get().register(name, "bench"), names))
+            list(pool.map(lambda name: ledgers.get().operations.register(name, "bench"), names))
         setup_counts = ledgers.counts()
         # The callers of one operation are queued next to each other, so they race.
         calls = [name for name in names for _ in range(callers)]
@@ -105,8 +105,8 @@ def many_operations(operations: int, callers: int, threads: int) -> dict[str, An
     client = firestore.Client(project=PROJECT)
     try:
         ledger = Ledger(client)
-        writebacks = ledger.count_reviews_for_push(REPO, SHA)
-        pending = ledger.count_operations(status="pending")
+        writebacks = ledger.reviews.count_for_push(REPO, SHA)
+        pending = ledger.queries.count_operations(status="pending")
     finally:
         client.close()
     tally = Counter(outcomes)
@@ -134,7 +134,7 @@ def one_operation(racers: int) -> dict[str, Any]:
     start = threading.Barrier(racers + 1, timeout=60)
     returned: list[float] = []
     try:
-        ledgers.get().register(name, "bench")
+        ledgers.get().operations.register(name, "bench")
 
         def settle(index: int) -> Settlement:
             ledger = ledgers.get()

@@ -95,7 +95,7 @@ def resolve_operation(ledger: Ledger, data_id: str, event_type: str) -> Operatio
 
     for name in candidate_names(data_id, event_type):
         try:
-            record = ledger.get(name)
+            record = ledger.operations.get(name)
         except AmbiguousId:
             continue
         if record is not None:

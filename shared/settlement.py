@@ -20,7 +20,7 @@ in the settling commit and checked against Gemini's `batchStats`.
 
 A batch Gemini no longer knows (deleted, aged out) is settled `failed` with reason `gone`
 only on a second 404 at least `gone_after` after the first, whoever sees them (webhook
-or reconcile); the first is recorded on the operation (`SettleLedger.mark_not_found`) and
+or reconcile); the first is recorded on the operation (`ledger.operations.mark_not_found`) and
 forgotten when Gemini answers again (docs/architecture.md, "Gone operations")::
 
     check 1: 404 → not_found_at = t1, GeminiNotFound(recheck_after_s=gone_after): deferred
@@ -94,7 +94,7 @@ class Settler:
         """
         from shared.ledger import Settlement
 
-        record = record if record is not None else self.ledger.get(name)
+        record = record if record is not None else self.ledger.operations.get(name)
         if record is None:
             return Outcome(Settlement.UNKNOWN.value)
         if not record.pending:
@@ -163,7 +163,7 @@ class Settler:
             batch = self.gemini.fetch(record.name)
         except GeminiNotFound as exc:
             now = self.clock()
-            first = self.ledger.mark_not_found(record.name, now)
+            first = self.ledger.operations.mark_not_found(record.name, now)
             if first is None:  # settled (or removed) meanwhile: nothing to decide here
                 raise
             waited = now - first
@@ -183,7 +183,7 @@ class Settler:
             }
             return BatchStatus(name=record.name, state="JOB_STATE_FAILED", error=error)
         if record.not_found_at is not None:
-            self.ledger.clear_not_found(record.name)  # a passing 404: forget it
+            self.ledger.operations.clear_not_found(record.name)  # a passing 404: forget it
         return batch
 
     def _unread(self, record: Operation, batch: BatchStatus) -> BatchStatus:

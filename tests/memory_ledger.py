@@ -1,8 +1,9 @@
 """An in-memory ledger for fast tests of settlement and reconcile: a test double, never shipped.
 
-It implements the settle side of the ledger (`shared.ledger.protocols`: `SettleLedger`,
-`DeferLedger`, `AlertLedger`) plus the reads a test asserts with (`register`, `reviews_for`,
-`get_review`), one lock standing in for Firestore's conditional commit. It must pass the
+It implements the settle side of the ledger, laid out like `Ledger` (`shared.ledger.protocols`:
+`SettleLedger`; its `operations` part also `DeferLedger` and `AlertLedger`) plus the reads a
+test asserts with (`operations.register`, `reviews.reviews_for`, `reviews.get_review`), one
+lock standing in for Firestore's conditional commit. It must pass the
 same exactly-once contract as the Firestore ledger (tests/integration/test_ledger_contract.py);
 a test that needs more (submissions, deliveries, queries) uses the emulator.
 """
@@ -57,37 +58,51 @@ class _Writes:
         return doc_id
 
 
-class MemoryLedger:
-    """Operations and reviews in dicts; each write is one step under one lock."""
+class _Store:
+    """The dicts and the one lock every part shares; each write is one step under it."""
 
-    def __init__(
-        self,
-        clock: Clock,
-        *,
-        grace: timedelta = timedelta(seconds=DEFAULTS.reconcile_grace_s),
-        retention: timedelta = timedelta(days=DEFAULTS.retention_days),
-    ) -> None:
-        self._clock = clock
-        self._grace = grace
-        self._retention = retention
-        self._lock = threading.Lock()
-        self._ops: dict[str, Operation] = {}
-        self._reviews: dict[str, dict[str, Any]] = {}
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.lock = threading.Lock()
+        self.ops: dict[str, Operation] = {}
+        self.reviews: dict[str, dict[str, Any]] = {}
         self._version = 0
-        self.settle_calls = 0  # how many settles reached the store (a test's spy)
 
-    @property
-    def clock(self) -> Clock:
-        return self._clock
+    def pending(self, name: str) -> Operation | None:
+        record = self.ops.get(name)
+        return record if record is not None and record.pending else None
 
-    # ----------------------------------------------------------------- reads
+    def update_if_pending(self, name: str, decide: Any) -> bool:
+        with self.lock:
+            record = self.pending(name)
+            updated = decide(record) if record is not None else None
+            if updated is None:
+                return False
+            self.put(updated)
+            return True
+
+    def put(self, record: Operation) -> Operation:
+        """Store `record` as a new version (its `update_time`, as Firestore stamps one)."""
+        self._version += 1
+        stamped = replace(record, update_time=_EPOCH + timedelta(microseconds=self._version))
+        self.ops[record.name] = stamped
+        return stamped
+
+
+class MemoryOperations:
+    """`ledger.operations`: register, reads and the pending-only marks."""
+
+    def __init__(self, store: _Store, grace: timedelta) -> None:
+        self._store = store
+        self._grace = grace
 
     def register(self, name: str, kind: str, context: Mapping[str, Any] | None = None) -> Operation:
-        with self._lock:
-            if name in self._ops:
-                return self._ops[name]
-            now = self._clock()
-            return self._put(
+        store = self._store
+        with store.lock:
+            if name in store.ops:
+                return store.ops[name]
+            now = store.clock()
+            return store.put(
                 Operation(
                     name=name,
                     doc_id=operation_id(name),
@@ -102,23 +117,121 @@ class MemoryLedger:
             )
 
     def get(self, name: str) -> Operation | None:
-        with self._lock:
-            found = self._ops.get(name)
+        with self._store.lock:
+            ops = self._store.ops
+            found = ops.get(name)
             if found is None:
-                matches = [op for op in self._ops.values() if opnames.short_id(op.name) == name]
+                matches = [op for op in ops.values() if opnames.short_id(op.name) == name]
                 found = matches[0] if len(matches) == 1 else None
             return found
 
+    def mark_not_found(self, name: str, now: datetime) -> datetime | None:
+        store = self._store
+        with store.lock:
+            record = store.pending(name)
+            if record is None:
+                return None
+            if record.not_found_at is None:
+                store.put(replace(record, not_found_at=now))
+                return now
+            return record.not_found_at
+
+    def clear_not_found(self, name: str) -> bool:
+        return self._store.update_if_pending(
+            name, lambda r: replace(r, not_found_at=None) if r.not_found_at else None
+        )
+
+    def defer(
+        self, name: str, next_check_at: datetime, attempts: int, *, answer: str | None = None
+    ) -> bool:
+        now = self._store.clock()
+
+        def update(record: Operation) -> Operation:
+            checks = record.checks
+            if answer is not None:
+                check = {"at": now, "attempt": attempts, "answer": answer}
+                checks = (*checks[-(MAX_CHECKS - 1) :], check)
+            return replace(record, attempts=attempts, next_check_at=next_check_at, checks=checks)
+
+        return self._store.update_if_pending(name, update)
+
+    def mark_stuck_alerted(self, name: str, now: datetime, window: timedelta) -> bool:
+        def alert(record: Operation) -> Operation | None:
+            last = record.stuck_alerted_at
+            return None if last and now - last < window else replace(record, stuck_alerted_at=now)
+
+        return self._store.update_if_pending(name, alert)
+
+    def mark_waiting_alerted(self, name: str, now: datetime, window: timedelta) -> bool:
+        def alert(record: Operation) -> Operation | None:
+            last = record.waiting_alerted_at
+            if last and now - last < window:
+                return None
+            return replace(record, waiting_alerted_at=now)
+
+        return self._store.update_if_pending(name, alert)
+
+
+class MemoryReviews:
+    """`ledger.reviews`: the reviews settlements wrote."""
+
+    def __init__(self, store: _Store) -> None:
+        self._store = store
+
     def reviews_for(self, operation_name: str, limit: int = 1000) -> list[dict[str, Any]]:
-        with self._lock:
-            found = [r for r in self._reviews.values() if r["operation"] == operation_name]
+        with self._store.lock:
+            found = [r for r in self._store.reviews.values() if r["operation"] == operation_name]
         return sorted(found, key=lambda doc: str(doc.get("path", "")))[:limit]
 
     def get_review(self, repo: str, sha: str, path: str) -> dict[str, Any] | None:
-        with self._lock:
-            return self._reviews.get(review_doc_id(repo, sha, path))
+        with self._store.lock:
+            return self._store.reviews.get(review_doc_id(repo, sha, path))
 
-    # ----------------------------------------------------------------- settle
+
+class MemoryOutbox:
+    """`ledger.outbox`: delivers each open item once (no leases: one process, no crash)."""
+
+    def __init__(self, store: _Store) -> None:
+        self._store = store
+
+    def deliver(self, name: str, deliver: Deliver) -> int:
+        store = self._store
+        with store.lock:
+            record = store.ops.get(name)
+        delivered = 0
+        for item in record.outbox if record is not None else ():
+            if item.open:
+                deliver(item)
+                delivered += 1
+                with store.lock:
+                    current = store.ops[name]
+                    done = replace(item, delivered_at=store.clock())
+                    items = tuple(done if i.index == item.index else i for i in current.outbox)
+                    finished = all(not i.open for i in items)
+                    store.put(replace(current, outbox=items, writeback_done=finished))
+        return delivered
+
+
+class MemoryLedger:
+    """Operations and reviews in dicts, in the parts `Ledger` has; `settle` spans them."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        grace: timedelta = timedelta(seconds=DEFAULTS.reconcile_grace_s),
+        retention: timedelta = timedelta(days=DEFAULTS.retention_days),
+    ) -> None:
+        self._store = _Store(clock)
+        self._retention = retention
+        self.operations = MemoryOperations(self._store, grace)
+        self.reviews = MemoryReviews(self._store)
+        self.outbox = MemoryOutbox(self._store)
+        self.settle_calls = 0  # how many settles reached the store (a test's spy)
+
+    @property
+    def clock(self) -> Clock:
+        return self._store.clock
 
     def settle(
         self,
@@ -137,9 +250,10 @@ class MemoryLedger:
         if status not in TERMINAL_STATUSES or by not in SETTLED_BY:
             raise InvalidArgument(f"operation {name}: bad status {status!r} or by {by!r}")
         items = list(outbox or [])
-        with self._lock:
+        store = self._store
+        with store.lock:
             self.settle_calls += 1
-            record = self._ops.get(name)
+            record = store.ops.get(name)
             if record is None:
                 return Settlement.UNKNOWN
             if not record.pending:  # `expected` or not: the stored record decides
@@ -156,7 +270,7 @@ class MemoryLedger:
                         ) from exc
                     writes.staged.clear()
                     writeback_error = f"write-back failed: {exc}"
-            now = self._clock()
+            now = store.clock()
             settled = replace(
                 record,
                 status=status,
@@ -174,93 +288,8 @@ class MemoryLedger:
                 outcome=dict(outcome or {}),
                 writeback_error=writeback_error,
             )
-            self._reviews.update(writes.staged)
-            self._put(settled)
+            store.reviews.update(writes.staged)
+            store.put(settled)
         if items and deliver is not None:
-            self.deliver_outbox(name, deliver)
+            self.outbox.deliver(name, deliver)
         return Settlement.SETTLED
-
-    def deliver_outbox(self, name: str, deliver: Deliver) -> int:
-        """Deliver each open item once (no leases: one process, no crash to survive)."""
-        record = self.get(name)
-        delivered = 0
-        for item in record.outbox if record is not None else ():
-            if item.open:
-                deliver(item)
-                delivered += 1
-                with self._lock:
-                    current = self._ops[name]
-                    done = replace(item, delivered_at=self._clock())
-                    items = tuple(done if i.index == item.index else i for i in current.outbox)
-                    finished = all(not i.open for i in items)
-                    self._put(replace(current, outbox=items, writeback_done=finished))
-        return delivered
-
-    # ----------------------------------------------------------------- pending-only marks
-
-    def mark_not_found(self, name: str, now: datetime) -> datetime | None:
-        with self._lock:
-            record = self._pending(name)
-            if record is None:
-                return None
-            if record.not_found_at is None:
-                self._put(replace(record, not_found_at=now))
-                return now
-            return record.not_found_at
-
-    def clear_not_found(self, name: str) -> bool:
-        return self._update_if_pending(
-            name, lambda r: replace(r, not_found_at=None) if r.not_found_at else None
-        )
-
-    def defer(
-        self, name: str, next_check_at: datetime, attempts: int, *, answer: str | None = None
-    ) -> bool:
-        now = self._clock()
-
-        def update(record: Operation) -> Operation:
-            checks = record.checks
-            if answer is not None:
-                check = {"at": now, "attempt": attempts, "answer": answer}
-                checks = (*checks[-(MAX_CHECKS - 1) :], check)
-            return replace(record, attempts=attempts, next_check_at=next_check_at, checks=checks)
-
-        return self._update_if_pending(name, update)
-
-    def mark_stuck_alerted(self, name: str, now: datetime, window: timedelta) -> bool:
-        def alert(record: Operation) -> Operation | None:
-            last = record.stuck_alerted_at
-            return None if last and now - last < window else replace(record, stuck_alerted_at=now)
-
-        return self._update_if_pending(name, alert)
-
-    def mark_waiting_alerted(self, name: str, now: datetime, window: timedelta) -> bool:
-        def alert(record: Operation) -> Operation | None:
-            last = record.waiting_alerted_at
-            if last and now - last < window:
-                return None
-            return replace(record, waiting_alerted_at=now)
-
-        return self._update_if_pending(name, alert)
-
-    # ----------------------------------------------------------------- store
-
-    def _pending(self, name: str) -> Operation | None:
-        record = self._ops.get(name)
-        return record if record is not None and record.pending else None
-
-    def _update_if_pending(self, name: str, decide: Any) -> bool:
-        with self._lock:
-            record = self._pending(name)
-            updated = decide(record) if record is not None else None
-            if updated is None:
-                return False
-            self._put(updated)
-            return True
-
-    def _put(self, record: Operation) -> Operation:
-        """Store `record` as a new version (its `update_time`, as Firestore stamps one)."""
-        self._version += 1
-        stamped = replace(record, update_time=_EPOCH + timedelta(microseconds=self._version))
-        self._ops[record.name] = stamped
-        return stamped

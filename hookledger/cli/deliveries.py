@@ -61,11 +61,11 @@ def find(ident: str) -> Delivery:
     ledger = runtime.ledger()
     source, sep, rest = ident.partition(":")
     if sep and source in SOURCES and rest:
-        found = ledger.get_delivery(source, rest)
+        found = ledger.deliveries.get(source, rest)
         if found is None:
             raise CliError(f"delivery {ident} not found")
         return found
-    matches = ledger.find_deliveries(ident, limit=2)
+    matches = ledger.deliveries.find(ident, limit=2)
     if not matches:
         raise CliError(f"delivery {ident} not found")
     if len(matches) > 1:
@@ -83,7 +83,7 @@ def shown(delivery: Delivery) -> dict[str, Any]:
 
 
 def cmd_list(args: argparse.Namespace, out: Output) -> int:
-    rows = [shown(d) for d in runtime.ledger().list_deliveries(args.status, args.limit)]
+    rows = [shown(d) for d in runtime.ledger().deliveries.listing(args.status, args.limit)]
     for row in rows:
         row.pop("payload", None)  # a list is for scanning; `show` prints the payload
     out.emit(rows, lambda: table(rows, LIST_COLUMNS) if rows else "no deliveries")
@@ -158,7 +158,7 @@ def replay(delivery: Delivery, *, force: bool = False) -> dict[str, Any]:
     ledger = runtime.ledger()
     # Queued first: the worker skips a delivery already done/ignored/dead as a duplicate.
     # Reopening keeps a live lease, so the replayed run waits for the attempt holding it.
-    ledger.reopen_delivery(delivery.source, delivery.delivery_id)
+    ledger.deliveries.reopen(delivery.source, delivery.delivery_id)
     # Named after the state replayed (every replay moves `attempts`), never the original task.
     task_id = task_id_for(
         delivery.source, delivery.delivery_id, "replay", str(delivery.attempts), delivery.status
@@ -175,7 +175,7 @@ def replay(delivery: Delivery, *, force: bool = False) -> dict[str, Any]:
         )
     except Exception as exc:
         # Put the status back, so the record does not claim a replay is on its way.
-        ledger.mark_delivery(delivery.source, delivery.delivery_id, delivery.status)
+        ledger.deliveries.mark(delivery.source, delivery.delivery_id, delivery.status)
         raise CliError(f"delivery {label}: enqueueing the replay failed: {exc}") from exc
     return {
         "id": label,

@@ -107,7 +107,7 @@ def push_body(sha: str) -> bytes:
 
 def settled_record(ledger: Ledger, name: str) -> Operation | None:
     """The operation `name` once it is settled; None while it is pending or unknown."""
-    record = ledger.get(name)
+    record = ledger.operations.get(name)
     return record if record is not None and not record.pending else None
 
 
@@ -161,7 +161,7 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
 
     op = wait_for(
         "the review batch to be registered",
-        lambda: ledger.find_operation("context.sha", sha),
+        lambda: ledger.queries.find_operation("context.sha", sha),
         30.0,
     )
     name = op.name
@@ -185,7 +185,7 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
 
     written: list[dict[str, Any]] = wait_for(
         f"the reviews of {name}",
-        lambda: docs if len(docs := ledger.reviews_for(name)) >= len(FILES) else None,
+        lambda: docs if len(docs := ledger.reviews.reviews_for(name)) >= len(FILES) else None,
         10.0,
     )
     reviews = [

@@ -118,7 +118,7 @@ def cmd_submit(args: argparse.Namespace, out: Output) -> int:
         "submitted_by": "cli",
     }
     try:
-        record = runtime.ledger().register(name, kind, context)
+        record = runtime.ledger().operations.register(name, kind, context)
     except Exception as exc:
         raise CliError(f"batch {name} was created but registering it failed: {exc}") from exc
     out.emit(record.to_dict(), lambda: record.name)
@@ -146,7 +146,7 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
 
 def cmd_list(args: argparse.Namespace, out: Output) -> int:
     """Newest submitted first (the ledger's listing, served by a declared index)."""
-    records = runtime.ledger().list_operations(args.status, args.kind, limit=args.limit)
+    records = runtime.ledger().queries.list_operations(args.status, args.kind, limit=args.limit)
     rows = [summary(record.to_dict()) for record in records]
     out.emit(rows, lambda: table(rows, LIST_COLUMNS) if rows else "no operations")
     return 0
@@ -155,11 +155,11 @@ def cmd_list(args: argparse.Namespace, out: Output) -> int:
 def stored_operation(name: str) -> dict[str, Any]:
     """Every stored field of the operation `name` (full name or bare id); CliError if none."""
     ledger = runtime.ledger()
-    record = ledger.get(name)
+    record = ledger.operations.get(name)
     if record is None:
         raise CliError(f"operation {name} not found")
     # The record's fields, plus any the record type does not model (as stored).
-    stored = ledger.stored_fields(record.name) or {}
+    stored = ledger.queries.stored_fields(record.name) or {}
     return {**record.to_dict(), **stored, "doc_id": record.doc_id}
 
 

@@ -28,9 +28,11 @@ def collect(ledger: Ledger | None = None, clock: Clock = system_clock) -> dict[s
     ledger = ledger if ledger is not None else runtime.ledger()
     now = clock()
     # Both in the ledger's display order (shared/ledger/records.py).
-    operations = {status: ledger.count_operations(status=status) for status in OPERATION_STATUSES}
-    deliveries = {status: ledger.count_deliveries(status) for status in DELIVERY_STATUSES}
-    first = ledger.oldest_pending()
+    operations = {
+        status: ledger.queries.count_operations(status=status) for status in OPERATION_STATUSES
+    }
+    deliveries = {status: ledger.deliveries.count(status) for status in DELIVERY_STATUSES}
+    first = ledger.queries.oldest_pending()
     oldest = None
     if first is not None:
         oldest = {
@@ -42,14 +44,14 @@ def collect(ledger: Ledger | None = None, clock: Clock = system_clock) -> dict[s
     # Still pending and alerted on: a settled operation keeps its old alert time.
     stuck = [
         {key: fields[key] for key in STUCK_FIELDS}
-        for fields in (record.to_dict() for record in ledger.stuck_alerted(STUCK_SHOWN))
+        for fields in (record.to_dict() for record in ledger.queries.stuck_alerted(STUCK_SHOWN))
     ]
     return {
         "operations": operations,
         "deliveries": deliveries,
         "dead_deliveries": deliveries.get("dead", 0),
         "oldest_pending": oldest,
-        "stuck_alerts": ledger.count_stuck_alerted(),
+        "stuck_alerts": ledger.queries.count_stuck_alerted(),
         "stuck": stuck,
         "at": now,
     }

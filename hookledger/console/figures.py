@@ -53,9 +53,13 @@ def percentile(values: list[float], fraction: float) -> float | None:
 def hourly(ledger: Ledger, now: datetime) -> Hourly:
     starts = hour_starts(now)
     ends = [*starts[1:], starts[-1] + timedelta(hours=1)]
-    webhook = [ledger.count_settled("webhook", a, b) for a, b in zip(starts, ends, strict=True)]
-    reconcile = [ledger.count_settled("reconcile", a, b) for a, b in zip(starts, ends, strict=True)]
-    sample = ledger.webhook_deliveries_since("gemini", starts[0], LATENCY_SAMPLE)
+    webhook = [
+        ledger.console.count_settled("webhook", a, b) for a, b in zip(starts, ends, strict=True)
+    ]
+    reconcile = [
+        ledger.console.count_settled("reconcile", a, b) for a, b in zip(starts, ends, strict=True)
+    ]
+    sample = ledger.console.webhook_deliveries_since("gemini", starts[0], LATENCY_SAMPLE)
     buckets: list[list[float]] = [[] for _ in starts]
     for fields in sample:
         received, updated = fields.get("received_at"), fields.get("updated_at")
@@ -77,14 +81,14 @@ def hourly(ledger: Ledger, now: datetime) -> Hourly:
 
 def overview(ledger: Ledger, now: datetime) -> dict[str, Any]:
     """Counts, oldest pending, stuck alerts, dead deliveries and the two hourly series."""
-    oldest = ledger.oldest_pending()
+    oldest = ledger.queries.oldest_pending()
     return {
-        "operations": {s: ledger.count_operations(status=s) for s in OPERATION_STATUSES},
-        "deliveries": {s: ledger.count_deliveries(s) for s in DELIVERY_STATUSES},
+        "operations": {s: ledger.queries.count_operations(status=s) for s in OPERATION_STATUSES},
+        "deliveries": {s: ledger.deliveries.count(s) for s in DELIVERY_STATUSES},
         "oldest": oldest,
         "oldest_age_s": int((now - oldest.submitted_at).total_seconds()) if oldest else None,
-        "stuck_count": ledger.count_stuck_alerted(),
-        "stuck": ledger.stuck_alerted(STUCK_SHOWN),
-        "dead": ledger.list_deliveries("dead", DEAD_SHOWN),
+        "stuck_count": ledger.queries.count_stuck_alerted(),
+        "stuck": ledger.queries.stuck_alerted(STUCK_SHOWN),
+        "dead": ledger.deliveries.listing("dead", DEAD_SHOWN),
         "hourly": hourly(ledger, now),
     }

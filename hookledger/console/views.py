@@ -92,7 +92,7 @@ def operations() -> str:
     kind = _text("kind")
     after = _cursor()
     since = _now() - AGES[age] if age else None
-    rows = _ledger().operations_page(
+    rows = _ledger().queries.operations_page(
         status, kind, settled_by, submitted_since=since, limit=PAGE, after=after
     )
     next_url = None
@@ -113,14 +113,14 @@ def operations() -> str:
 @pages.route("/operations/<path:name>")
 def operation(name: str) -> str:
     ledger = _ledger()
-    record = ledger.get(name)
+    record = ledger.operations.get(name)
     if record is None:
         abort(404, f"operation {name} not found")
     return render_template(
         "operation.html",
         op=record,
-        runs=ledger.runs_for_operation(record.name, RUNS_SHOWN),
-        reviews=ledger.reviews_for(record.name, REVIEWS_SHOWN),
+        runs=ledger.runs.for_operation(record.name, RUNS_SHOWN),
+        reviews=ledger.reviews.reviews_for(record.name, REVIEWS_SHOWN),
         reviews_cap=REVIEWS_SHOWN,
     )
 
@@ -130,7 +130,7 @@ def review() -> str:
     repo, sha, path = _text("repo"), _text("sha"), _text("path")
     if not (repo and sha and path):
         abort(400, "repo, sha and path are required")
-    found = _ledger().get_review(repo, sha, path)
+    found = _ledger().reviews.get_review(repo, sha, path)
     if found is None:
         abort(404, f"review of {repo}@{sha}:{path} not found")
     text, cut = preview(found.get("text") or "")
@@ -143,7 +143,7 @@ def deliveries() -> str:
     source, event = _text("source"), _text("event")
     after = _cursor()
     start_after = _delivery_at(after) if after else None
-    rows = _ledger().list_deliveries(
+    rows = _ledger().deliveries.listing(
         status, PAGE, source=source, event=event, start_after=start_after
     )
     next_url = None
@@ -160,7 +160,7 @@ def deliveries() -> str:
 
 
 def _delivery(source: str, delivery_id: str) -> Delivery:
-    found = _ledger().get_delivery(source, delivery_id)
+    found = _ledger().deliveries.get(source, delivery_id)
     if found is None:
         abort(404, f"delivery {source}:{delivery_id} not found")
     return found
@@ -214,7 +214,7 @@ def replay_post(source: str, delivery_id: str) -> Any:
 @pages.route("/reconcile")
 def reconcile_runs() -> str:
     after = _cursor()
-    runs = _ledger().reconcile_runs(RUNS_SHOWN, after)
+    runs = _ledger().runs.recent(RUNS_SHOWN, after)
     next_url = None
     if len(runs) == RUNS_SHOWN:
         last = runs[-1]

@@ -32,7 +32,7 @@ PAGE = 200
 def all_operations(ledger: Ledger) -> Iterator[Operation]:
     last: Operation | None = None
     while True:
-        page = ledger.list_operations(limit=PAGE, start_after=last)
+        page = ledger.queries.list_operations(limit=PAGE, start_after=last)
         yield from page
         if len(page) < PAGE:
             return
@@ -42,7 +42,7 @@ def all_operations(ledger: Ledger) -> Iterator[Operation]:
 def all_deliveries(ledger: Ledger) -> Iterator[Delivery]:
     last: Delivery | None = None
     while True:
-        page = ledger.list_deliveries(limit=PAGE, start_after=last)
+        page = ledger.deliveries.listing(limit=PAGE, start_after=last)
         yield from page
         if len(page) < PAGE:
             return
@@ -147,10 +147,10 @@ def review_problems(snapshot: Any, operations: dict[str, Operation]) -> list[str
 
 def quiet(ledger: Ledger, pushes: Iterable[Push]) -> bool:
     """No pending operation, no queued delivery, and every push's operation is settled."""
-    if ledger.count_operations(status=PENDING) or ledger.count_deliveries(status="queued"):
+    if ledger.queries.count_operations(status=PENDING) or ledger.deliveries.count(status="queued"):
         return False
     for push in pushes:
-        op = ledger.find_operation("context.sha", push.sha)
+        op = ledger.queries.find_operation("context.sha", push.sha)
         if op is None or op.pending:
             return False
     return True

@@ -129,9 +129,9 @@ def _settle_some(chaos: Chaos, run: Run, count: int, deadline_s: float = 60.0) -
 
     def settled() -> bool:
         try:
-            return chaos.ledger.count_operations() - chaos.ledger.count_operations("pending") >= (
-                count
-            )
+            return chaos.ledger.queries.count_operations() - chaos.ledger.queries.count_operations(
+                "pending"
+            ) >= (count)
         except LedgerError:
             return False  # a restarting store: ask again
 

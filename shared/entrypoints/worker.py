@@ -101,7 +101,7 @@ class Worker(Endpoint):
             raw, unusable = b"", f"payload claim unusable: {exc}"
         attempt = uuid.uuid4().hex  # this run's name on the lease; never shared by two runs
         try:
-            recorded = self._ledger.record_delivery(
+            recorded = self._ledger.deliveries.record(
                 source,
                 delivery_id,
                 event_type,
@@ -164,7 +164,7 @@ class Worker(Endpoint):
         error: str | None = None,
     ) -> Reply:
         try:
-            marked = self._ledger.end_attempt(
+            marked = self._ledger.deliveries.end_attempt(
                 ids["source"], ids["delivery_id"], attempt, status, error=error
             )
         except LedgerError as exc:
@@ -176,7 +176,7 @@ class Worker(Endpoint):
 
     def _dead(self, ids: dict[str, Any], attempt: str, reason: str) -> Reply:
         try:
-            marked = self._ledger.end_attempt(
+            marked = self._ledger.deliveries.end_attempt(
                 ids["source"], ids["delivery_id"], attempt, "dead", error=reason
             )
         except LedgerError as exc:
@@ -226,7 +226,7 @@ class Worker(Endpoint):
         if attempt is not None:
             # The retry itself is what matters; the record catches up on the next attempt.
             with contextlib.suppress(LedgerError):
-                self._ledger.end_attempt(
+                self._ledger.deliveries.end_attempt(
                     ids["source"], ids["delivery_id"], attempt, "queued", error=reason
                 )
         return Reply(503, {"status": "retry", "reason": reason, **ids})

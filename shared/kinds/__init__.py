@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # nothing heavy at import; these are for the type checker
     from shared.gemini import BatchStatus, BatchSummary, GeminiGateway
     from shared.github import CommentsClient
     from shared.ledger import Operation, OutboxItem
-    from shared.ledger.protocols import ReviewReads, ReviewWrites
+    from shared.ledger.protocols import ReviewLedger, ReviewWrites
 
 TAG_PREFIX = "hookledger:"
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
@@ -155,7 +155,7 @@ class DeliveryServices(Protocol):
     """What an outbox deliverer may use; the worker's `HandlerContext` provides it."""
 
     @property
-    def ledger(self) -> ReviewReads: ...
+    def ledger(self) -> ReviewLedger: ...
 
     @property
     def comments(self) -> CommentsClient: ...

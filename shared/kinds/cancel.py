@@ -45,10 +45,12 @@ def supersede(
     """
     from shared.ledger import LedgerError
 
-    ledger.record_superseded(name, kind, context, winner=winner, outbox=[cancel_item(name)])
+    ledger.operations.record_superseded(
+        name, kind, context, winner=winner, outbox=[cancel_item(name)]
+    )
     crash_point("push.superseded")
     try:
-        ledger.deliver_outbox(name, lambda item: cancel_batch(item, gemini))
+        ledger.outbox.deliver(name, lambda item: cancel_batch(item, gemini))
     except LedgerError as exc:
         logs.event(
             log,

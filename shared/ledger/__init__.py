@@ -5,82 +5,68 @@ claim-check store, shared/claims.py); everything else asks it. Layout (docs/arch
 "Ledger"): `records` (types, statuses, converters), `errors`, `ids` (document ids and
 input checks), `commits` (conditional commits and retries), one module per collection
 (`operations`, `deliveries`, `outbox`, `results`, `submissions`, `runs`) and `queries`
-(read-only listings); `Ledger` composes them. `protocols` names what each caller calls
-(`Settler`: `SettleLedger`; reconcile: `ReconcileLedger`; the kinds: `PushLedger`, …);
-those callers depend on the protocols, and `Ledger` satisfies them structurally.
+(read-only listings). `Ledger` builds the parts over one client and callers reach each
+by name (`ledger.deliveries.record(...)`); it adds only what spans parts. `protocols` names
+what each caller calls (`Settler`: `SettleLedger`; reconcile: `ReconcileLedger`; the kinds:
+`PushLedger`, …); those callers depend on the protocols, and `Ledger` satisfies them
+structurally.
 
 Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)::
 
     ledger = Ledger(client, clock=system_clock, grace=…, retention=…,  # Config's defaults
                     backoff=Backoff(), sleep=…, rand=…, timeout_s=FIRESTORE_TIMEOUT_S,
                     outbox_policy=OutboxPolicy())
-    # operations
-    ledger.register(name, kind, context=None) -> Operation        # idempotent
-    ledger.get(name_or_bare_id) -> Operation | None
-    ledger.put_operations(docs) -> int        # as given, unchecked: seeding, restores
+    # what spans parts
     ledger.settle(name, status, by, *, error=None, writeback=None, outbox=None,
-                  deliver=None, expected=None, outcome=None)
-        -> Settlement                          # settled|already_settled|unknown
-    ledger.mark_waiting_alerted(name, now, window) -> bool          # True: a new alert
-    ledger.mark_not_found(name, now) -> datetime | None   # the first consecutive 404
-    ledger.clear_not_found(name) -> bool
-    ledger.due_pending(now, limit, start_after=None) -> list[Operation]
-    ledger.defer(name, next_check_at, attempts) -> bool             # False once settled
-    ledger.mark_stuck_alerted(name, now, window) -> bool            # True: a new alert
-    # outbox
-    ledger.deliver_outbox(name, deliver) -> int                     # items delivered now
-    ledger.sweep_outbox(deliver, older_than=timedelta(seconds=60), limit=100, stop=None)
-        -> SweepReport                                              # due items, earliest first
-    # write-backs: settle(..., writeback=fn) calls fn(writes: ResultWrites, record)
-    writes.put_review(repo, sha, path, fields, replace=True) -> str # staged; the doc id
-    review_doc_id(repo, sha, path) -> str                           # sha256 hex
-    ledger.get_review(repo, sha, path) -> dict | None
-    ledger.reviews_for(operation_name, limit=1000) -> list[dict]
-    ledger.reviews_for_push(repo, sha, limit=1000) -> list[dict]   # by path
-    ledger.count_reviews_for_push(repo, sha) -> int
-    # submissions (one winning batch per push; shared/ledger/submissions.py)
-    ledger.submissions.claim(tag, *, delivery_id, attempt, lease_until, now, context)
-        -> Claimed(state, submission)     # OWNED | DECIDED | BUSY | STALE
-    ledger.submissions.take_over(stale, ...) / release(tag, ...)
-    ledger.submissions.register_winner(tag, name, kind, context) -> Winner(won, operation)
-    ledger.record_superseded(name, kind, context, *, winner, outbox) -> Operation
-    # deliveries
-    ledger.record_delivery(source, delivery_id, event, payload=None, payload_ref=None,
-                           *, attempt=None, lease_for=None) -> Recorded(new, delivery, busy)
-    ledger.end_attempt(source, delivery_id, attempt, status, error=None)
-        -> Marked(applied, delivery)                # the worker's mark; ends its lease
-    ledger.mark_delivery(source, delivery_id, status, error=None) -> Delivery
-    ledger.reopen_delivery(source, delivery_id) -> Delivery       # a replay: back to queued
-    ledger.get_delivery(source, delivery_id) -> Delivery | None
-    ledger.list_deliveries(status=None, limit=50, *, source=None, event=None,
-                           start_after=None) -> list[Delivery]          # newest first
-    ledger.find_deliveries(delivery_id, limit=2) -> list[Delivery]
-    # read-only queries
-    ledger.count_operations(status=None, kind=None) -> int
-    ledger.count_deliveries(status=None) -> int
-    ledger.oldest_pending() -> Operation | None
-    ledger.stuck_alerted(limit=10) -> list[Operation]; ledger.count_stuck_alerted() -> int
-    ledger.list_operations(status=None, kind=None, settled_by=None, limit=50,
-                           start_after=None) -> list[Operation]      # newest submitted first
-    ledger.find_operation(context_key, value) -> Operation | None   # e.g. "context.sha"
+                  deliver=None, expected=None, result_counts=None, outcome=None)
+        -> Settlement                  # settled|already_settled|unknown; then the outbox
     ledger.operation_for_tag(tag) -> Operation | None   # the batch created under a tag
-    ledger.stored_fields(name) -> dict | None                       # raw stored fields
-    ledger.counts() -> {"aborted": n, "conflicts": n}               # transaction retries
-    # console reads (hookledger/console) and reconcile run records
-    ledger.operations_page(status=None, kind=None, settled_by=None, *, submitted_since=None,
-                           limit=50, after=(submitted_at, doc_id) | None) -> list[Operation]
-    ledger.count_settled(by, start, end) -> int                     # settled_at in [start, end)
-    ledger.webhook_deliveries_since(source, since, limit) -> list[dict]  # no payload
-    ledger.record_run(started_at, finished_at, counts, examined_ops=(), budget_s=None) -> str
-    ledger.reconcile_runs(limit=20, after=(finished_at, run_id) | None) -> list[ReconcileRun]
-    ledger.runs_for_operation(name, limit=20) -> list[ReconcileRun]
-    ledger.adoption_watermark() -> datetime | None      # reconcile_state/adoption (1 read)
-    ledger.set_adoption_watermark(listed_at) -> None
+    ledger.clock; ledger.counts() -> {"aborted": n, "conflicts": n}  # transaction retries
+    # ledger.operations (operations.py)
+    .register(name, kind, context=None) -> Operation                 # idempotent
+    .get(name_or_bare_id) -> Operation | None
+    .put_many(docs) -> int            # as given, unchecked: seeding, restores
+    .due_pending(now, limit, start_after=None) -> list[Operation]
+    .defer(name, next_check_at, attempts, *, answer=None) -> bool    # False once settled
+    .mark_stuck_alerted(name, now, window) / .mark_waiting_alerted(...) -> bool  # new alert
+    .mark_not_found(name, now) -> datetime | None     # the first consecutive 404
+    .clear_not_found(name) -> bool
+    .record_superseded(name, kind, context, *, winner, outbox) -> Operation
+    # ledger.outbox (outbox.py)
+    .deliver(name, deliver) -> int                                   # items delivered now
+    .sweep(deliver, older_than=timedelta(seconds=60), limit=100, stop=None) -> SweepReport
+    # ledger.reviews (results.py); write-backs: settle(..., writeback=fn) calls
+    # fn(writes: ResultWrites, record), and writes.put_review(repo, sha, path, fields) stages
+    .get_review(repo, sha, path) -> dict | None
+    .reviews_for(operation_name, limit=1000) / .reviews_for_push(repo, sha, limit=1000)
+    .count_for_push(repo, sha) -> int
+    # ledger.submissions (submissions.py: one winning batch per push)
+    .claim(tag, *, delivery_id, attempt, lease_until, now, context) -> Claimed
+    .take_over(stale, ...) / .release(tag, ...) / .get(tag)
+    .register_winner(tag, name, kind, context) -> Winner(won, operation)
+    # ledger.deliveries (deliveries.py)
+    .record(source, delivery_id, event, payload=None, payload_ref=None, *, attempt=None,
+            lease_for=None) -> Recorded(new, delivery, busy)
+    .end_attempt(source, delivery_id, attempt, status, error=None) -> Marked  # the worker's
+    .mark(source, delivery_id, status, error=None) -> Delivery       # an operator's
+    .reopen(source, delivery_id) -> Delivery                         # a replay: queued again
+    .get(source, delivery_id) / .find(delivery_id, limit=2) / .count(status=None)
+    .listing(status=None, limit=50, *, source=None, event=None, start_after=None)
+    # ledger.queries (queries.py: read-only)
+    .count_operations(status=None, kind=None) / .oldest_pending() / .stuck_alerted(limit)
+    .count_stuck_alerted() / .find_operation(context_key, value) / .stored_fields(name)
+    .list_operations(status=None, kind=None, settled_by=None, limit=50, start_after=None)
+    .operations_page(status=None, kind=None, settled_by=None, *, submitted_since=None,
+                     limit=50, after=(submitted_at, doc_id) | None) -> list[Operation]
+    # ledger.console (queries.py): .count_settled(by, start, end), .webhook_deliveries_since(...)
+    # ledger.runs (runs.py): .record(started_at, finished_at, counts, examined_ops=(),
+    #   budget_s=None) -> run id; .recent(limit=20, after=None); .for_operation(name, limit=20)
+    # ledger.watermark (runs.py): .get() -> datetime | None; .set(listed_at)
 
 Settlement: an operation goes from `pending` to a terminal status once, and its
 write-back commits in that same transaction (timeline in `operations`). A delivery is
 run by one worker attempt at a time, under a lease, and a finished delivery never moves
-back but by `reopen_delivery` (timeline in `deliveries`). Side effects
+back but by `deliveries.reopen` (timeline in `deliveries`). Side effects
 outside Firestore go through the outbox, claimed with a lease and delivered with a
 stable idempotency key (timeline in `outbox`).
 """
@@ -90,8 +76,8 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 from google.cloud import firestore
@@ -201,7 +187,23 @@ log = get_logger("ledger")
 
 
 class Ledger:
-    """Operations, deliveries and their results in Firestore; see the package docstring."""
+    """The ledger's parts over one Firestore client; see the package docstring.
+
+    Callers reach each part by name (`ledger.operations.get(...)`,
+    `ledger.deliveries.record(...)`); `Ledger` itself only builds them and holds what
+    spans parts: `settle` (the operation's commit, then its outbox) and
+    `operation_for_tag` (a submission's winner, else a registered display name).
+    """
+
+    operations: Operations
+    outbox: Outbox
+    deliveries: Deliveries
+    reviews: Reviews
+    submissions: Submissions
+    queries: Queries
+    console: ConsoleQueries
+    runs: Runs
+    watermark: AdoptionWatermark
 
     def __init__(
         self,
@@ -221,36 +223,22 @@ class Ledger:
         commits = Commits(client, backoff=backoff, sleep=sleep, rand=rand, timeout_s=timeout_s)
         self._clock = clock
         self._commits = commits
-        self._operations = Operations(commits, clock, grace=grace, retention=retention)
-        self._outbox = Outbox(
-            commits, self._operations, clock, outbox_policy or OutboxPolicy(), retention=retention
+        self.operations = Operations(commits, clock, grace=grace, retention=retention)
+        self.outbox = Outbox(
+            commits, self.operations, clock, outbox_policy or OutboxPolicy(), retention=retention
         )
-        self._deliveries = Deliveries(commits, clock, retention=retention)
-        self._reviews = Reviews(commits)
-        self._submissions = Submissions(commits, self._operations)
-        self._queries = Queries(commits, self._operations)
-        self._console = ConsoleQueries(commits, self._operations)
-        self._runs = Runs(commits, retention=retention)
-        self._watermark = AdoptionWatermark(commits)
+        self.deliveries = Deliveries(commits, clock, retention=retention)
+        self.reviews = Reviews(commits)
+        self.submissions = Submissions(commits, self.operations)
+        self.queries = Queries(commits, self.operations)
+        self.console = ConsoleQueries(commits, self.operations)
+        self.runs = Runs(commits, retention=retention)
+        self.watermark = AdoptionWatermark(commits)
 
     @property
     def clock(self) -> Clock:
         """The clock the ledger stamps times with; settlement's deadlines read the same one."""
         return self._clock
-
-    # ----------------------------------------------------------------- operations
-
-    def register(self, name: str, kind: str, context: Mapping[str, Any] | None = None) -> Operation:
-        """Record `name` as pending; if it exists, return it unchanged."""
-        return self._operations.register(name, kind, context)
-
-    def get(self, name: str) -> Operation | None:
-        """The operation named `name`, or whose last path segment is `name` (a bare id)."""
-        return self._operations.get(name)
-
-    def put_operations(self, docs: Iterable[Mapping[str, Any]]) -> int:
-        """Write operation documents as given (benchmark seeding, a `stored_fields` restore)."""
-        return self._operations.put_many(docs)
 
     def settle(
         self,
@@ -273,12 +261,12 @@ class Ledger:
 
         `writeback(writes, record)` commits with the settlement or not at all. `outbox`
         items are stored in the same commit; with `deliver`, they are delivered right after
-        (a failure is logged and left to `sweep_outbox`; the answer is still `settled`).
+        (a failure is logged and left to the outbox sweep; the answer is still `settled`).
 
         `expected`, a pending record the caller has just read, saves the first read: the
         commit is conditional on its `update_time`, and a refusal re-reads as usual.
         """
-        result = self._operations.settle(
+        result = self.operations.settle(
             name,
             status,
             by,
@@ -294,7 +282,7 @@ class Ledger:
             crash_point("settle.committed")
             if outbox and deliver is not None:
                 try:
-                    self._outbox.deliver(name, deliver)
+                    self.outbox.deliver(name, deliver)
                 except LedgerError as exc:
                     log_event(
                         log,
@@ -307,250 +295,16 @@ class Ledger:
             log_event(log, logging.INFO, "settle: unknown operation", operation=name, status=status)
         return result
 
-    def due_pending(
-        self, now: datetime, limit: int, start_after: Operation | None = None
-    ) -> list[Operation]:
-        """Pending operations with `next_check_at <= now`, earliest first, one page."""
-        return self._operations.due_pending(now, limit, start_after)
-
-    def defer(
-        self, name: str, next_check_at: datetime, attempts: int, *, answer: str | None = None
-    ) -> bool:
-        """Set a pending operation's `attempts` and `next_check_at`; False if not pending.
-
-        With `answer` (what the check saw: "still running", a Gemini error), the check is
-        kept in the operation's bounded `checks` history (see `Operations.defer`)."""
-        return self._operations.defer(name, next_check_at, attempts, answer=answer)
-
-    def mark_stuck_alerted(self, name: str, now: datetime, window: timedelta) -> bool:
-        """True exactly when this call recorded a new stuck alert (see `Operations`)."""
-        return self._operations.mark_stuck_alerted(name, now, window)
-
-    def mark_waiting_alerted(self, name: str, now: datetime, window: timedelta) -> bool:
-        """True exactly when this call recorded a new `operation_waiting` alert."""
-        return self._operations.mark_waiting_alerted(name, now, window)
-
-    def mark_not_found(self, name: str, now: datetime) -> datetime | None:
-        """Record a 404 from Gemini at `now`; the first of the consecutive 404s, None if the
-        operation is unknown or settled (see `Operations.mark_not_found`)."""
-        return self._operations.mark_not_found(name, now)
-
-    def clear_not_found(self, name: str) -> bool:
-        """Forget the 404s: Gemini knows the operation again; True if one was recorded."""
-        return self._operations.clear_not_found(name)
-
-    # ----------------------------------------------------------------- outbox
-
-    def deliver_outbox(self, name: str, deliver: Deliver) -> int:
-        """Claim and deliver each undelivered item of `name`; how many were delivered now."""
-        return self._outbox.deliver(name, deliver)
-
-    def sweep_outbox(
-        self,
-        deliver: Deliver,
-        older_than: timedelta = timedelta(seconds=60),
-        limit: int = 100,
-        stop: Callable[[], bool] | None = None,
-    ) -> SweepReport:
-        """Deliver due outbox items, earliest due first (see `Outbox.sweep`).
-
-        Items never tried wait `older_than` after settlement; `stop()` ends it early.
-        """
-        return self._outbox.sweep(deliver, older_than, limit, stop)
-
-    # ----------------------------------------------------------------- results
-
-    def get_review(self, repo: str, sha: str, path: str) -> dict[str, Any] | None:
-        return self._reviews.get_review(repo, sha, path)
-
-    def reviews_for(self, operation_name: str, limit: int = 1000) -> list[dict[str, Any]]:
-        return self._reviews.reviews_for(operation_name, limit)
-
-    def reviews_for_push(self, repo: str, sha: str, limit: int = 1000) -> list[dict[str, Any]]:
-        """Up to `limit` reviews of the push `repo@sha` (whichever operation wrote them)."""
-        return self._reviews.reviews_for_push(repo, sha, limit)
-
-    def count_reviews_for_push(self, repo: str, sha: str) -> int:
-        return self._reviews.count_for_push(repo, sha)
-
-    # ----------------------------------------------------------------- submissions
-
-    @property
-    def submissions(self) -> Submissions:
-        """The push submissions: claim, take over, release, `register_winner`."""
-        return self._submissions
-
-    def record_superseded(
-        self,
-        name: str,
-        kind: str,
-        context: Mapping[str, Any] | None,
-        *,
-        winner: str,
-        outbox: Sequence[Any],
-    ) -> Operation:
-        """Record a batch that lost its push to `winner`; its outbox makes it harmless."""
-        return self._operations.record_superseded(name, kind, context, winner=winner, outbox=outbox)
-
-    # ----------------------------------------------------------------- deliveries
-
-    def record_delivery(
-        self,
-        source: str,
-        delivery_id: str,
-        event: str,
-        payload: Any = None,
-        payload_ref: str | None = None,
-        *,
-        attempt: str | None = None,
-        lease_for: timedelta | None = None,
-    ) -> Recorded:
-        """Create the delivery as `queued` if absent; a redelivery returns the stored one.
-
-        With `attempt` and `lease_for`, the attempt takes the delivery's lease; `busy`
-        when another attempt's lease is live (see `shared.ledger.deliveries`).
-        """
-        return self._deliveries.record(
-            source, delivery_id, event, payload, payload_ref, attempt=attempt, lease_for=lease_for
-        )
-
-    def end_attempt(
-        self, source: str, delivery_id: str, attempt: str, status: str, error: str | None = None
-    ) -> Marked:
-        """The worker's mark: applied only while `attempt` holds the lease and the delivery
-        is not finished; it ends the lease. `applied` False: left as stored."""
-        return self._deliveries.mark(source, delivery_id, status, error, attempt=attempt)
-
-    def mark_delivery(
-        self, source: str, delivery_id: str, status: str, error: str | None = None
-    ) -> Delivery:
-        """Set the status, add one attempt, keep `error` as `last_error` when given.
-
-        A finished delivery is never moved (returned as stored); use `reopen_delivery`.
-        """
-        return self._deliveries.mark(source, delivery_id, status, error).delivery
-
-    def reopen_delivery(self, source: str, delivery_id: str) -> Delivery:
-        """Back to `queued` for a replay, even when finished; a live lease is kept."""
-        return self._deliveries.reopen(source, delivery_id)
-
-    def get_delivery(self, source: str, delivery_id: str) -> Delivery | None:
-        return self._deliveries.get(source, delivery_id)
-
-    def list_deliveries(
-        self,
-        status: str | None = None,
-        limit: int = 50,
-        *,
-        source: str | None = None,
-        event: str | None = None,
-        start_after: Delivery | None = None,
-    ) -> list[Delivery]:
-        """Deliveries, newest first, optionally filtered; one page."""
-        return self._deliveries.listing(
-            status, limit, source=source, event=event, start_after=start_after
-        )
-
-    def find_deliveries(self, delivery_id: str, limit: int = 2) -> list[Delivery]:
-        return self._deliveries.find(delivery_id, limit)
-
-    def count_deliveries(self, status: str | None = None) -> int:
-        return self._deliveries.count(status)
-
-    # ----------------------------------------------------------------- queries
-
-    def count_operations(self, status: str | None = None, kind: str | None = None) -> int:
-        return self._queries.count_operations(status, kind)
-
-    def oldest_pending(self) -> Operation | None:
-        return self._queries.oldest_pending()
-
-    def stuck_alerted(self, limit: int = 10) -> list[Operation]:
-        return self._queries.stuck_alerted(limit)
-
-    def count_stuck_alerted(self) -> int:
-        return self._queries.count_stuck_alerted()
-
-    def list_operations(
-        self,
-        status: str | None = None,
-        kind: str | None = None,
-        settled_by: str | None = None,
-        limit: int = 50,
-        start_after: Operation | None = None,
-    ) -> list[Operation]:
-        return self._queries.list_operations(status, kind, settled_by, limit, start_after)
-
-    def find_operation(self, context_key: str, value: str) -> Operation | None:
-        return self._queries.find_operation(context_key, value)
-
     def operation_for_tag(self, tag: str) -> Operation | None:
         """The operation hookledger created under `tag` (a batch's display name): the
         push's winning batch from its submission, else the one registered with that
         `context.display_name` (`hookledger submit`, an adopted orphan); None if neither
         (not ours, not registered yet, or the submission has expired)."""
-        submission = self._submissions.get(tag)
+        submission = self.submissions.get(tag)
         if submission is not None and submission.operation:
-            return self.get(submission.operation)
-        return self._queries.find_operation("context.display_name", tag)
-
-    def stored_fields(self, name: str) -> dict[str, Any] | None:
-        return self._queries.stored_fields(name)
+            return self.operations.get(submission.operation)
+        return self.queries.find_operation("context.display_name", tag)
 
     def counts(self) -> dict[str, int]:
         """Retries so far: `aborted` (backed off) and `conflicts` (re-read at once)."""
         return self._commits.counts()
-
-    # ----------------------------------------------------------------- console reads
-
-    def operations_page(
-        self,
-        status: str | None = None,
-        kind: str | None = None,
-        settled_by: str | None = None,
-        *,
-        submitted_since: datetime | None = None,
-        limit: int = 50,
-        after: tuple[datetime, str] | None = None,
-    ) -> list[Operation]:
-        """Operations newest first, filtered, one page after the cursor (submitted_at, doc_id)."""
-        return self._queries.operations_page(
-            status, kind, settled_by, submitted_since=submitted_since, limit=limit, after=after
-        )
-
-    def count_settled(self, by: str, start: datetime, end: datetime) -> int:
-        return self._console.count_settled(by, start, end)
-
-    def webhook_deliveries_since(
-        self, source: str, since: datetime, limit: int
-    ) -> list[dict[str, Any]]:
-        return self._console.webhook_deliveries_since(source, since, limit)
-
-    # ----------------------------------------------------------------- reconcile runs
-
-    def record_run(
-        self,
-        started_at: datetime,
-        finished_at: datetime,
-        counts: Mapping[str, Any],
-        examined_ops: Sequence[str] = (),
-        budget_s: float | None = None,
-    ) -> str:
-        """Store one reconcile run's report; returns the run id."""
-        return self._runs.record(started_at, finished_at, counts, examined_ops, budget_s)
-
-    def reconcile_runs(
-        self, limit: int = 20, after: tuple[datetime, str] | None = None
-    ) -> list[ReconcileRun]:
-        return self._runs.recent(limit, after)
-
-    def runs_for_operation(self, name: str, limit: int = 20) -> list[ReconcileRun]:
-        return self._runs.for_operation(name, limit)
-
-    def adoption_watermark(self) -> datetime | None:
-        """When the last complete listing of Gemini's batches began (orphan adoption)."""
-        return self._watermark.get()
-
-    def set_adoption_watermark(self, listed_at: datetime) -> None:
-        """Record a complete listing begun at `listed_at`; only adoption calls this."""
-        self._watermark.set(listed_at)

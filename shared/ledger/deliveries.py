@@ -149,7 +149,22 @@ class Deliveries:
 
         return self._commits.retrying(doc_id, take)
 
+    def end_attempt(
+        self, source: str, delivery_id_: str, attempt: str, status: str, error: str | None = None
+    ) -> Marked:
+        """The worker's mark: applied only while `attempt` holds the lease and the delivery
+        is not finished; it ends the lease. `applied` False: left as stored."""
+        return self._mark(source, delivery_id_, status, error, attempt=attempt)
+
     def mark(
+        self, source: str, delivery_id_: str, status: str, error: str | None = None
+    ) -> Delivery:
+        """An operator's (or a test's) mark: set the status, add one attempt, keep `error` as
+        `last_error`; a finished status ends the lease. A finished delivery is never moved
+        (returned as stored); `reopen` is the way back."""
+        return self._mark(source, delivery_id_, status, error).delivery
+
+    def _mark(
         self,
         source: str,
         delivery_id_: str,

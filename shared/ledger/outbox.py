@@ -138,8 +138,8 @@ class Outbox:
     def sweep(
         self,
         deliver: Deliver,
-        older_than: timedelta,
-        limit: int,
+        older_than: timedelta = timedelta(seconds=60),
+        limit: int = 100,
         stop: Callable[[], bool] | None = None,
     ) -> SweepReport:
         """Deliver due outbox items, the earliest due first, at most `limit` operations.

@@ -1,25 +1,29 @@
 """What the ledger's callers call: one small protocol per caller, no Firestore in sight.
 
 `Settler` (shared/settlement.py), the reconcile phases (shared/reconcile/) and the kinds
-(shared/kinds/) depend on these, not on `Ledger`; `Ledger` satisfies every one of them
-structurally (mypy checks it wherever a `Ledger` is passed). A test double implements only
-the protocol its subject needs (tests/memory_ledger.py: the settle side). The exactly-once
-contract these methods promise is one suite every implementation must pass
+(shared/kinds/) depend on these, not on `Ledger`. A phase that uses one part of the ledger
+takes that part (`ledger.operations`, `ledger.outbox`, `ledger.runs`) typed by its part
+protocol; a caller that spans parts takes the ledger typed by a protocol whose members are
+those parts. `Ledger` and its parts satisfy them structurally (mypy checks it where
+reconcile and the runtime wire them). A test double implements only the protocol its
+subject needs (tests/memory_ledger.py: the settle side). The exactly-once contract these
+methods promise is one suite every implementation must pass
 (tests/integration/test_ledger_contract.py).
 
-    protocol          caller                                   methods
-    SettleLedger      Settler                                  get, settle, mark_not_found,
-                                                               clear_not_found, clock
-    DeferLedger       reconcile.check.OperationCheck           defer
-    AlertLedger       reconcile.stuck.StuckAlerts              mark_stuck_alerted,
-                                                               mark_waiting_alerted
-    DueLedger         reconcile.selection.due_pages            due_pending
-    SweepLedger       reconcile.outbox_sweep.sweep             sweep_outbox
-    SupersedeLedger   kinds.cancel.supersede                   record_superseded, deliver_outbox
-    PushLedger        kinds.review.pipeline (ReviewDeps)       get, submissions + SupersedeLedger
-    AdoptionLedger    reconcile.adoption                       PushLedger + the watermark
-    ReviewReads       kinds.DeliveryServices (the comment)     reviews_for_push
-    ReconcileLedger   reconcile.run.Reconciler                 all of the reconcile ones
+    protocol          satisfied by   caller                         calls
+    SettleLedger      Ledger         Settler                        settle, clock,
+                                                                    operations: OperationMarks
+    DeferLedger       Operations     reconcile.check                defer
+    AlertLedger       Operations     reconcile.stuck                mark_*_alerted
+    DueLedger         Operations     reconcile.selection            due_pending
+    SweepLedger       Outbox         reconcile.outbox_sweep         sweep
+    RunRecords        Runs           reconcile.run                  record
+    SupersedeLedger   Ledger         kinds.cancel.supersede         operations.record_superseded,
+                                                                    outbox.deliver
+    PushLedger        Ledger         kinds.review.pipeline          + operations.get, submissions
+    AdoptionLedger    Ledger         reconcile.adoption             + watermark
+    ReviewLedger      Ledger         kinds.DeliveryServices         reviews.reviews_for_push
+    ReconcileLedger   Ledger         reconcile.run.Reconciler       all of the reconcile ones
 """
 
 from __future__ import annotations
@@ -38,16 +42,24 @@ __all__ = [
     "AlertLedger",
     "DeferLedger",
     "DueLedger",
+    "OperationMarks",
     "OperationReads",
+    "OutboxDelivery",
     "PushLedger",
+    "PushOperations",
     "ReconcileLedger",
+    "ReconcileOperations",
+    "ReconcileOutbox",
+    "ReviewLedger",
     "ReviewReads",
     "ReviewWrites",
     "RunRecords",
     "SettleLedger",
     "SubmissionStore",
     "SupersedeLedger",
+    "SupersedeOperations",
     "SweepLedger",
+    "WatermarkStore",
     "Writeback",
 ]
 
@@ -58,11 +70,24 @@ class OperationReads(Protocol):
         ...
 
 
-class SettleLedger(OperationReads, Protocol):
+class OperationMarks(OperationReads, Protocol):
+    """The 404 marks settlement keeps on a pending operation."""
+
+    def mark_not_found(self, name: str, now: datetime) -> datetime | None:
+        """The first of the consecutive 404s (`now` on a first one); None once settled."""
+        ...
+
+    def clear_not_found(self, name: str) -> bool: ...
+
+
+class SettleLedger(Protocol):
     """What `Settler` calls: the conditional settle, the 404 marks, the ledger's clock."""
 
     @property
     def clock(self) -> Clock: ...
+
+    @property
+    def operations(self) -> OperationMarks: ...
 
     def settle(
         self,
@@ -81,12 +106,6 @@ class SettleLedger(OperationReads, Protocol):
         """Pending → `status` once, with the write-back and outbox items in that commit;
         `ALREADY_SETTLED` for every later call, `UNKNOWN` for an unknown name."""
         ...
-
-    def mark_not_found(self, name: str, now: datetime) -> datetime | None:
-        """The first of the consecutive 404s (`now` on a first one); None once settled."""
-        ...
-
-    def clear_not_found(self, name: str) -> bool: ...
 
 
 class DeferLedger(Protocol):
@@ -111,8 +130,14 @@ class DueLedger(Protocol):
     ) -> list[Operation]: ...
 
 
+class OutboxDelivery(Protocol):
+    def deliver(self, name: str, deliver: Deliver) -> int:
+        """Claim and deliver each undelivered item of `name`; how many were delivered now."""
+        ...
+
+
 class SweepLedger(Protocol):
-    def sweep_outbox(
+    def sweep(
         self,
         deliver: Deliver,
         older_than: timedelta = ...,
@@ -122,7 +147,7 @@ class SweepLedger(Protocol):
 
 
 class RunRecords(Protocol):
-    def record_run(
+    def record(
         self,
         started_at: datetime,
         finished_at: datetime,
@@ -130,6 +155,12 @@ class RunRecords(Protocol):
         examined_ops: Sequence[str] = (),
         budget_s: float | None = None,
     ) -> str: ...
+
+
+class WatermarkStore(Protocol):
+    def get(self) -> datetime | None: ...
+
+    def set(self, listed_at: datetime) -> None: ...
 
 
 class SubmissionStore(Protocol):
@@ -173,7 +204,7 @@ class SubmissionStore(Protocol):
         ...
 
 
-class SupersedeLedger(Protocol):
+class SupersedeOperations(Protocol):
     def record_superseded(
         self,
         name: str,
@@ -184,32 +215,59 @@ class SupersedeLedger(Protocol):
         outbox: Sequence[Any],
     ) -> Operation: ...
 
-    def deliver_outbox(self, name: str, deliver: Deliver) -> int: ...
+
+class SupersedeLedger(Protocol):
+    @property
+    def operations(self) -> SupersedeOperations: ...
+
+    @property
+    def outbox(self) -> OutboxDelivery: ...
 
 
-class PushLedger(SupersedeLedger, OperationReads, Protocol):
+class PushOperations(SupersedeOperations, OperationReads, Protocol):
+    pass
+
+
+class PushLedger(SupersedeLedger, Protocol):
+    @property
+    def operations(self) -> PushOperations: ...
+
     @property
     def submissions(self) -> SubmissionStore: ...
 
 
 class AdoptionLedger(PushLedger, Protocol):
-    def adoption_watermark(self) -> datetime | None: ...
-
-    def set_adoption_watermark(self, listed_at: datetime) -> None: ...
+    @property
+    def watermark(self) -> WatermarkStore: ...
 
 
 class ReviewReads(Protocol):
     def reviews_for_push(self, repo: str, sha: str, limit: int = 1000) -> list[dict[str, Any]]: ...
 
 
-class ReconcileLedger(
-    SettleLedger,
-    DeferLedger,
-    AlertLedger,
-    DueLedger,
-    SweepLedger,
-    RunRecords,
-    AdoptionLedger,
-    Protocol,
+class ReviewLedger(Protocol):
+    @property
+    def reviews(self) -> ReviewReads: ...
+
+
+class ReconcileOperations(
+    OperationMarks, DeferLedger, AlertLedger, DueLedger, PushOperations, Protocol
 ):
+    pass
+
+
+class ReconcileOutbox(OutboxDelivery, SweepLedger, Protocol):
+    pass
+
+
+class ReconcileLedger(SettleLedger, AdoptionLedger, Protocol):
     """Everything one reconcile run calls (`Reconciler` hands each phase its part)."""
+
+    @property
+    def operations(self) -> ReconcileOperations: ...
+
+    @property
+    def outbox(self) -> ReconcileOutbox: ...
+
+    @property
+    def runs(self) -> RunRecords: ...

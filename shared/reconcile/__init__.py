@@ -4,7 +4,7 @@ Webhooks are the fast path, never the only one (docs/architecture.md, "Reconcile
 called by Cloud Scheduler:
 
 1. reads the due operations page by page (`status == pending`, `next_check_at <= now`,
-   ordered, cursor-paged: `Ledger.due_pending`), never the whole collection;
+   ordered, cursor-paged: `ledger.operations.due_pending`), never the whole collection;
 2. checks each through `settle_from_gemini(..., by="reconcile")` with at most
    `concurrency` Gemini calls in flight: terminal → settled once, with the same
    write-back as the webhook path; still running, Gemini unavailable (429/5xx/timeout),
@@ -19,7 +19,7 @@ called by Cloud Scheduler:
    (`alert="operation_stuck"`, `operation`, `kind`, `age_s`) per alert window, recorded
    as `stuck_alerted_at` on the operation by a conditional write, so overlapping runs
    alert once; a stuck operation is never closed;
-5. sweeps settled operations whose outbox is unfinished (`Ledger.sweep_outbox`);
+5. sweeps settled operations whose outbox is unfinished (`ledger.outbox.sweep`);
 6. stops taking new work once `budget_s` is spent (monotonic clock) and logs how far it
    got; due operations stay due, so the next run resumes.
 

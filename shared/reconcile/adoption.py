@@ -7,7 +7,7 @@ then checked like any due operation; untagged batches are never touched.
 
 Which batches are examined (a ledger read each, unless the due pages just read them): those
 created after the watermark minus `margin`, and never older than `ORPHAN_WINDOW`. The
-watermark is when the last COMPLETE listing began (`Ledger.adoption_watermark`, kept in
+watermark is when the last COMPLETE listing began (`ledger.watermark.get`, kept in
 memory after the process's first read), so a run with nothing new reads no operation:
 
     worker      creates batch B (t0) ── crashes before register
@@ -105,7 +105,7 @@ class OrphanAdopter:
             if name in known:
                 continue  # read from the ledger moments ago
             try:
-                if self._ledger.get(name) is not None:
+                if self._ledger.operations.get(name) is not None:
                     continue
                 record = register_orphan(self._ledger, self._gemini, batch)
             except (LedgerError, GeminiError) as exc:
@@ -132,7 +132,7 @@ class OrphanAdopter:
         floor = now - ORPHAN_WINDOW
         if not self._loaded:
             try:
-                self._watermark = self._ledger.adoption_watermark()
+                self._watermark = self._ledger.watermark.get()
                 self._loaded = True
             except LedgerError as exc:  # fall back to the whole window: more reads, no miss
                 logs.event(
@@ -149,7 +149,7 @@ class OrphanAdopter:
     def _advance(self, listed_at: datetime) -> None:
         """Store the complete listing's start; a failed write only costs reads next time."""
         try:
-            self._ledger.set_adoption_watermark(listed_at)
+            self._ledger.watermark.set(listed_at)
         except LedgerError as exc:
             logs.event(
                 log,
@@ -209,7 +209,7 @@ def register_orphan(
     if not winner.won:
         supersede(ledger, gemini, batch.name, kind, winner=winner.operation)
         return None
-    record = ledger.get(batch.name)
+    record = ledger.operations.get(batch.name)
     logs.event(
         log,
         logging.WARNING,

@@ -31,13 +31,13 @@ def sweep(
     report: RunReport,
     budget: Budget,
 ) -> None:
-    """One `Ledger.sweep_outbox` pass within `budget` (the sweep's own), counted in `report`.
+    """One `ledger.outbox.sweep` pass within `budget` (the sweep's own), counted in `report`.
 
     No new operation starts once `budget` is spent; those left are the next run's first.
     Never raises a `LedgerError`.
     """
     try:
-        swept = ledger.sweep_outbox(deliver, older_than=older_than, limit=limit, stop=budget.spent)
+        swept = ledger.sweep(deliver, older_than=older_than, limit=limit, stop=budget.spent)
     except LedgerError as exc:
         report.add(errors=1)
         logs.event(log, logging.ERROR, "outbox sweep failed", reason=str(exc))

@@ -63,7 +63,7 @@ class Reconciler:
         self._deliver = deliver or Deliverers(None)
         self._sources = sources or Sources()
         s = self._settings
-        stuck = StuckAlerts(ledger, clock, s.stuck_after, s.alert_window)
+        stuck = StuckAlerts(ledger.operations, clock, s.stuck_after, s.alert_window)
         settler = Settler(
             ledger,
             gemini,
@@ -75,7 +75,7 @@ class Reconciler:
         )
         self._check = OperationCheck(
             settler,
-            ledger,
+            ledger.operations,
             clock,
             backoff=s.backoff,
             stuck=stuck,
@@ -127,7 +127,7 @@ class Reconciler:
         # its own allowance, so outboxes never wait on a busy reconcile (docs/architecture.md,
         # "Outbox").
         sweep(
-            self._ledger,
+            self._ledger.outbox,
             self._deliver,
             older_than=s.grace,
             limit=s.page_size,
@@ -158,7 +158,7 @@ class Reconciler:
         records: list[Operation] = []
         for name in names:
             try:
-                record = self._ledger.get(name)
+                record = self._ledger.operations.get(name)
             except LedgerError as exc:
                 report.add(errors=1)
                 logs.event(
@@ -186,7 +186,7 @@ class Reconciler:
     def _record(self, started_at: datetime, report: RunReport, seen: set[str]) -> None:
         """Keep the run's report for the console; a failure is logged, never fatal to the run."""
         try:
-            self._ledger.record_run(
+            self._ledger.runs.record(
                 started_at,
                 self._clock(),
                 report.to_dict(),
@@ -218,7 +218,7 @@ class Reconciler:
         """
         s = self._settings
         enqueue = self._enqueue_page
-        pages = due_pages(self._ledger, now, s.page_size, report, seen)
+        pages = due_pages(self._ledger.operations, now, s.page_size, report, seen)
         buffered: list[list[Operation]] = []
         count = 0
         for page in pages:

@@ -17,7 +17,7 @@ log = logs.get_logger("reconcile")
 def due_pages(
     ledger: DueLedger, now: datetime, page_size: int, report: RunReport, seen: set[str]
 ) -> Iterator[list[Operation]]:
-    """Pages of operations due at `now` (`Ledger.due_pending`), never the whole collection.
+    """Pages of operations due at `now` (`Operations.due_pending`), never the whole collection.
 
     Each page read is counted in `report.pages` and its names added to `seen`. A failed
     read is logged and counted as an error and ends the iteration: what was not read

@@ -36,7 +36,7 @@ class StuckAlerts:
 
         True when this call logged it. Raises the ledger's errors; the operation itself is
         never changed beyond the alert mark, which the ledger writes conditionally so that
-        overlapping runs alert once (`Ledger.mark_stuck_alerted`).
+        overlapping runs alert once (`ledger.operations.mark_stuck_alerted`).
         """
         now = self._clock()
         age = now - record.submitted_at
@@ -61,7 +61,7 @@ class StuckAlerts:
         """Log `alert="operation_waiting"` naming what `record` waits for, once per window.
 
         True when this call logged it; conditional like `alert_if_stuck`
-        (`Ledger.mark_waiting_alerted`), so overlapping runs alert once.
+        (`ledger.operations.mark_waiting_alerted`), so overlapping runs alert once.
         """
         now = self._clock()
         if not self._ledger.mark_waiting_alerted(record.name, now, self._window):

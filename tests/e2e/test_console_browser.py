@@ -107,7 +107,7 @@ def run_pipeline(stack: Any) -> None:
         stack.put_files(sha, FILES)
         assert stack.push(push_payload(sha, list(FILES)), delivery).status_code == 202
         return wait_until(
-            lambda: ledger.find_operation("context.sha", sha), 60, f"operation of {sha[:6]}"
+            lambda: ledger.queries.find_operation("context.sha", sha), 60, f"operation of {sha[:6]}"
         )
 
     sent = pushed(SHA_WEBHOOK, "push-webhook")
@@ -115,13 +115,15 @@ def run_pipeline(stack: Any) -> None:
     dropped = pushed(SHA_DROPPED, "push-dropped")
     stack.sim.complete(dropped.name, webhook="drop")
     pushed(SHA_RUNNING, "push-running")
-    wait_until(lambda: (ledger.get(sent.name) or sent).settled_by, 60, "the webhook settles")
+    wait_until(
+        lambda: (ledger.operations.get(sent.name) or sent).settled_by, 60, "the webhook settles"
+    )
     # The dead delivery: its one file fetch fails retryably, and no retry is allowed.
     stack.put_files(SHA_DEAD, FILES)
     stack.sim.github_fault("docs/intro.md", status=502, count=3)  # the client tries 3 times
     assert stack.push(push_payload(SHA_DEAD, list(FILES)), "push-dead").status_code == 202
     wait_until(
-        lambda: (ledger.get_delivery("github", "push-dead") or sent).status == "dead",
+        lambda: (ledger.deliveries.get("github", "push-dead") or sent).status == "dead",
         60,
         "the delivery dies",
     )
@@ -207,7 +209,7 @@ def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, brow
     driver = browser
 
     driver.get(url + "/")
-    pending = ledger.count_operations("pending")
+    pending = ledger.queries.count_operations("pending")
     assert pending >= 1
     assert (text(driver, "ops-succeeded"), text(driver, "ops-pending")) == ("2", str(pending))
     assert text(driver, "deliveries-dead") == "1" and text(driver, "dead-count") == "1"
@@ -218,7 +220,7 @@ def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, brow
     shot(driver, "overview")
 
     driver.get(url + "/operations")
-    assert len(rows(driver, "tr.op-row")) == ledger.count_operations() >= 3
+    assert len(rows(driver, "tr.op-row")) == ledger.queries.count_operations() >= 3
     Select(driver.find_element(By.ID, "filter-status")).select_by_value("pending")
     click_through(driver, "apply-filters", "status=pending")
     assert len(rows(driver, "tr.op-row")) == pending
@@ -228,7 +230,7 @@ def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, brow
     assert len(rows(driver, "tr.op-row")) == 1
     shot(driver, "operations")
 
-    running = ledger.find_operation("context.sha", SHA_RUNNING)
+    running = ledger.queries.find_operation("context.sha", SHA_RUNNING)
     driver.get(f"{url}/operations/{running.name}")
     assert len(rows(driver, "#timeline li.ev-check")) == 1
     assert text(driver, "attempts") == "1"
@@ -249,7 +251,7 @@ def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, brow
     # No CSRF token: refused, nothing changes.
     forged = requests.post(f"{url}/deliveries/github/push-dead/replay", data={}, timeout=10)
     assert forged.status_code == 403
-    assert ledger.get_delivery("github", "push-dead").status == "dead"
+    assert ledger.deliveries.get("github", "push-dead").status == "dead"
 
     driver.get(f"{url}/deliveries/github/push-dead")
     click_through(driver, "replay-link", "/replay")
@@ -264,7 +266,7 @@ def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, brow
     wait_until(shows_done, 60, "the replayed delivery shows done", every=0.5)
     shot(driver, "delivery")
     assert OWNER_REPO  # the replayed push reviewed the same repository
-    assert ledger.find_operation("context.sha", SHA_DEAD) is not None
+    assert ledger.queries.find_operation("context.sha", SHA_DEAD) is not None
 
     driver.get(url + "/reconcile")
     assert len(rows(driver, "tr.run-row")) == 1

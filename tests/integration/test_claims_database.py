@@ -99,7 +99,7 @@ def test_a_claim_checked_push_lands_in_the_claims_database_and_only_there(
 
     assert done.status_code == 200, done.get_data(as_text=True)
     assert done.get_json()["status"] == "ignored"
-    record = runtime.ledger().get_delivery("github", delivery)
+    record = runtime.ledger().deliveries.get("github", delivery)
     assert record is not None and record.status == "ignored"
     assert record.payload_ref == key
     assert COLLECTION not in collections(firestore_client)

@@ -72,7 +72,7 @@ def ledger_at(client: Any, when: datetime = T0) -> tuple[Ledger, FakeClock]:
 
 def stored(client: Any, name: str) -> dict[str, Any] | None:
     """Every field the ledger stores for the operation `name`, as stored."""
-    return Ledger(client).stored_fields(name)
+    return Ledger(client).queries.stored_fields(name)
 
 
 # --------------------------------------------------------------------------- arguments
@@ -139,7 +139,7 @@ def test_submit_creates_a_tagged_batch_and_registers_it(cli: Any, simulator: Any
     name = out.strip()
     [batch] = simulator.control.batches()
     assert batch["name"] == name and batch["display_name"].startswith("hookledger:summaries:")
-    stored = runtime.ledger().get(name)
+    stored = runtime.ledger().operations.get(name)
     assert (stored.kind, stored.status) == ("summaries", "pending")
     assert stored.context["keys"] == ["prompt-1", "prompt-2"]
     assert stored.context["display_name"] == batch["display_name"]
@@ -164,11 +164,11 @@ def test_submit_from_a_file_and_a_bad_line_named(cli: Any, tmp_path: Path, capsy
 
 def _three_operations(client: Any) -> Ledger:
     ledger, clock = ledger_at(client)
-    ledger.register("batches/old", "alpha", {"n": 1})
+    ledger.operations.register("batches/old", "alpha", {"n": 1})
     clock.advance(60)
-    ledger.register("batches/mid", "beta")
+    ledger.operations.register("batches/mid", "beta")
     clock.advance(60)
-    ledger.register("batches/new", "alpha")
+    ledger.operations.register("batches/new", "alpha")
     clock.advance(5)
     ledger.settle("batches/old", "succeeded", "reconcile")
     return ledger
@@ -230,7 +230,9 @@ def test_ops_queries_are_served_by_declared_indexes(cli: Any, capsys, monkeypatc
 
 def test_ops_show_prints_every_stored_field(cli: Any, capsys) -> None:
     ledger = _three_operations(cli)
-    assert ledger.mark_stuck_alerted("batches/mid", T0 + timedelta(hours=7), timedelta(hours=1))
+    assert ledger.operations.mark_stuck_alerted(
+        "batches/mid", T0 + timedelta(hours=7), timedelta(hours=1)
+    )
 
     data = run_json(capsys, "ops", "show", "mid")  # a bare id
 
@@ -250,14 +252,14 @@ def test_ops_show_prints_every_stored_field(cli: Any, capsys) -> None:
 
 def _deliveries(client: Any) -> Ledger:
     ledger, clock = ledger_at(client)
-    ledger.record_delivery("github", "d-1", "push", payload=b'{"ref": "refs/heads/main"}')
-    ledger.mark_delivery("github", "d-1", "done")
+    ledger.deliveries.record("github", "d-1", "push", payload=b'{"ref": "refs/heads/main"}')
+    ledger.deliveries.mark("github", "d-1", "done")
     clock.advance(10)
-    ledger.record_delivery("gemini", "msg_2", "batch.failed", payload=b'{"type": "x"}')
-    ledger.mark_delivery("gemini", "msg_2", "dead", error="batches/zz: Gemini answered 400")
+    ledger.deliveries.record("gemini", "msg_2", "batch.failed", payload=b'{"type": "x"}')
+    ledger.deliveries.mark("gemini", "msg_2", "dead", error="batches/zz: Gemini answered 400")
     clock.advance(10)
-    ledger.record_delivery("github", "same", "push", payload=b"{}")
-    ledger.record_delivery("gemini", "same", "batch.succeeded", payload=b"{}")
+    ledger.deliveries.record("github", "same", "push", payload=b"{}")
+    ledger.deliveries.record("gemini", "same", "batch.succeeded", payload=b"{}")
     return ledger
 
 
@@ -303,13 +305,13 @@ def test_replay_of_a_settled_operation_changes_nothing(
 ) -> None:
     tasks, queue = paused_queue
     ledger, _ = ledger_at(cli)
-    ledger.register("batches/done1", "summaries")
+    ledger.operations.register("batches/done1", "summaries")
     ledger.settle("batches/done1", "succeeded", "webhook")
     before = stored(cli, "batches/done1")
     assert before is not None and before["status"] == "succeeded"
     payload = json.dumps({"type": "batch.succeeded", "data": {"id": "batches/done1"}}).encode()
-    ledger.record_delivery("gemini", "msg_done", "batch.succeeded", payload=payload)
-    ledger.mark_delivery("gemini", "msg_done", "done")
+    ledger.deliveries.record("gemini", "msg_done", "batch.succeeded", payload=payload)
+    ledger.deliveries.mark("gemini", "msg_done", "done")
 
     data = run_json(capsys, "deliveries", "replay", "gemini:msg_done")
 
@@ -325,7 +327,7 @@ def test_replay_of_a_settled_operation_changes_nothing(
         "msg_done",
         payload,
     )
-    assert ledger.get_delivery("gemini", "msg_done").status == "queued"
+    assert ledger.deliveries.get("gemini", "msg_done").status == "queued"
 
     # The worker runs the replayed envelope: the ledger says already_settled, nothing moves.
     import shared.builtin_handlers  # noqa: F401  registers the batch handlers
@@ -336,7 +338,7 @@ def test_replay_of_a_settled_operation_changes_nothing(
     assert (reply.status, reply.body["status"]) == (200, "done")
     assert "already_settled" in reply.body["detail"]
     assert stored(cli, "batches/done1") == before
-    assert ledger.get_delivery("gemini", "msg_done").status == "done"
+    assert ledger.deliveries.get("gemini", "msg_done").status == "done"
 
 
 def test_replay_refuses_a_delivery_without_payload(
@@ -344,8 +346,8 @@ def test_replay_refuses_a_delivery_without_payload(
 ) -> None:
     tasks, queue = paused_queue
     ledger, _ = ledger_at(cli)
-    ledger.record_delivery("github", "big-1", "push", payload=None, payload_ref="payloads/p1")
-    ledger.mark_delivery("github", "big-1", "dead", error="claim expired")
+    ledger.deliveries.record("github", "big-1", "push", payload=None, payload_ref="payloads/p1")
+    ledger.deliveries.mark("github", "big-1", "dead", error="claim expired")
 
     code, out, err = run(capsys, "deliveries", "replay", "big-1")
 
@@ -355,7 +357,7 @@ def test_replay_refuses_a_delivery_without_payload(
         "reference payloads/p1); nothing to replay\n"
     )
     assert list(tasks.list_tasks(parent=queue)) == []
-    assert ledger.get_delivery("github", "big-1").status == "dead"
+    assert ledger.deliveries.get("github", "big-1").status == "dead"
 
 
 def test_a_second_replay_is_refused_while_the_first_is_queued_unless_forced(
@@ -363,8 +365,8 @@ def test_a_second_replay_is_refused_while_the_first_is_queued_unless_forced(
 ) -> None:
     tasks, queue = paused_queue
     ledger, _ = ledger_at(cli)
-    ledger.record_delivery("github", "q-1", "push", payload=b'{"ref": "x"}')
-    ledger.mark_delivery("github", "q-1", "done")
+    ledger.deliveries.record("github", "q-1", "push", payload=b'{"ref": "x"}')
+    ledger.deliveries.mark("github", "q-1", "done")
 
     assert run_json(capsys, "deliveries", "replay", "github:q-1")["status"] == "created"
     code, _, err = run(capsys, "deliveries", "replay", "github:q-1")
@@ -392,7 +394,7 @@ def test_reconcile_once_settles_a_batch_whose_webhook_was_lost(
     report = run_json(capsys, "reconcile", "--once")
 
     assert (report["examined"], report["settled"], report["errors"]) == (1, 1, 0)
-    settled = runtime.ledger().get(batch["name"])
+    settled = runtime.ledger().operations.get(batch["name"])
     assert (settled.status, settled.settled_by) == ("succeeded", "reconcile")
     code, out, _ = run(capsys, "reconcile", "--once")  # the table: nothing left to do
     fields = dict(([*line.split(None, 1), ""])[:2] for line in out.splitlines() if line.strip())
@@ -462,7 +464,9 @@ def test_webhooks_register_list_rotate(cli: Any, simulator: Any, capsys) -> None
 def test_status_counts_oldest_pending_and_alerts(cli: Any, capsys) -> None:
     ledger = _three_operations(cli)
     _deliveries(cli)
-    assert ledger.mark_stuck_alerted("batches/mid", T0 + timedelta(hours=7), timedelta(hours=1))
+    assert ledger.operations.mark_stuck_alerted(
+        "batches/mid", T0 + timedelta(hours=7), timedelta(hours=1)
+    )
 
     data = run_json(capsys, "status")
 
@@ -551,7 +555,7 @@ def _advance(now: list[float]) -> Any:
 def test_demo_sees_an_operation_only_once_it_is_settled(cli: Any) -> None:
     ledger, _ = ledger_at(cli)
     assert settled_record(ledger, "batches/unknown") is None
-    ledger.register("batches/d1", "review")
+    ledger.operations.register("batches/d1", "review")
     assert settled_record(ledger, "batches/d1") is None
 
     ledger.settle("batches/d1", "succeeded", "reconcile")

@@ -29,7 +29,7 @@ class Replays:
         if delivery.status == "queued" and not force:
             raise CliError("still queued")
         self.calls.append(delivery.doc_id)
-        self.ledger.reopen_delivery(delivery.source, delivery.delivery_id)
+        self.ledger.deliveries.reopen(delivery.source, delivery.delivery_id)
         return {"id": delivery.doc_id, "task": "tasks/replay-1"}
 
 
@@ -37,27 +37,27 @@ class Replays:
 def filled(firestore_client):
     clock = FakeClock()
     ledger = Ledger(firestore_client, clock=clock, grace=timedelta(seconds=10))
-    ledger.register("batches/web", "review", {"repo": "o/r", "sha": "s1"})
-    ledger.register("batches/rec", "review", {"repo": "o/r", "sha": "s2"})
-    ledger.register("batches/slow", "other")
+    ledger.operations.register("batches/web", "review", {"repo": "o/r", "sha": "s1"})
+    ledger.operations.register("batches/rec", "review", {"repo": "o/r", "sha": "s2"})
+    ledger.operations.register("batches/slow", "other")
     clock.advance(30)
     ledger.settle("batches/web", "succeeded", "webhook")
     ledger.settle("batches/rec", "failed", "reconcile", error={"message": "boom"})
     started = clock()
     clock.advance(2)
-    ledger.record_run(
+    ledger.runs.record(
         started,
         clock(),
         {"examined": 2, "settled": 1, "still_running": 1},
         examined_ops=["batches/rec", "batches/slow"],
         budget_s=240,
     )
-    ledger.defer("batches/slow", clock() + timedelta(seconds=60), 1)
-    ledger.record_delivery("github", "d-push", "push", payload=b'{"ref": "refs/heads/main"}')
-    ledger.record_delivery("gemini", "w-1", "batch.succeeded", payload="{}")
-    ledger.mark_delivery("gemini", "w-1", "done")
-    ledger.record_delivery("github", "d-dead", "<script>alert(1)</script>", payload="x" * 10_000)
-    ledger.mark_delivery("github", "d-dead", "dead", error="handler failed: <b>bad</b>")
+    ledger.operations.defer("batches/slow", clock() + timedelta(seconds=60), 1)
+    ledger.deliveries.record("github", "d-push", "push", payload=b'{"ref": "refs/heads/main"}')
+    ledger.deliveries.record("gemini", "w-1", "batch.succeeded", payload="{}")
+    ledger.deliveries.mark("gemini", "w-1", "done")
+    ledger.deliveries.record("github", "d-dead", "<script>alert(1)</script>", payload="x" * 10_000)
+    ledger.deliveries.mark("github", "d-dead", "dead", error="handler failed: <b>bad</b>")
     replays = Replays(ledger)
     app = create_app(ledger, clock=clock, replay_fn=replays, csrf_secret=b"k" * 32)
     return app.test_client(), ledger, replays
@@ -123,7 +123,7 @@ def test_a_replay_without_the_csrf_token_is_refused_and_changes_nothing(filled):
 
     assert (refused.status_code, forged.status_code) == (403, 403)
     assert replays.calls == []
-    assert ledger.get_delivery("github", "d-dead").status == "dead"
+    assert ledger.deliveries.get("github", "d-dead").status == "dead"
 
 
 def test_a_confirmed_replay_goes_through_the_replay_function(filled):
@@ -137,7 +137,7 @@ def test_a_confirmed_replay_goes_through_the_replay_function(filled):
 
     assert response.status_code == 303
     assert replays.calls == ["github:d-dead"]
-    assert ledger.get_delivery("github", "d-dead").status == "queued"
+    assert ledger.deliveries.get("github", "d-dead").status == "queued"
     assert "tasks/replay-1" in page(client, response.headers["Location"])
 
 
@@ -178,7 +178,7 @@ def test_a_bad_cursor_or_unknown_object_answers_an_error_page(filled):
 
 def test_a_superseded_batch_is_counted_filtered_and_links_to_its_winner(filled):
     client, ledger, _ = filled
-    ledger.record_superseded(
+    ledger.operations.record_superseded(
         "batches/dup", "review", {"repo": "o/r", "sha": "s1"}, winner="batches/web", outbox=[]
     )
 

@@ -21,17 +21,17 @@ from tests.integration.test_ledger_indexes import (  # noqa: F401 (the fixture i
 def test_each_console_query_uses_a_declared_index(firestore_client, captured):  # noqa: F811
     clock = FakeClock()
     ledger = Ledger(firestore_client, clock=clock)
-    ledger.register("batches/a", "k")
-    ledger.record_run(clock(), clock(), {"examined": 1}, examined_ops=["batches/a"])
-    [first] = ledger.list_operations(limit=1)
-    [run] = ledger.reconcile_runs(limit=1)
+    ledger.operations.register("batches/a", "k")
+    ledger.runs.record(clock(), clock(), {"examined": 1}, examined_ops=["batches/a"])
+    [first] = ledger.queries.list_operations(limit=1)
+    [run] = ledger.runs.recent(limit=1)
     captured.clear()
 
     since = clock() - timedelta(hours=1)
     for status, kind, settled_by, age in itertools.product(
         [None, "pending"], [None, "k"], [None, "webhook"], [None, since]
     ):
-        ledger.operations_page(
+        ledger.queries.operations_page(
             status,
             kind,
             settled_by,
@@ -39,11 +39,11 @@ def test_each_console_query_uses_a_declared_index(firestore_client, captured):  
             limit=5,
             after=(first.submitted_at, first.doc_id),
         )
-    ledger.count_settled("webhook", since, clock())
-    ledger.count_settled("reconcile", since, clock())
-    ledger.webhook_deliveries_since("gemini", since, 10)
-    ledger.reconcile_runs(5, after=(run.finished_at, run.run_id))
-    ledger.runs_for_operation("batches/a")
+    ledger.console.count_settled("webhook", since, clock())
+    ledger.console.count_settled("reconcile", since, clock())
+    ledger.console.webhook_deliveries_since("gemini", since, 10)
+    ledger.runs.recent(5, after=(run.finished_at, run.run_id))
+    ledger.runs.for_operation("batches/a")
 
     assert len(captured) == 16 + 2 + 1 + 1 + 1
     indexes = declared_indexes()
@@ -59,7 +59,7 @@ def test_runs_page_newest_first_and_find_the_runs_that_examined_an_operation(fir
         start = clock()
         clock.advance(5)
         ids.append(
-            ledger.record_run(
+            ledger.runs.record(
                 start,
                 clock(),
                 {"examined": n, "note": object()},
@@ -67,9 +67,9 @@ def test_runs_page_newest_first_and_find_the_runs_that_examined_an_operation(fir
             )
         )
 
-    first_page = ledger.reconcile_runs(2)
-    rest = ledger.reconcile_runs(2, after=(first_page[-1].finished_at, first_page[-1].run_id))
+    first_page = ledger.runs.recent(2)
+    rest = ledger.runs.recent(2, after=(first_page[-1].finished_at, first_page[-1].run_id))
     assert [r.run_id for r in first_page + rest] == ids[::-1]
     assert first_page[0].counts == {"examined": 2}  # only plain values are kept
-    assert [r.run_id for r in ledger.runs_for_operation("batches/all")] == ids[::-1]
-    assert [r.run_id for r in ledger.runs_for_operation("batches/1")] == [ids[1]]
+    assert [r.run_id for r in ledger.runs.for_operation("batches/all")] == ids[::-1]
+    assert [r.run_id for r in ledger.runs.for_operation("batches/1")] == [ids[1]]

@@ -105,12 +105,12 @@ def test_each_page_reads_at_most_one_page_of_documents(firestore_client, monkeyp
     ledger = Ledger(firestore_client, clock=clock)
     fill(firestore_client, clock)
     for n in range(3):
-        ledger.record_delivery("github", f"d-{n}", "push", payload="{}")
-    ledger.record_run(clock(), clock(), {"examined": 1}, examined_ops=["batches/op00001"])
+        ledger.deliveries.record("github", f"d-{n}", "push", payload="{}")
+    ledger.runs.record(clock(), clock(), {"examined": 1}, examined_ops=["batches/op00001"])
     client = create_app(ledger, clock=clock).test_client()
     reads = Reads(monkeypatch)
-    assert ledger.count_operations() == OPERATIONS
-    [cursor_row] = ledger.list_operations(limit=1)
+    assert ledger.queries.count_operations() == OPERATIONS
+    [cursor_row] = ledger.queries.list_operations(limit=1)
 
     bounds = {
         # counts: one per operation status and per delivery status, stuck alerts, 48 chart buckets

@@ -117,12 +117,12 @@ class World:
         return [n for n in self.gemini.created if self.gemini.batches[n].display_name == self.tag]
 
     def quiet(self) -> bool:
-        delivery = self.ledger.get_delivery("github", "push-1")
-        records = [self.ledger.get(name) for name in self.names()]
+        delivery = self.ledger.deliveries.get("github", "push-1")
+        records = [self.ledger.operations.get(name) for name in self.names()]
         return (
             delivery is not None
             and delivery.status == "done"
-            and self.ledger.count_deliveries("queued") == 0
+            and self.ledger.deliveries.count("queued") == 0
             and all(r is not None and not r.pending and r.writeback_done for r in records)
         )
 
@@ -151,7 +151,7 @@ def test_a_crash_at_each_point_ends_with_one_batch_one_review_one_comment(
     assert world.quiet(), f"{point}: not quiet after {ROUNDS} rounds"
     winner = world.ledger.submissions.get(world.tag).operation
     assert winner is not None and world.gemini.live(world.tag) == [winner], point
-    records = {name: world.ledger.get(name) for name in world.names()}
+    records = {name: world.ledger.operations.get(name) for name in world.names()}
     statuses = sorted((r.status for r in records.values()), key=str)
     assert records[winner].status == "succeeded", point
     assert statuses.count("succeeded") == 1 and set(statuses) <= {"succeeded", "superseded"}, (
@@ -159,7 +159,7 @@ def test_a_crash_at_each_point_ends_with_one_batch_one_review_one_comment(
         statuses,
     )
     for path in FILES:
-        review = world.ledger.get_review(REPO, world.sha, path)
+        review = world.ledger.reviews.get_review(REPO, world.sha, path)
         assert review is not None and review["operation"] == winner and review.get("text"), point
     assert len(world.comments()) == 1, (point, world.comments())
 

@@ -32,8 +32,10 @@ def ledger(firestore_client):
     )
     assert ledger.submissions.register_winner(TAG, "batches/winner1", KIND, CONTEXT).won
     # A second batch of the same push that slipped through, recorded in the ledger too.
-    ledger.register("batches/duplicate1", KIND, CONTEXT)
-    ledger.register("batches/submitted1", "probe", {"display_name": "hookledger:probe:k1"})
+    ledger.operations.register("batches/duplicate1", KIND, CONTEXT)
+    ledger.operations.register(
+        "batches/submitted1", "probe", {"display_name": "hookledger:probe:k1"}
+    )
     return ledger
 
 

@@ -39,7 +39,9 @@ def file_batch(gateway: GeminiGateway, count: int, tag: str) -> str:
 
 
 def register_review(ledger: Ledger, name: str, paths: list[str], sha: str) -> None:
-    ledger.register(name, KIND, {"repo": REPO, "sha": sha, "paths": paths, "refused": []})
+    ledger.operations.register(
+        name, KIND, {"repo": REPO, "sha": sha, "paths": paths, "refused": []}
+    )
 
 
 FAILED_ROWS = [{"index": i, "error": {"code": 3, "message": f"row {i} refused"}} for i in (4, 50)]
@@ -59,7 +61,7 @@ def test_a_file_result_batch_settles_with_every_row_and_the_right_reviews(
 
     assert status.rows_complete and len(status.rows) == 100
     assert outcome.result == "settled" and outcome.status == "succeeded"
-    reviews = {r["path"]: r for r in ledger.reviews_for(name)}
+    reviews = {r["path"]: r for r in ledger.reviews.reviews_for(name)}
     assert sorted(reviews) == paths
     assert reviews["docs/004.md"] == {**reviews["docs/004.md"], "status": "error"}
     assert reviews["docs/004.md"]["error"] == "row 4 refused"
@@ -89,13 +91,13 @@ def test_an_unreadable_results_file_leaves_the_batch_pending_until_a_later_run(
         settler.settle(name, "reconcile")
 
     assert name in str(caught.value) and results_file in str(caught.value)
-    record = ledger.get(name)
+    record = ledger.operations.get(name)
     assert record is not None and record.pending
-    assert ledger.reviews_for(name) == []
+    assert ledger.reviews.reviews_for(name) == []
     later = settler.settle(name, "reconcile")
     assert later.result == "settled" and later.status == "succeeded"
-    assert {r["status"] for r in ledger.reviews_for(name)} == {"ok"}
-    assert len(ledger.reviews_for(name)) == 3
+    assert {r["status"] for r in ledger.reviews.reviews_for(name)} == {"ok"}
+    assert len(ledger.reviews.reviews_for(name)) == 3
 
 
 def test_a_malformed_results_line_is_an_error_row_with_its_line_and_every_other_row_settles(
@@ -112,7 +114,7 @@ def test_a_malformed_results_line_is_an_error_row_with_its_line_and_every_other_
         outcome = Settler(ledger, gateway).settle(name, "reconcile")
 
     assert (outcome.result, outcome.status) == ("settled", "succeeded")
-    reviews = {r["path"]: r for r in ledger.reviews_for(name)}
+    reviews = {r["path"]: r for r in ledger.reviews.reviews_for(name)}
     assert sorted(reviews) == paths
     assert reviews["docs/001.md"]["status"] == "error"
     assert reviews["docs/001.md"]["error"] == f"{results_file}: line 2 is not a JSON object"
@@ -121,7 +123,7 @@ def test_a_malformed_results_line_is_an_error_row_with_its_line_and_every_other_
         "docs/002.md",
         "docs/003.md",
     ]
-    record = ledger.get(name)
+    record = ledger.operations.get(name)
     assert record is not None and record.result_counts == {
         "succeeded": 3,
         "failed": 1,
@@ -148,7 +150,7 @@ def test_inline_results_without_echoed_keys_are_placed_by_request_order(
     outcome = Settler(ledger, gateway).settle(name, "webhook")
 
     assert outcome.result == "settled"
-    reviews = {r["path"]: r for r in ledger.reviews_for(name)}
+    reviews = {r["path"]: r for r in ledger.reviews.reviews_for(name)}
     assert "key=docs/a.md" in reviews["docs/a.md"]["text"]
     assert "key=docs/c.md" in reviews["docs/c.md"]["text"]
     assert reviews["docs/b.md"]["status"] == "error"
@@ -180,10 +182,10 @@ def test_a_results_file_unreadable_until_its_retention_nearly_ends_settles_faile
         outcome = settler.settle(name, "reconcile")
 
     assert (outcome.result, outcome.status) == ("settled", "failed")
-    record = ledger.get(name)
+    record = ledger.operations.get(name)
     assert record is not None and record.error["reason"] == "results_unreadable"
     assert file_id in record.error["message"]
-    reviews = ledger.reviews_for(name)
+    reviews = ledger.reviews.reviews_for(name)
     assert len(reviews) == 2 and {r["status"] for r in reviews} == {"error"}
     alerts = [r for r in caplog.records if "results unreadable" in r.getMessage()]
     assert alerts and name in alerts[0].getMessage()
@@ -222,7 +224,7 @@ def test_a_push_over_the_inline_limit_is_reviewed_completely_through_file_input(
     simulator.control.complete(batch["name"], "succeeded", webhook="drop")
     settled = Settler(ledger, gateway).settle(batch["name"], "webhook")
     assert settled.result == "settled"
-    reviews = {r["path"]: r for r in ledger.reviews_for(batch["name"])}
+    reviews = {r["path"]: r for r in ledger.reviews.reviews_for(batch["name"])}
     assert sorted(reviews) == paths
     assert all(r["status"] == "ok" and "key=docs/big-" in r["text"] for r in reviews.values())
 

@@ -35,7 +35,7 @@ def write_result(writes, record):
 
 
 def test_register_stores_a_pending_operation_with_its_grace_period(ledger, firestore_client, clock):
-    record = ledger.register("batches/abc", "github-review", {"repo": "o/r", "sha": "1"})
+    record = ledger.operations.register("batches/abc", "github-review", {"repo": "o/r", "sha": "1"})
 
     doc = stored(firestore_client, "batches/abc")
     assert doc["name"] == "batches/abc"
@@ -54,10 +54,10 @@ def test_register_stores_a_pending_operation_with_its_grace_period(ledger, fires
 def test_registering_again_returns_the_existing_record_and_changes_nothing(
     ledger, firestore_client, clock
 ):
-    first = ledger.register("batches/abc", "github-review", {"sha": "1"})
+    first = ledger.operations.register("batches/abc", "github-review", {"sha": "1"})
     clock.advance(60)
 
-    again = ledger.register("batches/abc", "other-kind", {"sha": "2"})
+    again = ledger.operations.register("batches/abc", "other-kind", {"sha": "2"})
 
     assert again.kind == "github-review"
     assert again.context == {"sha": "1"}
@@ -90,7 +90,7 @@ def test_register_rejects_bad_input_and_writes_nothing(
     ledger, firestore_client, name, kind, context
 ):
     with pytest.raises(InvalidArgument):
-        ledger.register(name, kind, context)
+        ledger.operations.register(name, kind, context)
     assert list(firestore_client.collection("operations").stream()) == []
 
 
@@ -98,22 +98,22 @@ def test_register_rejects_bad_input_and_writes_nothing(
 
 
 def test_get_accepts_the_name_or_the_bare_id(ledger):
-    ledger.register("batches/abc", "k")
-    ledger.register("models/x/operations/y", "k")
+    ledger.operations.register("batches/abc", "k")
+    ledger.operations.register("models/x/operations/y", "k")
 
-    assert ledger.get("batches/abc").name == "batches/abc"
-    assert ledger.get("abc").name == "batches/abc"
-    assert ledger.get("y").name == "models/x/operations/y"
-    assert ledger.get("batches/nope") is None
-    assert ledger.get("nope") is None
+    assert ledger.operations.get("batches/abc").name == "batches/abc"
+    assert ledger.operations.get("abc").name == "batches/abc"
+    assert ledger.operations.get("y").name == "models/x/operations/y"
+    assert ledger.operations.get("batches/nope") is None
+    assert ledger.operations.get("nope") is None
 
 
 def test_a_bare_id_shared_by_two_operations_is_ambiguous(ledger):
-    ledger.register("batches/same", "k")
-    ledger.register("models/x/operations/same", "k")
+    ledger.operations.register("batches/same", "k")
+    ledger.operations.register("models/x/operations/same", "k")
 
     with pytest.raises(AmbiguousId, match="same"):
-        ledger.get("same")
+        ledger.operations.get("same")
 
 
 # ----------------------------------------------------------------------- settle
@@ -122,7 +122,7 @@ def test_a_bare_id_shared_by_two_operations_is_ambiguous(ledger):
 def test_settle_flips_pending_to_terminal_and_commits_the_writeback(
     ledger, firestore_client, clock
 ):
-    ledger.register("batches/abc", "github-review")
+    ledger.operations.register("batches/abc", "github-review")
     clock.advance(300)
 
     outcome = ledger.settle("batches/abc", "succeeded", "webhook", writeback=write_result)
@@ -141,7 +141,7 @@ def test_settle_flips_pending_to_terminal_and_commits_the_writeback(
 
 def test_settle_by_bare_id_with_an_error_and_custom_retention(firestore_client, clock):
     ledger = Ledger(firestore_client, clock=clock, retention=timedelta(days=2))
-    ledger.register("models/x/operations/y", "k")
+    ledger.operations.register("models/x/operations/y", "k")
 
     outcome = ledger.settle("y", "failed", "reconcile", error={"code": 3, "message": "bad"})
 
@@ -165,7 +165,7 @@ def test_settling_an_unknown_operation_writes_nothing(ledger, firestore_client):
 
 
 def test_settling_a_terminal_operation_again_changes_nothing(ledger, firestore_client, clock):
-    ledger.register("batches/abc", "k")
+    ledger.operations.register("batches/abc", "k")
     ledger.settle("batches/abc", "succeeded", "webhook", writeback=write_result)
     before = stored(firestore_client, "batches/abc")
     clock.advance(600)
@@ -189,7 +189,7 @@ def test_settling_a_terminal_operation_again_changes_nothing(ledger, firestore_c
 def test_settle_rejects_a_bad_status_or_settler_and_writes_nothing(
     ledger, firestore_client, status, by
 ):
-    ledger.register("batches/abc", "k")
+    ledger.operations.register("batches/abc", "k")
     before = stored(firestore_client, "batches/abc")
 
     with pytest.raises(InvalidArgument, match=r"batches/abc"):
@@ -200,7 +200,7 @@ def test_settle_rejects_a_bad_status_or_settler_and_writes_nothing(
 def test_a_writeback_that_raises_leaves_the_operation_pending_then_a_later_settle_wins(
     ledger, firestore_client
 ):
-    ledger.register("batches/abc", "k")
+    ledger.operations.register("batches/abc", "k")
 
     def half_then_crash(writes, record):
         write_result(writes, record)
@@ -222,7 +222,7 @@ def test_a_writeback_that_raises_leaves_the_operation_pending_then_a_later_settl
 
 
 def test_a_writeback_whose_own_write_is_refused_fails_and_settles_nothing(ledger, firestore_client):
-    ledger.register("batches/abc", "k")
+    ledger.operations.register("batches/abc", "k")
     firestore_client.collection("results").document("batches%2Fabc").set({"stale": True})
 
     with pytest.raises(WritebackFailed, match="batches/abc"):
@@ -236,7 +236,7 @@ def test_a_writeback_whose_own_write_is_refused_fails_and_settles_nothing(ledger
 
 def test_a_writeback_may_read_in_the_transaction_before_writing(ledger, firestore_client):
     firestore_client.collection("counters").document("reviews").set({"n": 4})
-    ledger.register("batches/abc", "k")
+    ledger.operations.register("batches/abc", "k")
 
     def count_review(writes, record):
         txn = writes.transaction  # the raw transaction, for writes the ledger has no method for
@@ -256,60 +256,64 @@ def test_due_pending_returns_due_operations_earliest_first_in_pages(ledger, cloc
     start = clock.now
     for index, name in enumerate(["batches/a", "batches/b", "batches/c", "batches/d"]):
         clock.now = start + timedelta(seconds=10 * (index // 2))  # a,b tie; c,d tie
-        ledger.register(name, "k")
+        ledger.operations.register(name, "k")
     clock.now = start
-    ledger.register("batches/late", "k")
-    ledger.defer("batches/late", start + timedelta(hours=1), 1)
-    ledger.register("batches/done", "k")
+    ledger.operations.register("batches/late", "k")
+    ledger.operations.defer("batches/late", start + timedelta(hours=1), 1)
+    ledger.operations.register("batches/done", "k")
     ledger.settle("batches/done", "succeeded", "webhook")
     now = start + timedelta(seconds=200)
 
-    first = ledger.due_pending(now, limit=3)
-    second = ledger.due_pending(now, limit=3, start_after=first[-1])
+    first = ledger.operations.due_pending(now, limit=3)
+    second = ledger.operations.due_pending(now, limit=3, start_after=first[-1])
 
     assert [op.name for op in first] == ["batches/a", "batches/b", "batches/c"]
     assert [op.name for op in second] == ["batches/d"]
-    assert ledger.due_pending(start, limit=10) == []
+    assert ledger.operations.due_pending(start, limit=10) == []
 
 
 def test_defer_updates_a_pending_operation_and_is_a_no_op_once_settled(
     ledger, firestore_client, clock
 ):
-    ledger.register("batches/abc", "k")
+    ledger.operations.register("batches/abc", "k")
     later = clock.now + timedelta(minutes=5)
 
-    assert ledger.defer("abc", later, 3) is True
+    assert ledger.operations.defer("abc", later, 3) is True
     doc = stored(firestore_client, "batches/abc")
     assert (doc["attempts"], doc["next_check_at"]) == (3, later)
 
     ledger.settle("batches/abc", "expired", "reconcile")
     settled = stored(firestore_client, "batches/abc")
-    assert ledger.defer("batches/abc", later + timedelta(hours=1), 4) is False
+    assert ledger.operations.defer("batches/abc", later + timedelta(hours=1), 4) is False
     assert stored(firestore_client, "batches/abc") == settled
-    assert ledger.defer("batches/ghost", later, 1) is False
+    assert ledger.operations.defer("batches/ghost", later, 1) is False
 
 
 def test_defer_with_an_answer_keeps_the_last_checks_for_the_timeline(ledger, clock):
-    ledger.register("batches/abc", "k")
+    ledger.operations.register("batches/abc", "k")
     for attempt in range(1, 13):
         clock.advance(60)
         answer = "still running" if attempt % 2 else f"GeminiUnavailable: 503 #{attempt}"
-        assert ledger.defer("abc", clock.now + timedelta(minutes=5), attempt, answer=answer)
+        assert ledger.operations.defer(
+            "abc", clock.now + timedelta(minutes=5), attempt, answer=answer
+        )
 
-    checks = ledger.get("abc").checks
+    checks = ledger.operations.get("abc").checks
     assert [c["attempt"] for c in checks] == list(range(3, 13))  # the newest ten, oldest first
     assert checks[-1]["answer"] == "GeminiUnavailable: 503 #12"
     assert checks[-1]["at"] == clock.now
     with pytest.raises(InvalidArgument, match="answer"):
-        ledger.defer("abc", clock.now, 13, answer=503)
+        ledger.operations.defer("abc", clock.now, 13, answer=503)
 
 
 def test_defer_rejects_a_naive_time_or_negative_attempts(ledger):
-    ledger.register("batches/abc", "k")
+    ledger.operations.register("batches/abc", "k")
     with pytest.raises(InvalidArgument, match="aware"):
-        ledger.defer("batches/abc", ledger.get("abc").submitted_at.replace(tzinfo=None), 1)
+        ledger.operations.defer(
+            "batches/abc", ledger.operations.get("abc").submitted_at.replace(tzinfo=None), 1
+        )
     with pytest.raises(InvalidArgument, match="attempts"):
-        ledger.defer("batches/abc", ledger.get("abc").submitted_at, -1)
+        ledger.operations.defer("batches/abc", ledger.operations.get("abc").submitted_at, -1)
 
 
 # ----------------------------------------------------------------------- deliveries
@@ -318,9 +322,9 @@ def test_defer_rejects_a_naive_time_or_negative_attempts(ledger):
 def test_record_delivery_creates_once_and_recognises_a_redelivery_days_later(
     ledger, firestore_client, clock
 ):
-    first = ledger.record_delivery("github", "d-1", "push", payload={"ref": "refs/heads/main"})
+    first = ledger.deliveries.record("github", "d-1", "push", payload={"ref": "refs/heads/main"})
     clock.advance(3 * 86400)
-    again = ledger.record_delivery("github", "d-1", "push", payload={"other": True})
+    again = ledger.deliveries.record("github", "d-1", "push", payload={"other": True})
 
     assert first.new is True and again.new is False
     assert again.delivery.payload == {"ref": "refs/heads/main"}
@@ -331,19 +335,19 @@ def test_record_delivery_creates_once_and_recognises_a_redelivery_days_later(
 
 
 def test_delivery_ids_with_unsafe_characters_are_encoded(ledger, firestore_client):
-    ledger.record_delivery("gemini", "msg/1%2", "batch.succeeded")
+    ledger.deliveries.record("gemini", "msg/1%2", "batch.succeeded")
 
     ids = [snap.id for snap in firestore_client.collection("deliveries").stream()]
     assert ids == ["gemini:msg%2F1%252"]
-    assert ledger.get_delivery("gemini", "msg/1%2").delivery_id == "msg/1%2"
+    assert ledger.deliveries.get("gemini", "msg/1%2").delivery_id == "msg/1%2"
 
 
 def test_mark_delivery_counts_attempts_and_keeps_the_last_error(ledger, firestore_client, clock):
-    ledger.record_delivery("github", "d-1", "push")
+    ledger.deliveries.record("github", "d-1", "push")
 
-    ledger.mark_delivery("github", "d-1", "queued", error="GitHub API 502")
+    ledger.deliveries.mark("github", "d-1", "queued", error="GitHub API 502")
     clock.advance(30)
-    marked = ledger.mark_delivery("github", "d-1", "done")
+    marked = ledger.deliveries.mark("github", "d-1", "done")
 
     doc = firestore_client.collection("deliveries").document("github:d-1").get().to_dict()
     assert (doc["status"], doc["attempts"], doc["last_error"]) == ("done", 2, "GitHub API 502")
@@ -353,12 +357,12 @@ def test_mark_delivery_counts_attempts_and_keeps_the_last_error(ledger, firestor
 
 def test_mark_delivery_rejects_unknown_deliveries_and_statuses(ledger):
     with pytest.raises(UnknownDelivery, match="github:nope"):
-        ledger.mark_delivery("github", "nope", "done")
-    ledger.record_delivery("github", "d-1", "push")
+        ledger.deliveries.mark("github", "nope", "done")
+    ledger.deliveries.record("github", "d-1", "push")
     with pytest.raises(InvalidArgument, match="github:d-1"):
-        ledger.mark_delivery("github", "d-1", "finished")
+        ledger.deliveries.mark("github", "d-1", "finished")
     with pytest.raises(InvalidArgument, match="source"):
-        ledger.record_delivery("Git Hub", "d-2", "push")
+        ledger.deliveries.record("Git Hub", "d-2", "push")
 
 
 LEASE = timedelta(seconds=600)
@@ -367,10 +371,10 @@ LEASE = timedelta(seconds=600)
 def test_a_lease_is_taken_by_one_attempt_and_refused_to_another_while_live(
     ledger, firestore_client, clock
 ):
-    first = ledger.record_delivery("github", "d-1", "push", attempt="a", lease_for=LEASE)
+    first = ledger.deliveries.record("github", "d-1", "push", attempt="a", lease_for=LEASE)
     clock.advance(60)
-    other = ledger.record_delivery("github", "d-1", "push", attempt="b", lease_for=LEASE)
-    again = ledger.record_delivery("github", "d-1", "push", attempt="a", lease_for=LEASE)
+    other = ledger.deliveries.record("github", "d-1", "push", attempt="b", lease_for=LEASE)
+    again = ledger.deliveries.record("github", "d-1", "push", attempt="a", lease_for=LEASE)
 
     assert (first.new, first.busy, first.delivery.lease.attempt) == (True, False, "a")
     assert first.delivery.lease.until == clock.now - timedelta(seconds=60) + LEASE
@@ -381,13 +385,13 @@ def test_a_lease_is_taken_by_one_attempt_and_refused_to_another_while_live(
 
 
 def test_an_expired_lease_is_taken_over_and_the_old_attempt_can_no_longer_mark(ledger, clock):
-    ledger.record_delivery("github", "d-1", "push", attempt="a", lease_for=LEASE)
+    ledger.deliveries.record("github", "d-1", "push", attempt="a", lease_for=LEASE)
     clock.advance(LEASE.total_seconds())  # `until` itself is already past
-    taken = ledger.record_delivery("github", "d-1", "push", attempt="b", lease_for=LEASE)
+    taken = ledger.deliveries.record("github", "d-1", "push", attempt="b", lease_for=LEASE)
 
-    late = ledger.end_attempt("github", "d-1", "a", "dead", error="late")
-    done = ledger.end_attempt("github", "d-1", "b", "done")
-    later = ledger.end_attempt("github", "d-1", "a", "queued", error="late again")
+    late = ledger.deliveries.end_attempt("github", "d-1", "a", "dead", error="late")
+    done = ledger.deliveries.end_attempt("github", "d-1", "b", "done")
+    later = ledger.deliveries.end_attempt("github", "d-1", "a", "queued", error="late again")
 
     assert (taken.busy, taken.delivery.lease.attempt) == (False, "b")
     assert (late.applied, late.delivery.status, late.delivery.last_error) == (False, "queued", None)
@@ -396,14 +400,14 @@ def test_an_expired_lease_is_taken_over_and_the_old_attempt_can_no_longer_mark(l
         "b", clock.now
     )  # ended by its mark, holder on record
     assert (later.applied, later.delivery.status) == (False, "done")
-    assert ledger.get_delivery("github", "d-1").attempts == 1
+    assert ledger.deliveries.get("github", "d-1").attempts == 1
 
 
 def test_a_retryable_end_releases_the_lease_for_the_next_attempt(ledger, clock):
-    ledger.record_delivery("github", "d-1", "push", attempt="a", lease_for=LEASE)
-    ended = ledger.end_attempt("github", "d-1", "a", "queued", error="GitHub 502")
+    ledger.deliveries.record("github", "d-1", "push", attempt="a", lease_for=LEASE)
+    ended = ledger.deliveries.end_attempt("github", "d-1", "a", "queued", error="GitHub 502")
     clock.advance(1)
-    retry = ledger.record_delivery("github", "d-1", "push", attempt="b", lease_for=LEASE)
+    retry = ledger.deliveries.record("github", "d-1", "push", attempt="b", lease_for=LEASE)
 
     assert ended.applied and ended.delivery.lease.until <= clock.now
     assert (retry.busy, retry.delivery.lease.attempt) == (False, "b")
@@ -411,44 +415,44 @@ def test_a_retryable_end_releases_the_lease_for_the_next_attempt(ledger, clock):
 
 @pytest.mark.parametrize("finished", ["done", "ignored", "dead", "unresolved"])
 def test_a_finished_delivery_never_moves_back(ledger, clock, finished):
-    ledger.record_delivery("github", "d-1", "push", attempt="a", lease_for=LEASE)
-    ledger.end_attempt("github", "d-1", "a", finished, error="why")
+    ledger.deliveries.record("github", "d-1", "push", attempt="a", lease_for=LEASE)
+    ledger.deliveries.end_attempt("github", "d-1", "a", finished, error="why")
     clock.advance(1)
 
     for status in ("queued", "dead", "done"):
-        assert ledger.mark_delivery("github", "d-1", status).status == finished, status
-        marked = ledger.end_attempt("github", "d-1", "a", status)
+        assert ledger.deliveries.mark("github", "d-1", status).status == finished, status
+        marked = ledger.deliveries.end_attempt("github", "d-1", "a", status)
         assert (marked.applied, marked.delivery.status) == (False, finished), status
-    redelivered = ledger.record_delivery("github", "d-1", "push", attempt="b", lease_for=LEASE)
+    redelivered = ledger.deliveries.record("github", "d-1", "push", attempt="b", lease_for=LEASE)
 
     assert (redelivered.busy, redelivered.delivery.status) == (False, finished)
     assert redelivered.delivery.lease.attempt == "a"  # a finished delivery takes no lease
-    assert ledger.get_delivery("github", "d-1").attempts == 1
+    assert ledger.deliveries.get("github", "d-1").attempts == 1
 
 
 def test_reopen_is_the_one_way_back_and_keeps_a_live_lease(ledger, clock):
-    ledger.record_delivery("github", "d-1", "push", attempt="a", lease_for=LEASE)
-    ledger.end_attempt("github", "d-1", "a", "done")
-    reopened = ledger.reopen_delivery("github", "d-1")
-    replayed = ledger.record_delivery("github", "d-1", "push", attempt="b", lease_for=LEASE)
-    forced = ledger.reopen_delivery("github", "d-1")  # `replay --force` while b runs
-    beside = ledger.record_delivery("github", "d-1", "push", attempt="c", lease_for=LEASE)
+    ledger.deliveries.record("github", "d-1", "push", attempt="a", lease_for=LEASE)
+    ledger.deliveries.end_attempt("github", "d-1", "a", "done")
+    reopened = ledger.deliveries.reopen("github", "d-1")
+    replayed = ledger.deliveries.record("github", "d-1", "push", attempt="b", lease_for=LEASE)
+    forced = ledger.deliveries.reopen("github", "d-1")  # `replay --force` while b runs
+    beside = ledger.deliveries.record("github", "d-1", "push", attempt="c", lease_for=LEASE)
 
     assert (reopened.status, reopened.attempts) == ("queued", 2)
     assert (replayed.busy, replayed.delivery.lease.attempt) == (False, "b")
     assert (forced.status, forced.lease.attempt) == ("queued", "b")
     assert (beside.busy, beside.delivery.lease.attempt) == (True, "b")
     with pytest.raises(UnknownDelivery):
-        ledger.reopen_delivery("github", "never")
+        ledger.deliveries.reopen("github", "never")
 
 
 def test_two_attempts_racing_for_one_lease_get_one_each_way(ledger):
-    ledger.record_delivery("github", "d-1", "push")  # recorded before any lease
+    ledger.deliveries.record("github", "d-1", "push")  # recorded before any lease
     barrier = threading.Barrier(2)
 
     def take(attempt: str) -> bool:
         barrier.wait()
-        return ledger.record_delivery(
+        return ledger.deliveries.record(
             "github", "d-1", "push", attempt=attempt, lease_for=LEASE
         ).busy
 
@@ -456,7 +460,7 @@ def test_two_attempts_racing_for_one_lease_get_one_each_way(ledger):
         busy = list(pool.map(take, ["a", "b"]))
 
     assert sorted(busy) == [False, True]
-    holder = ledger.get_delivery("github", "d-1").lease.attempt
+    holder = ledger.deliveries.get("github", "d-1").lease.attempt
     assert holder == ["a", "b"][busy.index(False)]
 
 
@@ -468,27 +472,29 @@ def test_a_lease_needs_an_attempt_and_a_positive_duration(ledger):
         ("empty attempt", {"attempt": "", "lease_for": LEASE}),
     ]:
         with pytest.raises(InvalidArgument, match="github:d-1"):
-            ledger.record_delivery("github", "d-1", "push", **options)
-        assert ledger.get_delivery("github", "d-1") is None, name
+            ledger.deliveries.record("github", "d-1", "push", **options)
+        assert ledger.deliveries.get("github", "d-1") is None, name
 
 
 def test_list_deliveries_newest_first_optionally_by_status(ledger, clock):
     for index in range(4):
-        ledger.record_delivery("github", f"d-{index}", "push")
+        ledger.deliveries.record("github", f"d-{index}", "push")
         clock.advance(1)
-    ledger.mark_delivery("github", "d-1", "dead", error="bad payload")
-    ledger.mark_delivery("github", "d-3", "dead", error="bad payload")
+    ledger.deliveries.mark("github", "d-1", "dead", error="bad payload")
+    ledger.deliveries.mark("github", "d-3", "dead", error="bad payload")
 
-    assert [d.delivery_id for d in ledger.list_deliveries()] == ["d-3", "d-2", "d-1", "d-0"]
-    assert [d.delivery_id for d in ledger.list_deliveries(status="dead")] == ["d-3", "d-1"]
-    assert [d.delivery_id for d in ledger.list_deliveries(limit=1)] == ["d-3"]
+    assert [d.delivery_id for d in ledger.deliveries.listing()] == ["d-3", "d-2", "d-1", "d-0"]
+    assert [d.delivery_id for d in ledger.deliveries.listing(status="dead")] == ["d-3", "d-1"]
+    assert [d.delivery_id for d in ledger.deliveries.listing(limit=1)] == ["d-3"]
 
 
 def test_settle_with_a_stale_expected_record_rereads_and_does_not_settle_twice(
     ledger, firestore_client
 ):
-    ledger.register("batches/stale", "review")
-    seen_before = ledger.get("batches/stale")  # a caller's read, then someone else settles
+    ledger.operations.register("batches/stale", "review")
+    seen_before = ledger.operations.get(
+        "batches/stale"
+    )  # a caller's read, then someone else settles
     assert (
         ledger.settle("batches/stale", "succeeded", "webhook", writeback=write_result)
         == Settlement.SETTLED
@@ -506,8 +512,8 @@ def test_settle_with_a_stale_expected_record_rereads_and_does_not_settle_twice(
 def test_settle_with_a_fresh_expected_record_settles_without_reading_again(
     ledger, firestore_client
 ):
-    ledger.register("batches/fresh", "review")
-    record = ledger.get("batches/fresh")
+    ledger.operations.register("batches/fresh", "review")
+    record = ledger.operations.get("batches/fresh")
     reads: list[str] = []
     original_read = ledger._commits.read
     ledger._commits.read = lambda ref, subject: reads.append(subject) or original_read(ref, subject)
@@ -521,9 +527,9 @@ def test_settle_with_a_fresh_expected_record_settles_without_reading_again(
 
 
 def test_an_expected_record_of_another_operation_is_not_trusted(ledger, firestore_client):
-    ledger.register("batches/one", "review")
-    ledger.register("batches/two", "review")
-    other = ledger.get("batches/two")
+    ledger.operations.register("batches/one", "review")
+    ledger.operations.register("batches/two", "review")
+    other = ledger.operations.get("batches/two")
 
     assert (
         ledger.settle("batches/one", "succeeded", "webhook", expected=other) == Settlement.SETTLED
@@ -533,8 +539,8 @@ def test_an_expected_record_of_another_operation_is_not_trusted(ledger, firestor
 
 
 def test_put_operations_writes_documents_as_given_500_a_batch(ledger):
-    ledger.register("batches/p1", "k")
-    saved = ledger.stored_fields("batches/p1")
+    ledger.operations.register("batches/p1", "k")
+    saved = ledger.queries.stored_fields("batches/p1")
     ledger.settle("batches/p1", "succeeded", "webhook")
     now = ledger.clock()
     bulk = [
@@ -542,9 +548,9 @@ def test_put_operations_writes_documents_as_given_500_a_batch(ledger):
         for i in range(501)
     ]
 
-    assert ledger.put_operations([saved, *bulk]) == 502
+    assert ledger.operations.put_many([saved, *bulk]) == 502
 
-    assert ledger.stored_fields("batches/p1") == saved
-    assert ledger.get("batches/p1").pending
-    assert ledger.count_operations(kind="bulk") == 501
-    assert ledger.stored_fields("batches/bulk-500") == bulk[500]
+    assert ledger.queries.stored_fields("batches/p1") == saved
+    assert ledger.operations.get("batches/p1").pending
+    assert ledger.queries.count_operations(kind="bulk") == 501
+    assert ledger.queries.stored_fields("batches/bulk-500") == bulk[500]

@@ -31,7 +31,7 @@ def test_eight_threads_settling_one_operation_yield_one_winner_ten_times(firesto
     try:
         for round_number in range(10):
             name = f"batches/race-{round_number}"
-            ledgers[0].register(name, "k")
+            ledgers[0].operations.register(name, "k")
             start = threading.Barrier(THREADS, timeout=30)
             statuses = ["succeeded", "failed", "cancelled", "expired"]
 
@@ -70,7 +70,7 @@ def test_two_hundred_operations_settled_three_times_each_across_eight_threads(fi
     names = [f"batches/op-{index:03d}" for index in range(200)]
     setup = Ledger(firestore_client)
     with ThreadPoolExecutor(THREADS) as pool:
-        list(pool.map(lambda name: setup.register(name, "k"), names))
+        list(pool.map(lambda name: setup.operations.register(name, "k"), names))
     local = threading.local()
     clients: list[firestore.Client] = []
     clients_lock = threading.Lock()

@@ -61,15 +61,15 @@ def review(text, calls=None):
 
 
 def texts(ledger):
-    return [doc["text"] for doc in ledger.reviews_for(NAME)]
+    return [doc["text"] for doc in ledger.reviews.reviews_for(NAME)]
 
 
 # ----------------------------------------------------------------- conditional settle
 
 
 def test_two_settles_from_one_read_settle_once_and_write_back_once(settling):
-    settling.register(NAME, "k")
-    read = settling.get(NAME)  # webhook W and reconcile R both read v1 (pending)
+    settling.operations.register(NAME, "k")
+    read = settling.operations.get(NAME)  # webhook W and reconcile R both read v1 (pending)
     calls: list[str] = []
 
     first = settling.settle(
@@ -80,14 +80,14 @@ def test_two_settles_from_one_read_settle_once_and_write_back_once(settling):
     )
 
     assert (first, second) == (Settlement.SETTLED, Settlement.ALREADY_SETTLED)
-    record = settling.get(NAME)
+    record = settling.operations.get(NAME)
     assert (record.status, record.settled_by) == ("succeeded", "webhook")
     assert texts(settling) == ["W"]  # R's write-back may have run, but never committed
     assert calls[0] == "W"
 
 
 def test_settles_racing_on_threads_have_exactly_one_winner(settling):
-    settling.register(NAME, "k")
+    settling.operations.register(NAME, "k")
     barrier = threading.Barrier(4)
 
     def race(i: int) -> Settlement:
@@ -108,14 +108,14 @@ def test_settling_an_unknown_operation_writes_nothing(settling):
         settling.settle(NAME, "succeeded", "webhook", writeback=review("x", calls))
         is Settlement.UNKNOWN
     )
-    assert (settling.get(NAME), calls, texts(settling)) == (None, [], [])
+    assert (settling.operations.get(NAME), calls, texts(settling)) == (None, [], [])
 
 
 # ----------------------------------------------------------------- write-back in the commit
 
 
 def test_a_failing_writeback_leaves_the_operation_pending_with_no_result_nor_outbox(settling):
-    settling.register(NAME, "k")
+    settling.operations.register(NAME, "k")
 
     def half_then_fail(writes, record):
         review("half")(writes, record)
@@ -124,7 +124,7 @@ def test_a_failing_writeback_leaves_the_operation_pending_with_no_result_nor_out
     with pytest.raises(WritebackFailed, match=NAME):
         settling.settle(NAME, "succeeded", "webhook", writeback=half_then_fail, outbox=[{"n": 1}])
 
-    record = settling.get(NAME)
+    record = settling.operations.get(NAME)
     assert (record.status, record.settled_at, record.outbox) == ("pending", None, ())
     assert texts(settling) == []
     assert settling.settle(NAME, "succeeded", "reconcile", writeback=review("later")) == (
@@ -134,7 +134,7 @@ def test_a_failing_writeback_leaves_the_operation_pending_with_no_result_nor_out
 
 
 def test_a_permanent_writeback_error_settles_without_its_results(settling):
-    settling.register(NAME, "k")
+    settling.operations.register(NAME, "k")
 
     def refused(writes, record):
         review("half")(writes, record)
@@ -142,14 +142,14 @@ def test_a_permanent_writeback_error_settles_without_its_results(settling):
 
     assert settling.settle(NAME, "succeeded", "webhook", writeback=refused) is Settlement.SETTLED
 
-    record = settling.get(NAME)
+    record = settling.operations.get(NAME)
     assert record.status == "succeeded"
     assert "cannot be stored" in str(record.writeback_error)
     assert texts(settling) == []
 
 
 def test_the_writeback_sees_the_pending_record_it_settles(settling):
-    settling.register(NAME, "k", {"repo": REPO})
+    settling.operations.register(NAME, "k", {"repo": REPO})
     seen = []
 
     settling.settle(NAME, "succeeded", "webhook", writeback=lambda w, r: seen.append(r))
@@ -161,12 +161,12 @@ def test_the_writeback_sees_the_pending_record_it_settles(settling):
 
 
 def test_outbox_items_are_stored_by_the_settling_commit_with_stable_keys(settling):
-    settling.register(NAME, "k")
+    settling.operations.register(NAME, "k")
 
     settling.settle(NAME, "succeeded", "webhook", outbox=[{"a": 1}, {"b": 2}])
     late = settling.settle(NAME, "failed", "reconcile", outbox=[{"c": 3}])
 
-    record = settling.get(NAME)
+    record = settling.operations.get(NAME)
     assert late is Settlement.ALREADY_SETTLED
     assert [item.payload for item in record.outbox] == [{"a": 1}, {"b": 2}]
     assert [item.idempotency_key for item in record.outbox] == [
@@ -177,7 +177,7 @@ def test_outbox_items_are_stored_by_the_settling_commit_with_stable_keys(settlin
 
 
 def test_with_a_deliverer_each_item_is_delivered_once_right_after_the_commit(settling):
-    settling.register(NAME, "k")
+    settling.operations.register(NAME, "k")
     delivered: list[str] = []
 
     settling.settle(
@@ -188,7 +188,7 @@ def test_with_a_deliverer_each_item_is_delivered_once_right_after_the_commit(set
         deliver=lambda item: delivered.append(item.idempotency_key),
     )
 
-    record = settling.get(NAME)
+    record = settling.operations.get(NAME)
     assert delivered == [f"{record.doc_id}:0"]
     assert record.writeback_done is True and not record.outbox[0].open
 
@@ -197,39 +197,39 @@ def test_with_a_deliverer_each_item_is_delivered_once_right_after_the_commit(set
 
 
 def test_404_marks_keep_the_first_sighting_until_cleared_and_stop_once_settled(settling, clock):
-    settling.register(NAME, "k")
+    settling.operations.register(NAME, "k")
     first = clock()
 
-    assert settling.mark_not_found(NAME, first) == first
+    assert settling.operations.mark_not_found(NAME, first) == first
     clock.advance(30)
-    assert settling.mark_not_found(NAME, clock()) == first
-    assert settling.clear_not_found(NAME) is True
-    assert settling.clear_not_found(NAME) is False
-    assert settling.mark_not_found(NAME, clock()) == clock()
+    assert settling.operations.mark_not_found(NAME, clock()) == first
+    assert settling.operations.clear_not_found(NAME) is True
+    assert settling.operations.clear_not_found(NAME) is False
+    assert settling.operations.mark_not_found(NAME, clock()) == clock()
 
     settling.settle(NAME, "failed", "reconcile")
-    assert settling.mark_not_found(NAME, clock()) is None
-    assert settling.mark_not_found("batches/unknown", clock()) is None
+    assert settling.operations.mark_not_found(NAME, clock()) is None
+    assert settling.operations.mark_not_found("batches/unknown", clock()) is None
 
 
 def test_defer_and_alerts_apply_to_pending_operations_only_once_per_window(settling, clock):
-    settling.register(NAME, "k")
+    settling.operations.register(NAME, "k")
     window = timedelta(hours=1)
     later = clock() + timedelta(minutes=5)
 
-    assert settling.defer(NAME, later, 1, answer="still running") is True
-    assert settling.mark_stuck_alerted(NAME, clock(), window) is True
-    assert settling.mark_stuck_alerted(NAME, clock(), window) is False
-    assert settling.mark_waiting_alerted(NAME, clock(), window) is True
-    record = settling.get(NAME)
+    assert settling.operations.defer(NAME, later, 1, answer="still running") is True
+    assert settling.operations.mark_stuck_alerted(NAME, clock(), window) is True
+    assert settling.operations.mark_stuck_alerted(NAME, clock(), window) is False
+    assert settling.operations.mark_waiting_alerted(NAME, clock(), window) is True
+    record = settling.operations.get(NAME)
     assert (record.attempts, record.next_check_at) == (1, later)
     assert [check["answer"] for check in record.checks] == ["still running"]
 
     settling.settle(NAME, "succeeded", "webhook")
     clock.advance(2 * 3600)
-    assert settling.defer(NAME, clock(), 2) is False
-    assert settling.mark_stuck_alerted(NAME, clock(), window) is False
-    assert settling.get(NAME).attempts == 1
+    assert settling.operations.defer(NAME, clock(), 2) is False
+    assert settling.operations.mark_stuck_alerted(NAME, clock(), window) is False
+    assert settling.operations.get(NAME).attempts == 1
 
 
 # ----------------------------------------------------------------- Firestore only
@@ -244,8 +244,8 @@ def test_of_two_batches_of_one_push_exactly_one_is_registered_the_winner(ledger_
 
     assert (first.won, first.operation) == (True, "batches/one")
     assert (second.won, second.operation) == (False, "batches/one")
-    assert ledger_with_leases.get("batches/one").pending
-    assert ledger_with_leases.get("batches/two") is None
+    assert ledger_with_leases.operations.get("batches/one").pending
+    assert ledger_with_leases.operations.get("batches/two") is None
 
 
 def test_a_second_attempt_while_a_delivery_is_leased_is_busy(ledger_with_leases, clock):

@@ -90,18 +90,18 @@ def captured(monkeypatch):
 def test_each_ledger_query_uses_a_declared_index(firestore_client, captured):
     clock = FakeClock()
     ledger = Ledger(firestore_client, clock=clock)
-    ledger.register("batches/a", "k")
-    ledger.register("batches/b", "k")
+    ledger.operations.register("batches/a", "k")
+    ledger.operations.register("batches/b", "k")
     ledger.settle("batches/b", "succeeded", "webhook", outbox=[{"n": 1}])
-    ledger.record_delivery("github", "d-1", "push")
+    ledger.deliveries.record("github", "d-1", "push")
     clock.advance(3600)
 
-    page = ledger.due_pending(clock.now, limit=1)
-    ledger.due_pending(clock.now, limit=1, start_after=page[-1])
-    ledger.sweep_outbox(lambda item: None, older_than=timedelta(seconds=60))
-    ledger.list_deliveries(status="queued")
-    ledger.list_deliveries()
-    ledger.get("a")  # bare id: looked up by short_id
+    page = ledger.operations.due_pending(clock.now, limit=1)
+    ledger.operations.due_pending(clock.now, limit=1, start_after=page[-1])
+    ledger.outbox.sweep(lambda item: None, older_than=timedelta(seconds=60))
+    ledger.deliveries.listing(status="queued")
+    ledger.deliveries.listing()
+    ledger.operations.get("a")  # bare id: looked up by short_id
 
     assert len(captured) == 6
     indexes = declared_indexes()
@@ -110,30 +110,30 @@ def test_each_ledger_query_uses_a_declared_index(firestore_client, captured):
 
 def test_each_read_only_query_uses_a_declared_index(firestore_client, captured):
     ledger = Ledger(firestore_client, clock=FakeClock())
-    ledger.register("batches/a", "k", {"sha": "s1"})
-    ledger.record_delivery("github", "d-1", "push")
-    [first] = ledger.list_operations(limit=1)
-    [delivery] = ledger.list_deliveries(limit=1)
+    ledger.operations.register("batches/a", "k", {"sha": "s1"})
+    ledger.deliveries.record("github", "d-1", "push")
+    [first] = ledger.queries.list_operations(limit=1)
+    [delivery] = ledger.deliveries.listing(limit=1)
     captured.clear()
 
     for status, kind, settled_by in itertools.product(
         [None, "pending"], [None, "k"], [None, "webhook"]
     ):
-        ledger.list_operations(status, kind, settled_by, limit=5, start_after=first)
+        ledger.queries.list_operations(status, kind, settled_by, limit=5, start_after=first)
         if settled_by is None:
-            ledger.count_operations(status, kind)
+            ledger.queries.count_operations(status, kind)
     for status, source, event in itertools.product(
         [None, "queued"], [None, "github"], [None, "push"]
     ):
-        ledger.list_deliveries(status, 5, source=source, event=event, start_after=delivery)
-    ledger.count_deliveries()
-    ledger.count_deliveries("dead")
-    ledger.oldest_pending()
-    ledger.stuck_alerted(limit=3)
-    ledger.count_stuck_alerted()
-    ledger.find_deliveries("d-1")
-    ledger.find_operation("context.sha", "s1")
-    ledger.reviews_for("batches/a")
+        ledger.deliveries.listing(status, 5, source=source, event=event, start_after=delivery)
+    ledger.deliveries.count()
+    ledger.deliveries.count("dead")
+    ledger.queries.oldest_pending()
+    ledger.queries.stuck_alerted(limit=3)
+    ledger.queries.count_stuck_alerted()
+    ledger.deliveries.find("d-1")
+    ledger.queries.find_operation("context.sha", "s1")
+    ledger.reviews.reviews_for("batches/a")
 
     assert len(captured) == 8 + 4 + 8 + 2 + 3 + 3
     indexes = declared_indexes()

@@ -41,7 +41,7 @@ KEYS = ["batches%2Fabc:0", "batches%2Fabc:1"]
 
 
 def test_settle_delivers_the_outbox_right_after_the_commit(ledger, firestore_client, api):
-    ledger.register("batches/abc", "k")
+    ledger.operations.register("batches/abc", "k")
 
     outcome = ledger.settle(
         "batches/abc", "succeeded", "webhook", outbox=ITEMS, deliver=deliver_to(api)
@@ -58,15 +58,15 @@ def test_settle_delivers_the_outbox_right_after_the_commit(ledger, firestore_cli
 def test_a_crash_right_after_the_transaction_is_finished_by_the_sweep_once(
     ledger, firestore_client, clock, api
 ):
-    ledger.register("batches/abc", "k")
+    ledger.operations.register("batches/abc", "k")
     # No `deliver`: the process died between the commit and the first call.
     ledger.settle("batches/abc", "succeeded", "webhook", outbox=ITEMS)
     assert stored(firestore_client, "batches/abc")["writeback_done"] is False
 
-    too_soon = ledger.sweep_outbox(deliver_to(api), older_than=timedelta(seconds=60))
+    too_soon = ledger.outbox.sweep(deliver_to(api), older_than=timedelta(seconds=60))
     clock.advance(61)
-    report = ledger.sweep_outbox(deliver_to(api), older_than=timedelta(seconds=60))
-    again = ledger.sweep_outbox(deliver_to(api), older_than=timedelta(seconds=60))
+    report = ledger.outbox.sweep(deliver_to(api), older_than=timedelta(seconds=60))
+    again = ledger.outbox.sweep(deliver_to(api), older_than=timedelta(seconds=60))
 
     assert (too_soon.completed, report.completed, again.completed) == ([], ["batches/abc"], [])
     assert api.calls == dict.fromkeys(KEYS, 1)
@@ -76,7 +76,7 @@ def test_a_crash_right_after_the_transaction_is_finished_by_the_sweep_once(
 def test_a_crash_between_the_call_and_its_mark_repeats_the_call_with_the_same_key(
     ledger, firestore_client, clock, api
 ):
-    ledger.register("batches/abc", "k")
+    ledger.operations.register("batches/abc", "k")
     crashes = {"batches%2Fabc:1"}
 
     def call_then_crash(item):
@@ -95,7 +95,7 @@ def test_a_crash_between_the_call_and_its_mark_repeats_the_call_with_the_same_ke
     assert doc["outbox"][1]["delivered_at"] is None
 
     clock.advance(120)
-    report = ledger.sweep_outbox(call_then_crash)
+    report = ledger.outbox.sweep(call_then_crash)
 
     assert report.completed == ["batches/abc"]
     assert api.calls == {"batches%2Fabc:0": 1, "batches%2Fabc:1": 2}  # same key twice
@@ -107,7 +107,7 @@ def test_the_sweep_retries_a_failing_delivery_on_its_next_run_and_skips_pending_
     ledger, firestore_client, clock, api
 ):
     for name in ["batches/old", "batches/new", "batches/pending"]:
-        ledger.register(name, "k")
+        ledger.operations.register(name, "k")
     ledger.settle("batches/old", "failed", "reconcile", outbox=[{"n": 1}])
     clock.advance(10)
     ledger.settle("batches/new", "succeeded", "webhook", outbox=[{"n": 2}])
@@ -119,11 +119,11 @@ def test_the_sweep_retries_a_failing_delivery_on_its_next_run_and_skips_pending_
             raise TimeoutError("external API timed out")
         api.post(item.idempotency_key, item.payload)
 
-    first = ledger.sweep_outbox(flaky)
+    first = ledger.outbox.sweep(flaky)
     down["up"] = True
-    not_yet_due = ledger.sweep_outbox(flaky)
+    not_yet_due = ledger.outbox.sweep(flaky)
     clock.advance(30)  # the first retry waits at most 30 s
-    second = ledger.sweep_outbox(flaky)
+    second = ledger.outbox.sweep(flaky)
 
     assert (first.completed, first.failed) == (["batches/new"], ["batches/old"])
     # Not due yet: its `outbox_due_at` is later, so the sweep does not even select it.
@@ -135,25 +135,25 @@ def test_the_sweep_retries_a_failing_delivery_on_its_next_run_and_skips_pending_
 
 def test_sweep_takes_the_oldest_first_up_to_the_limit(ledger, clock, api):
     for index in range(3):
-        ledger.register(f"batches/{index}", "k")
+        ledger.operations.register(f"batches/{index}", "k")
         ledger.settle(f"batches/{index}", "succeeded", "webhook", outbox=[{"i": index}])
         clock.advance(1)
     clock.advance(120)
 
-    report = ledger.sweep_outbox(deliver_to(api), limit=2)
+    report = ledger.outbox.sweep(deliver_to(api), limit=2)
 
     assert report.completed == ["batches/0", "batches/1"]
 
 
 def test_deliver_outbox_names_the_operation_and_key_when_it_fails(ledger, api):
-    ledger.register("batches/abc", "k")
+    ledger.operations.register("batches/abc", "k")
     ledger.settle("batches/abc", "succeeded", "webhook", outbox=[{"n": 1}])
 
     def broken(item):
         raise RuntimeError("HTTP 500")
 
     with pytest.raises(OutboxDeliveryFailed, match=r"batches/abc.*batches%2Fabc:0"):
-        ledger.deliver_outbox("batches/abc", broken)
-    assert ledger.deliver_outbox("abc", deliver_to(api)) == 1
-    assert ledger.deliver_outbox("abc", deliver_to(api)) == 0
+        ledger.outbox.deliver("batches/abc", broken)
+    assert ledger.outbox.deliver("abc", deliver_to(api)) == 1
+    assert ledger.outbox.deliver("abc", deliver_to(api)) == 0
     assert api.calls == {"batches%2Fabc:0": 1}

@@ -41,7 +41,7 @@ def test_two_sweepers_at_once_call_deliver_once_per_item(firestore_client):
     api = ExternalApi()
     names = [f"batches/sweep-{n}" for n in range(4)]
     for name in names:
-        ledgers[0].register(name, "k")
+        ledgers[0].operations.register(name, "k")
         ledgers[0].settle(name, "succeeded", "webhook", outbox=[{"n": 1}, {"n": 2}])
     clock.advance(120)
     start = threading.Barrier(2, timeout=30)
@@ -53,7 +53,7 @@ def test_two_sweepers_at_once_call_deliver_once_per_item(firestore_client):
 
     def sweep(index):
         start.wait()
-        reports[index] = ledgers[index].sweep_outbox(slow_deliver)
+        reports[index] = ledgers[index].outbox.sweep(slow_deliver)
 
     try:
         threads = [threading.Thread(target=sweep, args=(n,)) for n in range(2)]
@@ -78,7 +78,7 @@ def test_a_failing_delivery_backs_off_and_alerts_after_repeated_failures(firesto
     clock = FakeClock()
     policy = OutboxPolicy(alert_after=3, rand=lambda: 1.0)  # no jitter: delays 30, 60, 120 s
     ledger = Ledger(firestore_client, clock=clock, outbox_policy=policy)
-    ledger.register("batches/down", "k")
+    ledger.operations.register("batches/down", "k")
     ledger.settle("batches/down", "succeeded", "webhook", outbox=[{"n": 1}])
     clock.advance(60)
     calls = []
@@ -89,10 +89,10 @@ def test_a_failing_delivery_backs_off_and_alerts_after_repeated_failures(firesto
 
     waits = []
     for _ in range(3):
-        assert ledger.sweep_outbox(down).failed == ["batches/down"]
+        assert ledger.outbox.sweep(down).failed == ["batches/down"]
         item = stored(firestore_client, "batches/down")["outbox"][0]
         waits.append((item["next_attempt_at"] - clock.now).total_seconds())
-        early = ledger.sweep_outbox(down)
+        early = ledger.outbox.sweep(down)
         assert (early.completed, early.failed, early.skipped) == ([], [], [])  # not due: not read
         clock.advance(waits[-1])
 
@@ -126,15 +126,15 @@ def test_a_crash_between_deliver_and_mark_repeats_the_call_with_the_same_key(
         real_mark(record, index)
 
     ledger._outbox._mark_delivered = mark_or_crash
-    ledger.register("batches/crash", "k")
+    ledger.operations.register("batches/crash", "k")
 
     outcome = ledger.settle(
         "batches/crash", "succeeded", "webhook", outbox=[{"n": 1}], deliver=api.deliver
     )
     clock.advance(120)
-    while_leased = ledger.sweep_outbox(api.deliver)
+    while_leased = ledger.outbox.sweep(api.deliver)
     clock.advance(OutboxPolicy().lease.total_seconds())
-    after_lease = ledger.sweep_outbox(api.deliver)
+    after_lease = ledger.outbox.sweep(api.deliver)
 
     assert outcome is Settlement.SETTLED
     assert (while_leased.completed, while_leased.skipped) == ([], [])  # due when the lease ends

@@ -58,7 +58,7 @@ def stored(client: Any, name: str) -> dict[str, Any]:
 
 def settle_review(ledger: Ledger, name: str, sha: str = SHA) -> None:
     """A settled review operation for the push `REPO@sha`: one review, one comment item."""
-    ledger.register(name, "github-review", {"repo": REPO, "sha": sha})
+    ledger.operations.register(name, "github-review", {"repo": REPO, "sha": sha})
     ledger.settle(
         name,
         "succeeded",
@@ -85,13 +85,13 @@ def test_a_slow_holder_whose_lease_expired_neither_posts_nor_marks(simulator, fi
         clock.advance(LEASE + 1)
         sweeper = Ledger(firestore_client, clock=clock)
         services = Services(sweeper, comments_client(simulator))
-        second.append(sweeper.sweep_outbox(Deliverers(services)))
+        second.append(sweeper.outbox.sweep(Deliverers(services)))
 
     slow = Services(
         ledger,
         comments_client(simulator, AfterFirstListing(lease_expires_and_another_sweep_delivers)),
     )
-    first = ledger.sweep_outbox(Deliverers(slow))
+    first = ledger.outbox.sweep(Deliverers(slow))
 
     doc = stored(firestore_client, "batches/slow")
     [item] = doc["outbox"]
@@ -107,7 +107,7 @@ def test_a_slow_holder_whose_lease_expired_neither_posts_nor_marks(simulator, fi
 def test_a_non_owners_mark_and_failure_change_nothing(firestore_client):
     clock = FakeClock()
     ledger = Ledger(firestore_client, clock=clock)
-    ledger.register("batches/owner", "k")
+    ledger.operations.register("batches/owner", "k")
     ledger.settle("batches/owner", "succeeded", "webhook", outbox=[{"n": 1}])
     ref = firestore_client.collection("operations").document(opnames.encode("batches/owner"))
     held: list[OutboxItem] = []
@@ -116,13 +116,13 @@ def test_a_non_owners_mark_and_failure_change_nothing(firestore_client):
     def first_holder(item: OutboxItem) -> None:
         held.append(item)
         clock.advance(LEASE + 1)  # slow: its lease runs out …
-        ledger.deliver_outbox("batches/owner", second_holder)  # … and another claims it
+        ledger.outbox.deliver("batches/owner", second_holder)  # … and another claims it
         raise TimeoutError("the first holder's late failure")
 
     def second_holder(item: OutboxItem) -> None:
         held.append(item)
         before = ref.get()
-        record = ledger.get("batches/owner")
+        record = ledger.operations.get("batches/owner")
         assert record is not None
         # The first holder, still running, tries to mark and then to record its failure.
         seen.append((ledger._outbox._mark_delivered(record, held[0]), None))
@@ -130,7 +130,7 @@ def test_a_non_owners_mark_and_failure_change_nothing(firestore_client):
         seen.append((before.update_time, ref.get().update_time))
 
     with pytest.raises(OutboxDeliveryFailed, match="late failure"):
-        ledger.deliver_outbox("batches/owner", first_holder)
+        ledger.outbox.deliver("batches/owner", first_holder)
 
     [item] = ref.get().to_dict()["outbox"]
     assert held[0].lease is not None and held[1].lease is not None
@@ -159,7 +159,7 @@ def test_two_operations_of_one_push_publishing_at_once_leave_one_comment(
     def deliver(name: str) -> None:
         own = Ledger(firestore_client, clock=clock)
         try:
-            own.deliver_outbox(name, Deliverers(Services(own, comments_client(simulator))))
+            own.outbox.deliver(name, Deliverers(Services(own, comments_client(simulator))))
         except Exception as exc:
             errors.append(exc)
 
@@ -189,7 +189,7 @@ def test_items_given_up_or_backing_off_never_block_a_newer_due_item(firestore_cl
     ledger = Ledger(firestore_client, clock=clock)
     old = [f"batches/old-{n:03d}" for n in range(110)]
     for name in old:
-        ledger.register(name, "k")
+        ledger.operations.register(name, "k")
         ledger.settle(name, "succeeded", "webhook", outbox=[{"name": name}])
     clock.advance(120)
 
@@ -199,12 +199,12 @@ def test_items_given_up_or_backing_off_never_block_a_newer_due_item(firestore_cl
             raise PermanentError("GitHub answered 404: no such repository")
         raise TimeoutError("GitHub timed out")
 
-    first = ledger.sweep_outbox(broken, limit=200)
-    ledger.register("batches/new", "k")
+    first = ledger.outbox.sweep(broken, limit=200)
+    ledger.operations.register("batches/new", "k")
     ledger.settle("batches/new", "succeeded", "webhook", outbox=[{"name": "batches/new"}])
     clock.advance(14)  # the failing ones back off at least 15 s (30 s, half jittered)
     delivered: list[str] = []
-    second = ledger.sweep_outbox(
+    second = ledger.outbox.sweep(
         lambda item: delivered.append(item.operation), older_than=timedelta(0), limit=100
     )
 
@@ -230,9 +230,9 @@ def test_expire_at_waits_until_the_last_item_is_delivered_or_given_up(firestore_
     retention = timedelta(days=14)
     policy = OutboxPolicy(give_up_after=2, rand=lambda: 1.0)
     ledger = Ledger(firestore_client, clock=clock, retention=retention, outbox_policy=policy)
-    ledger.register("batches/none", "k")
+    ledger.operations.register("batches/none", "k")
     ledger.settle("batches/none", "succeeded", "webhook")
-    ledger.register("batches/two", "k")
+    ledger.operations.register("batches/two", "k")
     ledger.settle("batches/two", "succeeded", "webhook", outbox=[{"n": 0}, {"n": 1}])
     settled_at = clock.now
 
@@ -242,10 +242,10 @@ def test_expire_at_waits_until_the_last_item_is_delivered_or_given_up(firestore_
 
     unsent = stored(firestore_client, "batches/two")
     clock.advance(120)
-    ledger.sweep_outbox(second_fails)  # item 0 delivered, item 1 fails once
+    ledger.outbox.sweep(second_fails)  # item 0 delivered, item 1 fails once
     half = stored(firestore_client, "batches/two")
     clock.advance(3600)
-    ledger.sweep_outbox(second_fails)  # item 1 fails again: given up (give_up_after=2)
+    ledger.outbox.sweep(second_fails)  # item 1 fails again: given up (give_up_after=2)
     done = stored(firestore_client, "batches/two")
 
     assert stored(firestore_client, "batches/none")["expire_at"] == settled_at + retention
@@ -260,12 +260,12 @@ def test_expire_at_waits_until_the_last_item_is_delivered_or_given_up(firestore_
 def test_expire_at_is_set_when_the_last_item_is_delivered(firestore_client):
     clock = FakeClock()
     ledger = Ledger(firestore_client, clock=clock)
-    ledger.register("batches/one", "k")
+    ledger.operations.register("batches/one", "k")
     ledger.settle("batches/one", "succeeded", "webhook", outbox=[{"n": 0}])
     before = stored(firestore_client, "batches/one")
     clock.advance(300)
 
-    ledger.deliver_outbox("batches/one", lambda item: None)
+    ledger.outbox.deliver("batches/one", lambda item: None)
 
     after = stored(firestore_client, "batches/one")
     assert before.get("expire_at") is None

@@ -13,7 +13,7 @@ from shared.ledger import InvalidArgument, Ledger
 def ledger(firestore_client, clock):
     ledger = Ledger(firestore_client, clock=clock)
     for name, kind in [("batches/a", "review"), ("batches/b", "video"), ("batches/c", "review")]:
-        ledger.register(name, kind, {"sha": name[-1] * 3})
+        ledger.operations.register(name, kind, {"sha": name[-1] * 3})
         clock.advance(10)
     ledger.settle("batches/b", "succeeded", "webhook")
     ledger.settle("batches/c", "failed", "reconcile", error="boom")
@@ -25,51 +25,51 @@ def names(records):
 
 
 def test_counts_are_by_status_and_kind(ledger):
-    assert ledger.count_operations() == 3
-    assert ledger.count_operations(status="pending") == 1
-    assert ledger.count_operations(kind="review") == 2
-    assert ledger.count_operations(status="failed", kind="review") == 1
-    assert ledger.count_operations(status="expired") == 0
+    assert ledger.queries.count_operations() == 3
+    assert ledger.queries.count_operations(status="pending") == 1
+    assert ledger.queries.count_operations(kind="review") == 2
+    assert ledger.queries.count_operations(status="failed", kind="review") == 1
+    assert ledger.queries.count_operations(status="expired") == 0
 
 
 def test_list_operations_is_newest_first_filtered_and_paged(ledger):
-    first = ledger.list_operations(limit=2)
-    rest = ledger.list_operations(limit=2, start_after=first[-1])
+    first = ledger.queries.list_operations(limit=2)
+    rest = ledger.queries.list_operations(limit=2, start_after=first[-1])
 
     assert (names(first), names(rest)) == (["batches/c", "batches/b"], ["batches/a"])
-    assert names(ledger.list_operations(kind="review")) == ["batches/c", "batches/a"]
-    assert names(ledger.list_operations(settled_by="webhook")) == ["batches/b"]
-    assert names(ledger.list_operations(status="failed", kind="review")) == ["batches/c"]
+    assert names(ledger.queries.list_operations(kind="review")) == ["batches/c", "batches/a"]
+    assert names(ledger.queries.list_operations(settled_by="webhook")) == ["batches/b"]
+    assert names(ledger.queries.list_operations(status="failed", kind="review")) == ["batches/c"]
     with pytest.raises(InvalidArgument):
-        ledger.list_operations(status="done")
+        ledger.queries.list_operations(status="done")
 
 
 def test_oldest_pending_and_stuck_alerts_count_only_pending_operations(ledger, clock):
-    ledger.register("batches/d", "review")
-    ledger.mark_stuck_alerted("batches/a", clock(), timedelta(hours=1))
+    ledger.operations.register("batches/d", "review")
+    ledger.operations.mark_stuck_alerted("batches/a", clock(), timedelta(hours=1))
     clock.advance(5)
-    ledger.mark_stuck_alerted("batches/d", clock(), timedelta(hours=1))
+    ledger.operations.mark_stuck_alerted("batches/d", clock(), timedelta(hours=1))
     clock.advance(5)
     ledger.settle("batches/d", "expired", "reconcile")  # keeps its old alert time
 
-    assert ledger.oldest_pending().name == "batches/a"
-    assert names(ledger.stuck_alerted()) == ["batches/a"]
-    assert ledger.count_stuck_alerted() == 1
+    assert ledger.queries.oldest_pending().name == "batches/a"
+    assert names(ledger.queries.stuck_alerted()) == ["batches/a"]
+    assert ledger.queries.count_stuck_alerted() == 1
 
 
 def test_oldest_pending_is_none_when_nothing_is_pending(firestore_client, clock):
-    assert Ledger(firestore_client, clock=clock).oldest_pending() is None
+    assert Ledger(firestore_client, clock=clock).queries.oldest_pending() is None
 
 
 def test_find_operation_by_context_and_stored_fields(ledger):
-    assert ledger.find_operation("context.sha", "ccc").name == "batches/c"
-    assert ledger.find_operation("context.sha", "zzz") is None
+    assert ledger.queries.find_operation("context.sha", "ccc").name == "batches/c"
+    assert ledger.queries.find_operation("context.sha", "zzz") is None
     with pytest.raises(InvalidArgument):
-        ledger.find_operation("status", "pending")
+        ledger.queries.find_operation("status", "pending")
 
-    fields = ledger.stored_fields("c")
+    fields = ledger.queries.stored_fields("c")
     assert fields["error"] == "boom" and fields["short_id"] == "c"
-    assert ledger.stored_fields("batches/none") is None
+    assert ledger.queries.stored_fields("batches/none") is None
 
 
 def test_deliveries_list_by_source_and_event_with_a_cursor_and_find_by_id(ledger, clock):
@@ -79,16 +79,16 @@ def test_deliveries_list_by_source_and_event_with_a_cursor_and_find_by_id(ledger
         ("github", "d-2", "ping"),
         ("github", "d-3", "push"),
     ]:
-        ledger.record_delivery(source, delivery_id, event)
+        ledger.deliveries.record(source, delivery_id, event)
         clock.advance(1)
-    ledger.mark_delivery("github", "d-3", "dead", error="bad")
+    ledger.deliveries.mark("github", "d-3", "dead", error="bad")
 
-    github = ledger.list_deliveries(source="github", limit=2)
-    more = ledger.list_deliveries(source="github", limit=2, start_after=github[-1])
+    github = ledger.deliveries.listing(source="github", limit=2)
+    more = ledger.deliveries.listing(source="github", limit=2, start_after=github[-1])
 
     assert [d.delivery_id for d in github + more] == ["d-3", "d-2", "d-1"]
-    assert [d.delivery_id for d in ledger.list_deliveries(event="push")] == ["d-3", "d-1"]
-    assert [d.source for d in ledger.list_deliveries("dead", source="github")] == ["github"]
-    assert sorted(d.source for d in ledger.find_deliveries("d-1")) == ["gemini", "github"]
-    assert ledger.count_deliveries() == 4
-    assert ledger.count_deliveries("dead") == 1
+    assert [d.delivery_id for d in ledger.deliveries.listing(event="push")] == ["d-3", "d-1"]
+    assert [d.source for d in ledger.deliveries.listing("dead", source="github")] == ["github"]
+    assert sorted(d.source for d in ledger.deliveries.find("d-1")) == ["gemini", "github"]
+    assert ledger.deliveries.count() == 4
+    assert ledger.deliveries.count("dead") == 1

@@ -27,7 +27,7 @@ def test_review_doc_id_is_the_sha256_of_repo_sha_and_path():
 
 def test_put_review_commits_with_the_settlement_and_reads_back(ledger):
     long_path = "docs/" + "deep/" * 400 + "a.md"  # over Firestore's 1,500-byte id limit
-    ledger.register("batches/r1", "github-review")
+    ledger.operations.register("batches/r1", "github-review")
     ids = []
 
     def writeback(writes, record):
@@ -39,17 +39,17 @@ def test_put_review_commits_with_the_settlement_and_reads_back(ledger):
     )
 
     assert ids == [review_doc_id("o/r", "abc", "docs/a.md"), review_doc_id("o/r", "abc", long_path)]
-    assert ledger.get_review("o/r", "abc", "docs/a.md") == {
+    assert ledger.reviews.get_review("o/r", "abc", "docs/a.md") == {
         "repo": "o/r",
         "sha": "abc",
         "path": "docs/a.md",
         "operation": "batches/r1",
         "text": "fine",
     }
-    assert ledger.get_review("o/r", "abc", long_path)["error"] == "row failed"
-    assert [r["path"] for r in ledger.reviews_for("batches/r1")] == ["docs/a.md", long_path]
-    assert ledger.reviews_for("batches/other") == []
-    assert ledger.get_review("o/r", "abc", "docs/missing.md") is None
+    assert ledger.reviews.get_review("o/r", "abc", long_path)["error"] == "row failed"
+    assert [r["path"] for r in ledger.reviews.reviews_for("batches/r1")] == ["docs/a.md", long_path]
+    assert ledger.reviews.reviews_for("batches/other") == []
+    assert ledger.reviews.get_review("o/r", "abc", "docs/missing.md") is None
 
 
 @pytest.mark.parametrize(
@@ -63,7 +63,7 @@ def test_put_review_commits_with_the_settlement_and_reads_back(ledger):
 )
 def test_put_review_rejects_bad_input_and_the_operation_settles_with_the_reason(ledger, name, args):
     """A permanent write-back error can never succeed: settle, record why, write nothing."""
-    ledger.register("batches/bad", "github-review")
+    ledger.operations.register("batches/bad", "github-review")
 
     def writeback(writes, record):
         writes.put_review("o/r", "abc", "docs/fine.md", {"status": "ok", "text": "staged first"})
@@ -73,15 +73,15 @@ def test_put_review_rejects_bad_input_and_the_operation_settles_with_the_reason(
         Settlement.SETTLED
     )
 
-    stored = ledger.stored_fields("batches/bad")
+    stored = ledger.queries.stored_fields("batches/bad")
     assert stored["status"] == "succeeded", name
     assert stored["writeback_error"].startswith("write-back failed: review"), name
-    assert ledger.reviews_for("batches/bad") == [], name  # the staged writes rolled back
-    assert ledger.due_pending(datetime.now(UTC) + timedelta(days=1), 10) == [], name
+    assert ledger.reviews.reviews_for("batches/bad") == [], name  # the staged writes rolled back
+    assert ledger.operations.due_pending(datetime.now(UTC) + timedelta(days=1), 10) == [], name
 
 
 def test_a_transient_writeback_error_leaves_the_operation_pending(ledger):
-    ledger.register("batches/flaky", "github-review")
+    ledger.operations.register("batches/flaky", "github-review")
 
     def writeback(writes, record):
         raise StoreUnavailable("reviews read timed out")
@@ -90,8 +90,8 @@ def test_a_transient_writeback_error_leaves_the_operation_pending(ledger):
         ledger.settle("batches/flaky", "succeeded", "webhook", writeback=writeback)
 
     assert isinstance(caught.value.__cause__, StoreUnavailable)
-    assert ledger.get("batches/flaky").pending
-    assert "writeback_error" not in ledger.stored_fields("batches/flaky")
+    assert ledger.operations.get("batches/flaky").pending
+    assert "writeback_error" not in ledger.queries.stored_fields("batches/flaky")
 
 
 @pytest.mark.parametrize(
@@ -104,7 +104,7 @@ def test_a_transient_writeback_error_leaves_the_operation_pending(ledger):
 def test_put_review_refuses_what_firestore_would_refuse_before_the_commit(
     ledger, name, fields, message
 ):
-    ledger.register("batches/big", "github-review")
+    ledger.operations.register("batches/big", "github-review")
     refused = []
 
     def writeback(writes, record):
@@ -118,12 +118,12 @@ def test_put_review_refuses_what_firestore_would_refuse_before_the_commit(
         Settlement.SETTLED
     )
     assert len(refused) == 1 and message in refused[0], name
-    assert ledger.get_review("o/r", "abc", "docs/a.md")["error"] == "too big", name
+    assert ledger.reviews.get_review("o/r", "abc", "docs/a.md")["error"] == "too big", name
 
 
 def test_a_writeback_firestore_refuses_at_commit_settles_with_the_reason(ledger, firestore_client):
     """Firestore's INVALID_ARGUMENT for a staged write will come back on every retry."""
-    ledger.register("batches/huge", "github-review")
+    ledger.operations.register("batches/huge", "github-review")
 
     def writeback(writes, record):  # past the ledger's own checks, straight on the transaction
         ref = firestore_client.collection("reviews").document("huge")
@@ -132,7 +132,7 @@ def test_a_writeback_firestore_refuses_at_commit_settles_with_the_reason(ledger,
     assert ledger.settle("batches/huge", "succeeded", "webhook", writeback=writeback) is (
         Settlement.SETTLED
     )
-    stored = ledger.stored_fields("batches/huge")
+    stored = ledger.queries.stored_fields("batches/huge")
     assert stored["status"] == "succeeded"
     assert "Firestore refused the write-back" in stored["writeback_error"]
     assert not firestore_client.collection("reviews").document("huge").get().exists
@@ -142,33 +142,37 @@ def test_a_writeback_firestore_refuses_at_commit_settles_with_the_reason(ledger,
 
 
 def test_mark_stuck_alerted_records_once_per_window(ledger, clock):
-    ledger.register("batches/slow", "k")
+    ledger.operations.register("batches/slow", "k")
     window = timedelta(hours=1)
 
-    first = ledger.mark_stuck_alerted("batches/slow", clock(), window)
+    first = ledger.operations.mark_stuck_alerted("batches/slow", clock(), window)
     clock.advance(600)
-    within = ledger.mark_stuck_alerted("slow", clock(), window)
+    within = ledger.operations.mark_stuck_alerted("slow", clock(), window)
     clock.advance(3000)
-    after = ledger.mark_stuck_alerted("batches/slow", clock(), window)
+    after = ledger.operations.mark_stuck_alerted("batches/slow", clock(), window)
 
     assert (first, within, after) == (True, False, True)
-    assert ledger.get("batches/slow").stuck_alerted_at == clock.now
-    assert ledger.get("batches/slow").to_dict()["stuck_alerted_at"] == clock.now
+    assert ledger.operations.get("batches/slow").stuck_alerted_at == clock.now
+    assert ledger.operations.get("batches/slow").to_dict()["stuck_alerted_at"] == clock.now
 
 
 def test_mark_stuck_alerted_is_false_for_settled_and_unknown_operations(ledger, clock):
-    ledger.register("batches/done", "k")
+    ledger.operations.register("batches/done", "k")
     ledger.settle("batches/done", "succeeded", "webhook")
 
-    assert ledger.mark_stuck_alerted("batches/done", clock(), timedelta(hours=1)) is False
-    assert ledger.mark_stuck_alerted("batches/ghost", clock(), timedelta(hours=1)) is False
-    assert ledger.get("batches/done").stuck_alerted_at is None
+    assert (
+        ledger.operations.mark_stuck_alerted("batches/done", clock(), timedelta(hours=1)) is False
+    )
+    assert (
+        ledger.operations.mark_stuck_alerted("batches/ghost", clock(), timedelta(hours=1)) is False
+    )
+    assert ledger.operations.get("batches/done").stuck_alerted_at is None
 
 
 def test_two_runs_racing_on_one_read_alert_once(firestore_client, clock):
     """Both read v1; the second's conditional write is refused and its re-read says no."""
     ledgers = [Ledger(firestore_client, clock=clock) for _ in range(2)]
-    ledgers[0].register("batches/race", "k")
+    ledgers[0].operations.register("batches/race", "k")
     commits = ledgers[1]._commits
     real_read = commits.read
     raced = []
@@ -176,12 +180,14 @@ def test_two_runs_racing_on_one_read_alert_once(firestore_client, clock):
     def read_then_let_the_other_run_alert(ref, subject):
         snapshot = real_read(ref, subject)
         if not raced:
-            raced.append(ledgers[0].mark_stuck_alerted("batches/race", clock(), timedelta(1)))
+            raced.append(
+                ledgers[0].operations.mark_stuck_alerted("batches/race", clock(), timedelta(1))
+            )
         return snapshot
 
     commits.read = read_then_let_the_other_run_alert
 
-    second = ledgers[1].mark_stuck_alerted("batches/race", clock(), timedelta(hours=1))
+    second = ledgers[1].operations.mark_stuck_alerted("batches/race", clock(), timedelta(hours=1))
 
     assert (raced, second) == ([True], False)
     assert ledgers[1].counts()["conflicts"] == 1
@@ -189,7 +195,7 @@ def test_two_runs_racing_on_one_read_alert_once(firestore_client, clock):
 
 def test_a_review_put_without_replace_is_created_and_counted_per_push(ledger):
     for name in ("batches/c1", "batches/c2"):
-        ledger.register(name, "bench")
+        ledger.operations.register(name, "bench")
 
     def create(writes, record):
         writes.put_review("o/r", "abc", "a.md", {"by": record.name}, replace=False)
@@ -200,7 +206,7 @@ def test_a_review_put_without_replace_is_created_and_counted_per_push(ledger):
     with pytest.raises(WritebackFailed, match="already exists"):
         ledger.settle("batches/c2", "succeeded", "webhook", writeback=create)
 
-    assert ledger.get("batches/c2").pending
-    assert ledger.get_review("o/r", "abc", "a.md")["by"] == "batches/c1"
-    assert ledger.count_reviews_for_push("o/r", "abc") == 1
-    assert ledger.count_reviews_for_push("o/r", "other") == 0
+    assert ledger.operations.get("batches/c2").pending
+    assert ledger.reviews.get_review("o/r", "abc", "a.md")["by"] == "batches/c1"
+    assert ledger.reviews.count_for_push("o/r", "abc") == 1
+    assert ledger.reviews.count_for_push("o/r", "other") == 0

@@ -98,7 +98,7 @@ def hold_read_lock(project, name, release: threading.Event, held: threading.Even
 def test_an_aborted_commit_is_logged_backed_off_and_retried_until_it_settles(
     firestore_client, caplog
 ):
-    Ledger(firestore_client).register("batches/locked", "k")
+    Ledger(firestore_client).operations.register("batches/locked", "k")
     release, held = threading.Event(), threading.Event()
     blocker = hold_read_lock(firestore_client.project, "batches/locked", release, held)
     blocker.start()
@@ -124,7 +124,7 @@ def test_an_aborted_commit_is_logged_backed_off_and_retried_until_it_settles(
 
 
 def test_a_commit_still_aborted_after_the_last_attempt_raises_contention_error(firestore_client):
-    Ledger(firestore_client).register("batches/locked", "k")
+    Ledger(firestore_client).operations.register("batches/locked", "k")
     release, held = threading.Event(), threading.Event()
     blocker = hold_read_lock(firestore_client.project, "batches/locked", release, held)
     blocker.start()
@@ -138,4 +138,4 @@ def test_a_commit_still_aborted_after_the_last_attempt_raises_contention_error(f
         blocker.join(30)
 
     assert caught.value.__cause__ is not None
-    assert ledger.get("batches/locked").status == "pending"
+    assert ledger.operations.get("batches/locked").status == "pending"

@@ -79,9 +79,9 @@ def test_the_winner_is_registered_with_the_push_context_in_one_commit_and_only_o
     assert (first.won, first.operation) == (True, "batches/one")
     assert (second.won, second.operation) == (False, "batches/one")
     assert again.won
-    record = ledger.get("batches/one")
+    record = ledger.operations.get("batches/one")
     assert record.pending and record.context == CONTEXT and record.submission == TAG
-    assert ledger.get("batches/two") is None  # the loser is the caller's to supersede
+    assert ledger.operations.get("batches/two") is None  # the loser is the caller's to supersede
     assert claim(ledger, clock, "a9").state is Claim.DECIDED
 
 
@@ -92,7 +92,7 @@ def test_an_adopted_winner_gets_the_submission_context_not_the_adopters(ledger, 
         TAG, "batches/orphan", "github-review", None, fallback_context={"paths": []}
     )
 
-    assert ledger.get("batches/orphan").context == CONTEXT
+    assert ledger.operations.get("batches/orphan").context == CONTEXT
 
 
 def test_an_orphan_of_an_unclaimed_push_wins_and_decides_the_push(ledger, clock):
@@ -100,13 +100,13 @@ def test_an_orphan_of_an_unclaimed_push_wins_and_decides_the_push(ledger, clock)
         TAG, "batches/x", "github-review", None, fallback_context={"adopted": True}
     )
 
-    assert winner.won and ledger.get("batches/x").context == {"adopted": True}
+    assert winner.won and ledger.operations.get("batches/x").context == {"adopted": True}
     decided = claim(ledger, clock, "late-run")  # the push's own run, arriving later
     assert decided.state is Claim.DECIDED and decided.submission.operation == "batches/x"
 
 
 def test_a_superseded_batch_is_final_at_once_and_never_pending(ledger, clock):
-    record = ledger.record_superseded(
+    record = ledger.operations.record_superseded(
         "batches/two",
         "github-review",
         None,
@@ -114,10 +114,10 @@ def test_a_superseded_batch_is_final_at_once_and_never_pending(ledger, clock):
         outbox=[{"kind": "gemini-cancel", "name": "batches/two"}],
     )
 
-    stored = ledger.get("batches/two")
+    stored = ledger.operations.get("batches/two")
     assert record.status == stored.status == SUPERSEDED
     assert stored.superseded_by == "batches/one" and not stored.pending
-    assert ledger.due_pending(clock() + timedelta(days=1), 10) == []
+    assert ledger.operations.due_pending(clock() + timedelta(days=1), 10) == []
     assert [item.payload["kind"] for item in stored.outbox] == ["gemini-cancel"]
 
 

@@ -127,7 +127,7 @@ def test_after_an_emulator_restart_with_a_new_key_the_worker_accepts_the_first_a
 
     wait_until(lambda: _answers(emulator, after), timeout=30, what="the delivery after restart")
     assert _answers(emulator, after)[0] == "200", emulator.output()
-    delivery = ledger.get_delivery("github", after)
+    delivery = ledger.deliveries.get("github", after)
     assert delivery is not None and delivery.status == "ignored"
 
 
@@ -202,7 +202,7 @@ def test_tasks_queued_before_a_restart_with_a_rotated_key_are_accepted_on_their_
                     what=f"the first attempt at {delivery_id} after the restart",
                 )[0]
                 assert first_attempt == ("1", "200"), restarted.output()
-                delivery = ledger.get_delivery("github", delivery_id)
+                delivery = ledger.deliveries.get("github", delivery_id)
                 assert delivery is not None and delivery.status == "ignored"
             assert _worker_fetched(restarted.output(), new_kids[0]), restarted.output()
         finally:

@@ -99,7 +99,7 @@ def trial(
     if len(created) - before != expected:
         problems.append(f"trial {number} ({state}): batches {created}")
     winner = deps.ledger.submissions.get(tag).operation
-    record = deps.ledger.get(winner) if winner else None
+    record = deps.ledger.operations.get(winner) if winner else None
     if len(results) != runs or record is None or not record.pending or winner not in created:
         problems.append(f"trial {number} ({state}): winner {winner}, runs said {results}")
     return problems

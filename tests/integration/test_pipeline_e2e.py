@@ -361,7 +361,9 @@ def test_each_documented_event_and_id_form_settles_by_webhook(
     if kind == "batch":
         gateway = GeminiGateway(make_client("sim-key", fresh.sim.url, timeout_s=5))
         name = gateway.create_batch("models/m", [("k.md", "p")], f"ev-{suffix}")
-        ledger.register(name, "interaction")  # a kind with no write-back: the event is the point
+        ledger.operations.register(
+            name, "interaction"
+        )  # a kind with no write-back: the event is the point
     else:
         name = (
             f"models/veo-3.0-generate-001/operations/v{suffix}"
@@ -369,7 +371,7 @@ def test_each_documented_event_and_id_form_settles_by_webhook(
             else f"interactions/i{suffix}"
         )
         fresh.sim.create_operation(name)
-        ledger.register(name, kind)
+        ledger.operations.register(name, kind)
 
     fresh.sim.complete(name, state=state, webhook="send")
 
@@ -397,7 +399,7 @@ def test_the_documented_batch_123456_id_form_resolves_to_its_batch(fresh: Stack,
 
     gateway = GeminiGateway(make_client("sim-key", fresh.sim.url, timeout_s=5))
     name = gateway.create_batch("models/m", [("k.md", "p")], "documented-form")
-    Ledger(firestore_client).register(name, "interaction")
+    Ledger(firestore_client).operations.register(name, "interaction")
     fresh.sim.complete(name, state="succeeded", webhook="drop")
 
     answer = post_gemini_event(fresh, "batch.succeeded", "batch_" + name.removeprefix("batches/"))
@@ -435,7 +437,7 @@ def test_interaction_requires_action_is_ignored_and_never_settles(fresh: Stack, 
 
     name = f"interactions/wait-{uuid.uuid4().hex[:8]}"
     fresh.sim.create_operation(name)
-    Ledger(firestore_client).register(name, "interaction")
+    Ledger(firestore_client).operations.register(name, "interaction")
 
     answer = post_gemini_event(fresh, "interaction.requires_action", name)
 
@@ -450,7 +452,7 @@ def test_a_video_generation_is_settled_by_its_video_generated_webhook(
 
     name = "models/veo-3.0-generate-001/operations/vid-e2e-1"
     fresh.sim.create_operation(name)
-    Ledger(firestore_client).register(name, "video", {"prompt": "a lighthouse"})
+    Ledger(firestore_client).operations.register(name, "video", {"prompt": "a lighthouse"})
 
     fresh.sim.complete(name, state="succeeded", webhook="send")
 
@@ -468,7 +470,7 @@ def test_an_interaction_is_settled_by_its_interaction_completed_webhook(
 
     name = "interactions/int-e2e-1"
     fresh.sim.create_operation(name)
-    Ledger(firestore_client).register(name, "interaction")
+    Ledger(firestore_client).operations.register(name, "interaction")
 
     fresh.sim.complete(name, state="succeeded", webhook="send")
 

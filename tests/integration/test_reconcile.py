@@ -55,7 +55,7 @@ def count(client: Any, collection: str) -> int:
 
 
 def statuses(ledger: Ledger, names: list[str]) -> dict[str, Operation]:
-    return {name: ledger.get(name) for name in names}  # type: ignore[misc]
+    return {name: ledger.operations.get(name) for name in names}  # type: ignore[misc]
 
 
 @pytest.fixture
@@ -124,7 +124,9 @@ def submit(gateway: GeminiGateway, ledger: Ledger, count_: int, kind: str = COUN
 
     def one(index: int) -> str:
         name = gateway.create_batch(MODEL, [(f"f{index}.md", "text")], display_name=f"t{index}")
-        ledger.register(name, kind, {"repo": "o/r", "sha": f"s{index}", "paths": [f"f{index}.md"]})
+        ledger.operations.register(
+            name, kind, {"repo": "o/r", "sha": f"s{index}", "paths": [f"f{index}.md"]}
+        )
         return name
 
     with ThreadPoolExecutor(8) as pool:
@@ -271,7 +273,7 @@ def test_stuck_operation_alerts_once_per_window_and_stays_pending(
     clock.advance(stuck_after)  # the next window
     reconciler.run()
     assert len(stuck_alerts(caplog)) == 2
-    assert ledger.get(name).pending  # type: ignore[union-attr]
+    assert ledger.operations.get(name).pending  # type: ignore[union-attr]
 
 
 def test_orphan_with_our_tag_is_adopted_and_settled_untagged_is_left_alone(
@@ -285,7 +287,7 @@ def test_orphan_with_our_tag_is_adopted_and_settled_untagged_is_left_alone(
     report = make_reconciler(ledger, gateway, past_min_age).run()
 
     assert report.adopted == 1 and report.settled == 1, report
-    adopted = ledger.get(ours)
+    adopted = ledger.operations.get(ours)
     assert adopted is not None and adopted.status == "succeeded"
     assert adopted.settled_by == "reconcile" and adopted.kind == REVIEW_KIND
     assert adopted.context == {
@@ -298,7 +300,7 @@ def test_orphan_with_our_tag_is_adopted_and_settled_untagged_is_left_alone(
         for d in (s.to_dict() for s in firestore_client.collection("reviews").stream())
     }
     assert set(reviews) == {"docs/a.md", "docs/b.md"} and all("text" in d for d in reviews.values())
-    assert ledger.get(theirs) is None
+    assert ledger.operations.get(theirs) is None
 
 
 def test_a_batch_younger_than_the_minimum_age_is_not_adopted_yet(
@@ -308,9 +310,9 @@ def test_a_batch_younger_than_the_minimum_age_is_not_adopted_yet(
 
     now_report = make_reconciler(ledger, gateway).run()  # its creator may be mid-register
 
-    assert now_report.adopted == 0 and ledger.get(young) is None, now_report
+    assert now_report.adopted == 0 and ledger.operations.get(young) is None, now_report
     later = make_reconciler(ledger, gateway, past_min_age).run()
-    assert later.adopted == 1 and ledger.get(young) is not None, later
+    assert later.adopted == 1 and ledger.operations.get(young) is not None, later
 
 
 def test_adoption_asks_the_push_submission_who_won(
@@ -338,8 +340,8 @@ def test_adoption_asks_the_push_submission_who_won(
         (first, second) if ledger.submissions.get(tag).operation == first else (second, first)
     )
     assert report.adopted == 1, report
-    assert ledger.get(winner).context == context  # type: ignore[union-attr]
-    superseded = ledger.get(loser)
+    assert ledger.operations.get(winner).context == context  # type: ignore[union-attr]
+    superseded = ledger.operations.get(loser)
     assert superseded is not None and superseded.status == "superseded"
     assert superseded.superseded_by == winner and superseded.writeback_done
     client = simulator.genai()  # held: a client dropped mid-call closes its transport
@@ -362,7 +364,7 @@ def test_an_orphan_of_a_cli_submitted_kind_is_adopted_as_that_kind(
 
     report = make_reconciler(ledger, gateway, past_min_age).run()
 
-    adopted = ledger.get(orphan)
+    adopted = ledger.operations.get(orphan)
     assert adopted is not None and report.adopted == 1, report
     assert (adopted.kind, adopted.status, adopted.settled_by) == (
         "nightly-eval",
@@ -370,7 +372,7 @@ def test_an_orphan_of_a_cli_submitted_kind_is_adopted_as_that_kind(
         "reconcile",
     )
     assert adopted.context["display_name"] == tag
-    assert ledger.get(unknown_tag) is None  # a review tag without repo@sha is left alone
+    assert ledger.operations.get(unknown_tag) is None  # a review tag without repo@sha is left alone
 
 
 def test_an_orphan_adopted_while_running_still_gets_its_reviews(
@@ -383,7 +385,7 @@ def test_an_orphan_adopted_while_running_still_gets_its_reviews(
     assert first.adopted == 1 and first.still_running == 1, first
 
     complete(simulator, [running])
-    ledger.defer(running, system_clock() - timedelta(seconds=1), 1)  # due again now
+    ledger.operations.defer(running, system_clock() - timedelta(seconds=1), 1)  # due again now
     second = make_reconciler(ledger, gateway, past_min_age).run()
 
     assert second.settled == 1, second
@@ -440,7 +442,7 @@ def test_a_check_stuck_past_the_budget_is_abandoned_and_the_run_still_answers(
     assert answered[0].abandoned == 1, answered[0]
     # The abandoned check goes on alone and lands its result (still running: deferred).
     deferred = wait_until(
-        lambda: (op := ledger.get(name)) and op.attempts == 1 and op,
+        lambda: (op := ledger.operations.get(name)) and op.attempts == 1 and op,
         timeout=15,
         what="the abandoned check to finish",
     )
@@ -452,12 +454,12 @@ def test_a_failed_video_generation_has_no_webhook_and_reconcile_settles_it_faile
 ) -> None:
     name = "models/veo-3.0-generate-001/operations/vid-failed"
     simulator.control.create_operation(name)
-    ledger.register(name, "video")
+    ledger.operations.register(name, "video")
     simulator.control.complete(name, state="failed", error={"code": 3, "message": "unsafe prompt"})
 
     report = make_reconciler(ledger, gateway).run()
 
-    settled = ledger.get(name)
+    settled = ledger.operations.get(name)
     assert report.settled == 1 and settled is not None, report
     assert (settled.status, settled.settled_by) == ("failed", "reconcile")
     assert settled.error["message"] == "unsafe prompt"
@@ -467,10 +469,12 @@ def test_adoption_does_not_read_again_what_the_due_pages_just_read(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
     tagged = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s3"))
-    ledger.register(tagged, REVIEW_KIND, {"repo": "o/r", "sha": "s3", "paths": ["docs/a.md"]})
+    ledger.operations.register(
+        tagged, REVIEW_KIND, {"repo": "o/r", "sha": "s3", "paths": ["docs/a.md"]}
+    )
     looked_up: list[str] = []
-    original_get = ledger.get
-    ledger.get = lambda name: looked_up.append(name) or original_get(name)  # type: ignore[method-assign]
+    original_get = ledger.operations.get
+    ledger.operations.get = lambda name: looked_up.append(name) or original_get(name)  # type: ignore[method-assign]
 
     report = make_reconciler(ledger, gateway).run()
 
@@ -482,14 +486,16 @@ def test_batches_a_complete_listing_examined_are_not_read_again(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
     tagged = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s4"))
-    ledger.register(tagged, REVIEW_KIND, {"repo": "o/r", "sha": "s4", "paths": ["docs/a.md"]})
+    ledger.operations.register(
+        tagged, REVIEW_KIND, {"repo": "o/r", "sha": "s4", "paths": ["docs/a.md"]}
+    )
     complete(simulator, [tagged])
     clock = FakeClock(system_clock() + timedelta(minutes=10))  # past the margin
     assert make_reconciler(ledger, gateway, clock).run().settled == 1
-    assert ledger.adoption_watermark() == clock()
+    assert ledger.watermark.get() == clock()
     looked_up: list[str] = []
-    original_get = ledger.get
-    ledger.get = lambda name: looked_up.append(name) or original_get(name)  # type: ignore[method-assign]
+    original_get = ledger.operations.get
+    ledger.operations.get = lambda name: looked_up.append(name) or original_get(name)  # type: ignore[method-assign]
 
     report = make_reconciler(ledger, gateway, clock).run()  # a new process reads the watermark
 
@@ -502,7 +508,7 @@ def test_an_orphan_created_after_a_complete_listing_is_adopted_by_the_next_run(
 ) -> None:
     reconciler = make_reconciler(ledger, gateway)
     reconciler.run()
-    first_watermark = ledger.adoption_watermark()
+    first_watermark = ledger.watermark.get()
     assert first_watermark is not None
     # The worker created this batch, then crashed before registering it.
     orphan = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s5"))
@@ -511,15 +517,15 @@ def test_an_orphan_created_after_a_complete_listing_is_adopted_by_the_next_run(
     report = make_reconciler(ledger, gateway, past_min_age).run()
 
     assert report.adopted == 1 and report.settled == 1, report
-    assert ledger.get(orphan).settled_by == "reconcile"  # type: ignore[union-attr]
-    assert ledger.adoption_watermark() > first_watermark  # type: ignore[operator]
+    assert ledger.operations.get(orphan).settled_by == "reconcile"  # type: ignore[union-attr]
+    assert ledger.watermark.get() > first_watermark  # type: ignore[operator]
 
 
 def test_a_listing_cut_short_keeps_the_watermark_and_a_later_run_adopts(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
     make_reconciler(ledger, gateway).run()
-    watermark = ledger.adoption_watermark()
+    watermark = ledger.watermark.get()
     orphan = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s6"))
     complete(simulator, [orphan])
     listing = gateway.list_batches
@@ -531,7 +537,7 @@ def test_a_listing_cut_short_keeps_the_watermark_and_a_later_run_adopts(
     gateway.list_batches = failing_listing  # type: ignore[method-assign]
     cut = make_reconciler(ledger, gateway).run()
     assert cut.errors == 1 and cut.adopted == 0, cut
-    assert ledger.adoption_watermark() == watermark  # not advanced past the unseen batch
+    assert ledger.watermark.get() == watermark  # not advanced past the unseen batch
 
     gateway.list_batches = listing  # type: ignore[method-assign]
     report = make_reconciler(ledger, gateway, past_min_age).run()
@@ -549,12 +555,12 @@ def test_reconcile_settles_an_ended_interaction(
     # The simulator's `expired` interaction reports `incomplete`: completed, results incomplete.
     name = f"interactions/int-{state}"
     simulator.control.create_operation(name)
-    ledger.register(name, "interaction")
+    ledger.operations.register(name, "interaction")
     simulator.control.complete(name, state=state, webhook="drop")
 
     report = make_reconciler(ledger, gateway).run()
 
-    settled = ledger.get(name)
+    settled = ledger.operations.get(name)
     assert report.settled == 1 and (settled.status, settled.settled_by) == (status, "reconcile")
 
 
@@ -563,17 +569,17 @@ def test_an_incomplete_interaction_settles_succeeded_flagged_with_its_output_wri
 ) -> None:
     name = "interactions/int-partial-answer"
     simulator.control.create_operation(name)
-    ledger.register(name, REVIEW_KIND, {"repo": "octo/docs", "sha": "i1"})
+    ledger.operations.register(name, REVIEW_KIND, {"repo": "octo/docs", "sha": "i1"})
     simulator.control.set_interaction_status(
         name, "incomplete", webhook="drop", output_text="what there is"
     )
 
     assert make_reconciler(ledger, gateway, adopt_orphans=False).run().settled == 1
 
-    settled = ledger.get(name)
+    settled = ledger.operations.get(name)
     assert settled is not None
     assert (settled.status, settled.outcome) == ("succeeded", {"incomplete": True})
-    (review,) = ledger.reviews_for(name)
+    (review,) = ledger.reviews.reviews_for(name)
     assert (review["path"], review["status"], review["text"]) == (name, "ok", "what there is")
 
 
@@ -603,7 +609,7 @@ def test_an_interaction_waiting_on_its_caller_alerts_once_per_window_and_stays_p
     ledger = Ledger(firestore_client, clock=clock, grace=timedelta(0))
     name = f"interactions/int-waits-{status}-{uuid.uuid4().hex[:6]}"
     simulator.control.create_operation(name)
-    ledger.register(name, "interaction")
+    ledger.operations.register(name, "interaction")
     simulator.control.set_interaction_status(name, status, webhook="drop")
     window = 6 * 3600
     reconciler = make_reconciler(ledger, gateway, clock, adopt_orphans=False)
@@ -619,7 +625,7 @@ def test_an_interaction_waiting_on_its_caller_alerts_once_per_window_and_stays_p
     clock.advance(window)  # the next window
     reconciler.run()
     assert len(waiting_alerts(caplog)) == 2
-    record = ledger.get(name)
+    record = ledger.operations.get(name)
     assert record is not None and record.pending
     assert waits in record.checks[-1]["answer"]
 
@@ -636,14 +642,14 @@ def test_a_batch_deleted_at_gemini_settles_failed_gone_on_a_second_404_an_interv
     clock = FakeClock()
     ledger = Ledger(firestore_client, clock=clock, grace=timedelta(0))
     name = gateway.create_batch(MODEL, [("a.md", "A"), ("b.md", "B")], display_name="gone")
-    ledger.register(
+    ledger.operations.register(
         name, REVIEW_KIND, {"repo": "octo/docs", "sha": "g1", "paths": ["a.md", "b.md"]}
     )
     simulator.control.delete_batch(name)
     reconciler = make_reconciler(ledger, gateway, clock, adopt_orphans=False)
 
     first = reconciler.run()
-    seen = ledger.get(name)
+    seen = ledger.operations.get(name)
     assert (first.not_found, first.settled) == (1, 0)
     assert seen is not None and seen.pending and seen.not_found_at == clock()
     assert seen.next_check_at is not None
@@ -653,11 +659,11 @@ def test_a_batch_deleted_at_gemini_settles_failed_gone_on_a_second_404_an_interv
     clock.advance(30)
     second = reconciler.run()
 
-    settled = ledger.get(name)
+    settled = ledger.operations.get(name)
     assert second.settled == 1
     assert settled is not None and settled.status == "failed"
     assert settled.error["reason"] == "gone" and "404" in settled.error["message"]
-    reviews = ledger.reviews_for(name)
+    reviews = ledger.reviews.reviews_for(name)
     assert [(r["path"], r["status"]) for r in reviews] == [("a.md", "error"), ("b.md", "error")]
     assert all("gone" in r["error"] for r in reviews)
     assert [a["operation"] for a in gone_alerts(caplog)] == [name]
@@ -677,7 +683,7 @@ def test_one_404_and_then_an_answer_is_forgotten_and_never_settles(
     clock.advance(BACKOFF_CAP_S + 1)
     assert reconciler.run().still_running == 1  # Gemini knows it again: the 404 is forgotten
 
-    record = ledger.get(name)
+    record = ledger.operations.get(name)
     assert record is not None and record.pending and record.not_found_at is None
 
 
@@ -699,7 +705,7 @@ def test_a_webhook_that_meets_a_404_never_settles_on_that_one_sight(
     with pytest.raises(GeminiNotFound):
         settler.settle(name, "webhook")
 
-    record = ledger.get(name)
+    record = ledger.operations.get(name)
     assert record is not None and record.pending and first.value.recheck_after_s == 30
     clock.advance(20)
     assert settler.settle(name, "webhook").status == "failed"
@@ -709,28 +715,28 @@ def test_a_partially_succeeded_batch_settles_succeeded_recorded_partial(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger
 ) -> None:
     name = gateway.create_batch(MODEL, [("a.md", "A"), ("b.md", "B")], display_name="partial")
-    ledger.register(
+    ledger.operations.register(
         name, REVIEW_KIND, {"repo": "octo/docs", "sha": "p1", "paths": ["a.md", "b.md"]}
     )
     simulator.control.complete(name, "partially_succeeded", webhook="drop")
 
     assert make_reconciler(ledger, gateway, adopt_orphans=False).run().settled == 1
 
-    settled = ledger.get(name)
+    settled = ledger.operations.get(name)
     assert settled is not None
     assert (settled.status, settled.outcome) == ("succeeded", {"partial": True})
-    assert [r["status"] for r in ledger.reviews_for(name)] == ["ok", "error"]
+    assert [r["status"] for r in ledger.reviews.reviews_for(name)] == ["ok", "error"]
 
 
 def test_a_running_interaction_is_left_pending(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
     simulator.control.create_operation("interactions/int-running")
-    ledger.register("interactions/int-running", "interaction")
+    ledger.operations.register("interactions/int-running", "interaction")
 
     report = make_reconciler(ledger, gateway).run()
 
-    assert report.still_running == 1 and ledger.get("interactions/int-running").pending
+    assert report.still_running == 1 and ledger.operations.get("interactions/int-running").pending
 
 
 def test_a_tagged_batch_older_than_the_orphan_window_is_not_read(
@@ -743,7 +749,7 @@ def test_a_tagged_batch_older_than_the_orphan_window_is_not_read(
     report = make_reconciler(ledger, gateway, clock=lambda: later).run()
 
     assert report.adopted == 0 and report.errors == 0, report
-    assert ledger.get(old) is None
+    assert ledger.operations.get(old) is None
 
 
 def test_run_stops_within_its_budget_and_the_next_run_finishes(
@@ -775,7 +781,7 @@ def test_run_stops_within_its_budget_and_the_next_run_finishes(
 def test_a_run_that_spent_its_budget_still_sweeps_the_outbox(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
-    ledger.register("batches/unsent", "k")
+    ledger.operations.register("batches/unsent", "k")
     ledger.settle("batches/unsent", "succeeded", "webhook", outbox=[{"n": 1}])
     names = submit(gateway, ledger, 5)
     complete(simulator, names)
@@ -798,7 +804,7 @@ def test_a_run_that_spent_its_budget_still_sweeps_the_outbox(
     assert report.stopped_early and report.stopped_at == "poll", report
     assert (report.settled, report.swept) == (3, 1), report
     assert delivered == ["batches%2Funsent:0"]
-    unsent = ledger.get("batches/unsent")
+    unsent = ledger.operations.get("batches/unsent")
     assert unsent is not None and unsent.writeback_done and unsent.expire_at is not None
 
 
@@ -820,7 +826,10 @@ def test_overlapping_runs_settle_each_operation_once(
 def register_many(ledger: Ledger, total: int) -> list[str]:
     with ThreadPoolExecutor(8) as pool:
         return list(
-            pool.map(lambda i: ledger.register(f"batches/fan{i:04d}", COUNTED).name, range(total))
+            pool.map(
+                lambda i: ledger.operations.register(f"batches/fan{i:04d}", COUNTED).name,
+                range(total),
+            )
         )
 
 
@@ -853,7 +862,7 @@ def test_many_due_operations_are_fanned_out_in_pages_with_stable_task_ids(
     calls.clear()
     fan.run()  # an overlapping run in the same window names the same tasks: no doubles
     assert [task_id for _, task_id in calls] == first_ids
-    assert all(ledger.get(n).pending for n in names[:5])  # type: ignore[union-attr]
+    assert all(ledger.operations.get(n).pending for n in names[:5])  # type: ignore[union-attr]
 
 
 def test_check_names_settles_a_page_through_the_same_path(
@@ -861,13 +870,13 @@ def test_check_names_settles_a_page_through_the_same_path(
 ) -> None:
     names = submit(gateway, ledger, 12)
     complete(simulator, names[:10])
-    body = page_payload([ledger.get(n) for n in names])  # type: ignore[misc]
+    body = page_payload([ledger.operations.get(n) for n in names])  # type: ignore[misc]
     reconciler = make_reconciler(ledger, gateway)
 
     report = reconciler.check_names([*page_names(body), "batches/never-registered"])
 
     assert (report.settled, report.still_running, report.unknown) == (10, 2, 1), report
-    assert all(ledger.get(n).settled_by == "reconcile" for n in names[:10])  # type: ignore[union-attr]
+    assert all(ledger.operations.get(n).settled_by == "reconcile" for n in names[:10])  # type: ignore[union-attr]
     again = reconciler.check_names(names[:10])
     assert again.already_settled == 10 and again.settled == 0
 
@@ -1019,7 +1028,7 @@ def test_a_429_with_retry_delay_moves_the_next_check_past_it(
 
     assert report.unavailable == 2
     now = clock()
-    after_429, after_503 = ledger.get(limited), ledger.get(busy)
+    after_429, after_503 = ledger.operations.get(limited), ledger.operations.get(busy)
     assert after_429 is not None and after_429.pending and after_429.next_check_at is not None
     assert after_429.next_check_at - now >= timedelta(seconds=120)
     # Without RetryInfo, the usual short backoff: the 120 s came from Gemini's answer.
@@ -1045,7 +1054,7 @@ def test_a_per_day_quota_defers_an_hour_and_alerts(
 
     make_reconciler(ledger, scripted_gemini["gateway"], clock, adopt_orphans=False).run()
 
-    record = ledger.get(name)
+    record = ledger.operations.get(name)
     assert record is not None and record.next_check_at is not None
     assert record.next_check_at - clock() >= timedelta(seconds=DAILY_QUOTA_DEFER_S)
     fields = [getattr(r, "hookledger_fields", {}) for r in caplog.records]
@@ -1068,11 +1077,11 @@ def test_a_408_is_retried_and_the_next_run_settles(
 
     first = reconciler.run()
     assert (first.unavailable, first.settled) == (1, 0)  # retryable, not a refusal
-    assert ledger.get(name).pending  # type: ignore[union-attr]
+    assert ledger.operations.get(name).pending  # type: ignore[union-attr]
 
     clock.advance(BACKOFF_CAP_S + 1)
     assert reconciler.run().settled == 1
-    assert ledger.get(name).status == "succeeded"  # type: ignore[union-attr]
+    assert ledger.operations.get(name).status == "succeeded"  # type: ignore[union-attr]
 
 
 def test_a_cancellation_settles_through_reconcile_when_gemini_sends_no_cancel_event(
@@ -1096,9 +1105,9 @@ def test_a_cancellation_settles_through_reconcile_when_gemini_sends_no_cancel_ev
         every=0.05,
     )
     assert simulator.control.deliveries(name) == []
-    assert ledger.get(name).pending  # type: ignore[union-attr]
+    assert ledger.operations.get(name).pending  # type: ignore[union-attr]
     report = make_reconciler(ledger, gateway, adopt_orphans=False).run()
     assert report.settled == 1
-    settled = ledger.get(name)
+    settled = ledger.operations.get(name)
     assert settled is not None
     assert (settled.status, settled.settled_by) == ("cancelled", "reconcile")

@@ -56,7 +56,7 @@ def fresh(stack: PipelineStack, firestore_client) -> PipelineStack:
 
 def registered(ledger: Ledger) -> Operation:
     def one() -> Operation | None:
-        found = ledger.list_operations(limit=2)
+        found = ledger.queries.list_operations(limit=2)
         return found[0] if len(found) == 1 else None
 
     # Generous: the first push of a module also warms the worker's imports on a loaded machine.
@@ -71,7 +71,7 @@ def commit_comments(stack: PipelineStack) -> dict[str, Any]:
 
 
 def gemini_deliveries_finished(ledger: Ledger) -> bool:
-    found = ledger.list_deliveries(source="gemini", limit=50)
+    found = ledger.deliveries.listing(source="gemini", limit=50)
     return bool(found) and all(d.status in ("done", "ignored") for d in found)
 
 
@@ -81,7 +81,7 @@ def sweep_twice_at_once(ledger: Ledger, deliver: Deliverers) -> list[SweepReport
 
     def sweep() -> None:
         start.wait(timeout=10)
-        reports.append(ledger.sweep_outbox(deliver, older_than=timedelta(0)))
+        reports.append(ledger.outbox.sweep(deliver, older_than=timedelta(0)))
 
     threads = [threading.Thread(target=sweep) for _ in range(2)]
     for thread in threads:
@@ -109,7 +109,7 @@ def test_duplicate_webhooks_racing_reconcile_publish_one_comment(fresh, firestor
     report = reconciler.run()  # races the two webhook deliveries for the same settlement
 
     settled = wait_until(
-        lambda: (r := ledger.get(op.name)) is not None and r.writeback_done and r,
+        lambda: (r := ledger.operations.get(op.name)) is not None and r.writeback_done and r,
         30,
         "the settlement and its outbox",
         every=0.1,
@@ -118,7 +118,7 @@ def test_duplicate_webhooks_racing_reconcile_publish_one_comment(fresh, firestor
     sweep_twice_at_once(ledger, Deliverers(services))
 
     assert settled.status == "succeeded" and report.errors == 0
-    assert len(ledger.reviews_for(op.name)) == len(FILES)
+    assert len(ledger.reviews.reviews_for(op.name)) == len(FILES)
     seen = commit_comments(fresh)
     assert (seen["posts"], seen["comments"]) == (1, 1), seen
     [body] = seen["bodies"]
@@ -136,7 +136,12 @@ def test_a_502_after_github_created_the_comment_and_two_sweeps_still_end_with_on
 
     fresh.sim.complete(op.name, state="succeeded", webhook="send")
     failed = wait_until(
-        lambda: (r := ledger.get(op.name)) is not None and r.outbox and r.outbox[0].attempts and r,
+        lambda: (
+            (r := ledger.operations.get(op.name)) is not None
+            and r.outbox
+            and r.outbox[0].attempts
+            and r
+        ),
         30,
         "the worker's first delivery to fail on the 502",
         every=0.1,

@@ -59,7 +59,7 @@ def test_a_retry_after_a_crash_between_create_and_register_adopts_the_batch(deps
 
     [batch] = simulator.control.batches()
     assert isinstance(outcome, Done) and "already submitted" in outcome.detail
-    record = deps.ledger.get(batch["name"])
+    record = deps.ledger.operations.get(batch["name"])
     assert record is not None and record.context["paths"] == ["docs/a.md", "docs/b.md"]
     assert record.kind == "github-review"
 
@@ -196,7 +196,7 @@ def test_a_file_with_an_800_character_path_is_an_error_review_and_the_push_settl
 
     assert isinstance(outcome, Done), outcome
     [batch] = simulator.control.batches()
-    record = deps.ledger.get(batch["name"])
+    record = deps.ledger.operations.get(batch["name"])
     assert record.context["paths"] == ["docs/a.md"]
     assert [r["path"] for r in record.context["refused"]] == [LONG_NAME_PATH]
     assert github_fetches(simulator) == [f"/repos/{REPO}/contents/docs/a.md"]
@@ -206,10 +206,10 @@ def test_a_file_with_an_800_character_path_is_an_error_review_and_the_push_settl
     first = reconciler(deps, clock).run()
     assert first.settled == 1
 
-    assert deps.ledger.get(batch["name"]).status == "succeeded"
-    normal = deps.ledger.get_review(REPO, SHA, "docs/a.md")
+    assert deps.ledger.operations.get(batch["name"]).status == "succeeded"
+    normal = deps.ledger.reviews.get_review(REPO, SHA, "docs/a.md")
     assert normal["status"] == "ok" and normal["text"]
-    long = deps.ledger.get_review(REPO, SHA, LONG_NAME_PATH)
+    long = deps.ledger.reviews.get_review(REPO, SHA, LONG_NAME_PATH)
     assert long["status"] == "error" and "255" in long["error"] and "text" not in long
     clock.advance(3600)
     assert reconciler(deps, clock).run().examined == 0
@@ -228,7 +228,7 @@ def test_a_long_path_of_short_names_is_reviewed_like_any_other(deps, simulator):
     from shared.settlement import Settler
 
     assert Settler(deps.ledger, deps.gemini).settle(batch["name"], "webhook").result == "settled"
-    assert deps.ledger.get_review(REPO, SHA, path)["status"] == "ok"
+    assert deps.ledger.reviews.get_review(REPO, SHA, path)["status"] == "ok"
 
 
 def test_refused_paths_are_never_fetched_and_become_error_reviews(deps, simulator):
@@ -242,7 +242,7 @@ def test_refused_paths_are_never_fetched_and_become_error_reviews(deps, simulato
     from shared.settlement import Settler
 
     Settler(deps.ledger, deps.gemini).settle(batch["name"], "webhook")
-    reviews = {r["path"]: r for r in deps.ledger.reviews_for(batch["name"])}
+    reviews = {r["path"]: r for r in deps.ledger.reviews.reviews_for(batch["name"])}
     assert reviews["docs/b.md"]["status"] == "ok"
     for path in bad:
         assert reviews[path]["status"] == "error" and "segment" in reviews[path]["error"], path
@@ -253,7 +253,7 @@ def test_a_missing_file_among_others_is_an_error_review_not_a_dead_push(deps, si
 
     assert isinstance(outcome, Done), outcome
     [batch] = simulator.control.batches()
-    record = deps.ledger.get(batch["name"])
+    record = deps.ledger.operations.get(batch["name"])
     assert record.context["paths"] == ["docs/a.md"]
     assert record.context["refused"][0]["path"] == "docs/missing.md"
     assert "404" in record.context["refused"][0]["error"]

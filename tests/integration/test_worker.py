@@ -71,7 +71,7 @@ def test_done_then_the_same_delivery_again_is_a_duplicate_and_the_handler_runs_o
     assert (first.status, first.body["status"]) == (200, "done")
     assert (second.status, second.body["status"]) == (200, "duplicate")
     assert calls == ["d-1"]
-    assert ledger.get_delivery("github", "d-1").status == "done"
+    assert ledger.deliveries.get("github", "d-1").status == "done"
 
 
 def test_a_retryable_failure_is_503_until_the_retry_limit_then_dead_with_an_alert(worker, caplog):
@@ -84,12 +84,12 @@ def test_a_retryable_failure_is_503_until_the_retry_limit_then_dead_with_an_aler
     caplog.set_level(logging.ERROR, logger="hookledger")
     early = post(worker, sealed("issues", "d-2"), retry_count=2)
     assert early.status == 503
-    assert ledger.get_delivery("github", "d-2").status == "queued"
-    assert "upstream 503" in ledger.get_delivery("github", "d-2").last_error
+    assert ledger.deliveries.get("github", "d-2").status == "queued"
+    assert "upstream 503" in ledger.deliveries.get("github", "d-2").last_error
 
     late = post(worker, sealed("issues", "d-2"), retry_count=3)
     assert (late.status, late.body["status"]) == (200, "dead")
-    dead = ledger.get_delivery("github", "d-2")
+    dead = ledger.deliveries.get("github", "d-2")
     assert dead.status == "dead" and "gave up after 3 retries" in dead.last_error
     alerts = [
         r
@@ -107,7 +107,7 @@ def test_an_unexpected_exception_retries_like_a_retryable_one(worker):
         raise KeyError("surprise")
 
     assert post(worker, sealed("issues", "d-3")).status == 503
-    assert ledger.get_delivery("github", "d-3").status == "queued"
+    assert ledger.deliveries.get("github", "d-3").status == "queued"
 
 
 def test_a_permanent_failure_is_recorded_dead_and_answered_200(worker):
@@ -120,14 +120,14 @@ def test_a_permanent_failure_is_recorded_dead_and_answered_200(worker):
     reply = post(worker, sealed("issues", "d-4"))
 
     assert (reply.status, reply.body["status"]) == (200, "dead")
-    assert ledger.get_delivery("github", "d-4").last_error == "issue payload has no number"
+    assert ledger.deliveries.get("github", "d-4").last_error == "issue payload has no number"
 
 
 def test_an_event_without_a_handler_is_recorded_ignored(worker):
     worker, ledger = worker
     reply = post(worker, sealed("star", "d-5"))
     assert (reply.status, reply.body["status"]) == (200, "ignored")
-    assert ledger.get_delivery("github", "d-5").status == "ignored"
+    assert ledger.deliveries.get("github", "d-5").status == "ignored"
 
 
 # (name, what the handler raises, expected status, expected delivery status)
@@ -152,7 +152,7 @@ def test_the_error_tree_decides_retry_or_dead(worker, name, error, status, recor
     reply = post(worker, sealed("issues", f"tree-{name}"))
 
     assert reply.status == status, name
-    delivery = ledger.get_delivery("github", f"tree-{name}")
+    delivery = ledger.deliveries.get("github", f"tree-{name}")
     assert delivery.status == recorded, name
     assert str(error) in delivery.last_error, name
 
@@ -233,7 +233,7 @@ def test_the_worker_checks_the_token_and_pins_the_caller(worker, key_server):
     ]
     for name, headers, status in cases:
         assert post(guarded, body, **headers).status == status, name
-    assert ledger.get_delivery("github", "d-6") is None  # nothing written by refused calls
+    assert ledger.deliveries.get("github", "d-6") is None  # nothing written by refused calls
 
     ok = post(guarded, body, Authorization=f"Bearer {minter.mint(TASKS, AUDIENCE)}")
     assert (ok.status, ok.body["status"]) == (200, "ignored")
@@ -300,7 +300,7 @@ def test_a_second_run_while_the_first_holds_the_lease_is_503_and_runs_nothing(le
     assert (third.status, third.body["status"]) == (200, "duplicate")
     [attempt] = blocking.attempts
     assert len(attempt.id) == 32 and attempt.expires_at == clock.now + timedelta(seconds=600)
-    stored = ledger.get_delivery("github", "overlap-1")
+    stored = ledger.deliveries.get("github", "overlap-1")
     assert (stored.status, stored.attempts, stored.lease.attempt) == ("done", 1, attempt.id)
 
 
@@ -344,7 +344,7 @@ def test_after_the_lease_expires_a_retry_takes_over_and_the_late_run_moves_nothi
     assert len({a.id for a in blocking.attempts}) == 2, name
     late = answers[0]
     assert (late.status, late.body["status"]) == answer, (name, late.body)
-    stored = ledger.get_delivery("github", "takeover-1")
+    stored = ledger.deliveries.get("github", "takeover-1")
     assert (stored.status, stored.last_error, stored.attempts) == ("done", None, 1), name
     alerts = [r for r in caplog.records if getattr(r, "hookledger_fields", {}).get("alert")]
     assert alerts == [], name  # no false delivery_dead from the late run
@@ -368,7 +368,7 @@ def test_a_crash_after_the_lease_is_taken_holds_the_delivery_until_it_expires(le
 
     assert (held.status, held.body["status"]) == (503, "busy")
     assert (taken.status, taken.body["status"]) == (200, "done")
-    assert len(calls) == 1 and ledger.get_delivery("github", "crash-1").status == "done"
+    assert len(calls) == 1 and ledger.deliveries.get("github", "crash-1").status == "done"
 
 
 def test_a_crash_before_done_runs_the_handler_again_once_the_lease_expires(leased):
@@ -384,7 +384,7 @@ def test_a_crash_before_done_runs_the_handler_again_once_the_lease_expires(lease
     with crashing_at("push.before_done") as reached, pytest.raises(Crashed):
         post(worker, body)
     assert reached == ["push.delivery.recorded", "push.before_done"]
-    assert ledger.get_delivery("github", "crash-2").status == "queued"
+    assert ledger.deliveries.get("github", "crash-2").status == "queued"
     clock.advance(601)
     again = post(worker, body, retry_count=1)
 

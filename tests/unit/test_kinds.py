@@ -113,6 +113,10 @@ class Recorder:
         return self
 
     @property
+    def reviews(self) -> Any:
+        return self
+
+    @property
     def comments(self) -> Any:
         return self
 

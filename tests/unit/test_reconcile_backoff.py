@@ -7,12 +7,13 @@ import pytest
 from shared.clock import system_clock
 from shared.reconcile import BACKOFF_CAP_S, Reconciler, ReconcileSettings, Sources
 from shared.retry import Backoff
+from tests.memory_ledger import MemoryLedger
 
 
 def reconciler_with(rand: float, backoff: Backoff | None = None) -> Reconciler:
     settings = ReconcileSettings() if backoff is None else ReconcileSettings(backoff=backoff)
     return Reconciler(
-        None,  # type: ignore[arg-type]
+        MemoryLedger(system_clock),  # type: ignore[arg-type]  # only its parts are wired
         None,  # type: ignore[arg-type]
         system_clock,
         settings,

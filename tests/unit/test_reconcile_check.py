@@ -33,18 +33,20 @@ def clock() -> FakeClock:
 @pytest.fixture
 def ledger(clock: FakeClock) -> MemoryLedger:
     memory = MemoryLedger(clock)
-    memory.register(NAME, "k")
+    memory.operations.register(NAME, "k")
     return memory
 
 
 def check(ledger, clock, *answers):
     """Run one check of NAME with Gemini answering `answers`; (report, record after)."""
     settler = Settler(ledger, Gemini(*answers), clock=clock, gone_after=timedelta(seconds=30))
-    stuck = StuckAlerts(ledger, clock, STUCK_AFTER, WINDOW)
-    run = OperationCheck(settler, ledger, clock, backoff=BACKOFF, stuck=stuck, rand=lambda: 0.5)
+    stuck = StuckAlerts(ledger.operations, clock, STUCK_AFTER, WINDOW)
+    run = OperationCheck(
+        settler, ledger.operations, clock, backoff=BACKOFF, stuck=stuck, rand=lambda: 0.5
+    )
     report = RunReport()
-    run(ledger.get(NAME), report)
-    return report, ledger.get(NAME)
+    run(ledger.operations.get(NAME), report)
+    return report, ledger.operations.get(NAME)
 
 
 def counts(report: RunReport) -> dict[str, int]:

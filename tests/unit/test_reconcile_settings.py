@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from shared.clock import system_clock
 from shared.config import PRODUCTION_ENV_NAMES, Config, ConfigError
 from shared.reconcile import (
     BACKOFF_CAP_S,
@@ -14,6 +15,7 @@ from shared.reconcile import (
     ReconcileSettings,
 )
 from shared.retry import Backoff
+from tests.memory_ledger import MemoryLedger
 
 
 @pytest.mark.parametrize("stuck_after_s", [0, 48 * 3600, 49 * 3600])
@@ -90,7 +92,7 @@ def test_reconciler_from_config_splits_settings_from_collaborators() -> None:
 
     reconciler = Reconciler.from_config(
         Config.from_env({"RECONCILE_CONCURRENCY": "2"}),
-        None,  # type: ignore[arg-type]
+        MemoryLedger(system_clock),  # type: ignore[arg-type]  # only its parts are wired
         None,  # type: ignore[arg-type]
         adopt_orphans=False,
         enqueue_page=lambda page, task_id: pages.append(task_id),

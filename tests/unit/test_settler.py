@@ -31,7 +31,7 @@ def clock() -> FakeClock:
 @pytest.fixture
 def ledger(clock: FakeClock) -> MemoryLedger:
     memory = MemoryLedger(clock)
-    memory.register(NAME, "github-review", CONTEXT)
+    memory.operations.register(NAME, "github-review", CONTEXT)
     return memory
 
 
@@ -44,21 +44,21 @@ def status(state: str, **fields) -> BatchStatus:
 
 
 def reviews(ledger: MemoryLedger) -> dict[str, dict]:
-    return {doc["path"]: doc for doc in ledger.reviews_for(NAME)}
+    return {doc["path"]: doc for doc in ledger.reviews.reviews_for(NAME)}
 
 
 def test_a_running_batch_is_not_settled(ledger, clock):
     outcome = settler(ledger, Gemini(status("JOB_STATE_RUNNING")), clock).settle(NAME, "webhook")
 
     assert (outcome.result, outcome.waits_for) == (RUNNING, None)
-    assert ledger.get(NAME).pending and ledger.settle_calls == 0
+    assert ledger.operations.get(NAME).pending and ledger.settle_calls == 0
 
 
 def test_an_interaction_waiting_on_its_caller_says_for_what(ledger, clock):
     outcome = settler(ledger, Gemini(status("requires_action")), clock).settle(NAME, "reconcile")
 
     assert outcome.result == RUNNING and "function call" in (outcome.waits_for or "")
-    assert ledger.get(NAME).pending
+    assert ledger.operations.get(NAME).pending
 
 
 def test_a_succeeded_batch_with_its_rows_settles_with_one_review_per_file(ledger, clock):
@@ -68,7 +68,7 @@ def test_a_succeeded_batch_with_its_rows_settles_with_one_review_per_file(ledger
     outcome = settler(ledger, gemini, clock).settle(NAME, "webhook")
 
     assert (outcome.result, outcome.status) == ("settled", "succeeded")
-    record = ledger.get(NAME)
+    record = ledger.operations.get(NAME)
     assert (record.status, record.settled_by, record.error) == ("succeeded", "webhook", None)
     assert record.result_counts == {"succeeded": 1, "failed": 1, "blocked": 0, "truncated": 0}
     got = reviews(ledger)
@@ -100,13 +100,13 @@ def test_a_404_settles_gone_only_when_seen_again_gone_after_the_first(ledger, cl
     with pytest.raises(GeminiNotFound) as second:
         run(NAME, "webhook")  # a redelivered event cannot shorten the wait
     assert second.value.recheck_after_s == GONE_AFTER.total_seconds() / 2
-    assert ledger.get(NAME).pending
+    assert ledger.operations.get(NAME).pending
     clock.advance(GONE_AFTER.total_seconds() / 2)
 
     outcome = run(NAME, "reconcile")
 
     assert (outcome.result, outcome.status) == ("settled", "failed")
-    record = ledger.get(NAME)
+    record = ledger.operations.get(NAME)
     assert (record.error["reason"], record.error["code"]) == ("gone", 404)
     assert {doc["status"] for doc in reviews(ledger).values()} == {"error"}  # one per file
 
@@ -119,13 +119,13 @@ def test_an_answer_between_two_404s_forgets_the_first(ledger, clock):
         run(NAME, "reconcile")
     clock.advance(60)
     assert run(NAME, "reconcile").result == RUNNING
-    assert ledger.get(NAME).not_found_at is None
+    assert ledger.operations.get(NAME).not_found_at is None
     clock.advance(60)
     with pytest.raises(GeminiNotFound) as again:
         run(NAME, "reconcile")  # a first 404 once more: the wait starts over
 
     assert again.value.recheck_after_s == GONE_AFTER.total_seconds()
-    assert ledger.get(NAME).pending
+    assert ledger.operations.get(NAME).pending
 
 
 def test_unreadable_rows_keep_it_pending_then_settle_failed_near_the_files_retention(ledger, clock):
@@ -135,13 +135,13 @@ def test_unreadable_rows_keep_it_pending_then_settle_failed_near_the_files_reten
 
     with pytest.raises(GeminiRowsUnread, match="stays pending"):
         run(NAME, "reconcile")
-    assert ledger.get(NAME).pending and ledger.settle_calls == 0
+    assert ledger.operations.get(NAME).pending and ledger.settle_calls == 0
     clock.advance((GIVE_UP_AFTER + timedelta(seconds=1)).total_seconds())
 
     outcome = run(NAME, "reconcile")
 
     assert (outcome.result, outcome.status) == ("settled", "failed")
-    error = ledger.get(NAME).error
+    error = ledger.operations.get(NAME).error
     assert error["reason"] == "results_unreadable" and "download failed: 503" in error["message"]
     got = reviews(ledger)
     assert sorted(got) == ["a.md", "b.md"]

@@ -49,7 +49,7 @@ def publish_reviews(item: OutboxItem, services: DeliveryServices) -> None:
     repo, sha, operation = payload.get("repo"), payload.get("sha"), payload.get("operation")
     if not (isinstance(repo, str) and isinstance(sha, str) and isinstance(operation, str)):
         raise PermanentError(f"outbox item {item.idempotency_key}: not a github-comment payload")
-    reviews = services.ledger.reviews_for_push(repo, sha)
+    reviews = services.ledger.reviews.reviews_for_push(repo, sha)
     result = services.comments.publish_once(
         repo,
         sha,

@@ -272,7 +272,7 @@ class Submitter:
             )
 
     def _decided(self, operation: str) -> str:
-        if self._deps.ledger.get(operation) is None:
+        if self._deps.ledger.operations.get(operation) is None:
             # Its record expired: the push was reviewed long ago; never revive the batch.
             return f"{self._tag} was reviewed as {operation}, whose record has expired"
         return f"already submitted as {operation}"
