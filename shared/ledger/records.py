@@ -288,7 +288,7 @@ class Submission:
 
 
 class Recorded(NamedTuple):
-    """`record_delivery`'s answer: `new` is False for a redelivery of a known id.
+    """`deliveries.record`'s answer: `new` is False for a redelivery of a known id.
 
     `busy`: another attempt's lease on it is live, so this attempt took no lease and must
     not run it (`delivery` is the stored one, naming the holder).

@@ -250,7 +250,7 @@ def test_of_two_batches_of_one_push_exactly_one_is_registered_the_winner(ledger_
 
 def test_a_second_attempt_while_a_delivery_is_leased_is_busy(ledger_with_leases, clock):
     lease = timedelta(minutes=10)
-    record = ledger_with_leases.record_delivery
+    record = ledger_with_leases.deliveries.record
 
     first = record("github", "d-1", "push", attempt="a", lease_for=lease)
     busy = record("github", "d-1", "push", attempt="b", lease_for=lease)
