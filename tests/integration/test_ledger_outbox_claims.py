@@ -117,7 +117,7 @@ def test_a_crash_between_deliver_and_mark_repeats_the_call_with_the_same_key(
     clock = FakeClock()
     ledger = Ledger(firestore_client, clock=clock)
     api = ExternalApi()
-    real_mark = ledger._outbox._mark_delivered
+    real_mark = ledger.outbox._mark_delivered
     crashes = [StoreUnavailable("process killed before marking")]
 
     def mark_or_crash(record, index):
@@ -125,7 +125,7 @@ def test_a_crash_between_deliver_and_mark_repeats_the_call_with_the_same_key(
             raise crashes.pop()
         real_mark(record, index)
 
-    ledger._outbox._mark_delivered = mark_or_crash
+    ledger.outbox._mark_delivered = mark_or_crash
     ledger.operations.register("batches/crash", "k")
 
     outcome = ledger.settle(

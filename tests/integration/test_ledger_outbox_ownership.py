@@ -125,8 +125,8 @@ def test_a_non_owners_mark_and_failure_change_nothing(firestore_client):
         record = ledger.operations.get("batches/owner")
         assert record is not None
         # The first holder, still running, tries to mark and then to record its failure.
-        seen.append((ledger._outbox._mark_delivered(record, held[0]), None))
-        ledger._outbox._record_failure(record, held[0], TimeoutError("late"))
+        seen.append((ledger.outbox._mark_delivered(record, held[0]), None))
+        ledger.outbox._record_failure(record, held[0], TimeoutError("late"))
         seen.append((before.update_time, ref.get().update_time))
 
     with pytest.raises(OutboxDeliveryFailed, match="late failure"):
