@@ -154,7 +154,7 @@ def test_a_502_after_github_created_the_comment_and_two_sweeps_still_end_with_on
     services = Services(later, CommentsClient(fresh.sim_url, timeout_s=5))
     reports = sweep_twice_at_once(later, Deliverers(services))
 
-    done = later.get(op.name)
+    done = later.operations.get(op.name)
     assert done is not None and done.writeback_done, reports
     assert [r.completed for r in reports].count([op.name]) >= 1, reports
     seen = commit_comments(fresh)
