@@ -48,6 +48,7 @@ FIGURES = ("firestore_reads", "firestore_writes", "firestore_deletes", "tasks_cr
 # "What it costs" says why each is needed); Gemini/GitHub calls are per push of 2 files.
 MINIMUM: dict[str, dict[str, int]] = {
     "accepted_push": {
+        "firestore_commits": 2,  # delivery + claim before the batch; winner + done after it
         "firestore_reads": 1,  # the delivery: Cloud Tasks delivers at least once
         "firestore_writes": 3,  # submission claim before the batch, operation, delivery done
         "firestore_deletes": 0,
@@ -56,6 +57,7 @@ MINIMUM: dict[str, dict[str, int]] = {
         "github_calls": 2,  # one Contents read per Markdown file
     },
     "settled_by_webhook": {
+        "firestore_commits": 1,  # settlement, write-back, outbox and the delivery's done
         "firestore_reads": 2,  # the delivery (dedupe) and the operation, in the transaction
         "firestore_writes": 4,  # delivery done; the operation flipped; 2 reviews
         "firestore_deletes": 0,
@@ -63,6 +65,7 @@ MINIMUM: dict[str, dict[str, int]] = {
         "gemini_calls": 1,  # re-fetch: the webhook body is only a hint
     },
     "settled_by_reconcile": {
+        "firestore_commits": 1,  # settlement and write-back together
         "firestore_reads": 1,  # its row of the due query (the settle commit is conditional)
         "firestore_writes": 3,  # the operation flipped; 2 reviews
         "firestore_deletes": 0,
@@ -86,6 +89,27 @@ MINIMUM: dict[str, dict[str, int]] = {
         "firestore_writes": 2,  # the run record (console) and the adoption watermark
         "firestore_deletes": 0,
         "tasks_create_task": 0,
+    },
+}
+# Each operation above the minimum, and the failure it prevents (README "What it costs").
+ABOVE_MINIMUM_BECAUSE: dict[str, dict[str, str]] = {
+    "accepted_push": {
+        "firestore_reads": "the winner's commit reads the submission (no winner set yet: "
+        "one batch per push), the operation (a superseded batch never wins) and the "
+        "delivery (the done mark only while this attempt holds the lease)",
+        "firestore_writes": "the delivery is recorded before any work (its lease: two runs "
+        "of one delivery never overlap) and the submission takes its winner (a later run "
+        "of the push finds the batch instead of making another)",
+    },
+    "settled_by_webhook": {
+        "firestore_reads": "the event names the batch by its tag, found through the "
+        "push's submission; the delivery is read again when its done mark is staged",
+        "firestore_writes": "the push's submission gets the operation's expiry in the "
+        "same commit (both leave together by TTL)",
+        "gemini_calls": "the batch's rows are a second request (the file it names)",
+    },
+    "settled_by_reconcile": {
+        "firestore_writes": "the push's submission gets the operation's expiry",
     },
 }
 WAIT_S = 60.0
@@ -251,6 +275,11 @@ def figures(run: CostRun) -> dict[str, Any]:
             key: round(got.get(key, 0) - want, 3)
             for key, want in minimum.items()
             if got.get(key, 0) != want
+        }
+        reasons = ABOVE_MINIMUM_BECAUSE.get(name, {})
+        result[name]["because"] = {
+            key: reasons.get(key, "not named: a regression to explain")
+            for key in result[name]["above_minimum"]
         }
     return result
 

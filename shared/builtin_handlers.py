@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from shared import logs
 from shared.handlers import (
+    ClaimRequest,
     Done,
     Event,
     HandlerContext,
@@ -151,7 +152,9 @@ def event_operation(
     return resolve_operation(ledger, data_id, event_type) or tagged
 
 
-@handler("gemini", *BATCH_EVENTS, *OPERATION_EVENTS)
+# Unleased: the settlement's conditional commit makes a second run harmless, and records
+# the delivery `done` in that same commit (shared/handlers.py, `leased`).
+@handler("gemini", *BATCH_EVENTS, *OPERATION_EVENTS, leased=False)
 def settle_operation(event: Event, ctx: HandlerContext) -> Done | Ignored | Unresolved:
     """Re-fetch the operation named in the event (a hint only) and settle it in the ledger.
 
@@ -193,7 +196,7 @@ def settle_operation(event: Event, ctx: HandlerContext) -> Done | Ignored | Unre
         clock=ctx.clock,
         gone_after=timedelta(seconds=ctx.config.reconcile_backoff_first_s),
     )
-    outcome = settler.settle(name, "webhook", record=record)
+    outcome = settler.settle(name, "webhook", record=record, end=event.end)
     if outcome.result == Settlement.UNKNOWN:
         return Ignored(f"{name} is not in the ledger")
     if outcome.result == RUNNING:
@@ -202,7 +205,14 @@ def settle_operation(event: Event, ctx: HandlerContext) -> Done | Ignored | Unre
     return Done(f"{name}: {outcome.result} ({outcome.status})")
 
 
-@handler("github", "push")
+def push_submission(body: bytes, ctx: HandlerContext) -> ClaimRequest | None:
+    """The submission a push's run claims, claimed by the worker with its record."""
+    from shared.kinds.review.pipeline import submission_for
+
+    return submission_for(body, ctx.config.review_path, ctx.config.github_repositories)
+
+
+@handler("github", "push", claims=push_submission)
 def review_push(event: Event, ctx: HandlerContext) -> Done | Ignored:
     """A push to the default branch: one Gemini batch reviewing its Markdown files."""
     from shared.kinds.review.pipeline import ReviewDeps
@@ -221,7 +231,7 @@ def review_push(event: Event, ctx: HandlerContext) -> Done | Ignored:
         clock=ctx.clock,
         create_budget=timedelta(seconds=ctx.config.create_budget_s),
     )
-    return run(payload, event.delivery_id, deps, event.run)
+    return run(payload, event.delivery_id, deps, event.run, claimed=event.claimed, end=event.end)
 
 
 @handler("hookledger", "check-page")

@@ -67,6 +67,13 @@ class Event:
     headers: Mapping[str, str] = field(default_factory=dict)
     # The worker's attempt; defaults to one unbounded run named after the delivery.
     attempt: Attempt | None = None
+    # Where the submission the handler's `Claims` named stands for this attempt, claimed
+    # with the delivery's record (a `shared.ledger.submissions.Claimed`); None: not asked.
+    claimed: Any = None
+    # The delivery's `done` (a `shared.ledger.DeliveryEnd`) for the handler to commit with
+    # its own write (the push's winner, a settlement): the worker then writes nothing
+    # more (`end.applied`). None when the worker marks the delivery itself.
+    end: Any = None
 
     @property
     def run(self) -> Attempt:
@@ -109,13 +116,36 @@ class Handler(Protocol):
     def __call__(self, event: Event, ctx: HandlerContext) -> Outcome: ...
 
 
+@dataclass(frozen=True)
+class ClaimRequest:
+    """A submission the worker claims for the handler in the delivery's own commit."""
+
+    tag: str
+    context: Mapping[str, Any] = field(default_factory=dict)
+
+
+# What a handler will claim for an event's body, read before the handler runs (pure, no
+# I/O; None: nothing to claim, and the handler decides as usual). Lets a push's first run
+# record its delivery and claim its submission in one commit (shared/ledger/__init__.py).
+Claims = Callable[[bytes, HandlerContext], ClaimRequest | None]
+
 _REGISTRY: dict[tuple[str, str], Handler] = {}
+# Keyed like the registry and kept with their handler: a handler registered in its place
+# (a test's) claims nothing and is leased.
+_CLAIMS: dict[tuple[str, str], tuple[Handler, Claims]] = {}
+_UNLEASED: dict[tuple[str, str], Handler] = {}
 
 
-def handler(source: str, *events: str) -> Callable[[Handler], Handler]:
+def handler(
+    source: str, *events: str, claims: Claims | None = None, leased: bool = True
+) -> Callable[[Handler], Handler]:
     """Register the decorated function for `source` and each of `events`.
 
-    Registering a second handler for the same pair is an error: one event, one owner.
+    `claims`: what the handler claims, taken with the delivery's record (see `Claims`).
+    `leased=False`: the handler's own conditional commit makes a second run harmless (a
+    settlement), so the worker takes no lease and records the delivery in that commit
+    (`Event.end`): one commit per event. Registering a second handler for the same pair
+    is an error: one event, one owner.
     """
     if not events:
         raise ValueError("handler() needs at least one event type")
@@ -127,6 +157,10 @@ def handler(source: str, *events: str) -> Callable[[Handler], Handler]:
             if existing is not None and existing is not fn:
                 raise ValueError(f"a handler for {source}/{name} is already registered")
             _REGISTRY[key] = fn
+            if claims is not None:
+                _CLAIMS[key] = (fn, claims)
+            if not leased:
+                _UNLEASED[key] = fn
         return fn
 
     return register
@@ -134,6 +168,20 @@ def handler(source: str, *events: str) -> Callable[[Handler], Handler]:
 
 def lookup(source: str, event: str) -> Handler | None:
     return _REGISTRY.get((source, event))
+
+
+def claims_for(source: str, event: str) -> Claims | None:
+    """What the handler registered for (`source`, `event`) claims, if it said so."""
+    key = (source, event)
+    owner, claims = _CLAIMS.get(key, (None, None))
+    return claims if owner is not None and owner is _REGISTRY.get(key) else None
+
+
+def leased(source: str, event: str) -> bool:
+    """False when the handler for (`source`, `event`) was registered `leased=False`."""
+    key = (source, event)
+    owner = _UNLEASED.get(key)
+    return owner is None or owner is not _REGISTRY.get(key)
 
 
 def registered() -> Iterable[tuple[str, str]]:

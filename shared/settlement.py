@@ -44,7 +44,7 @@ from shared.kinds import KindOptions
 
 if TYPE_CHECKING:
     from shared.gemini import BatchStatus, GeminiGateway
-    from shared.ledger import Operation, OutboxItem
+    from shared.ledger import DeliveryEnd, Operation, OutboxItem
     from shared.ledger.protocols import ReviewWrites, SettleLedger
 
 log = logs.get_logger("settlement")
@@ -84,13 +84,21 @@ class Settler:
     clock: Clock = system_clock
     gone_after: timedelta = GONE_AFTER
 
-    def settle(self, name: str, by: str, record: Operation | None = None) -> Outcome:
+    def settle(
+        self,
+        name: str,
+        by: str,
+        record: Operation | None = None,
+        *,
+        end: DeliveryEnd | None = None,
+    ) -> Outcome:
         """Re-fetch `name` from Gemini and settle it if terminal. Gemini errors propagate,
         and so does `GeminiRowsUnread` for a succeeded batch whose rows are incomplete.
 
         `record` saves a read when the caller already holds the operation (reconcile's
         query). Either way the settlement commits only if the operation is unchanged
         since that read; a stale record costs a re-read, never a second settlement.
+        `end` (a webhook run's delivery) is marked done in the settling commit.
         """
         from shared.ledger import Settlement
 
@@ -141,6 +149,7 @@ class Settler:
             expected=record,
             result_counts=counts,
             outcome=batch.outcome or None,
+            end=end,
         )
         if result.value == "settled" and (error or {}).get("reason") == GONE:
             logs.event(

@@ -28,6 +28,7 @@ from shared.ledger.records import (
     SETTLED_BY,
     TERMINAL_STATUSES,
     Deliver,
+    DeliveryEnd,
     Operation,
     OutboxItem,
     Settlement,
@@ -246,6 +247,7 @@ class MemoryLedger:
         expected: Operation | None = None,
         result_counts: Mapping[str, Any] | None = None,
         outcome: Mapping[str, Any] | None = None,
+        end: DeliveryEnd | None = None,  # no deliveries here: left unapplied for the worker
     ) -> Settlement:
         if status not in TERMINAL_STATUSES or by not in SETTLED_BY:
             raise InvalidArgument(f"operation {name}: bad status {status!r} or by {by!r}")

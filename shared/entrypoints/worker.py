@@ -22,7 +22,7 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from shared import handlers, logs
 from shared.claims import ClaimError
@@ -34,7 +34,14 @@ from shared.envelope import Envelope, EnvelopeSealer, resolve_body
 from shared.errors import retryable
 from shared.handler_context import ClientFactories, HandlerContext
 from shared.handlers import Attempt, Done, Event, Ignored, Unresolved
-from shared.ledger import FINISHED_DELIVERY_STATUSES, Delivery, Ledger, LedgerError, Recorded
+from shared.ledger import (
+    FINISHED_DELIVERY_STATUSES,
+    Delivery,
+    DeliveryEnd,
+    Ledger,
+    LedgerError,
+    Recorded,
+)
 from shared.oidc import OidcError, OidcVerifier
 from shared.signatures import VerificationError
 
@@ -100,17 +107,38 @@ class Worker(Endpoint):
                 return self._retry(ids, f"claim store unavailable: {exc}")
             raw, unusable = b"", f"payload claim unusable: {exc}"
         attempt = uuid.uuid4().hex  # this run's name on the lease; never shared by two runs
+        fn = handlers.lookup(source, event_type)
+        # A claim-checked body stays behind its reference: stored once, not twice.
+        stored = _Stored(raw if envelope.claim is None else None, envelope.claim)
+        if fn is not None and unusable is None and not handlers.leased(source, event_type):
+            return self._run_unleased(envelope, ids, raw, fn, stored, retry_count)
+        # The push's submission (not the payload's claim check) the handler will claim.
+        claims = handlers.claims_for(source, event_type) if unusable is None else None
+        submission = claims(raw, self._context) if claims is not None else None
+        lease_for = timedelta(seconds=self._config.delivery_lease_s)
         try:
-            recorded = self._ledger.deliveries.record(
-                source,
-                delivery_id,
-                event_type,
-                # A claim-checked body stays behind its reference: stored once, not twice.
-                payload=raw if envelope.claim is None else None,
-                payload_ref=envelope.claim,
-                attempt=attempt,
-                lease_for=timedelta(seconds=self._config.delivery_lease_s),
-            )
+            if submission is None:
+                recorded = self._ledger.deliveries.record(
+                    source,
+                    delivery_id,
+                    event_type,
+                    stored.payload,
+                    stored.ref,
+                    attempt=attempt,
+                    lease_for=lease_for,
+                )
+            else:  # a push's first run: its delivery and its submission in one commit
+                recorded = self._ledger.record_and_claim(
+                    source,
+                    delivery_id,
+                    event_type,
+                    stored.payload,
+                    stored.ref,
+                    attempt=attempt,
+                    lease_for=lease_for,
+                    tag=submission.tag,
+                    context=submission.context,
+                )
         except LedgerError as exc:
             return self._retry(ids, f"recording the delivery failed: {exc}")
         if recorded.delivery.finished:
@@ -122,7 +150,6 @@ class Worker(Endpoint):
         crash_point("push.delivery.recorded")
         if unusable is not None:
             return self._dead(ids, attempt, unusable)
-        fn = handlers.lookup(source, event_type)
         if fn is None:
             return self._finish(ids, attempt, "ignored", "no handler registered")
         event = Event(
@@ -133,12 +160,85 @@ class Worker(Endpoint):
             raw,
             envelope.headers,
             attempt=Attempt(attempt, expires_at=_lease_end(recorded)),
+            claimed=recorded.claimed,
+            end=DeliveryEnd(source, delivery_id, attempt),
         )
+        return self._handle(fn, event, ids, attempt, retry_count)
+
+    def _run_unleased(
+        self,
+        envelope: Envelope,
+        ids: dict[str, Any],
+        raw: bytes,
+        fn: handlers.Handler,
+        stored: _Stored,
+        retry_count: int,
+    ) -> Reply:
+        """A handler whose own commit makes a second run harmless (a settlement): no lease,
+        and the delivery is recorded `done` in that commit, created if it is new (one commit
+        per event). Any other outcome records it first, then marks it as usual."""
+        source, delivery_id, event_type = envelope.source, envelope.delivery_id, envelope.event
+        try:
+            known = self._ledger.deliveries.get(source, delivery_id)
+            _, fields = self._ledger.deliveries.new_record(
+                source, delivery_id, event_type, stored.payload, stored.ref
+            )
+        except LedgerError as exc:
+            return self._retry(ids, f"reading the delivery failed: {exc}")
+        if known is not None and known.finished:
+            return Reply(200, {"status": "duplicate", **ids, "delivery_status": known.status})
+        end = DeliveryEnd(source, delivery_id, None, new=fields)
+        event = Event(
+            source,
+            event_type,
+            delivery_id,
+            envelope.received_at,
+            raw,
+            envelope.headers,
+            attempt=Attempt(uuid.uuid4().hex),
+            end=end,
+        )
+        try:
+            outcome = fn(event, self._context)
+        except Exception as exc:  # recorded first: the marks below need the record
+            return self._recorded(ids, stored) or self._failed(ids, None, exc, retry_count)
+        if isinstance(outcome, Done) and end.applied:
+            logs.event(log, logging.INFO, f"delivery done: {outcome.detail}", **ids)
+            return Reply(200, {"status": "done", "detail": outcome.detail, **ids})
+        return self._recorded(ids, stored) or self._outcome(outcome, ids, None)
+
+    def _recorded(self, ids: dict[str, Any], stored: _Stored) -> Reply | None:
+        """Record an unleased run's delivery (if new) so it can be marked; a retry if not."""
+        try:
+            self._ledger.deliveries.record(
+                ids["source"], ids["delivery_id"], ids["event"], stored.payload, stored.ref
+            )
+        except LedgerError as exc:
+            return self._retry(ids, f"recording the delivery failed: {exc}")
+        return None
+
+    def _handle(
+        self,
+        fn: handlers.Handler,
+        event: Event,
+        ids: dict[str, Any],
+        attempt: str,
+        retry_count: int,
+    ) -> Reply:
         try:
             outcome = fn(event, self._context)
         except Exception as exc:  # the error tree, not this handler, says retry or dead
             return self._failed(ids, attempt, exc, retry_count)
         crash_point("push.before_done")
+        if isinstance(outcome, Done) and event.end is not None and event.end.applied:
+            # The handler's own commit (the push's winner) marked the delivery done.
+            logs.event(log, logging.INFO, f"delivery done: {outcome.detail}", **ids)
+            return Reply(200, {"status": "done", "detail": outcome.detail, **ids})
+        return self._outcome(outcome, ids, attempt)
+
+    def _outcome(
+        self, outcome: handlers.Outcome, ids: dict[str, Any], attempt: str | None
+    ) -> Reply:
         if isinstance(outcome, Ignored):
             return self._finish(ids, attempt, "ignored", outcome.detail)
         if isinstance(outcome, Unresolved):
@@ -146,19 +246,21 @@ class Worker(Endpoint):
         assert isinstance(outcome, Done)
         return self._finish(ids, attempt, "done", outcome.detail)
 
-    def _failed(self, ids: dict[str, Any], attempt: str, exc: Exception, retry_count: int) -> Reply:
+    def _failed(
+        self, ids: dict[str, Any], attempt: str | None, exc: Exception, retry_count: int
+    ) -> Reply:
         """A handler raised: 503 while `retryable(exc)` and under the limit, else dead."""
         if not retryable(exc):
             return self._dead(ids, attempt, str(exc))
         reason = f"{type(exc).__name__}: {exc}"
         if retry_count >= self._config.worker_max_retries:
             return self._dead(ids, attempt, f"gave up after {retry_count} retries: {reason}")
-        return self._retry(ids, reason, attempt)
+        return self._retry(ids, reason, attempt, recorded=True)  # _failed runs after the record
 
     def _finish(
         self,
         ids: dict[str, Any],
-        attempt: str,
+        attempt: str | None,
         status: str,
         detail: str,
         error: str | None = None,
@@ -174,7 +276,7 @@ class Worker(Endpoint):
         logs.event(log, logging.INFO, f"delivery {status}: {detail}", **ids)
         return Reply(200, {"status": status, "detail": detail, **ids})
 
-    def _dead(self, ids: dict[str, Any], attempt: str, reason: str) -> Reply:
+    def _dead(self, ids: dict[str, Any], attempt: str | None, reason: str) -> Reply:
         try:
             marked = self._ledger.deliveries.end_attempt(
                 ids["source"], ids["delivery_id"], attempt, "dead", error=reason
@@ -215,7 +317,16 @@ class Worker(Endpoint):
             return Reply(200, {"status": "duplicate", **ids, "delivery_status": stored.status})
         return self._busy(ids, stored)
 
-    def _retry(self, ids: dict[str, Any], reason: str, attempt: str | None = None) -> Reply:
+    def _retry(
+        self,
+        ids: dict[str, Any],
+        reason: str,
+        attempt: str | None = None,
+        *,
+        recorded: bool = False,
+    ) -> Reply:
+        """503 so Cloud Tasks retries; the delivery is marked `queued` with the reason when
+        this attempt holds its lease, or (`recorded`) an unleased run has its record."""
         logs.event(
             log,
             logging.WARNING,
@@ -223,13 +334,20 @@ class Worker(Endpoint):
             reason=reason,
             **ids,
         )
-        if attempt is not None:
+        if attempt is not None or recorded:
             # The retry itself is what matters; the record catches up on the next attempt.
             with contextlib.suppress(LedgerError):
                 self._ledger.deliveries.end_attempt(
                     ids["source"], ids["delivery_id"], attempt, "queued", error=reason
                 )
         return Reply(503, {"status": "retry", "reason": reason, **ids})
+
+
+class _Stored(NamedTuple):
+    """What the delivery record keeps of the body: the body, or its claim-check reference."""
+
+    payload: bytes | None
+    ref: str | None
 
 
 def _lease_end(recorded: Recorded) -> datetime | None:

@@ -18,8 +18,11 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
                     outbox_policy=OutboxPolicy())
     # what spans parts
     ledger.settle(name, status, by, *, error=None, writeback=None, outbox=None,
-                  deliver=None, expected=None, result_counts=None, outcome=None)
+                  deliver=None, expected=None, result_counts=None, outcome=None, end=None)
         -> Settlement                  # settled|already_settled|unknown; then the outbox
+    ledger.record_and_claim(source, delivery_id, event, payload=None, payload_ref=None, *,
+                            attempt, lease_for, tag, context=None)
+        -> Recorded(new, delivery, busy, claimed)  # a push's first run: ONE commit
     ledger.operation_for_tag(tag) -> Operation | None   # the batch created under a tag
     ledger.clock; ledger.counts() -> {"aborted": n, "conflicts": n}  # transaction retries
     # ledger.operations (operations.py)
@@ -43,7 +46,7 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     # ledger.submissions (submissions.py: one winning batch per push)
     .claim(tag, *, delivery_id, attempt, lease_until, now, context) -> Claimed
     .take_over(stale, ...) / .release(tag, ...) / .get(tag)
-    .register_winner(tag, name, kind, context) -> Winner(won, operation)
+    .register_winner(tag, name, kind, context, *, end=None) -> Winner(won, operation)
     # ledger.deliveries (deliveries.py)
     .record(source, delivery_id, event, payload=None, payload_ref=None, *, attempt=None,
             lease_for=None) -> Recorded(new, delivery, busy)
@@ -80,12 +83,13 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from shared.clock import Clock, system_clock
 from shared.config import DEFAULTS, FIRESTORE_TIMEOUT_S
 from shared.crashpoints import crash_point
-from shared.ledger.commits import Commits
+from shared.ledger.commits import Commits, Staged
 from shared.ledger.deliveries import Deliveries
 from shared.ledger.errors import (
     AmbiguousId,
@@ -117,6 +121,7 @@ from shared.ledger.records import (
     UNRESOLVED,
     Deliver,
     Delivery,
+    DeliveryEnd,
     DeliveryLease,
     ItemLease,
     Marked,
@@ -126,6 +131,8 @@ from shared.ledger.records import (
     Settlement,
     Submission,
     SweepReport,
+    delivery_from,
+    submission_from,
 )
 from shared.ledger.results import ResultWrites, Reviews, Writeback
 from shared.ledger.runs import (
@@ -135,7 +142,7 @@ from shared.ledger.runs import (
     ReconcileRun,
     Runs,
 )
-from shared.ledger.submissions import Submissions
+from shared.ledger.submissions import Claim, Claimed, Submissions
 from shared.logs import event as log_event
 from shared.logs import get_logger
 from shared.retry import Backoff
@@ -160,6 +167,7 @@ __all__ = [
     "ContentionError",
     "Deliver",
     "Delivery",
+    "DeliveryEnd",
     "DeliveryLease",
     "InvalidArgument",
     "ItemLease",
@@ -229,7 +237,7 @@ class Ledger:
         )
         self.deliveries = Deliveries(commits, clock, retention=retention)
         self.reviews = Reviews(commits)
-        self.submissions = Submissions(commits, self.operations)
+        self.submissions = Submissions(commits, self.operations, self.deliveries)
         self.queries = Queries(commits, self.operations)
         self.console = ConsoleQueries(commits, self.operations)
         self.runs = Runs(commits, retention=retention)
@@ -253,6 +261,7 @@ class Ledger:
         expected: Operation | None = None,
         result_counts: Mapping[str, Any] | None = None,
         outcome: Mapping[str, Any] | None = None,
+        end: DeliveryEnd | None = None,
     ) -> Settlement:
         """Move a pending operation to `status` once.
 
@@ -265,7 +274,16 @@ class Ledger:
 
         `expected`, a pending record the caller has just read, saves the first read: the
         commit is conditional on its `update_time`, and a refusal re-reads as usual.
+
+        `end`, the settling attempt's end of its delivery (a webhook's), is written in the
+        settling commit while the attempt holds its lease; `end.applied` says if it was.
         """
+        staged: list[Staged | None] = [None]
+
+        def stage_end() -> Staged | None:
+            staged[0] = self.deliveries.stage_end(end) if end is not None else None
+            return staged[0]
+
         result = self.operations.settle(
             name,
             status,
@@ -276,7 +294,10 @@ class Ledger:
             expected=expected,
             result_counts=result_counts,
             outcome=outcome,
+            also=stage_end if end is not None else None,
         )
+        if end is not None:
+            end.applied = result is Settlement.SETTLED and staged[0] is not None
         if result is Settlement.SETTLED:
             log_event(log, logging.INFO, "operation settled", operation=name, status=status, by=by)
             crash_point("settle.committed")
@@ -294,6 +315,56 @@ class Ledger:
         elif result is Settlement.UNKNOWN:
             log_event(log, logging.INFO, "settle: unknown operation", operation=name, status=status)
         return result
+
+    def record_and_claim(
+        self,
+        source: str,
+        delivery_id: str,
+        event: str,
+        payload: Any = None,
+        payload_ref: str | None = None,
+        *,
+        attempt: str,
+        lease_for: timedelta,
+        tag: str,
+        context: Mapping[str, Any] | None = None,
+    ) -> Recorded:
+        """Record the delivery with `attempt`'s lease AND claim the push's submission `tag`
+        for it, in ONE commit when both are new (a push's first run: no read at all).
+
+        Otherwise (a retry, a second delivery of the push) as `deliveries.record` then
+        `submissions.claim`, the claim only when the delivery is this attempt's to run.
+        `Recorded.claimed` is where the submission stands for `attempt`.
+        """
+        ref, record = self.deliveries.new_record(
+            source, delivery_id, event, payload, payload_ref, attempt=attempt, lease_for=lease_for
+        )
+        now = record["received_at"]
+        holder = {"delivery_id": delivery_id, "attempt": attempt, "now": now}
+        claim_ref, claim = self.submissions.new_claim(
+            tag, **holder, lease_until=now + lease_for, context=context
+        )
+        batch = self._commits.client.batch()
+        batch.create(ref, record)
+        batch.create(claim_ref, claim)
+        try:
+            batch.commit(timeout=self._commits.timeout_s)
+        except gexc.AlreadyExists:
+            pass  # one of them exists: each is decided on its own below
+        except gexc.GoogleAPIError as exc:
+            raise StoreUnavailable(f"delivery {ref.id}: record failed: {exc}") from exc
+        else:
+            owned = Claimed(Claim.OWNED, submission_from(claim, tag))
+            return Recorded(True, delivery_from(record, ref.id), claimed=owned)
+        recorded = self.deliveries.record(
+            source, delivery_id, event, payload, payload_ref, attempt=attempt, lease_for=lease_for
+        )
+        if recorded.busy or recorded.delivery.finished:
+            return recorded
+        lease = recorded.delivery.lease
+        until = lease.until if lease is not None else now + lease_for
+        claimed = self.submissions.claim(tag, **holder, lease_until=until, context=context)
+        return recorded._replace(claimed=claimed)
 
     def operation_for_tag(self, tag: str) -> Operation | None:
         """The operation hookledger created under `tag` (a batch's display name): the

@@ -50,6 +50,17 @@ class Seen:
     update_time: Any
 
 
+@dataclass(frozen=True)
+class Staged:
+    """A conditional update of another part's document, staged into one commit: written on
+    condition `ref` is unchanged since `seen`, so a change refuses the whole commit."""
+
+    ref: Any
+    seen: Any
+    update: Mapping[str, Any]
+    create: bool = False  # a document that did not exist at `seen`: created, not updated
+
+
 class Conflict(TransientError):
     """A conditional write found the document changed since it was read: re-read, decide again.
 
@@ -118,22 +129,41 @@ class Commits:
             snapshot,
         )
 
-    def commit(self, body: Callable[[Any], None], ref: Any, snapshot: Any) -> None:
+    def commit(
+        self,
+        body: Callable[[Any], None],
+        ref: Any,
+        snapshot: Any,
+        also: Staged | None = None,
+    ) -> None:
         """Run `body(txn)` as one transaction attempt; retrying is `retrying`'s job.
 
-        `body` writes `ref` on condition it is unchanged since `snapshot`. When the commit
-        is refused and `ref` did change, raises `Conflict` (re-read and decide again):
-        the refusal may name another write of the same commit (a write-back's `create`),
-        so the error code alone cannot tell.
+        `body` writes `ref` on condition it is unchanged since `snapshot`; `also`, another
+        document's staged update, is written in the same commit on its own condition. When
+        the commit is refused and `ref` or `also`'s document did change, raises `Conflict`
+        (re-read and decide again): the refusal may name another write of the same commit
+        (a write-back's `create`), so the error code alone cannot tell.
         """
+
+        def with_also(txn: Any) -> None:
+            body(txn)
+            if also is not None and also.create:
+                txn.create(also.ref, dict(also.update))
+            elif also is not None:
+                txn.update(also.ref, dict(also.update), option=self.unchanged_since(also.seen))
+
         try:
-            firestore.transactional(body)(self.client.transaction(max_attempts=1))
+            firestore.transactional(with_also)(self.client.transaction(max_attempts=1))
         except LedgerError:
             raise
         except Exception as exc:
             if find_cause(exc, gexc.Aborted) or not find_cause(exc, REFUSED):
                 raise
             if self.read(ref, snapshot.id).update_time != snapshot.update_time:
+                raise Conflict(str(exc)) from exc
+            if also is not None and self.read(also.ref, also.ref.id).update_time != (
+                also.seen.update_time
+            ):
                 raise Conflict(str(exc)) from exc
             raise
 

@@ -27,7 +27,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from shared.clock import Clock
-from shared.ledger.commits import Commits
+from shared.ledger.commits import Commits, Staged
 from shared.ledger.errors import (
     ContentionError,
     InvalidArgument,
@@ -40,6 +40,7 @@ from shared.ledger.records import (
     DELIVERY_STATUSES,
     LEASE,
     Delivery,
+    DeliveryEnd,
     DeliveryLease,
     Marked,
     Recorded,
@@ -82,6 +83,48 @@ class Deliveries:
         lease, unless the delivery is finished (returned as stored, no lease) or another
         attempt's lease is live (`busy`). See the module docstring.
         """
+        ref, data = self.new_record(
+            source, delivery_id_, event, payload, payload_ref, attempt=attempt, lease_for=lease_for
+        )
+        try:
+            ref.create(data, timeout=self._commits.timeout_s)
+        except gexc.AlreadyExists:
+            pass
+        except gexc.GoogleAPIError as exc:
+            raise StoreUnavailable(f"delivery {ref.id}: record failed: {exc}") from exc
+        else:
+            return Recorded(True, delivery_from(data, ref.id))
+        return self.recorded_before(source, delivery_id_, attempt=attempt, lease_for=lease_for)
+
+    def recorded_before(
+        self,
+        source: str,
+        delivery_id_: str,
+        *,
+        attempt: str | None = None,
+        lease_for: timedelta | None = None,
+    ) -> Recorded:
+        """`record`'s answer for a delivery whose create found it already there."""
+        doc_id = delivery_id(source, delivery_id_)
+        if attempt is None or lease_for is None:
+            existing = self.get(source, delivery_id_)
+            if existing is None:  # expired by TTL between create and read
+                raise ContentionError(f"delivery {doc_id} vanished while recording") from None
+            return Recorded(False, existing)
+        return self._take_lease(self.collection().document(doc_id), doc_id, attempt, lease_for)
+
+    def new_record(
+        self,
+        source: str,
+        delivery_id_: str,
+        event: str,
+        payload: Any = None,
+        payload_ref: str | None = None,
+        *,
+        attempt: str | None = None,
+        lease_for: timedelta | None = None,
+    ) -> tuple[Any, dict[str, Any]]:
+        """(ref, fields) of the delivery as `record` creates it; bad input raises here."""
         doc_id = delivery_id(source, delivery_id_)
         if not isinstance(event, str) or not event:
             raise InvalidArgument(f"delivery {doc_id}: event must be a non-empty string")
@@ -112,21 +155,7 @@ class Deliveries:
         }
         if attempt is not None and lease_for is not None:
             data[LEASE] = DeliveryLease(attempt, now + lease_for).to_dict()
-        ref = self.collection().document(doc_id)
-        try:
-            ref.create(data, timeout=self._commits.timeout_s)
-        except gexc.AlreadyExists:
-            pass
-        except gexc.GoogleAPIError as exc:
-            raise StoreUnavailable(f"delivery {doc_id}: record failed: {exc}") from exc
-        else:
-            return Recorded(True, delivery_from(data, doc_id))
-        if attempt is None or lease_for is None:
-            existing = self.get(source, delivery_id_)
-            if existing is None:  # expired by TTL between create and read
-                raise ContentionError(f"delivery {doc_id} vanished while recording") from None
-            return Recorded(False, existing)
-        return self._take_lease(ref, doc_id, attempt, lease_for)
+        return self.collection().document(doc_id), data
 
     def _take_lease(self, ref: Any, doc_id: str, attempt: str, lease_for: timedelta) -> Recorded:
         """Take the lease of a delivery that exists: one update on "unchanged since read"."""
@@ -150,10 +179,16 @@ class Deliveries:
         return self._commits.retrying(doc_id, take)
 
     def end_attempt(
-        self, source: str, delivery_id_: str, attempt: str, status: str, error: str | None = None
+        self,
+        source: str,
+        delivery_id_: str,
+        attempt: str | None,
+        status: str,
+        error: str | None = None,
     ) -> Marked:
         """The worker's mark: applied only while `attempt` holds the lease and the delivery
-        is not finished; it ends the lease. `applied` False: left as stored."""
+        is not finished; it ends the lease. `applied` False: left as stored. An unleased
+        run (`attempt` None) may mark any unfinished delivery."""
         return self._mark(source, delivery_id_, status, error, attempt=attempt)
 
     def mark(
@@ -194,36 +229,71 @@ class Deliveries:
             if not snapshot.exists:
                 raise UnknownDelivery(f"delivery {doc_id} was never recorded")
             data = snapshot.to_dict() or {}
-            stored = delivery_from(data, doc_id)
-            held = stored.lease
-            refusal = _refusal(stored, attempt)
-            if refusal is not None:
-                log_event(
-                    log,
-                    logging.INFO,
-                    f"delivery {doc_id} left {stored.status}: {refusal}",
-                    delivery=doc_id,
-                    status=stored.status,
-                    refused=status,
-                    attempt=attempt,
-                )
-                return Marked(False, stored)
-            now = self._clock()
-            update: dict[str, Any] = {
-                "status": status,
-                "attempts": int(data.get("attempts", 0)) + 1,
-                "updated_at": now,
-                "expire_at": now + self._retention,
-            }
-            if error is not None:
-                update["last_error"] = clip_error(error)
-            if held is not None and (attempt is not None or status != "queued"):
-                # The attempt is over: its lease ends now, and its id stays on record.
-                update[LEASE] = DeliveryLease(held.attempt, min(held.until, now)).to_dict()
+            update = self._mark_update(data, doc_id, status, error, attempt)
+            if update is None:
+                return Marked(False, delivery_from(data, doc_id))
             self._commits.update_if_unchanged(ref, snapshot, update)
             return Marked(True, delivery_from({**data, **update}, doc_id))
 
         return self._commits.retrying(doc_id, once)
+
+    def stage_end(self, end: DeliveryEnd) -> Staged | None:
+        """`end` as a write for another part's commit (`Commits.commit(..., also=)`), read
+        now; None when the mark would be refused (see `end_attempt`) or the delivery is
+        unknown: the commit then goes ahead without it and the worker marks as usual."""
+        doc_id = delivery_id(end.source, end.delivery_id)
+        if end.status not in DELIVERY_STATUSES:
+            raise InvalidArgument(
+                f"delivery {doc_id}: status must be one of {sorted(DELIVERY_STATUSES)}, "
+                f"got {end.status!r}"
+            )
+        ref = self.collection().document(doc_id)
+        snapshot = self._commits.read(ref, doc_id)
+        if not snapshot.exists:
+            if end.new is None:
+                return None
+            now = self._clock()
+            created = {**end.new, "status": end.status, "attempts": 1, "updated_at": now}
+            return Staged(ref, snapshot, created, create=True)
+        update = self._mark_update(snapshot.to_dict() or {}, doc_id, end.status, None, end.attempt)
+        return None if update is None else Staged(ref, snapshot, update)
+
+    def _mark_update(
+        self,
+        data: dict[str, Any],
+        doc_id: str,
+        status: str,
+        error: str | None,
+        attempt: str | None,
+    ) -> dict[str, Any] | None:
+        """The fields a mark writes over the stored `data`; None (logged) when refused."""
+        stored = delivery_from(data, doc_id)
+        held = stored.lease
+        refusal = _refusal(stored, attempt)
+        if refusal is not None:
+            log_event(
+                log,
+                logging.INFO,
+                f"delivery {doc_id} left {stored.status}: {refusal}",
+                delivery=doc_id,
+                status=stored.status,
+                refused=status,
+                attempt=attempt,
+            )
+            return None
+        now = self._clock()
+        update: dict[str, Any] = {
+            "status": status,
+            "attempts": int(data.get("attempts", 0)) + 1,
+            "updated_at": now,
+            "expire_at": now + self._retention,
+        }
+        if error is not None:
+            update["last_error"] = clip_error(error)
+        if held is not None and (attempt is not None or status != "queued"):
+            # The attempt is over: its lease ends now, and its id stays on record.
+            update[LEASE] = DeliveryLease(held.attempt, min(held.until, now)).to_dict()
+        return update
 
     def reopen(self, source: str, delivery_id_: str) -> Delivery:
         """Put the delivery back to `queued` for a replay, finished or not; add one attempt.

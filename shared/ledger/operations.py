@@ -17,7 +17,7 @@ never changes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,7 +27,7 @@ from google.cloud import firestore
 from shared import opnames
 from shared.clock import Clock
 from shared.errors import PermanentError, retryable
-from shared.ledger.commits import REFUSED, Commits, Seen
+from shared.ledger.commits import REFUSED, Commits, Seen, Staged
 from shared.ledger.errors import (
     AmbiguousId,
     ContentionError,
@@ -233,10 +233,13 @@ class Operations:
         expected: Operation | None = None,
         result_counts: Mapping[str, Any] | None = None,
         outcome: Mapping[str, Any] | None = None,
+        also: Callable[[], Staged | None] | None = None,
     ) -> Settlement:
         """Move a pending operation to `status` once, with its write-back and outbox items
         (and, when given, `result_counts` and `outcome` flags such as `partial`, stored as
-        the operation's fields of those names)."""
+        the operation's fields of those names). `also()`, asked before each commit
+        attempt, stages another document's update into the settling commit (the
+        delivery's `done`, `Ledger.settle`)."""
         _check_settle(name, status, by, error, outbox)
         if outcome is not None and not isinstance(outcome, Mapping):
             raise InvalidArgument(f"operation {name}: outcome must be a mapping")
@@ -286,6 +289,8 @@ class Operations:
             if outcome:
                 update[OUTCOME] = dict(outcome)
 
+            staged = also() if also is not None else None
+
             def body(txn: Any) -> None:
                 if writeback is not None:
                     _stage(writeback, ResultWrites(txn, self._commits.client, record), record)
@@ -293,9 +298,11 @@ class Operations:
                 self.expire_submission(txn, record.submission, update.get("expire_at"))
 
             try:
-                self._commits.commit(body, ref, snapshot)
+                self._commits.commit(body, ref, snapshot, also=staged)
             except _WritebackRejected as exc:
-                return self._settle_without_writeback(ref, snapshot, record, update, exc.reason)
+                return self._settle_without_writeback(
+                    ref, snapshot, record, update, exc.reason, staged
+                )
             except REFUSED as exc:
                 # The operation is unchanged, so one of the write-back's own writes was refused.
                 raise WritebackFailed(
@@ -306,21 +313,31 @@ class Operations:
                     raise
                 # Our own update is small and valid: Firestore refused what the write-back staged.
                 reason = f"Firestore refused the write-back: {exc}"
-                return self._settle_without_writeback(ref, snapshot, record, update, reason)
+                return self._settle_without_writeback(ref, snapshot, record, update, reason, staged)
             return Settlement.SETTLED
 
         return self._commits.retrying(name, attempt)
 
     def _settle_without_writeback(
-        self, ref: Any, snapshot: Any, record: Operation, update: dict[str, Any], reason: str
+        self,
+        ref: Any,
+        snapshot: Any,
+        record: Operation,
+        update: dict[str, Any],
+        reason: str,
+        staged: Staged | None,
     ) -> Settlement:
         """Settle with `writeback_error` and no result documents: no retry could write them.
 
         Conditional on the same read as the failed attempt; a concurrent settle makes it a
-        `Conflict`, which re-reads and finds the operation settled.
+        `Conflict`, which re-reads and finds the operation settled. `staged` goes with it.
         """
-        self._commits.update_if_unchanged(
-            ref, snapshot, {**update, WRITEBACK_ERROR: clip_error(reason)}
+        settled = {**update, WRITEBACK_ERROR: clip_error(reason)}
+        self._commits.commit(
+            lambda txn: txn.update(ref, settled, option=self._commits.unchanged_since(snapshot)),
+            ref,
+            snapshot,
+            also=staged,
         )
         log_event(
             log,

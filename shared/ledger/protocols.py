@@ -33,7 +33,14 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from shared.clock import Clock
-from shared.ledger.records import Deliver, Operation, Settlement, Submission, SweepReport
+from shared.ledger.records import (
+    Deliver,
+    DeliveryEnd,
+    Operation,
+    Settlement,
+    Submission,
+    SweepReport,
+)
 from shared.ledger.results import ReviewWrites, Writeback
 from shared.ledger.submissions import Claimed, Winner
 
@@ -102,8 +109,10 @@ class SettleLedger(Protocol):
         expected: Operation | None = None,
         result_counts: Mapping[str, Any] | None = None,
         outcome: Mapping[str, Any] | None = None,
+        end: DeliveryEnd | None = None,
     ) -> Settlement:
-        """Pending → `status` once, with the write-back and outbox items in that commit;
+        """Pending → `status` once, with the write-back, the outbox items and `end` (the
+        delivery's mark, when its attempt holds the lease) in that commit;
         `ALREADY_SETTLED` for every later call, `UNKNOWN` for an unknown name."""
         ...
 
@@ -199,6 +208,7 @@ class SubmissionStore(Protocol):
         context: Mapping[str, Any] | None,
         *,
         fallback_context: Mapping[str, Any] | None = None,
+        end: DeliveryEnd | None = None,
     ) -> Winner:
         """Register `name` as the push's batch unless another won first: exactly one wins."""
         ...

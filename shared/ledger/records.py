@@ -297,6 +297,31 @@ class Recorded(NamedTuple):
     new: bool
     delivery: Delivery
     busy: bool = False
+    # With a submission claim asked for (`Ledger.record_and_claim`): where the push's
+    # submission stands for this attempt (a `shared.ledger.submissions.Claimed`); None when
+    # no claim was asked for or the delivery is not this attempt's to run.
+    claimed: Any = None
+
+
+@dataclass
+class DeliveryEnd:
+    """A worker attempt's end of its delivery, committed with another part's write (the
+    push's winner, an operation's settlement): one commit where there were two.
+
+    `applied` tells whether that commit carried it; False (the mark was refused, or the
+    write never reached a commit) leaves the mark to the worker, as without it.
+    """
+
+    source: str
+    delivery_id: str
+    # The attempt holding the delivery's lease; None for an unleased run (its handler's
+    # commit is what makes a second run harmless), which may mark any unfinished record.
+    attempt: str | None
+    status: str = "done"
+    # An unleased run's delivery fields (`Deliveries.new_record`): created `status` in the
+    # same commit when no record exists yet.
+    new: Mapping[str, Any] | None = None
+    applied: bool = False
 
 
 class Marked(NamedTuple):

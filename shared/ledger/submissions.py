@@ -30,10 +30,17 @@ from typing import Any, NamedTuple
 from google.api_core import exceptions as gexc
 
 from shared.ledger.commits import Commits, Conflict, Seen
+from shared.ledger.deliveries import Deliveries
 from shared.ledger.errors import ContentionError, InvalidArgument, StoreUnavailable
 from shared.ledger.ids import check_time, submission_id
 from shared.ledger.operations import Operations
-from shared.ledger.records import SUBMISSIONS, SUPERSEDED, Submission, submission_from
+from shared.ledger.records import (
+    SUBMISSIONS,
+    SUPERSEDED,
+    DeliveryEnd,
+    Submission,
+    submission_from,
+)
 
 
 class Claim(StrEnum):
@@ -60,9 +67,10 @@ class Winner(NamedTuple):
 class Submissions:
     """The `submissions` collection, and the winner rule that spans it and `operations`."""
 
-    def __init__(self, commits: Commits, operations: Operations) -> None:
+    def __init__(self, commits: Commits, operations: Operations, deliveries: Deliveries) -> None:
         self._commits = commits
         self._operations = operations
+        self._deliveries = deliveries
 
     def _ref(self, tag: str) -> Any:
         return self._commits.collection(SUBMISSIONS).document(submission_id(tag))
@@ -78,6 +86,34 @@ class Submissions:
         context: Mapping[str, Any] | None = None,
     ) -> Claimed:
         """Create the submission for this attempt (OWNED), or say where the stored one stands."""
+        ref, claim = self.new_claim(
+            tag,
+            delivery_id=delivery_id,
+            attempt=attempt,
+            lease_until=lease_until,
+            now=now,
+            context=context,
+        )
+        try:
+            ref.create(claim, timeout=self._commits.timeout_s)
+            return Claimed(Claim.OWNED, submission_from(claim, tag))
+        except gexc.AlreadyExists:
+            pass
+        except gexc.GoogleAPIError as exc:
+            raise StoreUnavailable(f"submission {tag}: claim failed: {exc}") from exc
+        return self.standing(tag, attempt, now)
+
+    def new_claim(
+        self,
+        tag: str,
+        *,
+        delivery_id: str,
+        attempt: str,
+        lease_until: datetime,
+        now: datetime,
+        context: Mapping[str, Any] | None = None,
+    ) -> tuple[Any, dict[str, Any]]:
+        """(ref, fields) of the submission as `claim` creates it; bad input raises here."""
         _check_holder(tag, delivery_id, attempt)
         check_time(now, "claimed_at")
         check_time(lease_until, "lease_until")
@@ -90,13 +126,10 @@ class Submissions:
             "lease_until": lease_until,
             "context": dict(context or {}),
         }
-        try:
-            self._ref(tag).create(claim, timeout=self._commits.timeout_s)
-            return Claimed(Claim.OWNED, submission_from(claim, tag))
-        except gexc.AlreadyExists:
-            pass
-        except gexc.GoogleAPIError as exc:
-            raise StoreUnavailable(f"submission {tag}: claim failed: {exc}") from exc
+        return self._ref(tag), claim
+
+    def standing(self, tag: str, attempt: str, now: datetime) -> Claimed:
+        """Where a submission whose create found it there stands for `attempt`."""
         stored = self.get(tag)
         if stored is None:  # deleted (TTL) between the create and the read
             raise ContentionError(f"submission {tag} vanished while claiming")
@@ -141,6 +174,7 @@ class Submissions:
         context: Mapping[str, Any] | None,
         *,
         fallback_context: Mapping[str, Any] | None = None,
+        end: DeliveryEnd | None = None,
     ) -> Winner:
         """Register `name` pending as the push's batch if the push has none yet, in ONE commit.
 
@@ -149,6 +183,8 @@ class Submissions:
         claimed the push, by creating the submission decided): of two batches of one push,
         exactly one wins, and a later run of the push finds it. `context` None means the
         push's own (stored on the submission), else `fallback_context` (an adopted orphan).
+        `end`, the registering attempt's end of its delivery, is written in the same commit
+        when this call wins and the attempt still holds its lease (`end.applied`).
         """
         ref = self._ref(tag)
 
@@ -163,10 +199,14 @@ class Submissions:
             if existing is not None and existing.status == SUPERSEDED:
                 return Winner(False, existing.superseded_by or "")
             own = stored.context if stored is not None else None
-            chosen = context if context is not None else (own or fallback_context)
+            # The push's own context over the adopter's (a claim taken with the record holds
+            # only repo and sha; the adopter's paths come from the batch's rows).
+            merged = {**(fallback_context or {}), **(own or {})}
+            chosen = context if context is not None else (merged or None)
             doc_id, data = self._operations.pending_fields(name, kind, chosen, submission=tag)
             decided = {"operation": name, "lease_until": None, "decided_at": data["submitted_at"]}
             op_ref = self._operations.collection().document(doc_id)
+            staged = self._deliveries.stage_end(end) if end is not None else None
 
             def body(txn: Any) -> None:
                 if existing is None:
@@ -176,7 +216,9 @@ class Submissions:
                 else:
                     txn.update(ref, decided, option=self._commits.unchanged_since(snapshot))
 
-            self._commits.commit(body, ref, snapshot)
+            self._commits.commit(body, ref, snapshot, also=staged)
+            if end is not None:
+                end.applied = staged is not None
             if existing is None:
                 self._operations.log_registered(name, kind)
             return Winner(True, name)

@@ -62,6 +62,11 @@ def test_cost_counts_each_event() -> None:
     assert "firestore_reads" not in redelivered and "firestore_writes" not in redelivered
     for name in ("accepted_push", "settled_by_webhook", "reconcile_nothing_due"):
         assert "minimum" in result[name] and "above_minimum" in result[name]
+    # Issue 23: a push takes two sequential commits, a webhook settlement one.
+    assert accepted["firestore_commits"] == 2
+    assert result["settled_by_webhook"]["firestore_commits"] == 1
+    for name in ("accepted_push", "settled_by_webhook"):
+        assert "not named: a regression to explain" not in result[name]["because"].values()
 
 
 def test_ack_reports_cpu_memory_and_cold_start() -> None:

@@ -22,6 +22,7 @@ path, and one the Contents API refuses (4xx), is recorded in the operation's con
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -35,6 +36,7 @@ from shared.github import (
     ContentsClient,
     GitHubRejected,
     GitHubUnavailable,
+    Push,
     check_path,
     check_repo,
     check_sha,
@@ -42,12 +44,19 @@ from shared.github import (
     repository_allowed,
     reviewable,
 )
-from shared.handlers import Attempt, Done, Ignored, PermanentError, RetryableError
+from shared.handlers import (
+    Attempt,
+    ClaimRequest,
+    Done,
+    Ignored,
+    PermanentError,
+    RetryableError,
+)
 from shared.kinds.cancel import supersede
 from shared.kinds.review import KIND, review_tag
-from shared.ledger import LedgerError
+from shared.ledger import DeliveryEnd, LedgerError, Submission
 from shared.ledger.protocols import PushLedger
-from shared.ledger.submissions import Claim
+from shared.ledger.submissions import Claim, Claimed
 
 log = logs.get_logger("review")
 
@@ -83,34 +92,39 @@ def review_push(
     delivery_id: str,
     deps: ReviewDeps,
     attempt: Attempt | None = None,
+    *,
+    claimed: Claimed | None = None,
+    end: DeliveryEnd | None = None,
 ) -> Done | Ignored:
     """Submit one batch for the push's reviewable files; safe to run again, even at once.
 
     `attempt` is this run (the worker's lease); overlapping runs of one push, of one
     delivery or of several, end with one batch registered (see the module docstring).
+    `claimed`: the push's submission as the worker claimed it with the delivery's record
+    (`submission_for`); without it the run claims after fetching. `end`, the delivery's
+    `done`, is committed with the winner: two commits per push in all.
 
     Nothing is fetched before the repository, commit and every path are checked. Raises
     `PermanentError` for a malformed push or when every file was refused, and
     `RetryableError` when any file could not be fetched for a transient reason.
     """
+    checked = _checked(payload, delivery_id, deps.review_path, deps.repositories)
+    if isinstance(checked, Ignored):
+        return checked
+    push, paths = checked
+    tag = review_tag(push.repo, push.sha)
+    run = Submitter(deps, tag, delivery_id, attempt or Attempt(f"{delivery_id}:direct"), claimed)
+    decided = run.decided_before_fetch()
+    if decided is not None:
+        return Done(decided)
     try:
-        push = parse_push(payload)
-        check_repo(push.repo)
-        check_sha(push.sha)
-    except (ValueError, GitHubRejected) as exc:
-        raise PermanentError(f"delivery {delivery_id}: {exc}") from exc
-    if push.deleted or not push.to_default_branch:
-        return Ignored(f"{push.ref} is not a push to {push.default_branch}")
-    if not repository_allowed(push.repo, deps.repositories):
-        return Ignored(f"{push.repo} is not in GITHUB_REPOSITORIES")
-    paths = reviewable(push.changed, deps.review_path)
-    if not paths:
-        return Ignored(f"{push.repo}@{push.sha[:12]}: no Markdown files to review")
-
-    files, refused = _fetch_all(push.repo, push.sha, paths, deps.github, delivery_id)
-    if not files:
-        reasons = "; ".join(f"{path}: {error}" for path, error in refused.items())
-        raise PermanentError(f"{push.repo}@{push.sha[:12]}: every file was refused ({reasons})")
+        files, refused = _fetch_all(push.repo, push.sha, paths, deps.github, delivery_id)
+        if not files:
+            reasons = "; ".join(f"{path}: {error}" for path, error in refused.items())
+            raise PermanentError(f"{push.repo}@{push.sha[:12]}: every file was refused ({reasons})")
+    except Exception:
+        run.release()  # a claim taken with the record: the next attempt may claim at once
+        raise
     submitted = [path for path in paths if path in files]
     context = {
         "repo": push.repo,
@@ -118,8 +132,6 @@ def review_push(
         "paths": submitted,
         "refused": [{"path": _storable(p), "error": _clip(e)} for p, e in refused.items()],
     }
-    tag = review_tag(push.repo, push.sha)
-    run = Submitter(deps, tag, delivery_id, attempt or Attempt(f"{delivery_id}:direct"))
     decided = run.claim(context)
     if decided is not None:
         return Done(decided)
@@ -131,7 +143,7 @@ def review_push(
         run.release()  # the next attempt lists before it creates: a committed batch is found
         raise
     crash_point("push.after_create")
-    outcome = run.register(name, context)
+    outcome = run.register(name, context, end)
     logs.event(
         log,
         logging.INFO,
@@ -143,6 +155,45 @@ def review_push(
         refused=len(refused),
     )
     return Done(outcome or f"submitted {name} for {len(submitted)} file(s), {len(refused)} refused")
+
+
+def submission_for(
+    body: bytes, review_path: str, repositories: tuple[str, ...]
+) -> ClaimRequest | None:
+    """The submission a push's run will claim, read from its body alone (no I/O): the
+    worker claims it with the delivery's record. None for a push the run would ignore or
+    refuse, or a body that is not one: the run then decides as usual."""
+    try:
+        payload = json.loads(body)
+        checked = _checked(payload, "-", review_path, repositories)
+    except Exception:  # anything the run itself refuses, with a clear error, later
+        return None
+    if isinstance(checked, Ignored):
+        return None
+    push, _ = checked
+    # Repo and sha only: an orphan adopted from this claim takes its paths from its rows.
+    return ClaimRequest(review_tag(push.repo, push.sha), {"repo": push.repo, "sha": push.sha})
+
+
+def _checked(
+    payload: Any, delivery_id: str, review_path: str, repositories: tuple[str, ...]
+) -> tuple[Push, list[str]] | Ignored:
+    """The push and its reviewable paths, or why it needs no review; `PermanentError`
+    for a push that is malformed."""
+    try:
+        push = parse_push(payload)
+        check_repo(push.repo)
+        check_sha(push.sha)
+    except (ValueError, GitHubRejected) as exc:
+        raise PermanentError(f"delivery {delivery_id}: {exc}") from exc
+    if push.deleted or not push.to_default_branch:
+        return Ignored(f"{push.ref} is not a push to {push.default_branch}")
+    if not repository_allowed(push.repo, repositories):
+        return Ignored(f"{push.repo} is not in GITHUB_REPOSITORIES")
+    paths = reviewable(push.changed, review_path)
+    if not paths:
+        return Ignored(f"{push.repo}@{push.sha[:12]}: no Markdown files to review")
+    return push, paths
 
 
 def _fetch_all(
@@ -199,9 +250,32 @@ def _storable(path: str) -> str:
 class Submitter:
     """One attempt's way through the push's submission: claim, list, take over, register."""
 
-    def __init__(self, deps: ReviewDeps, tag: str, delivery_id: str, attempt: Attempt) -> None:
+    def __init__(
+        self,
+        deps: ReviewDeps,
+        tag: str,
+        delivery_id: str,
+        attempt: Attempt,
+        claimed: Claimed | None = None,
+    ) -> None:
         self._deps, self._tag, self._delivery_id, self._attempt = deps, tag, delivery_id, attempt
         self._submissions = deps.ledger.submissions
+        self._claimed = claimed  # taken with the delivery's record, if the worker did
+        self._holds = claimed is not None and claimed.state is Claim.OWNED
+
+    def decided_before_fetch(self) -> str | None:
+        """With a claim taken at the record: what was decided already (no fetch needed), or
+        `RetryableError` while another attempt holds the push. None: go on and fetch."""
+        if self._claimed is None:
+            return None
+        state, stored = self._claimed
+        if state is Claim.DECIDED:
+            assert stored is not None and stored.operation
+            return self._decided(stored.operation)
+        if state is Claim.BUSY:
+            assert stored is not None
+            raise self._busy(stored)
+        return None
 
     def _lease_until(self, now: datetime) -> datetime:
         return self._attempt.expires_at or now + UNLEASED_CLAIM
@@ -214,27 +288,27 @@ class Submitter:
         """
         now = self._deps.clock()
         holder = {"delivery_id": self._delivery_id, "attempt": self._attempt.id}
-        claimed = self._submissions.claim(
-            self._tag, **holder, lease_until=self._lease_until(now), now=now, context=context
-        )
+        claimed = self._claimed
+        if claimed is None:
+            claimed = self._submissions.claim(
+                self._tag, **holder, lease_until=self._lease_until(now), now=now, context=context
+            )
         crash_point("push.submission.claimed")
         while True:
             state, stored = claimed
+            self._holds = state is Claim.OWNED
             if state is Claim.DECIDED:
                 assert stored is not None and stored.operation
                 return self._decided(stored.operation)
             if state is Claim.BUSY:
                 assert stored is not None
-                raise RetryableError(
-                    f"{self._tag}: delivery {stored.claimed_by} (attempt {stored.attempt}) "
-                    f"is submitting this push until {stored.lease_until}"
-                )
+                raise self._busy(stored)
             now = self._deps.clock()
             if state is Claim.STALE:
                 assert stored is not None
                 found = self._tagged_batches()
                 if found:
-                    return self._settle_found(found)
+                    return self._settle_found(found, context)
                 claimed = self._submissions.take_over(
                     stored, **holder, lease_until=self._lease_until(now), now=now
                 )
@@ -249,9 +323,12 @@ class Submitter:
                 "to create the batch; the next attempt will"
             )
 
-    def register(self, name: str, context: dict[str, Any]) -> str | None:
-        """Register `name` as the push's winner; if another batch won, supersede `name`."""
-        winner = self._submissions.register_winner(self._tag, name, KIND, context)
+    def register(
+        self, name: str, context: dict[str, Any], end: DeliveryEnd | None = None
+    ) -> str | None:
+        """Register `name` as the push's winner, with `end` (the delivery's `done`) in the
+        same commit; if another batch won, supersede `name`."""
+        winner = self._submissions.register_winner(self._tag, name, KIND, context, end=end)
         if winner.won:
             crash_point("push.registered")
             return None
@@ -259,6 +336,9 @@ class Submitter:
 
     def release(self) -> None:
         """End this attempt's claim early; a failure only means waiting for the lease."""
+        if not self._holds:
+            return
+        self._holds = False
         try:
             self._submissions.release(self._tag, attempt=self._attempt.id, now=self._deps.clock())
         except LedgerError as exc:
@@ -282,9 +362,16 @@ class Submitter:
         found = [b for b in self._deps.gemini.list_batches() if b.display_name == self._tag]
         return sorted(found, key=lambda b: (b.create_time is None, b.create_time, b.name))
 
-    def _settle_found(self, found: list[BatchSummary]) -> str:
-        """An earlier attempt's batches: the oldest becomes the winner, the rest superseded."""
-        winner = self._submissions.register_winner(self._tag, found[0].name, KIND, None)
+    def _busy(self, stored: Submission) -> RetryableError:
+        return RetryableError(
+            f"{self._tag}: delivery {stored.claimed_by} (attempt {stored.attempt}) "
+            f"is submitting this push until {stored.lease_until}"
+        )
+
+    def _settle_found(self, found: list[BatchSummary], context: dict[str, Any]) -> str:
+        """An earlier attempt's batches: the oldest becomes the winner (with this run's
+        context: same push, same files), the rest superseded."""
+        winner = self._submissions.register_winner(self._tag, found[0].name, KIND, context)
         for batch in found:
             if batch.name != winner.operation:
                 self._supersede(batch.name, winner.operation, None)

@@ -1,0 +1,162 @@
+"""Fewer commits, same guarantees (issue 23): a push's delivery record takes its submission
+claim in the same commit, the winner's commit marks the delivery done, and an unleased
+handler (the settlement) records its delivery `done` in its own commit."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from shared import handlers
+from shared.config import LOCAL_ENVELOPE_KEY, Config
+from shared.entrypoints.worker import Worker
+from shared.envelope import Envelope, EnvelopeSealer
+from shared.handlers import ClaimRequest, Done, RetryableError, handler
+from shared.ledger import Ledger
+from shared.ledger.submissions import Claim
+
+TAG = "hookledger:test:o/r@abc"
+LEASE = timedelta(minutes=10)
+
+
+@pytest.fixture
+def worker(firestore_client: Any) -> Iterator[tuple[Worker, Ledger]]:
+    saved = handlers.snapshot()
+    ledger = Ledger(firestore_client)
+    sealer = EnvelopeSealer([LOCAL_ENVELOPE_KEY])
+    yield Worker(Config(), sealer=sealer, ledger=ledger, services=lambda name: None), ledger
+    handlers.restore(saved)
+
+
+def post(worker: Worker, source: str, event: str, delivery_id: str, body: bytes = b"{}") -> Any:
+    envelope = Envelope(source, event, delivery_id, datetime.now(UTC), {}, body)
+    sealed = EnvelopeSealer([LOCAL_ENVELOPE_KEY]).seal(envelope)
+    return worker.handle("POST", "/", {"X-CloudTasks-TaskRetryCount": "0"}, sealed)
+
+
+def record_and_claim(ledger: Ledger, delivery: str, attempt: str) -> Any:
+    return ledger.record_and_claim(
+        "github", delivery, "push", b"{}", attempt=attempt, lease_for=LEASE, tag=TAG
+    )
+
+
+def test_a_first_run_records_and_claims_in_one_write_both_new(ledger: Ledger) -> None:
+    recorded = record_and_claim(ledger, "d-1", "a1")
+
+    assert recorded.new and recorded.claimed.state is Claim.OWNED
+    stored = ledger.submissions.get(TAG)
+    delivery = ledger.deliveries.get("github", "d-1")
+    assert (stored.attempt, stored.claimed_by) == ("a1", "d-1")
+    assert delivery.lease.attempt == "a1" and stored.lease_until == delivery.lease.until
+
+
+def test_a_second_delivery_of_the_push_is_recorded_and_finds_the_claim_busy(ledger) -> None:
+    record_and_claim(ledger, "d-1", "a1")
+
+    second = record_and_claim(ledger, "d-2", "a2")
+
+    assert second.new and second.claimed.state is Claim.BUSY
+    assert second.claimed.submission.attempt == "a1"
+    assert ledger.deliveries.get("github", "d-2").lease.attempt == "a2"
+
+
+def test_a_run_that_may_not_run_the_delivery_claims_nothing(ledger, clock) -> None:
+    record_and_claim(ledger, "d-1", "a1")
+    busy = record_and_claim(ledger, "d-1", "a2")  # the first run's lease is live
+    ledger.deliveries.end_attempt("github", "d-1", "a1", "done")
+    finished = record_and_claim(ledger, "d-1", "a3")
+
+    assert busy.busy and busy.claimed is None
+    assert finished.delivery.finished and finished.claimed is None
+    assert ledger.submissions.get(TAG).attempt == "a1"  # nobody else took the claim
+
+
+def test_a_retry_of_the_delivery_takes_its_lease_and_finds_its_claim_stale(ledger, clock):
+    record_and_claim(ledger, "d-1", "a1")
+    clock.advance(LEASE.total_seconds() + 1)
+
+    retry = record_and_claim(ledger, "d-1", "a2")
+
+    assert not retry.new and retry.delivery.lease.attempt == "a2"
+    assert retry.claimed.state is Claim.STALE  # it lists before it may take over
+
+
+def test_a_push_handler_runs_with_its_claim_and_its_winner_commit_marks_done(worker) -> None:
+    worker, ledger = worker
+    seen: list[Any] = []
+
+    def claims(body: bytes, ctx: Any) -> ClaimRequest:
+        return ClaimRequest(TAG, {"repo": "o/r", "sha": "abc"})
+
+    @handler("github", "push", claims=claims)
+    def on_push(event, ctx):
+        seen.append(event.claimed.state)
+        ctx.ledger.submissions.register_winner(TAG, "batches/b1", "test", {}, end=event.end)
+        return Done("submitted")
+
+    answer = post(worker, "github", "push", "p-1")
+
+    assert (answer.status, answer.body["status"]) == (200, "done")
+    assert seen == [Claim.OWNED]
+    assert ledger.submissions.get(TAG).operation == "batches/b1"
+    delivery = ledger.deliveries.get("github", "p-1")
+    assert (delivery.status, delivery.attempts) == ("done", 1)
+    assert delivery.lease.until <= datetime.now(UTC)  # the winner's commit ended the lease
+
+
+def test_an_unleased_settlement_creates_its_delivery_done_in_the_settling_commit(worker):
+    worker, ledger = worker
+    ledger.operations.register("batches/s1", "test")
+    calls: list[str] = []
+
+    @handler("gemini", "batch.succeeded", leased=False)
+    def settle(event, ctx):
+        calls.append(event.delivery_id)
+        assert ctx.ledger.deliveries.get("gemini", event.delivery_id) is None  # not yet
+        result = ctx.ledger.settle("batches/s1", "succeeded", "webhook", end=event.end)
+        return Done(result.value)
+
+    first = post(worker, "gemini", "batch.succeeded", "g-1", b'{"data": {"id": "s1"}}')
+    again = post(worker, "gemini", "batch.succeeded", "g-1", b'{"data": {"id": "s1"}}')
+
+    assert (first.status, first.body["status"]) == (200, "done")
+    assert (again.status, again.body["status"]) == (200, "duplicate")
+    assert calls == ["g-1"]  # the duplicate ran nothing
+    delivery = ledger.deliveries.get("gemini", "g-1")
+    assert (delivery.status, delivery.attempts, delivery.lease) == ("done", 1, None)
+    assert delivery.payload == b'{"data": {"id": "s1"}}'  # kept for a replay
+    assert ledger.operations.get("batches/s1").status == "succeeded"
+
+
+def test_an_unleased_run_that_settles_nothing_is_recorded_and_marked_by_the_worker(worker):
+    worker, ledger = worker
+    ledger.operations.register("batches/s2", "test")
+    ledger.settle("batches/s2", "failed", "reconcile")  # settled before the webhook came
+
+    @handler("gemini", "batch.failed", leased=False)
+    def settle(event, ctx):
+        result = ctx.ledger.settle("batches/s2", "failed", "webhook", end=event.end)
+        return Done(result.value)
+
+    answer = post(worker, "gemini", "batch.failed", "g-2")
+
+    assert (answer.status, answer.body["detail"]) == (200, "already_settled")
+    delivery = ledger.deliveries.get("gemini", "g-2")
+    assert (delivery.status, delivery.attempts) == ("done", 1)
+
+
+def test_an_unleased_run_that_fails_leaves_a_queued_record_with_its_reason(worker):
+    worker, ledger = worker
+
+    @handler("gemini", "batch.expired", leased=False)
+    def settle(event, ctx):
+        raise RetryableError("Gemini 503")
+
+    answer = post(worker, "gemini", "batch.expired", "g-3")
+
+    assert (answer.status, answer.body["status"]) == (503, "retry")
+    delivery = ledger.deliveries.get("gemini", "g-3")
+    assert delivery.status == "queued" and "Gemini 503" in delivery.last_error
