@@ -198,6 +198,16 @@ def test_every_declared_composite_index_serves_a_query(exercised: QueryLog) -> N
                 .order_by("__name__", direction=firestore.Query.DESCENDING)
             ),
         ),
+        (
+            "a single-field order on an exempted timestamp",
+            lambda c: c.collection("operations").order_by("settled_at"),
+        ),
+        (
+            "an equality on an exempted field",
+            lambda c: c.collection("deliveries").where(
+                filter=firestore.FieldFilter("payload_ref", "==", "x")
+            ),
+        ),
     ],
 )
 def test_the_checker_refuses_a_query_no_declared_index_serves(
