@@ -7,10 +7,15 @@ that knows how the facade wires them.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
+from local.firestore_emulator import reset
 from shared.clock import Clock
 from shared.ledger.commits import Commits
 from shared.ledger.deliveries import Deliveries
@@ -20,6 +25,7 @@ from shared.ledger.queries import ConsoleQueries, Queries
 from shared.ledger.results import Reviews
 from shared.ledger.runs import AdoptionWatermark, Runs
 from shared.ledger.submissions import Submissions
+from tests.plugins.firestore import CLAIMS_DATABASE, PROJECT
 
 RETENTION = timedelta(days=14)
 GRACE = timedelta(seconds=90)
@@ -52,3 +58,22 @@ def ledger_parts(client: Any, clock: Clock) -> Parts:
         runs=Runs(commits, retention=RETENTION),
         watermark=AdoptionWatermark(commits),
     )
+
+
+@contextlib.contextmanager
+def emptied_clients(emulator: str) -> Iterator[tuple[Any, Any]]:
+    """Clients on the ledger's and the claim store's databases, both emptied: for a
+    module-scoped fixture that runs one scenario and keeps only what it recorded."""
+    from google.cloud import firestore
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FIRESTORE_EMULATOR_HOST", emulator)
+        reset(emulator, PROJECT)
+        reset(emulator, PROJECT, CLAIMS_DATABASE)
+        ledger = firestore.Client(project=PROJECT)
+        claims = firestore.Client(project=PROJECT, database=CLAIMS_DATABASE)
+        try:
+            yield ledger, claims
+        finally:
+            ledger.close()
+            claims.close()

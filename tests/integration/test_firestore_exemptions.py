@@ -21,7 +21,7 @@ from shared.errors import PermanentError
 from shared.ledger.submissions import Submissions
 from tests.firestore_indexes import capture_queries, load_spec, single_field_needs
 from tests.integration.test_ledger_indexes import exercise_every_read, seed
-from tests.ledger_parts import Parts, ledger_parts
+from tests.ledger_parts import Parts, emptied_clients, ledger_parts
 
 # The ledger's collections and the claim store's, each with its database in firestore.tf.
 LEDGER = ("operations", "deliveries", "reviews", "submissions", "reconcile_runs", "reconcile_state")
@@ -118,23 +118,27 @@ def written_fields(client: Any, claims_client: Any) -> dict[tuple[str, str], Any
     return found
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def fields_and_needs(
-    firestore_client: Any, claims_firestore_client: Any, monkeypatch: pytest.MonkeyPatch
+    firestore_emulator: str,
 ) -> tuple[dict[tuple[str, str], Any], set[tuple[str, str]]]:
+    """(each field written, with a value) and (each field a query reads by its single-field index)."""
     clock = FakeClock()
-    parts = ledger_parts(firestore_client, clock)
-    with capture_queries(monkeypatch) as log:
-        seed(parts, clock)
-        exercise_every_read(parts, clock)
+    with (
+        emptied_clients(firestore_emulator) as (client, claims),
+        pytest.MonkeyPatch.context() as patch,
+    ):
+        parts = ledger_parts(client, clock)
+        with capture_queries(patch) as log:
+            seed(parts, clock)
+            exercise_every_read(parts, clock)
+        write_every_field(parts, clock)
+        FirestoreClaimStore(claims, clock, chunk_bytes=4).put("github:d-9", b"0123456789")
+        written = written_fields(client, claims)
     needs = {
         (q.shape.collection, f) for q in log.queries for f in single_field_needs(q.shape) or ()
     }
-    write_every_field(parts, clock)
-    FirestoreClaimStore(claims_firestore_client, clock, chunk_bytes=4).put(
-        "github:d-9", b"0123456789"
-    )
-    return written_fields(firestore_client, claims_firestore_client), needs
+    return written, needs
 
 
 def _top(path: str) -> str:

@@ -10,6 +10,7 @@ a label, and the labels run here must equal the labels in the source.
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 import json
 from datetime import timedelta
@@ -28,7 +29,7 @@ from tests.firestore_indexes import (
     missing_index,
     shape_of,
 )
-from tests.ledger_parts import Parts, ledger_parts
+from tests.ledger_parts import Parts, emptied_clients, ledger_parts
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOYED = ("shared", "functions", "hookledger")  # what runs against production Firestore
@@ -36,6 +37,7 @@ QUERY_BUILDERS = {"where", "order_by", "start_after", "start_at", "end_at", "end
 QUERY_RUNNERS = {"stream", "count"}
 
 
+@functools.cache
 def _modules() -> list[tuple[Path, ast.AST]]:
     files = sorted(p for top in DEPLOYED for p in (REPO / top).rglob("*.py"))
     return [(path, ast.parse(path.read_text())) for path in files]
@@ -123,13 +125,15 @@ def seed(parts: Parts, clock: FakeClock) -> None:
     clock.advance(3600)
 
 
-@pytest.fixture
-def exercised(firestore_client: Any, monkeypatch: pytest.MonkeyPatch) -> QueryLog:
+@pytest.fixture(scope="module")
+def exercised(firestore_emulator: str) -> QueryLog:
+    """The queries of one run of every read (the tests only look at what was sent)."""
     clock = FakeClock()
-    parts = ledger_parts(firestore_client, clock)
-    with capture_queries(monkeypatch) as log:
-        seed(parts, clock)
-        exercise_every_read(parts, clock)
+    with emptied_clients(firestore_emulator) as (client, _), pytest.MonkeyPatch.context() as patch:
+        parts = ledger_parts(client, clock)
+        with capture_queries(patch) as log:
+            seed(parts, clock)
+            exercise_every_read(parts, clock)
     return log
 
 
