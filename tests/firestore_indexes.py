@@ -110,8 +110,8 @@ def shape_of(structured_query: Any) -> Shape:
     array: set[str] = set()
     inequality: set[str] = set()
     if query.HasField("where"):
-        for kind, path, op in _filters(query.where):
-            if kind == "unary" or op in EQUALITY_OPS:
+        for path, op in _filters(query.where):
+            if op in EQUALITY_OPS or op in UNARY_EQUALITY:
                 equality.add(path)
             elif op in ARRAY_OPS:
                 array.add(path)
@@ -129,7 +129,8 @@ def shape_of(structured_query: Any) -> Shape:
     )
 
 
-def _filters(where: Any) -> Iterator[tuple[str, str, str]]:
+def _filters(where: Any) -> Iterator[tuple[str, str]]:
+    """(field path, operator name) of each filter of an AND."""
     which = where.WhichOneof("filter_type")
     if which == "composite_filter":
         if where.composite_filter.op != 1:  # AND; an OR is a union of queries, not handled here
@@ -138,9 +139,10 @@ def _filters(where: Any) -> Iterator[tuple[str, str, str]]:
             yield from _filters(sub)
     elif which == "field_filter":
         op = type(where.field_filter).Operator.Name(where.field_filter.op)
-        yield "field", where.field_filter.field.field_path, op
-    else:
-        yield "unary", where.unary_filter.field.field_path, "UNARY"
+        yield where.field_filter.field.field_path, op
+    else:  # IS_NULL and IS_NAN are equalities, IS_NOT_NULL and IS_NOT_NAN ranges
+        op = type(where.unary_filter).Operator.Name(where.unary_filter.op)
+        yield where.unary_filter.field.field_path, op
 
 
 def order_needed(shape: Shape) -> tuple[list[tuple[str, str]], str]:

@@ -203,6 +203,14 @@ def test_every_declared_composite_index_serves_a_query(exercised: QueryLog) -> N
             ),
         ),
         (
+            "a not-null filter is a range, ordered after the explicit order",
+            lambda c: (
+                c.collection("operations")
+                .where(filter=firestore.FieldFilter("kind", "!=", None))
+                .order_by("submitted_at", direction=firestore.Query.DESCENDING)
+            ),
+        ),
+        (
             "a single-field order on an exempted timestamp",
             lambda c: c.collection("operations").order_by("settled_at"),
         ),
