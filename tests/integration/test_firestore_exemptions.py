@@ -18,10 +18,11 @@ import pytest
 from shared.claims import FirestoreClaimStore
 from shared.clock import FakeClock
 from shared.errors import PermanentError
+from shared.ledger import Ledger
 from shared.ledger.submissions import Submissions
 from tests.firestore_indexes import capture_queries, load_spec, single_field_needs
 from tests.integration.test_ledger_indexes import exercise_every_read, seed
-from tests.ledger_parts import Parts, emptied_clients, ledger_parts
+from tests.ledger_parts import emptied_clients, ledger_parts
 
 # The ledger's collections and the claim store's, each with its database in firestore.tf.
 LEDGER = ("operations", "deliveries", "reviews", "submissions", "reconcile_runs", "reconcile_state")
@@ -29,7 +30,7 @@ CLAIMS = ("payloads", "chunks")
 MAX_FIELD_CONFIGS = 200  # per database: https://cloud.google.com/firestore/docs/ttl#limits
 
 
-def write_every_field(parts: Parts, clock: FakeClock) -> None:
+def write_every_field(parts: Ledger, clock: FakeClock) -> None:
     """Drive each write path the ledger has, so each field it stores is written once."""
     ops = parts.operations
     ops.register("batches/w", "review", {"repo": "o/r", "sha": "s2", "paths": ["a.md"]})
@@ -92,7 +93,7 @@ def write_every_field(parts: Parts, clock: FakeClock) -> None:
         attempt="a1",
         lease_for=timedelta(minutes=10),
     )
-    deliveries.mark("github", "d-2", "done", "an error", attempt="a1")
+    deliveries.end_attempt("github", "d-2", "a1", "done", "an error")
     deliveries.record("gemini", "d-3", "batch.succeeded", payload_ref="gemini:d-3")
 
     parts.runs.record(clock(), clock(), {"examined": 1}, examined_ops=["batches/w"], budget_s=60.0)

@@ -21,6 +21,7 @@ import pytest
 from google.cloud import firestore
 
 from shared.clock import FakeClock
+from shared.ledger import Ledger
 from tests.firestore_indexes import (
     SPEC,
     QueryLog,
@@ -29,7 +30,7 @@ from tests.firestore_indexes import (
     missing_index,
     shape_of,
 )
-from tests.ledger_parts import Parts, emptied_clients, ledger_parts
+from tests.ledger_parts import emptied_clients, ledger_parts
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOYED = ("shared", "functions", "hookledger")  # what runs against production Firestore
@@ -73,7 +74,7 @@ def query_labels_in_source() -> set[str]:
     return labels
 
 
-def exercise_every_read(parts: Parts, clock: FakeClock) -> None:
+def exercise_every_read(parts: Ledger, clock: FakeClock) -> None:
     """Call each public read of the ledger's parts, with and without each filter and cursor."""
     ops, queries, deliveries = parts.operations, parts.queries, parts.deliveries
     since = clock() - timedelta(hours=1)
@@ -116,7 +117,7 @@ def exercise_every_read(parts: Parts, clock: FakeClock) -> None:
     parts.runs.for_operation("batches/a")
 
 
-def seed(parts: Parts, clock: FakeClock) -> None:
+def seed(parts: Ledger, clock: FakeClock) -> None:
     parts.operations.register("batches/a", "k", {"sha": "s1", "display_name": "tag-1"})
     parts.operations.register("batches/b", "k")
     parts.operations.settle("batches/b", "succeeded", "webhook", outbox=[{"n": 1}])
