@@ -11,6 +11,17 @@ locals {
     for ttl in local.firestore_spec.ttl : "${ttl.collectionGroup}.${ttl.field}" => ttl
   }
 
+  # Fields no query reads through a single-field index (TTL fields excluded: their resource
+  # already exempts them, and a field takes one google_firestore_field).
+  firestore_unindexed_fields = {
+    for pair in flatten([
+      for group in local.firestore_spec.unindexed : [
+        for field in group.fields : { collectionGroup = group.collectionGroup, field = field }
+      ]
+    ]) : "${pair.collectionGroup}.${pair.field}" => pair
+    if !contains(keys(local.firestore_ttl_fields), "${pair.collectionGroup}.${pair.field}")
+  }
+
   # The claim store's collections (shared/claims.py) live in the claims database, the rest
   # (the ledger) in (default).
   claims_collections = ["payloads", "chunks"]
@@ -63,7 +74,27 @@ resource "google_firestore_field" "ttl" {
 
   ttl_config {}
 
-  # No query filters on expire_at: skip its single-field indexes (monotonic timestamps hotspot).
+  # No query filters on expire_at: skip its single-field indexes (monotonic timestamps hotspot;
+  # see google_firestore_field.unindexed).
+  index_config {}
+}
+
+# Every field no query reads through its single-field index: no single-field indexes at all.
+# A collection with a monotonically increasing indexed field (a timestamp) sustains about 500
+# writes/s; "If your app doesn't use the timestamp field in any queries, you can remove the 500
+# writes per second limit by not indexing the timestamp field"
+# (https://cloud.google.com/firestore/docs/solutions/shard-timestamp). Index fanout is also "the
+# main contributor to write latency" (https://cloud.google.com/firestore/docs/best-practices).
+# Composite indexes do not use these, so a field a composite index lists can still be here.
+# tests/integration/test_firestore_exemptions.py derives the list from the queries the code makes.
+resource "google_firestore_field" "unindexed" {
+  for_each = local.firestore_unindexed_fields
+
+  project    = var.project_id
+  database   = contains(local.claims_collections, each.value.collectionGroup) ? google_firestore_database.claims.name : google_firestore_database.main.name
+  collection = each.value.collectionGroup
+  field      = each.value.field
+
   index_config {}
 }
 

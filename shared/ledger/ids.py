@@ -4,13 +4,19 @@
 - `deliveries/{source}:{opnames.encode(delivery_id)}`;
 - `reviews/{sha256(repo \\n sha \\n path)}`: a hash, since a path may be arbitrarily long;
 - `submissions/{opnames.encode(tag)}`, or `%sha256-{hex}` when the encoding would not fit
-  (`encode` never writes `%s`, so the two forms cannot collide).
+  (`encode` never writes `%s`, so the two forms cannot collide);
+- `reconcile_runs/{random hex}-{finished_at}`: random first, never in time order.
+
+The ids minted here are never sequential: ids in increasing order concentrate writes on one
+key range, a hotspot (https://cloud.google.com/firestore/docs/best-practices#document_ids).
+Operation and delivery ids keep the sender's id (reversibly), so they follow its order.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import uuid
 from datetime import datetime
 from typing import Any
 
@@ -58,6 +64,11 @@ def submission_id(tag: str) -> str:
     except ValueError:
         digest = hashlib.sha256(tag.encode("utf-8", errors="surrogatepass")).hexdigest()
         return f"%sha256-{digest}"
+
+
+def run_doc_id(finished_at: datetime) -> str:
+    """A `reconcile_runs` document id: 12 random hex digits, then the finish time to read."""
+    return f"{uuid.uuid4().hex[:12]}-{finished_at:%Y%m%dT%H%M%S}"
 
 
 def check_time(value: Any, what: str) -> None:

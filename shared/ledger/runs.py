@@ -12,7 +12,6 @@ one small document, read at most once per reconcile process and written once per
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -23,7 +22,7 @@ from google.cloud import firestore
 
 from shared.ledger.commits import Commits
 from shared.ledger.errors import InvalidArgument, StoreUnavailable
-from shared.ledger.ids import check_limit
+from shared.ledger.ids import check_limit, run_doc_id
 
 RECONCILE_RUNS = "reconcile_runs"
 RECONCILE_STATE = "reconcile_state"
@@ -80,7 +79,7 @@ class Runs:
             for key, value in counts.items()
             if isinstance(value, bool | int | float | str) or value is None
         }
-        run_id = f"{finished_at:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+        run_id = run_doc_id(finished_at)
         data = {
             "started_at": started_at,
             "finished_at": finished_at,

@@ -1,157 +1,230 @@
-"""Every query the ledger issues is served by an index declared in terraform/firestore_indexes.json.
+"""Every query the code makes is served by an index terraform/firestore_indexes.json declares.
 
-The emulator runs any query without an index; production rejects one that needs a missing
-composite index. So the queries are captured as the real client builds them, and each
-is matched against the declared indexes by Firestore's rules.
+Each read of the ledger runs against the emulator while `capture_queries` records the
+requests as sent; `missing_index` (tests/firestore_indexes.py) matches each against the
+declared composite indexes and the single-field indexes Terraform leaves on. The set of
+queries is complete because every query goes through `Commits.stream`/`Commits.count` with
+a label, and the labels run here must equal the labels in the source.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import itertools
 import json
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from google.cloud import firestore
-from google.cloud.firestore_v1.aggregation import AggregationQuery
-from google.cloud.firestore_v1.query import Query
 
 from shared.clock import FakeClock
 from shared.ledger import Ledger
+from tests.firestore_indexes import (
+    SPEC,
+    QueryLog,
+    capture_queries,
+    load_spec,
+    missing_index,
+    shape_of,
+)
+from tests.ledger_parts import emptied_clients, ledger_parts
 
-INDEXES = Path(__file__).resolve().parents[2] / "terraform" / "firestore_indexes.json"
-EQUALITY = {"EQUAL"}
+REPO = Path(__file__).resolve().parents[2]
+DEPLOYED = ("shared", "functions", "hookledger")  # what runs against production Firestore
+QUERY_BUILDERS = {"where", "order_by", "start_after", "start_at", "end_at", "end_before"}
+QUERY_RUNNERS = {"stream", "count"}
 
 
-def declared_indexes():
-    spec = json.loads(INDEXES.read_text())
+@functools.cache
+def _modules() -> list[tuple[Path, ast.AST]]:
+    files = sorted(p for top in DEPLOYED for p in (REPO / top).rglob("*.py"))
+    return [(path, ast.parse(path.read_text())) for path in files]
+
+
+def _method_calls(tree: ast.AST, names: set[str]) -> list[ast.Call]:
     return [
-        (index["collectionGroup"], [(f["fieldPath"], f["order"]) for f in index["fields"]])
-        for index in spec["indexes"]
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in names
     ]
 
 
-def shape(structured):
-    """(collection, equality fields, other filter fields, [(order field, direction)])."""
-    query = type(structured).to_dict(structured, use_integers_for_enums=False)
-    collection = query["from_"][0]["collection_id"]
-    where = query.get("where") or {}
-    filters = [f["field_filter"] for f in (where.get("composite_filter") or {}).get("filters", [])]
-    if where.get("field_filter"):
-        filters.append(where["field_filter"])
-    equality = {f["field"]["field_path"] for f in filters if f["op"] in EQUALITY}
-    others = {f["field"]["field_path"] for f in filters if f["op"] not in EQUALITY}
-    order = [
-        (o["field"]["field_path"], o["direction"])
-        for o in query.get("order_by", [])
-        if o["field"]["field_path"] != "__name__"
-    ]
-    return collection, equality, others, order
+def _label_head(node: ast.expr) -> str:
+    """The constant start of a label, up to its first space (`f"operation {name}"`)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value.split(" ", 1)[0]
+    if isinstance(node, ast.JoinedStr) and isinstance(node.values[0], ast.Constant):
+        return str(node.values[0].value).split(" ", 1)[0]
+    raise AssertionError(f"line {node.lineno}: a query label must start with a constant")
 
 
-def missing_index(structured, indexes):
-    """None when the query is served; else a description of the index it needs."""
-    collection, equality, others, order = shape(structured)
-    fields = equality | others | {field for field, _ in order}
-    if len(fields) <= 1:
-        return None  # single-field indexes exist automatically
-    if not others and not order:
-        return None  # equality filters only: Firestore merges the single-field indexes
-    if others and (not order or order[0][0] not in others):
-        return f"{collection}: inequality on {others} must be the first order-by"
-    for group, index_fields in indexes:
-        if group != collection or len(index_fields) != len(equality) + len(order):
-            continue
-        prefix, rest = index_fields[: len(equality)], index_fields[len(equality) :]
-        if {field for field, _ in prefix} == equality and rest == order:
-            return None
-    return f"{collection}: equality {sorted(equality)} then order {order}"
+def query_labels_in_source() -> set[str]:
+    """The label of every `….commits.stream(query, label)` / `.count(query, label)` call."""
+    labels = set()
+    for _, tree in _modules():
+        for call in _method_calls(tree, QUERY_RUNNERS):
+            receiver = ast.unparse(call.func.value)  # type: ignore[attr-defined]
+            if receiver.endswith("commits") and len(call.args) == 2:
+                labels.add(_label_head(call.args[1]))
+    return labels
 
 
-@pytest.fixture
-def captured(monkeypatch):
-    queries = []
-    real_stream, real_count = Query.stream, AggregationQuery.get
+def exercise_every_read(parts: Ledger, clock: FakeClock) -> None:
+    """Call each public read of the ledger's parts, with and without each filter and cursor."""
+    ops, queries, deliveries = parts.operations, parts.queries, parts.deliveries
+    since = clock() - timedelta(hours=1)
 
-    def recording_stream(self, *args, **kwargs):
-        queries.append(self._to_protobuf())
-        return real_stream(self, *args, **kwargs)
+    ops.get("a")  # a bare id: looked up by short_id
+    [first_due] = ops.due_pending(clock(), 1)
+    ops.due_pending(clock(), 1, first_due)
+    parts.outbox.sweep(lambda item: None, timedelta(0), 10)
 
-    def recording_count(self, *args, **kwargs):
-        queries.append(self._nested_query._to_protobuf())
-        return real_count(self, *args, **kwargs)
-
-    monkeypatch.setattr(Query, "stream", recording_stream)
-    monkeypatch.setattr(AggregationQuery, "get", recording_count)
-    return queries
-
-
-def test_each_ledger_query_uses_a_declared_index(firestore_client, captured):
-    clock = FakeClock()
-    ledger = Ledger(firestore_client, clock=clock)
-    ledger.operations.register("batches/a", "k")
-    ledger.operations.register("batches/b", "k")
-    ledger.settle("batches/b", "succeeded", "webhook", outbox=[{"n": 1}])
-    ledger.deliveries.record("github", "d-1", "push")
-    clock.advance(3600)
-
-    page = ledger.operations.due_pending(clock.now, limit=1)
-    ledger.operations.due_pending(clock.now, limit=1, start_after=page[-1])
-    ledger.outbox.sweep(lambda item: None, older_than=timedelta(seconds=60))
-    ledger.deliveries.listing(status="queued")
-    ledger.deliveries.listing()
-    ledger.operations.get("a")  # bare id: looked up by short_id
-
-    assert len(captured) == 6
-    indexes = declared_indexes()
-    assert [missing_index(query, indexes) for query in captured] == [None] * len(captured)
-
-
-def test_each_read_only_query_uses_a_declared_index(firestore_client, captured):
-    ledger = Ledger(firestore_client, clock=FakeClock())
-    ledger.operations.register("batches/a", "k", {"sha": "s1"})
-    ledger.deliveries.record("github", "d-1", "push")
-    [first] = ledger.queries.list_operations(limit=1)
-    [delivery] = ledger.deliveries.listing(limit=1)
-    captured.clear()
-
-    for status, kind, settled_by in itertools.product(
-        [None, "pending"], [None, "k"], [None, "webhook"]
-    ):
-        ledger.queries.list_operations(status, kind, settled_by, limit=5, start_after=first)
-        if settled_by is None:
-            ledger.queries.count_operations(status, kind)
+    [delivery] = deliveries.listing(None, 1)
     for status, source, event in itertools.product(
         [None, "queued"], [None, "github"], [None, "push"]
     ):
-        ledger.deliveries.listing(status, 5, source=source, event=event, start_after=delivery)
-    ledger.deliveries.count()
-    ledger.deliveries.count("dead")
-    ledger.queries.oldest_pending()
-    ledger.queries.stuck_alerted(limit=3)
-    ledger.queries.count_stuck_alerted()
-    ledger.deliveries.find("d-1")
-    ledger.queries.find_operation("context.sha", "s1")
-    ledger.reviews.reviews_for("batches/a")
+        deliveries.listing(status, 5, source=source, event=event, start_after=delivery)
+    deliveries.find("d-1")
+    deliveries.count()
+    deliveries.count("dead")
 
-    assert len(captured) == 8 + 4 + 8 + 2 + 3 + 3
-    indexes = declared_indexes()
-    problems = [missing_index(query, indexes) for query in captured]
-    assert [p for p in problems if p is not None] == []
+    [operation] = queries.list_operations(limit=1)
+    for status, kind, by in itertools.product([None, "pending"], [None, "k"], [None, "webhook"]):
+        queries.list_operations(status, kind, by, 5, operation)
+        queries.operations_page(status, kind, by, submitted_since=since, limit=5)
+        if by is None:
+            queries.count_operations(status, kind)
+    queries.oldest_pending()
+    queries.stuck_alerted(3)
+    queries.count_stuck_alerted()
+    queries.find_operation("context.sha", "s1")
+    queries.find_operation("context.display_name", "tag-1")
+
+    parts.console.count_settled("webhook", since, clock())
+    parts.console.webhook_deliveries_since("gemini", since, 10)
+
+    parts.reviews.reviews_for("batches/b")
+    parts.reviews.reviews_for_push("o/r", "s1")
+    parts.reviews.count_for_push("o/r", "s1")
+
+    [run] = parts.runs.recent(1)
+    parts.runs.recent(5, (run.finished_at, run.run_id))
+    parts.runs.for_operation("batches/a")
 
 
-def test_the_checker_reports_a_query_without_a_declared_index(firestore_client):
-    query = (
-        firestore_client.collection("operations")
-        .where(filter=firestore.FieldFilter("kind", "==", "github-review"))
-        .order_by("submitted_at")
-    )
+def seed(parts: Ledger, clock: FakeClock) -> None:
+    parts.operations.register("batches/a", "k", {"sha": "s1", "display_name": "tag-1"})
+    parts.operations.register("batches/b", "k")
+    parts.operations.settle("batches/b", "succeeded", "webhook", outbox=[{"n": 1}])
+    parts.deliveries.record("github", "d-1", "push")
+    parts.runs.record(clock(), clock(), {"examined": 1}, examined_ops=["batches/a"])
+    clock.advance(3600)
 
-    assert missing_index(query._to_protobuf(), declared_indexes()) is not None
-    wrong_direction = (
-        firestore_client.collection("deliveries")
-        .where(filter=firestore.FieldFilter("status", "==", "done"))
-        .order_by("received_at")
-    )
-    assert missing_index(wrong_direction._to_protobuf(), declared_indexes()) is not None
+
+@pytest.fixture(scope="module")
+def exercised(firestore_emulator: str) -> QueryLog:
+    """The queries of one run of every read (the tests only look at what was sent)."""
+    clock = FakeClock()
+    with emptied_clients(firestore_emulator) as (client, _), pytest.MonkeyPatch.context() as patch:
+        parts = ledger_parts(client, clock)
+        with capture_queries(patch) as log:
+            seed(parts, clock)
+            exercise_every_read(parts, clock)
+    return log
+
+
+def test_every_query_is_served_by_a_declared_index(exercised: QueryLog) -> None:
+    spec = load_spec()
+    problems = {f"{q.label}: {p}" for q in exercised.queries if (p := missing_index(q.shape, spec))}
+    assert sorted(problems) == []
+
+
+def test_every_query_in_the_code_was_run_here(exercised: QueryLog) -> None:
+    # A query not made through a labelled Commits call could not be counted here.
+    assert None not in exercised.labels()
+    assert exercised.labels() == query_labels_in_source()
+
+
+def test_queries_are_built_and_run_only_by_the_ledger() -> None:
+    strays = []
+    for path, tree in _modules():
+        relative = path.relative_to(REPO).as_posix()
+        in_ledger = relative.startswith("shared/ledger/")
+        for call in _method_calls(tree, QUERY_BUILDERS | {"stream"}):
+            receiver = ast.unparse(call.func.value)  # type: ignore[attr-defined]
+            name = call.func.attr  # type: ignore[attr-defined]
+            runs_itself = name == "stream" and not receiver.endswith("commits")
+            if not in_ledger or (runs_itself and relative != "shared/ledger/commits.py"):
+                strays.append(f"{relative}:{call.lineno} {receiver}.{name}(")
+    assert strays == []
+
+
+def test_every_declared_composite_index_serves_a_query(exercised: QueryLog) -> None:
+    """Remove any one index and some query goes unserved: none is missing, none is spare."""
+    data = json.loads(SPEC.read_text())
+    spare = []
+    for n, index in enumerate(data["indexes"]):
+        without = load_spec({**data, "indexes": data["indexes"][:n] + data["indexes"][n + 1 :]})
+        if not any(missing_index(q.shape, without) for q in exercised.queries):
+            spare.append(index["purpose"])
+    assert spare == []
+
+
+@pytest.mark.parametrize(
+    "name, build",
+    [
+        (
+            "equality then an order no index lists",
+            lambda c: (
+                c.collection("operations")
+                .where(filter=firestore.FieldFilter("kind", "==", "k"))
+                .order_by("submitted_at")
+            ),
+        ),
+        (
+            "the declared fields in the other direction",
+            lambda c: (
+                c.collection("deliveries")
+                .where(filter=firestore.FieldFilter("status", "==", "done"))
+                .order_by("received_at")
+            ),
+        ),
+        (
+            "__name__ against the index's direction",
+            lambda c: (
+                c.collection("operations")
+                .where(filter=firestore.FieldFilter("status", "==", "pending"))
+                .order_by("next_check_at")
+                .order_by("__name__", direction=firestore.Query.DESCENDING)
+            ),
+        ),
+        (
+            "a not-null filter is a range, ordered after the explicit order",
+            lambda c: (
+                c.collection("operations")
+                .where(filter=firestore.FieldFilter("kind", "!=", None))
+                .order_by("submitted_at", direction=firestore.Query.DESCENDING)
+            ),
+        ),
+        (
+            "a single-field order on an exempted timestamp",
+            lambda c: c.collection("operations").order_by("settled_at"),
+        ),
+        (
+            "an equality on an exempted field",
+            lambda c: c.collection("deliveries").where(
+                filter=firestore.FieldFilter("payload_ref", "==", "x")
+            ),
+        ),
+    ],
+)
+def test_the_checker_refuses_a_query_no_declared_index_serves(
+    firestore_client: Any, name: str, build: Any
+) -> None:
+    shape = shape_of(build(firestore_client)._to_protobuf())
+    assert missing_index(shape, load_spec()) is not None, name

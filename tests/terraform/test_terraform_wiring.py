@@ -606,6 +606,23 @@ def test_ttl_and_indexes_are_deployed_from_firestore_indexes_json(tf: Module) ->
     assert _attr(content, "order") == "${fields.value.order}"
 
 
+def test_unindexed_fields_are_deployed_from_firestore_indexes_json_without_indexes(
+    tf: Module,
+) -> None:
+    assert "for group in local.firestore_spec.unindexed" in tf.locals["firestore_unindexed_fields"]
+    unindexed = tf.resource("google_firestore_field", "unindexed")
+    ttl = tf.resource("google_firestore_field", "ttl")
+    assert _attr(unindexed, "for_each") == "${local.firestore_unindexed_fields}"
+    assert _attr(unindexed, "collection") == "${each.value.collectionGroup}"
+    assert _attr(unindexed, "field") == "${each.value.field}"
+    # Each in the database of its collection, as the TTL fields are.
+    assert _attr(unindexed, "database") == _attr(ttl, "database")
+    # An empty index_config turns every single-field index of the field off.
+    for resource in (unindexed, ttl):
+        assert _block(resource, "index_config") == {}
+    assert not _blocks(unindexed, "ttl_config")
+
+
 def test_index_keys_are_unique_for_every_index_in_the_json() -> None:
     spec = json.loads((TERRAFORM / "firestore_indexes.json").read_text())
     # Mirrors local.firestore_indexes' key: a duplicate would fail the for expression.

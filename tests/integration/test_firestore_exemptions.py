@@ -1,0 +1,184 @@
+"""Single-field indexes only where a query reads them (terraform/firestore_indexes.json).
+
+A collection whose indexed field increases with every write (a timestamp, the TTL field)
+holds about 500 writes/s, and every indexed field costs write latency and storage; a
+composite index never needs the single-field index of its fields. So every field the
+ledger writes is either read by a query through its single-field index (derived from the
+queries captured in test_ledger_indexes.py) or listed as `unindexed`, and not both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from shared.claims import FirestoreClaimStore
+from shared.clock import FakeClock
+from shared.errors import PermanentError
+from shared.ledger import Ledger
+from shared.ledger.submissions import Submissions
+from tests.firestore_indexes import capture_queries, load_spec, single_field_needs
+from tests.integration.test_ledger_indexes import exercise_every_read, seed
+from tests.ledger_parts import emptied_clients, ledger_parts
+
+# The ledger's collections and the claim store's, each with its database in firestore.tf.
+LEDGER = ("operations", "deliveries", "reviews", "submissions", "reconcile_runs", "reconcile_state")
+CLAIMS = ("payloads", "chunks")
+MAX_FIELD_CONFIGS = 200  # per database: https://cloud.google.com/firestore/docs/ttl#limits
+
+
+def write_every_field(parts: Ledger, clock: FakeClock) -> None:
+    """Drive each write path the ledger has, so each field it stores is written once."""
+    ops = parts.operations
+    ops.register("batches/w", "review", {"repo": "o/r", "sha": "s2", "paths": ["a.md"]})
+    ops.defer("batches/w", clock() + timedelta(minutes=5), 1, answer="still running")
+    ops.mark_stuck_alerted("batches/w", clock(), timedelta(hours=1))
+    ops.mark_waiting_alerted("batches/w", clock(), timedelta(hours=1))
+    ops.mark_not_found("batches/w", clock())
+
+    def reviews(writes: Any, record: Any) -> None:
+        writes.put_review("o/r", "s2", "a.md", {"status": "ok", "text": "t", "truncated": True})
+        writes.put_review(
+            "o/r",
+            "s2",
+            "b.md",
+            {"status": "error", "error": "e", "blocked": True, "block_reason": "SAFETY"},
+        )
+        writes.put_review(
+            "o/r", "s2", "c.md", {"status": "ok", "text": "", "finish_reason": "MAX_TOKENS"}
+        )
+
+    ops.settle(
+        "batches/w",
+        "succeeded",
+        "webhook",
+        error={"message": "partly"},
+        writeback=reviews,
+        outbox=[{"comment": 1}],
+        result_counts={"succeeded": 1},
+        outcome={"partial": True},
+    )
+    parts.outbox.deliver("batches/w", lambda item: None)
+
+    def refused(writes: Any, record: Any) -> None:
+        raise PermanentError("refused")
+
+    ops.register("batches/x", "review")
+    ops.settle("batches/x", "failed", "reconcile", writeback=refused)
+
+    subs: Submissions = parts.submissions
+    until = clock() + timedelta(minutes=10)
+    subs.claim(
+        "tag-w",
+        delivery_id="d-2",
+        attempt="a1",
+        lease_until=until,
+        now=clock(),
+        context={"repo": "o/r"},
+    )
+    subs.register_winner("tag-w", "batches/y", "review", {"repo": "o/r"})
+    ops.record_superseded(
+        "batches/z", "review", {"repo": "o/r"}, winner="batches/y", outbox=[{"cancel": 1}]
+    )
+
+    deliveries = parts.deliveries
+    deliveries.record(
+        "github",
+        "d-2",
+        "push",
+        payload={"ref": "main"},
+        attempt="a1",
+        lease_for=timedelta(minutes=10),
+    )
+    deliveries.end_attempt("github", "d-2", "a1", "done", "an error")
+    deliveries.record("gemini", "d-3", "batch.succeeded", payload_ref="gemini:d-3")
+
+    parts.runs.record(clock(), clock(), {"examined": 1}, examined_ops=["batches/w"], budget_s=60.0)
+    parts.watermark.set(clock())
+
+
+def field_paths(data: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Every field path and value, into maps (not into arrays: their maps are whole values)."""
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        yield path, value
+        if isinstance(value, Mapping):
+            yield from field_paths(value, f"{path}.")
+
+
+def written_fields(client: Any, claims_client: Any) -> dict[tuple[str, str], Any]:
+    found: dict[tuple[str, str], Any] = {}
+    for db, collections in ((client, LEDGER), (claims_client, CLAIMS)):
+        for collection in collections:
+            for snapshot in db.collection_group(collection).stream():
+                for path, value in field_paths(snapshot.to_dict() or {}):
+                    found.setdefault((collection, path), value)
+    return found
+
+
+@pytest.fixture(scope="module")
+def fields_and_needs(
+    firestore_emulator: str,
+) -> tuple[dict[tuple[str, str], Any], set[tuple[str, str]]]:
+    """(each field written, with a value) and (each field a query reads by its single-field index)."""
+    clock = FakeClock()
+    with (
+        emptied_clients(firestore_emulator) as (client, claims),
+        pytest.MonkeyPatch.context() as patch,
+    ):
+        parts = ledger_parts(client, clock)
+        with capture_queries(patch) as log:
+            seed(parts, clock)
+            exercise_every_read(parts, clock)
+        write_every_field(parts, clock)
+        FirestoreClaimStore(claims, clock, chunk_bytes=4).put("github:d-9", b"0123456789")
+        written = written_fields(client, claims)
+    needs = {
+        (q.shape.collection, f) for q in log.queries for f in single_field_needs(q.shape) or ()
+    }
+    return written, needs
+
+
+def _top(path: str) -> str:
+    return path.split(".", 1)[0]
+
+
+def test_no_field_a_query_reads_through_its_single_field_index_is_exempted(
+    fields_and_needs: Any,
+) -> None:
+    _, needs = fields_and_needs
+    spec = load_spec()
+    assert sorted(n for n in needs if spec.is_exempted(*n)) == []
+    assert ("operations", "short_id") in needs  # the capture saw the single-field reads
+
+
+def test_every_timestamp_no_query_reads_is_exempted(fields_and_needs: Any) -> None:
+    written, needs = fields_and_needs
+    spec = load_spec()
+    timestamps = {key for key, value in written.items() if isinstance(value, datetime)}
+    assert ("operations", "expire_at") in timestamps and ("payloads", "created_at") in timestamps
+    assert sorted(k for k in timestamps - needs if not spec.is_exempted(*k)) == []
+
+
+def test_the_exemptions_are_exactly_the_written_fields_no_query_reads(
+    fields_and_needs: Any,
+) -> None:
+    """At the top level; a map a query reads into (`context`) keeps its indexes whole."""
+    written, needs = fields_and_needs
+    spec = load_spec()
+    read_tops = {(c, _top(f)) for c, f in needs}
+    top_level = {(c, f) for c, f in written if "." not in f}
+    assert sorted(top_level - read_tops - spec.exempted) == [], "indexed, but no query reads it"
+    assert sorted(spec.unindexed - top_level) == [], "exempted, but never written"
+
+
+def test_each_field_has_one_configuration_within_the_documented_limit() -> None:
+    spec = load_spec()
+    # One google_firestore_field per field: a TTL field's resource already exempts it.
+    assert sorted(spec.ttl & spec.unindexed) == []
+    for collections in (LEDGER, CLAIMS):
+        configs = [k for k in spec.exempted if k[0] in collections]
+        assert len(configs) <= MAX_FIELD_CONFIGS
