@@ -127,13 +127,18 @@ class Scenario:
     groups: dict[str, int]  # role -> process group id
     phases: list[Phase] = field(default_factory=list)
     cpu_s: dict[str, float] = field(default_factory=dict)
+    # Per round: CPU ms per request of each role, so a run shows its own spread.
+    round_cpu_ms: list[dict[str, float]] = field(default_factory=list)
 
     def round(self, count: int, limit_s: float) -> Phase:
         before = self._cpu()
         phase = self.gen.run(count, limit_s)
         after = self._cpu()
-        for role in after:
-            self.cpu_s[role] = self.cpu_s.get(role, 0.0) + after[role] - before[role]
+        done = len(phase.latencies_ms) or 1
+        spent = {role: after[role] - before[role] for role in after}
+        for role, seconds in spent.items():
+            self.cpu_s[role] = self.cpu_s.get(role, 0.0) + seconds
+        self.round_cpu_ms.append({role: seconds * 1000 / done for role, seconds in spent.items()})
         self.phases.append(phase)
         return phase
 

@@ -21,7 +21,10 @@ each) and a warm-up phase that is not counted, it measures:
 
 CPU is read from each process group's own counters (/proc, user + system) around every
 measured round, after the warm-up: `cpu` reports the ingress server's CPU seconds per
-1,000 accepted deliveries against `bare_enqueue`'s, measured the same way (goal <= 1.3x).
+1,000 accepted deliveries against `bare_enqueue`'s, measured the same way (goal <= 1.3x),
+pooled over the rounds, with each round's own ratio beside it (`round_ratios`: the two
+run back to back, in alternating order, so the spread shows what load elsewhere on the
+machine did).
 `memory`: a fresh ingress (claim store on a Firestore emulator: bodies over 512 KiB are
 claim-checked) warmed up, then `--clients` clients each sending `--burst-per-client`
 signed 1 MiB pushes at once: peak RSS of its process group over its idle RSS (goal
@@ -61,6 +64,7 @@ from bench._ackparts import (
     REPO,
     SERVER_THREADS,
     SERVER_WORKERS,
+    Scenario,
     enqueue_scenario,
     http_scenario,
     paused_queue,
@@ -82,8 +86,12 @@ def progress(message: str) -> None:
 # ---- CPU and memory ----------------------------------------------------------------------
 
 
-def cpu_figures(results: dict[str, Any]) -> dict[str, Any]:
-    """Server CPU seconds per 1,000 accepted deliveries: the ingress against the baseline."""
+def cpu_figures(results: dict[str, Any], round_ratios: list[float]) -> dict[str, Any]:
+    """Server CPU seconds per 1,000 accepted deliveries: the ingress against the baseline.
+
+    `ratio` pools every round; `round_ratios` are each round's own (ingress and baseline
+    measured back to back), so one run shows how much load elsewhere moved the figure.
+    """
     ingress = results["ingress"]["cpu_ms_per_request"]
     baseline = results["bare_enqueue"]["cpu_ms_per_request"]
     ratio = ingress["server"] / baseline["server"] if baseline["server"] else float("nan")
@@ -93,12 +101,25 @@ def cpu_figures(results: dict[str, Any]) -> dict[str, Any]:
         "ingress_emulator_s_per_1000": ingress.get("emulator"),
         "baseline_emulator_s_per_1000": baseline.get("emulator"),
         "ratio": round(ratio, 3),
+        "round_ratios": round_ratios,
+        "round_spread": [min(round_ratios), max(round_ratios)] if round_ratios else [],
         "goal": CPU_GOAL,
         "met": ratio <= CPU_GOAL,
         "what": "user+system CPU of the server's process group over the measured rounds "
         "(after warm-up), per 1,000 accepted requests; baseline = bare handler + one "
         "CreateTask of the body, same server settings",
     }
+
+
+def round_cpu_ratio(scenarios: list[Scenario]) -> float:
+    """The last round's ingress server CPU per request over the baseline's."""
+    by_name = {
+        scenario.name: scenario.round_cpu_ms[-1]["server"]
+        for scenario in scenarios
+        if scenario.name in ("ingress", "bare_enqueue")
+    }
+    baseline = by_name["bare_enqueue"]
+    return round(by_name["ingress"] / baseline, 3) if baseline else float("nan")
 
 
 def memory_burst(
@@ -288,15 +309,23 @@ def main(argv: list[str] | None = None) -> int:
             scenario.gen.run(args.warmup, args.phase_limit_s)
         per_round = -(-args.requests // args.rounds)
         round_ratios = []
+        cpu_round_ratios = []
         # Interleaved rounds: load from elsewhere on the machine falls on every scenario alike.
+        # The two CPU scenarios swap places every other round (ABBA), so neither is always
+        # the one that follows `enqueue`'s burst on the emulator they share.
+        swapped = [*scenarios[:2], scenarios[3], scenarios[2]]
         for number in range(1, args.rounds + 1):
             p99 = {}
-            for scenario in scenarios:
+            for scenario in scenarios if number % 2 else swapped:
                 p99[scenario.name] = summary(scenario.round(per_round, args.phase_limit_s))[
                     "p99_ms"
                 ]
             round_ratios.append(round(p99["ingress"] / (p99["bare"] + p99["enqueue"]), 3))
-            progress(f"round {number}/{args.rounds}: p99 {p99}, ratio {round_ratios[-1]}")
+            cpu_round_ratios.append(round_cpu_ratio(scenarios))
+            progress(
+                f"round {number}/{args.rounds}: p99 {p99}, ratio {round_ratios[-1]}, "
+                f"CPU ratio {cpu_round_ratios[-1]}"
+            )
         results = {scenario.name: scenario.result() for scenario in scenarios}
         memory = memory_burst(args, emulator_host, run_id, services, servers)
     finally:
@@ -355,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
                     "goal": OVERHEAD_GOAL,
                     "met": ratio <= OVERHEAD_GOAL,
                 },
-                "cpu": cpu_figures(results),
+                "cpu": cpu_figures(results, cpu_round_ratios),
                 "memory": memory,
                 "cold_start": cold,
             }

@@ -29,6 +29,7 @@ import functions_framework
 from shared import logs, runtime
 from shared.config import FUNCTIONS, ConfigError
 from shared.entrypoints.http import REQUEST_LIMIT, Endpoint, Reply, too_large
+from shared.signatures import RequestHeaders
 
 logs.configure()
 # A sealed envelope is at most Cloud Tasks' 1 MB; never read more than that.
@@ -76,13 +77,15 @@ def reconcile(request: flask.Request) -> flask.Response:
 
 
 def _serve(request: flask.Request, endpoint: Endpoint, ceiling: int) -> flask.Response:
-    decision = endpoint.preflight(request.method, request.path, request.headers, ceiling)
+    # Read once: werkzeug's headers walk the WSGI environ on every lookup (shared/signatures).
+    headers = RequestHeaders(request.headers)
+    decision = endpoint.preflight(request.method, request.path, headers, ceiling)
     if isinstance(decision, Reply):
         return _respond(decision)
     body = _read_within(request.stream, decision.max_bytes)
     if body is None:
         return _respond(too_large(decision.max_bytes))
-    return _respond(endpoint.post(decision.route, request.headers, body))
+    return _respond(endpoint.post(decision.route, headers, body))
 
 
 def _read_within(stream: IO[bytes], limit: int) -> bytes | None:

@@ -7,6 +7,7 @@ replaced by `"[redacted]"`, so a careless caller cannot leak one.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
@@ -24,6 +25,8 @@ _SECRET_WORDS = ("secret", "signature", "token", "password", "authorization", "a
 _FIELDS_ATTR = "hookledger_fields"
 
 
+# Field names are keyword arguments written in code, a few dozen: decide each once.
+@functools.lru_cache(maxsize=1024)
 def _is_secret(name: str) -> bool:
     lowered = name.lower()
     return any(word in lowered for word in _SECRET_WORDS) and lowered not in _SAFE_NAMES
@@ -41,6 +44,10 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+# What json.dumps(entry, default=str) builds on every call, built once (it holds no state).
+_ENCODER = json.JSONEncoder(default=str)
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -52,7 +59,7 @@ class JsonFormatter(logging.Formatter):
             entry[name] = "[redacted]" if _is_secret(name) else _jsonable(value)
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
+        return _ENCODER.encode(entry)
 
 
 def configure(level: str | int = "INFO", stream: Any = None) -> None:

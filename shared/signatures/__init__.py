@@ -16,7 +16,8 @@ Schemes, one module each
 
 Shared rules (`_common`): every verifier takes a list of secrets, the first signs and
 every one verifies, and a bad secret raises `SecretError` when the verifier is built;
-header names match case-insensitively and a repeated header is rejected.
+header names match case-insensitively and a repeated header is rejected; `RequestHeaders`
+reads a request's headers once for the many lookups after.
 
 Exceptions (`errors`): ``verify`` raises `VerificationError` (permanent: answer 401), and
 a verifier that fetches keys also `KeysUnavailable` (transient, not a `VerificationError`:
@@ -35,6 +36,7 @@ from shared.signatures._common import (
     WEBHOOK_ID_HEADER,
     WEBHOOK_SIGNATURE_HEADER,
     WEBHOOK_TIMESTAMP_HEADER,
+    RequestHeaders,
     header,
 )
 from shared.signatures.dynamic import (
@@ -78,6 +80,7 @@ __all__ = [
     "GitHubVerifier",
     "KeysUnavailable",
     "PublicKey",
+    "RequestHeaders",
     "SecretError",
     "SignatureError",
     "StandardWebhookVerifier",

@@ -12,13 +12,17 @@ Headers
 ``headers`` may be any mapping of header names to values (a dict, werkzeug's
 ``EnvironHeaders``…); names are matched case-insensitively, as HTTP requires. A name that
 appears twice (in two spellings, or repeated) is rejected rather than guessed at.
+`RequestHeaders` reads such a mapping once and indexes it by lower-cased name, so each
+lookup after is a dict access: werkzeug's headers walk the whole WSGI environ on every
+lookup, and one accepted push looks up several (`functions/main.py` wraps each request's).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping, Sequence
+from collections.abc import ItemsView, Iterable, Iterator, Mapping, Sequence
+from typing import Protocol
 
 from shared.clock import Clock
 from shared.signatures.errors import SecretError, VerificationError
@@ -36,6 +40,67 @@ AUTHORIZATION_HEADER = "authorization"
 _MAX_HEADER_CHARS = 8192
 
 
+class _Pairwise(Protocol):
+    """What `RequestHeaders` reads: a Mapping, or werkzeug's `Headers` (not one to mypy)."""
+
+    def items(self) -> Iterable[tuple[str, str]]: ...
+
+
+class RequestHeaders(Mapping[str, str]):
+    """A read-once copy of request headers: case-insensitive, every (name, value) kept.
+
+    `self[name]` and `get(name)` ignore case and give the first value; `items()` gives
+    the pairs exactly as read (a name in two spellings stays twice), so `header` still
+    refuses a repeated header.
+    """
+
+    __slots__ = ("_by_name", "_pairs")
+
+    def __init__(self, headers: _Pairwise) -> None:
+        pairs = list(headers.items())
+        by_name: dict[str, list[str]] = {}
+        for key, value in pairs:
+            if isinstance(key, str):
+                by_name.setdefault(key.lower(), []).append(value)
+        self._pairs = pairs
+        self._by_name = by_name
+
+    def values_of(self, name: str) -> list[str]:
+        """Every value of header `name` (any case), in the order read."""
+        return self._by_name.get(name.lower(), [])
+
+    def __getitem__(self, name: str) -> str:
+        found = self._by_name.get(name.lower()) if isinstance(name, str) else None
+        if not found:
+            raise KeyError(name)
+        return found[0]
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key, _ in self._pairs)
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+    def items(self) -> ItemsView[str, str]:
+        return _Pairs(self._pairs)
+
+
+class _Pairs(ItemsView[str, str]):
+    """`RequestHeaders.items()`: the pairs as read, a repeated name included."""
+
+    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+        self._pairs = pairs
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._pairs)
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._pairs
+
+
 def header(headers: Mapping[str, str], name: str) -> str | None:
     """The value of header `name` (case-insensitive), or None when absent.
 
@@ -43,10 +108,15 @@ def header(headers: Mapping[str, str], name: str) -> str | None:
     not a printable-ASCII string of reasonable length.
     """
     wanted = name.lower()
-    found: list[object] = []
-    for key, value in headers.items():
-        if isinstance(key, str) and key.lower() == wanted:
-            found.append(value)
+    found: Sequence[object]
+    if isinstance(headers, RequestHeaders):
+        found = headers.values_of(wanted)
+    else:
+        found = [
+            value
+            for key, value in headers.items()
+            if isinstance(key, str) and key.lower() == wanted
+        ]
     if not found:
         return None
     if len(found) > 1:

@@ -76,6 +76,7 @@ def test_ack_reports_cpu_memory_and_cold_start() -> None:
         assert result[scenario]["errors"] == 0, scenario
     assert result["cpu"]["ingress_server_s_per_1000"] > 0
     assert result["cpu"]["baseline_server_s_per_1000"] > 0
+    assert len(result["cpu"]["round_ratios"]) == result["setup"]["rounds"]
     memory = result["memory"]
     assert memory["errors"] == 0 and memory["requests"] == memory["clients"]
     assert memory["peak_rss_mib"] >= memory["idle_rss_mib"] > 0

@@ -25,14 +25,17 @@ from werkzeug.datastructures import EnvironHeaders
 
 from shared.clock import FakeClock
 from shared.config import LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET
+from shared.envelope import select_headers
 from shared.signatures import (
     DynamicWebhookVerifier,
     GeminiVerifier,
     GitHubVerifier,
     KeysUnavailable,
+    RequestHeaders,
     SecretError,
     StandardWebhookVerifier,
     VerificationError,
+    header,
     parse_jwks,
     sign_github,
     sign_jwt_rs256,
@@ -315,13 +318,18 @@ def test_the_good_headers_in_the_table_do_verify():
     assert verifier.verify(GOOD_HEADERS, BODY) == "msg_ok"
 
 
+# Each table runs on the mapping as given and read once (`RequestHeaders`, as served).
+READ_AS = pytest.mark.parametrize("read", [dict, RequestHeaders], ids=["mapping", "read-once"])
+
+
+@READ_AS
 @pytest.mark.parametrize(
     ("name", "headers"), STANDARD_MALFORMED, ids=[c[0] for c in STANDARD_MALFORMED]
 )
-def test_malformed_standard_webhook_headers_raise_only_verification_error(name, headers):
+def test_malformed_standard_webhook_headers_raise_only_verification_error(name, headers, read):
     verifier = StandardWebhookVerifier([SECRET_A], clock=fake_clock())
 
-    raised = verify_outcome(lambda: verifier.verify(headers, BODY))
+    raised = verify_outcome(lambda: verifier.verify(read(headers), BODY))
 
     assert isinstance(raised, VerificationError), name
     assert _SIG_B64 not in raised.reason, name
@@ -358,13 +366,14 @@ GITHUB_MALFORMED = [
 ]
 
 
+@READ_AS
 @pytest.mark.parametrize(
     ("name", "headers"), GITHUB_MALFORMED, ids=[c[0] for c in GITHUB_MALFORMED]
 )
-def test_malformed_github_headers_raise_only_verification_error(name, headers):
+def test_malformed_github_headers_raise_only_verification_error(name, headers, read):
     verifier = GitHubVerifier([LOCAL_GITHUB_SECRET])
 
-    raised = verify_outcome(lambda: verifier.verify(headers, BODY))
+    raised = verify_outcome(lambda: verifier.verify(read(headers), BODY))
 
     assert isinstance(raised, VerificationError), name
     assert GITHUB_SIG[7:] not in raised.reason, name
@@ -380,6 +389,39 @@ def test_header_names_match_in_any_case_including_werkzeugs_headers():
     environ = {"HTTP_" + k.upper().replace("-", "_"): v for k, v in GOOD_HEADERS.items()}
     assert standard.verify(upper, BODY) == "msg_ok"
     assert standard.verify(EnvironHeaders(environ), BODY) == "msg_ok"
+    assert standard.verify(RequestHeaders(EnvironHeaders(environ)), BODY) == "msg_ok"
+    github.verify(RequestHeaders(EnvironHeaders({"HTTP_X_HUB_SIGNATURE_256": GITHUB_SIG})), BODY)
+
+
+def test_request_headers_read_once_answer_as_the_headers_they_read():
+    environ = {
+        "CONTENT_TYPE": "application/json",
+        "HTTP_X_GITHUB_EVENT": "push",
+        "HTTP_X_HUB_SIGNATURE_256": GITHUB_SIG,
+        "wsgi.input": None,
+    }
+    served = EnvironHeaders(environ)
+
+    read = RequestHeaders(served)
+
+    assert list(read.items()) == list(served.items())
+    assert len(read) == len(served) == 3
+    assert read.get("x-github-event") == read["X-GITHUB-EVENT"] == "push"
+    assert read.get("X-GitHub-Delivery") is None and "X-GitHub-Delivery" not in read
+    assert header(read, "x-hub-signature-256") == header(served, "x-hub-signature-256")
+    assert select_headers(read) == select_headers(served)
+
+
+def test_request_headers_keep_a_name_read_twice_so_it_is_still_refused():
+    read = RequestHeaders({"X-Hub-Signature-256": GITHUB_SIG, "x-hub-signature-256": "sha256=0"})
+
+    assert list(read.items()) == [
+        ("X-Hub-Signature-256", GITHUB_SIG),
+        ("x-hub-signature-256", "sha256=0"),
+    ]
+    assert read["X-HUB-SIGNATURE-256"] == GITHUB_SIG  # the first, as werkzeug's get answers
+    with pytest.raises(VerificationError, match="more than once"):
+        header(read, "X-Hub-Signature-256")
 
 
 # ------------------------------------------------------------------------- secrets
