@@ -318,8 +318,10 @@ def check_served_tree(root: Path) -> None:
     load their entry points (an older tree needing other packages fails here, not midway)."""
     env = {**os.environ, "PYTHONPATH": str(root), "GOOGLE_CLOUD_PROJECT": "demo-hookledger"}
     probe = (
-        "import shared, sys; from pathlib import Path; "
-        "print(Path(shared.__file__).resolve().parent.parent)"
+        "import importlib.util, pathlib, shared\n"
+        "spec = importlib.util.spec_from_file_location('main', 'functions/main.py')\n"
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "print(pathlib.Path(shared.__file__).resolve().parent.parent)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe],
