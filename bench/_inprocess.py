@@ -9,8 +9,8 @@ on free loopback ports (stopped by PID at the end); ingress, worker and reconcil
 real `functions/main.py` entry points, loaded by functions-framework's `create_app` and
 served by werkzeug on threads of this process: the worker by a pool of as many threads as
 its request concurrency (`local.functions_server.server_threads`), the others by a thread
-per request. The process environment is set to what
-`local.stack.function_env` gives the functions (this process serves them), and restored.
+per request. The process environment is set to what `local.stack.function_env` gives the
+functions (this process serves them), and restored.
 """
 
 from __future__ import annotations
