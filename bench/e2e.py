@@ -63,6 +63,8 @@ from shared.config import DEFAULTS
 from shared.ledger import LedgerError
 
 QUICK_PUSHES = 6
+# Whose CPU per push the side-by-side shows (every process's is in each round's figures).
+CPU_SHOWN = ("ingress", "worker", "reconcile", "firestore", "cloudtasks")
 QUIET_DEADLINE_S = 900.0
 
 
@@ -350,6 +352,12 @@ def summarize(runs: list[dict[str, Any]], modes: tuple[str, ...]) -> dict[str, A
             "push_to_settled_p99_ms": [f["push_to_settled_ms"]["p99"] for f in figures],
             "accepted_per_s": [f["accepted_per_s"] for f in figures],
         }
+        for process in CPU_SHOWN:
+            headline[f"cpu_ms_per_push_{process}"] = [
+                f["cpu_ms_per_push"][process]
+                for f in figures
+                if process in f.get("cpu_ms_per_push", {})
+            ]
         out[mode] = {
             name: {
                 "median": round(statistics.median(values), 1),
@@ -377,14 +385,14 @@ def ratios(current: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
 
 def side_by_side(labels: tuple[str, str], summaries: tuple[dict[str, Any], dict[str, Any]]) -> str:
     """A small table of both trees' medians and the ratio, for the terminal."""
-    rows = [f"{'':32}{labels[0]:>24}{labels[1]:>24}{'ratio':>8}"]
+    rows = [f"{'':40}{labels[0]:>24}{labels[1]:>24}{'ratio':>8}"]
     for mode, figures in summaries[1].items():
         for name, value in figures.items():
             theirs = summaries[0].get(mode, {}).get(name, {}).get("median")
             ours = value["median"]
             ratio = f"{ours / theirs:.2f}" if theirs else "-"
             shown = "-" if theirs is None else f"{theirs:g}"
-            rows.append(f"{mode + ' ' + name:32}{shown:>24}{ours:>24g}{ratio:>8}")
+            rows.append(f"{mode + ' ' + name:40}{shown:>24}{ours:>24g}{ratio:>8}")
     return "\n".join(rows)
 
 
@@ -496,7 +504,7 @@ def compare_with(
     return ok, {
         "revision": {"ref": rev, "commit": sha, "summary": other, "runs": runs["other"]},
         "current": {"commit": head, "dirty": dirty, "summary": current, "runs": runs["current"]},
-        # current / revision: settled_per_s above 1 and p50/p99 below 1 are improvements.
+        # current / revision: settled_per_s above 1, p50/p99 and CPU below 1 are improvements.
         "ratios": ratios(current, other),
         "limits": (
             "the other revision's functions/ and shared/ are served by this tree's harness "

@@ -75,6 +75,7 @@ def _round(settled_per_s: float, p50: float) -> dict[str, Any]:
         "settled_per_s": settled_per_s,
         "accepted_per_s": 100.0,
         "push_to_settled_ms": {"p50": p50, "p99": 2 * p50},
+        "cpu_ms_per_push": {"worker": p50 / 100},
     }
 
 
@@ -95,4 +96,5 @@ def test_medians_with_their_spread_and_ratios_current_over_revision() -> None:
         "push_to_settled_p50_ms": 0.5,
         "push_to_settled_p99_ms": 0.5,
         "accepted_per_s": 1.0,
+        "cpu_ms_per_push_worker": 0.5,
     }
