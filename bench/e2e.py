@@ -246,6 +246,7 @@ def run_tree(
     modes: tuple[str, ...],
     worker_threads: int,
     quiet_deadline_s: float,
+    dispatch_limit: int | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """Every round of `modes` against the functions of `root`, on a stack of its own (fresh
     emulators on free loopback ports, stopped by PID at the end); figures by mode."""
@@ -259,6 +260,7 @@ def run_tree(
         data_dir,
         root=root,
         worker_threads=worker_threads,
+        dispatch_limit=dispatch_limit,
     )
     rounds: dict[str, Any] = {}
     ok = True
@@ -417,6 +419,12 @@ def main(argv: list[str] | None = None) -> int:
         f"concurrency, Config.worker_concurrency = {DEFAULTS.worker_concurrency})",
     )
     parser.add_argument(
+        "--dispatch-limit",
+        type=int,
+        help="the queue's max_concurrent_dispatches (default: the emulator's, 1,000); the "
+        "worker's concurrency models Cloud Run, which never sends one instance more",
+    )
+    parser.add_argument(
         "--compare",
         metavar="REV",
         help="also run the same load against revision REV (a temporary git worktree)",
@@ -430,8 +438,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     pushes_n = QUICK_PUSHES if args.quick else args.pushes
     modes = tuple(m.strip() for m in args.rounds.split(",") if m.strip())
-    if pushes_n < 1 or args.senders < 1 or args.worker_concurrency < 1 or args.repeat < 1:
-        parser.error("--pushes, --senders, --worker-concurrency and --repeat must be positive")
+    if min(pushes_n, args.senders, args.worker_concurrency, args.repeat) < 1 or (
+        args.dispatch_limit is not None and args.dispatch_limit < 1
+    ):
+        parser.error("--pushes, --senders, --worker-concurrency, --repeat, --dispatch-limit > 0")
     if not modes or set(modes) - {"webhook", "reconcile"}:
         parser.error("--rounds takes webhook and/or reconcile")
     stop_on_sigterm()  # run the `finally` that stops every child and removes the worktree
@@ -440,7 +450,14 @@ def main(argv: list[str] | None = None) -> int:
 
     def run(label: str, root: Path) -> tuple[dict[str, Any], bool]:
         return run_tree(
-            label, root, pushes_n, args.senders, modes, args.worker_concurrency, deadline
+            label,
+            root,
+            pushes_n,
+            args.senders,
+            modes,
+            args.worker_concurrency,
+            deadline,
+            args.dispatch_limit,
         )
 
     setup = {
@@ -449,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         "senders": args.senders,
         "reconcile_every_s": 2,
         "worker_concurrency": args.worker_concurrency,
+        "max_concurrent_dispatches": args.dispatch_limit or "emulator default (1000)",
         "functions": (
             "functions-framework (gunicorn), 1 process each (local/chaos/stack.py); the "
             f"worker with THREADS={args.worker_concurrency}, the others with "

@@ -77,16 +77,19 @@ class ChaosStack:
         *,
         root: Path = REPO,
         worker_threads: int | None = None,
+        dispatch_limit: int | None = None,
     ) -> None:
         """`root`: the tree whose functions are served (another revision's worktree for
         bench/e2e.py --compare; the emulators and the simulator are always this tree's).
         `worker_threads`: the worker's request concurrency, else Terraform's
-        (`local.functions_server.server_threads`)."""
+        (`local.functions_server.server_threads`). `dispatch_limit`: the queue's
+        max_concurrent_dispatches, else the emulator's default (1,000)."""
         self.ports = ports
         self.env = function_env(ports, {**env, **CHAOS_ENV})
         self.data_dir = data_dir
         self.root = root
         self.worker_threads = worker_threads
+        self.dispatch_limit = dispatch_limit
         self.children: dict[str, Service] = {}
         # The Cloud Tasks emulator's time scale (backoff and dispatch deadlines), see
         # `tasks_time_scaled`.
@@ -133,8 +136,14 @@ class ChaosStack:
         service = self._launchers()[name]()
         self.children[name] = service
         if name == "cloudtasks":
+            limits = None
+            if self.dispatch_limit is not None:
+                limits = types.RateLimits(max_concurrent_dispatches=self.dispatch_limit)
             ensure_queue(
-                make_client(self.env["CLOUD_TASKS_EMULATOR_HOST"]), QUEUE, retry_config=RETRY
+                make_client(self.env["CLOUD_TASKS_EMULATOR_HOST"]),
+                QUEUE,
+                retry_config=RETRY,
+                rate_limits=limits,
             )
         return service
 
