@@ -37,6 +37,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import shutil
 import statistics
 import subprocess
@@ -227,8 +228,30 @@ def round_figures(
         "cpu_ms_per_push": {
             name: round(1000 * used / len(pushes), 1) for name, used in cpu.items() if used
         },
+        "dispatches": dispatch_outcomes(stack.lines("cloudtasks")),
         "violations": problems[:20],
     }, problems
+
+
+def dispatch_outcomes(lines: list[str]) -> dict[str, int]:
+    """The round's Cloud Tasks attempts by answer, from the emulator's `dispatch` lines
+    (local/cloudtasks_emulator/dispatcher.py): a retried or refused attempt is work done
+    twice, e.g. a request left waiting past the dispatch deadline behind a busy worker."""
+    counts = {"attempts": 0, "retries": 0, "2xx": 0, "503": 0, "deadline_exceeded": 0}
+    for line in lines:
+        found = re.search(r"^dispatch .* attempt=(\d+) .* -> (.+?) in \d+ ms", line.strip())
+        if found is None:
+            continue
+        counts["attempts"] += 1
+        counts["retries"] += int(found.group(1)) > 1
+        answer = found.group(2)
+        if answer.startswith("2"):
+            counts["2xx"] += 1
+        elif answer == "503":
+            counts["503"] += 1
+        elif "deadline" in answer:
+            counts["deadline_exceeded"] += 1
+    return counts
 
 
 def _p(values: list[float]) -> dict[str, float]:
