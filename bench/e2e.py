@@ -236,12 +236,11 @@ def round_figures(
 def dispatch_outcomes(lines: list[str]) -> dict[str, int]:
     """The round's Cloud Tasks attempts by answer, from the emulator's `dispatch` lines
     (local/cloudtasks_emulator/dispatcher.py): a retried or refused attempt is work done
-    twice, e.g. a request left waiting past the dispatch deadline behind a busy worker."""
+    twice, e.g. a request left waiting past the dispatch deadline behind a busy worker.
+    A lower bound: the last attempts' lines may still be on their way."""
     counts = {"attempts": 0, "retries": 0, "2xx": 0, "503": 0, "deadline_exceeded": 0}
-    for line in lines:
-        found = re.search(r"^dispatch .* attempt=(\d+) .* -> (.+?) in \d+ ms", line.strip())
-        if found is None:
-            continue
+    # finditer: lines printed by two dispatch threads at once can come out joined.
+    for found in re.finditer(r"attempt=(\d+) \S+ \S+ -> (.+?) in \d+ ms", "\n".join(lines)):
         counts["attempts"] += 1
         counts["retries"] += int(found.group(1)) > 1
         answer = found.group(2)
