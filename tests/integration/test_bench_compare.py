@@ -16,6 +16,7 @@ import pytest
 from bench.e2e import CompareError, check_served_tree, ratios, revision_worktree, summarize
 
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow  # a git worktree checkout and a fresh interpreter
 
 
 def _worktrees() -> set[Path]:
