@@ -7,8 +7,10 @@
 The Firestore emulator, the Cloud Tasks emulator and the simulator run as child processes
 on free loopback ports (stopped by PID at the end); ingress, worker and reconcile are the
 real `functions/main.py` entry points, loaded by functions-framework's `create_app` and
-served by werkzeug on threads of this process. The process environment is set to what
-`local.stack.function_env` gives the functions (this process serves them), and restored.
+served by werkzeug on threads of this process: the worker by a pool of as many threads as
+its request concurrency (`local.functions_server.server_threads`), the others by a thread
+per request. The process environment is set to what `local.stack.function_env` gives the
+functions (this process serves them), and restored.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from google.cloud.tasks_v2 import types
 
 from local.cloudtasks_emulator.launch import start_cloudtasks
 from local.firestore_emulator import start_firestore
-from local.functions_server import MAIN
+from local.functions_server import MAIN, PooledWSGIServer, server_threads
 from local.processes import Service, free_port
 from local.simulator.client import SimulatorClient, start_simulator
 from local.stack import Ports, function_env
@@ -113,7 +115,13 @@ class InProcessStack:
             app = create_app(target=target, source=str(MAIN))
             if target in profile:
                 app.wsgi_app = self._profiled(target, app.wsgi_app)  # type: ignore[method-assign]
-            server = make_server("127.0.0.1", getattr(p, target), app, threaded=True)
+            threads = server_threads(target, self.env)
+            server: Any
+            if threads is not None:
+                # As deployed: at most the concurrency Terraform gives the function at once.
+                server = PooledWSGIServer("127.0.0.1", getattr(p, target), app, int(threads))
+            else:
+                server = make_server("127.0.0.1", getattr(p, target), app, threaded=True)
             thread = threading.Thread(target=server.serve_forever, name=f"fn-{target}")
             thread.daemon = True
             thread.start()
@@ -141,6 +149,7 @@ class InProcessStack:
         for server, thread in reversed(self.servers):
             server.shutdown()
             thread.join(timeout=10)
+            server.server_close()  # the listening socket, and a pool's threads
         for child in reversed(self.children):
             child.stop()
 

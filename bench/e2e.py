@@ -1,11 +1,13 @@
 """End to end: N pushes through the whole local stack, settled by webhook, then by reconcile.
 
-    python -m bench.e2e [--pushes 1000] [--senders 16] [--quick]
+    python -m bench.e2e [--pushes 1000] [--senders 16] [--quick] [--rounds webhook,reconcile]
+                        [--worker-concurrency N] [--compare REV [--repeat K]]
 
 Starts the whole stack on free loopback ports (local/chaos/stack.py: Firestore emulator,
-Cloud Tasks emulator, simulator, ingress, worker and reconcile under functions-framework)
-and runs two rounds of `--pushes` signed pushes (2 Markdown files each) sent by
-`--senders` threads:
+Cloud Tasks emulator, simulator, ingress, worker and reconcile under functions-framework;
+the worker with the request concurrency Terraform gives it, `Config.worker_concurrency`,
+as gunicorn threads) and runs two rounds of `--pushes` signed pushes (2 Markdown files
+each) sent by `--senders` threads:
 - `webhook`: each batch is completed through the simulator as soon as it exists, with its
   completion webhook sent (ingress -> Cloud Tasks -> worker -> settlement);
 - `reconcile`: every completion webhook dropped; reconcile, called every 2 s, settles them.
@@ -13,22 +15,40 @@ Per round: accepted/s (pushes / time until the last 202), settled/s (pushes / ti
 the last settlement), and p50/p99 of push sent -> settled, push sent -> batch submitted,
 and batch completed -> settled. The round asserts, over the whole database, that every
 push ends with exactly one operation and its two reviews (local/chaos/invariants.py), and
-reports CPU seconds used by each child process (where the time goes).
-Progress goes to stderr; one JSON object to stdout. Exit status 1 if an invariant fails.
+reports the CPU each process used (ingress, worker, reconcile, the emulators, the
+simulator, this process): seconds, cores (seconds per wall second) and ms per push.
+
+`--compare REV` checks REV out in a temporary git worktree (removed at the end, also on
+Ctrl-C or SIGTERM) and runs the same load (the same pushes) against REV's functions and
+then this tree's, each on a fresh stack of its own, `--repeat` times alternating; it
+prints both side by side on stderr, and the JSON holds every run, the medians (with min
+and max) and the ratios current / REV. REV's `functions/` and `shared/` are served by
+this tree's harness and virtualenv: a revision whose functions need other packages, other
+environment variables or another ledger layout than this tree reads is refused or fails
+its invariants, and says so.
+Progress goes to stderr; one JSON object to stdout. Exit status 1 if an invariant fails,
+2 if REV cannot be checked out or served.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
+import re
+import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -38,10 +58,14 @@ from local.chaos.drivers import ReconcileDriver
 from local.chaos.invariants import all_operations, check, wait_quiet
 from local.chaos.load import LoadDriver, Push
 from local.chaos.stack import ChaosStack
+from local.functions_server import REPO
 from local.stack import Ports
+from shared.config import DEFAULTS
 from shared.ledger import LedgerError
 
 QUICK_PUSHES = 6
+# Whose CPU per push the side-by-side shows (every process's is in each round's figures).
+CPU_SHOWN = ("ingress", "worker", "reconcile", "firestore", "cloudtasks")
 QUIET_DEADLINE_S = 900.0
 
 
@@ -50,10 +74,16 @@ def progress(message: str) -> None:
 
 
 def process_cpu_s(pgid: int) -> float:
-    """CPU seconds (user + system) of the live processes of process group `pgid`."""
+    """CPU seconds (user + system) of the live processes of process group `pgid` (/proc)."""
     from bench._ackparts import group_cpu_s
 
     return group_cpu_s(pgid)
+
+
+def own_cpu_s() -> float:
+    """CPU seconds of this process: the senders, the completer and the ledger polls."""
+    times = os.times()
+    return times.user + times.system
 
 
 class Completer:
@@ -127,6 +157,7 @@ def round_figures(
     senders: int,
     rng: random.Random,
     quiet_deadline_s: float = QUIET_DEADLINE_S,
+    label: str = "",
 ) -> tuple[dict[str, Any], list[str]]:
     from local.chaos.runner import _client
     from shared.ledger import Ledger
@@ -137,6 +168,7 @@ def round_figures(
     client = _client(stack.env["FIRESTORE_EMULATOR_HOST"])
     ledger = Ledger(client, grace=timedelta(seconds=1), timeout_s=30.0)
     cpu_before = {name: process_cpu_s(child.pid) for name, child in stack.children.items()}
+    cpu_before["bench"] = own_cpu_s()
     webhook = "send" if mode == "webhook" else "drop"
     began = time.time()
     reconciling = ReconcileDriver(stack.reconcile_url) if mode == "reconcile" else None
@@ -146,15 +178,17 @@ def round_figures(
         try:
             sent = send_all(stack, pushes, senders)
             accepted_s = time.time() - began
-            progress(f"{mode}: {len(pushes)} pushes accepted in {accepted_s:.1f} s")
+            progress(f"{label} {mode}: {len(pushes)} pushes accepted in {accepted_s:.1f} s")
             quiet = wait_quiet(ledger, pushes, quiet_deadline_s)
         finally:
             if reconciling is not None:
                 reconciling.__exit__(None, None, None)
+    wall_s = time.time() - began
     cpu = {
         name: round(process_cpu_s(child.pid) - cpu_before.get(name, 0.0), 2)
         for name, child in stack.children.items()
     }
+    cpu["bench"] = round(own_cpu_s() - cpu_before["bench"], 2)
     lines = stack.lines("worker") + stack.lines("reconcile")
     problems, census = check(ledger, client, pushes, lines)
     if not quiet:
@@ -178,7 +212,7 @@ def round_figures(
         "pushes": len(pushes),
         "accepted_per_s": round(len(pushes) / accepted_s, 1),
         "settled_per_s": round(len(pushes) / settle_s, 1) if settle_s else None,
-        "wall_s": round(time.time() - began, 1),
+        "wall_s": round(wall_s, 1),
         "settled_by": by,
         "push_to_settled_ms": _p(to_settled),
         "push_to_submitted_ms": _p(to_submitted),
@@ -189,12 +223,204 @@ def round_figures(
             "deliveries": census.deliveries,
         },
         "cpu_s_by_process": dict(sorted(cpu.items(), key=lambda kv: -kv[1])),
+        # CPU seconds per wall second: 1.0 is one core busy for the whole round.
+        "cores_by_process": {name: round(used / wall_s, 2) for name, used in cpu.items()},
+        "cpu_ms_per_push": {
+            name: round(1000 * used / len(pushes), 1) for name, used in cpu.items() if used
+        },
+        "dispatches": dispatch_outcomes(stack.lines("cloudtasks")),
         "violations": problems[:20],
     }, problems
 
 
+def dispatch_outcomes(lines: list[str]) -> dict[str, int]:
+    """The round's Cloud Tasks attempts by answer, from the emulator's `dispatch` lines
+    (local/cloudtasks_emulator/dispatcher.py): a retried or refused attempt is work done
+    twice, e.g. a request left waiting past the dispatch deadline behind a busy worker.
+    A lower bound: the last attempts' lines may still be on their way."""
+    counts = {"attempts": 0, "retries": 0, "2xx": 0, "503": 0, "deadline_exceeded": 0}
+    # finditer: lines printed by two dispatch threads at once can come out joined.
+    for found in re.finditer(r"attempt=(\d+) \S+ \S+ -> (.+?) in \d+ ms", "\n".join(lines)):
+        counts["attempts"] += 1
+        counts["retries"] += int(found.group(1)) > 1
+        answer = found.group(2)
+        if answer.startswith("2"):
+            counts["2xx"] += 1
+        elif answer == "503":
+            counts["503"] += 1
+        elif "deadline" in answer:
+            counts["deadline_exceeded"] += 1
+    return counts
+
+
 def _p(values: list[float]) -> dict[str, float]:
     return {"p50": round(percentile(values, 50), 1), "p99": round(percentile(values, 99), 1)}
+
+
+# ----------------------------------------------------------------- one tree, one stack
+
+
+def run_tree(
+    label: str,
+    root: Path,
+    pushes_n: int,
+    senders: int,
+    modes: tuple[str, ...],
+    worker_threads: int,
+    quiet_deadline_s: float,
+    dispatch_limit: int | None = None,
+) -> tuple[dict[str, Any], bool]:
+    """Every round of `modes` against the functions of `root`, on a stack of its own (fresh
+    emulators on free loopback ports, stopped by PID at the end); figures by mode."""
+    from bench._inprocess import distinct_free_ports
+
+    data_dir = tempfile.mkdtemp(prefix="hookledger-bench-e2e-")
+    # 8 ports (local.stack.Ports has a console port too); ChaosStack.started picks 7.
+    stack = ChaosStack(
+        Ports(*distinct_free_ports(8)),
+        os.environ,
+        data_dir,
+        root=root,
+        worker_threads=worker_threads,
+        dispatch_limit=dispatch_limit,
+    )
+    rounds: dict[str, Any] = {}
+    ok = True
+    try:
+        progress(f"{label}: starting the whole stack (functions from {root})")
+        stack.start_all()
+        rng = random.Random(15)  # the same pushes (shas, files) for every tree
+        for mode in modes:
+            progress(f"{label} {mode}: {pushes_n} pushes, {senders} senders")
+            figures, problems = round_figures(
+                stack, pushes_n, mode, senders, rng, quiet_deadline_s, label
+            )
+            rounds[mode] = figures
+            ok = ok and not problems
+            progress(f"{label} {mode}: {json.dumps(figures)}")
+    finally:
+        stack.stop_all()
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return rounds, ok
+
+
+# ----------------------------------------------------------------- --compare REV
+
+
+def git(*args: str, cwd: Path = REPO) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=120
+    )
+    if done.returncode != 0:
+        raise CompareError(f"git {' '.join(args)}: {done.stderr.strip() or done.stdout.strip()}")
+    return done.stdout.strip()
+
+
+class CompareError(RuntimeError):
+    """The other revision cannot be checked out or served; the message says why."""
+
+
+@contextlib.contextmanager
+def revision_worktree(rev: str) -> Iterator[tuple[Path, str]]:
+    """A detached git worktree of `rev` in a temporary directory, and its commit; removed
+    (and pruned from the repository's worktree list) when the block ends, however it ends."""
+    sha = git("rev-parse", "--verify", f"{rev}^{{commit}}")
+    parent = Path(tempfile.mkdtemp(prefix="hookledger-bench-rev-"))
+    path = parent / sha[:12]
+    try:
+        git("worktree", "add", "--detach", str(path), sha)
+        yield path, sha
+    finally:
+        # Each step on its own: a failed add leaves no worktree to remove, only the dir.
+        with contextlib.suppress(CompareError, subprocess.SubprocessError):
+            git("worktree", "remove", "--force", str(path))
+        shutil.rmtree(parent, ignore_errors=True)
+        with contextlib.suppress(CompareError, subprocess.SubprocessError):
+            git("worktree", "prune")
+
+
+def check_served_tree(root: Path) -> None:
+    """Refuse to measure `root` unless its functions would import its own `shared/` and
+    load their entry points (an older tree needing other packages fails here, not midway)."""
+    env = {**os.environ, "PYTHONPATH": str(root), "GOOGLE_CLOUD_PROJECT": "demo-hookledger"}
+    probe = (
+        "import importlib.util, pathlib, shared\n"
+        "spec = importlib.util.spec_from_file_location('main', 'functions/main.py')\n"
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "print(pathlib.Path(shared.__file__).resolve().parent.parent)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0 or Path(done.stdout.strip()) != root.resolve():
+        raise CompareError(
+            f"{root}: its functions would not import its own shared/ "
+            f"(got {done.stdout.strip()!r}): {done.stderr.strip()[-500:]}"
+        )
+
+
+def summarize(runs: list[dict[str, Any]], modes: tuple[str, ...]) -> dict[str, Any]:
+    """Per mode, the median over repeated runs of the headline figures, with min and max."""
+    out: dict[str, Any] = {}
+    for mode in modes:
+        figures = [run[mode] for run in runs if run.get(mode)]
+        headline = {
+            "settled_per_s": [f["settled_per_s"] for f in figures if f["settled_per_s"]],
+            "push_to_settled_p50_ms": [f["push_to_settled_ms"]["p50"] for f in figures],
+            "push_to_settled_p99_ms": [f["push_to_settled_ms"]["p99"] for f in figures],
+            "accepted_per_s": [f["accepted_per_s"] for f in figures],
+        }
+        for process in CPU_SHOWN:
+            headline[f"cpu_ms_per_push_{process}"] = [
+                f["cpu_ms_per_push"][process]
+                for f in figures
+                if process in f.get("cpu_ms_per_push", {})
+            ]
+        out[mode] = {
+            name: {
+                "median": round(statistics.median(values), 1),
+                "min": min(values),
+                "max": max(values),
+            }
+            for name, values in headline.items()
+            if values
+        }
+    return out
+
+
+def ratios(current: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """current / other of each median: settled/s above 1 and p50 below 1 are better."""
+    out: dict[str, Any] = {}
+    for mode, figures in current.items():
+        theirs = other.get(mode, {})
+        out[mode] = {
+            name: round(value["median"] / theirs[name]["median"], 2)
+            for name, value in figures.items()
+            if theirs.get(name, {}).get("median")
+        }
+    return out
+
+
+def side_by_side(labels: tuple[str, str], summaries: tuple[dict[str, Any], dict[str, Any]]) -> str:
+    """A small table of both trees' medians and the ratio, for the terminal."""
+    rows = [f"{'':40}{labels[0]:>24}{labels[1]:>24}{'ratio':>8}"]
+    for mode, figures in summaries[1].items():
+        for name, value in figures.items():
+            theirs = summaries[0].get(mode, {}).get(name, {}).get("median")
+            ours = value["median"]
+            ratio = f"{ours / theirs:.2f}" if theirs else "-"
+            shown = "-" if theirs is None else f"{theirs:g}"
+            rows.append(f"{mode + ' ' + name:40}{shown:>24}{ours:>24g}{ratio:>8}")
+    return "\n".join(rows)
+
+
+# ----------------------------------------------------------------- main
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,52 +428,130 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pushes", type=int, default=1000)
     parser.add_argument("--senders", type=int, default=16, help="concurrent GitHub senders")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_PUSHES} pushes (the test)")
+    parser.add_argument(
+        "--rounds",
+        default="webhook,reconcile",
+        help="which rounds, comma-separated: webhook, reconcile (default both)",
+    )
+    parser.add_argument(
+        "--worker-concurrency",
+        type=int,
+        default=DEFAULTS.worker_concurrency,
+        help="requests the worker serves at once (default: Terraform's worker_function."
+        f"concurrency, Config.worker_concurrency = {DEFAULTS.worker_concurrency})",
+    )
+    parser.add_argument(
+        "--dispatch-limit",
+        type=int,
+        help="the queue's max_concurrent_dispatches (default: the emulator's, 1,000); the "
+        "worker's concurrency models Cloud Run, which never sends one instance more",
+    )
+    parser.add_argument(
+        "--compare",
+        metavar="REV",
+        help="also run the same load against revision REV (a temporary git worktree)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="with --compare: runs of each tree, alternating (medians, min and max reported)",
+    )
     args = parser.parse_args(argv)
     pushes_n = QUICK_PUSHES if args.quick else args.pushes
-    if pushes_n < 1 or args.senders < 1:
-        parser.error("--pushes and --senders must be positive")
-    stop_on_sigterm()  # run the `finally` that stops every child
+    modes = tuple(m.strip() for m in args.rounds.split(",") if m.strip())
+    if min(pushes_n, args.senders, args.worker_concurrency, args.repeat) < 1 or (
+        args.dispatch_limit is not None and args.dispatch_limit < 1
+    ):
+        parser.error("--pushes, --senders, --worker-concurrency, --repeat, --dispatch-limit > 0")
+    if not modes or set(modes) - {"webhook", "reconcile"}:
+        parser.error("--rounds takes webhook and/or reconcile")
+    stop_on_sigterm()  # run the `finally` that stops every child and removes the worktree
     started = time.monotonic()
-    rounds: dict[str, Any] = {}
-    ok = True
-    data_dir = tempfile.mkdtemp(prefix="hookledger-bench-e2e-")
-    # 8 ports (local.stack.Ports has a console port too); ChaosStack.started picks 7.
-    from bench._inprocess import distinct_free_ports
+    deadline = 180.0 if args.quick else QUIET_DEADLINE_S
 
-    stack = ChaosStack(Ports(*distinct_free_ports(8)), os.environ, data_dir)
-    try:
-        progress("starting the whole stack")
-        stack.start_all()
-        rng = random.Random(15)
-        for mode in ("webhook", "reconcile"):
-            progress(f"{mode}: {pushes_n} pushes, {args.senders} senders")
-            deadline = 180.0 if args.quick else QUIET_DEADLINE_S
-            figures, problems = round_figures(stack, pushes_n, mode, args.senders, rng, deadline)
-            rounds[mode] = figures
-            ok = ok and not problems
-            progress(f"{mode}: {json.dumps(figures)}")
-    finally:
-        stack.stop_all()
-    print(
-        json.dumps(
-            {
-                "benchmark": "e2e",
-                "ok": ok,
-                "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
-                "setup": {
-                    "pushes": pushes_n,
-                    "files_per_push": 2,
-                    "senders": args.senders,
-                    "reconcile_every_s": 2,
-                    "functions": "functions-framework, 1 process each (local/chaos/stack.py)",
-                },
-                "webhook": rounds.get("webhook"),
-                "reconcile": rounds.get("reconcile"),
-                "wall_s": round(time.monotonic() - started, 1),
-            }
+    def run(label: str, root: Path) -> tuple[dict[str, Any], bool]:
+        return run_tree(
+            label,
+            root,
+            pushes_n,
+            args.senders,
+            modes,
+            args.worker_concurrency,
+            deadline,
+            args.dispatch_limit,
         )
-    )
-    return 0 if ok else 1
+
+    setup = {
+        "pushes": pushes_n,
+        "files_per_push": 2,
+        "senders": args.senders,
+        "reconcile_every_s": 2,
+        "worker_concurrency": args.worker_concurrency,
+        "max_concurrent_dispatches": args.dispatch_limit or "emulator default (1000)",
+        "functions": (
+            "functions-framework (gunicorn), 1 process each (local/chaos/stack.py); the "
+            f"worker with THREADS={args.worker_concurrency}, the others with "
+            "functions-framework's default threads"
+        ),
+    }
+    result: dict[str, Any] = {
+        "benchmark": "e2e",
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "setup": setup,
+    }
+    if args.compare is None:
+        rounds, ok = run("current", REPO)
+        result.update({"ok": ok, **rounds})
+    else:
+        try:
+            ok, compare = compare_with(args.compare, args.repeat, run, modes)
+        except CompareError as exc:
+            print(f"bench.e2e --compare: {exc}", file=sys.stderr)
+            return 2
+        result.update({"ok": ok, **compare["current"]["runs"][-1], "compare": compare})
+    result["wall_s"] = round(time.monotonic() - started, 1)
+    print(json.dumps(result))
+    return 0 if result["ok"] else 1
+
+
+def compare_with(
+    rev: str,
+    repeat: int,
+    run: Callable[[str, Path], tuple[dict[str, Any], bool]],
+    modes: tuple[str, ...],
+) -> tuple[bool, dict[str, Any]]:
+    """Run `rev`'s functions and this tree's under the same load, `repeat` times each,
+    alternating (the other revision first); both trees' figures, medians and ratios."""
+    head = git("rev-parse", "HEAD")
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    ok = True
+    runs: dict[str, list[dict[str, Any]]] = {"other": [], "current": []}
+    with revision_worktree(rev) as (root, sha):
+        check_served_tree(root)
+        for attempt in range(1, repeat + 1):
+            for key, label, tree in (
+                ("other", f"{rev}@{sha[:7]}", root),
+                ("current", f"current@{head[:7]}", REPO),
+            ):
+                progress(f"run {attempt}/{repeat}: {label}")
+                rounds, fine = run(label, tree)
+                runs[key].append(rounds)
+                ok = ok and fine
+    other, current = summarize(runs["other"], modes), summarize(runs["current"], modes)
+    labels = (f"{rev}@{sha[:7]}", f"current@{head[:7]}{'+dirty' if dirty else ''}")
+    progress("side by side (medians):\n" + side_by_side(labels, (other, current)))
+    return ok, {
+        "revision": {"ref": rev, "commit": sha, "summary": other, "runs": runs["other"]},
+        "current": {"commit": head, "dirty": dirty, "summary": current, "runs": runs["current"]},
+        # current / revision: settled_per_s above 1, p50/p99 and CPU below 1 are improvements.
+        "ratios": ratios(current, other),
+        "limits": (
+            "the other revision's functions/ and shared/ are served by this tree's harness "
+            "(emulators, simulator, load generator, invariant checks read through this "
+            "tree's ledger) with this tree's virtualenv"
+        ),
+    }
 
 
 if __name__ == "__main__":

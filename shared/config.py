@@ -152,6 +152,11 @@ class Config:
     # our own setting, never the queue's 10 min default (docs/architecture.md, "Delivery lease").
     worker_timeout_s: int = 540
     task_dispatch_deadline_s: int = 480
+    # Requests one worker instance serves at once: Terraform's worker_function.concurrency,
+    # given to the worker as THREADS, the gunicorn threads functions-framework serves it
+    # with (Cloud Functions' concurrency guide asks for THREADS = concurrency in Python).
+    # `make run` and the benches serve the local worker with it too (local/functions_server.py).
+    worker_concurrency: int = 8
     http_timeout_s: float = 30.0
     tasks_timeout_s: float = 5.0
     # Which deployed function this configuration is for ("" = a tool: the CLI, a test).
@@ -308,6 +313,7 @@ class Config:
             task_dispatch_deadline_s=integer(
                 "TASK_DISPATCH_DEADLINE_S", d.task_dispatch_deadline_s, minimum=1
             ),
+            worker_concurrency=integer("THREADS", d.worker_concurrency, minimum=1),
             http_timeout_s=number("HTTP_TIMEOUT_S", d.http_timeout_s),
             tasks_timeout_s=number("TASKS_TIMEOUT_S", d.tasks_timeout_s),
             function=function,
@@ -457,6 +463,8 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         # The delivery lease lasts the timeout plus the deadline's margin below it.
         "WORKER_TIMEOUT_S",
         "TASK_DISPATCH_DEADLINE_S",
+        # Its server's threads: as many as the requests Cloud Run sends one instance at once.
+        "THREADS",
         # The worker registers with the grace and runs the check pages reconcile fans out.
         "RECONCILE_GRACE_S",
         "RECONCILE_CONCURRENCY",

@@ -83,8 +83,12 @@ locals {
       TASK_DISPATCH_DEADLINE_S = tostring(var.settings.task_dispatch_deadline_s)
       # Pins the OIDC token's email: only Cloud Tasks' account may call the worker.
       TASKS_SERVICE_ACCOUNT = google_service_account.tasks_invoker.email
-      WORKER_MAX_RETRIES    = tostring(var.settings.worker_max_retries)
-      WORKER_TIMEOUT_S      = tostring(var.worker_function.timeout_seconds)
+      # functions-framework serves with THREADS gunicorn threads (else 4 x os.cpu_count(),
+      # whatever the concurrency): one per request an instance is sent at once, as Cloud
+      # Functions' concurrency guide asks of Python. Config.worker_concurrency is its default.
+      THREADS            = tostring(var.worker_function.concurrency)
+      WORKER_MAX_RETRIES = tostring(var.settings.worker_max_retries)
+      WORKER_TIMEOUT_S   = tostring(var.worker_function.timeout_seconds)
     }
     reconcile = {
       CLAIMS_DATABASE            = google_firestore_database.claims.name

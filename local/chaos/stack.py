@@ -6,7 +6,8 @@
 
 Children: the official Firestore emulator, the Cloud Tasks emulator (persisting to a
 temporary directory when the emulator supports `data_dir`), the simulator, and ingress,
-worker and reconcile under functions-framework. Every line a child prints is kept across
+worker and reconcile under functions-framework (the worker with its request concurrency,
+local/functions_server.py). Every line a child prints is kept across
 restarts (`lines(name)`), so the invariants can count settlement log lines. Every child is
 stopped by PID when the context ends.
 """
@@ -23,6 +24,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import fields
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from google.cloud.tasks_v2 import types
@@ -30,7 +32,7 @@ from google.cloud.tasks_v2 import types
 from local.cloudtasks_emulator.launch import start_cloudtasks
 from local.firestore_emulator import reset as reset_firestore
 from local.firestore_emulator import start_firestore
-from local.functions_server import start_function
+from local.functions_server import REPO, start_function
 from local.processes import Service, ServiceError, free_port, port_was_taken
 from local.simulator.client import SimulatorClient, start_simulator
 from local.stack import Ports, function_env
@@ -67,10 +69,27 @@ def tasks_persistence_supported() -> bool:
 class ChaosStack:
     """Running children by name; see the module docstring. Not thread-safe for restarts."""
 
-    def __init__(self, ports: Ports, env: Mapping[str, str], data_dir: str) -> None:
+    def __init__(
+        self,
+        ports: Ports,
+        env: Mapping[str, str],
+        data_dir: str,
+        *,
+        root: Path = REPO,
+        worker_threads: int | None = None,
+        dispatch_limit: int | None = None,
+    ) -> None:
+        """`root`: the tree whose functions are served (another revision's worktree for
+        bench/e2e.py --compare; the emulators and the simulator are always this tree's).
+        `worker_threads`: the worker's request concurrency, else Terraform's
+        (`local.functions_server.server_threads`). `dispatch_limit`: the queue's
+        max_concurrent_dispatches, else the emulator's default (1,000)."""
         self.ports = ports
         self.env = function_env(ports, {**env, **CHAOS_ENV})
         self.data_dir = data_dir
+        self.root = root
+        self.worker_threads = worker_threads
+        self.dispatch_limit = dispatch_limit
         self.children: dict[str, Service] = {}
         # The Cloud Tasks emulator's time scale (backoff and dispatch deadlines), see
         # `tasks_time_scaled`.
@@ -117,8 +136,14 @@ class ChaosStack:
         service = self._launchers()[name]()
         self.children[name] = service
         if name == "cloudtasks":
+            limits = None
+            if self.dispatch_limit is not None:
+                limits = types.RateLimits(max_concurrent_dispatches=self.dispatch_limit)
             ensure_queue(
-                make_client(self.env["CLOUD_TASKS_EMULATOR_HOST"]), QUEUE, retry_config=RETRY
+                make_client(self.env["CLOUD_TASKS_EMULATOR_HOST"]),
+                QUEUE,
+                retry_config=RETRY,
+                rate_limits=limits,
             )
         return service
 
@@ -200,7 +225,11 @@ class ChaosStack:
 
         def function(target: str, extra: Mapping[str, str]) -> Callable[[], Service]:
             env = {**self.env, **extra}
-            return lambda: start_function(target, getattr(p, target), env, echo=keep)
+            return lambda: start_function(
+                target, getattr(p, target), env, root=self.root, echo=keep
+            )
+
+        threads = {} if self.worker_threads is None else {"THREADS": str(self.worker_threads)}
 
         return {
             "firestore": lambda: start_firestore(p.firestore, echo=keep),
@@ -214,7 +243,7 @@ class ChaosStack:
                 echo=keep,
             ),
             "ingress": function("ingress", {}),
-            "worker": function("worker", {"OIDC_AUDIENCE": self.env["WORKER_URL"]}),
+            "worker": function("worker", {"OIDC_AUDIENCE": self.env["WORKER_URL"], **threads}),
             # The reconcile driver calls it without a token, as `make run`'s loop does.
             "reconcile": function("reconcile", {"OIDC_AUDIENCE": ""}),
         }

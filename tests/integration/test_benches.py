@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from shared.config import DEFAULTS
+
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
@@ -47,6 +49,10 @@ def test_e2e_reviews_every_push_exactly_once() -> None:
         assert figures["census"]["reviews"] == 2 * pushes, mode
         assert figures["settled_by"][mode] == pushes, mode
         assert figures["accepted_per_s"] > 0 and figures["settled_per_s"] > 0
+        # Where the time goes: each function's and emulator's CPU is measured.
+        assert {"ingress", "worker", "firestore", "cloudtasks"} <= set(figures["cpu_s_by_process"])
+    # The worker was served with the concurrency Terraform gives it.
+    assert result["setup"]["worker_concurrency"] == DEFAULTS.worker_concurrency
 
 
 def test_cost_counts_each_event() -> None:

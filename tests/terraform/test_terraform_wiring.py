@@ -318,6 +318,7 @@ TERRAFORM_SETTINGS: tuple[tuple[str, str, str], ...] = (
     ("settings.task_dispatch_deadline_s", "TASK_DISPATCH_DEADLINE_S", "task_dispatch_deadline_s"),
     ("settings.worker_max_retries", "WORKER_MAX_RETRIES", "worker_max_retries"),
     ("worker_function.timeout_seconds", "WORKER_TIMEOUT_S", "worker_timeout_s"),
+    ("worker_function.concurrency", "THREADS", "worker_concurrency"),
 )
 # Settings Terraform passes whose default is not Config's, each pinned to its value and why.
 TERRAFORM_OWN_DEFAULTS: dict[str, tuple[Any, str]] = {
