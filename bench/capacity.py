@@ -1,6 +1,7 @@
 """Which limit binds first at 10, 100 and 1,000 pushes/s, and at a 10x burst for a minute.
 
     python -m bench.capacity [--cost-json F] [--ack-json F] [--e2e-json F] [--events 3]
+                             [--e2e-pushes 100]
     python -m bench.capacity --inputs docs/capacity-inputs.json [--markdown]
     python -m bench.capacity --save-inputs docs/capacity-inputs.json     # measure, record
 
@@ -9,7 +10,7 @@ Combines (bench/_capacity.py):
   Gemini and GitHub calls per accepted push and per settlement by webhook (bench/cost.py,
   run here with `--events` unless `--cost-json` gives a previous run's stdout), and CPU
   seconds per request (the worker's from bench/e2e.py's `cpu_s_by_process`, run here with
-  `--quick` unless `--e2e-json` is given; the ingress's from bench/ack.py's `cpu` when
+  `--e2e-pushes` pushes unless `--e2e-json` is given; the ingress's from bench/ack.py's `cpu` when
   `--ack-json` is given, else from the same e2e run);
 - the documented limits, prices and the planning latencies no bench here can measure,
   each with its source (bench/_limits.py; `--assume key=value` overrides an assumption);
@@ -85,7 +86,8 @@ def measure(args: argparse.Namespace) -> Measured:
         e2e = load(args.e2e_json)
         e2e_from = f"python -m bench.e2e --pushes {e2e['webhook']['pushes']} (saved)"
     else:
-        e2e, e2e_from = run_bench("e2e", "--quick"), "python -m bench.e2e --quick"
+        e2e = run_bench("e2e", "--pushes", str(args.e2e_pushes))
+        e2e_from = f"python -m bench.e2e --pushes {args.e2e_pushes}"
     cpu = cpu_from_e2e(e2e, tasks)
     ingress_from = f"{e2e_from} (webhook round, cpu_s_by_process)"
     if args.ack_json:
@@ -122,6 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--e2e-json", help="stdout of a previous `python -m bench.e2e`")
     parser.add_argument("--ack-json", help="stdout of a previous `python -m bench.ack`")
     parser.add_argument("--events", type=int, default=3, help="bench.cost's --events")
+    parser.add_argument(
+        "--e2e-pushes",
+        type=int,
+        default=100,
+        help="bench.e2e's --pushes (its first requests warm the worker up: 6 overstate CPU)",
+    )
     parser.add_argument("--inputs", help="measured inputs recorded by --save-inputs")
     parser.add_argument("--save-inputs", help="record the measured inputs to this file")
     parser.add_argument("--assume", type=assumption, action="append", default=[])
