@@ -30,6 +30,18 @@ resource "google_cloud_tasks_queue" "deliveries" {
       condition     = var.queue.max_attempts == -1 || var.settings.worker_max_retries < var.queue.max_attempts
       error_message = "settings.worker_max_retries must be below queue.max_attempts so the worker marks a delivery dead before the queue drops it."
     }
+    precondition {
+      # Little's law: what the queue may send each second, held for one worker request,
+      # must fit the worker's requests in flight, or Cloud Run refuses and tasks back off
+      # (README "Scale"; bench/_capacity.py queue_fits_worker is the same rule).
+      condition     = var.queue.max_dispatches_per_second * var.worker_request_seconds <= var.worker_function.max_instances * var.worker_function.concurrency
+      error_message = "queue.max_dispatches_per_second x worker_request_seconds must not exceed worker_function.max_instances x worker_function.concurrency: the worker cannot absorb that rate."
+    }
+    precondition {
+      # The queue never holds more requests open than the worker can take.
+      condition     = var.queue.max_concurrent_dispatches <= var.worker_function.max_instances * var.worker_function.concurrency
+      error_message = "queue.max_concurrent_dispatches must not exceed worker_function.max_instances x worker_function.concurrency."
+    }
   }
 
   depends_on = [google_project_service.api]

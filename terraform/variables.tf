@@ -119,13 +119,17 @@ variable "project_id" {
   }
 }
 
+# The rate limits are chosen from the capacity model (README "Scale", bench/capacity.py):
+# a push is 2 dispatches (the push, then its completion webhook), so 10 pushes/s is 20/s;
+# 50/s leaves 2.5x headroom and drains a 10x one-minute burst in ~5 min. In flight: 50/s x
+# worker_request_seconds (2) = 100, which the worker's sizing holds (tasks.tf checks it).
 variable "queue" {
   description = "The Cloud Tasks queue feeding the worker: name, retry policy (attempts, backoff, doublings) and dispatch rate limits."
   type = object({
     max_attempts              = optional(number, 30)
     max_backoff               = optional(string, "600s")
-    max_concurrent_dispatches = optional(number, 50)
-    max_dispatches_per_second = optional(number, 20)
+    max_concurrent_dispatches = optional(number, 100)
+    max_dispatches_per_second = optional(number, 50)
     max_doublings             = optional(number, 6)
     min_backoff               = optional(string, "2s")
     name                      = optional(string, "hookledger-deliveries")
@@ -314,12 +318,14 @@ variable "settings" {
   }
 }
 
+# max_instances x concurrency (20 x 8 = 160 requests in flight) holds the queue's 50
+# dispatches/s x worker_request_seconds with room (README "Scale", bench/capacity.py).
 variable "worker_function" {
   description = "Sizing of the private worker function: memory, CPU, timeout, requests per instance and instance bounds."
   type = object({
     concurrency     = optional(number, 8)
     cpu             = optional(string, "1")
-    max_instances   = optional(number, 10)
+    max_instances   = optional(number, 20)
     memory          = optional(string, "1Gi")
     min_instances   = optional(number, 0)
     timeout_seconds = optional(number, 540)
@@ -345,5 +351,20 @@ variable "worker_function" {
   validation {
     condition     = var.worker_function.min_instances >= 0 && var.worker_function.max_instances >= max(1, var.worker_function.min_instances)
     error_message = "worker_function needs 0 <= min_instances <= max_instances and max_instances >= 1."
+  }
+}
+
+# What one worker request takes, for the plan-time check in tasks.tf (queue rate x this <=
+# worker requests in flight). bench/capacity.py models ~1.4 s from bench.cost's calls per
+# request and its stated latencies (README "Scale"); 2 rounds it up. Measure yours (Cloud
+# Run request latency) and set it.
+variable "worker_request_seconds" {
+  description = "Planning figure: seconds one worker request takes in this deployment; the queue's max_dispatches_per_second times this must fit worker_function.max_instances x concurrency."
+  type        = number
+  default     = 2
+
+  validation {
+    condition     = var.worker_request_seconds > 0
+    error_message = "worker_request_seconds must be positive."
   }
 }

@@ -1,0 +1,673 @@
+"""The capacity model: measured costs per event x documented limits x Terraform's settings.
+
+    measured = Measured.from_benches(cost_json, ingress_cpu_s=..., worker_cpu_s=...)
+    deployment = Deployment.from_terraform()          # terraform/variables.tf defaults
+    result = model(measured, deployment)              # pure: same inputs, same answer
+    render_markdown(result)                           # README "Scale"
+
+One push, as the model counts it, is the GitHub push accepted and handled plus its
+completion webhook settled by webhook (README "What it costs"): each goes through the
+ingress once and the worker once (one Cloud Task each). Operations per event come from
+bench/cost.py's output; CPU seconds per request from bench/ack.py or bench/e2e.py; the
+latencies of production services, which no bench here can measure, from ASSUMED
+(bench/_limits.py). Utilization = demand / limit: 1 or more binds.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench._limits import ASSUMED, DOCUMENTED, PRICES, Documented
+
+REPO = Path(__file__).resolve().parents[1]
+TIERS = (10, 100, 1000)  # pushes per second, sustained
+GEMINI_LIST_PAGE = 100  # batches per batches.list page (shared/gemini: page_size)
+
+
+@dataclass(frozen=True)
+class EventCost:
+    """Billable calls of one event, as bench/cost.py counts them."""
+
+    reads: float = 0
+    writes: float = 0
+    commits: float = 0
+    transactions: float = 0
+    create_task: float = 0
+    gemini: float = 0
+    github: float = 0
+    writes_by_collection: Mapping[str, float] = field(default_factory=dict)
+    reads_by_collection: Mapping[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_cost(cls, figure: Mapping[str, Any]) -> EventCost:
+        by = figure.get("by_collection", {})
+        return cls(
+            reads=float(figure.get("firestore_reads", 0)),
+            writes=float(figure.get("firestore_writes", 0)),
+            commits=float(figure.get("firestore_commits", 0)),
+            transactions=float(figure.get("firestore_transactions", 0)),
+            create_task=float(figure.get("tasks_create_task", 0)),
+            gemini=float(figure.get("gemini_calls", 0)),
+            github=float(figure.get("github_calls", 0)),
+            writes_by_collection={
+                k.split(":", 1)[1]: float(v) for k, v in by.items() if k.startswith("writes:")
+            },
+            reads_by_collection={
+                k.split(":", 1)[1]: float(v) for k, v in by.items() if k.startswith("reads:")
+            },
+        )
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the benches measured; `sources` says which run gave each part."""
+
+    push: EventCost
+    settle: EventCost
+    reconcile_idle: EventCost
+    ingress_cpu_s: float  # CPU seconds per accepted ingress request
+    worker_cpu_s: float  # CPU seconds per worker request
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_benches(
+        cls,
+        cost: Mapping[str, Any],
+        *,
+        ingress_cpu_s: float,
+        worker_cpu_s: float,
+        sources: Mapping[str, str] | None = None,
+    ) -> Measured:
+        return cls(
+            push=EventCost.from_cost(cost["accepted_push"]),
+            settle=EventCost.from_cost(cost["settled_by_webhook"]),
+            reconcile_idle=EventCost.from_cost(cost["reconcile_nothing_due"]),
+            ingress_cpu_s=ingress_cpu_s,
+            worker_cpu_s=worker_cpu_s,
+            sources=dict(sources or {}),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Measured:
+        return cls(
+            push=EventCost(**data["push"]),
+            settle=EventCost(**data["settle"]),
+            reconcile_idle=EventCost(**data["reconcile_idle"]),
+            ingress_cpu_s=float(data["ingress_cpu_s"]),
+            worker_cpu_s=float(data["worker_cpu_s"]),
+            sources=dict(data.get("sources", {})),
+        )
+
+
+@dataclass(frozen=True)
+class Sizing:
+    concurrency: int
+    cpu: float
+    max_instances: int
+    memory_gib: float
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """The Terraform settings the model reads (terraform/variables.tf defaults)."""
+
+    queue_rate: float  # queue.max_dispatches_per_second
+    queue_concurrent: int  # queue.max_concurrent_dispatches
+    ingress: Sizing
+    worker: Sizing
+    worker_request_s: float  # worker_request_seconds: the plan-time check's figure
+    github_comments: bool  # review.github_comments
+    reconcile_every_s: float  # scheduler.schedule
+    reconcile_budget_s: float  # settings.reconcile_budget_s
+
+    @classmethod
+    def from_terraform(cls, terraform: Path = REPO / "terraform") -> Deployment:
+        from bench._terraform import variable_defaults
+
+        d = variable_defaults(terraform / "variables.tf")
+
+        def sizing(name: str) -> Sizing:
+            return Sizing(
+                concurrency=int(d[f"{name}.concurrency"]),
+                cpu=float(d[f"{name}.cpu"]),
+                max_instances=int(d[f"{name}.max_instances"]),
+                memory_gib=memory_gib(str(d[f"{name}.memory"])),
+            )
+
+        return cls(
+            queue_rate=float(d["queue.max_dispatches_per_second"]),
+            queue_concurrent=int(d["queue.max_concurrent_dispatches"]),
+            ingress=sizing("ingress_function"),
+            worker=sizing("worker_function"),
+            worker_request_s=float(d["worker_request_seconds"]),
+            github_comments=bool(d["review.github_comments"]),
+            reconcile_every_s=cron_every_s(str(d["scheduler.schedule"])),
+            reconcile_budget_s=float(d["settings.reconcile_budget_s"]),
+        )
+
+
+def memory_gib(memory: str) -> float:
+    amount, unit = re.fullmatch(r"(\d+)([A-Za-z]+)", memory).groups()  # type: ignore[union-attr]
+    return int(amount) * {"Mi": 2**20, "Gi": 2**30, "M": 10**6, "G": 10**9}[unit] / 2**30
+
+
+def cron_every_s(schedule: str) -> float:
+    """`*/5 * * * *` -> 300; any other minute field is taken as once an hour."""
+    minute = schedule.split()[0]
+    found = re.fullmatch(r"\*/(\d+)", minute)
+    if found:
+        return int(found.group(1)) * 60.0
+    return 60.0 if minute == "*" else 3600.0
+
+
+def queue_fits_worker(rate: float, request_s: float, max_instances: int, concurrency: int) -> bool:
+    """terraform/tasks.tf's precondition: what the queue can send, the worker can hold."""
+    return rate * request_s <= max_instances * concurrency
+
+
+# ----------------------------------------------------------------------------- per push
+
+
+@dataclass(frozen=True)
+class PerPush:
+    """One push end to end (accepted push + its settlement by webhook)."""
+
+    ingress_requests: float
+    worker_requests: float  # = Cloud Tasks dispatches
+    create_task: float
+    reads: float
+    writes: float
+    ttl_deletes: float
+    writes_by_collection: Mapping[str, float]
+    ops_by_collection: Mapping[str, float]
+    batches: float
+    gemini_calls: float
+    github_reads: float
+    github_content: float
+    ingress_request_s: float
+    worker_request_s: float  # mean over the push's worker requests
+    push_request_s: float
+    settle_request_s: float
+    largest_commit_writes: float
+
+
+def request_seconds(event: EventCost, gemini_call_s: float, a: Mapping[str, float]) -> float:
+    """Wall time of one worker request: its sequential round trips x assumed latencies."""
+    return (
+        event.commits * a["firestore_commit_s"]
+        + event.transactions * a["firestore_begin_s"]
+        + event.reads * a["firestore_read_s"]
+        + event.github * a["github_call_s"]
+        + event.gemini * gemini_call_s
+    )
+
+
+def per_push(m: Measured, dep: Deployment, a: Mapping[str, float]) -> PerPush:
+    push, settle = m.push, m.settle
+    collections = set(push.writes_by_collection) | set(settle.writes_by_collection)
+    collections |= set(push.reads_by_collection) | set(settle.reads_by_collection)
+    writes_by = {
+        c: push.writes_by_collection.get(c, 0) + settle.writes_by_collection.get(c, 0)
+        for c in collections
+    }
+    ops_by = {
+        c: writes_by[c] + push.reads_by_collection.get(c, 0) + settle.reads_by_collection.get(c, 0)
+        for c in collections
+    }
+    push_s = request_seconds(push, a["gemini_create_s"], a)
+    settle_s = request_seconds(settle, a["gemini_get_s"], a)
+    tasks = push.create_task + settle.create_task
+    return PerPush(
+        ingress_requests=tasks,
+        worker_requests=tasks,
+        create_task=tasks,
+        reads=push.reads + settle.reads,
+        writes=push.writes + settle.writes,
+        ttl_deletes=a["ttl_deletes_per_push"],
+        writes_by_collection=writes_by,
+        ops_by_collection=ops_by,
+        batches=push.gemini,  # the push's one batches.create
+        gemini_calls=push.gemini + settle.gemini,
+        github_reads=push.github + settle.github,
+        github_content=1.0 if dep.github_comments else 0.0,
+        ingress_request_s=m.ingress_cpu_s + a["tasks_create_s"],
+        worker_request_s=(push_s * push.create_task + settle_s * settle.create_task) / tasks,
+        push_request_s=push_s,
+        settle_request_s=settle_s,
+        largest_commit_writes=max(push.writes, settle.writes),
+    )
+
+
+# ----------------------------------------------------------------------------- limits
+
+
+@dataclass(frozen=True)
+class Limit:
+    key: str
+    what: str
+    value: float | None
+    unit: str
+    source: str  # a URL, or the Terraform setting it is
+    note: str
+    kind: str  # "setting" (ours, in Terraform), "code" (ours, in shared/) or "documented"
+    moves: str  # what raises it
+    demand: Callable[[float], float] | None  # pushes/s -> demand in `unit`
+
+
+def limits(m: Measured, dep: Deployment, p: PerPush, a: Mapping[str, float]) -> list[Limit]:
+    doc = {d.key: d for d in DOCUMENTED}
+    dispatches = p.worker_requests
+
+    def documented(key: str, moves: str, demand: Callable[[float], float] | None) -> Limit:
+        d: Documented = doc[key]
+        return Limit(d.key, d.what, d.value, d.unit, d.source, d.note, "documented", moves, demand)
+
+    hottest = max(p.writes_by_collection, key=lambda c: p.writes_by_collection[c])
+    busiest = max(p.ops_by_collection, key=lambda c: p.ops_by_collection[c])
+    w, i = dep.worker, dep.ingress
+    reconcile_doc_writes = m.reconcile_idle.writes_by_collection.get("reconcile_state", 0)
+    return [
+        Limit(
+            "queue_rate",
+            "queue dispatch rate",
+            dep.queue_rate,
+            "dispatches/s",
+            "var.queue.max_dispatches_per_second",
+            "",
+            "setting",
+            "queue.max_dispatches_per_second (up to 500)",
+            lambda r: r * dispatches,
+        ),
+        Limit(
+            "queue_concurrency",
+            "queue dispatches in flight",
+            dep.queue_concurrent,
+            "tasks in flight",
+            "var.queue.max_concurrent_dispatches",
+            "",
+            "setting",
+            "queue.max_concurrent_dispatches (up to 5,000)",
+            lambda r: r * dispatches * p.worker_request_s,
+        ),
+        Limit(
+            "worker_in_flight",
+            "worker requests in flight",
+            w.max_instances * w.concurrency,
+            "requests in flight",
+            "var.worker_function: max_instances x concurrency",
+            "beyond it Cloud Run refuses; Cloud Tasks retries with backoff",
+            "setting",
+            "worker_function.max_instances or .concurrency",
+            lambda r: r * dispatches * p.worker_request_s,
+        ),
+        Limit(
+            "worker_cpu",
+            "worker CPU",
+            w.max_instances * w.cpu,
+            "vCPU",
+            "var.worker_function: max_instances x cpu",
+            "",
+            "setting",
+            "worker_function.max_instances or .cpu",
+            lambda r: r * dispatches * m.worker_cpu_s,
+        ),
+        Limit(
+            "ingress_in_flight",
+            "ingress requests in flight",
+            i.max_instances * i.concurrency,
+            "requests in flight",
+            "var.ingress_function: max_instances x concurrency",
+            "beyond it senders get 429/503: GitHub does not retry (Redeliver by hand)",
+            "setting",
+            "ingress_function.max_instances (concurrency is bound by memory)",
+            lambda r: r * p.ingress_requests * p.ingress_request_s,
+        ),
+        Limit(
+            "ingress_cpu",
+            "ingress CPU",
+            i.max_instances * i.cpu,
+            "vCPU",
+            "var.ingress_function: max_instances x cpu",
+            "",
+            "setting",
+            "ingress_function.max_instances or .cpu",
+            lambda r: r * p.ingress_requests * m.ingress_cpu_s,
+        ),
+        Limit(
+            "reconcile_listing",
+            "reconcile's batches.list pages per run within its budget",
+            dep.reconcile_budget_s,
+            "seconds per run",
+            "shared/reconcile/adoption.py, within var.settings.reconcile_budget_s",
+            "adoption pages through every batch Gemini still lists; a listing cut short "
+            "leaves the watermark where it was, so the next run lists it all again",
+            "code",
+            "stopping the listing at the watermark (not built)",
+            lambda r: (
+                r * p.batches * a["gemini_listed_s"] / GEMINI_LIST_PAGE * a["gemini_list_page_s"]
+            ),
+        ),
+        documented("tasks_queue_rate", "a second queue (not built)", lambda r: r * dispatches),
+        documented(
+            "tasks_queue_concurrency",
+            "a second queue (not built)",
+            lambda r: r * dispatches * p.worker_request_s,
+        ),
+        documented("tasks_api", "a quota increase", lambda r: r * p.create_task * 60),
+        documented("run_concurrency", "(caps a setting)", None),
+        documented(
+            "run_regional_cpu",
+            "a regional CPU quota increase",
+            lambda r: (
+                math.ceil(r * p.ingress_requests * p.ingress_request_s / i.concurrency) * i.cpu
+                + math.ceil(r * dispatches * p.worker_request_s / w.concurrency) * w.cpu
+            ),
+        ),
+        documented(
+            "firestore_sequential",
+            f"exempting the sequential fields of `{hottest}` from single-field indexes "
+            "(terraform/firestore.tf)",
+            lambda r: r * p.writes_by_collection[hottest],
+        ),
+        documented(
+            "firestore_ramp",
+            f"ramping traffic to `{busiest}` up over minutes",
+            lambda r: r * p.ops_by_collection[busiest],
+        ),
+        documented(
+            "firestore_document",
+            "(no per-push hot document)",
+            lambda r: reconcile_doc_writes / dep.reconcile_every_s,
+        ),
+        documented(
+            "firestore_commit",
+            "(per commit: grows with files per push)",
+            lambda r: p.largest_commit_writes,
+        ),
+        documented("firestore_database", "", None),
+        documented(
+            "gemini_batches",
+            "a quota increase, or several pushes per batch (not built)",
+            lambda r: r * p.batches * a["gemini_batch_life_s"],
+        ),
+        documented("gemini_tokens", "a higher usage tier", None),
+        documented(
+            "github_primary",
+            "a GitHub App (per-installation limits; not built)",
+            lambda r: r * p.github_reads * 3600,
+        ),
+        documented("github_endpoint", "(per endpoint: none)", lambda r: r * p.github_reads * 60),
+        documented(
+            "github_concurrent",
+            "(none)",
+            lambda r: r * p.github_reads * a["github_call_s"],
+        ),
+        documented(
+            "github_content_minute",
+            "review.github_comments = false",
+            lambda r: r * p.github_content * 60,
+        ),
+        documented(
+            "github_content_hour",
+            "review.github_comments = false",
+            lambda r: r * p.github_content * 3600,
+        ),
+    ]
+
+
+def binds_at(limit: Limit) -> float | None:
+    """Pushes/s at which `limit` reaches 1 (its demand grows linearly); None if it never
+    does or does not grow with pushes."""
+    if limit.demand is None or not limit.value:
+        return None
+    slope = (limit.demand(1000.0) - limit.demand(0.0)) / 1000.0
+    if slope <= 0:
+        return None
+    return round((limit.value - limit.demand(0.0)) / slope, 2)
+
+
+def utilization(limit: Limit, rate: float) -> float | None:
+    if limit.demand is None or not limit.value:
+        return None
+    return limit.demand(rate) / limit.value
+
+
+# ----------------------------------------------------------------------------- tiers
+
+
+def instances(in_flight: float, cpu_demand: float, sizing: Sizing) -> int:
+    """Instances a function needs: for its requests in flight and for its CPU."""
+    return max(
+        math.ceil(in_flight / sizing.concurrency - 1e-9), math.ceil(cpu_demand / sizing.cpu - 1e-9)
+    )
+
+
+def billed_instances(in_flight: float, cpu_demand: float, sizing: Sizing) -> float:
+    """Instance-seconds per second billed (request-based: an instance with a request in
+    flight is billed whole)."""
+    if in_flight <= 0:
+        return 0.0
+    return max(min(in_flight, 1.0), in_flight / sizing.concurrency, cpu_demand / sizing.cpu)
+
+
+def queue_capacity(dep: Deployment, p: PerPush, m: Measured) -> float:
+    """Dispatches/s the queue path sustains: the least of its settings and the worker."""
+    w = dep.worker
+    return min(
+        dep.queue_rate,
+        500.0,
+        dep.queue_concurrent / p.worker_request_s,
+        w.max_instances * w.concurrency / p.worker_request_s,
+        w.max_instances * w.cpu / m.worker_cpu_s if m.worker_cpu_s else math.inf,
+    )
+
+
+def cost_per_hour(rate: float, m: Measured, dep: Deployment, p: PerPush) -> dict[str, float]:
+    hour = 3600 * rate
+    runs = 3600 / dep.reconcile_every_s
+    price = {k: v.usd / v.per for k, v in PRICES.items()}
+    firestore = (
+        (hour * p.reads + runs * m.reconcile_idle.reads) * price["firestore_read"]
+        + (hour * p.writes + runs * m.reconcile_idle.writes) * price["firestore_write"]
+        + hour * p.ttl_deletes * price["firestore_delete"]
+    )
+    tasks = hour * (p.create_task + p.worker_requests) * price["tasks_operation"]
+    run = 0.0
+    for sizing, requests, request_s, cpu_s in (
+        (dep.ingress, p.ingress_requests, p.ingress_request_s, m.ingress_cpu_s),
+        (dep.worker, p.worker_requests, p.worker_request_s, m.worker_cpu_s),
+    ):
+        billed = billed_instances(rate * requests * request_s, rate * requests * cpu_s, sizing)
+        run += (
+            3600
+            * billed
+            * (sizing.cpu * price["run_vcpu_s"] + sizing.memory_gib * price["run_gib_s"])
+        )
+        run += hour * requests * price["run_request"]
+    return {
+        "firestore": round(firestore, 2),
+        "cloud_tasks": round(tasks, 2),
+        "cloud_run": round(run, 2),
+        "total": round(firestore + tasks + run, 2),
+    }
+
+
+def _ranked(
+    found: Iterable[tuple[Limit, float | None]],
+) -> list[dict[str, Any]]:
+    rows = [
+        {
+            "limit": limit.key,
+            "what": limit.what,
+            "utilization": round(u, 3),
+            "kind": limit.kind,
+            "moves": limit.moves,
+        }
+        for limit, u in found
+        if u is not None
+    ]
+    return sorted(rows, key=lambda row: -row["utilization"])
+
+
+def tier(
+    rate: float,
+    base: float,
+    seconds: float | None,
+    m: Measured,
+    dep: Deployment,
+    p: PerPush,
+    all_limits: list[Limit],
+) -> dict[str, Any]:
+    """One row: `rate` pushes/s, sustained (`seconds` None) or for `seconds` over `base`."""
+    ranked = _ranked((limit, utilization(limit, rate)) for limit in all_limits)
+    first = ranked[0]
+    first_ours = next(row for row in ranked if row["kind"] == "setting")
+    demand = rate * p.worker_requests
+    capacity = queue_capacity(dep, p, m)
+    if seconds is None:
+        backlog = {"grows_per_s": round(max(0.0, demand - capacity), 1)}
+    else:
+        left = max(0.0, (demand - capacity) * seconds)
+        spare = capacity - base * p.worker_requests
+        backlog = {
+            "after_burst": round(left),
+            "drain_s": round(left / spare) if left and spare > 0 else (0 if not left else None),
+        }
+    ingress_flight = rate * p.ingress_requests * p.ingress_request_s
+    worker_flight = demand * p.worker_request_s
+    return {
+        "pushes_per_s": rate,
+        "burst_s": seconds,
+        "burst_over": None if seconds is None else base,
+        "binds_first": first,
+        "first_of_our_settings": first_ours,
+        "instances": {
+            "ingress": instances(
+                ingress_flight, rate * p.ingress_requests * m.ingress_cpu_s, dep.ingress
+            ),
+            "worker": instances(worker_flight, demand * m.worker_cpu_s, dep.worker),
+            "reconcile": 1,  # one Scheduler call per interval
+            "max": {"ingress": dep.ingress.max_instances, "worker": dep.worker.max_instances},
+        },
+        "queue": {
+            "dispatches_per_s": round(demand, 1),
+            "capacity_per_s": round(capacity, 1),
+            "backlog_tasks": backlog,
+        },
+        "cost_per_hour_usd": cost_per_hour(rate, m, dep, p),
+        "limits": ranked,
+    }
+
+
+def model(
+    m: Measured,
+    dep: Deployment,
+    *,
+    assume: Mapping[str, float] | None = None,
+    tiers: Iterable[float] = TIERS,
+) -> dict[str, Any]:
+    """The whole answer, as plain data (JSON-ready); pure in its inputs."""
+    a = {key: item.value for key, item in ASSUMED.items()} | dict(assume or {})
+    p = per_push(m, dep, a)
+    all_limits = limits(m, dep, p, a)
+    factor, burst_s = a["burst_factor"], a["burst_s"]
+    rows = []
+    for rate in tiers:
+        rows.append(tier(rate, rate, None, m, dep, p, all_limits))
+        rows.append(tier(rate * factor, rate, burst_s, m, dep, p, all_limits))
+    return {
+        "per_push": {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(p).items()},
+        "assumed": a,
+        "deployment": asdict(dep),
+        "queue_fits_worker": queue_fits_worker(
+            dep.queue_rate, dep.worker_request_s, dep.worker.max_instances, dep.worker.concurrency
+        ),
+        "tiers": rows,
+        "limits": [
+            {
+                "key": limit.key,
+                "what": limit.what,
+                "value": limit.value,
+                "unit": limit.unit,
+                "source": limit.source,
+                "note": limit.note,
+                "kind": limit.kind,
+                "binds_at_pushes_per_s": binds_at(limit),
+            }
+            for limit in all_limits
+        ],
+    }
+
+
+# ----------------------------------------------------------------------------- markdown
+
+
+def _num(value: float) -> str:
+    if value >= 100 or value == int(value):
+        return f"{value:,.0f}"
+    return f"{value:,.2f}".rstrip("0").rstrip(".")
+
+
+def _pct(u: float) -> str:
+    return f"{u:,.1f}x" if u >= 1 else f"{u * 100:.0f}%"
+
+
+def _backlog(row: Mapping[str, Any]) -> str:
+    backlog = row["queue"]["backlog_tasks"]
+    if row["burst_s"] is None:
+        grows = backlog["grows_per_s"]
+        return f"grows {_num(grows)}/s" if grows else "none"
+    left, drain = backlog["after_burst"], backlog["drain_s"]
+    if not left:
+        return "none"
+    return f"{_num(left)}, drained in " + (f"{_num(drain)} s" if drain is not None else "never")
+
+
+def render_markdown(result: Mapping[str, Any]) -> str:
+    """README "Scale": the tiers, then every limit with where it binds and its source."""
+    lines = [
+        "| pushes/s | binds first (demand / limit): what moves it | first of our settings "
+        "| instances ingress / worker (max) | queue dispatches/s (takes); backlog "
+        "| cost/hour: Firestore + Tasks + Run |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in result["tiers"]:
+        rate = _num(row["pushes_per_s"])
+        label = (
+            f"{rate} sustained"
+            if row["burst_s"] is None
+            else (f"burst: {rate} for {_num(row['burst_s'])} s over {_num(row['burst_over'])}")
+        )
+        first, ours = row["binds_first"], row["first_of_our_settings"]
+        inst, queue, cost = row["instances"], row["queue"], row["cost_per_hour_usd"]
+        lines.append(
+            f"| {label} | {first['what']} ({_pct(first['utilization'])}): {first['moves']} "
+            f"| {ours['what']} ({_pct(ours['utilization'])}): {ours['moves']} "
+            f"| {inst['ingress']} / {inst['worker']} "
+            f"({inst['max']['ingress']} / {inst['max']['worker']}) "
+            f"| {_num(queue['dispatches_per_s'])} ({_num(queue['capacity_per_s'])}); "
+            f"{_backlog(row)} "
+            f"| ${cost['total']:,.2f}: {cost['firestore']:,.2f} + {cost['cloud_tasks']:,.2f} "
+            f"+ {cost['cloud_run']:,.2f} |"
+        )
+    lines += [
+        "",
+        "| limit | value | binds at pushes/s | source |",
+        "| --- | --- | --- | --- |",
+    ]
+    for limit in result["limits"]:
+        value = "-" if limit["value"] is None else f"{_num(limit['value'])} {limit['unit']}"
+        at = limit["binds_at_pushes_per_s"]
+        binds = "-" if at is None else _num(at)
+        source = limit["source"] if limit["kind"] != "documented" else f"<{limit['source']}>"
+        note = f" ({limit['note']})" if limit["note"] else ""
+        lines.append(f"| {limit['what']}{note} | {value} | {binds} | {source} |")
+    return "\n".join(lines) + "\n"
