@@ -22,6 +22,7 @@ TAG = "hookledger:test:o/r@abc"
 LEASE = timedelta(minutes=10)
 
 
+# Events of their own: the built-in handlers (github/push, gemini/batch.*) may be loaded.
 @pytest.fixture
 def worker(firestore_client: Any) -> Iterator[tuple[Worker, Ledger]]:
     saved = handlers.snapshot()
@@ -91,13 +92,13 @@ def test_a_push_handler_runs_with_its_claim_and_its_winner_commit_marks_done(wor
     def claims(body: bytes, ctx: Any) -> ClaimRequest:
         return ClaimRequest(TAG, {"repo": "o/r", "sha": "abc"})
 
-    @handler("github", "push", claims=claims)
+    @handler("github", "test-push", claims=claims)
     def on_push(event, ctx):
         seen.append(event.claimed.state)
         ctx.ledger.submissions.register_winner(TAG, "batches/b1", "test", {}, end=event.end)
         return Done("submitted")
 
-    answer = post(worker, "github", "push", "p-1")
+    answer = post(worker, "github", "test-push", "p-1")
 
     assert (answer.status, answer.body["status"]) == (200, "done")
     assert seen == [Claim.OWNED]
@@ -112,15 +113,15 @@ def test_an_unleased_settlement_creates_its_delivery_done_in_the_settling_commit
     ledger.operations.register("batches/s1", "test")
     calls: list[str] = []
 
-    @handler("gemini", "batch.succeeded", leased=False)
+    @handler("gemini", "test.succeeded", leased=False)
     def settle(event, ctx):
         calls.append(event.delivery_id)
         assert ctx.ledger.deliveries.get("gemini", event.delivery_id) is None  # not yet
         result = ctx.ledger.settle("batches/s1", "succeeded", "webhook", end=event.end)
         return Done(result.value)
 
-    first = post(worker, "gemini", "batch.succeeded", "g-1", b'{"data": {"id": "s1"}}')
-    again = post(worker, "gemini", "batch.succeeded", "g-1", b'{"data": {"id": "s1"}}')
+    first = post(worker, "gemini", "test.succeeded", "g-1", b'{"data": {"id": "s1"}}')
+    again = post(worker, "gemini", "test.succeeded", "g-1", b'{"data": {"id": "s1"}}')
 
     assert (first.status, first.body["status"]) == (200, "done")
     assert (again.status, again.body["status"]) == (200, "duplicate")
@@ -136,12 +137,12 @@ def test_an_unleased_run_that_settles_nothing_is_recorded_and_marked_by_the_work
     ledger.operations.register("batches/s2", "test")
     ledger.settle("batches/s2", "failed", "reconcile")  # settled before the webhook came
 
-    @handler("gemini", "batch.failed", leased=False)
+    @handler("gemini", "test.failed", leased=False)
     def settle(event, ctx):
         result = ctx.ledger.settle("batches/s2", "failed", "webhook", end=event.end)
         return Done(result.value)
 
-    answer = post(worker, "gemini", "batch.failed", "g-2")
+    answer = post(worker, "gemini", "test.failed", "g-2")
 
     assert (answer.status, answer.body["detail"]) == (200, "already_settled")
     delivery = ledger.deliveries.get("gemini", "g-2")
@@ -151,11 +152,11 @@ def test_an_unleased_run_that_settles_nothing_is_recorded_and_marked_by_the_work
 def test_an_unleased_run_that_fails_leaves_a_queued_record_with_its_reason(worker):
     worker, ledger = worker
 
-    @handler("gemini", "batch.expired", leased=False)
+    @handler("gemini", "test.expired", leased=False)
     def settle(event, ctx):
         raise RetryableError("Gemini 503")
 
-    answer = post(worker, "gemini", "batch.expired", "g-3")
+    answer = post(worker, "gemini", "test.expired", "g-3")
 
     assert (answer.status, answer.body["status"]) == (503, "retry")
     delivery = ledger.deliveries.get("gemini", "g-3")
