@@ -69,12 +69,22 @@ def make_run():
         yield process, ports, lines
     finally:
         if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(10)
+            # A failed test still stops the stack the way Ctrl-C does, so local.stack stops
+            # the services it started (their own sessions); SIGKILL only if it hangs.
+            os.killpg(process.pid, signal.SIGINT)
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
 
 
-def _wait(what, check, timeout=90.0):
-    return wait_until(check, timeout, what, every=0.2)
+def _wait(what, check, lines, timeout=90.0):
+    """`wait_until`, failing with the stack's last lines of output (what it was doing)."""
+    try:
+        return wait_until(check, timeout, what, every=0.2)
+    except pytest.fail.Exception as exc:
+        pytest.fail(f"{exc}; make run's last lines:\n" + "".join(lines[-40:]), pytrace=False)
 
 
 @pytest.mark.slow
@@ -83,10 +93,12 @@ def test_make_run_comes_up_settles_a_dropped_webhook_and_stops_cleanly(make_run)
     ready = _wait(
         "hookledger ready",
         lambda: next((line for line in lines if "hookledger ready" in line), None),
+        lines,
     )
     assert f"ingress http://127.0.0.1:{ports['ingress']}" in ready
     assert f"console http://127.0.0.1:{ports['console']}/" in ready
-    console = requests.get(f"http://127.0.0.1:{ports['console']}/", timeout=10)
+    # The overview's first load runs its count aggregations: generous on a loaded machine.
+    console = requests.get(f"http://127.0.0.1:{ports['console']}/", timeout=60)
     assert console.status_code == 200 and "hookledger" in console.text.lower()
 
     demo = subprocess.run(
