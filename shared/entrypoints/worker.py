@@ -116,24 +116,15 @@ class Worker(Endpoint):
         claims = handlers.claims_for(source, event_type) if unusable is None else None
         submission = claims(raw, self._context) if claims is not None else None
         lease_for = timedelta(seconds=self._config.delivery_lease_s)
+        what = (source, delivery_id, event_type, stored.payload, stored.ref)
         try:
             if submission is None:
                 recorded = self._ledger.deliveries.record(
-                    source,
-                    delivery_id,
-                    event_type,
-                    stored.payload,
-                    stored.ref,
-                    attempt=attempt,
-                    lease_for=lease_for,
+                    *what, attempt=attempt, lease_for=lease_for
                 )
             else:  # a push's first run: its delivery and its submission in one commit
                 recorded = self._ledger.record_and_claim(
-                    source,
-                    delivery_id,
-                    event_type,
-                    stored.payload,
-                    stored.ref,
+                    *what,
                     attempt=attempt,
                     lease_for=lease_for,
                     tag=submission.tag,

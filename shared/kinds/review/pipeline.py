@@ -54,7 +54,7 @@ from shared.handlers import (
 )
 from shared.kinds.cancel import supersede
 from shared.kinds.review import KIND, review_tag
-from shared.ledger import DeliveryEnd, LedgerError, Submission
+from shared.ledger import DeliveryEnd, LedgerError
 from shared.ledger.protocols import PushLedger
 from shared.ledger.submissions import Claim, Claimed
 
@@ -266,15 +266,20 @@ class Submitter:
     def decided_before_fetch(self) -> str | None:
         """With a claim taken at the record: what was decided already (no fetch needed), or
         `RetryableError` while another attempt holds the push. None: go on and fetch."""
-        if self._claimed is None:
-            return None
-        state, stored = self._claimed
+        return None if self._claimed is None else self._decided_or_busy(self._claimed)
+
+    def _decided_or_busy(self, claimed: Claimed) -> str | None:
+        """DECIDED: what was decided; BUSY: `RetryableError`; else None (go on)."""
+        state, stored = claimed
         if state is Claim.DECIDED:
             assert stored is not None and stored.operation
             return self._decided(stored.operation)
         if state is Claim.BUSY:
             assert stored is not None
-            raise self._busy(stored)
+            raise RetryableError(
+                f"{self._tag}: delivery {stored.claimed_by} (attempt {stored.attempt}) "
+                f"is submitting this push until {stored.lease_until}"
+            )
         return None
 
     def _lease_until(self, now: datetime) -> datetime:
@@ -297,12 +302,8 @@ class Submitter:
         while True:
             state, stored = claimed
             self._holds = state is Claim.OWNED
-            if state is Claim.DECIDED:
-                assert stored is not None and stored.operation
-                return self._decided(stored.operation)
-            if state is Claim.BUSY:
-                assert stored is not None
-                raise self._busy(stored)
+            if state in (Claim.DECIDED, Claim.BUSY):
+                return self._decided_or_busy(claimed)
             now = self._deps.clock()
             if state is Claim.STALE:
                 assert stored is not None
@@ -361,12 +362,6 @@ class Submitter:
         """Every batch tagged for this push, oldest first: one full listing."""
         found = [b for b in self._deps.gemini.list_batches() if b.display_name == self._tag]
         return sorted(found, key=lambda b: (b.create_time is None, b.create_time, b.name))
-
-    def _busy(self, stored: Submission) -> RetryableError:
-        return RetryableError(
-            f"{self._tag}: delivery {stored.claimed_by} (attempt {stored.attempt}) "
-            f"is submitting this push until {stored.lease_until}"
-        )
 
     def _settle_found(self, found: list[BatchSummary], context: dict[str, Any]) -> str:
         """An earlier attempt's batches: the oldest becomes the winner (with this run's
