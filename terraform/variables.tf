@@ -355,7 +355,7 @@ variable "worker_function" {
 }
 
 # What one worker request takes, for the plan-time check in tasks.tf (queue rate x this <=
-# worker requests in flight). bench/capacity.py models ~1.4 s from bench.cost's calls per
+# worker requests in flight). bench/capacity.py models ~1.3 s from bench.cost's calls per
 # request and its stated latencies (README "Scale"); 2 rounds it up. Measure yours (Cloud
 # Run request latency) and set it.
 variable "worker_request_seconds" {
