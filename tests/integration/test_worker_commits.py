@@ -32,6 +32,22 @@ def worker(firestore_client: Any) -> Iterator[tuple[Worker, Ledger]]:
     handlers.restore(saved)
 
 
+@pytest.fixture
+def commits(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The Firestore Commit RPCs made while the test runs (a transaction's or a batch's)."""
+    from google.cloud.firestore_v1.services.firestore.client import FirestoreClient
+
+    made: list[str] = []
+    real = FirestoreClient.commit
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        made.append("commit")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(FirestoreClient, "commit", counted)
+    return made
+
+
 def post(worker: Worker, source: str, event: str, delivery_id: str, body: bytes = b"{}") -> Any:
     envelope = Envelope(source, event, delivery_id, datetime.now(UTC), {}, body)
     sealed = EnvelopeSealer([LOCAL_ENVELOPE_KEY]).seal(envelope)
@@ -44,9 +60,10 @@ def record_and_claim(ledger: Ledger, delivery: str, attempt: str) -> Any:
     )
 
 
-def test_a_first_run_records_and_claims_in_one_write_both_new(ledger: Ledger) -> None:
+def test_a_first_run_records_and_claims_in_one_write_both_new(ledger: Ledger, commits) -> None:
     recorded = record_and_claim(ledger, "d-1", "a1")
 
+    assert commits == ["commit"]  # both documents in one commit, no read
     assert recorded.new and recorded.claimed.state is Claim.OWNED
     stored = ledger.submissions.get(TAG)
     delivery = ledger.deliveries.get("github", "d-1")
@@ -85,7 +102,7 @@ def test_a_retry_of_the_delivery_takes_its_lease_and_finds_its_claim_stale(ledge
     assert retry.claimed.state is Claim.STALE  # it lists before it may take over
 
 
-def test_a_push_handler_runs_with_its_claim_and_its_winner_commit_marks_done(worker) -> None:
+def test_a_push_handler_runs_with_its_claim_and_its_winner_commit_marks_done(worker, commits):
     worker, ledger = worker
     seen: list[Any] = []
 
@@ -100,6 +117,7 @@ def test_a_push_handler_runs_with_its_claim_and_its_winner_commit_marks_done(wor
 
     answer = post(worker, "github", "test-push", "p-1")
 
+    assert len(commits) == 2  # record + claim; winner + done
     assert (answer.status, answer.body["status"]) == (200, "done")
     assert seen == [Claim.OWNED]
     assert ledger.submissions.get(TAG).operation == "batches/b1"
@@ -108,9 +126,10 @@ def test_a_push_handler_runs_with_its_claim_and_its_winner_commit_marks_done(wor
     assert delivery.lease.until <= datetime.now(UTC)  # the winner's commit ended the lease
 
 
-def test_an_unleased_settlement_creates_its_delivery_done_in_the_settling_commit(worker):
+def test_an_unleased_settlement_creates_its_delivery_done_in_the_settling_commit(worker, commits):
     worker, ledger = worker
     ledger.operations.register("batches/s1", "test")
+    commits.clear()  # the registration's own
     calls: list[str] = []
 
     @handler("gemini", "test.succeeded", leased=False)
@@ -125,6 +144,7 @@ def test_an_unleased_settlement_creates_its_delivery_done_in_the_settling_commit
 
     assert (first.status, first.body["status"]) == (200, "done")
     assert (again.status, again.body["status"]) == (200, "duplicate")
+    assert len(commits) == 1  # the settlement, with its delivery; the duplicate wrote nothing
     assert calls == ["g-1"]  # the duplicate ran nothing
     delivery = ledger.deliveries.get("gemini", "g-1")
     assert (delivery.status, delivery.attempts, delivery.lease) == ("done", 1, None)
