@@ -167,18 +167,20 @@ class Worker(Endpoint):
     ) -> Reply:
         """A handler whose own commit makes a second run harmless (a settlement): no lease,
         and the delivery is recorded `done` in that commit, created if it is new (one commit
-        per event). Any other outcome records it first, then marks it as usual."""
+        per event), on condition it is as this run's dedupe read found it (one read). Any
+        other outcome records it first, then marks it as usual."""
         source, delivery_id, event_type = envelope.source, envelope.delivery_id, envelope.event
         try:
-            known = self._ledger.deliveries.get(source, delivery_id)
+            seen = self._ledger.deliveries.read(source, delivery_id)
             _, fields = self._ledger.deliveries.new_record(
                 source, delivery_id, event_type, stored.payload, stored.ref
             )
         except LedgerError as exc:
             return self._retry(ids, f"reading the delivery failed: {exc}")
+        known = seen.delivery
         if known is not None and known.finished:
             return Reply(200, {"status": "duplicate", **ids, "delivery_status": known.status})
-        end = DeliveryEnd(source, delivery_id, None, new=fields)
+        end = DeliveryEnd(source, delivery_id, None, new=fields, seen=seen)
         event = Event(
             source,
             event_type,

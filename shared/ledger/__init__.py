@@ -54,6 +54,7 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     .mark(source, delivery_id, status, error=None) -> Delivery       # an operator's
     .reopen(source, delivery_id) -> Delivery                         # a replay: queued again
     .get(source, delivery_id) / .find(delivery_id, limit=2) / .count(status=None)
+    .read(source, delivery_id) -> DeliveryRead(delivery, update_time)  # for DeliveryEnd.seen
     .listing(status=None, limit=50, *, source=None, event=None, start_after=None)
     # ledger.queries (queries.py: read-only)
     .count_operations(status=None, kind=None) / .oldest_pending() / .stuck_alerted(limit)
@@ -123,6 +124,7 @@ from shared.ledger.records import (
     Delivery,
     DeliveryEnd,
     DeliveryLease,
+    DeliveryRead,
     ItemLease,
     Marked,
     Operation,
@@ -169,6 +171,7 @@ __all__ = [
     "Delivery",
     "DeliveryEnd",
     "DeliveryLease",
+    "DeliveryRead",
     "InvalidArgument",
     "ItemLease",
     "Ledger",
