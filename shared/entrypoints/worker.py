@@ -195,10 +195,11 @@ class Worker(Endpoint):
             outcome = fn(event, self._context)
         except Exception as exc:  # recorded first: the marks below need the record
             return self._recorded(ids, stored) or self._failed(ids, None, exc, retry_count)
-        if isinstance(outcome, Done) and end.applied:
-            logs.event(log, logging.INFO, f"delivery done: {outcome.detail}", **ids)
-            return Reply(200, {"status": "done", "detail": outcome.detail, **ids})
-        return self._recorded(ids, stored) or self._outcome(outcome, ids, None)
+        return (
+            _done_in_commit(outcome, end, ids)
+            or self._recorded(ids, stored)
+            or self._outcome(outcome, ids, None)
+        )
 
     def _recorded(self, ids: dict[str, Any], stored: _Stored) -> Reply | None:
         """Record an unleased run's delivery (if new) so it can be marked; a retry if not."""
@@ -223,11 +224,7 @@ class Worker(Endpoint):
         except Exception as exc:  # the error tree, not this handler, says retry or dead
             return self._failed(ids, attempt, exc, retry_count)
         crash_point("push.before_done")
-        if isinstance(outcome, Done) and event.end is not None and event.end.applied:
-            # The handler's own commit (the push's winner) marked the delivery done.
-            logs.event(log, logging.INFO, f"delivery done: {outcome.detail}", **ids)
-            return Reply(200, {"status": "done", "detail": outcome.detail, **ids})
-        return self._outcome(outcome, ids, attempt)
+        return _done_in_commit(outcome, event.end, ids) or self._outcome(outcome, ids, attempt)
 
     def _outcome(
         self, outcome: handlers.Outcome, ids: dict[str, Any], attempt: str | None
@@ -341,6 +338,17 @@ class _Stored(NamedTuple):
 
     payload: bytes | None
     ref: str | None
+
+
+def _done_in_commit(
+    outcome: handlers.Outcome, end: DeliveryEnd | None, ids: dict[str, Any]
+) -> Reply | None:
+    """200 `done` when the handler's own commit (the push's winner, a settlement) marked
+    the delivery done (`end.applied`); None when the worker must still mark it."""
+    if not (isinstance(outcome, Done) and end is not None and end.applied):
+        return None
+    logs.event(log, logging.INFO, f"delivery done: {outcome.detail}", **ids)
+    return Reply(200, {"status": "done", "detail": outcome.detail, **ids})
 
 
 def _lease_end(recorded: Recorded) -> datetime | None:
