@@ -111,7 +111,7 @@ class Worker(Endpoint):
         # A claim-checked body stays behind its reference: stored once, not twice.
         stored = _Stored(raw if envelope.claim is None else None, envelope.claim)
         if fn is not None and unusable is None and not handlers.leased(source, event_type):
-            return self._run_unleased(envelope, ids, raw, fn, stored, retry_count)
+            return self._run_unleased(envelope, ids, raw, fn, stored, attempt, retry_count)
         # The push's submission (not the payload's claim check) the handler will claim.
         claims = handlers.claims_for(source, event_type) if unusable is None else None
         submission = claims(raw, self._context) if claims is not None else None
@@ -163,6 +163,7 @@ class Worker(Endpoint):
         raw: bytes,
         fn: handlers.Handler,
         stored: _Stored,
+        attempt: str,
         retry_count: int,
     ) -> Reply:
         """A handler whose own commit makes a second run harmless (a settlement): no lease,
@@ -188,7 +189,7 @@ class Worker(Endpoint):
             envelope.received_at,
             raw,
             envelope.headers,
-            attempt=Attempt(uuid.uuid4().hex),
+            attempt=Attempt(attempt),
             end=end,
         )
         try:
