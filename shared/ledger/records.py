@@ -71,6 +71,14 @@ class Settlement(StrEnum):
     UNKNOWN = "unknown"
 
 
+class Settled(NamedTuple):
+    """`Operations.settle`'s answer: what it did, and whether the write its `also` staged
+    went into the settling commit (only ever with `SETTLED`)."""
+
+    result: Settlement
+    also_applied: bool = False
+
+
 @dataclass(frozen=True)
 class ItemLease:
     """The claim a deliverer holds on one outbox item while it delivers it.
