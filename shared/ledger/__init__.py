@@ -54,6 +54,7 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     .mark(source, delivery_id, status, error=None) -> Delivery       # an operator's
     .reopen(source, delivery_id) -> Delivery                         # a replay: queued again
     .get(source, delivery_id) / .find(delivery_id, limit=2) / .count(status=None)
+    .read(source, delivery_id) -> DeliveryRead(delivery, update_time)  # for DeliveryEnd.seen
     .listing(status=None, limit=50, *, source=None, event=None, start_after=None)
     # ledger.queries (queries.py: read-only)
     .count_operations(status=None, kind=None) / .oldest_pending() / .stuck_alerted(limit)
@@ -81,6 +82,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from google.api_core import exceptions as gexc
@@ -89,7 +91,7 @@ from google.cloud import firestore
 from shared.clock import Clock, system_clock
 from shared.config import DEFAULTS, FIRESTORE_TIMEOUT_S
 from shared.crashpoints import crash_point
-from shared.ledger.commits import Commits, Staged
+from shared.ledger.commits import Commits
 from shared.ledger.deliveries import Deliveries
 from shared.ledger.errors import (
     AmbiguousId,
@@ -123,11 +125,13 @@ from shared.ledger.records import (
     Delivery,
     DeliveryEnd,
     DeliveryLease,
+    DeliveryRead,
     ItemLease,
     Marked,
     Operation,
     OutboxItem,
     Recorded,
+    Settled,
     Settlement,
     Submission,
     SweepReport,
@@ -169,6 +173,7 @@ __all__ = [
     "Delivery",
     "DeliveryEnd",
     "DeliveryLease",
+    "DeliveryRead",
     "InvalidArgument",
     "ItemLease",
     "Ledger",
@@ -181,6 +186,7 @@ __all__ = [
     "ReconcileRun",
     "Recorded",
     "ResultWrites",
+    "Settled",
     "Settlement",
     "StoreUnavailable",
     "Submission",
@@ -278,13 +284,7 @@ class Ledger:
         `end`, the settling attempt's end of its delivery (a webhook's), is written in the
         settling commit while the attempt holds its lease; `end.applied` says if it was.
         """
-        staged: list[Staged | None] = [None]
-
-        def stage_end() -> Staged | None:
-            staged[0] = self.deliveries.stage_end(end) if end is not None else None
-            return staged[0]
-
-        result = self.operations.settle(
+        settled = self.operations.settle(
             name,
             status,
             by,
@@ -294,10 +294,11 @@ class Ledger:
             expected=expected,
             result_counts=result_counts,
             outcome=outcome,
-            also=stage_end if end is not None else None,
+            also=partial(self.deliveries.stage_end, end) if end is not None else None,
         )
+        result = settled.result
         if end is not None:
-            end.applied = result is Settlement.SETTLED and staged[0] is not None
+            end.applied = settled.also_applied
         if result is Settlement.SETTLED:
             log_event(log, logging.INFO, "operation settled", operation=name, status=status, by=by)
             crash_point("settle.committed")

@@ -71,6 +71,14 @@ class Settlement(StrEnum):
     UNKNOWN = "unknown"
 
 
+class Settled(NamedTuple):
+    """`Operations.settle`'s answer: what it did, and whether the write its `also` staged
+    went into the settling commit (only ever with `SETTLED`)."""
+
+    result: Settlement
+    also_applied: bool = False
+
+
 @dataclass(frozen=True)
 class ItemLease:
     """The claim a deliverer holds on one outbox item while it delivers it.
@@ -303,6 +311,14 @@ class Recorded(NamedTuple):
     claimed: Any = None
 
 
+class DeliveryRead(NamedTuple):
+    """One read of a delivery: the record (None: there was none) and the version read, which
+    a write conditional on this read checks (`Deliveries.read`, `DeliveryEnd.seen`)."""
+
+    delivery: Delivery | None
+    update_time: Any = None
+
+
 @dataclass
 class DeliveryEnd:
     """A worker attempt's end of its delivery, committed with another part's write (the
@@ -321,6 +337,9 @@ class DeliveryEnd:
     # An unleased run's delivery fields (`Deliveries.new_record`): created `status` in the
     # same commit when no record exists yet.
     new: Mapping[str, Any] | None = None
+    # The worker's own read of the delivery: the first staging takes it instead of reading
+    # again (its write conditional on that read); a retry after a conflict reads afresh.
+    seen: DeliveryRead | None = None
     applied: bool = False
 
 
