@@ -4,7 +4,8 @@ The only code in hookledger that names Firestore collections and fields (besides
 claim-check store, shared/claims.py); everything else asks it. Layout (docs/architecture.md,
 "Ledger"): `records` (types, statuses, converters), `errors`, `ids` (document ids and
 input checks), `commits` (conditional commits and retries), one module per collection
-(`operations`, `deliveries`, `outbox`, `results`, `submissions`, `runs`) and `queries`
+(`operations`, `deliveries`, `outbox`, `results`, `submissions`, `runs`, `installations`)
+and `queries`
 (read-only listings). `Ledger` builds the parts over one client and callers reach each
 by name (`ledger.deliveries.record(...)`); it adds only what spans parts. `protocols` names
 what each caller calls (`Settler`: `SettleLedger`; reconcile: `ReconcileLedger`; the kinds:
@@ -66,6 +67,10 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     # ledger.runs (runs.py): .record(started_at, finished_at, counts, examined_ops=(),
     #   budget_s=None) -> run id; .recent(limit=20, after=None); .for_operation(name, limit=20)
     # ledger.watermark (runs.py): .get() -> datetime | None; .set(listed_at)
+    # ledger.installations (installations.py: GitHub App installations, out-of-order safe)
+    .apply(event, *, received_at, delivery_id, end=None) -> Applied(changed, installation)
+    .get(installation_id) -> Installation | None     # .refusal(repo): why a push is ignored
+    .listing(status=None, limit=50, after=None) -> list[Installation]   # by id
 
 Settlement: an operation goes from `pending` to a terminal status once, and its
 write-back commits in that same transaction (timeline in `operations`). A delivery is
@@ -104,6 +109,7 @@ from shared.ledger.errors import (
     WritebackFailed,
 )
 from shared.ledger.ids import review_doc_id
+from shared.ledger.installations import Applied, Installation, Installations
 from shared.ledger.operations import Operations
 from shared.ledger.outbox import Outbox, OutboxPolicy
 from shared.ledger.queries import ConsoleQueries, Queries
@@ -111,6 +117,8 @@ from shared.ledger.records import (
     DELIVERIES,
     DELIVERY_STATUSES,
     FINISHED_DELIVERY_STATUSES,
+    INSTALLATION_STATUSES,
+    INSTALLATIONS,
     OPERATION_STATUSES,
     OPERATIONS,
     PENDING,
@@ -155,6 +163,8 @@ __all__ = [
     "DELIVERIES",
     "DELIVERY_STATUSES",
     "FINISHED_DELIVERY_STATUSES",
+    "INSTALLATIONS",
+    "INSTALLATION_STATUSES",
     "OPERATIONS",
     "OPERATION_STATUSES",
     "PENDING",
@@ -168,12 +178,14 @@ __all__ = [
     "TERMINAL_STATUSES",
     "UNRESOLVED",
     "AmbiguousId",
+    "Applied",
     "ContentionError",
     "Deliver",
     "Delivery",
     "DeliveryEnd",
     "DeliveryLease",
     "DeliveryRead",
+    "Installation",
     "InvalidArgument",
     "ItemLease",
     "Ledger",
@@ -218,6 +230,7 @@ class Ledger:
     console: ConsoleQueries
     runs: Runs
     watermark: AdoptionWatermark
+    installations: Installations
 
     def __init__(
         self,
@@ -248,6 +261,7 @@ class Ledger:
         self.console = ConsoleQueries(commits, self.operations)
         self.runs = Runs(commits, retention=retention)
         self.watermark = AdoptionWatermark(commits)
+        self.installations = Installations(commits, clock, self.deliveries)
 
     @property
     def clock(self) -> Clock:

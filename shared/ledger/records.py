@@ -18,6 +18,7 @@ OPERATIONS = "operations"
 DELIVERIES = "deliveries"
 REVIEWS = "reviews"
 SUBMISSIONS = "submissions"
+INSTALLATIONS = "installations"
 
 # The status words: operations' and deliveries', their display order, and which are
 # terminal or finished, defined here only (tests/unit/test_status_words.py fails on a copy).
@@ -40,6 +41,12 @@ DELIVERY_STATUSES = (QUEUED, DONE, IGNORED, UNRESOLVED, DEAD)
 # A delivery in one of these is finished: nothing moves it back but an operator's replay
 # (docs/architecture.md, "Delivery lease"). Only `queued` is not.
 FINISHED_DELIVERY_STATUSES = frozenset(DELIVERY_STATUSES) - {QUEUED}
+# A GitHub App installation's status (docs/architecture.md, "installations/{id}"), in the
+# order the CLI shows them. `deleted` is final: GitHub never reuses an installation id.
+ACTIVE, SUSPENDED, DELETED = "active", "suspended", "deleted"
+INSTALLATION_STATUSES = (ACTIVE, SUSPENDED, DELETED)
+# Which repositories an installation covers: every one of its account's, or a selection.
+ALL_REPOSITORIES, SELECTED_REPOSITORIES = "all", "selected"
 STUCK_ALERTED_AT = "stuck_alerted_at"
 # The last `operation_waiting` alert: an interaction waiting on its caller (requires_action…).
 WAITING_ALERTED_AT = "waiting_alerted_at"
