@@ -536,6 +536,25 @@ def test_a_signed_push_is_accepted_with_one_task_holding_a_sealed_envelope(ingre
     assert task.http_request.url == "http://127.0.0.1:9/worker"
 
 
+@pytest.mark.parametrize(
+    ("event", "fixture"),
+    [
+        ("installation", "installation-created.payload.json"),
+        ("installation", "installation-suspend.payload.json"),
+        ("installation_repositories", "installation_repositories-removed.payload.json"),
+    ],
+)
+def test_github_app_installation_events_are_accepted_byte_for_byte(ingress, event, fixture):
+    body = (FIXTURES / fixture).read_bytes()
+    headers = github_headers(body, event=event, delivery=f"d-{fixture}")
+    response = ingress.client.post("/github", headers=headers, data=body)
+
+    assert (response.status_code, response.json["event"]) == (202, event), fixture
+    [task] = ingress.tasks()
+    envelope = EnvelopeSealer([LOCAL_ENVELOPE_KEY]).open(task.http_request.body)
+    assert (envelope.event, envelope.body) == (event, body)
+
+
 def test_every_task_the_ingress_creates_carries_the_dispatch_deadline(ingress):
     github = ingress.client.post("/github", headers=github_headers(PUSH), data=PUSH)
     body = gemini_body()

@@ -14,7 +14,8 @@ rule makes one that slips through harmless (docs/architecture.md, "One winner pe
 The batch's `display_name` carries the tag, which is also how reconcile adopts an orphan.
 
 Inputs are checked before anything is fetched: a malformed repository or commit makes the
-delivery dead, a repository outside `GITHUB_REPOSITORIES` is ignored, and a path GitHub
+delivery dead, a repository outside `GITHUB_REPOSITORIES` is ignored, then so is a push its
+GitHub App installation no longer wants (`installations.py`), and a path GitHub
 would refuse (`check_path`: '..', empty segments, over-long names) is not fetched. Such a
 path, and one the Contents API refuses (4xx), is recorded in the operation's context
 (`refused`) and gets an error review at settlement: one file never kills the push.
@@ -54,6 +55,7 @@ from shared.handlers import (
 )
 from shared.kinds.cancel import supersede
 from shared.kinds.review import KIND, review_tag
+from shared.kinds.review.installations import installation_refusal
 from shared.ledger import DeliveryEnd, LedgerError
 from shared.ledger.protocols import PushLedger
 from shared.ledger.submissions import Claim, Claimed
@@ -114,6 +116,10 @@ def review_push(
     push, paths = checked
     tag = review_tag(push.repo, push.sha)
     run = Submitter(deps, tag, delivery_id, attempt or Attempt(f"{delivery_id}:direct"), claimed)
+    unwanted = installation_refusal(payload, push.repo, deps.ledger.installations, delivery_id)
+    if unwanted is not None:  # a deleted or suspended installation, or a repo it left
+        run.release()
+        return unwanted
     decided = run.decided_before_fetch()
     if decided is not None:
         return Done(decided)
