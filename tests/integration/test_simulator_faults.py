@@ -62,6 +62,14 @@ def test_defaults_are_off_and_reported_in_full(simulator: Any) -> None:
         "webhook_before_register_ms": 0,
         "seed": None,
         "github_comment_post": {"fail": 0, "status": 502, "after_create": False},
+        "github_rate_limit": {
+            "limit": 5000,
+            "remaining": 5000,
+            "reset": state["github_rate_limit"]["reset"],
+            "enforced": False,
+        },
+        "github_secondary_limit": {"count": 0, "status": 403, "retry_after_s": 60},
+        "github_rate_limited": {"primary": 0, "secondary": 0},
     }
     assert state["injected"]["gets"] == 0
 
