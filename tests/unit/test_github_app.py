@@ -396,3 +396,47 @@ def test_the_app_auth_is_built_from_the_settings_and_a_bad_key_names_its_variabl
     with pytest.raises(ConfigError, match="GITHUB_APP_PRIVATE_KEY is unusable") as caught:
         build_github_auth(bad)
     assert "nope-key" not in str(caught.value)
+
+
+# --- the log-secret check of the App path (beside tests/integration/test_ingress.py's) ----
+
+
+def test_no_key_jwt_or_installation_token_reaches_the_logs_or_errors(pem, clock, caplog):
+    """A push's fetches through every App outcome (minted, renewed after a 401, a mint
+    refused, a mint failing for now) log what failed, and never a credential."""
+    import logging
+
+    from shared.github import Push
+    from shared.handlers import RetryableError
+    from shared.kinds.review.pipeline import _fetch_all
+
+    caplog.set_level(logging.DEBUG, logger="hookledger")
+    wire = GitHubWire(clock)
+    auth = app_auth(pem, wire, clock)
+    client = contents(auth, wire, clock)
+    push = Push("o/r", "abc1", "refs/heads/main", "main", False, (), installation_id=9)
+    wire.api_answers = [(200, {}), (401, {}), (200, {})]
+    files, refused = _fetch_all(push, ["a.md", "b.md"], client, "d-1")
+    assert sorted(files) == ["a.md", "b.md"] and refused == {}
+
+    wire.mint_answers = [401]  # the JWT refused: the file is refused, the push goes on
+    auth.invalidate(9, auth.headers(9))
+    _files, refused = _fetch_all(push, ["c.md"], client, "d-2")
+    errors = list(refused.values())
+    wire.mint_answers = [502, 502, 502]  # GitHub down: retryable
+    auth.invalidate(9, {"Authorization": f"Bearer ghs_{len(wire.mints)}"})
+    with pytest.raises(RetryableError) as caught:
+        _fetch_all(push, ["d.md"], client, "d-3")
+    errors.append(str(caught.value))
+
+    text = "\n".join(
+        [
+            *errors,
+            *(f"{r.getMessage()} {getattr(r, 'hookledger_fields', {})}" for r in caplog.records),
+        ]
+    )
+    assert "fetch refused for c.md" in text and "could not be decoded" in text
+    jwts = [m["Authorization"].split()[1] for m in wire.mints]
+    tokens = [c["Authorization"].split()[1] for c in wire.calls]
+    for secret in [*pem.splitlines()[1:-1], *jwts, *tokens, "ghs_"]:
+        assert secret not in text
