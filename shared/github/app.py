@@ -161,7 +161,8 @@ class AppAuth:
                 return cached.token
             minted = self._mint(installation_id)
             self._tokens[installation_id] = minted
-            self.minted += 1
+            with self._guard:
+                self.minted += 1
             return minted.token
 
     def _mint(self, installation_id: int) -> InstallationToken:
