@@ -13,11 +13,13 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from local.simulator.apps import Apps
 from local.simulator.comments import CommitComments
 from local.simulator.files import FileStore
 from local.simulator.gemini import build_rows, result_lines
 from local.simulator.github import Contents
 from local.simulator.injector import FaultInjector
+from local.simulator.ratelimits import RateLimits
 from local.simulator.state import (
     BATCH_STATES,
     INTERACTION_API_STATUSES,
@@ -76,6 +78,8 @@ class Simulator:
         self.files = FileStore(clock)
         self.contents = Contents()
         self.comments = CommitComments(clock)
+        self.apps = Apps(clock)
+        self.rate_limits = RateLimits(clock)
         self.requests = RequestLog()
         self.faults = FaultInjector()
         self.dispatcher = Dispatcher(
@@ -98,6 +102,8 @@ class Simulator:
         self.dispatcher.reset()
         self.contents.reset()
         self.comments.reset()
+        self.apps.reset()
+        self.rate_limits.reset()
         self.requests.reset()
 
     # --- creation ------------------------------------------------------------------

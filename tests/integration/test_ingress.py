@@ -18,6 +18,8 @@ from typing import Any
 
 import functions_framework
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from shared import runtime
 from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET, Config
@@ -620,8 +622,18 @@ def test_healthz_answers_200(ingress):
     assert ingress.client.get("/healthz").status_code == 200
 
 
-def test_no_signature_or_secret_reaches_the_logs(ingress, caplog):
+def test_no_signature_or_secret_reaches_the_logs(ingress, caplog, monkeypatch):
     caplog.set_level(logging.DEBUG, logger="hookledger")
+    # A GitHub App configured too: its key is read with the rest of the configuration.
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    ).decode()
+    monkeypatch.setenv("GITHUB_APP_ID", "Iv23liLOGTEST")
+    monkeypatch.setenv("GITHUB_APP_PRIVATE_KEY", pem)
+    runtime.reset()
     good = github_headers(PUSH)
     ingress.client.post("/github", headers=good, data=PUSH)
     bad = github_headers(PUSH, secret="wrong-secret-0123456")
@@ -641,6 +653,7 @@ def test_no_signature_or_secret_reaches_the_logs(ingress, caplog):
         LOCAL_GITHUB_SECRET,
         LOCAL_GEMINI_SECRET,
         LOCAL_ENVELOPE_KEY,
+        *pem.splitlines()[1:-1],  # every line of the App's private key
     ):
         assert secret not in text
 

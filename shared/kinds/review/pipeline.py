@@ -19,6 +19,10 @@ GitHub App installation no longer wants (`installations.py`), and a path GitHub
 would refuse (`check_path`: '..', empty segments, over-long names) is not fetched. Such a
 path, and one the Contents API refuses (4xx), is recorded in the operation's context
 (`refused`) and gets an error review at settlement: one file never kills the push.
+
+A push that came through a GitHub App carries `installation.id`: the files are fetched
+with that installation's token, and the id is kept in the operation's context (and the
+submission's, so an adopted orphan has it too), where the review comment finds it.
 """
 
 from __future__ import annotations
@@ -124,7 +128,7 @@ def review_push(
     if decided is not None:
         return Done(decided)
     try:
-        files, refused = _fetch_all(push.repo, push.sha, paths, deps.github, delivery_id)
+        files, refused = _fetch_all(push, paths, deps.github, delivery_id)
         if not files:
             reasons = "; ".join(f"{path}: {error}" for path, error in refused.items())
             raise PermanentError(f"{push.repo}@{push.sha[:12]}: every file was refused ({reasons})")
@@ -132,11 +136,12 @@ def review_push(
         run.release()  # a claim taken with the record: the next attempt may claim at once
         raise
     submitted = [path for path in paths if path in files]
-    context = {
+    context: dict[str, Any] = {
         "repo": push.repo,
         "sha": push.sha,
         "paths": submitted,
         "refused": [{"path": _storable(p), "error": _clip(e)} for p, e in refused.items()],
+        **_installation(push),
     }
     decided = run.claim(context)
     if decided is not None:
@@ -177,8 +182,15 @@ def submission_for(
     if isinstance(checked, Ignored):
         return None
     push, _ = checked
-    # Repo and sha only: an orphan adopted from this claim takes its paths from its rows.
-    return ClaimRequest(review_tag(push.repo, push.sha), {"repo": push.repo, "sha": push.sha})
+    # Repo, sha and installation only: an orphan adopted from this claim takes its paths
+    # from its rows.
+    context = {"repo": push.repo, "sha": push.sha, **_installation(push)}
+    return ClaimRequest(review_tag(push.repo, push.sha), context)
+
+
+def _installation(push: Push) -> dict[str, int]:
+    """The context field naming the push's App installation; nothing without one."""
+    return {} if push.installation_id is None else {"installation_id": push.installation_id}
 
 
 def _checked(
@@ -203,19 +215,22 @@ def _checked(
 
 
 def _fetch_all(
-    repo: str, sha: str, paths: list[str], github: ContentsClient, delivery_id: str
+    push: Push, paths: list[str], github: ContentsClient, delivery_id: str
 ) -> tuple[dict[str, str], dict[str, str]]:
     """(text by path, refusal reason by path); `RetryableError` if any fetch was transient.
 
-    A path `check_path` refuses is never fetched; a 4xx refuses only its own file.
+    A path `check_path` refuses is never fetched; a 4xx refuses only its own file. Each
+    fetch uses the push's installation token (GITHUB_TOKEN without one).
     """
+    repo, sha, app = push.repo, push.sha, push.installation_id
     files: dict[str, str] = {}
     refused: dict[str, str] = {}
     transient: list[str] = []
     for path in paths:
         try:
             check_path(path)
-            files[path] = github.fetch(repo, path, sha).decode("utf-8", errors="replace")
+            data = github.fetch(repo, path, sha, installation_id=app)
+            files[path] = data.decode("utf-8", errors="replace")
         except GitHubUnavailable as exc:
             _log_fetch(logging.ERROR, "fetch failed", repo, sha, path, delivery_id, exc)
             transient.append(path)
