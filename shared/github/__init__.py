@@ -32,6 +32,7 @@ from shared.clock import Clock, system_clock
 from shared.crashpoints import crash_point
 from shared.errors import HookledgerError, PermanentError, TransientError
 from shared.github.auth import GitHubAuth, TokenAuth
+from shared.github.installations import installation_of
 from shared.retry import Backoff, RetryPolicy, parse_retry_after
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -184,18 +185,6 @@ def parse_push(payload: Mapping[str, Any]) -> Push:
         changed=tuple(present),
         installation_id=installation_id,
     )
-
-
-def installation_of(payload: Mapping[str, Any]) -> int | None:
-    """`installation.id` of a webhook payload (every App webhook carries it); None when
-    there is none. ValueError for one that is not a positive whole number."""
-    installation = payload.get("installation")
-    if installation is None:
-        return None
-    value = installation.get("id") if isinstance(installation, Mapping) else None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"payload has a malformed installation.id: {value!r}")
-    return value
 
 
 def reviewable(paths: tuple[str, ...], review_path: str) -> list[str]:

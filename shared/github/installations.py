@@ -58,14 +58,16 @@ class InstallationEvent:
     updated_at: datetime | None = None
 
 
-def installation_id(payload: Any) -> int | None:
-    """The `installation.id` of an App webhook (a push); None without one (a personal
-    token's hook) or when it is not a positive integer."""
-    installation = payload.get("installation") if isinstance(payload, Mapping) else None
+def installation_of(payload: Mapping[str, Any]) -> int | None:
+    """`installation.id` of a webhook payload (every App webhook carries it); None when
+    there is none. ValueError for one that is not a positive whole number."""
+    installation = payload.get("installation")
+    if installation is None:
+        return None
     value = installation.get("id") if isinstance(installation, Mapping) else None
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"payload has a malformed installation.id: {value!r}")
+    return value
 
 
 def parse_installation_event(event: str, payload: Any) -> InstallationEvent | None:
@@ -81,7 +83,7 @@ def parse_installation_event(event: str, payload: Any) -> InstallationEvent | No
     installation = payload.get("installation")
     if not isinstance(installation, Mapping):
         raise ValueError(f"{event}.{action} payload has no installation")
-    number = installation_id(payload)
+    number = installation_of(payload)
     if number is None:
         raise ValueError(f"{event}.{action} payload has no installation.id")
     account = installation.get("account")

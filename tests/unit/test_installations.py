@@ -13,7 +13,7 @@ import pytest
 
 from shared.github.installations import (
     InstallationEvent,
-    installation_id,
+    installation_of,
     parse_installation_event,
 )
 from shared.ledger.installations import installation_from, merged, order_of
@@ -124,9 +124,10 @@ def test_an_undocumented_action_is_not_recorded_and_a_malformed_payload_is_refus
 
 
 def test_a_push_names_its_installation_only_when_sent_to_an_app() -> None:
-    assert installation_id(fixture_push("push-with-installation.payload.json")) == 1
-    assert installation_id(fixture_push("push-payload.json")) is None
-    assert installation_id({"installation": {"id": True}}) is None
+    assert installation_of(fixture_push("push-with-installation.payload.json")) == 1
+    assert installation_of(fixture_push("push-payload.json")) is None
+    with pytest.raises(ValueError, match=r"malformed installation\.id"):
+        installation_of({"installation": {"id": True}})
 
 
 def fixture_push(name: str) -> Any:

@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from shared import logs
-from shared.github.installations import installation_id
+from shared.github.installations import installation_of
 from shared.handlers import Ignored
 from shared.ledger.protocols import InstallationReads
 
@@ -25,7 +25,7 @@ def installation_refusal(
 ) -> Ignored | None:
     """`Ignored` (with why) when the push's installation refuses `repo`; else None (one
     read, none without an installation)."""
-    number = installation_id(payload)
+    number = installation_of(payload)
     if number is None:
         return None
     recorded = installations.get(number)
