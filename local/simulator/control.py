@@ -38,6 +38,9 @@
   `POST /_sim/reset` restores `mixed` and `true`
 - `GET /_sim/github/comments`: every commit comment, and per commit `posts` received,
   `comments` stored and `deletes` done
+- `GET /_sim/github/check-runs[?repo=&sha=]` and `POST /_sim/github/check-runs/{id}/rerequest`
+  (`check_run_routes.py`): every check run with its annotations and writes; the App's
+  `check_run` `rerequested` webhook, signed like GitHub
 - `GET /_sim/requests`: the last ~1000 GitHub and Gemini requests `{method, path, query}`
 - `POST /_sim/reset`: empties everything, faults included (hung GETs are let go)
 - `GET /_sim/webhook-deliveries[?operation=NAME]`, `GET /_sim/batches`, `GET /_sim/health`
@@ -54,10 +57,11 @@ Fault model
 current faults (a key left out keeps its value). An unknown key is a 400 naming it; a
 bad value is a 400 naming the key, and then nothing changes. Both the answer and
 `GET /_sim/faults` report the full current state: every key below, plus
-`github_comment_post` and `injected` (counts since the last reset: `gets`, `errors` by
-status, `timeouts`, `delayed`, `latency_min_ms`, `latency_max_ms`, `latency_total_ms`,
-`webhooks`, `webhooks_dropped`, `webhook_copies_sent`, `early_webhooks`). All off by
-default; `POST /_sim/reset` turns every fault off.
+`github_comment_post`, `github_check_run_write` and `injected` (counts since the last
+reset: `gets`, `errors` by status, `timeouts`, `delayed`, `latency_min_ms`,
+`latency_max_ms`, `latency_total_ms`, `webhooks`, `webhooks_dropped`,
+`webhook_copies_sent`, `early_webhooks`). All off by default; `POST /_sim/reset` turns
+every fault off.
 
 Gemini GETs (a batch, the batch list, an operation, an interaction):
 - `error_rates` `{"429": 0.1, "500": 0.05, "503": 0.1}`: share of GETs failing with each
@@ -90,6 +94,9 @@ Completion webhooks:
   n-th webhook always draw the same outcome.
 - `github_comment_post` `{"fail": N, "status"?: 502, "after_create"?: false}`: the next N
   commit-comment posts answer `status` (after storing the comment when `after_create`).
+- `github_check_run_write` `{"fail": N, "status"?: 502, "after_apply"?: false}`: the next N
+  check-run writes (create or update) answer `status` (after applying the write when
+  `after_apply`: GitHub did it, the answer was lost).
 
 Example: `{"error_rates": {"429": 0.1, "503": 0.1}, "timeout_rate": 0.05,
 "timeout_hold_s": 30, "latency_ms": 50, "latency_jitter_ms": 30, "webhook_drop_rate": 0.3,
@@ -121,6 +128,8 @@ if TYPE_CHECKING:
 
 
 COMMENT_FAULT = "github_comment_post"
+CHECK_RUN_FAULT = "github_check_run_write"
+GITHUB_FAULTS = frozenset({COMMENT_FAULT, CHECK_RUN_FAULT})
 
 
 def _is_int(value: Any) -> bool:
@@ -147,6 +156,23 @@ def _comment_post_fault(value: Any) -> dict[str, Any]:
             f"github_comment_post.after_create must be true or false, got {after_create!r}."
         )
     return {"fail": fail, "status": status, "after_create": after_create}
+
+
+def _check_run_write_fault(value: Any) -> dict[str, Any]:
+    """`{"fail", "status", "after_apply"}` from a `github_check_run_write` fault, validated."""
+    if not isinstance(value, dict):
+        raise BadRequest(f"{CHECK_RUN_FAULT} must be an object {{fail, status?, after_apply?}}.")
+    fail = value.get("fail", 1)
+    status = value.get("status", 502)
+    after_apply = value.get("after_apply", False)
+    if not _is_int(fail) or fail < 0:
+        raise BadRequest(f"{CHECK_RUN_FAULT}.fail must be a whole number >= 0, got {fail!r}.")
+    _check_status(status, f"{CHECK_RUN_FAULT}.status")
+    if not isinstance(after_apply, bool):
+        raise BadRequest(
+            f"{CHECK_RUN_FAULT}.after_apply must be true or false, got {after_apply!r}."
+        )
+    return {"fail": fail, "status": status, "after_apply": after_apply}
 
 
 def _rpc_status(value: Any, field: str) -> dict[str, Any]:
@@ -367,20 +393,29 @@ def blueprint(sim: Simulator) -> Blueprint:
         )
 
     def fault_state() -> dict[str, Any]:
-        return {**sim.faults.report(), COMMENT_FAULT: sim.comments.fault()}
+        return {
+            **sim.faults.report(),
+            COMMENT_FAULT: sim.comments.fault(),
+            CHECK_RUN_FAULT: sim.check_runs.fault(),
+        }
 
     @bp.post("/faults")
     def set_faults() -> Response:
         body = read_json()
-        unknown = unknown_keys(body, frozenset({COMMENT_FAULT}))
+        unknown = unknown_keys(body, GITHUB_FAULTS)
         if unknown:
-            known = sorted(GEMINI_KEYS | {COMMENT_FAULT})
+            known = sorted(GEMINI_KEYS | GITHUB_FAULTS)
             raise BadRequest(f"Unknown fault keys {unknown}; known keys: {known}.")
         comment_fault = _comment_post_fault(body[COMMENT_FAULT]) if COMMENT_FAULT in body else None
+        check_run_fault = (
+            _check_run_write_fault(body[CHECK_RUN_FAULT]) if CHECK_RUN_FAULT in body else None
+        )
         # Validates the whole body before changing anything, so a 400 leaves every fault as it was.
-        sim.faults.update({key: value for key, value in body.items() if key != COMMENT_FAULT})
+        sim.faults.update({key: value for key, value in body.items() if key not in GITHUB_FAULTS})
         if comment_fault is not None:
             sim.comments.set_fault(**comment_fault)
+        if check_run_fault is not None:
+            sim.check_runs.set_fault(**check_run_fault)
         return json_response(fault_state())
 
     @bp.get("/faults")
