@@ -383,7 +383,13 @@ def blueprint(sim: Simulator) -> Blueprint:
                             "user_metadata": b.user_metadata,
                         },
                         "requests": [
-                            {"metadata": r.get("metadata"), "text": prompt_text(r)}
+                            {
+                                "metadata": r.get("metadata"),
+                                "text": prompt_text(r),
+                                "generation_config": (r.get("request") or {}).get(
+                                    "generationConfig"
+                                ),
+                            }
                             for r in b.requests
                         ],
                     }

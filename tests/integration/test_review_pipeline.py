@@ -153,6 +153,28 @@ def test_a_run_with_too_little_lease_left_does_not_create(deps, simulator):
     assert len(simulator.control.batches()) == 1
 
 
+def test_findings_asked_of_the_model_become_the_review_rows_findings(deps, simulator):
+    from shared.settlement import Settler
+
+    marked = b"# Handbook\n\nSome text.\n<!-- sim:findings=120 -->\n"
+    simulator.control.put_file("octo-org", "handbook", "docs/many.md", SHA, marked)
+
+    assert isinstance(review_push(payload(["docs/many.md", "docs/a.md"]), "d-json", deps), Done)
+    [batch] = simulator.control.batches()
+    for request in batch["requests"]:  # the SDK sent the structured-output config
+        assert request["generation_config"]["responseMimeType"] == "application/json"
+        assert "   1| " not in request["text"] and "1| # " in request["text"]
+    simulator.control.complete(batch["name"], webhook="drop")
+    Settler(deps.ledger, deps.gemini).settle(batch["name"], "webhook")
+
+    many = deps.ledger.reviews.get_review(REPO, SHA, "docs/many.md")
+    plain = deps.ledger.reviews.get_review(REPO, SHA, "docs/a.md")
+    assert (many["status"], many["conclusion"], len(many["findings"])) == ("ok", "neutral", 120)
+    assert "key=docs/many.md" in many["text"]  # the summary, not the JSON
+    assert {f["start_line"] for f in many["findings"]} == {1, 2, 3, 4}
+    assert (plain["findings"], plain["conclusion"]) == ([], "success")
+
+
 # --- one file never blocks a push; inputs checked before anything is fetched -----------
 
 # One file name of 795 bytes: over the 255 bytes every common filesystem allows for a
