@@ -34,9 +34,10 @@ run carrying that state and every annotation once:
     ── PATCH #7, annotations 101-120, completed ▶ #7 completed, 120 annotations
 
 Annotations already on the found run are taken as the prefix this state sent before
-(`output.annotations_count`), since GitHub only appends: a state holding fewer annotations
-than the run sends none. The run is `completed` only by the request carrying the last
-annotations, so a completed run always has all of them.
+(`output.annotations_count`, less `annotations_before` when a re-run reuses a run that
+held some), since GitHub only appends and never removes: a state holding fewer
+annotations than that sends none. The run is `completed` only by the request carrying the
+last annotations, so a completed run always has all of them.
 """
 
 from __future__ import annotations
@@ -348,9 +349,11 @@ class ChecksClient(_RestClient):
         response = self._send("PATCH", url, where, json=body, retry=not appends, deadline=deadline)
         return _check_run(_json(response, where), where)
 
-    def get(self, repo: str, check_run_id: int, deadline: Deadline | None = None) -> CheckRun:
-        """Check run `check_run_id` ("Get a check run")."""
-        where = f"{repo}: check run #{check_run_id}"
+    def get(
+        self, repo: str, check_run_id: int, *, sha: str = "", deadline: Deadline | None = None
+    ) -> CheckRun:
+        """Check run `check_run_id` ("Get a check run"); `sha` only names the commit in errors."""
+        where = f"{repo}@{sha or '?'}: check run #{check_run_id}"
         url = f"{self._runs_url(repo)}/{int(check_run_id)}"
         return _check_run(_json(self._send("GET", url, where, deadline=deadline), where), where)
 
@@ -403,11 +406,24 @@ class ChecksClient(_RestClient):
         return sorted((r for r in runs if r.external_id == external_id), key=lambda r: r.id)
 
     def publish(
-        self, repo: str, sha: str, run: CheckRunState, *, ownership: Ownership | None = None
+        self,
+        repo: str,
+        sha: str,
+        run: CheckRunState,
+        *,
+        ownership: Ownership | None = None,
+        annotations_before: int = 0,
+        if_absent: bool = False,
     ) -> PublishedCheckRun:
         """Make the run named `run.name` with `run.external_id` on `sha` show `run`: found
         (oldest first) or created, then brought to `run`'s state with its annotations sent
         50 a request (the first request carries up to 50, each further PATCH the next).
+
+        `annotations_before`: annotations the run held before this state's first write,
+        which are not this state's (a re-run that reuses the run: GitHub cannot remove
+        them); the run's `annotations_count` beyond them is what this state sent already.
+        `if_absent`: a run found is left as it is (writes 0): an `in_progress` state
+        delivered late, after the completed one, must not reopen the run.
 
         Safe to call again after any failure (module docstring). With `ownership`: no
         request starts unless its timeout fits in `ownership.seconds_left()`
@@ -425,9 +441,12 @@ class ChecksClient(_RestClient):
         step = MAX_ANNOTATIONS_PER_REQUEST
         writes = 0
         before = 0  # annotations on the run before this call
+        if mine and if_absent:
+            return PublishedCheckRun(mine[0].id, False, 0, 0, tuple(r.id for r in mine[1:]))
         if mine:
             target, created = mine[0], False
-            before = sent = min(target.annotations_count, len(annotations))
+            held = target.annotations_count - max(0, annotations_before)
+            before = sent = min(max(0, held), len(annotations))
         else:
             first = annotations[:step]
             final = len(annotations) <= step  # everything fits in the create

@@ -172,6 +172,24 @@ def test_a_found_run_gets_only_the_annotations_it_lacks():
     assert (result.annotations_sent, result.writes) == (20, 1)
 
 
+def test_if_absent_leaves_a_found_run_alone():
+    client, session = checks([listing(run(7))])
+    result = client.publish(
+        REPO, SHA, state(status="in_progress", conclusion=None, completed_at=None), if_absent=True
+    )
+    assert (result.check_run_id, result.created, result.writes) == (7, False, 0)
+    assert len(session.calls) == 1  # the listing only
+
+
+def test_a_reused_run_counts_only_the_annotations_after_its_reset():
+    notes = tuple(note(n) for n in range(1, 31))
+    client, session = checks([listing(run(7, count=130)), (200, {}, run(7, count=150))])
+    result = client.publish(REPO, SHA, state(annotations=notes), annotations_before=120)
+    [patch] = [kwargs["json"] for _, kwargs in session.calls[1:]]
+    assert [a["start_line"] for a in patch["output"]["annotations"]] == list(range(11, 31))
+    assert result.annotations_sent == 20
+
+
 def test_the_oldest_run_is_kept_and_a_newer_duplicate_points_to_it():
     answers = [
         listing(run(9), run(7), run(8, external_id="another-push")),
