@@ -58,7 +58,7 @@ MINIMUM: dict[str, dict[str, int]] = {
     },
     "settled_by_webhook": {
         "firestore_commits": 1,  # settlement, write-back, outbox and the delivery's done
-        "firestore_reads": 2,  # the delivery (dedupe) and the operation, in the transaction
+        "firestore_reads": 2,  # the delivery (dedupe; the done mark's condition), the operation
         "firestore_writes": 4,  # delivery done; the operation flipped; 2 reviews
         "firestore_deletes": 0,
         "tasks_create_task": 1,
@@ -103,7 +103,7 @@ ABOVE_MINIMUM_BECAUSE: dict[str, dict[str, str]] = {
     },
     "settled_by_webhook": {
         "firestore_reads": "the event names the batch by its tag, found through the "
-        "push's submission; the delivery is read again when its done mark is staged",
+        "push's submission",
         "firestore_writes": "the push's submission gets the operation's expiry in the "
         "same commit (both leave together by TTL)",
         "gemini_calls": "the batch's rows are a second request (the file it names)",

@@ -1,4 +1,5 @@
-"""The built-in handlers: Gemini terminal events settle; a GitHub push starts the review pipeline.
+"""The built-in handlers: Gemini terminal events settle; a GitHub push starts the review
+pipeline; GitHub App `installation` / `installation_repositories` events are recorded.
 
 Importing this module registers them. It stays light (the ingress imports it at cold
 start): the Gemini, GitHub and Firestore work is imported inside the handlers.
@@ -232,6 +233,37 @@ def review_push(event: Event, ctx: HandlerContext) -> Done | Ignored:
         create_budget=timedelta(seconds=ctx.config.create_budget_s),
     )
     return run(payload, event.delivery_id, deps, event.run, claimed=event.claimed, end=event.end)
+
+
+# Unleased, like a settlement: the ledger's conditional commit makes a second run harmless
+# (a duplicate or an older event changes nothing) and records the delivery `done` with it.
+@handler("github", "installation", "installation_repositories", leased=False)
+def record_installation(event: Event, ctx: HandlerContext) -> Done | Ignored:
+    """Record where the GitHub App is installed (`ledger.installations`): a push from an
+    installation deleted or suspended, or from a repository it left, is then ignored."""
+    from shared.github.installations import parse_installation_event
+
+    payload = event.json()
+    try:
+        facts = parse_installation_event(event.type, payload)
+    except ValueError as exc:
+        raise PermanentError(f"delivery {event.delivery_id}: {exc}") from exc
+    if facts is None:
+        action = payload.get("action") if isinstance(payload, dict) else None
+        return Ignored(f"{event.type} action {action!r} is not one hookledger records")
+    applied = ctx.ledger.installations.apply(
+        facts, received_at=event.received_at, delivery_id=event.delivery_id, end=event.end
+    )
+    stored = applied.installation
+    if not applied.changed:
+        return Done(
+            f"installation {stored.installation_id}: {event.type}.{facts.action} changed "
+            "nothing (a duplicate, an event older than the one recorded, or after deletion)"
+        )
+    return Done(
+        f"installation {stored.installation_id} ({stored.account}): {stored.status}, "
+        f"{stored.repository_selection or 'unknown'} repositories after {event.type}.{facts.action}"
+    )
 
 
 @handler("hookledger", "check-page")

@@ -26,6 +26,13 @@ from Google.
 
 A tool (the CLI, a test) has no function: it gets no published local secret outside a
 `demo-` project either, only an empty list where a secret is unset.
+
+GitHub credentials: GITHUB_TOKEN (a personal token, optional), or a GitHub App:
+GITHUB_APP_ID (its client id, recommended, or app id) and GITHUB_APP_PRIVATE_KEY (its
+RS256 private key in PEM; Secret Manager in production), both or neither. With an App,
+a push that carries `installation.id` is served with that installation's token
+(docs/architecture.md, "GitHub App"); the key is checked when the worker and reconcile
+start (`shared.runtime.check_startup`).
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from shared.errors import ConfigError as ConfigError  # re-exported: callers import it here
 
@@ -120,7 +127,10 @@ class Config:
     gemini_base_url: str = ""
     gemini_api_key: str = ""
     github_api_url: str = "https://api.github.com"
-    github_token: str = ""
+    github_token: str = field(default="", repr=False)
+    # A GitHub App: its client id (or app id), the JWT's `iss`, and its private key (PEM).
+    github_app_id: str = ""
+    github_app_private_key: str = field(default="", repr=False)
     # Publish each settled review as one GitHub commit comment (the review kind's outbox).
     github_comments: bool = False
     review_path: str = ""
@@ -289,6 +299,8 @@ class Config:
             gemini_api_key=text("GEMINI_API_KEY", d.gemini_api_key),
             github_api_url=text("GITHUB_API_URL", d.github_api_url),
             github_token=text("GITHUB_TOKEN", d.github_token),
+            github_app_id=text("GITHUB_APP_ID", d.github_app_id).strip(),
+            github_app_private_key=_pem(env.get("GITHUB_APP_PRIVATE_KEY", "")),
             github_comments=flag("GITHUB_COMMENTS", d.github_comments),
             review_path=text("REVIEW_PATH", d.review_path).strip("/"),
             github_repositories=_repository_patterns(env.get("GITHUB_REPOSITORIES", "")),
@@ -323,6 +335,7 @@ class Config:
         if self.function not in ("", *FUNCTIONS):
             raise ConfigError(f"FUNCTION_TARGET must be one of {', '.join(FUNCTIONS)}")
         _check_deadlines(self)
+        _check_github_app(self)
         deployed = not self.project.startswith("demo-")
         if deployed and self.oidc_audience and not self.tasks_service_account:
             # Any Google-signed token for the audience would pass: pin the caller.
@@ -386,6 +399,31 @@ def _check_deadlines(cfg: Config) -> None:
             f"({cfg.http_timeout_s:g}): a push's lease ({cfg.delivery_lease_s} s) must hold "
             f"its fetches and a batch create ({cfg.create_budget_s:g} s) twice over"
         )
+
+
+def _pem(raw: str) -> str:
+    """A PEM from the environment; `\\n` escapes (one line, as some secret stores and
+    `.env` files hold it) become newlines. Its validity is checked when the auth is built."""
+    text = raw.strip()
+    if "\n" not in text and "\\n" in text:
+        text = text.replace("\\n", "\n").strip()
+    return text
+
+
+def _check_github_app(cfg: Config) -> None:
+    """GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY go together (never quotes the key)."""
+    if bool(cfg.github_app_id) != bool(cfg.github_app_private_key):
+        have, missing = (
+            ("GITHUB_APP_ID", "GITHUB_APP_PRIVATE_KEY")
+            if cfg.github_app_id
+            else ("GITHUB_APP_PRIVATE_KEY", "GITHUB_APP_ID")
+        )
+        raise ConfigError(
+            f"{have} is set but {missing} is not: a GitHub App needs both "
+            "(or neither, for GITHUB_TOKEN alone)"
+        )
+    if any(c.isspace() for c in cfg.github_app_id):
+        raise ConfigError("GITHUB_APP_ID must be the App's client id or app id, without spaces")
 
 
 def _check_deployed(cfg: Config) -> None:
@@ -454,6 +492,8 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         # The batches it creates name the ingress as their per-job webhook.
         "GEMINI_WEBHOOK_URIS",
         "GITHUB_TOKEN",
+        "GITHUB_APP_ID",
+        "GITHUB_APP_PRIVATE_KEY",
         "GITHUB_COMMENTS",
         "REVIEW_PATH",
         "REVIEW_MODEL",
@@ -488,6 +528,8 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "GEMINI_API_KEY",
         # Reconcile settles too, and its outbox sweep publishes review comments.
         "GITHUB_TOKEN",
+        "GITHUB_APP_ID",
+        "GITHUB_APP_PRIVATE_KEY",
         "GITHUB_COMMENTS",
         "RECONCILE_GRACE_S",
         "RECONCILE_CONCURRENCY",

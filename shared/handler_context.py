@@ -7,6 +7,9 @@
     ctx.gemini     GeminiGateway
     ctx.github     ContentsClient
     ctx.comments   CommentsClient  GitHub commit comments (the review kind's outbox)
+    ctx.github_auth GitHubAuth     the credentials every GitHub client shares: GITHUB_TOKEN,
+                                   or a GitHub App's installation tokens (one cache per
+                                   process); a call names its push's `installation_id`
     ctx.tasks      TaskQueue       the Cloud Tasks queue the worker is fed from
     ctx.claims     ClaimStore      claim-checked payloads (bodies over 512 KiB)
 
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
     from shared.claims import ClaimStore
     from shared.gemini import GeminiGateway
     from shared.github import CommentsClient, ContentsClient
+    from shared.github.auth import GitHubAuth
     from shared.ledger import Ledger
     from shared.tasks import TaskQueue
 
@@ -51,6 +55,8 @@ class ClientFactories:
     tasks: Callable[[], TaskQueue]
     claims: Callable[[], ClaimStore]
     comments: Callable[[], CommentsClient]
+    # None: a personal-token provider from the config's GITHUB_TOKEN (tests, tools).
+    github_auth: Callable[[], GitHubAuth] | None = None
 
     @classmethod
     def from_lookup(cls, ledger: Ledger, lookup: Callable[[str], Any]) -> ClientFactories:
@@ -118,6 +124,15 @@ class HandlerContext:
     @property
     def comments(self) -> CommentsClient:
         return self._once("comments", self._clients.comments)
+
+    @property
+    def github_auth(self) -> GitHubAuth:
+        return self._once("github_auth", self._clients.github_auth or self._token_auth)
+
+    def _token_auth(self) -> GitHubAuth:
+        from shared.github.auth import TokenAuth
+
+        return TokenAuth(self._config.github_token)
 
     def _once(self, name: str, factory: Callable[[], T]) -> T:
         with self._lock:

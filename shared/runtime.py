@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from shared.entrypoints.worker import Worker
     from shared.gemini import GeminiGateway
     from shared.github import CommentsClient, ContentsClient
+    from shared.github.auth import GitHubAuth
     from shared.ledger import Ledger
     from shared.oidc import OidcVerifier
     from shared.reconcile import Reconciler
@@ -227,12 +228,43 @@ def gemini_call_deadline_s(cfg: Config) -> float:
     return max(cfg.http_timeout_s, DRAIN_S)
 
 
+def build_github_auth(cfg: Config) -> GitHubAuth:
+    """GITHUB_TOKEN's provider, or with GITHUB_APP_ID a GitHub App's (installation tokens,
+    GITHUB_TOKEN for a push that names no installation). `ConfigError` naming
+    GITHUB_APP_PRIVATE_KEY when the key is unusable (never its value)."""
+    from shared.github.auth import TokenAuth
+
+    token = TokenAuth(cfg.github_token)
+    if not cfg.github_app_id:
+        return token
+    from shared.github.app import AppAuth, AppCredentials, AppKeyError
+
+    try:
+        credentials = AppCredentials.from_pem(cfg.github_app_id, cfg.github_app_private_key)
+    except AppKeyError as exc:
+        raise ConfigError(f"GITHUB_APP_PRIVATE_KEY is unusable: {exc}") from None
+    return AppAuth(
+        credentials,
+        cfg.github_api_url,
+        timeout_s=cfg.http_timeout_s,
+        clock=system_clock,
+        fallback=token,
+    )
+
+
+@once
+def github_auth() -> GitHubAuth:
+    """The one GitHub credentials provider of this process: every client shares its
+    installation-token cache."""
+    return build_github_auth(config())
+
+
 @once
 def github() -> ContentsClient:
     from shared.github import ContentsClient
 
     cfg = config()
-    return ContentsClient(cfg.github_api_url, cfg.github_token, timeout_s=cfg.http_timeout_s)
+    return ContentsClient(cfg.github_api_url, auth=github_auth(), timeout_s=cfg.http_timeout_s)
 
 
 @once
@@ -243,7 +275,7 @@ def comments() -> CommentsClient:
     cfg = config()
     return CommentsClient(
         cfg.github_api_url,
-        cfg.github_token,
+        auth=github_auth(),
         timeout_s=_comments_timeout_s(cfg),
         attempts=2,
         max_pages=10,
@@ -272,6 +304,7 @@ def handler_context() -> HandlerContext:
         tasks=task_queue,
         claims=claim_store,
         comments=comments,
+        github_auth=github_auth,
     )
     return HandlerContext(config(), clients, clock=system_clock)
 
@@ -372,6 +405,7 @@ def check_startup(function: str) -> None:
         ingress()
         return
     build_sealer(cfg)
+    github_auth()  # a GitHub App's key is checked now, not on the first push
     if function == "worker":
         _oidc(cfg.tasks_service_account)
     else:

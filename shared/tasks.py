@@ -164,31 +164,23 @@ class TaskQueue:
 
         Raises `EnqueueError` (naming the task) on any other failure or on timeout.
         """
-        request = types.HttpRequest(
-            url=url,
-            http_method=types.HttpMethod.POST,
-            headers=dict(headers or {}),
-            body=body,
+        name = self.task_path(task_id) if task_id is not None else ""
+        request = _create_request(
+            self.queue_path,
+            url,
+            body,
+            headers,
+            name=name,
+            schedule_time=schedule_time,
+            oidc=(oidc_service_account, oidc_audience or "") if oidc_service_account else None,
+            dispatch_deadline_s=dispatch_deadline_s,
         )
-        if oidc_service_account:
-            request.oidc_token = types.OidcToken(
-                service_account_email=oidc_service_account, audience=oidc_audience or ""
-            )
-        task = types.Task(http_request=request)
-        if task_id is not None:
-            task.name = self.task_path(task_id)
-        if schedule_time is not None:
-            task.schedule_time = schedule_time
-        if dispatch_deadline_s is not None:
-            task.dispatch_deadline = dt.timedelta(seconds=dispatch_deadline_s)
-        label = task.name or f"a new task in {self.queue_path}"
+        label = name or f"a new task in {self.queue_path}"
         try:
             # retry=None: the timeout is the gRPC deadline itself, not one per attempt.
-            created = self.client.create_task(
-                parent=self.queue_path, task=task, retry=None, timeout=self.timeout_s
-            )
+            created = self.client.create_task(request=request, retry=None, timeout=self.timeout_s)
         except api_exceptions.AlreadyExists:
-            return EnqueueResult(status="duplicate", task_name=task.name)
+            return EnqueueResult(status="duplicate", task_name=name)
         except api_exceptions.GoogleAPICallError as exc:
             status = int(exc.code) if exc.code is not None else None
             raise EnqueueError(f"CreateTask failed for {label}: {exc}", status=status) from exc
@@ -197,6 +189,40 @@ class TaskQueue:
         except grpc.RpcError as exc:  # the client re-raises some transport errors raw
             raise EnqueueError(f"CreateTask failed for {label}: {exc}") from exc
         return EnqueueResult(status="created", task_name=created.name)
+
+
+def _create_request(
+    queue_path: str,
+    url: str,
+    body: bytes,
+    headers: Mapping[str, str] | None,
+    *,
+    name: str,
+    schedule_time: dt.datetime | None,
+    oidc: tuple[str, str] | None,
+    dispatch_deadline_s: float | None,
+) -> types.CreateTaskRequest:
+    """The CreateTask request, built on the raw protobuf and wrapped once.
+
+    Setting fields through proto-plus marshals each one (an `OidcToken` and a
+    `timedelta` cost ~0.3 ms a call on the ingress's hot path, bench/ack.py); the
+    raw message gives the same bytes in a few microseconds.
+    """
+    raw = types.CreateTaskRequest.pb()(parent=queue_path)
+    task = raw.task
+    task.name = name
+    http = task.http_request
+    http.url = url
+    http.http_method = types.HttpMethod.POST
+    http.headers.update(headers or {})
+    http.body = body
+    if oidc is not None:
+        http.oidc_token.service_account_email, http.oidc_token.audience = oidc
+    if schedule_time is not None:
+        task.schedule_time.FromDatetime(schedule_time)
+    if dispatch_deadline_s is not None:
+        task.dispatch_deadline.FromTimedelta(dt.timedelta(seconds=dispatch_deadline_s))
+    return types.CreateTaskRequest.wrap(raw)
 
 
 def ensure_queue(

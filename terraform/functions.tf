@@ -64,6 +64,7 @@ locals {
       # Per-job webhooks (webhook_config.uris) are signed as dynamic webhooks (an RS256 JWT):
       # the batches route to the ingress only while it verifies those (gemini_jwks_url).
       GEMINI_WEBHOOK_URIS        = var.settings.gemini_jwks_url == "" ? "" : "${local.function_urls.ingress}/gemini"
+      GITHUB_APP_ID              = var.github_app_id
       GITHUB_COMMENTS            = tostring(var.review.github_comments)
       GITHUB_REPOSITORIES        = join(",", var.review.repositories)
       GOOGLE_CLOUD_PROJECT       = var.project_id
@@ -92,6 +93,7 @@ locals {
     }
     reconcile = {
       CLAIMS_DATABASE            = google_firestore_database.claims.name
+      GITHUB_APP_ID              = var.github_app_id
       GITHUB_COMMENTS            = tostring(var.review.github_comments)
       GOOGLE_CLOUD_PROJECT       = var.project_id
       OIDC_AUDIENCE              = local.function_urls.reconcile

@@ -16,6 +16,10 @@ locals {
       secret_id = "${var.name_prefix}-gemini-webhook-secrets"
       readers   = ["ingress"]
     }
+    GITHUB_APP_PRIVATE_KEY = {
+      secret_id = "${var.name_prefix}-github-app-private-key"
+      readers   = ["worker", "reconcile"] # they mint installation tokens; the ingress never
+    }
     GITHUB_TOKEN = {
       secret_id = "${var.name_prefix}-github-token"
       readers   = ["worker", "reconcile"] # reconcile's outbox sweep posts review comments
@@ -26,10 +30,11 @@ locals {
     }
   }
 
-  # The GitHub token is optional: public repositories can be read without one.
+  # The GitHub token is optional: public repositories can be read without one. The App's
+  # private key exists only for an App (github_app_id).
   enabled_secrets = {
     for name, secret in local.secrets : name => secret
-    if name != "GITHUB_TOKEN" || var.github_token_enabled
+    if(name != "GITHUB_TOKEN" || var.github_token_enabled) && (name != "GITHUB_APP_PRIVATE_KEY" || var.github_app_id != "")
   }
 
   # Function => the secret environment variables it gets; nothing else is readable by it.

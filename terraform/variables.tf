@@ -40,6 +40,17 @@ variable "firestore" {
   }
 }
 
+variable "github_app_id" {
+  description = "The GitHub App hookledger runs as: its client id (recommended) or app id, the iss of its JWT (GITHUB_APP_ID). Set, it also creates the GITHUB_APP_PRIVATE_KEY secret for the worker and reconcile; empty: no App (GITHUB_TOKEN alone)."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9._-]*$", var.github_app_id))
+    error_message = "github_app_id must be the App's client id (e.g. Iv23li...) or numeric app id."
+  }
+}
+
 variable "github_token_enabled" {
   description = "Create a GITHUB_TOKEN secret for the GitHub Contents and commit-comments APIs and give it to the worker and reconcile (needed for private repositories, higher rate limits and review.github_comments)."
   type        = bool

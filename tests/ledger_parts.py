@@ -1,6 +1,8 @@
 """The ledger on one client, for tests that call its parts (`ledger.operations`, …) directly.
 
 The index and exemption tests drive every part; this is the one place they build it.
+`installation_event` is the facts of one GitHub App installation event, for the tests
+that record one.
 """
 
 from __future__ import annotations
@@ -13,8 +15,24 @@ import pytest
 
 from local.firestore_emulator import reset
 from shared.clock import Clock
+from shared.github.installations import InstallationEvent
 from shared.ledger import Ledger
 from tests.plugins.firestore import CLAIMS_DATABASE, PROJECT
+
+
+def installation_event(number: int, *, suspended: bool = False, **facts: Any) -> InstallationEvent:
+    """An `installation` event's facts (shared/github/installations.py), a selected one."""
+    fields: dict[str, Any] = {
+        "installation_id": number,
+        "action": "suspend" if suspended else "created",
+        "account": "octo-org",
+        "deleted": False,
+        "suspended": suspended,
+        "repository_selection": "selected",
+        "repositories": ("octo-org/handbook",),
+        **facts,
+    }
+    return InstallationEvent(**fields)
 
 
 def ledger_parts(client: Any, clock: Clock) -> Ledger:

@@ -2,8 +2,9 @@
 
 It implements the settle side of the ledger, laid out like `Ledger` (`shared.ledger.protocols`:
 `SettleLedger`; its `operations` part also `DeferLedger` and `AlertLedger`) plus the reads a
-test asserts with (`operations.register`, `reviews.reviews_for`, `reviews.get_review`), one
-lock standing in for Firestore's conditional commit. It must pass the
+test asserts with (`operations.register`, `reviews.reviews_for`, `reviews.get_review`), and
+`installations` (the same `merged` rules as the Firestore part), one lock standing in for
+Firestore's conditional commit. It must pass the
 same exactly-once contract as the Firestore ledger (tests/integration/test_ledger_contract.py);
 a test that needs more (submissions, deliveries, queries) uses the emulator.
 """
@@ -21,7 +22,14 @@ from shared.clock import Clock
 from shared.config import DEFAULTS
 from shared.errors import retryable
 from shared.ledger.errors import InvalidArgument, WritebackFailed
-from shared.ledger.ids import operation_id, review_doc_id
+from shared.ledger.ids import check_limit, installation_doc_id, operation_id, review_doc_id
+from shared.ledger.installations import (
+    Applied,
+    Installation,
+    InstallationFacts,
+    installation_from,
+    merged,
+)
 from shared.ledger.records import (
     MAX_CHECKS,
     PENDING,
@@ -67,6 +75,7 @@ class _Store:
         self.lock = threading.Lock()
         self.ops: dict[str, Operation] = {}
         self.reviews: dict[str, dict[str, Any]] = {}
+        self.installations: dict[int, dict[str, Any]] = {}
         self._version = 0
 
     def pending(self, name: str) -> Operation | None:
@@ -213,6 +222,51 @@ class MemoryOutbox:
         return delivered
 
 
+class MemoryInstallations:
+    """`ledger.installations`: `merged` under the lock; the delivery's mark is the worker's."""
+
+    def __init__(self, store: _Store) -> None:
+        self._store = store
+
+    def get(self, installation_id: int) -> Installation | None:
+        installation_doc_id(installation_id)
+        with self._store.lock:
+            stored = self._store.installations.get(installation_id)
+        return installation_from(stored) if stored is not None else None
+
+    def apply(
+        self,
+        event: InstallationFacts,
+        *,
+        received_at: datetime,
+        delivery_id: str,
+        end: DeliveryEnd | None = None,  # no deliveries here: left unapplied for the worker
+    ) -> Applied:
+        store = self._store
+        with store.lock:
+            stored = store.installations.get(event.installation_id)
+            doc = merged(stored, event, received_at=received_at, delivery_id=delivery_id)
+            if doc is None:
+                assert stored is not None
+                return Applied(False, installation_from(stored))
+            doc.update(updated_at=store.clock(), delivery_id=delivery_id)
+            store.installations[event.installation_id] = doc
+            return Applied(True, installation_from(doc))
+
+    def listing(
+        self, status: str | None = None, limit: int = 50, after: int | None = None
+    ) -> list[Installation]:
+        check_limit(limit)
+        with self._store.lock:
+            docs = sorted(self._store.installations.items())
+        found = [
+            installation_from(doc)
+            for number, doc in docs
+            if (status is None or doc["status"] == status) and (after is None or number > after)
+        ]
+        return found[:limit]
+
+
 class MemoryLedger:
     """Operations and reviews in dicts, in the parts `Ledger` has; `settle` spans them."""
 
@@ -228,6 +282,7 @@ class MemoryLedger:
         self.operations = MemoryOperations(self._store, grace)
         self.reviews = MemoryReviews(self._store)
         self.outbox = MemoryOutbox(self._store)
+        self.installations = MemoryInstallations(self._store)
         self.settle_calls = 0  # how many settles reached the store (a test's spy)
 
     @property

@@ -121,7 +121,7 @@ class RacingGemini:
 class StandInContents:
     """GitHub's Contents API: every path has a small Markdown body."""
 
-    def fetch(self, repo: str, path: str, sha: str) -> bytes:
+    def fetch(self, repo: str, path: str, sha: str, *, installation_id: int | None = None) -> bytes:
         return f"# {path}\n\nAt {sha[:7]}.\n".encode()
 
 

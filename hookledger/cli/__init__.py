@@ -3,7 +3,8 @@
     hookledger [--json] COMMAND …     (every command also takes --json after its name)
 
 Commands: submit, ops list|show, deliveries list|show|replay, reconcile --once,
-webhooks register|list|rotate|ping|update, demo, status, console (the web console in a browser).
+webhooks register|list|rotate|ping|update, demo, status, installations (GitHub App
+installations), console (the web console in a browser).
 Output is aligned tables for people and one JSON document with `--json`. Exit status:
 0 done, 1 failed (one line on stderr), 2 bad arguments (one line on stderr). With a
 `demo-` project (the default) the CLI talks to the local stack's emulators; with a real
@@ -19,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from hookledger.cli import deliveries, demo, ops, reconcile_cmd, status, webhooks
+from hookledger.cli import deliveries, demo, installations, ops, reconcile_cmd, status, webhooks
 from hookledger.cli.localenv import apply_local_defaults, check_reachable
 from hookledger.cli.output import CliError, Output
 from hookledger.console import server as console
@@ -47,7 +48,7 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=Parser
     )
-    for module in (ops, deliveries, reconcile_cmd, webhooks, demo, status, console):
+    for module in (ops, deliveries, reconcile_cmd, webhooks, demo, status, installations, console):
         module.add_parsers(sub, common)
     return parser
 

@@ -4,12 +4,14 @@ Run it with `python -m local.simulator --host 127.0.0.1 --port 8090`; it prints 
 containing `listening` when ready and exits cleanly on SIGTERM/SIGINT. Point the real
 google-genai client at it with `HttpOptions(base_url="http://127.0.0.1:8090")`.
 
-Modules: `state` (batches, operations, registered webhooks), `faults` (the fault
-model `/_sim/faults` sets), `injector` (its seeded draws and counts), `gemini` (the
-Gemini JSON shapes), `webhooks` (signed completion webhooks), `github` (Contents API
-files), `comments` (commit comments), `traffic` (the request log), `engine` (what
-creating and completing an operation does), `app` / `github_routes` / `control` (HTTP
-routes; `control` documents the control API and the fault model).
+Modules: `state` (batches, operations, registered webhooks), `faults` (the fault model
+`/_sim/faults` sets), `injector` (its seeded draws and counts), `gemini` (the Gemini
+JSON shapes), `webhooks` (signed completion webhooks), `github` (Contents API files),
+`comments` (commit comments), `apps` (GitHub Apps: the App JWT, installations,
+installation tokens, permissions), `ratelimits` (GitHub's rate limits and their
+headers), `traffic` (the request log), `engine` (what creating and completing an
+operation does), `app` / `github_routes` / `control` (HTTP routes; `control` documents
+the control API and the fault model).
 """
 
 from local.simulator.app import create_app

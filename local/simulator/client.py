@@ -193,6 +193,52 @@ class SimulatorClient:
         path = f"/_sim/github/check-runs/{int(check_run_id)}/rerequest"
         return dict(self._call("POST", path, json=options))
 
+    def register_github_app(self, **fields: Any) -> dict[str, Any]:
+        """Register a GitHub App (`app_id`, `client_id`, `public_key`, `slug`, each optional):
+        `{"id", "client_id", "slug"}`, plus `private_key` (PEM) when the simulator made it."""
+        return dict(self._call("POST", "/_sim/github/apps", json=fields))
+
+    def install_github_app(
+        self,
+        app_id: int,
+        account: str,
+        repositories: list[str] | None = None,
+        permissions: dict[str, str] | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """Install App `app_id` on `account` (all its repositories unless `repositories`)."""
+        body: dict[str, Any] = {"app_id": app_id, "account": account, **extra}
+        if repositories is not None:
+            body["repositories"] = repositories
+        if permissions is not None:
+            body["permissions"] = permissions
+        return dict(self._call("POST", "/_sim/github/installations", json=body))
+
+    def change_installation(self, installation_id: int, **changes: Any) -> dict[str, Any]:
+        """`suspended`, `deleted`, `repositories`, `permissions` of an installation."""
+        path = f"/_sim/github/installations/{installation_id}"
+        return dict(self._call("PATCH", path, json=changes))
+
+    def github_tokens(
+        self,
+        *,
+        lifetime_s: int | None = None,
+        expire: bool = False,
+        installation_id: int | None = None,
+    ) -> dict[str, Any]:
+        """Set the lifetime of tokens issued from now on; with `expire`, end the issued ones
+        (of `installation_id`, or all) now."""
+        body: dict[str, Any] = {"expire": expire}
+        if lifetime_s is not None:
+            body["lifetime_s"] = lifetime_s
+        if installation_id is not None:
+            body["installation_id"] = installation_id
+        return dict(self._call("POST", "/_sim/github/tokens", json=body))
+
+    def github_apps(self) -> dict[str, Any]:
+        """Apps, installations and `tokens_issued` / `tokens_live`."""
+        return dict(self._call("GET", "/_sim/github/apps"))
+
     def requests_log(self) -> list[dict[str, Any]]:
         """The last ~1000 GitHub and Gemini requests, oldest first: `{method, path, query}`."""
         return list(self._call("GET", "/_sim/requests")["requests"])

@@ -48,6 +48,17 @@
   `POST /_sim/github/faults` `{"path", "status"?, "count"?}`, and
   `POST /_sim/github/latency` `{"latency_ms"}` (0..60000): every contents GET waits that
   long before answering, until set back to 0 or reset
+- GitHub Apps (`apps.py`): `POST /_sim/github/apps` `{"app_id"?, "client_id"?,
+  "public_key"?, "slug"?}` registers an App (201 `{"id", "client_id", "slug"}`; without
+  `public_key` the simulator makes the key pair and answers its `private_key` PEM, once,
+  as GitHub's "Generate a private key" does); `POST /_sim/github/installations`
+  `{"app_id", "account", "repositories"?: ["owner/repo"] (default: all of the account's),
+  "permissions"?: {"contents": "read", …}, "id"?}` installs it (201, the installation);
+  `PATCH /_sim/github/installations/{id}` `{"suspended"?, "deleted"?, "repositories"?,
+  "permissions"?}`; `POST /_sim/github/tokens` `{"lifetime_s"?: 1..86400, "expire"?: true,
+  "installation_id"?}` sets the lifetime of tokens issued from now on and/or makes the
+  issued ones (of one installation) expire now; `GET /_sim/github/apps` shows Apps,
+  installations and token counts
 
 Bad input is a 400 whose message names the offending field.
 
@@ -97,6 +108,11 @@ Completion webhooks:
 - `github_check_run_write` `{"fail": N, "status"?: 502, "after_apply"?: false}`: the next N
   check-run writes (create or update) answer `status` (after applying the write when
   `after_apply`: GitHub did it, the answer was lost).
+- `github_rate_limit` `{"remaining", "limit"?: 5000, "reset_in_s"?: 3600}`: GitHub's
+  primary limit, enforced from then on: with nothing left a GitHub request answers 403
+  with `x-ratelimit-remaining: 0` until `x-ratelimit-reset` (`ratelimits.py`).
+- `github_secondary_limit` `{"count", "status"?: 403|429, "retry_after_s"?: 60}`: the next
+  `count` GitHub requests answer a secondary rate limit with `retry-after`.
 
 Example: `{"error_rates": {"429": 0.1, "503": 0.1}, "timeout_rate": 0.05,
 "timeout_hold_s": 30, "latency_ms": 50, "latency_jitter_ms": 30, "webhook_drop_rate": 0.3,
@@ -109,6 +125,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, request
 
+from local.simulator.apps import LEVELS
 from local.simulator.engine import WEBHOOK_MODES
 from local.simulator.faults import GEMINI_KEYS, MAX_LATENCY_MS, unknown_keys
 from local.simulator.gemini import (
@@ -119,6 +136,7 @@ from local.simulator.gemini import (
     prompt_text,
 )
 from local.simulator.github import DEFAULT_REF
+from local.simulator.ratelimits import RateLimits
 from local.simulator.state import BATCH_STATES, INTERACTION_API_STATUSES, WITH_ROWS, BadRequest
 from local.simulator.webhooks import DATA_ID_FORMS
 from local.simulator.wire import json_response, read_json
@@ -129,7 +147,9 @@ if TYPE_CHECKING:
 
 COMMENT_FAULT = "github_comment_post"
 CHECK_RUN_FAULT = "github_check_run_write"
-GITHUB_FAULTS = frozenset({COMMENT_FAULT, CHECK_RUN_FAULT})
+RATE_LIMIT = "github_rate_limit"
+SECONDARY_LIMIT = "github_secondary_limit"
+GITHUB_FAULTS = frozenset({COMMENT_FAULT, CHECK_RUN_FAULT, RATE_LIMIT, SECONDARY_LIMIT})
 
 
 def _is_int(value: Any) -> bool:
@@ -403,6 +423,7 @@ def blueprint(sim: Simulator) -> Blueprint:
             **sim.faults.report(),
             COMMENT_FAULT: sim.comments.fault(),
             CHECK_RUN_FAULT: sim.check_runs.fault(),
+            **sim.rate_limits.report(),
         }
 
     @bp.post("/faults")
@@ -417,11 +438,20 @@ def blueprint(sim: Simulator) -> Blueprint:
             _check_run_write_fault(body[CHECK_RUN_FAULT]) if CHECK_RUN_FAULT in body else None
         )
         # Validates the whole body before changing anything, so a 400 leaves every fault as it was.
+        trial = RateLimits()  # the same validation, on a throwaway copy
+        if RATE_LIMIT in body:
+            trial.set_primary(body[RATE_LIMIT])
+        if SECONDARY_LIMIT in body:
+            trial.set_secondary(body[SECONDARY_LIMIT])
         sim.faults.update({key: value for key, value in body.items() if key not in GITHUB_FAULTS})
         if comment_fault is not None:
             sim.comments.set_fault(**comment_fault)
         if check_run_fault is not None:
             sim.check_runs.set_fault(**check_run_fault)
+        if RATE_LIMIT in body:
+            sim.rate_limits.set_primary(body[RATE_LIMIT])
+        if SECONDARY_LIMIT in body:
+            sim.rate_limits.set_secondary(body[SECONDARY_LIMIT])
         return json_response(fault_state())
 
     @bp.get("/faults")
@@ -480,6 +510,102 @@ def blueprint(sim: Simulator) -> Blueprint:
             raise BadRequest(f"count must be a whole number >= 0, got {count!r}.")
         sim.contents.add_fault(path, status, count)
         return json_response({"path": path.strip("/"), "status": status, "count": count})
+
+    @bp.post("/github/apps")
+    def register_app() -> Response:
+        body = read_json()
+        app_id = body.get("app_id")
+        if app_id is not None and (not _is_int(app_id) or app_id < 1):
+            raise BadRequest(f"app_id must be a positive whole number, got {app_id!r}.")
+        texts = {k: body.get(k) for k in ("client_id", "public_key", "slug")}
+        for key, value in texts.items():
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise BadRequest(f"{key} must be a non-empty string.")
+        app, private_key = sim.apps.register(
+            app_id=app_id,
+            client_id=texts["client_id"],
+            public_key_pem=texts["public_key"],
+            slug=texts["slug"],
+        )
+        answer: dict[str, Any] = {"id": app.id, "client_id": app.client_id, "slug": app.slug}
+        if private_key is not None:
+            answer["private_key"] = private_key
+        return json_response(answer, 201)
+
+    @bp.get("/github/apps")
+    def github_apps() -> Response:
+        return json_response(sim.apps.summary())
+
+    def _installation_fields(body: dict[str, Any]) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
+        if "repositories" in body:
+            repos = body["repositories"]
+            if repos is not None and (
+                not isinstance(repos, list)
+                or not all(isinstance(r, str) and r.count("/") == 1 for r in repos)
+            ):
+                raise BadRequest("repositories must be null (all) or a list of 'owner/repo'.")
+            fields["repositories"] = repos
+        if "permissions" in body:
+            permissions = body["permissions"]
+            if not isinstance(permissions, dict) or not all(
+                isinstance(k, str) and v in LEVELS for k, v in permissions.items()
+            ):
+                raise BadRequest(f"permissions must map names to one of {sorted(LEVELS)}.")
+            fields["permissions"] = permissions
+        return fields
+
+    @bp.post("/github/installations")
+    def install_app() -> Response:
+        body = read_json()
+        app_id, account = body.get("app_id"), body.get("account")
+        if not isinstance(app_id, int) or isinstance(app_id, bool):
+            raise BadRequest(f"app_id must be a registered App's id, got {app_id!r}.")
+        if not isinstance(account, str) or not account:
+            raise BadRequest("account is required: the user or organization login.")
+        number = body.get("id")
+        if number is not None and (not _is_int(number) or number < 1):
+            raise BadRequest(f"id must be a positive whole number, got {number!r}.")
+        fields = _installation_fields(body)
+        installation = sim.apps.install(
+            app_id,
+            account,
+            fields.get("repositories"),
+            fields.get("permissions"),
+            installation_id=number,
+        )
+        return json_response(installation.json(), 201)
+
+    @bp.patch("/github/installations/<int:installation_id>")
+    def change_installation(installation_id: int) -> Response:
+        body = read_json()
+        unknown = sorted(set(body) - {"suspended", "deleted", "repositories", "permissions"})
+        if unknown:
+            raise BadRequest(f"Unknown installation keys {unknown}.")
+        fields = _installation_fields(body)
+        for flag in ("suspended", "deleted"):
+            if flag in body:
+                if not isinstance(body[flag], bool):
+                    raise BadRequest(f"{flag} must be true or false.")
+                fields[flag] = body[flag]
+        return json_response(sim.apps.update(installation_id, **fields).json())
+
+    @bp.post("/github/tokens")
+    def github_tokens() -> Response:
+        body = read_json()
+        lifetime = body.get("lifetime_s")
+        if lifetime is not None and (not _is_int(lifetime) or not 1 <= lifetime <= 86_400):
+            raise BadRequest(f"lifetime_s must be 1..86400, got {lifetime!r}.")
+        expire = body.get("expire", False)
+        if not isinstance(expire, bool):
+            raise BadRequest("expire must be true or false.")
+        installation_id = body.get("installation_id")
+        if installation_id is not None and not _is_int(installation_id):
+            raise BadRequest("installation_id must be a whole number.")
+        if lifetime is not None:
+            sim.apps.token_lifetime_s = lifetime
+        expired = sim.apps.expire_tokens(installation_id) if expire else 0
+        return json_response({"token_lifetime_s": sim.apps.token_lifetime_s, "expired": expired})
 
     @bp.post("/github/latency")
     def github_latency() -> Response:

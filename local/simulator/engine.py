@@ -13,12 +13,14 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from local.simulator.apps import Apps
 from local.simulator.check_runs import CheckRuns
 from local.simulator.comments import CommitComments
 from local.simulator.files import FileStore
 from local.simulator.gemini import build_rows, result_lines
 from local.simulator.github import Contents
 from local.simulator.injector import FaultInjector
+from local.simulator.ratelimits import RateLimits
 from local.simulator.state import (
     BATCH_STATES,
     INTERACTION_API_STATUSES,
@@ -83,6 +85,8 @@ class Simulator:
         self.contents = Contents()
         self.comments = CommitComments(clock)
         self.check_runs = CheckRuns(clock)
+        self.apps = Apps(clock)
+        self.rate_limits = RateLimits(clock)
         self.requests = RequestLog()
         self.faults = FaultInjector()
         self.dispatcher = Dispatcher(
@@ -106,6 +110,8 @@ class Simulator:
         self.contents.reset()
         self.comments.reset()
         self.check_runs.reset()
+        self.apps.reset()
+        self.rate_limits.reset()
         self.requests.reset()
 
     # --- creation ------------------------------------------------------------------

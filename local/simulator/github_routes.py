@@ -8,6 +8,14 @@
   comment and a `Location` header; 422 when `body` is missing or the sha is not a commit id
 - `DELETE /repos/{owner}/{repo}/comments/{comment_id}`: 204 with no body, 404 when there
   is no such comment
+- `POST /app/installations/{installation_id}/access_tokens` with an App JWT: 201 with an
+  installation token (`apps.py`: the JWT rules, installations, permissions)
+
+Every route here answers as GitHub does to its caller (`apps.py`): an installation token
+must be live, cover the repository and hold the route's permission (401 / 403 with
+GitHub's bodies); no token or a personal token is served as before. Every repository
+answer carries GitHub's `x-ratelimit-*` headers and may be refused by the rate limits of
+the fault model (`ratelimits.py`).
 """
 
 from __future__ import annotations
@@ -17,8 +25,9 @@ import re
 import time
 from typing import TYPE_CHECKING
 
-from flask import Blueprint, Response, request
+from flask import Blueprint, Response, g, request
 
+from local.simulator.apps import Caller, GitHubRefusal
 from local.simulator.comments import comment_json
 from local.simulator.github import DEFAULT_REF, file_body, not_found
 from local.simulator.wire import json_response, read_json
@@ -57,11 +66,51 @@ def _link_header(base: str, per_page: int, page: int, last: int) -> str:
     return ", ".join(links)
 
 
+def authorize(sim: Simulator, owner: str, repo: str, permission: str, level: str) -> None:
+    """Refuse this request (GitHubRefusal) unless its caller may use `permission` at
+    `level` ("read", "write") on `owner/repo`; for every repository route."""
+    caller = g.get("github_caller") or Caller()
+    sim.apps.authorize(caller, owner, repo, permission, level)
+
+
 def blueprint(sim: Simulator) -> Blueprint:
     bp = Blueprint("github_api", __name__)
 
+    @bp.before_request
+    def caller_and_rate_limits() -> Response | None:
+        g.github_caller = sim.apps.caller(request.headers.get("Authorization"))
+        if request.path.startswith("/app/"):
+            return None  # an App's own (JWT) calls do not spend its installations' budget
+        verdict = sim.rate_limits.take(g.github_caller.rate_limit_subject)
+        g.github_rate_limit = verdict.headers
+        if verdict.status is not None:
+            return json_response(verdict.body, verdict.status)
+        return None
+
+    @bp.after_request
+    def rate_limit_headers(response: Response) -> Response:
+        for name, value in (g.get("github_rate_limit") or {}).items():
+            response.headers.setdefault(name, value)
+        return response
+
+    @bp.errorhandler(GitHubRefusal)
+    def refused(exc: GitHubRefusal) -> Response:
+        response = json_response(exc.body, exc.status)
+        response.headers.update(exc.headers)
+        return response
+
+    @bp.post("/app/installations/<int:installation_id>/access_tokens")
+    def access_token(installation_id: int) -> Response:
+        app = sim.apps.app_from_jwt(request.headers.get("Authorization"))
+        permissions = read_json().get("permissions")
+        if permissions is not None and not isinstance(permissions, dict):
+            raise GitHubRefusal(422, "permissions must be an object.")
+        issued, installation = sim.apps.issue_token(app, installation_id, permissions)
+        return json_response(sim.apps.token_json(issued, installation), 201)
+
     @bp.get("/repos/<owner>/<repo>/contents/<path:path>")
     def github_contents(owner: str, repo: str, path: str) -> Response:
+        authorize(sim, owner, repo, "contents", "read")
         if sim.contents.latency_ms:  # a slow GitHub: every contents GET waits first
             time.sleep(sim.contents.latency_ms / 1000)
         fault = sim.contents.take_fault(path)
@@ -79,6 +128,7 @@ def blueprint(sim: Simulator) -> Blueprint:
 
     @bp.get("/repos/<owner>/<repo>/commits/<sha>/comments")
     def list_comments(owner: str, repo: str, sha: str) -> Response:
+        authorize(sim, owner, repo, "metadata", "read")
         per_page = min(_positive("per_page", DEFAULT_PER_PAGE), MAX_PER_PAGE)
         page = _positive("page", 1)
         comments = sim.comments.on_commit(owner, repo, sha)
@@ -93,6 +143,7 @@ def blueprint(sim: Simulator) -> Blueprint:
 
     @bp.post("/repos/<owner>/<repo>/commits/<sha>/comments")
     def create_comment(owner: str, repo: str, sha: str) -> Response:
+        authorize(sim, owner, repo, "contents", "write")
         body = read_json().get("body")
         if not isinstance(body, str) or not body:
             return _unprocessable('Invalid request.\n\n"body" wasn\'t supplied.')
@@ -109,6 +160,7 @@ def blueprint(sim: Simulator) -> Blueprint:
 
     @bp.delete("/repos/<owner>/<repo>/comments/<int:comment_id>")
     def delete_comment(owner: str, repo: str, comment_id: int) -> Response:
+        authorize(sim, owner, repo, "contents", "write")
         if not sim.comments.delete(owner, repo, comment_id):
             return json_response(not_found(), 404)
         return Response(status=204)

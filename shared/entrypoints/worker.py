@@ -111,7 +111,7 @@ class Worker(Endpoint):
         # A claim-checked body stays behind its reference: stored once, not twice.
         stored = _Stored(raw if envelope.claim is None else None, envelope.claim)
         if fn is not None and unusable is None and not handlers.leased(source, event_type):
-            return self._run_unleased(envelope, ids, raw, fn, stored, retry_count)
+            return self._run_unleased(envelope, ids, raw, fn, stored, attempt, retry_count)
         # The push's submission (not the payload's claim check) the handler will claim.
         claims = handlers.claims_for(source, event_type) if unusable is None else None
         submission = claims(raw, self._context) if claims is not None else None
@@ -163,22 +163,25 @@ class Worker(Endpoint):
         raw: bytes,
         fn: handlers.Handler,
         stored: _Stored,
+        attempt: str,
         retry_count: int,
     ) -> Reply:
         """A handler whose own commit makes a second run harmless (a settlement): no lease,
         and the delivery is recorded `done` in that commit, created if it is new (one commit
-        per event). Any other outcome records it first, then marks it as usual."""
+        per event), on condition it is as this run's dedupe read found it (one read). Any
+        other outcome records it first, then marks it as usual."""
         source, delivery_id, event_type = envelope.source, envelope.delivery_id, envelope.event
         try:
-            known = self._ledger.deliveries.get(source, delivery_id)
+            seen = self._ledger.deliveries.read(source, delivery_id)
             _, fields = self._ledger.deliveries.new_record(
                 source, delivery_id, event_type, stored.payload, stored.ref
             )
         except LedgerError as exc:
             return self._retry(ids, f"reading the delivery failed: {exc}")
+        known = seen.delivery
         if known is not None and known.finished:
             return Reply(200, {"status": "duplicate", **ids, "delivery_status": known.status})
-        end = DeliveryEnd(source, delivery_id, None, new=fields)
+        end = DeliveryEnd(source, delivery_id, None, new=fields, seen=seen)
         event = Event(
             source,
             event_type,
@@ -186,17 +189,18 @@ class Worker(Endpoint):
             envelope.received_at,
             raw,
             envelope.headers,
-            attempt=Attempt(uuid.uuid4().hex),
+            attempt=Attempt(attempt),
             end=end,
         )
         try:
             outcome = fn(event, self._context)
         except Exception as exc:  # recorded first: the marks below need the record
             return self._recorded(ids, stored) or self._failed(ids, None, exc, retry_count)
-        if isinstance(outcome, Done) and end.applied:
-            logs.event(log, logging.INFO, f"delivery done: {outcome.detail}", **ids)
-            return Reply(200, {"status": "done", "detail": outcome.detail, **ids})
-        return self._recorded(ids, stored) or self._outcome(outcome, ids, None)
+        return (
+            _done_in_commit(outcome, end, ids)
+            or self._recorded(ids, stored)
+            or self._outcome(outcome, ids, None)
+        )
 
     def _recorded(self, ids: dict[str, Any], stored: _Stored) -> Reply | None:
         """Record an unleased run's delivery (if new) so it can be marked; a retry if not."""
@@ -221,11 +225,7 @@ class Worker(Endpoint):
         except Exception as exc:  # the error tree, not this handler, says retry or dead
             return self._failed(ids, attempt, exc, retry_count)
         crash_point("push.before_done")
-        if isinstance(outcome, Done) and event.end is not None and event.end.applied:
-            # The handler's own commit (the push's winner) marked the delivery done.
-            logs.event(log, logging.INFO, f"delivery done: {outcome.detail}", **ids)
-            return Reply(200, {"status": "done", "detail": outcome.detail, **ids})
-        return self._outcome(outcome, ids, attempt)
+        return _done_in_commit(outcome, event.end, ids) or self._outcome(outcome, ids, attempt)
 
     def _outcome(
         self, outcome: handlers.Outcome, ids: dict[str, Any], attempt: str | None
@@ -339,6 +339,17 @@ class _Stored(NamedTuple):
 
     payload: bytes | None
     ref: str | None
+
+
+def _done_in_commit(
+    outcome: handlers.Outcome, end: DeliveryEnd | None, ids: dict[str, Any]
+) -> Reply | None:
+    """200 `done` when the handler's own commit (the push's winner, a settlement) marked
+    the delivery done (`end.applied`); None when the worker must still mark it."""
+    if not (isinstance(outcome, Done) and end is not None and end.applied):
+        return None
+    logs.event(log, logging.INFO, f"delivery done: {outcome.detail}", **ids)
+    return Reply(200, {"status": "done", "detail": outcome.detail, **ids})
 
 
 def _lease_end(recorded: Recorded) -> datetime | None:

@@ -28,8 +28,10 @@ from urllib.parse import quote, urlsplit
 
 import requests
 
+from shared.clock import Clock, system_clock
 from shared.crashpoints import crash_point
 from shared.errors import HookledgerError, PermanentError, TransientError
+from shared.github.auth import GitHubAuth, TokenAuth
 from shared.retry import Backoff, RetryPolicy, parse_retry_after
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -141,6 +143,9 @@ class Push:
     default_branch: str
     deleted: bool
     changed: tuple[str, ...]
+    # The GitHub App installation the push came through (`installation.id`); None for a
+    # repository webhook: its fetches and comments then use GITHUB_TOKEN, as before Apps.
+    installation_id: int | None = None
 
     @property
     def to_default_branch(self) -> bool:
@@ -159,6 +164,7 @@ def parse_push(payload: Mapping[str, Any]) -> Push:
         raise ValueError(f"push payload is missing {exc}") from None
     if not default_branch:
         raise ValueError("push payload is missing repository.default_branch")
+    installation_id = installation_of(payload)
     # Later commits win: a file added then removed in one push is not reviewed.
     present: dict[str, None] = {}
     try:
@@ -176,7 +182,20 @@ def parse_push(payload: Mapping[str, Any]) -> Push:
         default_branch=default_branch,
         deleted=bool(payload.get("deleted")),
         changed=tuple(present),
+        installation_id=installation_id,
     )
+
+
+def installation_of(payload: Mapping[str, Any]) -> int | None:
+    """`installation.id` of a webhook payload (every App webhook carries it); None when
+    there is none. ValueError for one that is not a positive whole number."""
+    installation = payload.get("installation")
+    if installation is None:
+        return None
+    value = installation.get("id") if isinstance(installation, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"payload has a malformed installation.id: {value!r}")
+    return value
 
 
 def reviewable(paths: tuple[str, ...], review_path: str) -> list[str]:
@@ -208,10 +227,21 @@ class OwnershipLost(GitHubUnavailable):
     """The caller's claim passed to someone else before the POST: nothing was posted."""
 
 
+class _NoCredential(GitHubUnavailable):
+    """The auth provider could not produce a credential now (`error`): one failed attempt,
+    told apart from a deadline's `GitHubUnavailable`, which ends the call at once."""
+
+    def __init__(self, error: GitHubUnavailable) -> None:
+        super().__init__(str(error), status=error.status)
+        self.error = error
+
+
 class _RestClient:
     """The request/retry code shared by every GitHub client: headers, timeout, backoff.
 
-    The token goes only into the Authorization header; no message built here contains it.
+    Credentials come from `auth` (`shared/github/auth.py`: a personal token, or a GitHub
+    App's installation tokens per `installation_id`); without one, `token` (or none). They
+    go only into the Authorization header; no message built here contains them.
     """
 
     def __init__(
@@ -219,12 +249,14 @@ class _RestClient:
         api_url: str,
         token: str = "",
         *,
+        auth: GitHubAuth | None = None,
         session: requests.Session | None = None,
         timeout_s: float = 30.0,
         attempts: int = 3,
         sleep: Callable[[float], None] = time.sleep,
         rand: Callable[[], float] = random.random,
         policy: RetryPolicy | None = None,
+        clock: Clock = system_clock,
     ) -> None:
         self._api_url = api_url.rstrip("/")
         self._session = session or requests.Session()
@@ -233,12 +265,12 @@ class _RestClient:
             "X-GitHub-Api-Version": "2022-11-28",
             "User-Agent": "hookledger",
         }
-        if token:
-            self._headers["Authorization"] = f"Bearer {token}"
+        self._auth: GitHubAuth = auth if auth is not None else TokenAuth(token)
         self._timeout_s = timeout_s
         self._policy = policy or github_policy(attempts)
         self._sleep = sleep
         self._rand = rand
+        self._clock = clock
 
     def _send(
         self,
@@ -252,16 +284,20 @@ class _RestClient:
         deadline: Deadline | None = None,
         missing_ok: bool = False,
         accept: str | None = None,
+        installation_id: int | None = None,
     ) -> requests.Response:
         """A 2xx response; what the policy retries (408, 429, 5xx, a rate-limit 403, timeouts)
         is retried (when `retry`) then `GitHubUnavailable`.
 
         Any other answer is `GitHubRejected`. `where` names the object in every message.
-        Waits follow the policy's jittered backoff, or GitHub's `retry-after` when longer;
-        one over the policy's `max_wait_s` is not waited for (`GitHubUnavailable` at once).
-        With a `deadline`, no request starts unless its whole timeout fits in the time left:
-        `GitHubUnavailable` instead, so a call never outlives the caller's lease. With
-        `missing_ok`, a 404 is answered like a 2xx.
+        Waits follow the policy's jittered backoff, or what GitHub asked for when longer:
+        `retry-after`, or with `x-ratelimit-remaining: 0` the time until
+        `x-ratelimit-reset` ("Rate limits for the REST API"); one over the policy's
+        `max_wait_s` is not waited for (`GitHubUnavailable` at once). With a `deadline`, no
+        request starts unless its whole timeout fits in the time left: `GitHubUnavailable`
+        instead, so a call never outlives the caller's lease. With `missing_ok`, a 404 is
+        answered like a 2xx. Credentials are `installation_id`'s (`_authorized`): a 401 is
+        answered by one more try with a renewed credential, never more.
         """
         attempts = self._policy.attempts if retry else 1
         last: GitHubError | None = None
@@ -277,25 +313,30 @@ class _RestClient:
                 if deadline is not None:  # a wait that leaves no room for the attempt: stop now
                     self._check_time(deadline, f"{where}: {method}", last, wait_s=wait)
                 self._sleep(wait)
-            if deadline is not None:
-                self._check_time(deadline, f"{where}: {method}", last)
             try:
-                response = self._session.request(
+                response = self._authorized(
                     method,
                     url,
+                    where,
+                    installation_id=installation_id,
+                    deadline=deadline,
+                    last=last,
                     params=params,
                     json=json,
                     headers={**self._headers, "Accept": accept} if accept else self._headers,
-                    timeout=self._timeout_s,
                 )
             except requests.RequestException as exc:
                 last, asked = GitHubUnavailable(f"{where}: {type(exc).__name__}: {exc}"), None
+                continue
+            except _NoCredential as exc:
+                status = exc.error.status
+                last, asked = GitHubUnavailable(f"{where}: {exc.error}", status=status), None
                 continue
             if self._policy.retryable(response.status_code, response.headers):
                 last = GitHubUnavailable(
                     f"{where}: GitHub answered {response.status_code}", status=response.status_code
                 )
-                asked = parse_retry_after(response.headers.get("retry-after"))
+                asked = self._asked_wait(response.headers)
                 continue
             if missing_ok and response.status_code == 404:
                 return response
@@ -315,6 +356,50 @@ class _RestClient:
             raise GitHubRejected(f"{where}: pagination link leaves {wanted.netloc}")
         return url
 
+    def _authorized(
+        self,
+        method: str,
+        url: str,
+        where: str,
+        *,
+        installation_id: int | None,
+        deadline: Deadline | None,
+        last: GitHubError | None,
+        headers: Mapping[str, str],
+        **kwargs: Any,
+    ) -> requests.Response:
+        """One attempt with `installation_id`'s credentials; on a 401 the auth provider may
+        renew them (an installation token expired or revoked) and the request is sent once
+        more. GitHub authenticates before it acts, so a request answered 401 did nothing:
+        even a POST is safe to send again. The deadline is checked before each send, after
+        any token was minted. `_NoCredential` when no credential could be had now."""
+        for renewed in (False, True):
+            try:
+                credential = self._auth.headers(installation_id)
+            except GitHubUnavailable as exc:
+                raise _NoCredential(exc) from exc
+            if deadline is not None:
+                self._check_time(deadline, f"{where}: {method}", last)
+            response = self._session.request(
+                method, url, headers={**headers, **credential}, timeout=self._timeout_s, **kwargs
+            )
+            if response.status_code != 401 or renewed:
+                return response
+            if not self._auth.invalidate(installation_id, credential):
+                return response
+        raise AssertionError("unreachable: the loop returns")  # pragma: no cover
+
+    def _asked_wait(self, headers: Mapping[str, str]) -> float | None:
+        """How long GitHub asked us to wait, in seconds: `retry-after`, else (a primary rate
+        limit, `x-ratelimit-remaining: 0`) until `x-ratelimit-reset` (Unix seconds) and one
+        more second; None when it said neither ("Rate limits for the REST API")."""
+        now = self._clock().timestamp()
+        asked = parse_retry_after(headers.get("retry-after"), now)
+        if asked is not None or headers.get("x-ratelimit-remaining") != "0":
+            return asked
+        reset = (headers.get("x-ratelimit-reset") or "").strip()
+        return max(0.0, float(reset) - now) + 1.0 if reset.isdigit() else None
+
     def _check_time(
         self, deadline: Deadline, what: str, last: GitHubError | None, wait_s: float = 0.0
     ) -> None:
@@ -333,10 +418,11 @@ class _RestClient:
 class ContentsClient(_RestClient):
     """Fetches file bytes at a commit through GitHub's Contents API."""
 
-    def fetch(self, repo: str, path: str, ref: str) -> bytes:
+    def fetch(self, repo: str, path: str, ref: str, *, installation_id: int | None = None) -> bytes:
         """The file's bytes at `ref`; retries 429/5xx and timeouts a few times, then raises.
 
         A malformed `repo` or `path` is `GitHubRejected` before anything is sent.
+        `installation_id`: the App installation whose token reads it (None: GITHUB_TOKEN).
         """
         where = f"{repo}:{path}@{str(ref)[:12]}"
         try:
@@ -346,7 +432,14 @@ class ContentsClient(_RestClient):
             raise GitHubRejected(f"{where}: {exc}") from None
         url = f"{base}/contents/{quote(path, safe='/')}"
         # The raw media type: the JSON form carries content only for files up to 1 MB.
-        response = self._send("GET", url, where, params={"ref": ref}, accept=RAW_MEDIA_TYPE)
+        response = self._send(
+            "GET",
+            url,
+            where,
+            params={"ref": ref},
+            accept=RAW_MEDIA_TYPE,
+            installation_id=installation_id,
+        )
         if response.headers.get("Content-Type", "").startswith("application/json"):
             return _decode(response, where)  # a directory or a submodule answers JSON
         return response.content
@@ -409,23 +502,27 @@ class CommentsClient(_RestClient):
         api_url: str,
         token: str = "",
         *,
+        auth: GitHubAuth | None = None,
         session: requests.Session | None = None,
         timeout_s: float = 30.0,
         attempts: int = 3,
         sleep: Callable[[float], None] = time.sleep,
         rand: Callable[[], float] = random.random,
         policy: RetryPolicy | None = None,
+        clock: Clock = system_clock,
         max_pages: int = MAX_COMMENT_PAGES,
     ) -> None:
         super().__init__(
             api_url,
             token,
+            auth=auth,
             session=session,
             timeout_s=timeout_s,
             attempts=attempts,
             sleep=sleep,
             rand=rand,
             policy=policy,
+            clock=clock,
         )
         self._max_pages = max(1, max_pages)
 
@@ -438,20 +535,37 @@ class CommentsClient(_RestClient):
         base = _repo_url(self._api_url, repo)
         return f"{base}/commits/{quote(check_sha(sha), safe='')}/comments"
 
-    def find_comment(self, repo: str, sha: str, marker: str) -> int | None:
+    def find_comment(
+        self, repo: str, sha: str, marker: str, *, installation_id: int | None = None
+    ) -> int | None:
         """The id of the oldest comment on `sha` whose body contains `marker`, or None.
 
         Follows `Link: rel="next"` for at most `max_pages` pages; a commit with more
         comments than that is `GitHubRejected` rather than a guess that could double-post.
         """
-        found = self._marked(repo, sha, (marker,), first_only=True, deadline=None)
+        found = self._marked(
+            repo, sha, (marker,), first_only=True, deadline=None, installation_id=installation_id
+        )
         return found[0] if found else None
 
     def marked_comments(
-        self, repo: str, sha: str, markers: Sequence[str], deadline: Deadline | None = None
+        self,
+        repo: str,
+        sha: str,
+        markers: Sequence[str],
+        deadline: Deadline | None = None,
+        *,
+        installation_id: int | None = None,
     ) -> list[int]:
         """The ids of every comment on `sha` carrying one of `markers`, oldest first."""
-        return self._marked(repo, sha, markers, first_only=False, deadline=deadline)
+        return self._marked(
+            repo,
+            sha,
+            markers,
+            first_only=False,
+            deadline=deadline,
+            installation_id=installation_id,
+        )
 
     def _marked(
         self,
@@ -461,6 +575,7 @@ class CommentsClient(_RestClient):
         *,
         first_only: bool,
         deadline: Deadline | None,
+        installation_id: int | None = None,
     ) -> list[int]:
         where = f"{repo}@{sha}"
         if not markers or not all(markers):
@@ -469,7 +584,9 @@ class CommentsClient(_RestClient):
         params: dict[str, str | int] | None = {"per_page": COMMENTS_PER_PAGE}
         found: list[int] = []
         for _page in range(self._max_pages):
-            response = self._send("GET", url, where, params=params, deadline=deadline)
+            response = self._send(
+                "GET", url, where, params=params, deadline=deadline, installation_id=installation_id
+            )
             found += _marked(_json_list(response, where), markers, where)
             if found and first_only:
                 return found[:1]
@@ -479,7 +596,14 @@ class CommentsClient(_RestClient):
             url, params = self._same_host(following, where), None
         raise GitHubRejected(f"{where}: more than {self._max_pages} pages of comments")
 
-    def delete_comment(self, repo: str, comment_id: int, deadline: Deadline | None = None) -> bool:
+    def delete_comment(
+        self,
+        repo: str,
+        comment_id: int,
+        deadline: Deadline | None = None,
+        *,
+        installation_id: int | None = None,
+    ) -> bool:
         """Delete commit comment `comment_id` (DELETE /repos/{owner}/{repo}/comments/{id}).
 
         True when this call deleted it, False when it was already gone (404).
@@ -488,7 +612,14 @@ class CommentsClient(_RestClient):
         if isinstance(comment_id, bool) or not isinstance(comment_id, int) or comment_id < 1:
             raise GitHubRejected(f"{where}: not a comment id")
         url = f"{_repo_url(self._api_url, repo)}/comments/{comment_id}"
-        response = self._send("DELETE", url, where, deadline=deadline, missing_ok=True)
+        response = self._send(
+            "DELETE",
+            url,
+            where,
+            deadline=deadline,
+            missing_ok=True,
+            installation_id=installation_id,
+        )
         return response.status_code != 404  # 404: another caller's clean-up got there first
 
     def publish_once(
@@ -500,6 +631,7 @@ class CommentsClient(_RestClient):
         *,
         ownership: Ownership | None = None,
         also: Sequence[str] = (),
+        installation_id: int | None = None,
     ) -> PublishResult:
         """Post `body` as a comment on `sha` unless a comment with `marker` exists.
 
@@ -512,6 +644,7 @@ class CommentsClient(_RestClient):
         `ownership.seconds_left()` (else `GitHubUnavailable`, nothing more sent), and
         `ownership.still_owner()` is asked right before the POST (`OwnershipLost`, nothing
         posted, when it says no). Whether found or posted, newer duplicates are deleted.
+        Every request uses `installation_id`'s credentials (None: GITHUB_TOKEN).
         """
         where = f"{repo}@{sha}"
         url = self._comments_url(repo, sha)
@@ -520,14 +653,22 @@ class CommentsClient(_RestClient):
         if len(body) > MAX_COMMENT_CHARS:
             raise GitHubRejected(f"{where}: comment of {len(body)} characters is over the limit")
         markers = (marker, *[m for m in also if m and m != marker])
-        existing = self.marked_comments(repo, sha, markers, deadline=ownership)
+        app = installation_id
+        existing = self.marked_comments(repo, sha, markers, ownership, installation_id=app)
         if existing:
-            return PublishResult(existing[0], False, self._delete_newer(repo, existing, ownership))
+            deleted = self._delete_newer(repo, existing, ownership, app)
+            return PublishResult(existing[0], False, deleted)
         if ownership is not None and not ownership.still_owner():
             raise OwnershipLost(f"{where}: the outbox claim passed to another caller; not posted")
         crash_point("outbox.before_post")
         response = self._send(
-            "POST", url, where, json={"body": body}, retry=False, deadline=ownership
+            "POST",
+            url,
+            where,
+            json={"body": body},
+            retry=False,
+            deadline=ownership,
+            installation_id=app,
         )
         crash_point("outbox.posted")
         try:
@@ -536,17 +677,25 @@ class CommentsClient(_RestClient):
             # Created, but we cannot tell its id: the next call finds it by the marker.
             raise GitHubUnavailable(f"{where}: comment posted but the answer had no id") from None
         # A caller that posted in the same window shows up here; the oldest comment stays.
-        after = self.marked_comments(repo, sha, markers, deadline=ownership)
+        after = self.marked_comments(repo, sha, markers, ownership, installation_id=app)
         if comment_id not in after:
             after = sorted({*after, comment_id})
-        deleted = self._delete_newer(repo, after, ownership)
+        deleted = self._delete_newer(repo, after, ownership, app)
         return PublishResult(after[0], after[0] == comment_id, deleted)
 
     def _delete_newer(
-        self, repo: str, ids: Sequence[int], deadline: Deadline | None
+        self,
+        repo: str,
+        ids: Sequence[int],
+        deadline: Deadline | None,
+        installation_id: int | None = None,
     ) -> tuple[int, ...]:
         """Delete every comment of `ids` but the first (oldest); the ids this call deleted."""
-        return tuple(cid for cid in ids[1:] if self.delete_comment(repo, cid, deadline))
+        return tuple(
+            cid
+            for cid in ids[1:]
+            if self.delete_comment(repo, cid, deadline, installation_id=installation_id)
+        )
 
 
 # GitHub's error `message` (e.g. a 422's "No more than 50 items are allowed") is kept this

@@ -4,7 +4,8 @@ The only code in hookledger that names Firestore collections and fields (besides
 claim-check store, shared/claims.py); everything else asks it. Layout (docs/architecture.md,
 "Ledger"): `records` (types, statuses, converters), `errors`, `ids` (document ids and
 input checks), `commits` (conditional commits and retries), one module per collection
-(`operations`, `deliveries`, `outbox`, `results`, `submissions`, `runs`) and `queries`
+(`operations`, `deliveries`, `outbox`, `results`, `submissions`, `runs`, `installations`)
+and `queries`
 (read-only listings). `Ledger` builds the parts over one client and callers reach each
 by name (`ledger.deliveries.record(...)`); it adds only what spans parts. `protocols` names
 what each caller calls (`Settler`: `SettleLedger`; reconcile: `ReconcileLedger`; the kinds:
@@ -54,6 +55,7 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     .mark(source, delivery_id, status, error=None) -> Delivery       # an operator's
     .reopen(source, delivery_id) -> Delivery                         # a replay: queued again
     .get(source, delivery_id) / .find(delivery_id, limit=2) / .count(status=None)
+    .read(source, delivery_id) -> DeliveryRead(delivery, update_time)  # for DeliveryEnd.seen
     .listing(status=None, limit=50, *, source=None, event=None, start_after=None)
     # ledger.queries (queries.py: read-only)
     .count_operations(status=None, kind=None) / .oldest_pending() / .stuck_alerted(limit)
@@ -65,6 +67,10 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     # ledger.runs (runs.py): .record(started_at, finished_at, counts, examined_ops=(),
     #   budget_s=None) -> run id; .recent(limit=20, after=None); .for_operation(name, limit=20)
     # ledger.watermark (runs.py): .get() -> datetime | None; .set(listed_at)
+    # ledger.installations (installations.py: GitHub App installations, out-of-order safe)
+    .apply(event, *, received_at, delivery_id, end=None) -> Applied(changed, installation)
+    .get(installation_id) -> Installation | None     # .refusal(repo): why a push is ignored
+    .listing(status=None, limit=50, after=None) -> list[Installation]   # by id
 
 Settlement: an operation goes from `pending` to a terminal status once, and its
 write-back commits in that same transaction (timeline in `operations`). A delivery is
@@ -81,6 +87,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from google.api_core import exceptions as gexc
@@ -89,7 +96,7 @@ from google.cloud import firestore
 from shared.clock import Clock, system_clock
 from shared.config import DEFAULTS, FIRESTORE_TIMEOUT_S
 from shared.crashpoints import crash_point
-from shared.ledger.commits import Commits, Staged
+from shared.ledger.commits import Commits
 from shared.ledger.deliveries import Deliveries
 from shared.ledger.errors import (
     AmbiguousId,
@@ -102,6 +109,7 @@ from shared.ledger.errors import (
     WritebackFailed,
 )
 from shared.ledger.ids import review_doc_id
+from shared.ledger.installations import Applied, Installation, Installations
 from shared.ledger.operations import Operations
 from shared.ledger.outbox import Outbox, OutboxPolicy
 from shared.ledger.queries import ConsoleQueries, Queries
@@ -109,6 +117,8 @@ from shared.ledger.records import (
     DELIVERIES,
     DELIVERY_STATUSES,
     FINISHED_DELIVERY_STATUSES,
+    INSTALLATION_STATUSES,
+    INSTALLATIONS,
     OPERATION_STATUSES,
     OPERATIONS,
     PENDING,
@@ -123,11 +133,13 @@ from shared.ledger.records import (
     Delivery,
     DeliveryEnd,
     DeliveryLease,
+    DeliveryRead,
     ItemLease,
     Marked,
     Operation,
     OutboxItem,
     Recorded,
+    Settled,
     Settlement,
     Submission,
     SweepReport,
@@ -151,6 +163,8 @@ __all__ = [
     "DELIVERIES",
     "DELIVERY_STATUSES",
     "FINISHED_DELIVERY_STATUSES",
+    "INSTALLATIONS",
+    "INSTALLATION_STATUSES",
     "OPERATIONS",
     "OPERATION_STATUSES",
     "PENDING",
@@ -164,11 +178,14 @@ __all__ = [
     "TERMINAL_STATUSES",
     "UNRESOLVED",
     "AmbiguousId",
+    "Applied",
     "ContentionError",
     "Deliver",
     "Delivery",
     "DeliveryEnd",
     "DeliveryLease",
+    "DeliveryRead",
+    "Installation",
     "InvalidArgument",
     "ItemLease",
     "Ledger",
@@ -181,6 +198,7 @@ __all__ = [
     "ReconcileRun",
     "Recorded",
     "ResultWrites",
+    "Settled",
     "Settlement",
     "StoreUnavailable",
     "Submission",
@@ -212,6 +230,7 @@ class Ledger:
     console: ConsoleQueries
     runs: Runs
     watermark: AdoptionWatermark
+    installations: Installations
 
     def __init__(
         self,
@@ -242,6 +261,7 @@ class Ledger:
         self.console = ConsoleQueries(commits, self.operations)
         self.runs = Runs(commits, retention=retention)
         self.watermark = AdoptionWatermark(commits)
+        self.installations = Installations(commits, clock, self.deliveries)
 
     @property
     def clock(self) -> Clock:
@@ -278,13 +298,7 @@ class Ledger:
         `end`, the settling attempt's end of its delivery (a webhook's), is written in the
         settling commit while the attempt holds its lease; `end.applied` says if it was.
         """
-        staged: list[Staged | None] = [None]
-
-        def stage_end() -> Staged | None:
-            staged[0] = self.deliveries.stage_end(end) if end is not None else None
-            return staged[0]
-
-        result = self.operations.settle(
+        settled = self.operations.settle(
             name,
             status,
             by,
@@ -294,10 +308,11 @@ class Ledger:
             expected=expected,
             result_counts=result_counts,
             outcome=outcome,
-            also=stage_end if end is not None else None,
+            also=partial(self.deliveries.stage_end, end) if end is not None else None,
         )
+        result = settled.result
         if end is not None:
-            end.applied = result is Settlement.SETTLED and staged[0] is not None
+            end.applied = settled.also_applied
         if result is Settlement.SETTLED:
             log_event(log, logging.INFO, "operation settled", operation=name, status=status, by=by)
             crash_point("settle.committed")

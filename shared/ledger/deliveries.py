@@ -27,7 +27,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from shared.clock import Clock
-from shared.ledger.commits import Commits, Staged
+from shared.ledger.commits import Commits, Seen, Staged
 from shared.ledger.errors import (
     ContentionError,
     InvalidArgument,
@@ -42,6 +42,7 @@ from shared.ledger.records import (
     Delivery,
     DeliveryEnd,
     DeliveryLease,
+    DeliveryRead,
     Marked,
     Recorded,
     delivery_from,
@@ -229,7 +230,7 @@ class Deliveries:
             if not snapshot.exists:
                 raise UnknownDelivery(f"delivery {doc_id} was never recorded")
             data = snapshot.to_dict() or {}
-            update = self._mark_update(data, doc_id, status, error, attempt)
+            update = self._mark_update(delivery_from(data, doc_id), status, error, attempt)
             if update is None:
                 return Marked(False, delivery_from(data, doc_id))
             self._commits.update_if_unchanged(ref, snapshot, update)
@@ -238,9 +239,10 @@ class Deliveries:
         return self._commits.retrying(doc_id, once)
 
     def stage_end(self, end: DeliveryEnd) -> Staged | None:
-        """`end` as a write for another part's commit (`Commits.commit(..., also=)`), read
-        now; None when the mark would be refused (see `end_attempt`) or the delivery is
-        unknown: the commit then goes ahead without it and the worker marks as usual."""
+        """`end` as a write for another part's commit (`Commits.commit(..., also=)`), on
+        condition the delivery is as `end.seen` found it (taken once: the next staging of
+        `end` reads it now); None when the mark would be refused (see `end_attempt`) or the
+        delivery is unknown: the commit then goes ahead without it and the worker marks."""
         doc_id = delivery_id(end.source, end.delivery_id)
         if end.status not in DELIVERY_STATUSES:
             raise InvalidArgument(
@@ -248,26 +250,24 @@ class Deliveries:
                 f"got {end.status!r}"
             )
         ref = self.collection().document(doc_id)
-        snapshot = self._commits.read(ref, doc_id)
-        if not snapshot.exists:
+        seen, end.seen = end.seen, None  # a retry follows a conflict: that read is stale
+        if seen is None:
+            seen = self._read(ref, doc_id)
+        condition = Seen(doc_id, seen.update_time)
+        if seen.delivery is None:
             if end.new is None:
                 return None
             now = self._clock()
             created = {**end.new, "status": end.status, "attempts": 1, "updated_at": now}
-            return Staged(ref, snapshot, created, create=True)
-        update = self._mark_update(snapshot.to_dict() or {}, doc_id, end.status, None, end.attempt)
-        return None if update is None else Staged(ref, snapshot, update)
+            return Staged(ref, condition, created, create=True)
+        update = self._mark_update(seen.delivery, end.status, None, end.attempt)
+        return None if update is None else Staged(ref, condition, update)
 
     def _mark_update(
-        self,
-        data: dict[str, Any],
-        doc_id: str,
-        status: str,
-        error: str | None,
-        attempt: str | None,
+        self, stored: Delivery, status: str, error: str | None, attempt: str | None
     ) -> dict[str, Any] | None:
-        """The fields a mark writes over the stored `data`; None (logged) when refused."""
-        stored = delivery_from(data, doc_id)
+        """The fields a mark writes over `stored`; None (logged) when refused."""
+        doc_id = stored.doc_id
         held = stored.lease
         refusal = _refusal(stored, attempt)
         if refusal is not None:
@@ -284,7 +284,7 @@ class Deliveries:
         now = self._clock()
         update: dict[str, Any] = {
             "status": status,
-            "attempts": int(data.get("attempts", 0)) + 1,
+            "attempts": stored.attempts + 1,
             "updated_at": now,
             "expire_at": now + self._retention,
         }
@@ -322,9 +322,19 @@ class Deliveries:
         return self._commits.retrying(doc_id, once)
 
     def get(self, source: str, delivery_id_: str) -> Delivery | None:
+        return self.read(source, delivery_id_).delivery
+
+    def read(self, source: str, delivery_id_: str) -> DeliveryRead:
+        """The delivery and the version read, for a later write conditional on this very
+        read (`DeliveryEnd.seen`): the worker's dedupe read serves its done mark too."""
         doc_id = delivery_id(source, delivery_id_)
-        snapshot = self._commits.read(self.collection().document(doc_id), doc_id)
-        return delivery_from(snapshot.to_dict() or {}, doc_id) if snapshot.exists else None
+        return self._read(self.collection().document(doc_id), doc_id)
+
+    def _read(self, ref: Any, doc_id: str) -> DeliveryRead:
+        snapshot = self._commits.read(ref, doc_id)
+        if not snapshot.exists:
+            return DeliveryRead(None)
+        return DeliveryRead(delivery_from(snapshot.to_dict() or {}, doc_id), snapshot.update_time)
 
     def listing(
         self,

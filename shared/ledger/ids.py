@@ -5,11 +5,14 @@
 - `reviews/{sha256(repo \\n sha \\n path)}`: a hash, since a path may be arbitrarily long;
 - `submissions/{opnames.encode(tag)}`, or `%sha256-{hex}` when the encoding would not fit
   (`encode` never writes `%s`, so the two forms cannot collide);
-- `reconcile_runs/{random hex}-{finished_at}`: random first, never in time order.
+- `reconcile_runs/{random hex}-{finished_at}`: random first, never in time order;
+- `installations/{id}`: GitHub's installation id in decimal.
 
 The ids minted here are never sequential: ids in increasing order concentrate writes on one
 key range, a hotspot (https://cloud.google.com/firestore/docs/best-practices#document_ids).
-Operation and delivery ids keep the sender's id (reversibly), so they follow its order.
+Operation and delivery ids keep the sender's id (reversibly), so they follow its order; so
+do installation ids, written a few times per installation in its lifetime (nowhere near a
+hotspot), and kept readable so an operator finds `installations/957387` by the id GitHub shows.
 """
 
 from __future__ import annotations
@@ -64,6 +67,19 @@ def submission_id(tag: str) -> str:
     except ValueError:
         digest = hashlib.sha256(tag.encode("utf-8", errors="surrogatepass")).hexdigest()
         return f"%sha256-{digest}"
+
+
+def installation_doc_id(installation_id: int) -> str:
+    """The `installations` document id of GitHub's installation id (a positive integer)."""
+    if (
+        not isinstance(installation_id, int)
+        or isinstance(installation_id, bool)
+        or installation_id <= 0
+    ):
+        raise InvalidArgument(
+            f"installation id must be a positive integer, got {installation_id!r}"
+        )
+    return str(installation_id)
 
 
 def run_doc_id(finished_at: datetime) -> str:

@@ -52,6 +52,7 @@ from shared.ledger.records import (
     WAITING_ALERTED_AT,
     WRITEBACK_ERROR,
     Operation,
+    Settled,
     Settlement,
     operation_from,
     operation_from_snapshot,
@@ -234,31 +235,31 @@ class Operations:
         result_counts: Mapping[str, Any] | None = None,
         outcome: Mapping[str, Any] | None = None,
         also: Callable[[], Staged | None] | None = None,
-    ) -> Settlement:
+    ) -> Settled:
         """Move a pending operation to `status` once, with its write-back and outbox items
         (and, when given, `result_counts` and `outcome` flags such as `partial`, stored as
         the operation's fields of those names). `also()`, asked before each commit
         attempt, stages another document's update into the settling commit (the
-        delivery's `done`, `Ledger.settle`)."""
+        delivery's `done`, `Ledger.settle`); `Settled.also_applied` says if it went in."""
         _check_settle(name, status, by, error, outbox)
         if outcome is not None and not isinstance(outcome, Mapping):
             raise InvalidArgument(f"operation {name}: outcome must be a mapping")
         items = list(outbox or [])
         ref = self.resolve(name)
         if ref is None:
-            return Settlement.UNKNOWN
+            return Settled(Settlement.UNKNOWN)
         known: list[Operation] = []
         if expected is not None and expected.update_time is not None and expected.doc_id == ref.id:
             known.append(expected)  # the caller's own read of this very operation
 
-        def attempt() -> Settlement:
+        def attempt() -> Settled:
             if known:  # first attempt only: trust the caller's fresh read
                 record = known.pop()
                 snapshot: Any = Seen(ref.id, record.update_time)
             else:
                 snapshot = self._commits.read(ref, name)
                 if not snapshot.exists:
-                    return Settlement.UNKNOWN
+                    return Settled(Settlement.UNKNOWN)
                 record = operation_from_snapshot(snapshot)
             if not record.pending:
                 if record.status != status:
@@ -271,7 +272,7 @@ class Operations:
                         requested_status=status,
                         by=by,
                     )
-                return Settlement.ALREADY_SETTLED
+                return Settled(Settlement.ALREADY_SETTLED)
             now = self._clock()
             update: dict[str, Any] = {
                 "status": status,
@@ -314,7 +315,7 @@ class Operations:
                 # Our own update is small and valid: Firestore refused what the write-back staged.
                 reason = f"Firestore refused the write-back: {exc}"
                 return self._settle_without_writeback(ref, snapshot, record, update, reason, staged)
-            return Settlement.SETTLED
+            return Settled(Settlement.SETTLED, also_applied=staged is not None)
 
         return self._commits.retrying(name, attempt)
 
@@ -326,7 +327,7 @@ class Operations:
         update: dict[str, Any],
         reason: str,
         staged: Staged | None,
-    ) -> Settlement:
+    ) -> Settled:
         """Settle with `writeback_error` and no result documents: no retry could write them.
 
         Conditional on the same read as the failed attempt; a concurrent settle makes it a
@@ -349,7 +350,7 @@ class Operations:
             reason=clip_error(reason),
             alert="writeback_failed",
         )
-        return Settlement.SETTLED
+        return Settled(Settlement.SETTLED, also_applied=staged is not None)
 
     def due_pending(
         self, now: datetime, limit: int, start_after: Operation | None = None

@@ -20,7 +20,8 @@ methods promise is one suite every implementation must pass
     RunRecords        Runs           reconcile.run                  record
     SupersedeLedger   Ledger         kinds.cancel.supersede         operations.record_superseded,
                                                                     outbox.deliver
-    PushLedger        Ledger         kinds.review.pipeline          + operations.get, submissions
+    PushLedger        Ledger         kinds.review.pipeline          + operations.get, submissions,
+                                                                    installations.get
     AdoptionLedger    Ledger         reconcile.adoption             + watermark
     ReviewLedger      Ledger         kinds.DeliveryServices         reviews.reviews_for_push
     ReconcileLedger   Ledger         reconcile.run.Reconciler       all of the reconcile ones
@@ -33,6 +34,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from shared.clock import Clock
+from shared.ledger.installations import Installation
 from shared.ledger.records import (
     Deliver,
     DeliveryEnd,
@@ -49,6 +51,7 @@ __all__ = [
     "AlertLedger",
     "DeferLedger",
     "DueLedger",
+    "InstallationReads",
     "OperationMarks",
     "OperationReads",
     "OutboxDelivery",
@@ -238,12 +241,23 @@ class PushOperations(SupersedeOperations, OperationReads, Protocol):
     pass
 
 
+class InstallationReads(Protocol):
+    """GitHub App installations as recorded (shared/ledger/installations.py)."""
+
+    def get(self, installation_id: int) -> Installation | None:
+        """None when no event about the installation was recorded."""
+        ...
+
+
 class PushLedger(SupersedeLedger, Protocol):
     @property
     def operations(self) -> PushOperations: ...
 
     @property
     def submissions(self) -> SubmissionStore: ...
+
+    @property
+    def installations(self) -> InstallationReads: ...
 
 
 class AdoptionLedger(PushLedger, Protocol):

@@ -18,6 +18,7 @@ OPERATIONS = "operations"
 DELIVERIES = "deliveries"
 REVIEWS = "reviews"
 SUBMISSIONS = "submissions"
+INSTALLATIONS = "installations"
 
 # The status words: operations' and deliveries', their display order, and which are
 # terminal or finished, defined here only (tests/unit/test_status_words.py fails on a copy).
@@ -40,6 +41,12 @@ DELIVERY_STATUSES = (QUEUED, DONE, IGNORED, UNRESOLVED, DEAD)
 # A delivery in one of these is finished: nothing moves it back but an operator's replay
 # (docs/architecture.md, "Delivery lease"). Only `queued` is not.
 FINISHED_DELIVERY_STATUSES = frozenset(DELIVERY_STATUSES) - {QUEUED}
+# A GitHub App installation's status (docs/architecture.md, "installations/{id}"), in the
+# order the CLI shows them. `deleted` is final: GitHub never reuses an installation id.
+ACTIVE, SUSPENDED, DELETED = "active", "suspended", "deleted"
+INSTALLATION_STATUSES = (ACTIVE, SUSPENDED, DELETED)
+# Which repositories an installation covers: every one of its account's, or a selection.
+ALL_REPOSITORIES, SELECTED_REPOSITORIES = "all", "selected"
 STUCK_ALERTED_AT = "stuck_alerted_at"
 # The last `operation_waiting` alert: an interaction waiting on its caller (requires_action…).
 WAITING_ALERTED_AT = "waiting_alerted_at"
@@ -69,6 +76,14 @@ class Settlement(StrEnum):
     SETTLED = "settled"
     ALREADY_SETTLED = "already_settled"
     UNKNOWN = "unknown"
+
+
+class Settled(NamedTuple):
+    """`Operations.settle`'s answer: what it did, and whether the write its `also` staged
+    went into the settling commit (only ever with `SETTLED`)."""
+
+    result: Settlement
+    also_applied: bool = False
 
 
 @dataclass(frozen=True)
@@ -303,6 +318,14 @@ class Recorded(NamedTuple):
     claimed: Any = None
 
 
+class DeliveryRead(NamedTuple):
+    """One read of a delivery: the record (None: there was none) and the version read, which
+    a write conditional on this read checks (`Deliveries.read`, `DeliveryEnd.seen`)."""
+
+    delivery: Delivery | None
+    update_time: Any = None
+
+
 @dataclass
 class DeliveryEnd:
     """A worker attempt's end of its delivery, committed with another part's write (the
@@ -321,6 +344,9 @@ class DeliveryEnd:
     # An unleased run's delivery fields (`Deliveries.new_record`): created `status` in the
     # same commit when no record exists yet.
     new: Mapping[str, Any] | None = None
+    # The worker's own read of the delivery: the first staging takes it instead of reading
+    # again (its write conditional on that read); a retry after a conflict reads afresh.
+    seen: DeliveryRead | None = None
     applied: bool = False
 
 

@@ -71,6 +71,9 @@ def test_cost_counts_each_event() -> None:
     # Issue 23: a push takes two sequential commits, a webhook settlement one.
     assert accepted["firestore_commits"] == 2
     assert result["settled_by_webhook"]["firestore_commits"] == 1
+    # One read of the delivery: the settling commit's done mark is conditional on it.
+    assert result["settled_by_webhook"]["by_collection"]["reads:deliveries"] == 1
+    assert result["settled_by_webhook"]["firestore_reads"] == 3
     for name in ("accepted_push", "settled_by_webhook"):
         assert "not named: a regression to explain" not in result[name]["because"].values()
 

@@ -30,6 +30,7 @@ from shared.entrypoints.worker import Worker
 from shared.envelope import EnvelopeSealer
 from shared.ledger import Ledger
 from shared.tasks import ensure_queue, make_client, task_id_for
+from tests.ledger_parts import installation_event
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / ".venv" / "bin" / "hookledger"
@@ -484,6 +485,33 @@ def test_status_counts_oldest_pending_and_alerts(cli: Any, capsys) -> None:
     assert (data["stuck_alerts"], [s["name"] for s in data["stuck"]]) == (1, ["batches/mid"])
     code, out, _ = run(capsys, "status")
     assert code == 0 and "oldest pending  batches/mid" in out and "stuck alerts  1" in out
+
+
+def test_installations_lists_by_id_with_status_selection_and_repositories(cli: Any, capsys) -> None:
+    ledger, clock = ledger_at(cli)
+    for number, facts in (
+        (12, {"suspended": True}),
+        (3, {"repository_selection": "all", "repositories": None}),
+        (7, {"repositories": ("octo-org/a", "octo-org/b")}),
+    ):
+        event = installation_event(number, **facts)
+        ledger.installations.apply(event, received_at=clock(), delivery_id=f"d-{number}")
+
+    listed = run_json(capsys, "installations")
+    assert [(i["installation_id"], i["status"], i["repos"]) for i in listed] == [
+        (3, "active", "all"),
+        (7, "active", "2"),
+        (12, "suspended", "1"),
+    ]
+    assert listed[1]["repositories"] == ["octo-org/a", "octo-org/b"]
+    assert listed[1]["updated_at"] == "2026-03-01T12:00:00Z"
+    suspended = run_json(capsys, "installations", "--status", "suspended")
+    assert [(i["installation_id"], i["delivery_id"]) for i in suspended] == [(12, "d-12")]
+    assert run_json(capsys, "installations", "--limit", "1", "--after", "3")[0]["account"] == (
+        "octo-org"
+    )
+    code, out, _ = run(capsys, "installations")
+    assert code == 0 and out.split()[:5] == ["ID", "ACCOUNT", "STATUS", "SELECTION", "REPOS"]
 
 
 @pytest.mark.slow

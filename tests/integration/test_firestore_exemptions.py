@@ -22,10 +22,18 @@ from shared.ledger import Ledger
 from shared.ledger.submissions import Submissions
 from tests.firestore_indexes import capture_queries, load_spec, single_field_needs
 from tests.integration.test_ledger_indexes import exercise_every_read, seed
-from tests.ledger_parts import emptied_clients, ledger_parts
+from tests.ledger_parts import emptied_clients, installation_event, ledger_parts
 
 # The ledger's collections and the claim store's, each with its database in firestore.tf.
-LEDGER = ("operations", "deliveries", "reviews", "submissions", "reconcile_runs", "reconcile_state")
+LEDGER = (
+    "operations",
+    "deliveries",
+    "reviews",
+    "submissions",
+    "reconcile_runs",
+    "reconcile_state",
+    "installations",
+)
 CLAIMS = ("payloads", "chunks")
 MAX_FIELD_CONFIGS = 200  # per database: https://cloud.google.com/firestore/docs/ttl#limits
 
@@ -98,6 +106,14 @@ def write_every_field(parts: Ledger, clock: FakeClock) -> None:
 
     parts.runs.record(clock(), clock(), {"examined": 1}, examined_ops=["batches/w"], budget_s=60.0)
     parts.watermark.set(clock())
+
+    installations = parts.installations
+    installations.apply(installation_event(8), received_at=clock(), delivery_id="d-i2")
+    installations.apply(
+        installation_event(8, suspended=True, updated_at=clock()),
+        received_at=clock(),
+        delivery_id="d-i3",
+    )
 
 
 def field_paths(data: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:

@@ -18,6 +18,8 @@ from typing import Any
 
 import functions_framework
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from shared import runtime
 from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET, Config
@@ -536,6 +538,25 @@ def test_a_signed_push_is_accepted_with_one_task_holding_a_sealed_envelope(ingre
     assert task.http_request.url == "http://127.0.0.1:9/worker"
 
 
+@pytest.mark.parametrize(
+    ("event", "fixture"),
+    [
+        ("installation", "installation-created.payload.json"),
+        ("installation", "installation-suspend.payload.json"),
+        ("installation_repositories", "installation_repositories-removed.payload.json"),
+    ],
+)
+def test_github_app_installation_events_are_accepted_byte_for_byte(ingress, event, fixture):
+    body = (FIXTURES / fixture).read_bytes()
+    headers = github_headers(body, event=event, delivery=f"d-{fixture}")
+    response = ingress.client.post("/github", headers=headers, data=body)
+
+    assert (response.status_code, response.json["event"]) == (202, event), fixture
+    [task] = ingress.tasks()
+    envelope = EnvelopeSealer([LOCAL_ENVELOPE_KEY]).open(task.http_request.body)
+    assert (envelope.event, envelope.body) == (event, body)
+
+
 def test_every_task_the_ingress_creates_carries_the_dispatch_deadline(ingress):
     github = ingress.client.post("/github", headers=github_headers(PUSH), data=PUSH)
     body = gemini_body()
@@ -601,8 +622,18 @@ def test_healthz_answers_200(ingress):
     assert ingress.client.get("/healthz").status_code == 200
 
 
-def test_no_signature_or_secret_reaches_the_logs(ingress, caplog):
+def test_no_signature_or_secret_reaches_the_logs(ingress, caplog, monkeypatch):
     caplog.set_level(logging.DEBUG, logger="hookledger")
+    # A GitHub App configured too: its key is read with the rest of the configuration.
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    ).decode()
+    monkeypatch.setenv("GITHUB_APP_ID", "Iv23liLOGTEST")
+    monkeypatch.setenv("GITHUB_APP_PRIVATE_KEY", pem)
+    runtime.reset()
     good = github_headers(PUSH)
     ingress.client.post("/github", headers=good, data=PUSH)
     bad = github_headers(PUSH, secret="wrong-secret-0123456")
@@ -622,6 +653,7 @@ def test_no_signature_or_secret_reaches_the_logs(ingress, caplog):
         LOCAL_GITHUB_SECRET,
         LOCAL_GEMINI_SECRET,
         LOCAL_ENVELOPE_KEY,
+        *pem.splitlines()[1:-1],  # every line of the App's private key
     ):
         assert secret not in text
 

@@ -11,6 +11,7 @@ import pytest
 from shared import opnames
 from shared.ledger import (
     AmbiguousId,
+    DeliveryEnd,
     DeliveryLease,
     InvalidArgument,
     Ledger,
@@ -247,6 +248,28 @@ def test_a_writeback_may_read_in_the_transaction_before_writing(ledger, firestor
     ledger.settle("batches/abc", "succeeded", "webhook", writeback=count_review)
 
     assert firestore_client.collection("counters").document("reviews").get().get("n") == 5
+
+
+def test_settle_carries_a_delivery_end_in_its_commit_only_when_it_settles(ledger):
+    for name in ("batches/e1", "batches/e2"):
+        ledger.operations.register(name, "k")
+    for delivery, attempt in (("g-1", "a"), ("g-2", "b")):
+        ledger.deliveries.record("gemini", delivery, "e", attempt=attempt, lease_for=LEASE)
+    held, late, foreign = (
+        DeliveryEnd("gemini", "g-1", "a"),
+        DeliveryEnd("gemini", "g-2", "b"),
+        DeliveryEnd("gemini", "g-2", "x"),  # holds no lease on g-2: its mark is refused
+    )
+
+    settled = ledger.settle("batches/e1", "succeeded", "webhook", end=held)
+    again = ledger.settle("batches/e1", "succeeded", "webhook", end=late)
+    refused = ledger.settle("batches/e2", "failed", "webhook", end=foreign)
+
+    assert (settled, held.applied) == (Settlement.SETTLED, True)
+    assert (again, late.applied) == (Settlement.ALREADY_SETTLED, False)
+    assert (refused, foreign.applied) == (Settlement.SETTLED, False)
+    assert ledger.deliveries.get("gemini", "g-1").status == "done"
+    assert ledger.deliveries.get("gemini", "g-2").status == "queued"  # left to its worker
 
 
 # ----------------------------------------------------------------------- reconcile helpers

@@ -7,6 +7,9 @@
   for Firestore in tests of `Settler` and reconcile's decisions.
 - `ledger_with_leases`: what only the Firestore ledger implements (one winner per push,
   the delivery lease).
+- `installing`: GitHub App installations (`ledger.installations`): idempotent, and an
+  older event never overwrites a newer one, on both implementations (the rules
+  themselves, `merged`, are unit tests: tests/unit/test_installations.py).
 
 Only the interface is used: what a test observes is what a caller could read.
 """
@@ -16,12 +19,13 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from shared.errors import PermanentError
 from shared.ledger import Settlement, WritebackFailed
+from tests.ledger_parts import installation_event
 from tests.memory_ledger import MemoryLedger
 
 NAME = "batches/contract"
@@ -259,3 +263,62 @@ def test_a_second_attempt_while_a_delivery_is_leased_is_busy(ledger_with_leases,
 
     assert (first.busy, busy.busy, busy.delivery.lease.attempt) == (False, True, "a")
     assert (after.busy, after.delivery.lease.attempt) == (False, "b")
+
+
+# ----------------------------------------------------------------- installations
+
+
+@pytest.fixture(params=["firestore", "memory"])
+def installing(request, clock):
+    if request.param == "memory":
+        return MemoryLedger(clock)
+    return firestore_ledger(request)
+
+
+def event_at(minute: int, **facts):
+    """Installation 7's `created` facts at 02:`minute` (a selected one), with `facts`."""
+    return installation_event(7, updated_at=datetime(2021, 4, 29, 2, minute, tzinfo=UTC), **facts)
+
+
+def record(ledger, facts, delivery, clock):
+    clock.advance(1)  # each delivery reaches the ingress a second after the last
+    return ledger.installations.apply(facts, received_at=clock(), delivery_id=delivery)
+
+
+def test_an_installation_event_is_recorded_and_its_duplicate_changes_nothing(installing, clock):
+    first = record(installing, event_at(0), "d-created", clock)
+    stored = installing.installations.get(7)
+    again = installing.installations.apply(
+        event_at(0), received_at=clock(), delivery_id="d-created"
+    )
+
+    assert (first.changed, again.changed) == (True, False)
+    assert (stored.status, stored.account, stored.covered) == (
+        "active",
+        "octo-org",
+        ("octo-org/handbook",),
+    )
+    assert installing.installations.get(7) == stored  # same updated_at, same delivery
+    assert stored.delivery_id == "d-created"
+    assert installing.installations.get(8) is None
+
+
+def test_an_older_installation_event_delivered_late_changes_nothing(installing, clock):
+    record(installing, event_at(0), "d-created", clock)
+    record(installing, event_at(9, action="unsuspend"), "d-unsuspend", clock)
+    late = record(installing, event_at(5, action="suspend", suspended=True), "d-suspend", clock)
+
+    stored = installing.installations.get(7)
+    assert late.changed is False
+    assert (stored.status, stored.delivery_id) == ("active", "d-unsuspend")
+
+
+def test_installations_list_by_id_filtered_by_status_a_page_at_a_time(installing, clock):
+    for number, suspended in ((12, True), (3, False), (7, True)):
+        facts = installation_event(number, suspended=suspended)
+        installing.installations.apply(facts, received_at=clock(), delivery_id=f"d-{number}")
+    listing = installing.installations.listing
+
+    assert [i.installation_id for i in listing()] == [3, 7, 12]
+    assert [i.installation_id for i in listing("suspended", 1)] == [7]
+    assert [i.installation_id for i in listing("suspended", 5, after=7)] == [12]

@@ -30,7 +30,7 @@ from tests.firestore_indexes import (
     missing_index,
     shape_of,
 )
-from tests.ledger_parts import emptied_clients, ledger_parts
+from tests.ledger_parts import emptied_clients, installation_event, ledger_parts
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOYED = ("shared", "functions", "hookledger")  # what runs against production Firestore
@@ -116,6 +116,11 @@ def exercise_every_read(parts: Ledger, clock: FakeClock) -> None:
     parts.runs.recent(5, (run.finished_at, run.run_id))
     parts.runs.for_operation("batches/a")
 
+    parts.installations.get(7)
+    for status in (None, "suspended"):
+        [first] = parts.installations.listing(status, 1)
+        parts.installations.listing(status, 5, after=first.installation_id)
+
 
 def seed(parts: Ledger, clock: FakeClock) -> None:
     parts.operations.register("batches/a", "k", {"sha": "s1", "display_name": "tag-1"})
@@ -123,6 +128,9 @@ def seed(parts: Ledger, clock: FakeClock) -> None:
     parts.operations.settle("batches/b", "succeeded", "webhook", outbox=[{"n": 1}])
     parts.deliveries.record("github", "d-1", "push")
     parts.runs.record(clock(), clock(), {"examined": 1}, examined_ops=["batches/a"])
+    parts.installations.apply(
+        installation_event(7, suspended=True), received_at=clock(), delivery_id="d-i1"
+    )
     clock.advance(3600)
 
 

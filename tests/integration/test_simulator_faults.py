@@ -42,6 +42,10 @@ def fault_state(simulator: Any) -> dict[str, Any]:
     return dict(simulator.control.faults())
 
 
+def without_window_reset(state: dict[str, Any]) -> dict[str, Any]:
+    return {**state, "github_rate_limit": {**state["github_rate_limit"], "reset": None}}
+
+
 # --- the control API itself ------------------------------------------------------------
 
 
@@ -63,6 +67,14 @@ def test_defaults_are_off_and_reported_in_full(simulator: Any) -> None:
         "seed": None,
         "github_comment_post": {"fail": 0, "status": 502, "after_create": False},
         "github_check_run_write": {"fail": 0, "status": 502, "after_apply": False},
+        "github_rate_limit": {
+            "limit": 5000,
+            "remaining": 5000,
+            "reset": state["github_rate_limit"]["reset"],
+            "enforced": False,
+        },
+        "github_secondary_limit": {"count": 0, "status": 403, "retry_after_s": 60},
+        "github_rate_limited": {"primary": 0, "secondary": 0},
     }
     assert state["injected"]["gets"] == 0
 
@@ -137,7 +149,8 @@ def test_reset_turns_every_fault_off(simulator: Any) -> None:
 
     simulator.control.reset()
 
-    assert fault_state(simulator) == defaults
+    # The rate-limit window's reset time is a clock reading: a reset starts a new window.
+    assert without_window_reset(fault_state(simulator)) == without_window_reset(defaults)
 
 
 # --- Gemini GETs ---------------------------------------------------------------------

@@ -48,6 +48,23 @@ def commits(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return made
 
 
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The documents read while the test runs (`collection/id` per document a get asked for)."""
+    from google.cloud.firestore_v1.services.firestore.client import FirestoreClient
+
+    made: list[str] = []
+    real = FirestoreClient.batch_get_documents
+
+    def counted(self: Any, request: Any = None, *args: Any, **kwargs: Any) -> Any:
+        documents = request["documents"] if isinstance(request, dict) else request.documents
+        made.extend("/".join(str(path).split("/")[-2:]) for path in documents)
+        return real(self, request, *args, **kwargs)
+
+    monkeypatch.setattr(FirestoreClient, "batch_get_documents", counted)
+    return made
+
+
 def post(worker: Worker, source: str, event: str, delivery_id: str, body: bytes = b"{}") -> Any:
     envelope = Envelope(source, event, delivery_id, datetime.now(UTC), {}, body)
     sealed = EnvelopeSealer([LOCAL_ENVELOPE_KEY]).seal(envelope)
@@ -150,6 +167,48 @@ def test_an_unleased_settlement_creates_its_delivery_done_in_the_settling_commit
     assert (delivery.status, delivery.attempts, delivery.lease) == ("done", 1, None)
     assert delivery.payload == b'{"data": {"id": "s1"}}'  # kept for a replay
     assert ledger.operations.get("batches/s1").status == "succeeded"
+
+
+def test_a_webhook_settlement_reads_its_delivery_once(worker, commits, reads):
+    worker, ledger = worker
+    ledger.operations.register("batches/s3", "test")
+    commits.clear()
+
+    @handler("gemini", "test.cancelled", leased=False)
+    def settle(event, ctx):
+        result = ctx.ledger.settle("batches/s3", "cancelled", "webhook", end=event.end)
+        return Done(result.value)
+
+    answer = post(worker, "gemini", "test.cancelled", "g-4")
+
+    assert (answer.status, answer.body["status"]) == (200, "done")
+    assert len(commits) == 1
+    # One read each: the settling commit's done mark is conditional on the worker's read.
+    assert [read.split("/")[0] for read in reads] == ["deliveries", "operations"], reads
+    assert ledger.deliveries.get("gemini", "g-4").status == "done"
+
+
+def test_a_delivery_recorded_after_the_workers_read_refuses_the_stale_create(worker):
+    worker, ledger = worker
+    ledger.operations.register("batches/s5", "test")
+    ends: list[Any] = []
+
+    @handler("gemini", "test.expired", leased=False)
+    def settle(event, ctx):
+        # Another run records the delivery between this run's read and its commit.
+        ctx.ledger.deliveries.record("gemini", event.delivery_id, event.type, b"recorded")
+        ends.append(event.end)
+        result = ctx.ledger.settle("batches/s5", "expired", "webhook", end=event.end)
+        return Done(result.value)
+
+    answer = post(worker, "gemini", "test.expired", "g-5", b'{"data": {"id": "s5"}}')
+
+    assert (answer.status, answer.body["status"]) == (200, "done")
+    assert ledger.counts()["conflicts"] == 1  # the create on the stale read was refused
+    assert ends[0].applied  # the retry read the record and marked it in the settling commit
+    delivery = ledger.deliveries.get("gemini", "g-5")
+    assert (delivery.status, delivery.attempts, delivery.payload) == ("done", 1, b"recorded")
+    assert ledger.operations.get("batches/s5").status == "expired"
 
 
 def test_an_unleased_run_that_settles_nothing_is_recorded_and_marked_by_the_worker(worker):

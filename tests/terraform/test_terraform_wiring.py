@@ -30,6 +30,7 @@ SECRET_NAMES = frozenset(
         "ENVELOPE_KEYS",
         "GEMINI_API_KEY",
         "GITHUB_TOKEN",
+        "GITHUB_APP_PRIVATE_KEY",
     }
 )
 PUBLIC_MEMBERS = ("allUsers", "allAuthenticatedUsers")
@@ -287,6 +288,7 @@ def test_reconcile_timeout_holds_its_budget_drain_and_outbox_sweep(tf: Module) -
 # reads it. `Config`'s default is the one source (shared/config.py); Terraform restates
 # it, and this table is how a drift fails the tests.
 TERRAFORM_SETTINGS: tuple[tuple[str, str, str], ...] = (
+    ("github_app_id", "GITHUB_APP_ID", "github_app_id"),
     ("queue.name", "TASKS_QUEUE", "queue"),
     ("region", "TASKS_LOCATION", "location"),
     ("review.github_comments", "GITHUB_COMMENTS", "github_comments"),
@@ -404,9 +406,11 @@ def test_function_secrets_follow_the_readers_declared_in_local_secrets(tf: Modul
     assert "for fn , _ in local.functions" in expr, expr
     assert "in local.enabled_secrets : name if contains(secret.readers,fn)" in expr, expr
     enabled = tf.locals["enabled_secrets"]
-    # Only the optional GitHub token may be left out, and only by its variable.
+    # Only the optional GitHub token and the App's key may be left out, each by its variable.
     assert 'if name != "GITHUB_TOKEN" || var.github_token_enabled' in enabled, enabled
     assert _attr(tf.variables["github_token_enabled"], "default") is False
+    assert 'name != "GITHUB_APP_PRIVATE_KEY" || var.github_app_id != ""' in enabled, enabled
+    assert _attr(tf.variables["github_app_id"], "default") == ""
 
 
 def test_urls_are_deterministic_and_wired_as_oidc_audiences(tf: Module) -> None:

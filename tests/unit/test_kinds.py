@@ -124,7 +124,15 @@ class Recorder:
         return [{"path": "docs/a.md", "text": "fine"}]
 
     def publish_once(
-        self, repo: str, sha: str, marker: str, body: str, *, ownership: Any, also: Any
+        self,
+        repo: str,
+        sha: str,
+        marker: str,
+        body: str,
+        *,
+        ownership: Any,
+        also: Any,
+        installation_id: int | None = None,
     ) -> Any:
         self.calls.append((repo, sha, marker, body, tuple(also)))
 

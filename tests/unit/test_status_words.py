@@ -15,6 +15,7 @@ from shared.ledger import records
 from shared.ledger.records import (
     DELIVERY_STATUSES,
     FINISHED_DELIVERY_STATUSES,
+    INSTALLATION_STATUSES,
     OPERATION_STATUSES,
     PENDING,
     SUPERSEDED,
@@ -26,7 +27,9 @@ REPO = Path(__file__).resolve().parents[2]
 # The deployed code and the operator tools; local/ speaks Gemini's and GitHub's words.
 PACKAGES = ("shared", "functions", "hookledger")
 OWNER = Path(records.__file__).resolve()
-WORDS = frozenset(OPERATION_STATUSES) | frozenset(DELIVERY_STATUSES)
+WORDS = (
+    frozenset(OPERATION_STATUSES) | frozenset(DELIVERY_STATUSES) | frozenset(INSTALLATION_STATUSES)
+)
 
 
 def _word_collections(tree: ast.AST) -> Iterator[tuple[int, list[str]]]:

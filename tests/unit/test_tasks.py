@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 
@@ -9,6 +10,7 @@ import grpc
 import pytest
 from google.api_core import exceptions
 from google.auth.credentials import AnonymousCredentials
+from google.cloud.tasks_v2 import types
 from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
 from hypothesis import given
 from hypothesis import strategies as st
@@ -21,7 +23,14 @@ from local.cloudtasks_emulator.model import (
     parse_queue,
     parse_task,
 )
-from shared.tasks import CHANNEL_OPTIONS, EnqueueError, TaskQueue, make_client, task_id_for
+from shared.tasks import (
+    CHANNEL_OPTIONS,
+    EnqueueError,
+    TaskQueue,
+    _create_request,
+    make_client,
+    task_id_for,
+)
 from tests.ports import refusing_port
 
 TASK_ID = re.compile(r"^[A-Za-z0-9_-]{1,500}$")
@@ -165,3 +174,51 @@ def test_calls_wait_for_a_ready_channel_and_reconnects_back_off_at_most_a_second
         "waitForReady": True,
     }
     assert options["grpc.max_reconnect_backoff_ms"] <= 1000
+
+
+def test_create_request_is_byte_for_byte_what_the_proto_plus_types_build() -> None:
+    """The raw-protobuf build (for speed) must put every field where the typed build does."""
+    queue = "projects/p/locations/us-central1/queues/q"
+    when = dt.datetime(2026, 12, 2, 3, 4, 5, 123456, tzinfo=dt.timezone(dt.timedelta(hours=2)))
+    fast = _create_request(
+        queue,
+        "https://worker.example/",
+        b'{"v":1}',
+        {"Content-Type": "application/json"},
+        name=f"{queue}/tasks/github-abc",
+        schedule_time=when,
+        oidc=("tasks@p.iam.gserviceaccount.com", "https://worker.example/"),
+        dispatch_deadline_s=600.5,
+    )
+    http = types.HttpRequest(
+        url="https://worker.example/",
+        http_method=types.HttpMethod.POST,
+        headers={"Content-Type": "application/json"},
+        body=b'{"v":1}',
+        oidc_token=types.OidcToken(
+            service_account_email="tasks@p.iam.gserviceaccount.com",
+            audience="https://worker.example/",
+        ),
+    )
+    typed = types.CreateTaskRequest(
+        parent=queue,
+        task=types.Task(
+            name=f"{queue}/tasks/github-abc",
+            http_request=http,
+            schedule_time=when,
+            dispatch_deadline=dt.timedelta(seconds=600.5),
+        ),
+    )
+    assert types.CreateTaskRequest.serialize(fast) == types.CreateTaskRequest.serialize(typed)
+    bare = _create_request(
+        queue,
+        "https://w/",
+        b"",
+        None,
+        name="",
+        schedule_time=None,
+        oidc=None,
+        dispatch_deadline_s=None,
+    )
+    assert not bare.task.name and not bare.task.http_request.oidc_token.service_account_email
+    assert "dispatch_deadline" not in bare.task  # unset, so the queue's default applies

@@ -144,7 +144,9 @@ def _outbox(
     repo, sha = record.context.get("repo"), record.context.get("sha")
     if not options.github_comments or not repo or not sha:
         return []
-    return [comments.item(repo, sha, record.name)]
+    installation = record.context.get("installation_id")
+    installation_id = installation if type(installation) is int else None
+    return [comments.item(repo, sha, record.name, installation_id)]
 
 
 REVIEW = register(

@@ -1,10 +1,12 @@
 """Publishing a push's reviews as ONE GitHub commit comment, however often delivery runs.
 
 The settling commit records an outbox item `{"kind": "github-comment", repo, sha,
-operation}`; the ledger delivers it after the commit (and reconcile's sweep retries it),
-under a claim with an owner token and a lease (`item.lease`). The comment carries the
-PUSH's marker (`push_marker(repo, sha)`: one comment per push, whichever operation
-delivers it), and `publish_once` looks for it before posting:
+operation}` (and `installation_id` when the push came through a GitHub App: the comment
+is posted with that installation's token); the ledger delivers it after the commit
+(and reconcile's sweep retries it), under a claim with an owner token and a lease
+(`item.lease`). The comment carries the PUSH's marker (`push_marker(repo, sha)`: one
+comment per push, whichever operation delivers it), and `publish_once` looks for it
+before posting:
 
     attempt 1: no marker → POST → GitHub creates it, the answer is lost (502) → item failed
     attempt 2: marker found → no POST → item delivered      (exactly one comment)
@@ -35,9 +37,12 @@ MAX_COMMENT_CHARS = 60_000  # GitHub refuses comment bodies over 65,536 characte
 MAX_FILE_CHARS = 4_000
 
 
-def item(repo: str, sha: str, operation: str) -> dict[str, Any]:
+def item(repo: str, sha: str, operation: str, installation_id: int | None = None) -> dict[str, Any]:
     """The outbox payload; small, because the body is built from the ledger at delivery."""
-    return {"kind": COMMENT, "repo": repo, "sha": sha, "operation": operation}
+    payload: dict[str, Any] = {"kind": COMMENT, "repo": repo, "sha": sha, "operation": operation}
+    if installation_id is not None:
+        payload["installation_id"] = installation_id
+    return payload
 
 
 @register_deliverer(COMMENT)
@@ -49,6 +54,11 @@ def publish_reviews(item: OutboxItem, services: DeliveryServices) -> None:
     repo, sha, operation = payload.get("repo"), payload.get("sha"), payload.get("operation")
     if not (isinstance(repo, str) and isinstance(sha, str) and isinstance(operation, str)):
         raise PermanentError(f"outbox item {item.idempotency_key}: not a github-comment payload")
+    installation_id = payload.get("installation_id")
+    if installation_id is not None and (
+        isinstance(installation_id, bool) or not isinstance(installation_id, int)
+    ):
+        raise PermanentError(f"outbox item {item.idempotency_key}: malformed installation_id")
     reviews = services.ledger.reviews.reviews_for_push(repo, sha)
     result = services.comments.publish_once(
         repo,
@@ -57,6 +67,7 @@ def publish_reviews(item: OutboxItem, services: DeliveryServices) -> None:
         comment_body(sha, reviews),
         ownership=item.lease,
         also=_older_markers(operation, review_marker),
+        installation_id=installation_id,
     )
     logs.event(
         log,

@@ -14,10 +14,15 @@ rule makes one that slips through harmless (docs/architecture.md, "One winner pe
 The batch's `display_name` carries the tag, which is also how reconcile adopts an orphan.
 
 Inputs are checked before anything is fetched: a malformed repository or commit makes the
-delivery dead, a repository outside `GITHUB_REPOSITORIES` is ignored, and a path GitHub
+delivery dead, a repository outside `GITHUB_REPOSITORIES` is ignored, then so is a push its
+GitHub App installation no longer wants (`installations.py`), and a path GitHub
 would refuse (`check_path`: '..', empty segments, over-long names) is not fetched. Such a
 path, and one the Contents API refuses (4xx), is recorded in the operation's context
 (`refused`) and gets an error review at settlement: one file never kills the push.
+
+A push that came through a GitHub App carries `installation.id`: the files are fetched
+with that installation's token, and the id is kept in the operation's context (and the
+submission's, so an adopted orphan has it too), where the review comment finds it.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ from shared.handlers import (
 from shared.kinds.cancel import supersede
 from shared.kinds.review import KIND, review_tag
 from shared.kinds.review.findings import GENERATION_CONFIG
+from shared.kinds.review.installations import installation_refusal
 from shared.ledger import DeliveryEnd, LedgerError
 from shared.ledger.protocols import PushLedger
 from shared.ledger.submissions import Claim, Claimed
@@ -128,11 +134,15 @@ def review_push(
     push, paths = checked
     tag = review_tag(push.repo, push.sha)
     run = Submitter(deps, tag, delivery_id, attempt or Attempt(f"{delivery_id}:direct"), claimed)
+    unwanted = installation_refusal(payload, push.repo, deps.ledger.installations, delivery_id)
+    if unwanted is not None:  # a deleted or suspended installation, or a repo it left
+        run.release()
+        return unwanted
     decided = run.decided_before_fetch()
     if decided is not None:
         return Done(decided)
     try:
-        files, refused = _fetch_all(push.repo, push.sha, paths, deps.github, delivery_id)
+        files, refused = _fetch_all(push, paths, deps.github, delivery_id)
         if not files:
             reasons = "; ".join(f"{path}: {error}" for path, error in refused.items())
             raise PermanentError(f"{push.repo}@{push.sha[:12]}: every file was refused ({reasons})")
@@ -140,11 +150,12 @@ def review_push(
         run.release()  # a claim taken with the record: the next attempt may claim at once
         raise
     submitted = [path for path in paths if path in files]
-    context = {
+    context: dict[str, Any] = {
         "repo": push.repo,
         "sha": push.sha,
         "paths": submitted,
         "refused": [{"path": _storable(p), "error": _clip(e)} for p, e in refused.items()],
+        **_installation(push),
     }
     decided = run.claim(context)
     if decided is not None:
@@ -187,8 +198,15 @@ def submission_for(
     if isinstance(checked, Ignored):
         return None
     push, _ = checked
-    # Repo and sha only: an orphan adopted from this claim takes its paths from its rows.
-    return ClaimRequest(review_tag(push.repo, push.sha), {"repo": push.repo, "sha": push.sha})
+    # Repo, sha and installation only: an orphan adopted from this claim takes its paths
+    # from its rows.
+    context = {"repo": push.repo, "sha": push.sha, **_installation(push)}
+    return ClaimRequest(review_tag(push.repo, push.sha), context)
+
+
+def _installation(push: Push) -> dict[str, int]:
+    """The context field naming the push's App installation; nothing without one."""
+    return {} if push.installation_id is None else {"installation_id": push.installation_id}
 
 
 def _checked(
@@ -213,19 +231,22 @@ def _checked(
 
 
 def _fetch_all(
-    repo: str, sha: str, paths: list[str], github: ContentsClient, delivery_id: str
+    push: Push, paths: list[str], github: ContentsClient, delivery_id: str
 ) -> tuple[dict[str, str], dict[str, str]]:
     """(text by path, refusal reason by path); `RetryableError` if any fetch was transient.
 
-    A path `check_path` refuses is never fetched; a 4xx refuses only its own file.
+    A path `check_path` refuses is never fetched; a 4xx refuses only its own file. Each
+    fetch uses the push's installation token (GITHUB_TOKEN without one).
     """
+    repo, sha, app = push.repo, push.sha, push.installation_id
     files: dict[str, str] = {}
     refused: dict[str, str] = {}
     transient: list[str] = []
     for path in paths:
         try:
             check_path(path)
-            files[path] = github.fetch(repo, path, sha).decode("utf-8", errors="replace")
+            data = github.fetch(repo, path, sha, installation_id=app)
+            files[path] = data.decode("utf-8", errors="replace")
         except GitHubUnavailable as exc:
             _log_fetch(logging.ERROR, "fetch failed", repo, sha, path, delivery_id, exc)
             transient.append(path)
