@@ -234,8 +234,10 @@ def create_app(sim: Simulator) -> Flask:
     app.config["SIMULATOR"] = sim
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.register_blueprint(control.blueprint(sim))
-    app.register_blueprint(github_routes.blueprint(sim))
-    app.register_blueprint(check_run_routes.blueprint(sim))
+    app.register_blueprint(check_run_routes.control_blueprint(sim))
+    github_api = github_routes.blueprint(sim)
+    check_run_routes.add_api_routes(github_api, sim)  # the same caller check and rate limits
+    app.register_blueprint(github_api)
 
     @app.before_request
     def log_api_request() -> None:

@@ -9,6 +9,9 @@ API (`check_runs.py` holds the rules; docs.github.com/rest/checks/runs):
   `{total_count, check_runs}`, `filter` `latest` (default) or `all`, `per_page` default
   30, at most 100, with a `Link` header (`next`, `last`, `prev`, `first`) keeping the query
 - 422 with GitHub's body for a write GitHub refuses, 404 `Not Found` for an unknown run
+- the caller is checked as on every repository route (`github_routes.authorize`): an
+  installation token needs `checks` (read to get and list, write to create and update);
+  served on the `github_api` blueprint, so rate limits and their headers apply too
 
 Control (local only):
 - `GET /_sim/github/check-runs[?repo=owner/name][&sha=SHA]`: every run, oldest first, as
@@ -37,6 +40,7 @@ from local.simulator.check_runs import (
     annotation_json,
     run_json,
 )
+from local.simulator.github_routes import authorize
 from local.simulator.github_webhooks import (
     DEFAULT_INSTALLATION_ID,
     check_run_payload,
@@ -53,11 +57,11 @@ DEFAULT_PER_PAGE = 30
 MAX_PER_PAGE = 100
 
 
-def _authorized(owner: str, repo: str, permission: str) -> Response | None:
-    """None when the caller may use `permission` ("checks:read"/"checks:write") on
-    `owner/repo`, else the answer to send. Today every caller may, as on the comment
-    routes: the App's token check (issue 24) replaces this one function."""
-    return None
+def _authorized(sim: Simulator, owner: str, repo: str, level: str) -> None:
+    """GitHub's refusal (401/403, `GitHubRefusal`) unless the caller may use the `checks`
+    permission at `level` ("read", "write") on `owner/repo`: the one check of every
+    check-run route, the same as the comment routes'."""
+    authorize(sim, owner, repo, "checks", level)
 
 
 def _not_found() -> Response:
@@ -116,14 +120,12 @@ def _inspected(base_url: str, run: StoredRun) -> dict[str, Any]:
     }
 
 
-def blueprint(sim: Simulator) -> Blueprint:
-    bp = Blueprint("github_check_runs", __name__)
+def add_api_routes(bp: Blueprint, sim: Simulator) -> None:
+    """The check-run routes, on the GitHub API blueprint (`github_routes.blueprint`)."""
 
     @bp.post("/repos/<owner>/<repo>/check-runs")
     def create_check_run(owner: str, repo: str) -> Response:
-        refused = _authorized(owner, repo, "checks:write")
-        if refused is not None:
-            return refused
+        _authorized(sim, owner, repo, "write")
         try:
             run, status = sim.check_runs.create(owner, repo, read_json())
         except Refused as exc:
@@ -132,9 +134,7 @@ def blueprint(sim: Simulator) -> Blueprint:
 
     @bp.patch("/repos/<owner>/<repo>/check-runs/<int:run_id>")
     def update_check_run(owner: str, repo: str, run_id: int) -> Response:
-        refused = _authorized(owner, repo, "checks:write")
-        if refused is not None:
-            return refused
+        _authorized(sim, owner, repo, "write")
         try:
             run, status = sim.check_runs.update(owner, repo, run_id, read_json())
         except Refused as exc:
@@ -145,9 +145,7 @@ def blueprint(sim: Simulator) -> Blueprint:
 
     @bp.get("/repos/<owner>/<repo>/check-runs/<int:run_id>")
     def get_check_run(owner: str, repo: str, run_id: int) -> Response:
-        refused = _authorized(owner, repo, "checks:read")
-        if refused is not None:
-            return refused
+        _authorized(sim, owner, repo, "read")
         run = sim.check_runs.get(owner, repo, run_id)
         if run is None:
             return _not_found()
@@ -155,9 +153,7 @@ def blueprint(sim: Simulator) -> Blueprint:
 
     @bp.get("/repos/<owner>/<repo>/check-runs/<int:run_id>/annotations")
     def list_annotations(owner: str, repo: str, run_id: int) -> Response:
-        refused = _authorized(owner, repo, "checks:read")
-        if refused is not None:
-            return refused
+        _authorized(sim, owner, repo, "read")
         run = sim.check_runs.get(owner, repo, run_id)
         if run is None:
             return _not_found()
@@ -170,9 +166,7 @@ def blueprint(sim: Simulator) -> Blueprint:
 
     @bp.get("/repos/<owner>/<repo>/commits/<ref>/check-runs")
     def list_for_ref(owner: str, repo: str, ref: str) -> Response:
-        refused = _authorized(owner, repo, "checks:read")
-        if refused is not None:
-            return refused
+        _authorized(sim, owner, repo, "read")
         runs = sim.check_runs.for_ref(
             owner,
             repo,
@@ -189,6 +183,11 @@ def blueprint(sim: Simulator) -> Blueprint:
         if link:
             response.headers["Link"] = link
         return response
+
+
+def control_blueprint(sim: Simulator) -> Blueprint:
+    """The local-only `/_sim/github/check-runs` calls (no caller check, no rate limit)."""
+    bp = Blueprint("sim_check_runs", __name__)
 
     @bp.get("/_sim/github/check-runs")
     def inspect_check_runs() -> Response:

@@ -290,6 +290,7 @@ class ChecksClient(_RestClient):
         conclusion: str | None = None,
         completed_at: datetime | None = None,
         deadline: Deadline | None = None,
+        installation_id: int | None = None,
     ) -> CheckRun:
         """Create a check run `name` on commit `sha` ("Create a check run"); never retried."""
         where = f"{repo}@{sha}: check run {name!r}"
@@ -309,7 +310,13 @@ class ChecksClient(_RestClient):
         if output is not None:
             body["output"] = dict(output)
         response = self._send(
-            "POST", self._runs_url(repo), where, json=body, retry=False, deadline=deadline
+            "POST",
+            self._runs_url(repo),
+            where,
+            json=body,
+            retry=False,
+            deadline=deadline,
+            installation_id=installation_id,
         )
         return _check_run(_json(response, where), where)
 
@@ -325,6 +332,7 @@ class ChecksClient(_RestClient):
         details_url: str | None = None,
         output: Mapping[str, Any] | None = None,
         deadline: Deadline | None = None,
+        installation_id: int | None = None,
     ) -> CheckRun:
         """PATCH check run `check_run_id` ("Update a check run"); `output.annotations` are
         appended by GitHub, so an update carrying some is never retried. `sha` only names
@@ -346,19 +354,40 @@ class ChecksClient(_RestClient):
             body["output"] = dict(output)
         appends = bool(output and output.get("annotations"))
         url = f"{self._runs_url(repo)}/{check_run_id}"
-        response = self._send("PATCH", url, where, json=body, retry=not appends, deadline=deadline)
+        response = self._send(
+            "PATCH",
+            url,
+            where,
+            json=body,
+            retry=not appends,
+            deadline=deadline,
+            installation_id=installation_id,
+        )
         return _check_run(_json(response, where), where)
 
     def get(
-        self, repo: str, check_run_id: int, *, sha: str = "", deadline: Deadline | None = None
+        self,
+        repo: str,
+        check_run_id: int,
+        *,
+        sha: str = "",
+        deadline: Deadline | None = None,
+        installation_id: int | None = None,
     ) -> CheckRun:
         """Check run `check_run_id` ("Get a check run"); `sha` only names the commit in errors."""
         where = f"{repo}@{sha or '?'}: check run #{check_run_id}"
         url = f"{self._runs_url(repo)}/{int(check_run_id)}"
-        return _check_run(_json(self._send("GET", url, where, deadline=deadline), where), where)
+        response = self._send("GET", url, where, deadline=deadline, installation_id=installation_id)
+        return _check_run(_json(response, where), where)
 
     def list_for_ref(
-        self, repo: str, sha: str, name: str, deadline: Deadline | None = None
+        self,
+        repo: str,
+        sha: str,
+        name: str,
+        deadline: Deadline | None = None,
+        *,
+        installation_id: int | None = None,
     ) -> list[CheckRun]:
         """Every check run named `name` on commit `sha`, all pages (`filter=all`).
 
@@ -374,7 +403,14 @@ class ChecksClient(_RestClient):
         }
         found: list[CheckRun] = []
         for _page in range(MAX_CHECK_RUN_PAGES):
-            response = self._send("GET", url, where, params=params, deadline=deadline)
+            response = self._send(
+                "GET",
+                url,
+                where,
+                params=params,
+                deadline=deadline,
+                installation_id=installation_id,
+            )
             body = _json(response, where)
             runs = body.get("check_runs") if isinstance(body, Mapping) else None
             if not isinstance(runs, list):
@@ -394,15 +430,23 @@ class ChecksClient(_RestClient):
         name: str,
         external_id: str,
         deadline: Deadline | None = None,
+        *,
+        installation_id: int | None = None,
     ) -> CheckRun | None:
         """The oldest (lowest id) run named `name` on `sha` carrying `external_id`, or None."""
-        mine = self._mine(repo, sha, name, external_id, deadline)
+        mine = self._mine(repo, sha, name, external_id, deadline, installation_id)
         return mine[0] if mine else None
 
     def _mine(
-        self, repo: str, sha: str, name: str, external_id: str, deadline: Deadline | None
+        self,
+        repo: str,
+        sha: str,
+        name: str,
+        external_id: str,
+        deadline: Deadline | None,
+        installation_id: int | None,
     ) -> list[CheckRun]:
-        runs = self.list_for_ref(repo, sha, name, deadline)
+        runs = self.list_for_ref(repo, sha, name, deadline, installation_id=installation_id)
         return sorted((r for r in runs if r.external_id == external_id), key=lambda r: r.id)
 
     def publish(
@@ -414,6 +458,7 @@ class ChecksClient(_RestClient):
         ownership: Ownership | None = None,
         annotations_before: int = 0,
         if_absent: bool = False,
+        installation_id: int | None = None,
     ) -> PublishedCheckRun:
         """Make the run named `run.name` with `run.external_id` on `sha` show `run`: found
         (oldest first) or created, then brought to `run`'s state with its annotations sent
@@ -423,7 +468,9 @@ class ChecksClient(_RestClient):
         which are not this state's (a re-run that reuses the run: GitHub cannot remove
         them); the run's `annotations_count` beyond them is what this state sent already.
         `if_absent`: a run found is left as it is (writes 0): an `in_progress` state
-        delivered late, after the completed one, must not reopen the run.
+        delivered late, after the completed one, must not reopen the run. Every request
+        uses `installation_id`'s credentials (an App's installation: only an App can write
+        check runs; None: the client's token).
 
         Safe to call again after any failure (module docstring). With `ownership`: no
         request starts unless its timeout fits in `ownership.seconds_left()`
@@ -436,7 +483,8 @@ class ChecksClient(_RestClient):
         reason = run.problem()
         if reason is not None:
             raise GitHubRejected(f"{where}: {reason}")
-        mine = self._mine(repo, sha, run.name, run.external_id, ownership)
+        app = installation_id
+        mine = self._mine(repo, sha, run.name, run.external_id, ownership, app)
         annotations = list(run.annotations)
         step = MAX_ANNOTATIONS_PER_REQUEST
         writes = 0
@@ -462,6 +510,7 @@ class ChecksClient(_RestClient):
                 conclusion=run.conclusion if final else None,
                 completed_at=run.completed_at if final else None,
                 deadline=ownership,
+                installation_id=app,
             )
             created, sent, writes = True, len(first), 1
             if final:
@@ -470,7 +519,14 @@ class ChecksClient(_RestClient):
         batches = [annotations[i : i + step] for i in range(sent, len(annotations), step)]
         for batch in batches[:-1]:  # all but the last: appended, the run not yet completed
             self._still_owner(ownership, where, "append annotations")
-            self.update(repo, target.id, sha=sha, output=run.output(batch), deadline=ownership)
+            self.update(
+                repo,
+                target.id,
+                sha=sha,
+                output=run.output(batch),
+                deadline=ownership,
+                installation_id=app,
+            )
             writes += 1
         last = batches[-1] if batches else []
         self._still_owner(ownership, where, "complete it" if run.conclusion else "update it")
@@ -484,11 +540,12 @@ class ChecksClient(_RestClient):
             details_url=run.details_url,
             output=run.output(last),
             deadline=ownership,
+            installation_id=app,
         )
         writes += 1
         duplicates = tuple(r.id for r in mine[1:])
         for duplicate in duplicates:
-            writes += self._point_to(repo, sha, duplicate, target.id, run, ownership, where)
+            writes += self._point_to(repo, sha, duplicate, target.id, run, ownership, where, app)
         return PublishedCheckRun(target.id, created, len(annotations) - before, writes, duplicates)
 
     def _point_to(
@@ -500,6 +557,7 @@ class ChecksClient(_RestClient):
         run: CheckRunState,
         ownership: Ownership | None,
         where: str,
+        installation_id: int | None,
     ) -> int:
         """Complete duplicate run `duplicate` with `run`'s conclusion and a summary naming
         the run kept, so whichever one GitHub shows tells the same (no annotations)."""
@@ -525,6 +583,7 @@ class ChecksClient(_RestClient):
             details_url=pointer.details_url,
             output=pointer.output(),
             deadline=ownership,
+            installation_id=installation_id,
         )
         return 1
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from shared.github import GitHubUnavailable
+from shared.github import GitHubRejected, GitHubUnavailable
 from shared.github.checks import Annotation, CheckRunState
 
 REPO = "octo-org/handbook"
@@ -159,3 +159,48 @@ def test_find_reads_every_page(simulator: Any) -> None:
     listed = simulator.control.requests_log()
     pages = [r for r in listed if r["method"] == "GET" and r["path"].endswith("/check-runs")]
     assert len(pages) == 2
+
+
+# --- as a GitHub App: only an installation with `checks` may read and write runs -----------
+
+
+def app_checks(simulator: Any, permissions: dict[str, str] | None = None) -> tuple[Any, int]:
+    """A `ChecksClient` authenticating as a new App installed on `octo-org`, and the
+    installation's id."""
+    from shared.github.app import AppAuth, AppCredentials
+    from shared.github.checks import ChecksClient
+
+    registered = simulator.control.register_github_app()
+    installation = simulator.control.install_github_app(
+        registered["id"], "octo-org", repositories=[REPO], permissions=permissions
+    )
+    auth = AppAuth(
+        AppCredentials.from_pem(registered["client_id"], registered["private_key"]),
+        simulator.url,
+        timeout_s=5,
+    )
+    client = ChecksClient(simulator.url, auth=auth, timeout_s=5, attempts=2, sleep=lambda _s: 0)
+    return client, installation["id"]
+
+
+def test_an_app_installation_publishes_its_run_with_one_token(simulator: Any) -> None:
+    checks, installation = app_checks(simulator)
+
+    checks.publish(REPO, SHA, running(), installation_id=installation)
+    result = checks.publish(REPO, SHA, completed(findings(120)), installation_id=installation)
+
+    [run] = runs(simulator)
+    assert (result.check_run_id, result.created) == (run["id"], False)
+    assert [w["annotations"] for w in run["writes"]] == [0, 50, 50, 20]
+    assert simulator.control.github_apps()["tokens_issued"] == 1
+
+
+def test_an_installation_without_checks_write_cannot_create_a_run(simulator: Any) -> None:
+    read_only = {"contents": "read", "metadata": "read", "checks": "read"}
+    checks, installation = app_checks(simulator, read_only)
+
+    with pytest.raises(GitHubRejected, match="403") as refused:
+        checks.publish(REPO, SHA, running(), installation_id=installation)
+
+    assert refused.value.status == 403
+    assert runs(simulator) == []  # the listing (checks: read) passed; the create did not

@@ -142,6 +142,13 @@ def test_a_conclusion_completes_the_run_and_in_progress_reopens_it(simulator: An
     )
 
 
+def test_check_run_answers_carry_githubs_rate_limit_headers(simulator: Any) -> None:
+    answer = create(simulator)
+
+    assert answer.status_code == 201
+    assert {"x-ratelimit-limit", "x-ratelimit-remaining"} <= {k.lower() for k in answer.headers}
+
+
 def test_an_unknown_run_is_404(simulator: Any) -> None:
     assert update(simulator, 999, conclusion="success").status_code == 404
     assert get(simulator, "/check-runs/999").status_code == 404
