@@ -13,10 +13,10 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from shared.gemini import BatchStatus, BatchSummary, Row
 from shared.gemini.errors import GeminiNotFound
@@ -57,6 +57,7 @@ class RacingGemini:
         requests: Sequence[tuple[str, str]],
         display_name: str,
         *,
+        generation_config: Mapping[str, Any] | None = None,
         created_at: datetime | None = None,
     ) -> str:
         with self._lock:

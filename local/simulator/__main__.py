@@ -19,7 +19,7 @@ from werkzeug.serving import make_server
 
 from local.simulator.app import create_app
 from local.simulator.engine import Settings, Simulator
-from shared.config import LOCAL_GEMINI_SECRET
+from shared.config import LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET
 from shared.logs import configure
 
 
@@ -27,6 +27,12 @@ def default_secret() -> str:
     """The first of GEMINI_WEBHOOK_SECRETS (the one that signs), else the local secret."""
     first = os.environ.get("GEMINI_WEBHOOK_SECRETS", "").split(",")[0].strip()
     return first or LOCAL_GEMINI_SECRET
+
+
+def default_github_secret() -> str:
+    """The first of GITHUB_WEBHOOK_SECRETS (the one that signs), else the local secret."""
+    first = os.environ.get("GITHUB_WEBHOOK_SECRETS", "").split(",")[0].strip()
+    return first or LOCAL_GITHUB_SECRET
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -42,6 +48,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--webhook-secret",
         default=None,
         help="whsec_ secret for --webhook-url deliveries (default: GEMINI_WEBHOOK_SECRETS' first)",
+    )
+    parser.add_argument(
+        "--github-webhook-url",
+        default=os.environ.get("SIM_GITHUB_WEBHOOK_URL", ""),
+        help="where GitHub App webhooks (check_run rerequested) go (env SIM_GITHUB_WEBHOOK_URL), "
+        "e.g. http://127.0.0.1:8080/github",
+    )
+    parser.add_argument(
+        "--github-webhook-secret",
+        default=None,
+        help="secret signing GitHub webhooks (default: GITHUB_WEBHOOK_SECRETS' first)",
     )
     parser.add_argument(
         "--auto-complete-s",
@@ -61,6 +78,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.webhook_secret is None:
         args.webhook_secret = default_secret()
+    if args.github_webhook_secret is None:
+        args.github_webhook_secret = default_github_secret()
     if not args.webhook_secret.startswith("whsec_"):
         parser.error("--webhook-secret must be a Standard Webhooks secret starting with whsec_")
     if args.auto_complete_s is not None and args.auto_complete_s < 0:
@@ -82,6 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         webhook_backoff_s=args.webhook_backoff_s,
         webhook_timeout_s=args.webhook_timeout_s,
         webhook_disable_after=args.webhook_disable_after,
+        github_webhook_url=args.github_webhook_url,
+        github_webhook_secret=args.github_webhook_secret,
     )
     sim = Simulator(settings)
     try:

@@ -26,11 +26,13 @@ def start_simulator(
     *,
     webhook_url: str = "",
     webhook_secret: str = LOCAL_GEMINI_SECRET,
+    github_webhook_url: str = "",
     extra_args: Sequence[str] = (),
     echo: Callable[[str, str], None] | None = None,
     timeout: float = 30.0,
 ) -> Service:
-    """`python -m local.simulator` on `host:port`, ready when it printed `listening`."""
+    """`python -m local.simulator` on `host:port`, ready when it printed `listening`;
+    `github_webhook_url`: where its GitHub App webhooks go (none by default)."""
     argv = [
         sys.executable,
         "-m",
@@ -43,6 +45,7 @@ def start_simulator(
         webhook_url,
         "--webhook-secret",
         webhook_secret,
+        *(["--github-webhook-url", github_webhook_url] if github_webhook_url else []),
         *extra_args,
     ]
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -165,6 +168,30 @@ class SimulatorClient:
     def github_comments(self) -> dict[str, Any]:
         """`{"comments": [...], "commits": [{"repo", "sha", "posts", "comments", "deletes"}]}`."""
         return dict(self._call("GET", "/_sim/github/comments"))
+
+    def set_check_run_write_fault(
+        self, fail: int = 1, status: int = 502, *, after_apply: bool = False
+    ) -> None:
+        """The next `fail` check-run writes answer `status`; after applying them when
+        `after_apply` (GitHub did the write, the answer was lost)."""
+        fault = {"fail": fail, "status": status, "after_apply": after_apply}
+        self._call("POST", "/_sim/faults", json={"github_check_run_write": fault})
+
+    def check_runs(self, repo: str | None = None, sha: str | None = None) -> list[dict[str, Any]]:
+        """Every check run (of `repo` "owner/name", of commit `sha`), oldest first: the
+        API's shape plus `repo`, `annotations` and `writes` (`{method, annotations, status,
+        conclusion}` per applied write)."""
+        params = {k: v for k, v in (("repo", repo), ("sha", sha)) if v}
+        return list(self._call("GET", "/_sim/github/check-runs", params=params)["check_runs"])
+
+    def rerequest_check_run(self, check_run_id: int, **options: Any) -> dict[str, Any]:
+        """Send the App's `check_run` `rerequested` webhook for run `check_run_id`, as GitHub
+        does when someone presses "Re-run"; `options` may hold `url` (default: the
+        simulator's --github-webhook-url), `installation_id`, `head_branch`, `sender`.
+        Returns the delivery: `{delivery_id, event, action, target, status, ok, error,
+        answer}`."""
+        path = f"/_sim/github/check-runs/{int(check_run_id)}/rerequest"
+        return dict(self._call("POST", path, json=options))
 
     def register_github_app(self, **fields: Any) -> dict[str, Any]:
         """Register a GitHub App (`app_id`, `client_id`, `public_key`, `slug`, each optional):

@@ -38,6 +38,9 @@
   `POST /_sim/reset` restores `mixed` and `true`
 - `GET /_sim/github/comments`: every commit comment, and per commit `posts` received,
   `comments` stored and `deletes` done
+- `GET /_sim/github/check-runs[?repo=&sha=]` and `POST /_sim/github/check-runs/{id}/rerequest`
+  (`check_run_routes.py`): every check run with its annotations and writes; the App's
+  `check_run` `rerequested` webhook, signed like GitHub
 - `GET /_sim/requests`: the last ~1000 GitHub and Gemini requests `{method, path, query}`
 - `POST /_sim/reset`: empties everything, faults included (hung GETs are let go)
 - `GET /_sim/webhook-deliveries[?operation=NAME]`, `GET /_sim/batches`, `GET /_sim/health`
@@ -65,10 +68,11 @@ Fault model
 current faults (a key left out keeps its value). An unknown key is a 400 naming it; a
 bad value is a 400 naming the key, and then nothing changes. Both the answer and
 `GET /_sim/faults` report the full current state: every key below, plus
-`github_comment_post` and `injected` (counts since the last reset: `gets`, `errors` by
-status, `timeouts`, `delayed`, `latency_min_ms`, `latency_max_ms`, `latency_total_ms`,
-`webhooks`, `webhooks_dropped`, `webhook_copies_sent`, `early_webhooks`). All off by
-default; `POST /_sim/reset` turns every fault off.
+`github_comment_post`, `github_check_run_write` and `injected` (counts since the last
+reset: `gets`, `errors` by status, `timeouts`, `delayed`, `latency_min_ms`,
+`latency_max_ms`, `latency_total_ms`, `webhooks`, `webhooks_dropped`,
+`webhook_copies_sent`, `early_webhooks`). All off by default; `POST /_sim/reset` turns
+every fault off.
 
 Gemini GETs (a batch, the batch list, an operation, an interaction):
 - `error_rates` `{"429": 0.1, "500": 0.05, "503": 0.1}`: share of GETs failing with each
@@ -101,6 +105,9 @@ Completion webhooks:
   n-th webhook always draw the same outcome.
 - `github_comment_post` `{"fail": N, "status"?: 502, "after_create"?: false}`: the next N
   commit-comment posts answer `status` (after storing the comment when `after_create`).
+- `github_check_run_write` `{"fail": N, "status"?: 502, "after_apply"?: false}`: the next N
+  check-run writes (create or update) answer `status` (after applying the write when
+  `after_apply`: GitHub did it, the answer was lost).
 - `github_rate_limit` `{"remaining", "limit"?: 5000, "reset_in_s"?: 3600}`: GitHub's
   primary limit, enforced from then on: with nothing left a GitHub request answers 403
   with `x-ratelimit-remaining: 0` until `x-ratelimit-reset` (`ratelimits.py`).
@@ -139,9 +146,10 @@ if TYPE_CHECKING:
 
 
 COMMENT_FAULT = "github_comment_post"
+CHECK_RUN_FAULT = "github_check_run_write"
 RATE_LIMIT = "github_rate_limit"
 SECONDARY_LIMIT = "github_secondary_limit"
-GITHUB_FAULTS = frozenset({COMMENT_FAULT, RATE_LIMIT, SECONDARY_LIMIT})
+GITHUB_FAULTS = frozenset({COMMENT_FAULT, CHECK_RUN_FAULT, RATE_LIMIT, SECONDARY_LIMIT})
 
 
 def _is_int(value: Any) -> bool:
@@ -168,6 +176,23 @@ def _comment_post_fault(value: Any) -> dict[str, Any]:
             f"github_comment_post.after_create must be true or false, got {after_create!r}."
         )
     return {"fail": fail, "status": status, "after_create": after_create}
+
+
+def _check_run_write_fault(value: Any) -> dict[str, Any]:
+    """`{"fail", "status", "after_apply"}` from a `github_check_run_write` fault, validated."""
+    if not isinstance(value, dict):
+        raise BadRequest(f"{CHECK_RUN_FAULT} must be an object {{fail, status?, after_apply?}}.")
+    fail = value.get("fail", 1)
+    status = value.get("status", 502)
+    after_apply = value.get("after_apply", False)
+    if not _is_int(fail) or fail < 0:
+        raise BadRequest(f"{CHECK_RUN_FAULT}.fail must be a whole number >= 0, got {fail!r}.")
+    _check_status(status, f"{CHECK_RUN_FAULT}.status")
+    if not isinstance(after_apply, bool):
+        raise BadRequest(
+            f"{CHECK_RUN_FAULT}.after_apply must be true or false, got {after_apply!r}."
+        )
+    return {"fail": fail, "status": status, "after_apply": after_apply}
 
 
 def _rpc_status(value: Any, field: str) -> dict[str, Any]:
@@ -378,7 +403,13 @@ def blueprint(sim: Simulator) -> Blueprint:
                             "user_metadata": b.user_metadata,
                         },
                         "requests": [
-                            {"metadata": r.get("metadata"), "text": prompt_text(r)}
+                            {
+                                "metadata": r.get("metadata"),
+                                "text": prompt_text(r),
+                                "generation_config": (r.get("request") or {}).get(
+                                    "generationConfig"
+                                ),
+                            }
                             for r in b.requests
                         ],
                     }
@@ -391,6 +422,7 @@ def blueprint(sim: Simulator) -> Blueprint:
         return {
             **sim.faults.report(),
             COMMENT_FAULT: sim.comments.fault(),
+            CHECK_RUN_FAULT: sim.check_runs.fault(),
             **sim.rate_limits.report(),
         }
 
@@ -402,6 +434,9 @@ def blueprint(sim: Simulator) -> Blueprint:
             known = sorted(GEMINI_KEYS | GITHUB_FAULTS)
             raise BadRequest(f"Unknown fault keys {unknown}; known keys: {known}.")
         comment_fault = _comment_post_fault(body[COMMENT_FAULT]) if COMMENT_FAULT in body else None
+        check_run_fault = (
+            _check_run_write_fault(body[CHECK_RUN_FAULT]) if CHECK_RUN_FAULT in body else None
+        )
         # Validates the whole body before changing anything, so a 400 leaves every fault as it was.
         trial = RateLimits()  # the same validation, on a throwaway copy
         if RATE_LIMIT in body:
@@ -411,6 +446,8 @@ def blueprint(sim: Simulator) -> Blueprint:
         sim.faults.update({key: value for key, value in body.items() if key not in GITHUB_FAULTS})
         if comment_fault is not None:
             sim.comments.set_fault(**comment_fault)
+        if check_run_fault is not None:
+            sim.check_runs.set_fault(**check_run_fault)
         if RATE_LIMIT in body:
             sim.rate_limits.set_primary(body[RATE_LIMIT])
         if SECONDARY_LIMIT in body:

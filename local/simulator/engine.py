@@ -2,7 +2,7 @@
 telling webhooks, through the fault model.
 
 `Simulator` ties the store (`World`), the webhook sender (`Dispatcher`), the fault
-injector, the GitHub file and commit-comment stores and the request log together; the
+injector, the GitHub file, commit-comment and check-run stores and the request log together; the
 HTTP layer (`app.py`, `control.py`, `github_routes.py`) only parses and answers.
 """
 
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from local.simulator.apps import Apps
+from local.simulator.check_runs import CheckRuns
 from local.simulator.comments import CommitComments
 from local.simulator.files import FileStore
 from local.simulator.gemini import build_rows, result_lines
@@ -32,7 +33,7 @@ from local.simulator.state import (
 from local.simulator.traffic import RequestLog
 from local.simulator.webhooks import Dispatcher, Message, Target
 from shared.clock import Clock, monotonic, system_clock
-from shared.config import LOCAL_GEMINI_SECRET
+from shared.config import LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET
 from shared.logs import event, get_logger
 
 logger = get_logger("simulator.engine")
@@ -67,6 +68,11 @@ class Settings:
     running_after_s: float = 10.0
     # Cancelling is asynchronous: the batch ends CANCELLED this long after the cancel call.
     cancel_after_s: float = 0.2
+    # Where GitHub App webhooks (a check run's "Re-run") go, signed with this secret; GitHub
+    # waits this long for an answer.
+    github_webhook_url: str = ""
+    github_webhook_secret: str = LOCAL_GITHUB_SECRET
+    github_webhook_timeout_s: float = 10.0
 
 
 class Simulator:
@@ -78,6 +84,7 @@ class Simulator:
         self.files = FileStore(clock)
         self.contents = Contents()
         self.comments = CommitComments(clock)
+        self.check_runs = CheckRuns(clock)
         self.apps = Apps(clock)
         self.rate_limits = RateLimits(clock)
         self.requests = RequestLog()
@@ -102,6 +109,7 @@ class Simulator:
         self.dispatcher.reset()
         self.contents.reset()
         self.comments.reset()
+        self.check_runs.reset()
         self.apps.reset()
         self.rate_limits.reset()
         self.requests.reset()

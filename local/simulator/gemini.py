@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -91,18 +92,60 @@ def prompt_text(request: dict[str, Any]) -> str:
     return "\n".join(texts)
 
 
+def wants_json(request: dict[str, Any]) -> bool:
+    """Whether the request asks for structured output (`generationConfig.responseMimeType`)."""
+    config = (request.get("request") or {}).get("generationConfig") or {}
+    return isinstance(config, dict) and config.get("responseMimeType") == "application/json"
+
+
 def review_text(request: dict[str, Any]) -> str:
-    """A deterministic simulated review that names the request (its metadata) and its size."""
+    """A deterministic simulated review that names the request (its metadata) and its size;
+    JSON of the review schema (`review_json`) when the request asks for JSON."""
     text = prompt_text(request)
     metadata = request.get("metadata") or {}
     label = ", ".join(f"{k}={v}" for k, v in sorted(metadata.items())) or "unlabelled request"
     lines = text.splitlines()
     first = lines[0].strip()[:80] if lines else ""
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
-    return (
+    summary = (
         f"Simulated review of {label}: {len(lines)} lines, {len(text)} characters "
         f"(sha256 {digest}). Opens with: {first!r}."
     )
+    if not wants_json(request):
+        return summary
+    return json.dumps(review_json(text, label, summary))
+
+
+# A file asks for N simulated findings with `sim:findings=N` anywhere in it (an HTML comment
+# hides it in Markdown: `<!-- sim:findings=120 -->`), optionally `level=notice|warning|failure`
+# (default warning). Without it a file has no findings.
+FINDINGS_MARKER = re.compile(r"sim:findings=(\d+)(?:\s+level=(notice|warning|failure))?")
+MAX_SIM_FINDINGS = 1000
+# The review prompt numbers the file's lines ("  12| text", shared/kinds/review/pipeline.py).
+_NUMBERED = re.compile(r"^\s*\d+\| ", re.MULTILINE)
+
+
+def review_json(text: str, label: str, summary: str) -> dict[str, Any]:
+    """`{summary, conclusion, findings}` in the shape shared/kinds/review/findings.py asks
+    for: the findings a `sim:findings=N` marker asks for, on the file's lines in turn."""
+    marker = FINDINGS_MARKER.search(text)
+    count = min(int(marker.group(1)), MAX_SIM_FINDINGS) if marker else 0
+    level = (marker.group(2) if marker else None) or "warning"
+    lines = len(_NUMBERED.findall(text)) or len(text.splitlines()) or 1
+    findings = []
+    for index in range(count):
+        line = index % lines + 1
+        findings.append(
+            {
+                "start_line": line,
+                "end_line": line,
+                "severity": level,
+                "title": f"Simulated finding {index + 1}",
+                "message": f"Simulated finding {index + 1} of {count} in {label}, line {line}.",
+            }
+        )
+    verdict = "success" if not findings else ("failure" if level == "failure" else "neutral")
+    return {"summary": summary, "conclusion": verdict, "findings": findings}
 
 
 def generate_content_response(request: dict[str, Any], model: str, text: str) -> dict[str, Any]:

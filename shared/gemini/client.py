@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -255,26 +255,42 @@ class GeminiGateway:
         self._webhook_uris = list(webhook_uris)
 
     def create_batch(
-        self, model: str, requests: Sequence[tuple[str, str]], display_name: str
+        self,
+        model: str,
+        requests: Sequence[tuple[str, str]],
+        display_name: str,
+        *,
+        generation_config: Mapping[str, Any] | None = None,
     ) -> str:
         """Create a batch with one request per (key, prompt); returns its name.
 
-        Inline when the create request stays under MAX_INLINE_BYTES, else the requests
-        are uploaded as a JSONL file first (`upload_requests`) and the batch reads that.
+        `generation_config` (the REST `generationConfig`, e.g. `responseMimeType` and
+        `responseSchema` for structured output) goes with every request, the same inline
+        and in a file. Inline when the create request stays under MAX_INLINE_BYTES, else
+        the requests are uploaded as a JSONL file first (`upload_requests`) and the batch
+        reads that.
         The job's `webhook_config` carries `{HOOKLEDGER_ID: display_name}` as user metadata
         (echoed in each of its events) and the gateway's webhook URIs, if any.
         """
         src: list[types.InlinedRequest] | str
-        if inline_bytes(requests) <= MAX_INLINE_BYTES:
+        if inline_bytes(requests, generation_config) <= MAX_INLINE_BYTES:
+            # The SDK's models take the REST (camelCase) names too; it sends them back as
+            # `request.generationConfig`, as the file line below spells it.
+            config = (
+                types.GenerateContentConfig.model_validate(dict(generation_config))
+                if generation_config
+                else None
+            )
             src = [
                 types.InlinedRequest(
                     contents=[types.Content(role="user", parts=[types.Part(text=prompt)])],
                     metadata={"key": key},
+                    config=config,
                 )
                 for key, prompt in requests
             ]
         else:
-            src = self.upload_requests(requests, display_name)
+            src = self.upload_requests(requests, display_name, generation_config)
         with mapped(f"create batch {display_name}"):
             job = self._client.batches.create(
                 model=model,
@@ -296,8 +312,14 @@ class GeminiGateway:
             raise GeminiRejected(f"create batch {display_name}: Gemini returned no name")
         return job.name
 
-    def upload_requests(self, requests: Sequence[tuple[str, str]], display_name: str) -> str:
-        """Upload `requests` as a batch input file (JSONL); returns the file's name.
+    def upload_requests(
+        self,
+        requests: Sequence[tuple[str, str]],
+        display_name: str,
+        generation_config: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Upload `requests` (each with `generation_config`, when given) as a batch input
+        file (JSONL); returns the file's name.
 
         The lines are spooled to a temporary file (on Cloud Functions /tmp is memory, so
         this costs the file's size once) and sent in the SDK's resumable 8 MiB chunks.
@@ -305,7 +327,7 @@ class GeminiGateway:
         """
         with tempfile.TemporaryFile() as spool:
             for key, prompt in requests:
-                spool.write(file_line(key, prompt))
+                spool.write(file_line(key, prompt, generation_config))
             spool.seek(0)
             with mapped(f"upload the requests of {display_name}"):
                 uploaded = self._client.files.upload(

@@ -88,18 +88,31 @@ def contents(prompt: str) -> list[dict[str, Any]]:
     return [{"role": "user", "parts": [{"text": prompt}]}]
 
 
-def inline_bytes(requests: Iterable[tuple[str, str]]) -> int:
+def request_body(prompt: str, generation_config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One GenerateContentRequest in the REST shape: the prompt, and `generationConfig`
+    (REST spelling, e.g. `responseMimeType`) when given."""
+    body: dict[str, Any] = {"contents": contents(prompt)}
+    if generation_config:
+        body["generationConfig"] = dict(generation_config)
+    return body
+
+
+def inline_bytes(
+    requests: Iterable[tuple[str, str]], generation_config: Mapping[str, Any] | None = None
+) -> int:
     """An upper bound on the bytes of a create request carrying `requests` inline."""
     total = _ENVELOPE_BYTES
     for key, prompt in requests:
-        item = {"request": {"contents": contents(prompt)}, "metadata": {"key": key}}
+        item = {"request": request_body(prompt, generation_config), "metadata": {"key": key}}
         total += len(json.dumps(item)) + 2  # ", " between items
     return total
 
 
-def file_line(key: str, prompt: str) -> bytes:
-    """One input-file line: `{"key": …, "request": {"contents": …}}` and a newline."""
-    return (json.dumps({"key": key, "request": {"contents": contents(prompt)}}) + "\n").encode()
+def file_line(key: str, prompt: str, generation_config: Mapping[str, Any] | None = None) -> bytes:
+    """One input-file line: `{"key": …, "request": {"contents": …, "generationConfig"?: …}}`
+    and a newline."""
+    line = {"key": key, "request": request_body(prompt, generation_config)}
+    return (json.dumps(line) + "\n").encode()
 
 
 def row_from_result(index: int, item: Mapping[str, Any], line: int | None = None) -> Row:

@@ -331,11 +331,19 @@ class _RestClient:
                 return response
             if not 200 <= response.status_code < 300:
                 raise GitHubRejected(
-                    f"{where}: GitHub answered {response.status_code}", status=response.status_code
+                    f"{where}: GitHub answered {response.status_code}{_said(response)}",
+                    status=response.status_code,
                 )
             return response
         assert last is not None
         raise last
+
+    def _same_host(self, url: str, where: str) -> str:
+        """A pagination URL on the API's own host; the token never goes anywhere else."""
+        wanted, got = urlsplit(self._api_url), urlsplit(url)
+        if (got.scheme, got.netloc) != (wanted.scheme, wanted.netloc):
+            raise GitHubRejected(f"{where}: pagination link leaves {wanted.netloc}")
+        return url
 
     def _authorized(
         self,
@@ -678,12 +686,22 @@ class CommentsClient(_RestClient):
             if self.delete_comment(repo, cid, deadline, installation_id=installation_id)
         )
 
-    def _same_host(self, url: str, where: str) -> str:
-        """A pagination URL on the API's own host; the token never goes anywhere else."""
-        wanted, got = urlsplit(self._api_url), urlsplit(url)
-        if (got.scheme, got.netloc) != (wanted.scheme, wanted.netloc):
-            raise GitHubRejected(f"{where}: pagination link leaves {wanted.netloc}")
-        return url
+
+# GitHub's error `message` (e.g. a 422's "No more than 50 items are allowed") is kept this
+# long in an error: it says what was refused and never holds the token.
+MAX_SAID_CHARS = 300
+
+
+def _said(response: requests.Response) -> str:
+    """`: <GitHub's message>` of a refusal, or "" when its body carries none."""
+    try:
+        message = response.json().get("message")
+    except (ValueError, AttributeError):
+        return ""
+    if not isinstance(message, str) or not message.strip():
+        return ""
+    flat = " ".join(message.split())
+    return ": " + (flat if len(flat) <= MAX_SAID_CHARS else flat[:MAX_SAID_CHARS] + "…")
 
 
 def _json_list(response: requests.Response, where: str) -> list[Any]:

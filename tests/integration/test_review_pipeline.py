@@ -153,6 +153,66 @@ def test_a_run_with_too_little_lease_left_does_not_create(deps, simulator):
     assert len(simulator.control.batches()) == 1
 
 
+def test_findings_asked_of_the_model_become_the_review_rows_findings(deps, simulator):
+    from shared.settlement import Settler
+
+    marked = b"# Handbook\n\nSome text.\n<!-- sim:findings=120 -->\n"
+    simulator.control.put_file("octo-org", "handbook", "docs/many.md", SHA, marked)
+
+    assert isinstance(review_push(payload(["docs/many.md", "docs/a.md"]), "d-json", deps), Done)
+    [batch] = simulator.control.batches()
+    for request in batch["requests"]:  # the SDK sent the structured-output config
+        assert request["generation_config"]["responseMimeType"] == "application/json"
+        assert "   1| " not in request["text"] and "1| # " in request["text"]
+    simulator.control.complete(batch["name"], webhook="drop")
+    Settler(deps.ledger, deps.gemini).settle(batch["name"], "webhook")
+
+    many = deps.ledger.reviews.get_review(REPO, SHA, "docs/many.md")
+    plain = deps.ledger.reviews.get_review(REPO, SHA, "docs/a.md")
+    assert (many["status"], many["conclusion"], len(many["findings"])) == ("ok", "neutral", 120)
+    assert "key=docs/many.md" in many["text"]  # the summary, not the JSON
+    assert {f["start_line"] for f in many["findings"]} == {1, 2, 3, 4}
+    assert (plain["findings"], plain["conclusion"]) == ([], "success")
+
+
+def test_a_settled_reviews_findings_become_the_check_runs_annotations(deps, simulator):
+    """The building blocks end to end (not yet wired into the outbox): the push's review
+    rows -> `checks.completed` -> `ChecksClient.publish` -> 120 annotations in 50+50+20."""
+    from datetime import UTC, datetime
+
+    from shared.kinds.review import checks
+    from shared.settlement import Settler
+
+    marked = b"# Handbook\n\nSome text.\n<!-- sim:findings=120 level=failure -->\n"
+    simulator.control.put_file("octo-org", "handbook", "docs/many.md", SHA, marked)
+    review_push(payload(["docs/many.md", "docs/a.md"]), "d-check", deps)
+    [batch] = simulator.control.batches()
+    client = simulator.github_checks()
+    running = checks.in_progress(SHA, ["docs/a.md", "docs/many.md"], external_id=batch["name"])
+    client.publish(REPO, SHA, running)
+    simulator.control.complete(batch["name"], webhook="drop")
+    Settler(deps.ledger, deps.gemini).settle(batch["name"], "webhook")
+
+    reviews = deps.ledger.reviews.reviews_for_push(REPO, SHA)
+    done = checks.completed(
+        SHA, reviews, external_id=batch["name"], completed_at=datetime(2026, 11, 30, tzinfo=UTC)
+    )
+    result = client.publish(REPO, SHA, done)
+
+    [run] = simulator.control.check_runs(repo=REPO, sha=SHA)
+    assert (result.check_run_id, result.created) == (run["id"], False)
+    assert [(w["method"], w["annotations"]) for w in run["writes"]] == [
+        ("POST", 0),
+        ("PATCH", 50),
+        ("PATCH", 50),
+        ("PATCH", 20),
+    ]
+    assert (run["status"], run["conclusion"]) == ("completed", "failure")
+    assert run["output"]["title"] == "120 failures in 2 files"
+    assert "| `docs/many.md` | reviewed | 120 (120 failures) |" in run["output"]["summary"]
+    assert {a["path"] for a in run["annotations"]} == {"docs/many.md"}
+
+
 # --- one file never blocks a push; inputs checked before anything is fetched -----------
 
 # One file name of 795 bytes: over the 255 bytes every common filesystem allows for a

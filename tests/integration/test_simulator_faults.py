@@ -66,6 +66,7 @@ def test_defaults_are_off_and_reported_in_full(simulator: Any) -> None:
         "webhook_before_register_ms": 0,
         "seed": None,
         "github_comment_post": {"fail": 0, "status": 502, "after_create": False},
+        "github_check_run_write": {"fail": 0, "status": 502, "after_apply": False},
         "github_rate_limit": {
             "limit": 5000,
             "remaining": 5000,

@@ -6,8 +6,8 @@
   webhook URL pointing at the receiver, fast retry backoff; stopped by PID.
 - `simulator`: the same process reset before each test; has `.url`, `.control`
   (a `SimulatorClient`), `.webhook_secret`, `.receiver`, `.genai(timeout_ms=10_000)` (a
-  real google-genai client pointed at it, no retries) and `.github_comments()` (a real `CommentsClient`
-  pointed at it, no backoff sleeps).
+  real google-genai client pointed at it, no retries), `.github_comments()` (a real `CommentsClient`
+  pointed at it, no backoff sleeps) and `.github_checks()` (a real `ChecksClient`, likewise).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from local.processes import ServiceError, start_on_free_ports
 from local.simulator.client import SimulatorClient, start_simulator
 from shared.config import LOCAL_GEMINI_SECRET
 from shared.github import CommentsClient
+from shared.github.checks import ChecksClient
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,11 @@ class SimulatorHandle:
         """A real `CommentsClient` talking to the simulator; `kwargs` override its settings."""
         settings: dict[str, Any] = {"timeout_s": 5.0, "attempts": 2, "sleep": lambda _s: None}
         return CommentsClient(self.url, "sim-token", **{**settings, **kwargs})
+
+    def github_checks(self, **kwargs: Any) -> ChecksClient:
+        """A real `ChecksClient` talking to the simulator; `kwargs` override its settings."""
+        settings: dict[str, Any] = {"timeout_s": 5.0, "attempts": 2, "sleep": lambda _s: None}
+        return ChecksClient(self.url, "sim-token", **{**settings, **kwargs})
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,8 @@
 """The review kind: a push's Markdown files reviewed by one Gemini batch, in one home.
 
 - `pipeline.py`: a GitHub push becomes one batch (create-once guard, tagged display name);
+- `findings.py`: the structured answer asked of Gemini (summary, findings with lines and
+  severity) and its tolerant reader;
 - here: the kind itself — its tag `hookledger:review:{repo}@{sha}`, the orphan adopter,
   the write-back (one `reviews` document per file, in the settling commit, `status` "ok"
   or "error" per file: one file's failure never blocks the others) and the outbox
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from shared.errors import PermanentError
 from shared.kinds import KindOptions, OperationKind, context_keys, register
 from shared.kinds.review import comments
+from shared.kinds.review.findings import parse_review
 
 if TYPE_CHECKING:
     from shared.gemini import BatchStatus, BatchSummary, GeminiGateway, Row
@@ -54,7 +57,10 @@ def _adopt(key: str, batch: BatchSummary, gemini: GeminiGateway) -> dict[str, An
 
 def _write_reviews(writes: ReviewWrites, record: Operation, batch: BatchStatus) -> None:
     """One `reviews` document per file, each on its own: `status` "ok" with the model's
-    `text` (`truncated` and `finish_reason` "MAX_TOKENS" when Gemini cut it short), or
+    `text` (`truncated` and `finish_reason` "MAX_TOKENS" when Gemini cut it short) — for a
+    structured answer (`findings.py`) its summary, with `findings` (a list of
+    `{start_line, end_line, severity, title, message}`), the model's `conclusion` when it
+    gave one and `findings_dropped` when some were unusable or past the bound — or
     "error" with the reason (a blocked prompt or withheld answer with its block or finish
     reason and safety ratings, an empty answer, the row's error, the batch's, no result,
     or the fetch refused at submission: context `refused`).
@@ -110,9 +116,20 @@ def _from_row(row: Row) -> dict[str, Any]:
 
 
 def _text(text: str) -> dict[str, Any]:
+    """An "ok" review: structured (summary as `text`, `findings`) when the answer is one,
+    else the answer as `text`, as before structured output."""
+    parsed = parse_review(text)
+    fields: dict[str, Any] = {"status": "ok"}
+    if parsed is not None:
+        text = parsed.summary
+        fields["findings"] = parsed.findings
+        if parsed.conclusion is not None:
+            fields["conclusion"] = parsed.conclusion
+        if parsed.dropped:
+            fields["findings_dropped"] = parsed.dropped
     if len(text) <= MAX_REVIEW_CHARS:
-        return {"status": "ok", "text": text}
-    return {"status": "ok", "text": text[:MAX_REVIEW_CHARS] + "…", "truncated": True}
+        return {**fields, "text": text}
+    return {**fields, "text": text[:MAX_REVIEW_CHARS] + "…", "truncated": True}
 
 
 def _error(reason: str) -> dict[str, Any]:

@@ -91,13 +91,35 @@ def _older_markers(operation: str, review_marker: Callable[[str], str]) -> tuple
 
 
 def comment_body(sha: str, reviews: Sequence[Mapping[str, Any]]) -> str:
-    """Markdown, one section per file, each clipped, the whole under GitHub's limit."""
+    """Markdown, one section per file (its summary, then its findings as a list), each
+    clipped, the whole under GitHub's limit."""
     parts = [f"**hookledger review** of `{sha[:12]}`", ""]
     for review in sorted(reviews, key=lambda r: str(r.get("path", ""))):
         error = review.get("error")
-        text = f"_error_: {error}" if error is not None else str(review.get("text") or "")
+        if error is not None:
+            text = f"_error_: {error}"
+        else:
+            text = "\n".join([str(review.get("text") or ""), *_finding_lines(review)]).strip()
         if len(text) > MAX_FILE_CHARS:
             text = text[:MAX_FILE_CHARS] + "…"
         parts += [f"### `{review.get('path')}`", "", text, ""]
     body = "\n".join(parts)
     return body if len(body) <= MAX_COMMENT_CHARS else body[:MAX_COMMENT_CHARS] + "\n\n…"
+
+
+def _finding_lines(review: Mapping[str, Any]) -> list[str]:
+    """`- **warning** lines 3-5: title — message`, one per finding ("" before the first)."""
+    findings = review.get("findings")
+    if not isinstance(findings, list) or not findings:
+        return []
+    lines = [""]
+    for finding in findings:
+        if not isinstance(finding, Mapping):
+            continue
+        start, end = finding.get("start_line"), finding.get("end_line")
+        where = f"line {start}" if end in (None, start) else f"lines {start}-{end}"
+        title = str(finding.get("title") or "").strip()
+        message = " ".join(str(finding.get("message") or "").split())
+        said = f"{title} — {message}" if title else message
+        lines.append(f"- **{finding.get('severity', 'warning')}** {where}: {said}")
+    return lines

@@ -59,6 +59,7 @@ from shared.handlers import (
 )
 from shared.kinds.cancel import supersede
 from shared.kinds.review import KIND, review_tag
+from shared.kinds.review.findings import GENERATION_CONFIG
 from shared.kinds.review.installations import installation_refusal
 from shared.ledger import DeliveryEnd, LedgerError
 from shared.ledger.protocols import PushLedger
@@ -76,8 +77,21 @@ CREATE_BUDGET = timedelta(seconds=35)
 MAX_SHOWN_PATH = 4096
 PROMPT = (
     "You review Markdown documentation. Point out unclear sentences, broken structure and "
-    "factual slips, briefly, as a bulleted list.\n\nFile: {path}\n\n{text}"
+    "factual slips. Answer in JSON: a short `summary` of the file, and one finding per "
+    "problem with the lines it spans (`start_line`, `end_line`, as numbered below), its "
+    "`severity` (`failure` for a factual error or broken content, `warning` for what "
+    "misleads or confuses, `notice` for style), a `title` of a few words and a `message`."
+    "\n\nFile: {path}\n\n{text}"
 )
+
+
+def prompt(path: str, text: str) -> str:
+    """The review prompt of one file, its lines numbered ("  12| …") so that the model's
+    findings can name them."""
+    lines = text.splitlines() or [""]
+    width = len(str(len(lines)))
+    numbered = "\n".join(f"{n:>{width}}| {line}" for n, line in enumerate(lines, start=1))
+    return PROMPT.format(path=path, text=numbered)
 
 
 @dataclass(frozen=True)
@@ -146,10 +160,12 @@ def review_push(
     decided = run.claim(context)
     if decided is not None:
         return Done(decided)
-    requests = [(path, PROMPT.format(path=path, text=files[path])) for path in submitted]
+    requests = [(path, prompt(path, files[path])) for path in submitted]
     try:
         crash_point("push.before_create")
-        name = deps.gemini.create_batch(deps.model, requests, display_name=tag)
+        name = deps.gemini.create_batch(
+            deps.model, requests, display_name=tag, generation_config=GENERATION_CONFIG
+        )
     except Exception:
         run.release()  # the next attempt lists before it creates: a committed batch is found
         raise
