@@ -47,7 +47,7 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     # ledger.submissions (submissions.py: one winning batch per push)
     .claim(tag, *, delivery_id, attempt, lease_until, now, context) -> Claimed
     .take_over(stale, ...) / .release(tag, ...) / .get(tag)
-    .register_winner(tag, name, kind, context, *, end=None) -> Winner(won, operation)
+    .register_winner(tag, name, kind, context, *, end=None, outbox=()) -> Winner(won, operation)
     # ledger.deliveries (deliveries.py)
     .record(source, delivery_id, event, payload=None, payload_ref=None, *, attempt=None,
             lease_for=None) -> Recorded(new, delivery, busy)

@@ -52,6 +52,7 @@ from shared.ledger.records import (
     WAITING_ALERTED_AT,
     WRITEBACK_ERROR,
     Operation,
+    OutboxItem,
     Settled,
     Settlement,
     operation_from,
@@ -121,8 +122,11 @@ class Operations:
         context: Mapping[str, Any] | None,
         *,
         submission: str | None = None,
+        outbox: Sequence[Any] = (),
     ) -> tuple[str, dict[str, Any]]:
-        """(document id, fields) of `name` registered pending now, checked; nothing written."""
+        """(document id, fields) of `name` registered pending now, checked; nothing written.
+        `outbox`: items to deliver while it is pending, due now (docs/architecture.md,
+        "Check runs")."""
         doc_id = operation_id(name)
         if not isinstance(kind, str) or not kind.strip():
             raise InvalidArgument(f"operation {name}: kind must be a non-empty string")
@@ -139,8 +143,10 @@ class Operations:
             "next_check_at": now + self._grace,
             "writeback_done": False,
             "context": dict(context or {}),
-            "outbox": [],
+            "outbox": [{"payload": item, "delivered_at": None} for item in outbox],
         }
+        if outbox:
+            data[OUTBOX_DUE_AT] = now
         if submission is not None:
             data["submission"] = submission
         return doc_id, data
@@ -274,14 +280,17 @@ class Operations:
                     )
                 return Settled(Settlement.ALREADY_SETTLED)
             now = self._clock()
+            # Items recorded while pending keep their places (idempotency keys); new ones follow.
+            kept = [_stored(item) for item in record.outbox]
+            still_open = items or any(item.open for item in record.outbox)
             update: dict[str, Any] = {
                 "status": status,
                 "settled_at": now,
                 "settled_by": by,
                 # TTL only once the outbox is finished (docs/architecture.md, "Outbox").
-                **({OUTBOX_DUE_AT: now} if items else {"expire_at": now + self._retention}),
-                "writeback_done": not items,
-                "outbox": [{"payload": item, "delivered_at": None} for item in items],
+                **({OUTBOX_DUE_AT: now} if still_open else {"expire_at": now + self._retention}),
+                "writeback_done": not still_open,
+                "outbox": kept + [{"payload": item, "delivered_at": None} for item in items],
             }
             if error is not None:
                 update["error"] = clip_error(error) if isinstance(error, str) else dict(error)
@@ -504,6 +513,13 @@ def _stage(writeback: Writeback, writes: ResultWrites, record: Operation) -> Non
         if not retryable(exc):
             raise _WritebackRejected(f"write-back failed: {exc}") from exc
         raise WritebackFailed(f"operation {record.name}: write-back failed: {exc}") from exc
+
+
+def _stored(item: OutboxItem) -> dict[str, Any]:
+    """An item as the operation stores it (its key is derived from its place, not stored)."""
+    fields = item.to_dict()
+    fields.pop("idempotency_key", None)
+    return fields
 
 
 def _check_settle(name: str, status: str, by: str, error: Any, outbox: Any) -> None:

@@ -31,6 +31,11 @@ Every write keeps two operation fields derived from the items: `outbox_due_at`, 
 earliest time an open item is due (its `next_attempt_at`, else settlement; never before
 its lease ends), which the sweep queries in order; and, once no item is open,
 `writeback_done` and the TTL `expire_at` (nothing is deleted while its outbox is unsent).
+
+A PENDING operation may carry items too (a check run shown `in_progress`, recorded with
+the push's winner: docs/architecture.md, "Check runs"): they are claimed, delivered and
+swept the same way, due from registration, but `writeback_done` and `expire_at` follow
+only settlement, which appends its own items after them.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ from shared.ledger.ids import check_limit, clip_error
 from shared.ledger.operations import Operations
 from shared.ledger.records import (
     OUTBOX_DUE_AT,
+    PENDING,
     Deliver,
     ItemLease,
     Operation,
@@ -369,12 +375,13 @@ class Outbox:
         """The update for `stored`: the items, `outbox_due_at`, and once finished the TTL."""
         settled_at = data.get("settled_at") or now
         due = [_due_at(item, settled_at) for item in stored if _open(item)]
-        update: dict[str, Any] = {"outbox": stored, "writeback_done": not due}
+        pending = data.get("status") == PENDING  # its write-back and TTL follow settlement
+        update: dict[str, Any] = {"outbox": stored, "writeback_done": not due and not pending}
         if due:
             update[OUTBOX_DUE_AT] = min(due)
         else:
             update[OUTBOX_DUE_AT] = firestore.DELETE_FIELD
-            if data.get("expire_at") is None:
+            if data.get("expire_at") is None and not pending:
                 update["expire_at"] = now + self._retention  # kept until its outbox is done
         return update
 
@@ -396,10 +403,12 @@ def _due_at(item: dict[str, Any], settled_at: datetime) -> datetime:
 
 
 def _fresh(record: Operation, cutoff: datetime) -> bool:
-    """Settled after `cutoff` and never tried: its settling caller may be delivering it."""
+    """Settled (or, still pending, registered) after `cutoff` and never tried: the caller
+    that recorded its items may be delivering them."""
+    recorded = record.settled_at if not record.pending else record.submitted_at
     return (
-        record.settled_at is not None
-        and record.settled_at > cutoff
+        recorded is not None
+        and recorded > cutoff
         and all(item.attempts == 0 and item.claimed_by is None for item in record.outbox)
     )
 

@@ -212,8 +212,10 @@ class SubmissionStore(Protocol):
         *,
         fallback_context: Mapping[str, Any] | None = None,
         end: DeliveryEnd | None = None,
+        outbox: Sequence[Mapping[str, Any]] = (),
     ) -> Winner:
-        """Register `name` as the push's batch unless another won first: exactly one wins."""
+        """Register `name` as the push's batch unless another won first: exactly one wins.
+        `outbox`: items recorded on the pending operation in the same commit."""
         ...
 
 
@@ -272,6 +274,9 @@ class ReviewReads(Protocol):
 class ReviewLedger(Protocol):
     @property
     def reviews(self) -> ReviewReads: ...
+
+    @property
+    def operations(self) -> OperationReads: ...
 
 
 class ReconcileOperations(

@@ -21,7 +21,7 @@ A's create was in flight; B retries)::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from enum import StrEnum
@@ -175,6 +175,7 @@ class Submissions:
         *,
         fallback_context: Mapping[str, Any] | None = None,
         end: DeliveryEnd | None = None,
+        outbox: Sequence[Mapping[str, Any]] = (),
     ) -> Winner:
         """Register `name` pending as the push's batch if the push has none yet, in ONE commit.
 
@@ -185,6 +186,9 @@ class Submissions:
         push's own (stored on the submission), else `fallback_context` (an adopted orphan).
         `end`, the registering attempt's end of its delivery, is written in the same commit
         when this call wins and the attempt still holds its lease (`end.applied`).
+        `outbox`: items recorded on the new pending operation in that commit, due at once
+        (the caller delivers them next; the outbox sweep if it dies first). They are not
+        added to an operation that already exists (an adopted orphan registered before).
         """
         ref = self._ref(tag)
 
@@ -203,7 +207,9 @@ class Submissions:
             # only repo and sha; the adopter's paths come from the batch's rows).
             merged = {**(fallback_context or {}), **(own or {})}
             chosen = context if context is not None else (merged or None)
-            doc_id, data = self._operations.pending_fields(name, kind, chosen, submission=tag)
+            doc_id, data = self._operations.pending_fields(
+                name, kind, chosen, submission=tag, outbox=outbox
+            )
             decided = {"operation": name, "lease_until": None, "decided_at": data["submitted_at"]}
             op_ref = self._operations.collection().document(doc_id)
             staged = self._deliveries.stage_end(end) if end is not None else None
