@@ -133,6 +133,12 @@ class Config:
     github_app_private_key: str = field(default="", repr=False)
     # Publish each settled review as one GitHub commit comment (the review kind's outbox).
     github_comments: bool = False
+    # Show each review as the check run "hookledger review" on the pushed commit (only a
+    # GitHub App can write one). Unset: on when a GitHub App is configured; a push that
+    # names no installation never gets one.
+    github_check_runs: bool = False
+    # The console's base URL: a check run's "Details" link is its operation's page there.
+    console_url: str = "http://127.0.0.1:8099"
     review_path: str = ""
     # Repositories whose pushes are reviewed (fnmatch globs, e.g. `octo-org/*`); empty: all.
     github_repositories: tuple[str, ...] = ()
@@ -302,6 +308,10 @@ class Config:
             github_app_id=text("GITHUB_APP_ID", d.github_app_id).strip(),
             github_app_private_key=_pem(env.get("GITHUB_APP_PRIVATE_KEY", "")),
             github_comments=flag("GITHUB_COMMENTS", d.github_comments),
+            github_check_runs=flag(
+                "GITHUB_CHECK_RUNS", bool(text("GITHUB_APP_ID", d.github_app_id).strip())
+            ),
+            console_url=text("CONSOLE_URL", d.console_url).rstrip("/"),
             review_path=text("REVIEW_PATH", d.review_path).strip("/"),
             github_repositories=_repository_patterns(env.get("GITHUB_REPOSITORIES", "")),
             review_model=text("REVIEW_MODEL", d.review_model),
@@ -495,6 +505,8 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "GITHUB_APP_ID",
         "GITHUB_APP_PRIVATE_KEY",
         "GITHUB_COMMENTS",
+        "GITHUB_CHECK_RUNS",
+        "CONSOLE_URL",
         "REVIEW_PATH",
         "REVIEW_MODEL",
         "GITHUB_REPOSITORIES",
@@ -531,6 +543,8 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "GITHUB_APP_ID",
         "GITHUB_APP_PRIVATE_KEY",
         "GITHUB_COMMENTS",
+        "GITHUB_CHECK_RUNS",
+        "CONSOLE_URL",
         "RECONCILE_GRACE_S",
         "RECONCILE_CONCURRENCY",
         "RECONCILE_BUDGET_S",

@@ -7,6 +7,7 @@
     ctx.gemini     GeminiGateway
     ctx.github     ContentsClient
     ctx.comments   CommentsClient  GitHub commit comments (the review kind's outbox)
+    ctx.checks     ChecksClient    GitHub check runs (the review kind's outbox, App only)
     ctx.github_auth GitHubAuth     the credentials every GitHub client shares: GITHUB_TOKEN,
                                    or a GitHub App's installation tokens (one cache per
                                    process); a call names its push's `installation_id`
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from shared.gemini import GeminiGateway
     from shared.github import CommentsClient, ContentsClient
     from shared.github.auth import GitHubAuth
+    from shared.github.checks import ChecksClient
     from shared.ledger import Ledger
     from shared.tasks import TaskQueue
 
@@ -57,6 +59,8 @@ class ClientFactories:
     comments: Callable[[], CommentsClient]
     # None: a personal-token provider from the config's GITHUB_TOKEN (tests, tools).
     github_auth: Callable[[], GitHubAuth] | None = None
+    # None: a check-runs client built from the config with `github_auth` (tests, tools).
+    checks: Callable[[], ChecksClient] | None = None
 
     @classmethod
     def from_lookup(cls, ledger: Ledger, lookup: Callable[[str], Any]) -> ClientFactories:
@@ -73,6 +77,7 @@ class ClientFactories:
             tasks=lambda: lookup("tasks"),
             claims=lambda: lookup("claims"),
             comments=lambda: lookup("comments"),
+            checks=lambda: lookup("checks"),
         )
 
 
@@ -124,6 +129,18 @@ class HandlerContext:
     @property
     def comments(self) -> CommentsClient:
         return self._once("comments", self._clients.comments)
+
+    @property
+    def checks(self) -> ChecksClient:
+        return self._once("checks", self._clients.checks or self._checks)
+
+    def _checks(self) -> ChecksClient:
+        from shared.github.checks import ChecksClient
+
+        cfg = self._config
+        return ChecksClient(
+            cfg.github_api_url, auth=self.github_auth, timeout_s=min(cfg.http_timeout_s, 10.0)
+        )
 
     @property
     def github_auth(self) -> GitHubAuth:

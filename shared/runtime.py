@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from shared.gemini import GeminiGateway
     from shared.github import CommentsClient, ContentsClient
     from shared.github.auth import GitHubAuth
+    from shared.github.checks import ChecksClient
     from shared.ledger import Ledger
     from shared.oidc import OidcVerifier
     from shared.reconcile import Reconciler
@@ -282,6 +283,15 @@ def comments() -> CommentsClient:
     )
 
 
+@once
+def checks() -> ChecksClient:
+    """GitHub check runs, each request as short as a comment's: a publish fits the lease."""
+    from shared.github.checks import ChecksClient
+
+    cfg = config()
+    return ChecksClient(cfg.github_api_url, auth=github_auth(), timeout_s=_comments_timeout_s(cfg))
+
+
 def _comments_timeout_s(cfg: Config) -> float:
     """One GitHub comment request's timeout; the outbox lease holds several."""
     return min(cfg.http_timeout_s, 10.0)
@@ -305,6 +315,7 @@ def handler_context() -> HandlerContext:
         claims=claim_store,
         comments=comments,
         github_auth=github_auth,
+        checks=checks,
     )
     return HandlerContext(config(), clients, clock=system_clock)
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # nothing heavy at import; these are for the type checker
     from shared.config import Config
     from shared.gemini import BatchStatus, BatchSummary, GeminiGateway
     from shared.github import CommentsClient
+    from shared.github.checks import ChecksClient
     from shared.ledger import Operation, OutboxItem
     from shared.ledger.protocols import ReviewLedger, ReviewWrites
 
@@ -58,10 +59,17 @@ class KindOptions:
     """Deployment switches a kind reads when it settles (from `Config`)."""
 
     github_comments: bool = False
+    # The review as a GitHub check run (shared/kinds/review/check_runs.py).
+    github_check_runs: bool = False
+    console_url: str = ""  # a check run's details link: the operation's console page
 
     @classmethod
     def from_config(cls, config: Config) -> KindOptions:
-        return cls(github_comments=config.github_comments)
+        return cls(
+            github_comments=config.github_comments,
+            github_check_runs=config.github_check_runs,
+            console_url=config.console_url,
+        )
 
 
 @dataclass(frozen=True)
@@ -159,6 +167,9 @@ class DeliveryServices(Protocol):
 
     @property
     def comments(self) -> CommentsClient: ...
+
+    @property
+    def checks(self) -> ChecksClient: ...
 
     @property
     def gemini(self) -> GeminiGateway: ...
