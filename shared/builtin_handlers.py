@@ -216,6 +216,7 @@ def push_submission(body: bytes, ctx: HandlerContext) -> ClaimRequest | None:
 @handler("github", "push", claims=push_submission)
 def review_push(event: Event, ctx: HandlerContext) -> Done | Ignored:
     """A push to the default branch: one Gemini batch reviewing its Markdown files."""
+    from shared.kinds import Deliverers, KindOptions
     from shared.kinds.review.pipeline import ReviewDeps
     from shared.kinds.review.pipeline import review_push as run
 
@@ -231,6 +232,8 @@ def review_push(event: Event, ctx: HandlerContext) -> Done | Ignored:
         model=ctx.config.review_model,
         clock=ctx.clock,
         create_budget=timedelta(seconds=ctx.config.create_budget_s),
+        options=KindOptions.from_config(ctx.config),
+        deliver=Deliverers(ctx),
     )
     return run(payload, event.delivery_id, deps, event.run, claimed=event.claimed, end=event.end)
 

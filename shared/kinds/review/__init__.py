@@ -6,7 +6,9 @@
 - here: the kind itself — its tag `hookledger:review:{repo}@{sha}`, the orphan adopter,
   the write-back (one `reviews` document per file, in the settling commit, `status` "ok"
   or "error" per file: one file's failure never blocks the others) and the outbox
-  item that publishes the reviews as one GitHub commit comment (`comments.py`, only when
+  items that publish the reviews on GitHub: the check run "hookledger review"
+  (`check_runs.py`, started with the push's winner, completed by the settlement; on with
+  a GitHub App, `GITHUB_CHECK_RUNS`) and one commit comment (`comments.py`, only when
   `GITHUB_COMMENTS=true`).
 
 See docs/architecture.md#operation-kinds.
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from shared.errors import PermanentError
 from shared.kinds import KindOptions, OperationKind, context_keys, register
-from shared.kinds.review import comments
+from shared.kinds.review import check_runs, comments
 from shared.kinds.review.findings import parse_review
 
 if TYPE_CHECKING:
@@ -140,13 +142,36 @@ def _error(reason: str) -> dict[str, Any]:
 def _outbox(
     record: Operation, batch: BatchStatus, options: KindOptions
 ) -> Sequence[Mapping[str, Any]]:
-    """One "publish these reviews on GitHub" item per push, when comments are switched on."""
+    """What the settlement publishes on GitHub: the check run's completion when the push
+    has one (`check_runs.py`), and one commit comment when comments are switched on."""
+    items: list[Mapping[str, Any]] = []
+    if check_runs.has_start(record) or options.github_check_runs:
+        finish = check_runs.item(
+            check_runs.FINISH,
+            record.context,
+            record.name,
+            record.submission or "",
+            options.console_url,
+        )
+        if finish is not None:
+            items.append(finish)
     repo, sha = record.context.get("repo"), record.context.get("sha")
     if not options.github_comments or not repo or not sha:
-        return []
+        return items
     installation = record.context.get("installation_id")
     installation_id = installation if type(installation) is int else None
-    return [comments.item(repo, sha, record.name, installation_id)]
+    return [*items, comments.item(repo, sha, record.name, installation_id)]
+
+
+def start_items(
+    context: Mapping[str, Any], name: str, tag: str, options: KindOptions
+) -> list[dict[str, Any]]:
+    """Items recorded with the push's winner `name`: its check run shown `in_progress`,
+    when check runs are on and the push came through a GitHub App."""
+    if not options.github_check_runs:
+        return []
+    start = check_runs.item(check_runs.START, context, name, tag, options.console_url)
+    return [start] if start is not None else []
 
 
 REVIEW = register(

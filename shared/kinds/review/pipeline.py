@@ -22,14 +22,17 @@ path, and one the Contents API refuses (4xx), is recorded in the operation's con
 
 A push that came through a GitHub App carries `installation.id`: the files are fetched
 with that installation's token, and the id is kept in the operation's context (and the
-submission's, so an adopted orphan has it too), where the review comment finds it.
+submission's, so an adopted orphan has it too), where the review comment finds it. With
+check runs on, the winner's commit also records the check run's `in_progress` item, which
+the run delivers right after it (`check_runs.py`; docs/architecture.md, "Check runs").
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -57,11 +60,12 @@ from shared.handlers import (
     PermanentError,
     RetryableError,
 )
+from shared.kinds import KindOptions
 from shared.kinds.cancel import supersede
-from shared.kinds.review import KIND, review_tag
+from shared.kinds.review import KIND, review_tag, start_items
 from shared.kinds.review.findings import GENERATION_CONFIG
 from shared.kinds.review.installations import installation_refusal
-from shared.ledger import DeliveryEnd, LedgerError
+from shared.ledger import DeliveryEnd, LedgerError, OutboxItem
 from shared.ledger.protocols import PushLedger
 from shared.ledger.submissions import Claim, Claimed
 
@@ -105,6 +109,10 @@ class ReviewDeps:
     # `GITHUB_REPOSITORIES`: globs of the repositories to review; empty reviews every one.
     repositories: tuple[str, ...] = ()
     create_budget: timedelta = CREATE_BUDGET
+    # Check runs and the console link (`KindOptions`); `deliver` delivers the items
+    # recorded with the winner right after its commit (None: left to the outbox sweep).
+    options: KindOptions = field(default_factory=KindOptions)
+    deliver: Callable[[OutboxItem], None] | None = None
 
 
 def review_push(
@@ -366,11 +374,32 @@ class Submitter:
     ) -> str | None:
         """Register `name` as the push's winner, with `end` (the delivery's `done`) in the
         same commit; if another batch won, supersede `name`."""
-        winner = self._submissions.register_winner(self._tag, name, KIND, context, end=end)
+        items = start_items(context, name, self._tag, self._deps.options)
+        winner = self._submissions.register_winner(
+            self._tag, name, KIND, context, end=end, outbox=items
+        )
         if winner.won:
             crash_point("push.registered")
+            self._deliver(name, items)
             return None
         return self._supersede(name, winner.operation, context)
+
+    def _deliver(self, name: str, items: list[dict[str, Any]]) -> None:
+        """Deliver what was recorded with the winner (its check run, `in_progress`); a
+        failure is logged and left to the outbox sweep: the push itself is done."""
+        if not items or self._deps.deliver is None:
+            return
+        try:
+            self._deps.ledger.outbox.deliver(name, self._deps.deliver)
+        except LedgerError as exc:
+            logs.event(
+                log,
+                logging.WARNING,
+                "delivering the check run after registration failed; the sweep will retry",
+                operation=name,
+                delivery_id=self._delivery_id,
+                reason=str(exc),
+            )
 
     def release(self) -> None:
         """End this attempt's claim early; a failure only means waiting for the lease."""
@@ -403,7 +432,12 @@ class Submitter:
     def _settle_found(self, found: list[BatchSummary], context: dict[str, Any]) -> str:
         """An earlier attempt's batches: the oldest becomes the winner (with this run's
         context: same push, same files), the rest superseded."""
-        winner = self._submissions.register_winner(self._tag, found[0].name, KIND, context)
+        items = start_items(context, found[0].name, self._tag, self._deps.options)
+        winner = self._submissions.register_winner(
+            self._tag, found[0].name, KIND, context, outbox=items
+        )
+        if winner.won and winner.operation == found[0].name:
+            self._deliver(winner.operation, items)
         for batch in found:
             if batch.name != winner.operation:
                 self._supersede(batch.name, winner.operation, None)

@@ -1,0 +1,179 @@
+"""The review as ONE GitHub check run per push, `in_progress` then `completed`.
+
+Two outbox items carry it, both `{"kind": "github-check-run", role, repo, sha, operation,
+external_id, installation_id, details_url}`:
+
+- `start`, recorded on the PENDING operation in the commit that registers the push's
+  winner (`register_winner(outbox=…)`), delivered by the worker right after it, and by the
+  outbox sweep if the worker dies first;
+- `finish`, recorded by the settling commit (the kind's `outbox`) when the operation
+  carries a `start` item, or, for a winner registered without one (an adopted orphan),
+  whenever check runs are on.
+
+Both are delivered by `publish_check_run`, which computes the state from the ledger AT
+DELIVERY, so every delivery of either item is the same idempotent publish:
+
+    operation pending → `in_progress`, `if_absent` (a run found is left as it is)
+                        then the operation is read again: settled meanwhile → as below
+    operation settled → `completed` from the push's reviews (checks.py)
+
+The run is found by name and `external_id` = the push's submission id (`ChecksClient.
+publish`: oldest wins, newer duplicates completed as pointers to it). A `finish` waits
+(retryable) while its operation's `start` is open, so the two never publish at once and
+never append the same annotations twice. The timeline is in docs/architecture.md, "Check
+runs". The item's lease (`item.lease`) is the publish's ownership.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from shared import logs
+from shared.errors import PermanentError, TransientError
+from shared.kinds import DeliveryServices, register_deliverer
+from shared.kinds.review import checks
+
+if TYPE_CHECKING:
+    from shared.ledger import Operation, OutboxItem
+
+log = logs.get_logger("review")
+
+CHECK_RUN = "github-check-run"  # the outbox payload kind delivered here
+START, FINISH = "start", "finish"
+
+
+class StartStillOpen(TransientError):
+    """A `finish` item met its operation's `start` item still open: it is retried after it,
+    so only one of them publishes at a time."""
+
+
+def details_url(console_url: str, operation: str) -> str | None:
+    """The operation's page in the console (`/operations/<name>`), or None without one."""
+    if not console_url:
+        return None
+    return f"{console_url.rstrip('/')}/operations/{quote(operation, safe='/')}"
+
+
+def item(
+    role: str,
+    record_context: Mapping[str, Any],
+    operation: str,
+    submission: str,
+    console_url: str,
+) -> dict[str, Any] | None:
+    """The outbox payload of `role` (START or FINISH) for the push in `record_context`, or
+    None when the push has no check run (no repo, sha or App installation)."""
+    from shared.ledger.ids import submission_id
+
+    repo, sha = record_context.get("repo"), record_context.get("sha")
+    installation = record_context.get("installation_id")
+    if not (isinstance(repo, str) and isinstance(sha, str) and repo and sha and submission):
+        return None
+    if type(installation) is not int:  # only a GitHub App can write check runs
+        return None
+    return {
+        "kind": CHECK_RUN,
+        "role": role,
+        "repo": repo,
+        "sha": sha,
+        "operation": operation,
+        "external_id": submission_id(submission),
+        "installation_id": installation,
+        "details_url": details_url(console_url, operation),
+    }
+
+
+def has_start(record: Operation) -> bool:
+    """Whether `record` carries a `start` item (a check run shown while it was pending)."""
+    return any(_role(i.payload) == START for i in record.outbox)
+
+
+@register_deliverer(CHECK_RUN)
+def publish_check_run(item: OutboxItem, services: DeliveryServices) -> None:
+    """Make the push's check run show what the ledger says now (module docstring)."""
+    payload = item.payload if isinstance(item.payload, Mapping) else {}
+    repo, sha, operation = payload.get("repo"), payload.get("sha"), payload.get("operation")
+    external_id, installation_id = payload.get("external_id"), payload.get("installation_id")
+    fields = (repo, sha, operation, external_id)
+    if not all(isinstance(f, str) and f for f in fields) or type(installation_id) is not int:
+        raise PermanentError(f"outbox item {item.idempotency_key}: not a github-check-run payload")
+    assert isinstance(repo, str) and isinstance(sha, str) and isinstance(operation, str)
+    assert isinstance(external_id, str)
+    link = payload.get("details_url") if isinstance(payload.get("details_url"), str) else None
+    record = services.ledger.operations.get(operation)
+    if record is None:
+        raise PermanentError(f"outbox item {item.idempotency_key}: {operation} is not recorded")
+    if _role(payload) == FINISH and any(
+        _role(i.payload) == START and i.open for i in record.outbox
+    ):
+        raise StartStillOpen(
+            f"{operation}: check run completion waits for its in_progress item to close"
+        )
+
+    def publish(state: checks.CheckRunState, *, if_absent: bool = False) -> Any:
+        return services.checks.publish(
+            repo,
+            sha,
+            state,
+            ownership=item.lease,
+            if_absent=if_absent,
+            installation_id=installation_id,
+        )
+
+    if record.pending:
+        paths = [str(p) for p in record.context.get("paths") or []]
+        shown = publish(
+            checks.in_progress(sha, paths, external_id=external_id, details_url=link),
+            if_absent=True,
+        )
+        # A settlement that committed before this read finds nothing to complete if its
+        # completion listed before our create: complete it here (docs, "Check runs").
+        record = services.ledger.operations.get(operation)
+        if record is None or record.pending:
+            _logged("check run in progress", shown, operation, repo, sha, item)
+            return
+    reviews = services.ledger.reviews.reviews_for_push(repo, sha)
+    state = checks.completed(
+        sha,
+        reviews,
+        external_id=external_id,
+        completed_at=record.settled_at or record.submitted_at,
+        details_url=link,
+        cancelled=_cancelled(record),
+    )
+    _logged("check run completed", publish(state), operation, repo, sha, item)
+
+
+def _role(payload: Any) -> str | None:
+    if isinstance(payload, Mapping) and payload.get("kind") == CHECK_RUN:
+        role = payload.get("role")
+        return role if isinstance(role, str) else None
+    return None
+
+
+def _cancelled(record: Operation) -> str | None:
+    """Why the review will not finish, when its batch was cancelled; else None."""
+    if record.status != "cancelled":
+        return None
+    error = record.error if isinstance(record.error, Mapping) else {}
+    return str(error.get("message") or "the review's batch was cancelled")
+
+
+def _logged(what: str, shown: Any, operation: str, repo: str, sha: str, item: OutboxItem) -> None:
+    logs.event(
+        log,
+        logging.INFO,
+        what,
+        operation=operation,
+        repo=repo,
+        sha=sha,
+        check_run_id=shown.check_run_id,
+        created=shown.created,
+        annotations_sent=shown.annotations_sent,
+        writes=shown.writes,
+        duplicates=list(shown.duplicates),
+        idempotency_key=item.idempotency_key,
+    )
