@@ -61,10 +61,12 @@ locals {
     # pages, so it reads the same reconcile settings as reconcile itself.
     worker = {
       CLAIMS_DATABASE = google_firestore_database.claims.name
+      CONSOLE_URL     = var.review.console_url
       # Per-job webhooks (webhook_config.uris) are signed as dynamic webhooks (an RS256 JWT):
       # the batches route to the ingress only while it verifies those (gemini_jwks_url).
       GEMINI_WEBHOOK_URIS        = var.settings.gemini_jwks_url == "" ? "" : "${local.function_urls.ingress}/gemini"
       GITHUB_APP_ID              = var.github_app_id
+      GITHUB_CHECK_RUNS          = tostring(var.review.github_check_runs && var.github_app_id != "")
       GITHUB_COMMENTS            = tostring(var.review.github_comments)
       GITHUB_REPOSITORIES        = join(",", var.review.repositories)
       GOOGLE_CLOUD_PROJECT       = var.project_id
@@ -93,7 +95,9 @@ locals {
     }
     reconcile = {
       CLAIMS_DATABASE            = google_firestore_database.claims.name
+      CONSOLE_URL                = var.review.console_url
       GITHUB_APP_ID              = var.github_app_id
+      GITHUB_CHECK_RUNS          = tostring(var.review.github_check_runs && var.github_app_id != "")
       GITHUB_COMMENTS            = tostring(var.review.github_comments)
       GOOGLE_CLOUD_PROJECT       = var.project_id
       OIDC_AUDIENCE              = local.function_urls.reconcile

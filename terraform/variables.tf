@@ -213,12 +213,14 @@ variable "region" {
 }
 
 variable "review" {
-  description = "The reference review pipeline: the repository path whose Markdown files are reviewed (empty = whole repository), the Gemini model, and whether each settled review is published as one GitHub commit comment (needs github_token_enabled)."
+  description = "The reference review pipeline: the repository path whose Markdown files are reviewed (empty = whole repository), the Gemini model, whether each settled review is published as one GitHub commit comment (needs github_token_enabled), whether it is shown as the check run \"hookledger review\" (only with github_app_id: only a GitHub App can write check runs), and the console's base URL that check run links to (empty: no link; no console is deployed)."
   type = object({
-    github_comments = optional(bool, false)
-    model           = optional(string, "models/gemini-2.5-flash")
-    path            = optional(string, "")
-    repositories    = optional(list(string), [])
+    console_url       = optional(string, "")
+    github_check_runs = optional(bool, true)
+    github_comments   = optional(bool, false)
+    model             = optional(string, "models/gemini-2.5-flash")
+    path              = optional(string, "")
+    repositories      = optional(list(string), [])
   })
   default = {}
 

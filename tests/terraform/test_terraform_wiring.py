@@ -324,6 +324,14 @@ TERRAFORM_SETTINGS: tuple[tuple[str, str, str], ...] = (
 )
 # Settings Terraform passes whose default is not Config's, each pinned to its value and why.
 TERRAFORM_OWN_DEFAULTS: dict[str, tuple[Any, str]] = {
+    "review.console_url": (
+        "",
+        "no console is deployed: a check run links to one only when its URL is given",
+    ),
+    "review.github_check_runs": (
+        True,
+        "Config's rule: on whenever a GitHub App is configured (github_app_id), else off",
+    ),
     "project_id": (None, "required: the deployment's project has no default"),
     "settings.gemini_jwks_url": (
         "",
