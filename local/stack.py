@@ -11,6 +11,11 @@ CLOUD_TASKS_EMULATOR_HOST (127.0.0.1:8123), CLOUD_TASKS_JWKS_PORT (8124),
 GEMINI_BASE_URL (http://127.0.0.1:8090), INGRESS_PORT (8080), WORKER_PORT (8081),
 RECONCILE_PORT (8082), CONSOLE_PORT (8099; the web console, `hookledger console`: when
 the variable is unset and 8099 is taken, a free port is used and the ready line says which).
+
+The functions run as a GitHub App (local/github_app.py): once the simulator is up, an App is
+registered there with a generated key and installed on the demo accounts, and the worker
+and reconcile get GITHUB_APP_ID / GITHUB_APP_PRIVATE_KEY and CONSOLE_URL (the check run's
+Details link). `LOCAL_GITHUB_AUTH=token` keeps the personal-token path (no check runs).
 """
 
 from __future__ import annotations
@@ -33,8 +38,9 @@ import requests
 from local.cloudtasks_emulator.launch import start_cloudtasks
 from local.firestore_emulator import start_firestore
 from local.functions_server import start_function
+from local.github_app import LocalApp, app_mode
 from local.processes import Service, ServiceError, free_port, listening_on, port_is_free, start
-from local.simulator.client import start_simulator
+from local.simulator.client import SimulatorClient, start_simulator
 from shared.config import LOCAL_GEMINI_SECRET, LOCAL_TASKS_SERVICE_ACCOUNT
 from shared.tasks import ensure_queue, make_client
 
@@ -127,8 +133,11 @@ def _echo(name: str, line: str) -> None:
         print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
 
 
-def function_env(ports: Ports, base: Mapping[str, str]) -> dict[str, str]:
-    """The environment every function process gets."""
+def function_env(
+    ports: Ports, base: Mapping[str, str], *, app: LocalApp | None = None
+) -> dict[str, str]:
+    """The environment every function process gets; with `app`, the credentials to act as
+    that GitHub App. CONSOLE_URL (the check run's Details link) defaults to the console."""
     sim = f"http://127.0.0.1:{ports.simulator}"
     worker_url = f"http://127.0.0.1:{ports.worker}/"
     env = {
@@ -145,7 +154,10 @@ def function_env(ports: Ports, base: Mapping[str, str]) -> dict[str, str]:
         "GEMINI_API_KEY": base.get("GEMINI_API_KEY") or "local-simulator-key",
         "GITHUB_API_URL": sim,
         "RECONCILE_GRACE_S": base.get("RECONCILE_GRACE_S", "10"),
+        "CONSOLE_URL": base.get("CONSOLE_URL") or f"http://127.0.0.1:{ports.console}",
     }
+    if app is not None:
+        env.update(app.env())
     return env
 
 
@@ -155,6 +167,8 @@ class Stack:
         self.ports, self.port_names = Ports.from_env(self.env)
         self.children: list[Service] = []
         self.stopping = threading.Event()
+        self.app_mode = app_mode(self.env)
+        self.app: LocalApp | None = None
 
     def check_ports(self) -> None:
         for port, name in self.port_names.items():
@@ -183,6 +197,9 @@ class Stack:
                 echo=_echo,
             )
         )
+        if self.app_mode:
+            self.app = LocalApp.register(SimulatorClient(f"http://127.0.0.1:{p.simulator}"))
+            env = function_env(p, self.env, app=self.app)
         for target, port, extra in (
             ("ingress", p.ingress, {}),
             ("worker", p.worker, {"OIDC_AUDIENCE": env["WORKER_URL"]}),
@@ -216,6 +233,18 @@ class Stack:
             f"worker http://127.0.0.1:{p.worker}  reconcile http://127.0.0.1:{p.reconcile}  "
             f"simulator http://127.0.0.1:{p.simulator}  firestore 127.0.0.1:{p.firestore}  "
             f"cloudtasks 127.0.0.1:{p.tasks}  console http://127.0.0.1:{p.console}/"
+        )
+
+    def github_line(self) -> str:
+        """How the stack talks to GitHub, and where a push's check run shows."""
+        p = self.ports
+        if self.app is None:
+            return "github     personal-token mode (LOCAL_GITHUB_AUTH=token): no check runs"
+        installed = ", ".join(f"{a} #{n}" for a, n in self.app.installations)
+        return (
+            f"github     as App {self.app.client_id} (installed on {installed}); each push's "
+            f"check run: console http://127.0.0.1:{p.console}/operations/<name>, "
+            f"or http://127.0.0.1:{p.simulator}/_sim/github/check-runs?repo=OWNER/NAME"
         )
 
     def schedule_reconcile(self, every_s: float) -> None:
@@ -265,6 +294,7 @@ def main() -> int:
     try:
         stack.start()
         print(stack.ready_line(), flush=True)
+        print(stack.github_line(), flush=True)
         threading.Thread(target=stack.schedule_reconcile, args=(every_s,), daemon=True).start()
         while all(child.alive() for child in stack.children):
             time.sleep(0.5)
