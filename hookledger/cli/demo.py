@@ -1,11 +1,14 @@
 """`demo`: the lost-webhook story against a running `make run`, narrated step by step.
 
 1. store two Markdown files in the simulator's GitHub at a random commit;
-2. send the signed push GitHub would send to the ingress;
-3. wait for the review batch to be registered in the ledger;
+2. send the signed push GitHub would send to the ingress (with `installation.id` when the
+   simulator has a GitHub App installed on the demo repository, as `make run` sets up);
+3. wait for the review batch to be registered in the ledger (as a GitHub App: and for the
+   push's check run "hookledger review" to show `in_progress`);
 4. have the simulator complete the batch with its webhook dropped (the webhook is lost);
 5. wait for the reconcile loop of `make run` to find and settle it;
-6. read the `reviews` written in the settling transaction.
+6. read the `reviews` written in the settling transaction (as a GitHub App: and see the
+   check run `completed`, with its conclusion, annotations and link).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import os
 import secrets
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import requests
@@ -83,26 +86,48 @@ def wait_for(
         sleep(every)
 
 
-def push_body(sha: str) -> bytes:
-    return json.dumps(
-        {
-            "ref": "refs/heads/main",
-            "before": "0" * 40,
-            "after": sha,
-            "deleted": False,
-            "repository": {"full_name": REPO, "default_branch": "main"},
-            "commits": [
-                {
-                    "id": sha,
-                    "message": "Add the demo docs",
-                    "added": list(FILES),
-                    "modified": [],
-                    "removed": [],
-                }
-            ],
-            "head_commit": {"id": sha},
-        }
-    ).encode()
+def push_body(sha: str, installation_id: int | None = None) -> bytes:
+    """The push GitHub sends; an App's webhook also carries `installation.id`."""
+    body: dict[str, Any] = {
+        "ref": "refs/heads/main",
+        "before": "0" * 40,
+        "after": sha,
+        "deleted": False,
+        "repository": {"full_name": REPO, "default_branch": "main"},
+        "commits": [
+            {
+                "id": sha,
+                "message": "Add the demo docs",
+                "added": list(FILES),
+                "modified": [],
+                "removed": [],
+            }
+        ],
+        "head_commit": {"id": sha},
+    }
+    if installation_id is not None:
+        body["installation"] = {"id": installation_id}
+    return json.dumps(body).encode()
+
+
+def check_run(sim: Any, sha: str, status: str) -> dict[str, Any] | None:
+    """The push's check run once the simulator's GitHub shows it with `status`, else None."""
+    from shared.kinds.review.checks import CHECK_NAME
+
+    runs = [r for r in sim.check_runs(repo=REPO, sha=sha) if r.get("name") == CHECK_NAME]
+    return runs[0] if len(runs) == 1 and runs[0].get("status") == status else None
+
+
+def describe_run(run: Mapping[str, Any]) -> dict[str, Any]:
+    output = run.get("output") if isinstance(run.get("output"), Mapping) else {}
+    return {
+        "id": run.get("id"),
+        "status": run.get("status"),
+        "conclusion": run.get("conclusion"),
+        "annotations": (output or {}).get("annotations_count", 0),
+        "html_url": run.get("html_url"),
+        "details_url": run.get("details_url"),
+    }
 
 
 def settled_record(ledger: Ledger, name: str) -> Operation | None:
@@ -112,7 +137,10 @@ def settled_record(ledger: Ledger, name: str) -> Operation | None:
 
 
 def cmd_demo(args: argparse.Namespace, out: Output) -> int:
-    from local.simulator.client import SimulatorClient  # dev-only: the demo needs the simulator
+    # dev-only: the demo needs the simulator
+    from local.github_app import installation_for
+    from local.simulator.client import SimulatorClient
+    from shared.kinds.review.checks import CHECK_NAME
 
     cfg = runtime.config()
     ingress = ingress_url(os.environ)
@@ -141,7 +169,11 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
         files=list(FILES),
     )
 
-    body = push_body(sha)
+    try:
+        installation = installation_for(sim, REPO)
+    except requests.RequestException as exc:
+        raise CliError(f"demo: the simulator at {sim.url} does not answer: {exc}") from exc
+    body = push_body(sha, installation)
     delivery = str(uuid.uuid4())
     headers = {
         "X-GitHub-Event": "push",
@@ -155,8 +187,11 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
             f"demo: the ingress answered {answer.status_code} to push {delivery}: "
             f"{answer.text.strip()}"
         )
+    how = f"as GitHub App installation {installation}" if installation else "token mode"
     narrator.step(
-        f"sent a signed push (delivery {delivery}); ingress answered 202", delivery_id=delivery
+        f"sent a signed push (delivery {delivery}, {how}); ingress answered 202",
+        delivery_id=delivery,
+        installation_id=installation,
     )
 
     op = wait_for(
@@ -166,6 +201,18 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
     )
     name = op.name
     narrator.step(f"the worker submitted batch {name} and registered it as pending", operation=name)
+    runs: list[dict[str, Any]] = []
+    if installation is not None:
+        started = wait_for(
+            f"the check run {CHECK_NAME!r} of {sha[:12]} in_progress",
+            lambda: check_run(sim, sha, "in_progress"),
+            30.0,
+        )
+        runs.append(describe_run(started))
+        narrator.step(
+            f"check run {CHECK_NAME!r} #{started['id']} is in_progress on {sha[:12]}",
+            check_run=runs[-1],
+        )
 
     sim.complete(name, state="succeeded", webhook="drop")
     narrator.step(f"Gemini finished {name}; its webhook was dropped (lost)", operation=name)
@@ -197,11 +244,27 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
         narrator.step(
             f"review of {review['path']}: {first[0] if first else '(empty)'}", path=review["path"]
         )
+    if installation is not None:
+        done = wait_for(
+            f"the check run {CHECK_NAME!r} of {sha[:12]} completed",
+            lambda: check_run(sim, sha, "completed"),
+            30.0,
+        )
+        runs.append(describe_run(done))
+        shown = runs[-1]
+        narrator.step(
+            f"check run #{done['id']} completed: {shown['conclusion']}, "
+            f"{shown['annotations']} annotations, {shown['html_url']}",
+            check_run=shown,
+        )
+        if shown["details_url"]:
+            narrator.step(f"its Details link opens the console: {shown['details_url']}")
     result = {
         "operation": name,
         "status": settled.status,
         "settled_by": settled.settled_by,
         "reviews": reviews,
+        "check_runs": runs,
         "steps": narrator.steps,
     }
     if out.json:

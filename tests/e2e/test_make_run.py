@@ -113,6 +113,15 @@ def test_make_run_comes_up_settles_a_dropped_webhook_and_stops_cleanly(make_run)
     assert (result["status"], result["settled_by"]) == ("succeeded", "reconcile")  # webhook dropped
     assert len(result["reviews"]) == 2
     assert all(review.get("text") for review in result["reviews"])
+    # As a GitHub App (make run's default): one check run, seen in_progress then completed.
+    started, done = result["check_runs"]
+    assert started["id"] == done["id"]
+    assert (started["status"], done["status"]) == ("in_progress", "completed")
+    assert done["conclusion"] and done["html_url"]
+    assert done["details_url"] == (
+        f"http://127.0.0.1:{ports['console']}/operations/{result['operation']}"
+    )
+    assert any("github     as App" in line for line in lines)  # the banner says where to look
     name = result["operation"]
     assert any(
         "operation settled" in line and name in line and "by=reconcile" in line for line in lines
