@@ -16,6 +16,7 @@ from flask import Flask, Response, redirect, render_template, request
 from werkzeug.exceptions import HTTPException
 
 from hookledger.cli.deliveries import replay
+from hookledger.console.check_run import Find, live_finder
 from hookledger.console.security import TOKEN_COOKIE, TOKEN_HEADER, Guard
 from hookledger.console.views import pages
 from shared.clock import Clock, system_clock
@@ -32,8 +33,11 @@ def create_app(
     token: str | None = None,
     replay_fn: Callable[..., dict[str, Any]] = replay,
     csrf_secret: bytes | None = None,
+    check_runs: Callable[[], Find | None] = live_finder,
 ) -> Flask:
-    """The console for `ledger` (or a factory of it, called per request, built lazily)."""
+    """The console for `ledger` (or a factory of it, called per request, built lazily).
+    `check_runs`: builds (once, on first use) how an operation page finds its push's check
+    run on GitHub; the default asks GitHub as this process's App (check_run.py)."""
     app = Flask(
         "hookledger.console",
         template_folder=str(HERE / "templates"),
@@ -44,6 +48,7 @@ def create_app(
         CLOCK=clock,
         GUARD=Guard(token, csrf_secret),
         REPLAY=replay_fn,
+        CHECK_RUNS=_once(check_runs),
     )
     app.register_blueprint(pages)
     app.before_request(_check_token)
@@ -51,6 +56,17 @@ def create_app(
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(LedgerError, _ledger_error)
     return app
+
+
+def _once(build: Callable[[], Find | None]) -> Callable[[], Find | None]:
+    built: list[Find | None] = []
+
+    def get() -> Find | None:
+        if not built:
+            built.append(build())
+        return built[0]
+
+    return get
 
 
 def _check_token() -> Any:

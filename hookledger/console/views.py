@@ -17,7 +17,7 @@ from markupsafe import Markup
 
 from hookledger.cli.deliveries import replay_headers
 from hookledger.cli.output import CliError
-from hookledger.console import charts, cursors, figures
+from hookledger.console import charts, check_run, cursors, figures
 from shared.ledger import DELIVERY_STATUSES, OPERATION_STATUSES, SETTLED_BY, Delivery, Ledger
 
 PAGE = 50
@@ -122,6 +122,7 @@ def operation(name: str) -> str:
         runs=ledger.runs.for_operation(record.name, RUNS_SHOWN),
         reviews=ledger.reviews.reviews_for(record.name, REVIEWS_SHOWN),
         reviews_cap=REVIEWS_SHOWN,
+        check=check_run.view(record, current_app.config["CHECK_RUNS"]()),
     )
 
 

@@ -271,3 +271,74 @@ def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, brow
     driver.get(url + "/reconcile")
     assert len(rows(driver, "tr.run-row")) == 1
     shot(driver, "reconcile")
+
+
+@pytest.fixture
+def app_filled(firestore_client, firestore_emulator, cloudtasks_emulator_fast, monkeypatch):
+    """One push through the pipeline as a GitHub App, settled, its check run completed; the
+    console (this process, the same App's credentials) serving it."""
+    import json
+
+    from tests.integration.test_github_app_pipeline import CLIENT_ID, INSTALLATION, PEM, PUBLIC
+
+    queue = f"console-app-{uuid.uuid4().hex[:8]}"
+    ensure_queue(
+        make_client(cloudtasks_emulator_fast.host),
+        f"projects/{PROJECT}/locations/us-central1/queues/{queue}",
+    )
+    app_env = {"GITHUB_APP_ID": CLIENT_ID, "GITHUB_APP_PRIVATE_KEY": PEM}
+    extra = {"TASKS_QUEUE": queue, **app_env}
+    try:
+        with pipeline_stack(firestore_emulator, cloudtasks_emulator_fast, extra) as stack:
+            for name, value in {
+                "GOOGLE_CLOUD_PROJECT": PROJECT,
+                "GITHUB_API_URL": stack.sim_url,
+                **app_env,
+            }.items():
+                monkeypatch.setenv(name, value)
+            runtime.reset()
+            try:
+                app = stack.sim.register_github_app(client_id=CLIENT_ID, public_key=PUBLIC)
+                owner = OWNER_REPO.split("/")[0]
+                stack.sim.install_github_app(
+                    app["id"], owner, repositories=[OWNER_REPO], id=INSTALLATION
+                )
+                stack.put_files(SHA_WEBHOOK, FILES)
+                payload = json.loads(push_payload(SHA_WEBHOOK, list(FILES)))
+                payload["installation"] = {"id": INSTALLATION}
+                assert stack.push(json.dumps(payload).encode(), "app-push").status_code == 202
+                ledger = runtime.ledger()
+                op = wait_until(
+                    lambda: ledger.queries.find_operation("context.sha", SHA_WEBHOOK),
+                    60,
+                    "the App push's operation",
+                )
+                stack.sim.complete(op.name, webhook="send")
+
+                def completed() -> Any:
+                    runs = stack.sim.check_runs(repo=OWNER_REPO, sha=SHA_WEBHOOK)
+                    return runs if runs and runs[0]["status"] == "completed" else None
+
+                [run] = wait_until(completed, 60, "the check run completed")
+                with console() as url:
+                    yield url, op.name, run
+            finally:
+                runtime.reset()
+    except ServiceError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+def test_the_operation_page_shows_the_push_check_run_and_links_to_it(app_filled, browser):
+    url, name, run = app_filled
+    driver = browser
+    driver.get(url + "/operations")
+    assert len(rows(driver, "tr.op-row")) == 1
+    click_through(driver, "op-link-1", "/operations/")
+    assert name in driver.current_url
+    assert text(driver, "check-run-status") == "completed"
+    assert text(driver, "check-run-conclusion") == run["conclusion"]
+    assert text(driver, "check-run-annotations") == str(run["output"]["annotations_count"])
+    link = rows(driver, "#check-run-link")[0]
+    assert link.get_attribute("href") == run["html_url"]
+    assert link.text == f"#{run['id']}"
+    shot(driver, "operation-check-run")
