@@ -8,8 +8,13 @@ After a scenario is quiet, `check` returns one line per violation (empty: all ho
   settling commit (its `operation` is the settled one; with no later write to the
   operation, the same commit time);
 - no review for an operation still pending;
-- no delivery left `queued` or `dead`.
-`wait_quiet` polls cheap counts until the database is quiet or a deadline passes.
+- no delivery left `queued` or `dead`;
+- as a GitHub App (`check_runs` given: the simulator's runs of the chaos repository):
+  exactly one check run "hookledger review" per push, carrying the push's `external_id`
+  (its submission id, from the operation's check-run outbox item), `completed` with a
+  conclusion; no outbox item given up.
+`wait_quiet` polls cheap counts until the database is quiet (every outbox item of the
+pushes' operations delivered too) or a deadline passes.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from typing import Any
 from google.cloud import firestore
 
 from local.chaos.load import FULL_REPO, Push
+from shared.kinds.review.check_runs import CHECK_RUN
+from shared.kinds.review.checks import CHECK_NAME
 from shared.ledger import PENDING, REVIEWS, Delivery, Ledger, LedgerError, Operation
 
 PAGE = 200
@@ -77,9 +84,14 @@ class Census:
 
 
 def check(
-    ledger: Ledger, client: firestore.Client, pushes: Iterable[Push], settle_lines: Iterable[str]
+    ledger: Ledger,
+    client: firestore.Client,
+    pushes: Iterable[Push],
+    settle_lines: Iterable[str],
+    check_runs: list[dict[str, Any]] | None = None,
 ) -> tuple[list[str], Census]:
-    """Violations of the invariants (see the module docstring), and what was counted."""
+    """Violations of the invariants (see the module docstring), and what was counted;
+    `check_runs`: the simulator's check runs of the chaos repository (App mode), else None."""
     problems: list[str] = []
     operations = {op.name: op for op in all_operations(ledger)}
     by_sha: dict[str, list[Operation]] = {}
@@ -105,6 +117,8 @@ def check(
         if len(found) != 1:
             problems.append(f"push {push.sha[:10]}: {len(found)} operations, expected 1")
             continue
+        if check_runs is not None:
+            problems += check_run_problems(push, found[0], check_runs)
         want = {(FULL_REPO, push.sha, path) for path in push.paths}
         got = reviews_by_op.get(found[0].name, set())
         if got != want:
@@ -121,6 +135,48 @@ def check(
                 f" ({delivery.last_error or 'no error'})"
             )
     return problems, Census(len(operations), len(reviews), deliveries)
+
+
+def check_run_problems(push: Push, op: Operation, check_runs: list[dict[str, Any]]) -> list[str]:
+    """One completed check run per push, found by the external_id its outbox items carry."""
+    where = f"push {push.sha[:10]} ({op.name})"
+    items = [
+        i for i in op.outbox if isinstance(i.payload, dict) and i.payload.get("kind") == CHECK_RUN
+    ]
+    problems = [
+        f"{where}: check-run item {i.payload.get('role')} given up ({i.given_up_reason})"
+        for i in items
+        if i.given_up_at is not None
+    ]
+    external_ids = {str(i.payload.get("external_id")) for i in items}
+    if len(external_ids) != 1:
+        return [*problems, f"{where}: check-run items carry external_ids {sorted(external_ids)}"]
+    [external_id] = external_ids
+    runs = [r for r in check_runs if r.get("head_sha") == push.sha and r.get("name") == CHECK_NAME]
+    if len(runs) != 1:
+        ids = [(r.get("id"), r.get("external_id"), r.get("status")) for r in runs]
+        states = "; ".join(_item_state(i) for i in items)
+        return [*problems, f"{where}: {len(runs)} check runs, expected 1: {ids} (items: {states})"]
+    [run] = runs
+    if run.get("external_id") != external_id:
+        problems.append(f"{where}: check run {run.get('id')} carries {run.get('external_id')}")
+    if run.get("status") != "completed" or not run.get("conclusion"):
+        problems.append(
+            f"{where}: check run {run.get('id')} is {run.get('status')}"
+            f" (conclusion {run.get('conclusion')})"
+        )
+    return problems
+
+
+def _item_state(item: Any) -> str:
+    """One outbox item in a violation's words: enough to tell why it never landed."""
+    role = item.payload.get("role") if isinstance(item.payload, dict) else None
+    if item.delivered_at is not None:
+        return f"{role} delivered"
+    return (
+        f"{role} open: {item.attempts} attempts, next {item.next_attempt_at}, claimed until "
+        f"{item.claimed_until}, last error {item.last_error!r}"
+    )
 
 
 def review_problems(snapshot: Any, operations: dict[str, Operation]) -> list[str]:
@@ -146,12 +202,13 @@ def review_problems(snapshot: Any, operations: dict[str, Operation]) -> list[str
 
 
 def quiet(ledger: Ledger, pushes: Iterable[Push]) -> bool:
-    """No pending operation, no queued delivery, and every push's operation is settled."""
+    """No pending operation, no queued delivery, and every push's operation is settled with
+    its outbox (the check run, a comment) delivered or given up."""
     if ledger.queries.count_operations(status=PENDING) or ledger.deliveries.count(status="queued"):
         return False
     for push in pushes:
         op = ledger.queries.find_operation("context.sha", push.sha)
-        if op is None or op.pending:
+        if op is None or op.pending or any(item.open for item in op.outbox):
             return False
     return True
 

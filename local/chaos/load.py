@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import requests
 
+from local.github_app import with_installation
 from local.simulator.client import SimulatorClient
 from shared.config import LOCAL_GITHUB_SECRET
 from shared.kinds.review import review_tag
@@ -37,7 +38,8 @@ class Push:
     def tag(self) -> str:
         return review_tag(FULL_REPO, self.sha)
 
-    def payload(self) -> bytes:
+    def payload(self, installation_id: int | None = None) -> bytes:
+        """The push's webhook body; with `installation_id`, as a GitHub App receives it."""
         commit = {"id": self.sha, "added": list(self.paths), "modified": [], "removed": []}
         body = {
             "ref": "refs/heads/main",
@@ -47,7 +49,7 @@ class Push:
             "repository": {"full_name": FULL_REPO, "default_branch": "main"},
             "commits": [commit],
         }
-        return json.dumps(body).encode()
+        return json.dumps(with_installation(body, installation_id)).encode()
 
 
 @dataclass
@@ -77,8 +79,17 @@ _UNFINISHED = frozenset({"BATCH_STATE_PENDING", "BATCH_STATE_RUNNING"})
 
 
 class LoadDriver:
-    def __init__(self, ingress_url: str, sim: SimulatorClient, rng: random.Random) -> None:
+    def __init__(
+        self,
+        ingress_url: str,
+        sim: SimulatorClient,
+        rng: random.Random,
+        installation_id: int | None = None,
+    ) -> None:
+        """`installation_id`: the GitHub App installation every push carries (None: token
+        mode, as a personal token's webhook)."""
         self.ingress_url = ingress_url
+        self.installation_id = installation_id
         self.sim = sim
         self.rng = rng
         self.stats = SendStats()
@@ -97,7 +108,7 @@ class LoadDriver:
 
     def send(self, push: Push, copies: int = 1, deadline_s: float = 60.0) -> None:
         """Deliver `push` `copies` times, each under its own delivery id, redelivering on 5xx."""
-        payload = push.payload()
+        payload = push.payload(self.installation_id)
         for _ in range(copies):
             self._deliver(payload, str(uuid.uuid4()), deadline_s)
 

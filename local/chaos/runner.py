@@ -22,7 +22,7 @@ from google.cloud import firestore
 
 from local.chaos.drivers import ReconcileDriver, clear_faults
 from local.chaos.invariants import check, wait_quiet
-from local.chaos.load import LoadDriver, Push
+from local.chaos.load import FULL_REPO, LoadDriver, Push
 from local.chaos.stack import FUNCTIONS, PROJECT, ChaosStack
 from shared.ledger import Ledger
 
@@ -104,7 +104,12 @@ class Chaos:
         self.rows.append(row)
         self._fresh_stack()
         self.say(name, f"start, size {size}")
-        load = LoadDriver(self.stack.ingress_url, self.stack.sim, self.rng)
+        load = LoadDriver(
+            self.stack.ingress_url,
+            self.stack.sim,
+            self.rng,
+            installation_id=self.stack.installation_for(FULL_REPO),
+        )
         with ReconcileDriver(self.stack.reconcile_url) as reconcile:
             run = Run(row, load, reconcile, time.monotonic())
             try:
@@ -131,7 +136,8 @@ class Chaos:
         quiet = wait_quiet(self.ledger, run.pushes, QUIET_DEADLINE_S)
         row.seconds = time.monotonic() - run.started
         lines = self.stack.lines("worker") + self.stack.lines("reconcile")
-        problems, census = check(self.ledger, self.client, run.pushes, lines)
+        runs = None if self.stack.app is None else self.stack.sim.check_runs(repo=FULL_REPO)
+        problems, census = check(self.ledger, self.client, run.pushes, lines, runs)
         problems += run.problems
         if not quiet:
             problems.insert(0, f"not quiet after {QUIET_DEADLINE_S:.0f} s")
@@ -142,6 +148,7 @@ class Chaos:
         row.observed = (
             f"{census.operations} ops, {census.reviews} reviews, {census.deliveries} deliveries"
             f"; ingress {answers}; {stats.redeliveries} redelivered"
+            + ("" if runs is None else f"; {_completed(runs)} check runs completed")
             + "".join(f"; {note}" for note in run.notes)
         )
         row.violations = problems
@@ -159,6 +166,10 @@ def _client(emulator_host: str) -> firestore.Client:
             os.environ.pop("FIRESTORE_EMULATOR_HOST", None)
         else:
             os.environ["FIRESTORE_EMULATOR_HOST"] = previous
+
+
+def _completed(runs: list[dict[str, object]]) -> int:
+    return sum(1 for run in runs if run.get("status") == "completed")
 
 
 def expected_text(pushes: int) -> str:

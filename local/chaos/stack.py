@@ -10,6 +10,10 @@ worker and reconcile under functions-framework (the worker with its request conc
 local/functions_server.py). Every line a child prints is kept across
 restarts (`lines(name)`), so the invariants can count settlement log lines. Every child is
 stopped by PID when the context ends.
+
+The functions run as a GitHub App (local/github_app.py) unless `LOCAL_GITHUB_AUTH=token`:
+the App is registered when the simulator first starts, and registered again with the same
+ids and key after each `reset_data` or simulator restart, so every push makes a check run.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from local.cloudtasks_emulator.launch import start_cloudtasks
 from local.firestore_emulator import reset as reset_firestore
 from local.firestore_emulator import start_firestore
 from local.functions_server import REPO, start_function
+from local.github_app import LocalApp, app_mode
 from local.processes import Service, ServiceError, free_port, port_was_taken
 from local.simulator.client import SimulatorClient, start_simulator
 from local.stack import Ports, function_env
@@ -97,6 +102,8 @@ class ChaosStack:
         self._lines: dict[str, list[str]] = {}
         self._lock = threading.Lock()
         self.sim = SimulatorClient(f"http://127.0.0.1:{ports.simulator}")
+        self.app_mode = app_mode(self.env)
+        self.app: LocalApp | None = None
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -135,6 +142,8 @@ class ChaosStack:
         """Start child `name` on its port; the Cloud Tasks queue is ensured after its start."""
         service = self._launchers()[name]()
         self.children[name] = service
+        if name == "simulator" and self.app_mode:
+            self._register_app()
         if name == "cloudtasks":
             limits = None
             if self.dispatch_limit is not None:
@@ -190,6 +199,21 @@ class ChaosStack:
                 if attempt == 3:
                     raise
         self.sim.reset()
+        if self.app is not None:
+            self.app.restore(self.sim)
+
+    def _register_app(self) -> None:
+        """The App and its installations in a (re)started simulator; the functions started
+        after this get its credentials (`self.env`)."""
+        if self.app is None:
+            self.app = LocalApp.register(self.sim)
+            self.env.update(self.app.env())
+        else:
+            self.app.restore(self.sim)
+
+    def installation_for(self, repo: str) -> int | None:
+        """The installation a push to `repo` carries, or None in token mode."""
+        return None if self.app is None else self.app.installation_for(repo)
 
     # ----------------------------------------------------------------- output
 

@@ -4,6 +4,7 @@ feature the stack lacks is skipped with its reason (see local/chaos/scenarios.py
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,8 +14,11 @@ from typing import Any
 import pytest
 
 from local.chaos import REDUCED_SIZES, SCENARIOS, Chaos, ChaosStack
-from local.chaos.invariants import review_problems, settle_log_counts
-from shared.ledger import Operation
+from local.chaos.invariants import check_run_problems, review_problems, settle_log_counts
+from local.chaos.load import Push
+from shared.kinds.review.check_runs import CHECK_RUN
+from shared.kinds.review.checks import CHECK_NAME
+from shared.ledger import Operation, OutboxItem
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +38,8 @@ def test_scenario_keeps_every_invariant(chaos: Chaos, name: str) -> None:
     assert row.violations == [], f"{name}: {row.observed}"
     assert row.passed
     assert row.observed.startswith(f"{row.size} ops, {2 * row.size} reviews"), row.observed
+    if chaos.stack.app is not None:  # as a GitHub App: one check run per push, completed
+        assert f"; {row.size} check runs completed" in row.observed, row.observed
 
 
 # The checks themselves, on hand-made records (no emulator): each must be able to fail.
@@ -102,3 +108,48 @@ def test_review_checks(
         assert problems == [], name
     else:
         assert len(problems) == 1 and complaint in problems[0], name
+
+
+def _with_check_run_items(op: Operation, external_id: str, given_up: bool = False) -> Operation:
+    items = tuple(
+        OutboxItem(
+            operation=op.name,
+            index=index,
+            idempotency_key=f"{op.name}:{role}",
+            payload={"kind": CHECK_RUN, "role": role, "external_id": external_id},
+            delivered_at=None if given_up else T1,
+            given_up_at=T1 if given_up else None,
+            given_up_reason="403" if given_up else None,
+        )
+        for index, role in enumerate(("start", "finish"))
+    )
+    return dataclasses.replace(op, outbox=items)
+
+
+def _run(run_id: int, **fields: Any) -> dict[str, Any]:
+    run = {"id": run_id, "name": CHECK_NAME, "head_sha": "abc", "external_id": "sub-1"}
+    return {**run, "status": "completed", "conclusion": "success", **fields}
+
+
+@pytest.mark.parametrize(
+    ("name", "runs", "given_up", "complaint"),
+    [
+        ("one completed run with the push's external_id", [_run(1)], False, None),
+        ("no check run", [], False, "0 check runs"),
+        ("a duplicate run", [_run(1), _run(2)], False, "2 check runs"),
+        ("left in progress", [_run(1, status="in_progress", conclusion=None)], False, "is in_"),
+        ("completed without a conclusion", [_run(1, conclusion=None)], False, "conclusion None"),
+        ("another push's external_id", [_run(1, external_id="sub-2")], False, "carries sub-2"),
+        ("an item given up", [_run(1)], True, "given up"),
+        ("another check's run is not ours", [_run(1), _run(2, name="lint")], False, None),
+    ],
+)
+def test_check_run_checks(
+    name: str, runs: list[dict[str, Any]], given_up: bool, complaint: str | None
+) -> None:
+    op = _with_check_run_items(_operation("succeeded", T0), "sub-1", given_up)
+    problems = check_run_problems(Push("abc", ("docs/x.md",)), op, runs)
+    if complaint is None:
+        assert problems == [], name
+    else:
+        assert problems and complaint in problems[0], (name, problems)
