@@ -175,6 +175,9 @@ class Config:
     worker_concurrency: int = 8
     http_timeout_s: float = 30.0
     tasks_timeout_s: float = 5.0
+    # How long one outbox delivery's claim holds (a crashed deliverer's item waits this long
+    # before the sweep takes it over); at least 3 of its GitHub calls (OutboxPolicy).
+    outbox_lease_s: float = 300.0
     # Which deployed function this configuration is for ("" = a tool: the CLI, a test).
     function: str = ""
 
@@ -338,6 +341,7 @@ class Config:
             worker_concurrency=integer("THREADS", d.worker_concurrency, minimum=1),
             http_timeout_s=number("HTTP_TIMEOUT_S", d.http_timeout_s),
             tasks_timeout_s=number("TASKS_TIMEOUT_S", d.tasks_timeout_s),
+            outbox_lease_s=number("OUTBOX_LEASE_S", d.outbox_lease_s),
             function=function,
         )
 

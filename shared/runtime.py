@@ -200,7 +200,10 @@ def ledger() -> Ledger:
         grace=timedelta(seconds=cfg.reconcile_grace_s),
         retention=timedelta(days=cfg.retention_days),
         # The lease must hold 3 comment requests (docs/architecture.md, "Outbox").
-        outbox_policy=OutboxPolicy(call_timeout=timedelta(seconds=_comments_timeout_s(cfg))),
+        outbox_policy=OutboxPolicy(
+            lease=timedelta(seconds=cfg.outbox_lease_s),
+            call_timeout=timedelta(seconds=_comments_timeout_s(cfg)),
+        ),
     )
 
 

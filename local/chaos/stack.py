@@ -59,6 +59,9 @@ CHAOS_ENV = {
     # worker's delivery lease (timeout + the 5 s margin) lets a retry take over in 25 s.
     "TASK_DISPATCH_DEADLINE_S": "15",
     "WORKER_TIMEOUT_S": "20",
+    # A worker SIGKILLed mid-publish holds its outbox claim (the check run's item) this
+    # long, not production's 5 min (at least 3 GitHub calls of HTTP_TIMEOUT_S).
+    "OUTBOX_LEASE_S": "30",
 }
 # Cloud Tasks' default backoff tops out at an hour; a chaos run wants retries within seconds.
 RETRY = types.RetryConfig(
@@ -164,6 +167,11 @@ class ChaosStack:
         service.stop(timeout=5)
 
     def restart(self, name: str) -> Service:
+        return self.start(name)
+
+    def stop_and_start(self, name: str) -> Service:
+        """Stop child `name` cleanly (SIGTERM) and start it again on its port."""
+        self.children.pop(name).stop()
         return self.start(name)
 
     @contextlib.contextmanager
