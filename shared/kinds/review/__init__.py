@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 KIND = "github-review"
 TAG = "review"
+# A re-run's tag key is the push's `repo@sha` and this mark with its delivery id (reruns.py).
+RERUN_MARK = "~rerun:"
 # A model's review is a bulleted list; this bound keeps each document far below 1 MiB.
 MAX_REVIEW_CHARS = 100_000
 MAX_ERROR_CHARS = 4_000
@@ -45,7 +47,7 @@ def _adopt(key: str, batch: BatchSummary, gemini: GeminiGateway) -> dict[str, An
     """Context for an orphan review batch: repo and sha from its tag, paths from its rows."""
     from shared.gemini import TERMINAL_STATES, GeminiRowsUnread
 
-    repo, at, sha = key.rpartition("@")
+    repo, at, sha = key.split(RERUN_MARK, 1)[0].rpartition("@")
     if not at or not repo or not sha:
         raise PermanentError(f"batch {batch.name}: tag {batch.display_name!r} names no repo@sha")
     paths: list[str] = []
