@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +33,7 @@ from tests.waiting import wait_until
 pytestmark = pytest.mark.slow
 
 PUSH_TAG = review_tag(OWNER_REPO, SHA)
+FIXTURES_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "github"
 
 
 @pytest.fixture(scope="module")
@@ -234,5 +236,84 @@ def test_a_rerequested_run_of_another_name_starts_nothing(fresh, ledger):
     }
     answer = requests.post(f"{fresh.ingress_url}/github", data=body, headers=headers, timeout=10)
     assert (answer.status_code, answer.json()["status"]) == (200, "ignored")
+    assert [op.name for op in operations(ledger)] == [first.name]
+    assert runs(fresh.sim)[0]["status"] == "completed"
+
+
+MANY = "docs/many.md"  # the simulated Gemini finds 120 problems in it
+MANY_BODY = b"# Many\n\n<!-- sim:findings=120 level=warning -->\n" + b"A line.\n" * 130
+
+
+def test_a_rerun_counts_only_its_own_annotations_on_the_run(fresh, ledger):
+    fresh.put_files(files={MANY: MANY_BODY})
+    payload = json.loads(plain_push(files=[MANY]))
+    payload["installation"] = {"id": INSTALLATION}
+    assert fresh.push(json.dumps(payload).encode()).status_code == 202
+    first = new_operation(ledger, set())
+    settle(fresh, ledger, first)
+    [run] = runs(fresh.sim)
+    assert run["output"]["annotations_count"] == 120
+    before = len(run["writes"])
+
+    rerun(fresh, run["id"])
+    second = new_operation(ledger, {first.name})
+    assert second.context["annotations_before"] == 120
+    settle(fresh, ledger, second)
+
+    final = completed_by(fresh, run["id"], before + 4)
+    # GitHub keeps the old 120; the re-run appended its own 120 as 50 + 50 + 20, once.
+    assert final["output"]["annotations_count"] == 240
+    assert [(w["annotations"], w["status"]) for w in final["writes"][before:]] == [
+        (0, "in_progress"),
+        (50, "in_progress"),
+        (50, "in_progress"),
+        (20, "completed"),
+    ]
+
+
+def signed(stack: PipelineStack, event: str, body: bytes, delivery: str) -> requests.Response:
+    headers = {
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery,
+        "X-Hub-Signature-256": sign_github(LOCAL_GITHUB_SECRET, body),
+        "Content-Type": "application/json",
+    }
+    return requests.post(f"{stack.ingress_url}/github", data=body, headers=headers, timeout=10)
+
+
+def delivery_status(ledger: Ledger, delivery: str) -> str | None:
+    found = [
+        d for d in ledger.deliveries.listing(source="github", limit=20) if d.delivery_id == delivery
+    ]
+    return found[0].status if found and found[0].status != "queued" else None
+
+
+def test_rerun_all_checks_on_the_suite_reruns_our_review(fresh, ledger):
+    first, run = reviewed_once(fresh, ledger)
+    suite = json.loads((FIXTURES_DIR / "check_suite-rerequested.payload.json").read_bytes())
+    suite["check_suite"]["head_sha"] = SHA
+    suite["repository"]["full_name"] = OWNER_REPO
+    suite["installation"]["id"] = INSTALLATION
+    assert signed(fresh, "check_suite", json.dumps(suite).encode(), "suite-1").status_code == 202
+
+    second = new_operation(ledger, {first.name})
+    settle(fresh, ledger, second)
+    [only] = runs(fresh.sim)
+    assert (only["id"], only["status"]) == (run["id"], "completed")
+    assert only["details_url"].endswith(second.name)
+
+
+def test_a_rerun_from_a_suspended_installation_is_ignored(fresh, ledger):
+    first, run = reviewed_once(fresh, ledger)
+    suspend = json.loads((FIXTURES_DIR / "installation-suspend.payload.json").read_bytes())
+    suspend["installation"]["id"] = INSTALLATION
+    assert signed(fresh, "installation", json.dumps(suspend).encode(), "susp-1").status_code == 202
+    wait_until(lambda: delivery_status(ledger, "susp-1"), 60, "the suspension recorded")
+
+    delivery = rerun(fresh, run["id"])
+    status = wait_until(
+        lambda: delivery_status(ledger, delivery["delivery_id"]), 60, "the re-run decided"
+    )
+    assert status == "ignored"
     assert [op.name for op in operations(ledger)] == [first.name]
     assert runs(fresh.sim)[0]["status"] == "completed"

@@ -32,7 +32,6 @@ from typing import Any
 
 from shared import logs
 from shared.builtin_handlers import rerun_refusal
-from shared.crashpoints import crash_point
 from shared.github import GitHubRejected, Push, check_repo, check_sha, repository_allowed
 from shared.github.checks import ChecksClient
 from shared.handlers import Attempt, Done, Ignored, PermanentError, RetryableError
@@ -163,7 +162,6 @@ def rerun_review(
         return Done(decided)
     requests = [(path, prompt(path, files[path])) for path in submitted]
     try:
-        crash_point("rerun.before_create")
         name = deps.gemini.create_batch(
             deps.model, requests, display_name=tag, generation_config=GENERATION_CONFIG
         )
