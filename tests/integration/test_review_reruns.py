@@ -11,6 +11,7 @@ call, which sends the signed `check_run` `rerequested` webhook GitHub would send
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -103,10 +104,10 @@ def completed_by(stack: PipelineStack, run_id: int, writes: int) -> dict[str, An
     return wait_until(done, 60, "the check run completed again", every=0.1)
 
 
-def rerun(stack: PipelineStack, run_id: int) -> dict[str, Any]:
+def rerun(stack: PipelineStack, run_id: int, sender: str = "octocat") -> dict[str, Any]:
     """Press "Re-run" on the run: the simulator sends the signed webhook to our ingress."""
     delivery = stack.sim.rerequest_check_run(
-        run_id, url=f"{stack.ingress_url}/github", installation_id=INSTALLATION
+        run_id, url=f"{stack.ingress_url}/github", installation_id=INSTALLATION, sender=sender
     )
     assert delivery["status"] == 202, delivery
     return delivery
@@ -317,3 +318,38 @@ def test_a_rerun_from_a_suspended_installation_is_ignored(fresh, ledger):
     assert status == "ignored"
     assert [op.name for op in operations(ledger)] == [first.name]
     assert runs(fresh.sim)[0]["status"] == "completed"
+
+
+def test_two_reruns_pressed_at_once_leave_one_current_and_the_other_superseded(fresh, ledger):
+    first, run = reviewed_once(fresh, ledger)
+    answers: list[dict[str, Any]] = []
+    # Two people: two bodies (byte-identical presses are one delivery to the ingress).
+    pressers = [
+        threading.Thread(target=lambda s=s: answers.append(rerun(fresh, run["id"], s)))
+        for s in ("alice", "bob")
+    ]
+    for presser in pressers:
+        presser.start()
+    for presser in pressers:
+        presser.join()
+    assert len(answers) == 2
+
+    def two_new() -> list[Operation] | None:
+        found = [op for op in operations(ledger) if op.name != first.name]
+        return found if len(found) == 2 else None
+
+    wait_until(two_new, 120, "a batch for each of the two re-runs", every=0.1)
+
+    def decided() -> tuple[str, Operation] | None:
+        stored = ledger.submissions.get(PUSH_TAG)
+        if stored is None or stored.generation != 2:
+            return None
+        loser = [op for op in two_new() or [] if op.name != stored.current_operation]
+        return (stored.current_operation, loser[0]) if loser else None
+
+    current, loser = wait_until(decided, 60, "both re-runs registered")
+    assert (loser.status, loser.superseded_by) == ("superseded", current)
+    settle(fresh, ledger, ledger.operations.get(current))
+    [only] = runs(fresh.sim)
+    assert (only["id"], only["status"]) == (run["id"], "completed")
+    assert only["details_url"].endswith(current)
