@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -353,3 +353,40 @@ def test_two_reruns_pressed_at_once_leave_one_current_and_the_other_superseded(f
     [only] = runs(fresh.sim)
     assert (only["id"], only["status"]) == (run["id"], "completed")
     assert only["details_url"].endswith(current)
+
+
+def test_an_orphan_rerun_batch_adopted_by_reconcile_takes_over_the_run(fresh, ledger):
+    from shared.gemini import GeminiGateway, make_client
+    from shared.kinds.review.reruns import rerun_tag
+    from shared.reconcile.adoption import register_orphan
+
+    first, run = reviewed_once(fresh, ledger)
+    # A re-run's worker claimed and created, then died before registering (its lease over).
+    tag = rerun_tag(OWNER_REPO, SHA, "orphan-delivery")
+    now = datetime.now(UTC)
+    context = {
+        **{k: first.context[k] for k in ("repo", "sha", "paths", "installation_id")},
+        "check_submission": PUSH_TAG,
+        "annotations_before": 0,
+    }
+    ledger.submissions.claim(
+        tag, delivery_id="orphan-delivery", attempt="a-1", lease_until=now, now=now, context=context
+    )
+    gateway = GeminiGateway(make_client("sim-key", fresh.sim.url, timeout_s=5))
+    name = gateway.create_batch("models/m", [(p, "review") for p in context["paths"]], tag)
+    [orphan] = [b for b in gateway.list_batches() if b.display_name == tag]
+
+    adopted = register_orphan(ledger, gateway, orphan)
+    assert adopted is not None and adopted.name == name
+    stored = ledger.submissions.get(PUSH_TAG)
+    assert (stored.current_operation, stored.generation) == (name, 1)
+
+    fresh.sim.complete(name, state="succeeded", webhook="send")
+    wait_until(lambda: finished(ledger, name), 60, "the adopted re-run settled")
+
+    def shown() -> dict[str, Any] | None:
+        [found] = runs(fresh.sim)
+        return found if found["details_url"].endswith(name) else None
+
+    final = wait_until(shown, 60, "the run completed by the adopted re-run")
+    assert (final["id"], final["status"]) == (run["id"], "completed")

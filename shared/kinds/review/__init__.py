@@ -43,6 +43,12 @@ def review_tag(repo: str, sha: str) -> str:
     return REVIEW.make_tag(f"{repo}@{sha}")
 
 
+def _generation_of(key: str) -> str | None:
+    """A re-run's key (`repo@sha~rerun:id`) names the push whose check run it takes over."""
+    push, mark, _ = key.partition(RERUN_MARK)
+    return REVIEW.make_tag(push) if mark and push else None
+
+
 def _adopt(key: str, batch: BatchSummary, gemini: GeminiGateway) -> dict[str, Any]:
     """Context for an orphan review batch: repo and sha from its tag, paths from its rows."""
     from shared.gemini import TERMINAL_STATES, GeminiRowsUnread
@@ -184,6 +190,7 @@ REVIEW = register(
         writeback=_write_reviews,
         outbox=_outbox,
         request_keys=context_keys("paths"),
+        generation_of=_generation_of,
         description="a push's Markdown files reviewed by one Gemini batch",
     )
 )
