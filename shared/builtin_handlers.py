@@ -1,5 +1,7 @@
 """The built-in handlers: Gemini terminal events settle; a GitHub push starts the review
-pipeline; GitHub App `installation` / `installation_repositories` events are recorded.
+pipeline; "Re-run" on our check run (`check_run` / `check_suite` `rerequested`) starts a
+review that supersedes it; GitHub App `installation` / `installation_repositories` events
+are recorded.
 
 Importing this module registers them. It stays light (the ingress imports it at cold
 start): the Gemini, GitHub and Firestore work is imported inside the handlers.
@@ -12,8 +14,9 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shared import logs
 from shared.handlers import (
@@ -236,6 +239,57 @@ def review_push(event: Event, ctx: HandlerContext) -> Done | Ignored:
         deliver=Deliverers(ctx),
     )
     return run(payload, event.delivery_id, deps, event.run, claimed=event.claimed, end=event.end)
+
+
+# The check run the review publishes (shared/kinds/review/checks.py CHECK_NAME; a unit test
+# pins them equal: this module stays light for the ingress).
+REVIEW_CHECK_NAME = "hookledger review"
+# (event, action) pairs that start a re-run. `check_suite` `requested` comes with every push
+# to an App subscribed to it: the push already starts the review, so it is ignored.
+RERUN_ACTIONS = frozenset({("check_run", "rerequested"), ("check_suite", "rerequested")})
+
+
+def rerun_refusal(event: str, payload: Mapping[str, Any]) -> str | None:
+    """Why the ingress ignores a `check_run`/`check_suite` delivery, or None to accept it:
+    only `rerequested`, and for a run only ours (an App gets only its own runs' events, but
+    a run of another name starts nothing)."""
+    action = payload.get("action")
+    if (event, action) not in RERUN_ACTIONS:
+        return f"{event} action {action!r} starts nothing"
+    if event == "check_run":
+        run = payload.get("check_run")
+        name = run.get("name") if isinstance(run, Mapping) else None
+        if name != REVIEW_CHECK_NAME:
+            return f"check run {name!r} is not {REVIEW_CHECK_NAME!r}"
+    return None
+
+
+@handler("github", "check_run", "check_suite", refuses=rerun_refusal)
+def rerun_review(event: Event, ctx: HandlerContext) -> Done | Ignored:
+    """ "Re-run" pressed on our check run: a new batch for the commit, one per delivery, that
+    the check run then shows (shared/kinds/review/reruns.py)."""
+    from shared.kinds import Deliverers, KindOptions
+    from shared.kinds.review.pipeline import ReviewDeps
+    from shared.kinds.review.reruns import rerun_review as run
+
+    payload = event.json()
+    if not isinstance(payload, dict):
+        raise PermanentError(f"delivery {event.delivery_id}: {event.type} body is not an object")
+    options = KindOptions.from_config(ctx.config)
+    deps = ReviewDeps(
+        ledger=ctx.ledger,
+        gemini=ctx.gemini,
+        github=ctx.github,
+        review_path=ctx.config.review_path,
+        repositories=ctx.config.github_repositories,
+        model=ctx.config.review_model,
+        clock=ctx.clock,
+        create_budget=timedelta(seconds=ctx.config.create_budget_s),
+        options=options,
+        deliver=Deliverers(ctx),
+    )
+    checks = ctx.checks if options.github_check_runs else None
+    return run(event.type, payload, event.delivery_id, deps, checks, event.run, end=event.end)
 
 
 # Unleased, like a settlement: the ledger's conditional commit makes a second run harmless

@@ -134,18 +134,27 @@ _REGISTRY: dict[tuple[str, str], Handler] = {}
 # (a test's) claims nothing and is leased.
 _CLAIMS: dict[tuple[str, str], tuple[Handler, Claims]] = {}
 _UNLEASED: dict[tuple[str, str], Handler] = {}
+# What the ingress asks before enqueueing (pure, from the parsed body): a reason to answer
+# 200 `ignored` (e.g. an action that starts nothing), or None to hand the event off.
+Refusal = Callable[[str, Mapping[str, Any]], str | None]
+_REFUSALS: dict[tuple[str, str], tuple[Handler, Refusal]] = {}
 
 
 def handler(
-    source: str, *events: str, claims: Claims | None = None, leased: bool = True
+    source: str,
+    *events: str,
+    claims: Claims | None = None,
+    leased: bool = True,
+    refuses: Refusal | None = None,
 ) -> Callable[[Handler], Handler]:
     """Register the decorated function for `source` and each of `events`.
 
     `claims`: what the handler claims, taken with the delivery's record (see `Claims`).
     `leased=False`: the handler's own conditional commit makes a second run harmless (a
     settlement), so the worker takes no lease and records the delivery in that commit
-    (`Event.end`): one commit per event. Registering a second handler for the same pair
-    is an error: one event, one owner.
+    (`Event.end`): one commit per event. `refuses(event, payload)`: asked by the ingress,
+    a reason makes the delivery 200 `ignored`, nothing enqueued. Registering a second
+    handler for the same pair is an error: one event, one owner.
     """
     if not events:
         raise ValueError("handler() needs at least one event type")
@@ -161,6 +170,8 @@ def handler(
                 _CLAIMS[key] = (fn, claims)
             if not leased:
                 _UNLEASED[key] = fn
+            if refuses is not None:
+                _REFUSALS[key] = (fn, refuses)
         return fn
 
     return register
@@ -175,6 +186,15 @@ def claims_for(source: str, event: str) -> Claims | None:
     key = (source, event)
     owner, claims = _CLAIMS.get(key, (None, None))
     return claims if owner is not None and owner is _REGISTRY.get(key) else None
+
+
+def refusal(source: str, event: str, payload: Mapping[str, Any]) -> str | None:
+    """Why the ingress should ignore this delivery of a handled event; None: hand it off."""
+    key = (source, event)
+    owner, refuses = _REFUSALS.get(key, (None, None))
+    if refuses is None or owner is not _REGISTRY.get(key):
+        return None
+    return refuses(event, payload)
 
 
 def leased(source: str, event: str) -> bool:

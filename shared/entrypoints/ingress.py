@@ -181,9 +181,13 @@ class Ingress(Endpoint):
             self._github.verify(headers, body)
         except VerificationError as exc:
             raise _Rejected(401, f"signature: {exc}") from None
-        _parse_json_object(body)
+        payload = _parse_json_object(body)
         if event == "ping":
             return Reply(200, {"status": "pong", "delivery_id": delivery_id, "event": event})
+        reason = handlers.refusal("github", event, payload)
+        if reason is not None:  # e.g. a check_run action that starts nothing
+            body_out = {"status": "ignored", "delivery_id": delivery_id, "event": event}
+            return Reply(200, {**body_out, "reason": reason})
         # GitHub signs the body, not the id: the body names the task (module docstring).
         digest = hashlib.sha256(body).hexdigest()
         return self._hand_off(

@@ -81,6 +81,9 @@ class OperationKind:
     outbox: OutboxItems | None = None
     description: str = field(default="", compare=False)
     request_keys: RequestKeys | None = field(default=None, compare=False)
+    # A tag key's push whose check run a re-run's batch takes over (the push's tag), for
+    # the adopter of an orphan: None for a batch that is no re-run, or a kind with none.
+    generation_of: Callable[[str], str | None] | None = field(default=None, compare=False)
 
     def make_tag(self, key: str) -> str:
         """The display name that marks a batch of this kind as ours."""

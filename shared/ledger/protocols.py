@@ -23,7 +23,8 @@ methods promise is one suite every implementation must pass
     PushLedger        Ledger         kinds.review.pipeline          + operations.get, submissions,
                                                                     installations.get
     AdoptionLedger    Ledger         reconcile.adoption             + watermark
-    ReviewLedger      Ledger         kinds.DeliveryServices         reviews.reviews_for_push
+    ReviewLedger      Ledger         kinds.DeliveryServices         reviews.reviews_for_push,
+                                                                    submissions.get (re-runs)
     ReconcileLedger   Ledger         reconcile.run.Reconciler       all of the reconcile ones
 """
 
@@ -175,10 +176,12 @@ class WatermarkStore(Protocol):
     def set(self, listed_at: datetime) -> None: ...
 
 
-class SubmissionStore(Protocol):
-    """One winning batch per push (shared/ledger/submissions.py)."""
-
+class SubmissionReads(Protocol):
     def get(self, tag: str) -> Submission | None: ...
+
+
+class SubmissionStore(SubmissionReads, Protocol):
+    """One winning batch per push (shared/ledger/submissions.py)."""
 
     def claim(
         self,
@@ -213,9 +216,12 @@ class SubmissionStore(Protocol):
         fallback_context: Mapping[str, Any] | None = None,
         end: DeliveryEnd | None = None,
         outbox: Sequence[Mapping[str, Any]] = (),
+        generation_of: str | None = None,
+        superseded_outbox: Callable[[str], Sequence[Mapping[str, Any]]] = ...,
     ) -> Winner:
         """Register `name` as the push's batch unless another won first: exactly one wins.
-        `outbox`: items recorded on the pending operation in the same commit."""
+        `outbox`: items recorded on the pending operation in the same commit;
+        `generation_of`: a re-run of that push's check run (ledger/generations.py)."""
         ...
 
 
@@ -277,6 +283,9 @@ class ReviewLedger(Protocol):
 
     @property
     def operations(self) -> OperationReads: ...
+
+    @property
+    def submissions(self) -> SubmissionReads: ...
 
 
 class ReconcileOperations(

@@ -285,6 +285,8 @@ class Submission:
     `claimed_by` is the delivery, `attempt` the run that holds the claim until
     `lease_until`; `operation` is the winning batch, set once; `context` is the push's
     own context (paths, refused files), so whoever registers the winner uses it.
+    `current` and `generation`: the operation its check run shows, after "Re-run"s
+    (generations.py); `current_operation` is the one to show either way.
     """
 
     tag: str
@@ -296,6 +298,13 @@ class Submission:
     context: dict[str, Any] = field(default_factory=dict)
     expire_at: datetime | None = None
     update_time: datetime | None = field(default=None, repr=False, compare=False)
+    current: str | None = None
+    generation: int = 0
+
+    @property
+    def current_operation(self) -> str | None:
+        """The operation the push's check run shows: the latest re-run's, else the winner."""
+        return self.current or self.operation
 
     def leased(self, now: datetime) -> bool:
         """True while the holder's lease runs (an unleased claim is never live)."""
@@ -468,4 +477,6 @@ def submission_from(data: Mapping[str, Any], tag: str, update_time: Any = None) 
         context=dict(data.get("context") or {}),
         expire_at=data.get("expire_at"),
         update_time=update_time,
+        current=data.get("current") or None,
+        generation=int(data.get("generation") or 0),
     )

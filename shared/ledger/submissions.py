@@ -21,7 +21,7 @@ A's create was in flight; B retries)::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from enum import StrEnum
@@ -29,9 +29,10 @@ from typing import Any, NamedTuple
 
 from google.api_core import exceptions as gexc
 
-from shared.ledger.commits import Commits, Conflict, Seen
+from shared.ledger.commits import REFUSED, Commits, Conflict, Seen
 from shared.ledger.deliveries import Deliveries
 from shared.ledger.errors import ContentionError, InvalidArgument, StoreUnavailable
+from shared.ledger.generations import next_generation
 from shared.ledger.ids import check_time, submission_id
 from shared.ledger.operations import Operations
 from shared.ledger.records import (
@@ -41,6 +42,7 @@ from shared.ledger.records import (
     Submission,
     submission_from,
 )
+from shared.retry import find_cause
 
 
 class Claim(StrEnum):
@@ -176,6 +178,8 @@ class Submissions:
         fallback_context: Mapping[str, Any] | None = None,
         end: DeliveryEnd | None = None,
         outbox: Sequence[Mapping[str, Any]] = (),
+        generation_of: str | None = None,
+        superseded_outbox: Callable[[str], Sequence[Mapping[str, Any]]] = lambda _: (),
     ) -> Winner:
         """Register `name` pending as the push's batch if the push has none yet, in ONE commit.
 
@@ -189,6 +193,9 @@ class Submissions:
         `outbox`: items recorded on the new pending operation in that commit, due at once
         (the caller delivers them next; the outbox sweep if it dies first). They are not
         added to an operation that already exists (an adopted orphan registered before).
+        `generation_of`: `tag` is a re-run of that push's check run; the same commit makes
+        `name` its current operation and supersedes a pending previous one, recording
+        `superseded_outbox(previous)` on it (`generations.py`).
         """
         ref = self._ref(tag)
 
@@ -213,6 +220,9 @@ class Submissions:
             decided = {"operation": name, "lease_until": None, "decided_at": data["submitted_at"]}
             op_ref = self._operations.collection().document(doc_id)
             staged = self._deliveries.stage_end(end) if end is not None else None
+            nxt = None
+            if generation_of is not None:
+                nxt = next_generation(self._commits, generation_of, self._operations)
 
             def body(txn: Any) -> None:
                 if existing is None:
@@ -221,8 +231,19 @@ class Submissions:
                     txn.create(ref, {"tag": tag, "context": dict(chosen or {}), **decided})
                 else:
                     txn.update(ref, decided, option=self._commits.unchanged_since(snapshot))
+                if nxt is not None:
+                    now = data["submitted_at"]
+                    nxt.write(self._commits, txn, name, now, superseded_outbox(nxt.previous))
 
-            self._commits.commit(body, ref, snapshot, also=staged)
+            try:
+                self._commits.commit(body, ref, snapshot, also=staged)
+            except Conflict:
+                raise
+            except Exception as exc:
+                # Refused on the push's submission or the previous operation: re-read.
+                if nxt is not None and find_cause(exc, REFUSED) and nxt.changed(self._commits):
+                    raise Conflict(str(exc)) from exc
+                raise
             if end is not None:
                 end.applied = staged is not None
             if existing is None:

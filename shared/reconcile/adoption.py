@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import Any
 
 from shared import kinds, logs
 from shared.clock import Clock
@@ -162,6 +163,20 @@ class OrphanAdopter:
         self._watermark, self._loaded = listed_at, True
 
 
+def _generation(ledger: AdoptionLedger, parsed: kinds.ParsedTag) -> dict[str, Any]:
+    """register_winner's arguments for an orphan re-run batch: it becomes the push's check
+    run's current operation, a pending previous one superseded (docs, "Re-run"); none for
+    any other batch, or a push whose submission has no winner (nothing to take over)."""
+    from shared.kinds.cancel import cancel_item
+
+    find = parsed.kind.generation_of
+    push = find(parsed.key) if find is not None else None
+    stored = ledger.submissions.get(push) if push else None
+    if push is None or stored is None or not stored.operation:
+        return {}
+    return {"generation_of": push, "superseded_outbox": lambda name: [cancel_item(name)]}
+
+
 def register_orphan(
     ledger: AdoptionLedger, gemini: GeminiGateway, batch: BatchSummary
 ) -> Operation | None:
@@ -204,7 +219,7 @@ def register_orphan(
             )
             return None
     winner = ledger.submissions.register_winner(
-        tag, batch.name, kind, None, fallback_context=fallback
+        tag, batch.name, kind, None, fallback_context=fallback, **_generation(ledger, parsed)
     )
     if not winner.won:
         supersede(ledger, gemini, batch.name, kind, winner=winner.operation)

@@ -557,6 +557,68 @@ def test_github_app_installation_events_are_accepted_byte_for_byte(ingress, even
     assert (envelope.event, envelope.body) == (event, body)
 
 
+def _ours(fixture: str, **changes: Any) -> bytes:
+    """A published check_run/check_suite example, its run renamed to ours (re-serialized:
+    the example's own run is `randscape`, which the ingress ignores)."""
+    payload = json.loads((FIXTURES / fixture).read_bytes())
+    if "check_run" in payload:
+        payload["check_run"]["name"] = "hookledger review"
+    payload.update(changes)
+    return json.dumps(payload).encode()
+
+
+@pytest.mark.parametrize(
+    ("name", "event", "body", "expected"),
+    [
+        (
+            "check_run rerequested, ours",
+            "check_run",
+            _ours("check_run-rerequested.payload.json"),
+            (202, "accepted"),
+        ),
+        (
+            "check_suite rerequested",
+            "check_suite",
+            (FIXTURES / "check_suite-rerequested.payload.json").read_bytes(),
+            (202, "accepted"),
+        ),
+        (
+            "check_run rerequested, another app's name (the published example)",
+            "check_run",
+            (FIXTURES / "check_run-rerequested.payload.json").read_bytes(),
+            (200, "ignored"),
+        ),
+        (
+            "check_suite requested: the push starts the review",
+            "check_suite",
+            (FIXTURES / "check_suite-requested.payload.json").read_bytes(),
+            (200, "ignored"),
+        ),
+        (
+            "check_run created",
+            "check_run",
+            _ours("check_run-rerequested.payload.json", action="created"),
+            (200, "ignored"),
+        ),
+        (
+            "check_run requested_action",
+            "check_run",
+            _ours("check_run-rerequested.payload.json", action="requested_action"),
+            (200, "ignored"),
+        ),
+    ],
+    ids=lambda value: value if isinstance(value, str) and " " in value else "",
+)
+def test_rerun_events_start_work_only_when_rerequested_on_our_run(
+    ingress, name, event, body, expected
+):
+    headers = github_headers(body, event=event, delivery=f"d-rerun-{uuid.uuid4().hex[:8]}")
+    response = ingress.client.post("/github", headers=headers, data=body)
+
+    assert (response.status_code, response.json["status"]) == expected, name
+    assert len(ingress.tasks()) == (1 if expected[0] == 202 else 0), name
+
+
 def test_every_task_the_ingress_creates_carries_the_dispatch_deadline(ingress):
     github = ingress.client.post("/github", headers=github_headers(PUSH), data=PUSH)
     body = gemini_body()

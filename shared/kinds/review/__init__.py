@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 KIND = "github-review"
 TAG = "review"
+# A re-run's tag key is the push's `repo@sha` and this mark with its delivery id (reruns.py).
+RERUN_MARK = "~rerun:"
 # A model's review is a bulleted list; this bound keeps each document far below 1 MiB.
 MAX_REVIEW_CHARS = 100_000
 MAX_ERROR_CHARS = 4_000
@@ -41,11 +43,17 @@ def review_tag(repo: str, sha: str) -> str:
     return REVIEW.make_tag(f"{repo}@{sha}")
 
 
+def _generation_of(key: str) -> str | None:
+    """A re-run's key (`repo@sha~rerun:id`) names the push whose check run it takes over."""
+    push, mark, _ = key.partition(RERUN_MARK)
+    return REVIEW.make_tag(push) if mark and push else None
+
+
 def _adopt(key: str, batch: BatchSummary, gemini: GeminiGateway) -> dict[str, Any]:
     """Context for an orphan review batch: repo and sha from its tag, paths from its rows."""
     from shared.gemini import TERMINAL_STATES, GeminiRowsUnread
 
-    repo, at, sha = key.rpartition("@")
+    repo, at, sha = key.split(RERUN_MARK, 1)[0].rpartition("@")
     if not at or not repo or not sha:
         raise PermanentError(f"batch {batch.name}: tag {batch.display_name!r} names no repo@sha")
     paths: list[str] = []
@@ -182,6 +190,7 @@ REVIEW = register(
         writeback=_write_reviews,
         outbox=_outbox,
         request_keys=context_keys("paths"),
+        generation_of=_generation_of,
         description="a push's Markdown files reviewed by one Gemini batch",
     )
 )

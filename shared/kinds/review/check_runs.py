@@ -17,6 +17,13 @@ DELIVERY, so every delivery of either item is the same idempotent publish:
                         then the operation is read again: settled meanwhile → as below
     operation settled → `completed` from the push's reviews (checks.py)
 
+A "Re-run" (`reruns.py`) makes a new operation whose context names the push's
+submission (`check_submission`): its items carry that submission's id as `external_id`, so
+they publish on the SAME run, and they reset it (no `if_absent`) with `annotations_before`
+= the annotations the run held before (GitHub never removes them). Only the push's
+CURRENT operation publishes (`Submission.current_operation`, docs "Re-run"): an item of an
+older generation, delivered late, is done without a write.
+
 The run is found by name and `external_id` = the push's submission id (`ChecksClient.
 publish`: oldest wins, newer duplicates completed as pointers to it). A `finish` waits
 (retryable) while its operation's `start` is open, so the two never publish at once and
@@ -43,6 +50,9 @@ log = logs.get_logger("review")
 
 CHECK_RUN = "github-check-run"  # the outbox payload kind delivered here
 START, FINISH = "start", "finish"
+# Context fields of a re-run's operation (`reruns.py`): the push's submission whose check
+# run it shows, and the annotations that run held before the re-run's first write.
+CHECK_SUBMISSION, ANNOTATIONS_BEFORE = "check_submission", "annotations_before"
 
 
 class StartStillOpen(TransientError):
@@ -70,6 +80,8 @@ def item(
 
     repo, sha = record_context.get("repo"), record_context.get("sha")
     installation = record_context.get("installation_id")
+    shown = record_context.get(CHECK_SUBMISSION)  # a re-run publishes on the push's run
+    submission = shown if isinstance(shown, str) and shown else submission
     if not (isinstance(repo, str) and isinstance(sha, str) and repo and sha and submission):
         return None
     if type(installation) is not int:  # only a GitHub App can write check runs
@@ -113,12 +125,30 @@ def publish_check_run(item: OutboxItem, services: DeliveryServices) -> None:
             f"{operation}: check run completion waits for its in_progress item to close"
         )
 
+    shown_by = _shown_by(record, services)
+    if shown_by != operation:
+        logs.event(
+            log,
+            logging.INFO,
+            "check run left to a newer generation",
+            operation=operation,
+            current=shown_by,
+            repo=repo,
+            sha=sha,
+            idempotency_key=item.idempotency_key,
+        )
+        return
+    rerun = isinstance(record.context.get(CHECK_SUBMISSION), str)
+    before = record.context.get(ANNOTATIONS_BEFORE)
+    before = before if type(before) is int and before > 0 else 0
+
     def publish(state: checks.CheckRunState, *, if_absent: bool = False) -> Any:
         return services.checks.publish(
             repo,
             sha,
             state,
             ownership=item.lease,
+            annotations_before=before,
             if_absent=if_absent,
             installation_id=installation_id,
         )
@@ -127,7 +157,7 @@ def publish_check_run(item: OutboxItem, services: DeliveryServices) -> None:
         paths = [str(p) for p in record.context.get("paths") or []]
         shown = publish(
             checks.in_progress(sha, paths, external_id=external_id, details_url=link),
-            if_absent=True,
+            if_absent=not rerun,  # a re-run resets the completed run; a push never reopens it
         )
         # A settlement that committed before this read finds nothing to complete if its
         # completion listed before our create: complete it here (docs, "Check runs").
@@ -145,6 +175,15 @@ def publish_check_run(item: OutboxItem, services: DeliveryServices) -> None:
         cancelled=_cancelled(record),
     )
     _logged("check run completed", publish(state), operation, repo, sha, item)
+
+
+def _shown_by(record: Operation, services: DeliveryServices) -> str | None:
+    """The operation the push's check run shows now: its submission's current one (the
+    record's own when it names no submission, or the submission expired)."""
+    tag = record.context.get(CHECK_SUBMISSION) or record.submission
+    stored = services.ledger.submissions.get(tag) if isinstance(tag, str) and tag else None
+    current = stored.current_operation if stored is not None else None
+    return current or record.name
 
 
 def _role(payload: Any) -> str | None:

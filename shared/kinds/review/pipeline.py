@@ -61,7 +61,7 @@ from shared.handlers import (
     RetryableError,
 )
 from shared.kinds import KindOptions
-from shared.kinds.cancel import supersede
+from shared.kinds.cancel import cancel_item, supersede
 from shared.kinds.review import KIND, review_tag, start_items
 from shared.kinds.review.findings import GENERATION_CONFIG
 from shared.kinds.review.installations import installation_refusal
@@ -302,8 +302,11 @@ class Submitter:
         delivery_id: str,
         attempt: Attempt,
         claimed: Claimed | None = None,
+        generation_of: str | None = None,
     ) -> None:
         self._deps, self._tag, self._delivery_id, self._attempt = deps, tag, delivery_id, attempt
+        # A re-run (`reruns.py`): the push whose check run the winner becomes current for.
+        self._generation_of = generation_of
         self._submissions = deps.ledger.submissions
         self._claimed = claimed  # taken with the delivery's record, if the worker did
         self._holds = claimed is not None and claimed.state is Claim.OWNED
@@ -376,7 +379,7 @@ class Submitter:
         same commit; if another batch won, supersede `name`."""
         items = start_items(context, name, self._tag, self._deps.options)
         winner = self._submissions.register_winner(
-            self._tag, name, KIND, context, end=end, outbox=items
+            self._tag, name, KIND, context, end=end, outbox=items, **self._generation()
         )
         if winner.won:
             crash_point("push.registered")
@@ -434,7 +437,7 @@ class Submitter:
         context: same push, same files), the rest superseded."""
         items = start_items(context, found[0].name, self._tag, self._deps.options)
         winner = self._submissions.register_winner(
-            self._tag, found[0].name, KIND, context, outbox=items
+            self._tag, found[0].name, KIND, context, outbox=items, **self._generation()
         )
         if winner.won and winner.operation == found[0].name:
             self._deliver(winner.operation, items)
@@ -443,6 +446,17 @@ class Submitter:
                 self._supersede(batch.name, winner.operation, None)
         return f"already submitted as {winner.operation}"
 
+    def _generation(self) -> dict[str, Any]:
+        """register_winner's arguments making a re-run's winner the check run's current
+        operation, a pending previous one superseded and cancelled (none for a push)."""
+        if self._generation_of is None:
+            return {}
+        return {"generation_of": self._generation_of, "superseded_outbox": _cancel_previous}
+
     def _supersede(self, name: str, winner: str, context: dict[str, Any] | None) -> str:
         supersede(self._deps.ledger, self._deps.gemini, name, KIND, winner=winner, context=context)
         return f"{name} superseded by {winner} (one batch per push), cancelled"
+
+
+def _cancel_previous(name: str) -> list[dict[str, Any]]:
+    return [cancel_item(name)]
