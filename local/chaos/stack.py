@@ -197,7 +197,10 @@ class ChaosStack:
         os.killpg(self.children[name].pid, signal.SIGCONT)
 
     def reset_data(self) -> None:
-        """Empty the Firestore database and the simulator (between scenarios, once quiet)."""
+        """Empty the queue, the Firestore database and the simulator (between scenarios, once
+        quiet). The queue first: a retry a SIGKILL left scheduled would otherwise run the
+        last scenario's push against the next one's empty data (a dead delivery there)."""
+        make_client(self.env["CLOUD_TASKS_EMULATOR_HOST"]).purge_queue(name=QUEUE, timeout=10)
         for attempt in range(1, 4):
             try:
                 reset_firestore(self.env["FIRESTORE_EMULATOR_HOST"], PROJECT)
