@@ -54,11 +54,7 @@ def stack(firestore_emulator, cloudtasks_emulator_fast) -> Iterator[PipelineStac
 @pytest.fixture
 def fresh(stack: PipelineStack, firestore_client) -> PipelineStack:
     """The App registered with the worker's key and installed on the pushed repository."""
-    stack.sim.reset()
-    app = stack.sim.register_github_app(client_id=CLIENT_ID, public_key=PUBLIC)
-    owner = OWNER_REPO.split("/")[0]
-    stack.sim.install_github_app(app["id"], owner, repositories=[OWNER_REPO], id=INSTALLATION)
-    stack.put_files()
+    stack.install_app(CLIENT_ID, PUBLIC, INSTALLATION)
     return stack
 
 

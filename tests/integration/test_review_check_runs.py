@@ -53,11 +53,7 @@ def stack(firestore_emulator, cloudtasks_emulator_fast) -> Iterator[PipelineStac
 
 @pytest.fixture
 def fresh(stack: PipelineStack, firestore_client) -> PipelineStack:
-    stack.sim.reset()
-    app = stack.sim.register_github_app(client_id=CLIENT_ID, public_key=PUBLIC)
-    owner = OWNER_REPO.split("/")[0]
-    stack.sim.install_github_app(app["id"], owner, repositories=[OWNER_REPO], id=INSTALLATION)
-    stack.put_files(files={**FILES, MANY: MANY_BODY})
+    stack.install_app(CLIENT_ID, PUBLIC, INSTALLATION, files={**FILES, MANY: MANY_BODY})
     return stack
 
 

@@ -60,6 +60,17 @@ class PipelineStack:
         for path, data in files.items():
             self.sim.put_file(*OWNER_REPO.split("/"), path, sha, data)
 
+    def install_app(
+        self, client_id: str, public_key: str, installation: int, files: Mapping[str, bytes] = FILES
+    ) -> None:
+        """A clean simulator with the App registered under the worker's key, installed on
+        OWNER_REPO as `installation`, and `files` stored at SHA."""
+        self.sim.reset()
+        app = self.sim.register_github_app(client_id=client_id, public_key=public_key)
+        owner = OWNER_REPO.split("/")[0]
+        self.sim.install_github_app(app["id"], owner, repositories=[OWNER_REPO], id=installation)
+        self.put_files(files=files)
+
 
 def push_payload(sha: str = SHA, files: list[str] | None = None) -> bytes:
     """A push to the default branch adding `files` (default: FILES) and one non-Markdown file."""
