@@ -178,6 +178,11 @@ class Config:
     # How long one outbox delivery's claim holds (a crashed deliverer's item waits this long
     # before the sweep takes it over); at least 3 of its GitHub calls (OutboxPolicy).
     outbox_lease_s: float = 300.0
+    # Tracing (shared/tracing): off, file (JSON lines under trace_dir: the local console
+    # reads them) or cloudtrace; the share of traces kept (errors and dead deliveries always).
+    tracing: str = "off"
+    trace_sample_ratio: float = 0.1
+    trace_dir: str = ".local/traces"
     # Which deployed function this configuration is for ("" = a tool: the CLI, a test).
     function: str = ""
 
@@ -342,6 +347,9 @@ class Config:
             http_timeout_s=number("HTTP_TIMEOUT_S", d.http_timeout_s),
             tasks_timeout_s=number("TASKS_TIMEOUT_S", d.tasks_timeout_s),
             outbox_lease_s=number("OUTBOX_LEASE_S", d.outbox_lease_s),
+            tracing=_tracing_mode(env.get("TRACING", d.tracing)),
+            trace_sample_ratio=fraction("TRACE_SAMPLE_RATIO", d.trace_sample_ratio),
+            trace_dir=text("TRACE_DIR", d.trace_dir) or d.trace_dir,
             function=function,
         )
 
@@ -413,6 +421,14 @@ def _check_deadlines(cfg: Config) -> None:
             f"({cfg.http_timeout_s:g}): a push's lease ({cfg.delivery_lease_s} s) must hold "
             f"its fetches and a batch create ({cfg.create_budget_s:g} s) twice over"
         )
+
+
+def _tracing_mode(raw: str) -> str:
+    """`TRACING`: off, file or cloudtrace (shared/tracing)."""
+    mode = raw.strip().lower() or "off"
+    if mode not in ("off", "file", "cloudtrace"):
+        raise ConfigError(f"TRACING must be off, file or cloudtrace, got {raw!r}")
+    return mode
 
 
 def _pem(raw: str) -> str:
@@ -496,6 +512,9 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         # Every task it creates carries the dispatch deadline, checked against the timeout.
         "TASK_DISPATCH_DEADLINE_S",
         "WORKER_TIMEOUT_S",
+        # Where its spans go and the share of traces kept (shared/tracing).
+        "TRACING",
+        "TRACE_SAMPLE_RATIO",
     ),
     "worker": (
         "GOOGLE_CLOUD_PROJECT",
@@ -531,6 +550,9 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "RECONCILE_BACKOFF_CAP_S",
         "RECONCILE_BACKOFF_JITTER",
         "CLAIMS_DATABASE",
+        # Where its spans go and the share of traces kept (shared/tracing).
+        "TRACING",
+        "TRACE_SAMPLE_RATIO",
     ),
     "reconcile": (
         "GOOGLE_CLOUD_PROJECT",
@@ -563,6 +585,9 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         # Its check-page tasks carry the dispatch deadline too.
         "TASK_DISPATCH_DEADLINE_S",
         "WORKER_TIMEOUT_S",
+        # Where its spans go and the share of traces kept (shared/tracing).
+        "TRACING",
+        "TRACE_SAMPLE_RATIO",
     ),
 }
 

@@ -11,6 +11,7 @@ import functools
 import json
 import logging
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +24,9 @@ _SEVERITY = {
 }
 _SECRET_WORDS = ("secret", "signature", "token", "password", "authorization", "api_key", "key")
 _FIELDS_ATTR = "hookledger_fields"
+# Set by shared/tracing while a process traces: Cloud Logging's trace fields of the
+# current span, added to every line (None: tracing is off, nothing is asked).
+trace_fields: Callable[[], dict[str, Any]] | None = None
 
 
 # Field names are keyword arguments written in code, a few dozen: decide each once.
@@ -57,6 +61,8 @@ class JsonFormatter(logging.Formatter):
         }
         for name, value in getattr(record, _FIELDS_ATTR, {}).items():
             entry[name] = "[redacted]" if _is_secret(name) else _jsonable(value)
+        if trace_fields is not None:
+            entry.update(trace_fields())
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return _ENCODER.encode(entry)

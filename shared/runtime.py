@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from jwt import PyJWTError
 
+from shared import tracing
 from shared.claims import ClaimStore
 from shared.clock import system_clock
 from shared.config import FUNCTIONS, Config, ConfigError
@@ -415,6 +416,7 @@ def check_startup(function: str) -> None:
     cfg = config()
     if cfg.function != function:
         raise ConfigError(f"FUNCTION_TARGET is {cfg.function!r} but {function!r} is being served")
+    tracing.configure(cfg)  # off: nothing of OpenTelemetry is imported
     if function == "ingress":
         ingress()
         return

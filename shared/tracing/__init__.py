@@ -1,0 +1,181 @@
+"""One trace per push, across the Cloud Tasks hop (docs/architecture.md, "Tracing").
+
+The API every path calls; it imports nothing of OpenTelemetry, so with tracing off
+(`TRACING=off`, the default) a span costs one function call and no import:
+
+    configure(config)            once per process (shared.runtime.check_startup): loads
+                                 OpenTelemetry (shared/tracing/otel.py) only when on
+    span(name, *, parent=, links=, kind=, **attributes) -> context manager of a `Span`
+                                 a child of the current span, or of `parent` (a W3C
+                                 traceparent string, e.g. from a task's envelope)
+    traceparent()                the current span as a W3C traceparent, or None
+    with_traceparent(headers)    `headers` plus the current span's traceparent
+    log_fields()                 Cloud Logging's trace fields for the current span
+
+`TRACING` chooses where finished spans go: `cloudtrace` (the Cloud Trace exporter, in
+production), `file` (JSON lines under `TRACE_DIR`, what `make run` and the console read:
+shared/tracing/store.py), or `off`. `TRACE_SAMPLE_RATIO` keeps that share of traces,
+decided on the trace id so every function keeps the same ones; a trace a function ends
+with an error, or marks `keep` (a dead delivery), is kept whatever the ratio.
+
+Attribute names without a dot are ours and get the `hookledger.` prefix
+(`delivery_id=` is `hookledger.delivery_id`); dotted names (`http.response.status_code`)
+are OpenTelemetry's and are kept as given.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from shared.config import Config
+
+TRACEPARENT = "traceparent"
+MODES = ("off", "file", "cloudtrace")
+# version 00: trace id, parent span id, flags; all-zero ids are invalid (W3C Trace Context).
+_TRACEPARENT = re.compile(r"00-(?!0{32})([0-9a-f]{32})-(?!0{16})([0-9a-f]{16})-([0-9a-f]{2})")
+
+
+class Span(Protocol):
+    """What a call site may do with its span."""
+
+    def set(self, **attributes: Any) -> None: ...
+
+    def fail(self, message: str) -> None:
+        """Mark the span as an error (an exception leaving the span does it too)."""
+
+    def keep(self) -> None:
+        """Keep this span's trace whatever the sample ratio (a dead delivery)."""
+
+
+class _Tracer(Protocol):
+    def span(
+        self,
+        name: str,
+        parent: str | None,
+        links: Sequence[str],
+        kind: str,
+        attributes: Mapping[str, Any],
+    ) -> AbstractContextManager[Span]: ...
+
+    def traceparent(self) -> str | None: ...
+
+    def log_fields(self) -> dict[str, Any]: ...
+
+    def flush(self) -> None: ...
+
+
+class _NoSpan:
+    """The span of a process with tracing off: every call does nothing."""
+
+    def set(self, **attributes: Any) -> None:
+        pass
+
+    def fail(self, message: str) -> None:
+        pass
+
+    def keep(self) -> None:
+        pass
+
+    def __enter__(self) -> _NoSpan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_SPAN = _NoSpan()
+_tracer: _Tracer | None = None
+
+
+def configure(config: Config) -> None:
+    """Start tracing for this process as `config` says (`TRACING`); off: nothing is loaded."""
+    global _tracer
+    if config.tracing == "off":
+        _install(None)
+        return
+    from shared.tracing.otel import OtelTracer  # heavy: only a traced process pays
+
+    _install(OtelTracer.from_config(config))
+
+
+def _install(tracer: _Tracer | None) -> None:
+    global _tracer
+    from shared import logs
+
+    previous, _tracer = _tracer, tracer
+    if previous is not None:
+        previous.flush()
+    logs.trace_fields = tracer.log_fields if tracer is not None else None
+
+
+def enabled() -> bool:
+    return _tracer is not None
+
+
+def span(
+    name: str,
+    *,
+    parent: str | None = None,
+    links: Sequence[str | None] = (),
+    kind: str = "internal",
+    **attributes: Any,
+) -> AbstractContextManager[Span]:
+    """A span named `name` around the `with` block (see the module docstring)."""
+    tracer = _tracer
+    if tracer is None:
+        return _NO_SPAN
+    usable = [link for link in links if link and parse_traceparent(link) is not None]
+    if parent is not None and parse_traceparent(parent) is None:
+        parent = None  # an unreadable parent starts a new trace rather than failing the call
+    return tracer.span(name, parent, usable, kind, attributes)
+
+
+def traceparent() -> str | None:
+    """The current span as a W3C traceparent (`00-<trace>-<span>-<flags>`), or None."""
+    return _tracer.traceparent() if _tracer is not None else None
+
+
+def with_traceparent(headers: Mapping[str, str]) -> dict[str, str]:
+    """`headers` plus the current span's `traceparent`, for a task Cloud Tasks forwards."""
+    current = traceparent()
+    return {**headers, TRACEPARENT: current} if current else dict(headers)
+
+
+def log_fields() -> dict[str, Any]:
+    return _tracer.log_fields() if _tracer is not None else {}
+
+
+def flush() -> None:
+    """Export what is buffered (tests, and a process about to stop)."""
+    if _tracer is not None:
+        _tracer.flush()
+
+
+def parse_traceparent(value: str) -> tuple[str, str, bool] | None:
+    """(trace id, span id, sampled) of a version-00 traceparent, or None if unreadable."""
+    match = _TRACEPARENT.fullmatch(value.strip().lower()) if isinstance(value, str) else None
+    if match is None:
+        return None
+    trace_id, span_id, flags = match.groups()
+    return trace_id, span_id, bool(int(flags, 16) & 1)
+
+
+def trace_id_of(value: str | None) -> str | None:
+    """The trace id of a traceparent, or None."""
+    parsed = parse_traceparent(value) if value else None
+    return parsed[0] if parsed else None
+
+
+@contextmanager
+def installed(tracer: _Tracer | None) -> Iterator[None]:
+    """Run the block with `tracer` in place of this process's (tests)."""
+    previous = _tracer
+    _install(tracer)
+    try:
+        yield
+    finally:
+        _install(previous)

@@ -1,0 +1,114 @@
+"""Kept traces to Cloud Trace, with the exporter Google publishes.
+
+The package is `opentelemetry-exporter-gcp-trace`.
+
+Spans are written from one background thread, so no request waits for Cloud Trace: a
+request only queues its trace (`CloudTraceSink.export`). The exporter and its gRPC
+client are built by that thread on the first trace, off the cold start. Each
+`BatchWriteSpans` call has `EXPORT_TIMEOUT_S`; a failed one is logged (how many spans,
+never their content) and dropped: tracing never retries into a request's time. The
+queue holds at most `MAX_QUEUED` traces; past it a trace is dropped and counted.
+
+The package marks `CloudTraceSpanExporter` deprecated in favour of OTLP to
+`telemetry.googleapis.com`; it is the exporter the Cloud Trace docs for Python still
+show, and this module is the one place to change when moving.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import queue
+import threading
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from shared import logs
+
+EXPORT_TIMEOUT_S = 10.0
+MAX_QUEUED = 1000
+FLUSH_TIMEOUT_S = 5.0
+log = logs.get_logger("tracing")
+
+
+class _TimedClient:
+    """The Cloud Trace client as the exporter calls it, with a deadline on every call."""
+
+    def __init__(self, client: Any, timeout_s: float) -> None:
+        self._client = client
+        self._timeout_s = timeout_s
+
+    def batch_write_spans(self, request: Any = None, **kwargs: Any) -> Any:
+        return self._client.batch_write_spans(request=request, timeout=self._timeout_s, **kwargs)
+
+
+def default_exporter(project: str) -> Any:
+    """The published exporter for `project`, its client given a per-call timeout."""
+    from google.cloud.trace_v2 import TraceServiceClient
+    from opentelemetry.exporter.cloud_trace import CloudTraceSpanExporter
+
+    client = _TimedClient(TraceServiceClient(), EXPORT_TIMEOUT_S)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # module docstring
+        return CloudTraceSpanExporter(project_id=project, client=client)
+
+
+class CloudTraceSink:
+    """Queues kept traces and writes them to Cloud Trace from a daemon thread."""
+
+    def __init__(self, project: str, exporter_factory: Any = None) -> None:
+        self.project = project
+        self._factory = exporter_factory or default_exporter
+        self._queue: queue.Queue[Sequence[Any]] = queue.Queue(maxsize=MAX_QUEUED)
+        self._exporter: Any = None
+        self._pending = 0
+        self._idle = threading.Condition()
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._run, name="cloud-trace-export", daemon=True)
+        self._thread.start()
+        atexit.register(self.flush)
+
+    def export(self, spans: Sequence[Any]) -> None:
+        with self._idle:
+            self._pending += 1
+        try:
+            self._queue.put_nowait(list(spans))
+        except queue.Full:
+            with self._idle:
+                self._pending -= 1
+                self.dropped += 1
+
+    def flush(self, timeout_s: float = FLUSH_TIMEOUT_S) -> bool:
+        """Wait until every queued trace is written (or failed); False on timeout."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout=timeout_s)
+
+    def _run(self) -> None:
+        while True:
+            spans = self._queue.get()
+            try:
+                self._write(spans)
+            finally:
+                with self._idle:
+                    self._pending -= 1
+                    self._idle.notify_all()
+
+    def _write(self, spans: Sequence[Any]) -> None:
+        try:
+            if self._exporter is None:
+                self._exporter = self._factory(self.project)
+            result = self._exporter.export(spans)
+        except Exception as exc:
+            result, reason = None, f"{type(exc).__name__}: {exc}"
+        else:
+            reason = "the exporter reported a failure"
+        if result is None or getattr(result, "name", "") != "SUCCESS":
+            logs.event(
+                log,
+                logging.WARNING,
+                f"Cloud Trace export failed for {len(spans)} spans of project {self.project}",
+                project=self.project,
+                spans=len(spans),
+                reason=reason[:300],
+            )

@@ -1,0 +1,194 @@
+"""shared/tracing: spans, the traceparent hop, sampling with errors kept, the stores, log fields."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shared import logs, tracing
+from shared.config import Config, ConfigError
+from shared.tracing.cloud import CloudTraceSink
+from shared.tracing.otel import OtelTracer, RatioSampler
+from shared.tracing.store import SpanFileWriter, read_spans, traces_with
+
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT = f"00-{TRACE}-00f067aa0ba902b7-01"
+
+
+def _file_tracer(tmp_path: Path, ratio: float = 1.0, service: str = "hookledger-test"):
+    return OtelTracer(service, "demo-p", ratio, SpanFileWriter(tmp_path, service))
+
+
+def test_off_is_a_no_op_and_imports_no_opentelemetry() -> None:
+    code = (
+        "import sys\n"
+        "from shared import tracing\n"
+        "from shared.config import Config\n"
+        "tracing.configure(Config())\n"
+        "with tracing.span('x', delivery_id='d') as s:\n"
+        "    s.set(a=1); s.fail('no'); s.keep()\n"
+        "assert tracing.traceparent() is None\n"
+        "assert tracing.with_traceparent({'a': 'b'}) == {'a': 'b'}\n"
+        "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
+
+
+def test_spans_are_stored_with_parent_remote_parent_and_links(tmp_path: Path) -> None:
+    link = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    with tracing.installed(_file_tracer(tmp_path)):
+        with tracing.span("outer", parent=PARENT, links=[link, "junk"], kind="server") as sp:
+            sp.set(delivery_id="d-1", **{"http.response.status_code": 202})
+            with tracing.span("inner", operation="batches/1"):
+                inner_parent = tracing.traceparent()
+    spans = {span.name: span for span in read_spans(tmp_path)}
+    outer, inner = spans["outer"], spans["inner"]
+    assert outer.trace_id == inner.trace_id == TRACE
+    assert outer.parent_id == "00f067aa0ba902b7"
+    assert inner.parent_id == outer.span_id
+    assert outer.kind == "server" and outer.service == "hookledger-test"
+    assert outer.attributes["hookledger.delivery_id"] == "d-1"
+    assert outer.attributes["http.response.status_code"] == 202
+    assert outer.links == (("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"),)
+    assert inner.attributes["hookledger.operation"] == "batches/1"
+    assert tracing.parse_traceparent(inner_parent or "") == (TRACE, inner.span_id, True)
+    assert traces_with(tmp_path, delivery_id="d-1") == [TRACE]
+    assert read_spans(tmp_path, [TRACE[::-1]]) == []
+
+
+def test_an_unreadable_parent_starts_a_new_trace(tmp_path: Path) -> None:
+    with tracing.installed(_file_tracer(tmp_path)), tracing.span("root", parent="00-zz"):
+        pass
+    (root,) = read_spans(tmp_path)
+    assert root.parent_id is None and root.trace_id != TRACE
+
+
+def test_unsampled_traces_are_dropped_unless_they_fail_or_are_kept(tmp_path: Path) -> None:
+    with tracing.installed(_file_tracer(tmp_path, ratio=0.0)):
+        with tracing.span("quiet"), tracing.span("child"):
+            pass
+        with tracing.span("failed"), tracing.span("child-of-failed") as sp:
+            sp.fail("Gemini answered 500")
+        with pytest.raises(RuntimeError), tracing.span("raised"):
+            raise RuntimeError("boom")
+        with tracing.span("dead") as sp:
+            sp.keep()
+    names = sorted(span.name for span in read_spans(tmp_path))
+    assert names == ["child-of-failed", "dead", "failed", "raised"]
+    by_name = {span.name: span for span in read_spans(tmp_path)}
+    assert by_name["child-of-failed"].status == "error"
+    assert by_name["child-of-failed"].error == "Gemini answered 500"
+    assert by_name["failed"].status == "unset"
+    assert not by_name["dead"].sampled
+
+
+def test_the_ratio_is_decided_on_the_trace_id_alike_in_every_process() -> None:
+    half = RatioSampler(0.5)
+    low, high = 0x1, (1 << 64) - 2
+    assert half.should_sample(None, low, "x").decision.is_sampled()
+    assert not half.should_sample(None, high, "x").decision.is_sampled()
+    assert half.should_sample(None, high, "x").decision.is_recording()
+    assert RatioSampler(1.0).should_sample(None, (1 << 64) - 1, "x").decision.is_sampled()
+
+
+def test_log_lines_carry_cloud_loggings_trace_fields(tmp_path: Path) -> None:
+    stream = io.StringIO()
+    logger = logging.getLogger("hookledger.test-tracing")
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logs.JsonFormatter())
+    logger.addHandler(handler)
+    try:
+        with tracing.installed(_file_tracer(tmp_path)):
+            with tracing.span("work", parent=PARENT):
+                logs.event(logger, logging.WARNING, "inside")
+        logs.event(logger, logging.WARNING, "outside")
+    finally:
+        logger.removeHandler(handler)
+    inside, outside = (json.loads(line) for line in stream.getvalue().splitlines())
+    (work,) = read_spans(tmp_path)
+    assert inside["logging.googleapis.com/trace"] == f"projects/demo-p/traces/{TRACE}"
+    assert inside["logging.googleapis.com/spanId"] == work.span_id
+    assert inside["logging.googleapis.com/trace_sampled"] is True
+    assert "logging.googleapis.com/trace" not in outside
+
+
+def test_with_traceparent_adds_the_current_span(tmp_path: Path) -> None:
+    with tracing.installed(_file_tracer(tmp_path)), tracing.span("hand-off"):
+        headers = tracing.with_traceparent({"Content-Type": "application/json"})
+    (span,) = read_spans(tmp_path)
+    assert headers["Content-Type"] == "application/json"
+    assert tracing.parse_traceparent(headers["traceparent"]) == (span.trace_id, span.span_id, True)
+
+
+def test_parse_traceparent_refuses_what_w3c_refuses() -> None:
+    assert tracing.parse_traceparent(PARENT) == (TRACE, "00f067aa0ba902b7", True)
+    assert tracing.parse_traceparent(PARENT[:-2] + "00")[2] is False
+    for bad in ("", "01-" + PARENT[3:], f"00-{'0' * 32}-00f067aa0ba902b7-01", PARENT + "-x"):
+        assert tracing.parse_traceparent(bad) is None, bad
+    assert tracing.trace_id_of(PARENT) == TRACE and tracing.trace_id_of(None) is None
+
+
+def test_config_reads_the_tracing_settings() -> None:
+    cfg = Config.from_env({"TRACING": "File", "TRACE_SAMPLE_RATIO": "0.25", "TRACE_DIR": "/t"})
+    assert (cfg.tracing, cfg.trace_sample_ratio, cfg.trace_dir) == ("file", 0.25, "/t")
+    assert Config.from_env({}).tracing == "off"
+    with pytest.raises(ConfigError, match="TRACING must be off, file or cloudtrace"):
+        Config.from_env({"TRACING": "zipkin"})
+    with pytest.raises(ConfigError, match="TRACE_SAMPLE_RATIO"):
+        Config.from_env({"TRACE_SAMPLE_RATIO": "2"})
+
+
+class _Exporter:
+    def __init__(self, fail: bool = False) -> None:
+        self.batches: list[list[str]] = []
+        self.fail = fail
+
+    def export(self, spans):
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        self.batches.append([span.name for span in spans])
+        return SpanExportResult.FAILURE if self.fail else SpanExportResult.SUCCESS
+
+
+def test_cloud_trace_sink_writes_kept_traces_off_the_request_thread() -> None:
+    exporter = _Exporter()
+    sink = CloudTraceSink("demo-p", exporter_factory=lambda project: exporter)
+    with tracing.installed(OtelTracer("hookledger-ingress", "demo-p", 1.0, sink)):
+        with tracing.span("ingress.request"), tracing.span("ingress.hand_off"):
+            pass
+        tracing.flush()
+    assert exporter.batches == [["ingress.hand_off", "ingress.request"]]
+
+
+def test_a_failed_cloud_trace_write_is_logged_without_the_spans(caplog) -> None:
+    sink = CloudTraceSink("demo-p", exporter_factory=lambda project: _Exporter(fail=True))
+    with caplog.at_level(logging.WARNING, logger="hookledger.tracing"):
+        with tracing.installed(OtelTracer("hookledger-worker", "demo-p", 1.0, sink)):
+            with tracing.span("secret-looking-name", token="x"):
+                pass
+            assert sink.flush()
+    (record,) = [r for r in caplog.records if "Cloud Trace export failed" in r.getMessage()]
+    assert "1 spans of project demo-p" in record.getMessage()
+    assert "secret-looking-name" not in record.getMessage()
+
+
+def test_the_cloud_trace_client_is_called_with_a_deadline() -> None:
+    from shared.tracing.cloud import EXPORT_TIMEOUT_S, _TimedClient
+
+    calls = []
+
+    class Client:
+        def batch_write_spans(self, **kwargs):
+            calls.append(kwargs)
+
+    _TimedClient(Client(), EXPORT_TIMEOUT_S).batch_write_spans(request="r")
+    assert calls == [{"request": "r", "timeout": EXPORT_TIMEOUT_S}]
