@@ -45,11 +45,13 @@ def test_off_is_a_no_op_and_imports_no_opentelemetry() -> None:
 
 def test_spans_are_stored_with_parent_remote_parent_and_links(tmp_path: Path) -> None:
     link = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-    with tracing.installed(_file_tracer(tmp_path)):
-        with tracing.span("outer", parent=PARENT, links=[link, "junk"], kind="server") as sp:
-            sp.set(delivery_id="d-1", **{"http.response.status_code": 202})
-            with tracing.span("inner", operation="batches/1"):
-                inner_parent = tracing.traceparent()
+    with (
+        tracing.installed(_file_tracer(tmp_path)),
+        tracing.span("outer", parent=PARENT, links=[link, "junk"], kind="server") as sp,
+    ):
+        sp.set(delivery_id="d-1", **{"http.response.status_code": 202})
+        with tracing.span("inner", operation="batches/1"):
+            inner_parent = tracing.traceparent()
     spans = {span.name: span for span in read_spans(tmp_path)}
     outer, inner = spans["outer"], spans["inner"]
     assert outer.trace_id == inner.trace_id == TRACE
@@ -107,9 +109,8 @@ def test_log_lines_carry_cloud_loggings_trace_fields(tmp_path: Path) -> None:
     handler.setFormatter(logs.JsonFormatter())
     logger.addHandler(handler)
     try:
-        with tracing.installed(_file_tracer(tmp_path)):
-            with tracing.span("work", parent=PARENT):
-                logs.event(logger, logging.WARNING, "inside")
+        with tracing.installed(_file_tracer(tmp_path)), tracing.span("work", parent=PARENT):
+            logs.event(logger, logging.WARNING, "inside")
         logs.event(logger, logging.WARNING, "outside")
     finally:
         logger.removeHandler(handler)
@@ -171,11 +172,11 @@ def test_cloud_trace_sink_writes_kept_traces_off_the_request_thread() -> None:
 
 def test_a_failed_cloud_trace_write_is_logged_without_the_spans(caplog) -> None:
     sink = CloudTraceSink("demo-p", exporter_factory=lambda project: _Exporter(fail=True))
-    with caplog.at_level(logging.WARNING, logger="hookledger.tracing"):
-        with tracing.installed(OtelTracer("hookledger-worker", "demo-p", 1.0, sink)):
-            with tracing.span("secret-looking-name", token="x"):
-                pass
-            assert sink.flush()
+    tracer = OtelTracer("hookledger-worker", "demo-p", 1.0, sink)
+    with caplog.at_level(logging.WARNING, logger="hookledger.tracing"), tracing.installed(tracer):
+        with tracing.span("secret-looking-name", token="x"):
+            pass
+        assert sink.flush()
     (record,) = [r for r in caplog.records if "Cloud Trace export failed" in r.getMessage()]
     assert "1 spans of project demo-p" in record.getMessage()
     assert "secret-looking-name" not in record.getMessage()
