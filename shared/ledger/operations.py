@@ -24,7 +24,7 @@ from typing import Any
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
-from shared import opnames
+from shared import opnames, tracing
 from shared.clock import Clock
 from shared.errors import PermanentError, retryable
 from shared.ledger.commits import REFUSED, Commits, Seen, Staged
@@ -49,6 +49,7 @@ from shared.ledger.records import (
     SUBMISSIONS,
     SUPERSEDED,
     TERMINAL_STATUSES,
+    TRACE,
     WAITING_ALERTED_AT,
     WRITEBACK_ERROR,
     Operation,
@@ -149,6 +150,9 @@ class Operations:
             data[OUTBOX_DUE_AT] = now
         if submission is not None:
             data["submission"] = submission
+        trace = tracing.traceparent()
+        if trace is not None:  # the span that registered it: a settlement links back to it
+            data[TRACE] = trace
         return doc_id, data
 
     def expire_submission(self, txn: Any, tag: str | None, expire_at: Any) -> None:

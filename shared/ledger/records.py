@@ -68,6 +68,8 @@ OUTCOME = "outcome"
 # When the sweep should next look at the operation's outbox: the earliest due time of its
 # open items; absent once every item is delivered or given up (docs/architecture.md, "Outbox").
 OUTBOX_DUE_AT = "outbox_due_at"
+# The traceparent of the span that registered an operation (shared/tracing).
+TRACE = "trace"
 
 
 class Settlement(StrEnum):
@@ -183,6 +185,8 @@ class Operation:
     not_found_at: datetime | None = None
     outcome: dict[str, Any] = field(default_factory=dict)
     waiting_alerted_at: datetime | None = None
+    # The W3C traceparent of the span that registered it (shared/tracing), when traced.
+    trace: str | None = None
     update_time: datetime | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -216,6 +220,7 @@ class Operation:
             "not_found_at": self.not_found_at,
             "outcome": self.outcome,
             "waiting_alerted_at": self.waiting_alerted_at,
+            "trace": self.trace,
         }
 
 
@@ -418,6 +423,7 @@ def operation_from(data: Mapping[str, Any], doc_id: str, update_time: Any) -> Op
         submission=data.get("submission"),
         superseded_by=data.get("superseded_by"),
         outbox_due_at=data.get(OUTBOX_DUE_AT),
+        trace=data.get(TRACE),
         not_found_at=data.get(NOT_FOUND_AT),
         outcome=dict(data.get(OUTCOME) or {}),
         waiting_alerted_at=data.get(WAITING_ALERTED_AT),
