@@ -133,6 +133,10 @@ def _echo(name: str, line: str) -> None:
         print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
 
 
+# What `make run` traces with, unless the environment says otherwise: every trace, to a file.
+LOCAL_TRACING = {"TRACING": "file", "TRACE_SAMPLE_RATIO": "1"}
+
+
 def function_env(
     ports: Ports, base: Mapping[str, str], *, app: LocalApp | None = None
 ) -> dict[str, str]:
@@ -179,6 +183,8 @@ class Stack:
 
     def start(self) -> None:
         p = self.ports
+        # Spans go to the local store the console draws waterfalls from (shared/tracing).
+        self.env = {**LOCAL_TRACING, "TRACE_DIR": str(REPO / ".local" / "traces"), **self.env}
         env = function_env(p, self.env)
         self.children.append(start_firestore(p.firestore, echo=_echo))
         # Durable like the real queue: a restart of `make run` loses no queued task
