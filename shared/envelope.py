@@ -71,6 +71,8 @@ KEPT_HEADERS = frozenset(
         "x-github-hook-installation-target-type",
         "webhook-id",
         "webhook-timestamp",
+        # The span that handed the delivery off: the worker's run continues its trace.
+        "traceparent",
     }
 )
 _MAX_HEADER_VALUE = 1024

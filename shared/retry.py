@@ -48,6 +48,11 @@ def retryable_status(code: int) -> bool:
     return code in RETRYABLE_STATUSES
 
 
+def server_error(code: int) -> bool:
+    """A 5xx: the server failed to answer (what marks a request's span an error)."""
+    return 500 <= code <= 599
+
+
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
     """Seconds to wait per a `Retry-After` value (RFC 9110 section 10.2.3: delay-seconds or
     an HTTP-date, counted from `now`, a Unix time); None when absent or unreadable, or a

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from shared import kinds, logs
+from shared import kinds, logs, tracing
 from shared.clock import Clock, system_clock
 from shared.crashpoints import crash_point
 from shared.kinds import KindOptions
@@ -107,6 +107,13 @@ class Settler:
             return Outcome(Settlement.UNKNOWN.value)
         if not record.pending:
             return Outcome(Settlement.ALREADY_SETTLED.value, record.status)
+        # In the push's trace, however late and by whom (shared/tracing `span_in`).
+        with tracing.span_in(record.trace, "settle", operation=record.name, settled_by=by) as span:
+            outcome = self._settle(record, by, end)
+            span.set(result=outcome.result, status=outcome.status, waits_for=outcome.waits_for)
+        return outcome
+
+    def _settle(self, record: Operation, by: str, end: DeliveryEnd | None) -> Outcome:
         crash_point("settle.before_fetch")
         batch = self._fetch(record)
         status = batch.terminal_status

@@ -38,6 +38,7 @@ from google.api_core import exceptions as api_exceptions
 from google.cloud.tasks_v2 import CloudTasksClient, types
 from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
 
+from shared import tracing
 from shared.errors import HookledgerError, TransientError
 from shared.retry import Backoff, RetryPolicy
 
@@ -164,6 +165,33 @@ class TaskQueue:
 
         Raises `EnqueueError` (naming the task) on any other failure or on timeout.
         """
+        with tracing.span("tasks.create_task", kind="producer", task_id=task_id) as span:
+            result = self._create(
+                url,
+                body,
+                # Cloud Tasks forwards a task's headers: the trace crosses the queue.
+                tracing.with_traceparent(headers or {}) if tracing.enabled() else headers,
+                task_id=task_id,
+                schedule_time=schedule_time,
+                oidc_service_account=oidc_service_account,
+                oidc_audience=oidc_audience,
+                dispatch_deadline_s=dispatch_deadline_s,
+            )
+            span.set(created=result.status)
+        return result
+
+    def _create(
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str] | None,
+        *,
+        task_id: str | None,
+        schedule_time: dt.datetime | None,
+        oidc_service_account: str | None,
+        oidc_audience: str | None,
+        dispatch_deadline_s: float | None,
+    ) -> EnqueueResult:
         name = self.task_path(task_id) if task_id is not None else ""
         request = _create_request(
             self.queue_path,

@@ -42,13 +42,14 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from shared import handlers, logs
+from shared import handlers, logs, tracing
 from shared.claims import ClaimError
 from shared.clock import Clock, monotonic
 from shared.config import Config
 from shared.entrypoints.http import Endpoint, Reply, too_large
 from shared.envelope import Envelope, EnvelopeSealer, EnvelopeTooLarge, select_headers
 from shared.errors import PermanentError
+from shared.retry import server_error
 from shared.signatures import (
     GITHUB_SIGNATURE_HEADER,
     WEBHOOK_ID_HEADER,
@@ -122,6 +123,19 @@ class Ingress(Endpoint):
 
     def post(self, route: str, headers: Mapping[str, str], body: bytes) -> Reply:
         """Verify, seal and hand off one webhook from `route` (its source: github, gemini)."""
+        with tracing.server_span("ingress.request", headers, source=route) as span:
+            reply = self._post(route, headers, body)
+            span.set(
+                delivery_id=reply.body.get("delivery_id"),
+                event=reply.body.get("event"),
+                status=reply.body.get("status"),
+                **{"http.response.status_code": reply.status},
+            )
+            if server_error(reply.status):
+                span.fail(str(reply.body.get("error")))
+        return reply
+
+    def _post(self, route: str, headers: Mapping[str, str], body: bytes) -> Reply:
         started = monotonic()
         source = route
         limit = self.body_limit(source)
@@ -178,7 +192,8 @@ class Ingress(Endpoint):
     def _github_delivery(self, headers: Mapping[str, str], body: bytes) -> Reply:
         event, delivery_id = _github_headers(headers)
         try:
-            self._github.verify(headers, body)
+            with tracing.span("ingress.verify"):
+                self._github.verify(headers, body)
         except VerificationError as exc:
             raise _Rejected(401, f"signature: {exc}") from None
         payload = _parse_json_object(body)
@@ -196,7 +211,8 @@ class Ingress(Endpoint):
 
     def _gemini_delivery(self, headers: Mapping[str, str], body: bytes) -> Reply:
         try:
-            delivery = self._gemini.verify_delivery(headers, body)  # or KeysUnavailable: 503
+            with tracing.span("ingress.verify"):
+                delivery = self._gemini.verify_delivery(headers, body)  # or KeysUnavailable
         except VerificationError as exc:
             raise _Rejected(401, f"signature: {exc}") from None
         delivery_id = delivery.delivery_id
@@ -228,12 +244,31 @@ class Ingress(Endpoint):
     ) -> Reply:
         if handlers.lookup(source, event) is None:
             return Reply(200, {"status": "ignored", "delivery_id": delivery_id, "event": event})
+        with tracing.span("ingress.hand_off", task_id=task_id) as span:
+            reply = self._seal_and_enqueue(source, event, delivery_id, headers, body, task_id)
+            if server_error(reply.status):
+                span.fail(str(reply.body.get("error")))
+            return reply
+
+    def _seal_and_enqueue(
+        self,
+        source: str,
+        event: str,
+        delivery_id: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        task_id: str,
+    ) -> Reply:
+        kept = select_headers(headers)
+        current = tracing.traceparent()
+        if current is not None:  # the worker's run continues this trace (shared/tracing)
+            kept[tracing.TRACEPARENT] = current
         envelope = Envelope(
             source=source,
             event=event,
             delivery_id=delivery_id,
             received_at=self._clock(),
-            headers=select_headers(headers),
+            headers=kept,
             body=body,
         )
         try:

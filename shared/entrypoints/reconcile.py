@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from shared import logs
+from shared import logs, tracing
 from shared.entrypoints.http import Endpoint, Reply
 from shared.errors import retryable
 from shared.oidc import OidcError, OidcVerifier
@@ -45,7 +45,9 @@ class ReconcileEndpoint(Endpoint):
                 logs.event(log, logging.WARNING, "reconcile call refused", reason=str(exc))
                 return Reply(exc.status, {"error": str(exc)})
         try:
-            report = self._reconciler().run()
+            with tracing.server_span("reconcile.run", headers) as span:
+                report = self._reconciler().run()
+                span.set(**{f"reconcile.{k}": v for k, v in _counts(report.to_dict()).items()})
         except Exception as exc:  # answer, and log it, rather than a bare 500 from Flask
             status = 503 if retryable(exc) else 500
             logs.event(
@@ -57,3 +59,8 @@ class ReconcileEndpoint(Endpoint):
             )
             return Reply(status, {"error": f"reconcile pass failed: {type(exc).__name__}"})
         return Reply(200, report.to_dict())
+
+
+def _counts(report: Mapping[str, Any]) -> dict[str, int]:
+    """The report's counters (settled, examined, …), the numbers a run's span carries."""
+    return {k: v for k, v in report.items() if isinstance(v, int) and not isinstance(v, bool)}

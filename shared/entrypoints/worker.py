@@ -21,10 +21,11 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from shared import handlers, logs
+from shared import handlers, logs, tracing
 from shared.claims import ClaimError
 from shared.clock import Clock, system_clock
 from shared.config import Config
@@ -43,6 +44,7 @@ from shared.ledger import (
     Recorded,
 )
 from shared.oidc import OidcError, OidcVerifier
+from shared.retry import server_error
 from shared.signatures import VerificationError
 
 log = logs.get_logger("worker")
@@ -94,7 +96,10 @@ class Worker(Endpoint):
             logs.event(log, logging.WARNING, "envelope refused", reason=str(exc))
             return Reply(401, {"error": f"envelope: {exc}"})
         retry_count = _int(headers.get("X-CloudTasks-TaskRetryCount"))
-        return self._run(envelope, retry_count)
+        with _attempt_span(envelope, headers, retry_count) as span:
+            reply = self._run(envelope, retry_count)
+            _end_attempt_span(span, reply)
+        return reply
 
     def _run(self, envelope: Envelope, retry_count: int) -> Reply:
         source, delivery_id, event_type = envelope.source, envelope.delivery_id, envelope.event
@@ -332,6 +337,37 @@ class Worker(Endpoint):
                     ids["source"], ids["delivery_id"], attempt, "queued", error=reason
                 )
         return Reply(503, {"status": "retry", "reason": reason, **ids})
+
+
+def _attempt_span(
+    envelope: Envelope, headers: Mapping[str, str], retry_count: int
+) -> AbstractContextManager[tracing.Span]:
+    """This attempt's span, in the trace the ingress's hand-off started: its traceparent
+    rides in the signed envelope (Cloud Run may re-parent the header's), else the header."""
+    if not tracing.enabled():
+        return tracing.span("worker.attempt")
+    attributes: dict[str, Any] = {
+        "source": envelope.source,
+        "event": envelope.event,
+        "delivery_id": envelope.delivery_id,
+        "cloudtasks.task_name": headers.get("X-CloudTasks-TaskName"),
+        "cloudtasks.retry_count": retry_count,
+        "cloudtasks.execution_count": _int(headers.get("X-CloudTasks-TaskExecutionCount")),
+        "cloudtasks.retry_reason": headers.get("X-CloudTasks-TaskRetryReason"),
+    }
+    parent = envelope.headers.get(tracing.TRACEPARENT) or headers.get(tracing.TRACEPARENT)
+    return tracing.span("worker.attempt", parent=parent, kind="server", **attributes)
+
+
+def _end_attempt_span(span: tracing.Span, reply: Reply) -> None:
+    """The outcome on the span; a retry is an error, a dead delivery's trace always kept."""
+    status = reply.body.get("status")
+    span.set(outcome=status, **{"http.response.status_code": reply.status})
+    if status == "dead":
+        span.keep()
+        span.fail(str(reply.body.get("reason")))
+    elif server_error(reply.status) and status != "busy":  # busy: another attempt is running it
+        span.fail(str(reply.body.get("reason") or reply.body.get("error")))
 
 
 class _Stored(NamedTuple):

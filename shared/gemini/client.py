@@ -19,18 +19,19 @@ re-exported here.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from google import genai
 from google.genai import types
 
-from shared import logs
+from shared import logs, tracing
 from shared.gemini.errors import (
     GeminiError,
     GeminiNotFound,
@@ -57,6 +58,8 @@ from shared.gemini.states import (
     meaning_of,
 )
 from shared.retry import RETRYABLE_STATUSES, RetryPolicy
+
+T = TypeVar("T")
 
 log = logs.get_logger("gemini")
 
@@ -246,6 +249,20 @@ def batch_name(name: str) -> str:
     return name if name.startswith("batches/") else f"batches/{name}"
 
 
+def _traced(span_name: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Run a gateway method taking an operation `name` first inside a span naming it."""
+
+    def decorate(method: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(method)
+        def traced(self: Any, name: str, *args: Any, **kwargs: Any) -> T:
+            with tracing.span(span_name, operation=name):
+                return method(self, name, *args, **kwargs)
+
+        return traced
+
+    return decorate
+
+
 class GeminiGateway:
     """The few Gemini calls hookledger makes, with errors mapped to the tree above."""
 
@@ -272,6 +289,20 @@ class GeminiGateway:
         The job's `webhook_config` carries `{HOOKLEDGER_ID: display_name}` as user metadata
         (echoed in each of its events) and the gateway's webhook URIs, if any.
         """
+        with tracing.span(
+            "gemini.batches.create", display_name=display_name, model=model, requests=len(requests)
+        ) as span:
+            name = self._create_batch(model, requests, display_name, generation_config)
+            span.set(operation=name)
+        return name
+
+    def _create_batch(
+        self,
+        model: str,
+        requests: Sequence[tuple[str, str]],
+        display_name: str,
+        generation_config: Mapping[str, Any] | None,
+    ) -> str:
         src: list[types.InlinedRequest] | str
         if inline_bytes(requests, generation_config) <= MAX_INLINE_BYTES:
             # The SDK's models take the REST (camelCase) names too; it sends them back as
@@ -325,7 +356,10 @@ class GeminiGateway:
         this costs the file's size once) and sent in the SDK's resumable 8 MiB chunks.
         A repeated upload only leaves an unused file, which Gemini deletes after 48 h.
         """
-        with tempfile.TemporaryFile() as spool:
+        with (
+            tracing.span("gemini.files.upload", display_name=display_name),
+            tempfile.TemporaryFile() as spool,
+        ):
             for key, prompt in requests:
                 spool.write(file_line(key, prompt, generation_config))
             spool.seek(0)
@@ -349,6 +383,7 @@ class GeminiGateway:
         )
         return uploaded.name
 
+    @_traced("gemini.batches.cancel")
     def cancel_batch(self, name: str) -> None:
         """Cancel the batch; one already finished (FAILED_PRECONDITION) or gone is done too.
 
@@ -367,6 +402,7 @@ class GeminiGateway:
                 raise
         logs.event(log, logging.INFO, f"cancel requested for batch {name}", operation=name)
 
+    @_traced("gemini.batches.get")
     def fetch_batch(self, name: str) -> BatchStatus:
         """The batch's state and, once terminal, its rows and top-level error.
 
@@ -435,6 +471,7 @@ class GeminiGateway:
             return (), "Gemini reports it succeeded but shows no results yet"
         return (), None
 
+    @_traced("gemini.files.download")
     def read_results_file(self, name: str, file_name: str) -> tuple[Row, ...]:
         """Every row of batch `name`'s results file, streamed (memory: a chunk and a row)."""
         reader = RowReader(file_name)
@@ -458,7 +495,8 @@ class GeminiGateway:
         if "/operations/" not in name:
             return self.fetch_batch(name)
         # The SDK's operations API wants a typed operation object; the REST shape is generic.
-        body = self._raw(name)
+        with tracing.span("gemini.operations.get", operation=name):
+            body = self._raw(name)
         if not body.get("done"):
             return BatchStatus(name=name, state="JOB_STATE_RUNNING")
         error = body.get("error")
@@ -470,6 +508,7 @@ class GeminiGateway:
             return BatchStatus(name=name, state="JOB_STATE_FAILED", error=filtered)
         return BatchStatus(name=name, state="JOB_STATE_SUCCEEDED")
 
+    @_traced("gemini.interactions.get")
     def _fetch_interaction(self, name: str) -> BatchStatus:
         """An interaction by its Interactions API `status`, read through the SDK's public
         `client.interactions.get`: `state` is that status (shared/gemini/states.py). Once

@@ -28,12 +28,13 @@ from urllib.parse import quote, urlsplit
 
 import requests
 
+from shared import tracing
 from shared.clock import Clock, system_clock
 from shared.crashpoints import crash_point
 from shared.errors import HookledgerError, PermanentError, TransientError
 from shared.github.auth import GitHubAuth, TokenAuth
 from shared.github.installations import installation_of
-from shared.retry import Backoff, RetryPolicy, parse_retry_after
+from shared.retry import Backoff, RetryPolicy, parse_retry_after, server_error
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 _OWNER = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}")
@@ -369,9 +370,18 @@ class _RestClient:
                 raise _NoCredential(exc) from exc
             if deadline is not None:
                 self._check_time(deadline, f"{where}: {method}", last)
-            response = self._session.request(
-                method, url, headers={**headers, **credential}, timeout=self._timeout_s, **kwargs
-            )
+            with tracing.span(
+                "github.request",
+                kind="client",
+                **{"http.request.method": method, "url.path": urlsplit(url).path},
+            ) as span:
+                sent = {**headers, **credential}
+                response = self._session.request(
+                    method, url, headers=sent, timeout=self._timeout_s, **kwargs
+                )
+                span.set(**{"http.response.status_code": response.status_code})
+                if server_error(response.status_code):
+                    span.fail(f"{where}: GitHub answered {response.status_code}")
             if response.status_code != 401 or renewed:
                 return response
             if not self._auth.invalidate(installation_id, credential):

@@ -44,6 +44,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
+from shared import tracing
 from shared.clock import Clock, system_clock
 from shared.errors import ConfigError
 from shared.github import GitHubRejected, GitHubUnavailable, github_policy
@@ -180,7 +181,10 @@ class AppAuth:
             "Authorization": f"Bearer {app_jwt(self._credentials, now)}",
         }
         try:
-            response = self._session.post(url, headers=headers, timeout=self._timeout_s)
+            with tracing.span(
+                "github.installation_token", kind="client", installation=installation_id
+            ):
+                response = self._session.post(url, headers=headers, timeout=self._timeout_s)
         except requests.RequestException as exc:
             failed = f"{where}: token request failed: {type(exc).__name__}"
             raise GitHubUnavailable(failed) from None

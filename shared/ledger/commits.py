@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
+from shared import tracing
 from shared.config import FIRESTORE_TIMEOUT_S
 from shared.errors import TransientError
 from shared.ledger.errors import ContentionError, LedgerError, StoreUnavailable
@@ -191,14 +192,15 @@ class Commits:
             )
 
         try:
-            return retrying(
-                attempt,
-                classify=classify,
-                backoff=self._backoff,
-                sleep=self._sleep,
-                rand=self._rand,
-                on_retry=on_retry,
-            )
+            with tracing.span("firestore.commit", subject=subject):
+                return retrying(
+                    attempt,
+                    classify=classify,
+                    backoff=self._backoff,
+                    sleep=self._sleep,
+                    rand=self._rand,
+                    on_retry=on_retry,
+                )
         except RetriesExhausted as exc:
             self._count("conflicts" if isinstance(exc.__cause__, Conflict) else "aborted")
             log_event(

@@ -51,6 +51,7 @@ from typing import Any
 
 from google.cloud import firestore
 
+from shared import tracing
 from shared.clock import Clock
 from shared.crashpoints import crash_point
 from shared.errors import retryable
@@ -198,7 +199,14 @@ class Outbox:
                 continue
             crash_point("outbox.claimed")
             try:
-                deliver(claimed)
+                with tracing.span_in(
+                    record.trace,
+                    "outbox.deliver",
+                    operation=record.name,
+                    outbox_kind=_kind_of(claimed.payload),
+                    idempotency_key=claimed.idempotency_key,
+                ):
+                    deliver(claimed)
             except Exception as exc:
                 self._record_failure(record, claimed, exc)
                 raise OutboxDeliveryFailed(
@@ -415,3 +423,9 @@ def _fresh(record: Operation, cutoff: datetime) -> bool:
 
 def _later(value: Any, now: datetime) -> bool:
     return isinstance(value, datetime) and value > now
+
+
+def _kind_of(payload: Any) -> str | None:
+    """An item's kind (`kind` in its payload), for its span; None when it names none."""
+    kind = payload.get("kind") if isinstance(payload, dict) else None
+    return kind if isinstance(kind, str) else None

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from google.api_core import exceptions as gexc
 
-from shared import logs
+from shared import logs, tracing
 from shared.clock import Clock
 from shared.gemini import GeminiError, GeminiNotFound, GeminiRateLimited, GeminiUnavailable
 from shared.ledger import LedgerError, Operation
@@ -91,6 +91,11 @@ class OperationCheck:
         return self._backoff.delay(attempts, lambda: r)
 
     def __call__(self, record: Operation, report: RunReport) -> None:
+        # In the push's trace (the run's own trace is linked): one waterfall per push.
+        with tracing.span_in(record.trace, "reconcile.check", operation=record.name):
+            self._check(record, report)
+
+    def _check(self, record: Operation, report: RunReport) -> None:
         report.add(examined=1)
         name = record.name
         try:

@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
+from shared import tracing
 from shared.ledger import Operation
 from shared.reconcile.report import Budget, Progress, RunReport
 
@@ -31,6 +32,7 @@ def check_all(
     """
     if not records:
         return
+    check = tracing.carry(check)  # each check's span links to the run's
     total, done, lock = len(records), [0], threading.Lock()
 
     def tick(_: Future[None]) -> None:

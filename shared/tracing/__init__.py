@@ -8,9 +8,13 @@ The API every path calls; it imports nothing of OpenTelemetry, so with tracing o
     span(name, *, parent=, links=, kind=, **attributes) -> context manager of a `Span`
                                  a child of the current span, or of `parent` (a W3C
                                  traceparent string, e.g. from a task's envelope)
+    server_span(name, headers)   a request's span, the child of its `traceparent` header
+    span_in(home, name)          a span in the trace of a stored traceparent (a settlement
+                                 in its push's trace, linked to the push)
     traceparent()                the current span as a W3C traceparent, or None
     with_traceparent(headers)    `headers` plus the current span's traceparent
     log_fields()                 Cloud Logging's trace fields for the current span
+    carry(fn)                    `fn` run in the current span's context on another thread
 
 `TRACING` chooses where finished spans go: `cloudtrace` (the Cloud Trace exporter, in
 production), `file` (JSON lines under `TRACE_DIR`, what `make run` and the console read:
@@ -26,13 +30,15 @@ are OpenTelemetry's and are kept as given.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from shared.config import Config
 
+P = ParamSpec("P")
+T = TypeVar("T")
 TRACEPARENT = "traceparent"
 MODES = ("off", "file", "cloudtrace")
 # version 00: trace id, parent span id, flags; all-zero ids are invalid (W3C Trace Context).
@@ -66,6 +72,8 @@ class _Tracer(Protocol):
     def log_fields(self) -> dict[str, Any]: ...
 
     def flush(self) -> None: ...
+
+    def carry(self, fn: Callable[P, T]) -> Callable[P, T]: ...
 
 
 class _NoSpan:
@@ -134,6 +142,29 @@ def span(
     return tracer.span(name, parent, usable, kind, attributes)
 
 
+def server_span(
+    name: str, headers: Mapping[str, str], **attributes: Any
+) -> AbstractContextManager[Span]:
+    """A request's span, continuing the caller's trace from its `traceparent` header."""
+    if _tracer is None:
+        return _NO_SPAN
+    return span(name, parent=headers.get(TRACEPARENT), kind="server", **attributes)
+
+
+def span_in(home: str | None, name: str, **attributes: Any) -> AbstractContextManager[Span]:
+    """A span in the trace of `home` (a stored traceparent: the push that registered an
+    operation), linked to `home`. When the current span is in another trace (a Gemini
+    webhook's, a reconcile run's), it becomes a child of `home` linked to the current one,
+    so a settlement hours later still sits in its push's trace; else a child as usual."""
+    if _tracer is None:
+        return _NO_SPAN
+    current = _tracer.traceparent()
+    home_trace = trace_id_of(home)
+    if home is None or home_trace is None or trace_id_of(current) == home_trace:
+        return span(name, links=[home], **attributes)
+    return span(name, parent=home, links=[home, current], **attributes)
+
+
 def traceparent() -> str | None:
     """The current span as a W3C traceparent (`00-<trace>-<span>-<flags>`), or None."""
     return _tracer.traceparent() if _tracer is not None else None
@@ -143,6 +174,11 @@ def with_traceparent(headers: Mapping[str, str]) -> dict[str, str]:
     """`headers` plus the current span's `traceparent`, for a task Cloud Tasks forwards."""
     current = traceparent()
     return {**headers, TRACEPARENT: current} if current else dict(headers)
+
+
+def carry(fn: Callable[P, T]) -> Callable[P, T]:
+    """`fn`, run in the current span's context on whichever thread calls it (a pool)."""
+    return _tracer.carry(fn) if _tracer is not None else fn
 
 
 def log_fields() -> dict[str, Any]:

@@ -15,11 +15,12 @@ and past `MAX_OPEN_TRACES` the oldest open trace is dropped.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -30,6 +31,9 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from shared.tracing import TRACEPARENT, parse_traceparent
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from shared.config import Config
@@ -230,3 +234,16 @@ class OtelTracer:
 
     def flush(self) -> None:
         self.sink.flush()
+
+    def carry(self, fn: Callable[P, T]) -> Callable[P, T]:
+        captured = otel_context.get_current()
+
+        @functools.wraps(fn)
+        def run(*args: P.args, **kwargs: P.kwargs) -> T:
+            token = otel_context.attach(captured)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                otel_context.detach(token)
+
+        return run
