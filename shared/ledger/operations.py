@@ -150,8 +150,8 @@ class Operations:
             data[OUTBOX_DUE_AT] = now
         if submission is not None:
             data["submission"] = submission
-        trace = tracing.traceparent()
-        if trace is not None:  # the span that registered it: a settlement links back to it
+        trace = tracing.run_traceparent()
+        if trace is not None:  # the run that registered it: its settlement links back to it
             data[TRACE] = trace
         return doc_id, data
 

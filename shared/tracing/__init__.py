@@ -12,6 +12,7 @@ The API every path calls; it imports nothing of OpenTelemetry, so with tracing o
     span_in(home, name)          a span in the trace of a stored traceparent (a settlement
                                  in its push's trace, linked to the push)
     traceparent()                the current span as a W3C traceparent, or None
+    run_traceparent()            the span of the run being served (a request, a check)
     with_traceparent(headers)    `headers` plus the current span's traceparent
     log_fields()                 Cloud Logging's trace fields for the current span
     carry(fn)                    `fn` run in the current span's context on another thread
@@ -68,6 +69,8 @@ class _Tracer(Protocol):
     ) -> AbstractContextManager[Span]: ...
 
     def traceparent(self) -> str | None: ...
+
+    def run_traceparent(self) -> str | None: ...
 
     def log_fields(self) -> dict[str, Any]: ...
 
@@ -168,6 +171,12 @@ def span_in(home: str | None, name: str, **attributes: Any) -> AbstractContextMa
 def traceparent() -> str | None:
     """The current span as a W3C traceparent (`00-<trace>-<span>-<flags>`), or None."""
     return _tracer.traceparent() if _tracer is not None else None
+
+
+def run_traceparent() -> str | None:
+    """The traceparent of the run being served (the request's or the check's span, not a
+    commit's inside it): what an operation stores for its settlement to link back to."""
+    return _tracer.run_traceparent() if _tracer is not None else None
 
 
 def with_traceparent(headers: Mapping[str, str]) -> dict[str, str]:

@@ -20,6 +20,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from opentelemetry import context as otel_context
@@ -51,6 +52,8 @@ _KINDS = {
 _PROPAGATOR = TraceContextTextMapPropagator()
 _TRACE_ID_LIMIT = (1 << 64) - 1
 Export = Callable[[Sequence[ReadableSpan]], None]
+# The traceparent of the run (a request's or a check's span) the current code serves.
+_RUN: ContextVar[str | None] = ContextVar("hookledger_trace_run", default=None)
 
 
 class Sink(Protocol):
@@ -212,7 +215,17 @@ class OtelTracer:
             attributes=attribute_map(attributes),
             links=linked,
         ) as current:
-            yield _SpanHandle(current)
+            if parent is None and kind != "server":
+                yield _SpanHandle(current)
+                return
+            token = _RUN.set(self.traceparent())  # this span is a run: a request, a check
+            try:
+                yield _SpanHandle(current)
+            finally:
+                _RUN.reset(token)
+
+    def run_traceparent(self) -> str | None:
+        return _RUN.get() or self.traceparent()
 
     def traceparent(self) -> str | None:
         carrier: dict[str, str] = {}

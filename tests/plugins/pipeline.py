@@ -43,6 +43,8 @@ class PipelineStack:
     sim: SimulatorClient
     ingress: Service
     worker: Service
+    # What the functions were started with (another function started beside them needs it).
+    env: Mapping[str, str]
 
     def push(self, payload: bytes, delivery: str | None = None) -> requests.Response:
         """POST a push signed with the local GitHub secret, byte for byte."""
@@ -159,5 +161,5 @@ def _start(
     started.append(start_function("ingress", ingress_port, env))
     started.append(start_function("worker", worker_port, env))
     return PipelineStack(
-        ingress_url, worker_url, sim_url, SimulatorClient(sim_url), started[1], started[2]
+        ingress_url, worker_url, sim_url, SimulatorClient(sim_url), started[1], started[2], env
     )
