@@ -5,6 +5,9 @@ locals {
     "cloudfunctions.googleapis.com",
     "cloudscheduler.googleapis.com",
     "cloudtasks.googleapis.com",
+    # Enabled whatever var.tracing says: it grants nothing, and turning tracing on later
+    # then needs no API switch-on racing the functions' first exports.
+    "cloudtrace.googleapis.com",
     "firestore.googleapis.com",
     "iam.googleapis.com",
     "logging.googleapis.com",

@@ -54,6 +54,8 @@ locals {
       TASKS_LOCATION           = var.region
       TASKS_QUEUE              = var.queue.name
       TASKS_SERVICE_ACCOUNT    = google_service_account.tasks_invoker.email
+      TRACE_SAMPLE_RATIO       = tostring(var.trace_sample_ratio)
+      TRACING                  = var.tracing
       WORKER_TIMEOUT_S         = tostring(var.worker_function.timeout_seconds)
       WORKER_URL               = local.function_urls.worker
     }
@@ -90,6 +92,8 @@ locals {
       # whatever the concurrency): one per request an instance is sent at once, as Cloud
       # Functions' concurrency guide asks of Python. Config.worker_concurrency is its default.
       THREADS            = tostring(var.worker_function.concurrency)
+      TRACE_SAMPLE_RATIO = tostring(var.trace_sample_ratio)
+      TRACING            = var.tracing
       WORKER_MAX_RETRIES = tostring(var.settings.worker_max_retries)
       WORKER_TIMEOUT_S   = tostring(var.worker_function.timeout_seconds)
     }
@@ -116,6 +120,8 @@ locals {
       TASKS_LOCATION             = var.region
       TASKS_QUEUE                = var.queue.name
       TASKS_SERVICE_ACCOUNT      = google_service_account.tasks_invoker.email
+      TRACE_SAMPLE_RATIO         = tostring(var.trace_sample_ratio)
+      TRACING                    = var.tracing
       WORKER_TIMEOUT_S           = tostring(var.worker_function.timeout_seconds)
       WORKER_URL                 = local.function_urls.worker
     }
@@ -274,6 +280,8 @@ resource "google_cloudfunctions2_function" "function" {
     google_project_iam_member.build_log_writer,
     google_project_iam_member.build_source_reader,
     google_artifact_registry_repository_iam_member.build_image_writer,
+    # A revision that starts tracing finds its account already allowed to write spans.
+    google_project_iam_member.trace_writer,
   ]
 }
 

@@ -68,6 +68,21 @@ resource "google_project_iam_member" "firestore_user" {
   }
 }
 
+# Spans to Cloud Trace (shared/tracing: the exporter calls BatchWriteSpans, which needs
+# cloudtrace.traces.patch on the project, per the API reference, "projects.traces.batchWrite").
+# roles/cloudtrace.agent is the smallest predefined role holding it: cloudtrace.traces.patch
+# and telemetry.traces.write only, no read (cloud.google.com/iam/docs/roles-permissions/cloudtrace;
+# cloudtrace.user reads, cloudtrace.admin does everything). It is grantable on a project only
+# and Cloud Trace recognises no resource attribute in an IAM condition, so it stays
+# unconditional; none at all while var.tracing is "off".
+resource "google_project_iam_member" "trace_writer" {
+  for_each = var.tracing == "cloudtrace" ? toset(keys(local.functions)) : toset([])
+
+  project = var.project_id
+  role    = "roles/cloudtrace.agent"
+  member  = google_service_account.function[each.key].member
+}
+
 resource "google_project_iam_member" "build_log_writer" {
   project = var.project_id
   role    = "roles/logging.logWriter"

@@ -331,6 +331,29 @@ variable "settings" {
   }
 }
 
+# TRACE_SAMPLE_RATIO restates Config's default (tests/terraform/test_terraform_wiring.py).
+variable "trace_sample_ratio" {
+  description = "Share of traces the functions keep and export (TRACE_SAMPLE_RATIO, 0-1; sampled on the trace id, so a trace is kept or dropped whole). Errors and dead deliveries are exported whatever the ratio."
+  type        = number
+  default     = 0.1
+
+  validation {
+    condition     = var.trace_sample_ratio >= 0 && var.trace_sample_ratio <= 1
+    error_message = "trace_sample_ratio must be a fraction from 0 to 1."
+  }
+}
+
+variable "tracing" {
+  description = "Where the functions send their spans (TRACING): \"cloudtrace\" (Cloud Trace; each function's account gets roles/cloudtrace.agent) or \"off\" (no spans, no trace grant). The code's third mode, \"file\", is refused: a function's filesystem is in memory and lost with its instance."
+  type        = string
+  default     = "cloudtrace"
+
+  validation {
+    condition     = contains(["off", "cloudtrace"], var.tracing)
+    error_message = "tracing must be \"off\" or \"cloudtrace\" (\"file\" is local-only: a deployed function's filesystem does not outlive its instance)."
+  }
+}
+
 # max_instances x concurrency (20 x 8 = 160 requests in flight) holds the queue's 50
 # dispatches/s x worker_request_seconds with room (README "Scale", bench/capacity.py).
 variable "worker_function" {

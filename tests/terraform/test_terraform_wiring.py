@@ -319,6 +319,7 @@ TERRAFORM_SETTINGS: tuple[tuple[str, str, str], ...] = (
     ("settings.stuck_after_s", "STUCK_AFTER_S", "stuck_after_s"),
     ("settings.task_dispatch_deadline_s", "TASK_DISPATCH_DEADLINE_S", "task_dispatch_deadline_s"),
     ("settings.worker_max_retries", "WORKER_MAX_RETRIES", "worker_max_retries"),
+    ("trace_sample_ratio", "TRACE_SAMPLE_RATIO", "trace_sample_ratio"),
     ("worker_function.timeout_seconds", "WORKER_TIMEOUT_S", "worker_timeout_s"),
     ("worker_function.concurrency", "THREADS", "worker_concurrency"),
 )
@@ -336,6 +337,10 @@ TERRAFORM_OWN_DEFAULTS: dict[str, tuple[Any, str]] = {
     "settings.gemini_jwks_url": (
         "",
         "dynamic webhooks start off: turning them on needs gemini_webhook_audience too",
+    ),
+    "tracing": (
+        "cloudtrace",
+        "deployed functions trace to Cloud Trace; Config's off is the local default",
     ),
 }
 
