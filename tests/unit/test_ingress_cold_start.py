@@ -1,4 +1,5 @@
-"""The ingress's cold start never loads the Firestore or Gemini clients.
+"""The ingress's cold start never loads the Firestore or Gemini clients, nor OpenTelemetry
+while tracing is off (the default).
 
 Each check runs in a fresh interpreter (this test process has long since imported
 everything), loads functions/main.py with functions-framework's real loader, serves
@@ -19,13 +20,16 @@ import pytest
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-HEAVY = ("google.cloud.firestore", "google.cloud.firestore_v1", "google.genai")
+# google-api-core loads the `opentelemetry` namespace itself; the SDK is what tracing adds.
+HEAVY = ("google.cloud.firestore", "google.cloud.firestore_v1", "google.genai", "opentelemetry.sdk")
 
 # Prints {"statuses": [...], "loaded": {module: bool}} after serving the requests in argv[1].
 PROBE = """
 import json, sys
 import functions_framework
 
+import os
+os.environ["FUNCTION_TARGET"] = "ingress"  # as deployed: main.py checks and configures it
 app = functions_framework.create_app(target="ingress", source="functions/main.py")
 client = app.test_client()
 statuses = []
@@ -45,6 +49,7 @@ def probe(requests: list[tuple[str, str, dict[str, str], str]]) -> dict[str, obj
         "TASKS_TIMEOUT_S": "2",
     }
     env.pop("FIRESTORE_EMULATOR_HOST", None)
+    env.pop("TRACING", None)
     names = [*HEAVY, "google.cloud.tasks_v2", "shared.entrypoints.ingress"]
     done = subprocess.run(
         [sys.executable, "-c", PROBE, json.dumps(requests), json.dumps(names)],
