@@ -179,3 +179,41 @@ def _json_lines(output: str) -> Iterator[str]:
         start = line.find("{")
         if start >= 0 and line.rstrip().endswith("}"):
             yield line[start:]
+
+
+@pytest.mark.slow
+def test_a_webhook_settlement_sits_in_the_push_trace_linked_to_the_webhook_run(
+    traced: PipelineStack, trace_dir: Path, firestore_client
+) -> None:
+    traced.sim.reset()
+    for path, data in FILES.items():
+        traced.sim.put_file(*OWNER_REPO.split("/"), path, SHA, data)
+    assert traced.push(push_payload(), delivery="trace-push-2").status_code == 202
+    op = wait_until(lambda: _operation(firestore_client), 60, "the batch registered", every=0.1)
+    traced.sim.complete(op["name"], state="succeeded", webhook="send")
+    settled = wait_until(
+        lambda: (found := _operation(firestore_client)) and _delivered(found) and found,
+        60,
+        "the settlement by webhook and its comment",
+        every=0.1,
+    )
+    assert settled["settled_by"] == "webhook"
+    push_trace = trace_id_of(settled["trace"])
+
+    def settle_span() -> StoredSpan | None:
+        """The settlement's span once the whole settling run is stored (it ends last)."""
+        named = _first_by_name(read_spans(trace_dir, [push_trace]))
+        return named.get("settle") if "outbox.deliver" in named else None
+
+    settle = wait_until(settle_span, 30, "the settlement's span in the push's trace", every=0.1)
+    assert settle.attributes["hookledger.settled_by"] == "webhook"
+    assert settle.parent_id == settled["trace"].split("-")[2]  # under the push's run
+    # Linked to the Gemini webhook's worker attempt: a trace of its own, started at the ingress.
+    [(webhook_trace, webhook_span)] = [link for link in settle.links if link[0] != push_trace]
+    webhook_spans = {s.span_id: s for s in read_spans(trace_dir, [webhook_trace])}
+    attempt = webhook_spans[webhook_span]
+    assert (attempt.name, attempt.attributes["hookledger.source"]) == ("worker.attempt", "gemini")
+    assert any(
+        s.name == "ingress.request" and s.attributes["hookledger.source"] == "gemini"
+        for s in webhook_spans.values()
+    )
