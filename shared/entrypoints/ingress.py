@@ -245,61 +245,50 @@ class Ingress(Endpoint):
         if handlers.lookup(source, event) is None:
             return Reply(200, {"status": "ignored", "delivery_id": delivery_id, "event": event})
         with tracing.span("ingress.hand_off", task_id=task_id) as span:
-            reply = self._seal_and_enqueue(source, event, delivery_id, headers, body, task_id)
-            if server_error(reply.status):
-                span.fail(str(reply.body.get("error")))
-            return reply
-
-    def _seal_and_enqueue(
-        self,
-        source: str,
-        event: str,
-        delivery_id: str,
-        headers: Mapping[str, str],
-        body: bytes,
-        task_id: str,
-    ) -> Reply:
-        kept = select_headers(headers)
-        current = tracing.traceparent()
-        if current is not None:  # the worker's run continues this trace (shared/tracing)
-            kept[tracing.TRACEPARENT] = current
-        envelope = Envelope(
-            source=source,
-            event=event,
-            delivery_id=delivery_id,
-            received_at=self._clock(),
-            headers=kept,
-            body=body,
-        )
-        try:
-            sealed = self._sealer.seal(envelope)
-            result = self._queue().enqueue(
-                self._config.worker_url,
-                sealed,
-                {"Content-Type": "application/json"},
-                task_id=task_id,
-                oidc_service_account=self._config.tasks_service_account or None,
-                oidc_audience=self._config.worker_url,  # the worker checks this audience
-                # Below the worker's timeout (docs/architecture.md, "Delivery lease").
-                dispatch_deadline_s=self._config.task_dispatch_deadline_s,
-            )
-        except EnvelopeTooLarge as exc:
-            raise _Rejected(413, str(exc)) from None
-        except (EnqueueError, ClaimError) as exc:
-            logs.event(
-                log,
-                logging.ERROR,
-                f"hand-off failed for {source} delivery {delivery_id}",
+            kept = select_headers(headers)
+            current = tracing.traceparent()
+            if current is not None:  # the worker's run continues this trace (shared/tracing)
+                kept[tracing.TRACEPARENT] = current
+            envelope = Envelope(
                 source=source,
-                delivery_id=delivery_id,
                 event=event,
-                task_id=task_id,
-                reason=str(exc),
+                delivery_id=delivery_id,
+                received_at=self._clock(),
+                headers=kept,
+                body=body,
             )
-            return Reply(503, {"error": "hand-off failed; retry later", "delivery_id": delivery_id})
-        status = "duplicate" if result.status == "duplicate" else "accepted"
-        code = 200 if status == "duplicate" else 202
-        return Reply(code, {"status": status, "delivery_id": delivery_id, "event": event})
+            try:
+                sealed = self._sealer.seal(envelope)
+                result = self._queue().enqueue(
+                    self._config.worker_url,
+                    sealed,
+                    {"Content-Type": "application/json"},
+                    task_id=task_id,
+                    oidc_service_account=self._config.tasks_service_account or None,
+                    oidc_audience=self._config.worker_url,  # the worker checks this audience
+                    # Below the worker's timeout (docs/architecture.md, "Delivery lease").
+                    dispatch_deadline_s=self._config.task_dispatch_deadline_s,
+                )
+            except EnvelopeTooLarge as exc:
+                raise _Rejected(413, str(exc)) from None
+            except (EnqueueError, ClaimError) as exc:
+                logs.event(
+                    log,
+                    logging.ERROR,
+                    f"hand-off failed for {source} delivery {delivery_id}",
+                    source=source,
+                    delivery_id=delivery_id,
+                    event=event,
+                    task_id=task_id,
+                    reason=str(exc),
+                )
+                span.fail(f"hand-off failed: {exc}")
+                return Reply(
+                    503, {"error": "hand-off failed; retry later", "delivery_id": delivery_id}
+                )
+            status = "duplicate" if result.status == "duplicate" else "accepted"
+            code = 200 if status == "duplicate" else 202
+            return Reply(code, {"status": status, "delivery_id": delivery_id, "event": event})
 
 
 def _refused(source: str, headers: Mapping[str, str], status: int, reason: str) -> Reply:

@@ -22,9 +22,6 @@ from local.processes import Service, ServiceError, free_port
 from shared.tracing import trace_id_of
 from shared.tracing.store import StoredSpan, read_spans, traces_with
 from tests.plugins.pipeline import (
-    FILES,
-    OWNER_REPO,
-    SHA,
     PipelineStack,
     pipeline_stack,
     push_payload,
@@ -71,8 +68,21 @@ def _operation(client) -> dict[str, Any] | None:
     return found[0] if found else None
 
 
-def _delivered(op: dict[str, Any] | None) -> bool:
-    return bool(op and op["status"] == "succeeded" and all(i["delivered_at"] for i in op["outbox"]))
+def _pushed(stack: PipelineStack, firestore_client, delivery: str) -> dict[str, Any]:
+    """Push the files as `delivery`; the operation once its batch is registered."""
+    assert stack.push(push_payload(), delivery=delivery).status_code == 202
+    return wait_until(lambda: _operation(firestore_client), 60, "the batch registered", every=0.1)
+
+
+def _settled(firestore_client) -> dict[str, Any]:
+    """The operation once it is settled and its outbox (the comment) delivered."""
+
+    def delivered() -> dict[str, Any] | None:
+        op = _operation(firestore_client)
+        done = op and op["status"] == "succeeded" and all(i["delivered_at"] for i in op["outbox"])
+        return op if done else None
+
+    return wait_until(delivered, 60, "the settlement and its comment", every=0.1)
 
 
 @pytest.mark.slow
@@ -81,21 +91,14 @@ def test_a_push_settled_by_reconcile_is_one_trace_in_order(
 ) -> None:
     reconcile_url, reconcile_service = reconcile
     traced.sim.reset()
-    for path, data in FILES.items():
-        traced.sim.put_file(*OWNER_REPO.split("/"), path, SHA, data)
+    traced.put_files()
     traced.sim.github_fault("docs/intro.md", status=502, count=3)  # attempt 1 fails: 3 tries
+    op = _pushed(traced, firestore_client, DELIVERY)
 
-    assert traced.push(push_payload(), delivery=DELIVERY).status_code == 202
-    op = wait_until(lambda: _operation(firestore_client), 60, "the batch registered", every=0.1)
     traced.sim.complete(op["name"], state="succeeded", webhook="drop")
     answer = requests.post(reconcile_url, json={}, timeout=60)
     assert answer.status_code == 200, answer.text
-    settled = wait_until(
-        lambda: (found := _operation(firestore_client)) and _delivered(found) and found,
-        60,
-        "the settlement and its comment",
-        every=0.1,
-    )
+    settled = _settled(firestore_client)
     assert settled["settled_by"] == "reconcile"
 
     [trace_id] = traces_with(trace_dir, delivery_id=DELIVERY)
@@ -186,17 +189,11 @@ def test_a_webhook_settlement_sits_in_the_push_trace_linked_to_the_webhook_run(
     traced: PipelineStack, trace_dir: Path, firestore_client
 ) -> None:
     traced.sim.reset()
-    for path, data in FILES.items():
-        traced.sim.put_file(*OWNER_REPO.split("/"), path, SHA, data)
-    assert traced.push(push_payload(), delivery="trace-push-2").status_code == 202
-    op = wait_until(lambda: _operation(firestore_client), 60, "the batch registered", every=0.1)
+    traced.put_files()
+    op = _pushed(traced, firestore_client, "trace-push-2")
+
     traced.sim.complete(op["name"], state="succeeded", webhook="send")
-    settled = wait_until(
-        lambda: (found := _operation(firestore_client)) and _delivered(found) and found,
-        60,
-        "the settlement by webhook and its comment",
-        every=0.1,
-    )
+    settled = _settled(firestore_client)
     assert settled["settled_by"] == "webhook"
     push_trace = trace_id_of(settled["trace"])
 
