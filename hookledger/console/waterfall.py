@@ -290,19 +290,14 @@ def _row(plan: Layout, row: Row, y: int, names: dict[str, str]) -> str:
     x1 = max(plan.x(span.end_ns), x0 + 2)  # an instant still shows
     bar_y = y + (ROW_H - BAR_H) / 2
     indent = 4 + INDENT * row.depth
-    note = _note(span, names)
-    note_w = len(note) * CHAR_W
-    # Beside the bar, else before it, else inside a bar wide enough, else at the plot's end.
-    if x1 + 6 + note_w <= PLOT_X1:
-        note_x, anchor = x1 + 6, "start"
-    elif x0 - 6 - note_w >= PLOT_X0:
-        note_x, anchor = x0 - 6, "end"
-    elif x1 - x0 >= note_w + 8:
-        note_x, anchor = x0 + 4, "start"
-    else:
-        note_x, anchor = PLOT_X1, "end"
+    lines, note_x, anchor, inside = _place(_note(span, names), x0, x1)
     status = span.status if span.status in _FILL else "unset"
-    emphasis = ' fill="#b91c1c" font-weight="bold"' if status == "error" else ""
+    if status == "error":
+        look = ' fill="#b91c1c" font-weight="bold"'
+    else:
+        look = ' fill="#fff"' if inside and status == "ok" else ""
+    if not inside:  # a white halo keeps the note readable across grid lines and breaks
+        look += ' stroke="#fff" stroke-width="3" paint-order="stroke"'
     band = ' fill="#f9fafb"' if row.depth == 0 else ' fill="none"'
     return (
         f'<g class="span-row status-{status}" data-name="{escape(span.name)}" '
@@ -318,15 +313,44 @@ def _row(plan: Layout, row: Row, y: int, names: dict[str, str]) -> str:
         f'class="wf-duration">{escape(duration(span.end_ns - span.start_ns))}</text>'
         f'<rect x="{x0:.1f}" y="{bar_y:.1f}" width="{x1 - x0:.1f}" height="{BAR_H}" '
         f'fill="{_FILL[status]}" stroke="#111" stroke-width="0.5"/>'
-        f'<text x="{note_x:.1f}" y="{y + 20}" text-anchor="{anchor}" font-size="11" '
-        f'stroke="#fff" stroke-width="3" paint-order="stroke" class="wf-note"'
-        f"{emphasis}>"
-        f"{escape(note)}</text>"
+        f'<text y="{y + (20 if len(lines) == 1 else 14)}" text-anchor="{anchor}" '
+        f'font-size="11" class="wf-note"{look}>'
+        + "".join(
+            f'<tspan x="{note_x:.1f}" dy="{13 * min(i, 1)}">{escape(line)}</tspan>'
+            for i, line in enumerate(lines)
+        )
+        + "</text>"
         "</g>"
     )
 
 
-def _note(span: StoredSpan, names: dict[str, str]) -> str:
+def _place(parts: list[str], x0: float, x1: float) -> tuple[list[str], float, str, bool]:
+    """(lines, x, anchor, inside the bar) of a row's note: beside its bar, else before it,
+    on one line else two; else inside a bar wide enough; else at the plot's end."""
+    one, two = _lines(parts, 1), _lines(parts, 2)
+    for lines in (one, two):
+        width = max(map(len, lines), default=0) * CHAR_W
+        if x1 + 6 + width <= PLOT_X1:
+            return lines, x1 + 6, "start", False
+        if x0 - 6 - width >= PLOT_X0:
+            return lines, x0 - 6, "end", False
+    if x1 - x0 >= len(one[0]) * CHAR_W + 8:
+        return one, x0 + 4, "start", True
+    return two, PLOT_X1, "end", False
+
+
+def _lines(parts: list[str], count: int) -> list[str]:
+    """`parts` joined on one line, or on two split where the longer line is shortest."""
+    if count == 1 or len(parts) < 2:
+        return [_cut(" · ".join(parts), NOTE_CHARS)]
+    split = min(
+        range(1, len(parts)),
+        key=lambda k: max(len(" · ".join(parts[:k])), len(" · ".join(parts[k:]))),
+    )
+    return [_cut(" · ".join(half), NOTE_CHARS) for half in (parts[:split], parts[split:])]
+
+
+def _note(span: StoredSpan, names: dict[str, str]) -> list[str]:
     """What the row says beside its bar: status, retries, HTTP, settlement, links."""
     attrs = span.attributes
     parts: list[str] = []
@@ -335,7 +359,7 @@ def _note(span: StoredSpan, names: dict[str, str]) -> str:
     if "cloudtasks.retry_count" in attrs:
         reason = attrs.get("cloudtasks.retry_reason")
         parts.append(
-            f"retry {attrs['cloudtasks.retry_count']}" + (f" ({reason})" if reason else "")
+            f"retry {attrs['cloudtasks.retry_count']}" + (f" (reason: {reason})" if reason else "")
         )
     method, code = attrs.get("http.request.method"), attrs.get("http.response.status_code")
     if code is not None or method:
@@ -346,7 +370,7 @@ def _note(span: StoredSpan, names: dict[str, str]) -> str:
     for trace_id, span_id in span.links:
         linked = names.get(span_id)
         parts.append(f"linked to {linked}" if linked else f"linked to trace {trace_id[:8]}…")
-    return _cut(" · ".join(parts), NOTE_CHARS)
+    return parts
 
 
 def _tooltip(span: StoredSpan) -> str:

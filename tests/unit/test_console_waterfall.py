@@ -89,7 +89,9 @@ def test_an_error_is_labelled_in_text_not_by_colour_alone_and_retries_are_shown(
     assert 'class="span-row status-error"' in first
     assert "✕ error: GitHub answered 502 three times" in first
     assert "retry 0" in first and "HTTP 503" in first
-    assert "status-ok" in second and "retry 1 (HTTP 503)" in second and "error" not in second
+    assert (
+        "status-ok" in second and "retry 1 (reason: HTTP 503)" in second and "error" not in second
+    )
 
 
 def test_a_link_names_the_linked_span_when_it_is_drawn():
@@ -149,3 +151,19 @@ def test_no_spans_draw_an_empty_chart():
 )
 def test_durations_read_in_ms_s_and_min(ns, text):
     assert duration(ns) == text, text
+
+
+def test_a_note_too_long_for_either_side_of_its_bar_takes_two_lines():
+    spans = push_trace(TRACE, "push-1", "batches/b1")
+    second = [s for s in spans if s.name == "worker.attempt"][1]
+
+    note = re.search(
+        r'<text [^>]*class="wf-note".*?</text>',
+        row_markup(waterfall(spans, element_id="w"), second.span_id),
+        re.S,
+    ).group(0)
+
+    assert re.findall(r"<tspan [^>]*>([^<]*)</tspan>", note) == [
+        "retry 1 (reason: HTTP 503)",
+        "HTTP 200 · outcome done",
+    ]
