@@ -83,6 +83,19 @@ PUSH_ROWS = [
 ]
 
 
+# The reconcile run's own trace: a check is a child of the push's stored span, linked to it
+# and to the run (shared.tracing.span_in); a settlement or delivery inside it, to the push.
+RUN_TRACE, RUN_SPAN = "5b8aa5a2d2c872e8321cf37308d69df2", "051581bf3cb55c13"
+_LINKED = {"check": True, "settle": False, "outbox": False}
+
+
+def _links(trace_id: str, key: str) -> tuple[tuple[str, str], ...]:
+    if key not in _LINKED:
+        return ()
+    home = (trace_id, span_id(trace_id, "attempt2"))
+    return (home, (RUN_TRACE, RUN_SPAN)) if _LINKED[key] else (home,)
+
+
 def span_id(trace_id: str, key: str) -> str:
     """The span id `push_trace` gives the span `key` (e.g. "attempt2")."""
     index = [row[0] for row in _PUSH].index(key)
@@ -111,7 +124,7 @@ def push_trace(
                     k: v.format(delivery=delivery, operation=operation) if isinstance(v, str) else v
                     for k, v in attributes.items()
                 },
-                links=((trace_id, span_id(trace_id, "attempt2")),) if key == "settle" else (),
+                links=_links(trace_id, key),
             )
         )
     return spans

@@ -116,6 +116,7 @@ def duration(ns: int) -> str:
 
 def layout(spans: Sequence[StoredSpan], max_spans: int = MAX_SPANS) -> Layout:
     """Rows in tree order and the axis of at most `max_spans` spans (the earliest)."""
+    # A span stored twice (an export retried) gets one row: its first.
     unique = list({span.span_id: span for span in reversed(spans)}.values())
     kept = sorted(unique, key=_by_start)[:max_spans]
     return Layout(_tree_rows(kept), *_axis(kept), total=len(unique))
@@ -367,9 +368,9 @@ def _note(span: StoredSpan, names: dict[str, str]) -> list[str]:
     for key, label in (("hookledger.outcome", "outcome"), ("hookledger.settled_by", "by")):
         if attrs.get(key):
             parts.append(f"{label} {attrs[key]}")
-    for trace_id, span_id in span.links:
-        linked = names.get(span_id)
-        parts.append(f"linked to {linked}" if linked else f"linked to trace {trace_id[:8]}…")
+    if span.links:
+        linked = [names.get(s) or f"trace {t[:8]}…" for t, s in span.links]
+        parts.append("linked to " + ", ".join(linked))
     return parts
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from hookledger.console.waterfall import MAX_SPANS, duration, layout, waterfall
 from shared.tracing.store import StoredSpan
-from tests.trace_samples import MS, PUSH_ROWS, T0_NS, push_trace
+from tests.trace_samples import MS, PUSH_ROWS, RUN_TRACE, T0_NS, push_trace
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 
@@ -94,15 +94,15 @@ def test_an_error_is_labelled_in_text_not_by_colour_alone_and_retries_are_shown(
     )
 
 
-def test_a_link_names_the_linked_span_when_it_is_drawn():
-    linked_in = push_trace(TRACE, "push-1", "batches/b1")
-    settle = next(s for s in linked_in if s.name == "settle")
-    elsewhere = span("w", 0, 5, name="settle", links=(("a" * 32, "b" * 16),))
-
-    assert "linked to worker.attempt" in row_markup(
-        waterfall(linked_in, element_id="w"), settle.span_id
+def test_a_link_names_the_linked_span_when_it_is_drawn_else_its_trace():
+    spans = push_trace(TRACE, "push-1", "batches/b1")
+    svg = waterfall(spans, element_id="w")
+    settle, check = (
+        next(s for s in spans if s.name == name) for name in ("settle", "reconcile.check")
     )
-    assert "linked to trace aaaaaaaa…" in waterfall([elsewhere], element_id="w")
+
+    assert "linked to worker.attempt" in row_markup(svg, settle.span_id)
+    assert f"linked to worker.attempt, trace {RUN_TRACE[:8]}…" in row_markup(svg, check.span_id)
 
 
 def test_names_attributes_and_errors_are_escaped():
