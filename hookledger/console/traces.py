@@ -64,8 +64,9 @@ def for_delivery(settings: TraceSettings, delivery_id: str) -> Section:
 
 
 def for_operation(settings: TraceSettings, operation: Operation) -> Section:
-    """The trace that registered `operation` (`Operation.trace`), then any other trace
-    with a span naming it (a webhook's settlement, or all of them when it has no trace)."""
+    """The trace that registered `operation` (`Operation.trace`; its checks, settlement and
+    deliveries join it), then any other trace with a span naming it (`hookledger.operation`),
+    which is all of them when it was registered untraced."""
     own = trace_id_of(operation.trace)
     named = traces_with(settings.directory, operation=operation.name)
     found = list(dict.fromkeys([own, *named] if own else named))
