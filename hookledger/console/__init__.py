@@ -6,7 +6,9 @@
 (server.py) runs it. Pages (views.py): overview (counts, oldest pending, alerts, two
 inline SVG charts from charts.py), operations, deliveries (replay behind a POST with a
 CSRF token and a confirmation page), reconcile runs. Everything reads the ledger with
-bounded queries (docs/architecture.md, "Console"); replay is the only write.
+bounded queries (docs/architecture.md, "Console"); replay is the only write. A delivery's
+and an operation's page draw their trace as a waterfall (waterfall.py) from the local
+span store, `TRACE_DIR` (traces.py).
 """
 
 from __future__ import annotations

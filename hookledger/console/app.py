@@ -18,8 +18,10 @@ from werkzeug.exceptions import HTTPException
 from hookledger.cli.deliveries import replay
 from hookledger.console.check_run import Find, live_finder
 from hookledger.console.security import TOKEN_COOKIE, TOKEN_HEADER, Guard
+from hookledger.console.traces import TraceSettings
 from hookledger.console.views import pages
 from shared.clock import Clock, system_clock
+from shared.config import Config
 from shared.ledger import InvalidArgument, Ledger, LedgerError
 
 HERE = Path(__file__).resolve().parent
@@ -34,10 +36,13 @@ def create_app(
     replay_fn: Callable[..., dict[str, Any]] = replay,
     csrf_secret: bytes | None = None,
     check_runs: Callable[[], Find | None] = live_finder,
+    traces: TraceSettings | None = None,
 ) -> Flask:
     """The console for `ledger` (or a factory of it, called per request, built lazily).
     `check_runs`: builds (once, on first use) how an operation page finds its push's check
-    run on GitHub; the default asks GitHub as this process's App (check_run.py)."""
+    run on GitHub; the default asks GitHub as this process's App (check_run.py).
+    `traces`: where the pages' waterfalls are read from; default `TRACE_DIR` and
+    `GOOGLE_CLOUD_PROJECT` of the environment (traces.py)."""
     app = Flask(
         "hookledger.console",
         template_folder=str(HERE / "templates"),
@@ -49,6 +54,7 @@ def create_app(
         GUARD=Guard(token, csrf_secret),
         REPLAY=replay_fn,
         CHECK_RUNS=_once(check_runs),
+        TRACES=traces or TraceSettings.from_config(Config.from_env()),
     )
     app.register_blueprint(pages)
     app.before_request(_check_token)

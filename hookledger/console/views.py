@@ -7,6 +7,7 @@ document plus bounded lists. Nothing here names a Firestore collection or field.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from datetime import timedelta
 from typing import Any
@@ -17,7 +18,7 @@ from markupsafe import Markup
 
 from hookledger.cli.deliveries import replay_headers
 from hookledger.cli.output import CliError
-from hookledger.console import charts, check_run, cursors, figures
+from hookledger.console import charts, check_run, cursors, figures, traces
 from shared.ledger import DELIVERY_STATUSES, OPERATION_STATUSES, SETTLED_BY, Delivery, Ledger
 
 PAGE = 50
@@ -123,6 +124,7 @@ def operation(name: str) -> str:
         reviews=ledger.reviews.reviews_for(record.name, REVIEWS_SHOWN),
         reviews_cap=REVIEWS_SHOWN,
         check=check_run.view(record, current_app.config["CHECK_RUNS"]()),
+        trace=_marked(traces.for_operation(current_app.config["TRACES"], record)),
     )
 
 
@@ -179,6 +181,7 @@ def delivery(source: str, delivery_id: str) -> str:
         cut=cut,
         preview_chars=PREVIEW_CHARS,
         replayed=request.args.get("replayed"),
+        trace=_marked(traces.for_delivery(current_app.config["TRACES"], found.delivery_id)),
     )
 
 
@@ -221,6 +224,17 @@ def reconcile_runs() -> str:
         last = runs[-1]
         next_url = _next_url("pages.reconcile_runs", cursors.encode(last.finished_at, last.run_id))
     return render_template("reconcile.html", runs=runs, next_url=next_url)
+
+
+def _marked(section: traces.Section) -> traces.Section:
+    """`section` with each waterfall marked safe: waterfall.py escapes all it draws."""
+    return dataclasses.replace(
+        section,
+        traces=[
+            dataclasses.replace(t, svg=Markup(t.svg) if t.svg else None)  # noqa: S704
+            for t in section.traces
+        ],
+    )
 
 
 def _cursor() -> tuple[Any, str] | None:

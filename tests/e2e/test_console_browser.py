@@ -24,6 +24,7 @@ from shared import runtime
 from shared.config import LOCAL_TASKS_SERVICE_ACCOUNT
 from shared.tasks import ensure_queue, make_client
 from tests.plugins.pipeline import OWNER_REPO, PROJECT, pipeline_stack, push_payload
+from tests.trace_samples import PUSH_ROWS, push_trace
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,8 +70,9 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def filled(firestore_client, firestore_emulator, cloudtasks_emulator_fast, monkeypatch):
-    """The pipeline run for four pushes, a reconcile run, and the console serving it."""
+def filled(firestore_client, firestore_emulator, cloudtasks_emulator_fast, monkeypatch, tmp_path):
+    """The pipeline run for four pushes, a reconcile run, and the console serving it (its
+    span store, TRACE_DIR, empty under tmp_path)."""
     queue = f"console-{uuid.uuid4().hex[:8]}"
     ensure_queue(
         make_client(cloudtasks_emulator_fast.host),
@@ -86,6 +88,7 @@ def filled(firestore_client, firestore_emulator, cloudtasks_emulator_fast, monke
                 "TASKS_SERVICE_ACCOUNT": LOCAL_TASKS_SERVICE_ACCOUNT,
                 "GEMINI_BASE_URL": stack.sim_url,
                 "GEMINI_API_KEY": "sim-key",
+                "TRACE_DIR": str(tmp_path / "traces"),
                 **extra,
             }.items():
                 monkeypatch.setenv(name, value)
@@ -271,6 +274,63 @@ def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, brow
     driver.get(url + "/reconcile")
     assert len(rows(driver, "tr.run-row")) == 1
     shot(driver, "reconcile")
+
+
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+def test_the_operation_and_delivery_pages_draw_the_push_trace(filled, browser):
+    """The dropped-webhook push's spans (tests/trace_samples.py) stored where the console
+    reads them; both pages draw them as one waterfall, the reconcile 3 minutes later."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    _, url = filled
+    driver = browser
+    dropped = runtime.ledger().queries.find_operation("context.sha", SHA_DROPPED)
+    # The pipeline ran untraced: the spans name the operation (found without Operation.trace).
+    assert dropped.trace is None
+    store = Path(runtime.config().trace_dir)
+    store.mkdir(parents=True)
+    spans = push_trace(TRACE, "push-dropped", dropped.name)
+    (store / "hookledger-worker-1.jsonl").write_text("".join(s.to_json() + "\n" for s in spans))
+    chart = f"#waterfall-{TRACE}"
+
+    for page, shot_name in (
+        (f"/operations/{dropped.name}", "waterfall-operation"),
+        ("/deliveries/github/push-dropped", "waterfall-delivery"),
+    ):
+        driver.get(url + page)
+        WebDriverWait(driver, 30).until(
+            ec.presence_of_element_located((By.CSS_SELECTOR, chart)), f"{page}: no waterfall"
+        )
+        names = [row.get_attribute("data-name") for row in rows(driver, f"{chart} g.span-row")]
+        assert names == [name for name, _ in PUSH_ROWS], page
+        gaps = [gap.text for gap in rows(driver, f"{chart} text.wf-gap")]
+        assert gaps == ["⋯ 2.1 s until worker.attempt", "⋯ 3 min 2 s until reconcile.check"]
+        failed = rows(driver, f"{chart} g.span-row.status-error")
+        assert [row.get_attribute("data-name") for row in failed] == [
+            "worker.attempt",
+            "github.request",
+        ]
+        note = failed[0].find_element(By.CSS_SELECTOR, "text.wf-note").text
+        assert note.startswith("✕ error") and "retry 0" in note and "HTTP 503" in note
+        assert text(driver, f"trace-{TRACE}").startswith(f"trace {TRACE}")
+        figure_shot(driver, f"trace-{TRACE}", shot_name)
+
+
+def figure_shot(driver: Any, element_id: str, name: str) -> None:
+    """A screenshot of one element, the page first made tall enough to hold it whole."""
+    from selenium.webdriver.common.by import By
+
+    height, chrome = driver.execute_script(
+        "return [document.body.scrollHeight, window.outerHeight - window.innerHeight]"
+    )
+    # The viewport, not the window, must hold the page: an element below it is cut.
+    driver.set_window_size(1280, int(height) + int(chrome) + 40)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    assert driver.find_element(By.ID, element_id).screenshot(str(SHOTS / f"{name}.png"))
 
 
 @pytest.fixture
