@@ -34,7 +34,9 @@ LANE_H = 16
 CHAR_W = 6.2  # average width of an 11 px sans-serif character, to keep notes inside
 NOTE_CHARS, TITLE_VALUE_CHARS, NAME_CHARS = 90, 120, 38
 
-_FILL = {"ok": "#2563eb", "error": "url(#wf-error)", "unset": "#9ca3af"}
+# OpenTelemetry leaves a span that did not fail `unset` (our code never sets `ok`): both
+# are drawn as done; only an error stands out.
+_FILL = {"ok": "#2563eb", "error": "url(#wf-error)", "unset": "#2563eb"}
 _DEFS = (
     "<defs>"
     '<pattern id="wf-error" width="6" height="6" patternUnits="userSpaceOnUse" '
@@ -296,7 +298,7 @@ def _row(plan: Layout, row: Row, y: int, names: dict[str, str]) -> str:
     if status == "error":
         look = ' fill="#b91c1c" font-weight="bold"'
     else:
-        look = ' fill="#fff"' if inside and status == "ok" else ""
+        look = ' fill="#fff"' if inside else ""
     if not inside:  # a white halo keeps the note readable across grid lines and breaks
         look += ' stroke="#fff" stroke-width="3" paint-order="stroke"'
     band = ' fill="#f9fafb"' if row.depth == 0 else ' fill="none"'
@@ -400,7 +402,7 @@ def _cut(text: str, limit: int) -> str:
 def _legend(plan: Layout, y: int) -> list[str]:
     parts = []
     x = 4
-    for status, words in (("ok", "ok"), ("unset", "unset"), ("error", "error (hatched, ✕)")):
+    for status, words in (("ok", "no error"), ("error", "error (hatched, ✕)")):
         parts.append(
             f'<rect x="{x}" y="{y - 10}" width="18" height="12" fill="{_FILL[status]}" '
             f'stroke="#111" stroke-width="0.5"/>'

@@ -93,6 +93,7 @@ from typing import Any
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
+from shared import tracing
 from shared.clock import Clock, system_clock
 from shared.config import DEFAULTS, FIRESTORE_TIMEOUT_S
 from shared.crashpoints import crash_point
@@ -362,13 +363,17 @@ class Ledger:
         batch = self._commits.client.batch()
         batch.create(ref, record)
         batch.create(claim_ref, claim)
-        try:
-            batch.commit(timeout=self._commits.timeout_s)
-        except gexc.AlreadyExists:
-            pass  # one of them exists: each is decided on its own below
-        except gexc.GoogleAPIError as exc:
-            raise StoreUnavailable(f"delivery {ref.id}: record failed: {exc}") from exc
-        else:
+        # An existing document is an answer, not a failure: caught inside the commit's span.
+        with tracing.span("firestore.commit", subject=ref.id) as span:
+            try:
+                batch.commit(timeout=self._commits.timeout_s)
+                created = True
+            except gexc.AlreadyExists:
+                created = False  # one of them exists: each is decided on its own below
+            except gexc.GoogleAPIError as exc:
+                raise StoreUnavailable(f"delivery {ref.id}: record failed: {exc}") from exc
+            span.set(created=created)
+        if created:
             owned = Claimed(Claim.OWNED, submission_from(claim, tag))
             return Recorded(True, delivery_from(record, ref.id), claimed=owned)
         recorded = self.deliveries.record(

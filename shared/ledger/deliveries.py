@@ -26,6 +26,7 @@ from typing import Any
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
+from shared import tracing
 from shared.clock import Clock
 from shared.ledger.commits import Commits, Seen, Staged
 from shared.ledger.errors import (
@@ -87,13 +88,17 @@ class Deliveries:
         ref, data = self.new_record(
             source, delivery_id_, event, payload, payload_ref, attempt=attempt, lease_for=lease_for
         )
-        try:
-            ref.create(data, timeout=self._commits.timeout_s)
-        except gexc.AlreadyExists:
-            pass
-        except gexc.GoogleAPIError as exc:
-            raise StoreUnavailable(f"delivery {ref.id}: record failed: {exc}") from exc
-        else:
+        # A redelivery finds it there: an answer, not a failure, so caught inside the span.
+        with tracing.span("firestore.commit", subject=ref.id) as span:
+            try:
+                ref.create(data, timeout=self._commits.timeout_s)
+                created = True
+            except gexc.AlreadyExists:
+                created = False
+            except gexc.GoogleAPIError as exc:
+                raise StoreUnavailable(f"delivery {ref.id}: record failed: {exc}") from exc
+            span.set(created=created)
+        if created:
             return Recorded(True, delivery_from(data, ref.id))
         return self.recorded_before(source, delivery_id_, attempt=attempt, lease_for=lease_for)
 

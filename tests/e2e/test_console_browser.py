@@ -13,6 +13,7 @@ import os
 import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import pytest
 import requests
 
 from local.processes import ServiceError
-from shared import runtime
+from shared import runtime, tracing
 from shared.config import LOCAL_TASKS_SERVICE_ACCOUNT
 from shared.tasks import ensure_queue, make_client
 from tests.plugins.pipeline import OWNER_REPO, PROJECT, pipeline_stack, push_payload
@@ -71,24 +72,32 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def filled(firestore_client, firestore_emulator, cloudtasks_emulator_fast, monkeypatch, tmp_path):
-    """The pipeline run for four pushes, a reconcile run, and the console serving it (its
-    span store, TRACE_DIR, empty under tmp_path)."""
+    """The pipeline run for four pushes and a reconcile run, every function tracing into the
+    span store as `make run` does (TRACE_DIR under tmp_path; the reconcile run in this
+    process too), and the console serving it."""
+    cloudtasks = cloudtasks_emulator_fast
     queue = f"console-{uuid.uuid4().hex[:8]}"
     ensure_queue(
-        make_client(cloudtasks_emulator_fast.host),
+        make_client(cloudtasks.host),
         f"projects/{PROJECT}/locations/us-central1/queues/{queue}",
     )
-    extra = {"TASKS_QUEUE": queue, "RECONCILE_GRACE_S": "0", "WORKER_MAX_RETRIES": "0"}
+    extra = {
+        "TASKS_QUEUE": queue,
+        "RECONCILE_GRACE_S": "0",
+        "WORKER_MAX_RETRIES": "0",
+        "TRACE_DIR": str(tmp_path / "traces"),
+        "TRACING": "file",
+        "TRACE_SAMPLE_RATIO": "1",
+    }
     try:
-        with pipeline_stack(firestore_emulator, cloudtasks_emulator_fast, extra) as stack:
+        with pipeline_stack(firestore_emulator, cloudtasks, extra) as stack:
             for name, value in {
                 "GOOGLE_CLOUD_PROJECT": PROJECT,
-                "CLOUD_TASKS_EMULATOR_HOST": cloudtasks_emulator_fast.host,
+                "CLOUD_TASKS_EMULATOR_HOST": cloudtasks.host,
                 "WORKER_URL": f"{stack.worker_url}/",
                 "TASKS_SERVICE_ACCOUNT": LOCAL_TASKS_SERVICE_ACCOUNT,
                 "GEMINI_BASE_URL": stack.sim_url,
                 "GEMINI_API_KEY": "sim-key",
-                "TRACE_DIR": str(tmp_path / "traces"),
                 **extra,
             }.items():
                 monkeypatch.setenv(name, value)
@@ -136,9 +145,20 @@ def run_pipeline(stack: Any) -> None:
 
     gemini = GeminiGateway(gemini_client("sim-key", stack.sim_url, timeout_s=5))
     reconciler = Reconciler.from_config(runtime.config(), ledger, gemini, adopt_orphans=False)
-    report = reconciler.run()
+    with _reconcile_tracing():
+        report = reconciler.run()
     # The dropped webhook's batch is settled here; the running one (at least) is deferred.
     assert report.settled == 1 and report.deferred >= 1, report.to_dict()
+
+
+def _reconcile_tracing() -> AbstractContextManager[None]:
+    """This process traces its reconcile run as the reconcile function would."""
+    from shared.tracing.otel import OtelTracer
+    from shared.tracing.store import SpanFileWriter
+
+    service = "hookledger-reconcile"
+    sink = SpanFileWriter(runtime.config().trace_dir, service)
+    return tracing.installed(OtelTracer(service, PROJECT, 1.0, sink))
 
 
 class console:
@@ -289,18 +309,13 @@ def test_the_operation_and_delivery_pages_draw_the_push_trace(filled, browser):
     _, url = filled
     driver = browser
     dropped = runtime.ledger().queries.find_operation("context.sha", SHA_DROPPED)
-    # The pipeline ran untraced: the spans name the operation (found without Operation.trace).
-    assert dropped.trace is None
+    # Beside the pipeline's own trace of the push, a sample naming its operation and delivery.
     store = Path(runtime.config().trace_dir)
-    store.mkdir(parents=True)
     spans = push_trace(TRACE, "push-dropped", dropped.name)
     (store / "hookledger-worker-1.jsonl").write_text("".join(s.to_json() + "\n" for s in spans))
     chart = f"#waterfall-{TRACE}"
 
-    for page, shot_name in (
-        (f"/operations/{dropped.name}", "waterfall-operation"),
-        ("/deliveries/github/push-dropped", "waterfall-delivery"),
-    ):
+    for page in (f"/operations/{dropped.name}", "/deliveries/github/push-dropped"):
         driver.get(url + page)
         WebDriverWait(driver, 30).until(
             ec.presence_of_element_located((By.CSS_SELECTOR, chart)), f"{page}: no waterfall"
@@ -317,7 +332,59 @@ def test_the_operation_and_delivery_pages_draw_the_push_trace(filled, browser):
         note = failed[0].find_element(By.CSS_SELECTOR, "text.wf-note").text
         assert note.startswith("✕ error") and "retry 0" in note and "HTTP 503" in note
         assert text(driver, f"trace-{TRACE}").startswith(f"trace {TRACE}")
-        figure_shot(driver, f"trace-{TRACE}", shot_name)
+
+
+# A push's spans in the order the waterfall draws their first rows (tree order: a parent
+# before its children, siblings by start), as the traced pipeline above makes them.
+PUSH_SPANS = [
+    "ingress.request",
+    "ingress.verify",
+    "ingress.hand_off",
+    "tasks.create_task",
+    "worker.attempt",
+    "gemini.batches.create",
+    "reconcile.check",
+    "settle",
+    "gemini.batches.get",
+]
+
+
+def test_the_pages_draw_the_trace_the_pipeline_recorded(filled, browser):
+    """Every function traced for real (TRACING=file): the dropped-webhook push's operation
+    page and delivery page draw its one trace, from the ingress to reconcile's settlement;
+    the dead push's trace is drawn with its failed attempt."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    _, url = filled
+    driver = browser
+    dropped = runtime.ledger().queries.find_operation("context.sha", SHA_DROPPED)
+    trace_id = tracing.trace_id_of(dropped.trace)
+    assert trace_id is not None, "the operation stores the run that registered it"
+    chart = f"#waterfall-{trace_id}"
+
+    for page, shot_name in (
+        (f"/operations/{dropped.name}", "waterfall-operation"),
+        ("/deliveries/github/push-dropped", "waterfall-delivery"),
+    ):
+        driver.get(url + page)
+        WebDriverWait(driver, 30).until(
+            ec.presence_of_element_located((By.CSS_SELECTOR, chart)), f"{page}: no waterfall"
+        )
+        names = [row.get_attribute("data-name") for row in rows(driver, f"{chart} g.span-row")]
+        firsts = [name for index, name in enumerate(names) if name not in names[:index]]
+        assert [name for name in firsts if name in PUSH_SPANS] == PUSH_SPANS, page
+        assert "firestore.commit" in names and "github.request" in names, page
+        figure_shot(driver, f"trace-{trace_id}", shot_name)
+
+    driver.get(url + "/deliveries/github/push-dead")
+    WebDriverWait(driver, 30).until(
+        ec.presence_of_element_located((By.CSS_SELECTOR, "g.span-row.status-error")),
+        "the dead push's failed attempt",
+    )
+    failed = [row.get_attribute("data-name") for row in rows(driver, "g.span-row.status-error")]
+    assert "worker.attempt" in failed and "github.request" in failed
 
 
 def figure_shot(driver: Any, element_id: str, name: str) -> None:

@@ -120,6 +120,9 @@ def test_sampled_out_traces_are_dropped_but_dead_and_retried_ones_kept(
 
     assert _worker_run(firestore_client, tmp_path, "done-1", ratio=0.0) == 200
     assert read_spans(tmp_path) == []  # sampled out: recorded, then dropped
+    # A redelivery finds its record there: an answer, not an error that would keep the trace.
+    assert _worker_run(firestore_client, tmp_path, "done-1", ratio=0.0) == 200
+    assert read_spans(tmp_path) == []
 
     assert _worker_run(firestore_client, tmp_path, "dead-1", ratio=0.0) == 200
     [dead] = [s for s in read_spans(tmp_path) if s.name == "worker.attempt"]
