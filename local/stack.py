@@ -43,6 +43,7 @@ from local.processes import Service, ServiceError, free_port, listening_on, port
 from local.simulator.client import SimulatorClient, start_simulator
 from shared.config import LOCAL_GEMINI_SECRET, LOCAL_TASKS_SERVICE_ACCOUNT
 from shared.tasks import ensure_queue, make_client
+from shared.tracing.store import prune as prune_spans
 
 REPO = Path(__file__).resolve().parents[1]
 CONSOLE_PORT = 8099
@@ -135,6 +136,7 @@ def _echo(name: str, line: str) -> None:
 
 # What `make run` traces with, unless the environment says otherwise: every trace, to a file.
 LOCAL_TRACING = {"TRACING": "file", "TRACE_SAMPLE_RATIO": "1"}
+KEEP_SPANS_S = 7 * 24 * 3600
 
 
 def function_env(
@@ -183,8 +185,10 @@ class Stack:
 
     def start(self) -> None:
         p = self.ports
-        # Spans go to the local store the console draws waterfalls from (shared/tracing).
+        # Spans go to the local store the console draws waterfalls from (shared/tracing);
+        # what earlier runs wrote is kept a week.
         self.env = {**LOCAL_TRACING, "TRACE_DIR": str(REPO / ".local" / "traces"), **self.env}
+        prune_spans(self.env["TRACE_DIR"], older_than_s=KEEP_SPANS_S, now=time.time())
         env = function_env(p, self.env)
         self.children.append(start_firestore(p.firestore, echo=_echo))
         # Durable like the real queue: a restart of `make run` loses no queued task

@@ -166,6 +166,20 @@ def traces_with(directory: str | os.PathLike[str], **attributes: Any) -> list[st
     return sorted(found, key=found.__getitem__)
 
 
+def prune(directory: str | os.PathLike[str], older_than_s: float, now: float) -> int:
+    """Remove span files last written more than `older_than_s` before `now` (epoch
+    seconds), so a long-lived local store stays small; how many were removed."""
+    removed = 0
+    for path in Path(directory).glob("*.jsonl"):
+        try:
+            if now - path.stat().st_mtime > older_than_s:
+                path.unlink()
+                removed += 1
+        except FileNotFoundError:
+            continue  # another process pruned it first
+    return removed
+
+
 def _all_spans(directory: Path) -> Iterator[StoredSpan]:
     if not directory.is_dir():
         return

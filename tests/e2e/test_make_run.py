@@ -127,6 +127,17 @@ def test_make_run_comes_up_settles_a_dropped_webhook_and_stops_cleanly(make_run)
         "operation settled" in line and name in line and "by=reconcile" in line for line in lines
     )
     assert any("github delivery accepted" in line for line in lines)  # the compact per-delivery log
+    # make run traces every function into .local/traces: the operation's page draws the push's
+    # trace, from the ingress to the reconcile check that settled it (its spans are stored
+    # when the check ends, just after the settlement the demo saw).
+    page = f"http://127.0.0.1:{ports['console']}/operations/{name}"
+
+    def drawn_to_the_check() -> str | None:
+        html = requests.get(page, timeout=60).text
+        return html if 'data-name="reconcile.check"' in html else None
+
+    html = _wait("the operation's trace drawn", drawn_to_the_check, lines)
+    assert 'data-name="ingress.request"' in html and 'data-name="gemini.batches.create"' in html
 
     os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
     assert process.wait(60) in (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from shared import logs, tracing
 from shared.config import Config, ConfigError
 from shared.tracing.cloud import CloudTraceSink
 from shared.tracing.otel import OtelTracer, RatioSampler
-from shared.tracing.store import SpanFileWriter, read_spans, traces_with
+from shared.tracing.store import SpanFileWriter, prune, read_spans, traces_with
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = f"00-{TRACE}-00f067aa0ba902b7-01"
@@ -193,3 +194,15 @@ def test_the_cloud_trace_client_is_called_with_a_deadline() -> None:
 
     _TimedClient(Client(), EXPORT_TIMEOUT_S).batch_write_spans(request="r")
     assert calls == [{"request": "r", "timeout": EXPORT_TIMEOUT_S}]
+
+
+def test_prune_removes_only_span_files_older_than_the_cutoff(tmp_path: Path) -> None:
+    old, fresh, other = tmp_path / "w-1.jsonl", tmp_path / "w-2.jsonl", tmp_path / "notes.txt"
+    for path in (old, fresh, other):
+        path.write_text("{}\n")
+    os.utime(old, (1_000, 1_000))
+    os.utime(other, (1_000, 1_000))
+    os.utime(fresh, (9_000, 9_000))
+    assert prune(tmp_path, older_than_s=5_000, now=10_000) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "w-2.jsonl"]
+    assert prune(tmp_path / "missing", older_than_s=1, now=10_000) == 0
