@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import queue
 import threading
 import warnings
@@ -60,16 +61,30 @@ class CloudTraceSink:
     def __init__(self, project: str, exporter_factory: Any = None) -> None:
         self.project = project
         self._factory = exporter_factory or default_exporter
-        self._queue: queue.Queue[Sequence[Any]] = queue.Queue(maxsize=MAX_QUEUED)
         self._exporter: Any = None
-        self._pending = 0
-        self._idle = threading.Condition()
         self.dropped = 0
-        self._thread = threading.Thread(target=self._run, name="cloud-trace-export", daemon=True)
-        self._thread.start()
+        self._pid = -1  # the process whose thread serves the queue: none yet
+        self._start_lock = threading.Lock()
         atexit.register(self.flush)
 
+    def _serving(self) -> None:
+        """Start the export thread in this process, on its first trace. The functions'
+        server imports `functions/main.py` (which configures tracing) before it forks its
+        worker, and a thread does not survive a fork: the worker starts its own."""
+        if self._pid == os.getpid():
+            return
+        with self._start_lock:
+            if self._pid == os.getpid():
+                return
+            self._queue: queue.Queue[Sequence[Any]] = queue.Queue(maxsize=MAX_QUEUED)
+            self._pending = 0
+            self._idle = threading.Condition()
+            name = "cloud-trace-export"
+            threading.Thread(target=self._run, args=(self._queue,), name=name, daemon=True).start()
+            self._pid = os.getpid()
+
     def export(self, spans: Sequence[Any]) -> None:
+        self._serving()
         with self._idle:
             self._pending += 1
         try:
@@ -81,12 +96,14 @@ class CloudTraceSink:
 
     def flush(self, timeout_s: float = FLUSH_TIMEOUT_S) -> bool:
         """Wait until every queued trace is written (or failed); False on timeout."""
+        if self._pid != os.getpid():
+            return True  # nothing was queued in this process
         with self._idle:
             return self._idle.wait_for(lambda: self._pending == 0, timeout=timeout_s)
 
-    def _run(self) -> None:
+    def _run(self, pending: queue.Queue[Sequence[Any]]) -> None:
         while True:
-            spans = self._queue.get()
+            spans = pending.get()
             try:
                 self._write(spans)
             finally:

@@ -206,3 +206,30 @@ def test_prune_removes_only_span_files_older_than_the_cutoff(tmp_path: Path) -> 
     assert prune(tmp_path, older_than_s=5_000, now=10_000) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "w-2.jsonl"]
     assert prune(tmp_path / "missing", older_than_s=1, now=10_000) == 0
+
+
+def test_a_sink_made_before_the_server_forks_exports_from_the_forked_worker(
+    tmp_path: Path,
+) -> None:
+    """functions-framework imports main.py (configuring tracing) in gunicorn's master, then
+    forks the worker: the export thread must be the worker's own."""
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    written = tmp_path / "exported"
+
+    class Recording:
+        def export(self, spans):
+            written.write_text(f"{len(spans)} from {os.getpid()}")
+            return SpanExportResult.SUCCESS
+
+    sink = CloudTraceSink("demo-p", exporter_factory=lambda project: Recording())
+    child = os.fork()
+    if child == 0:  # the worker: exports, waits for the write, reports by exit status
+        try:
+            sink.export(["a", "b"])
+            os._exit(0 if sink.flush() else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert written.read_text() == f"2 from {child}"
