@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from shared.errors import ConfigError as ConfigError  # re-exported: callers import it here
+from shared.tracing import MODES
 
 # Well-known local secrets: used only for a `demo-` project (Firebase's emulator-only prefix).
 LOCAL_GITHUB_SECRET = "local-github-secret"  # noqa: S105
@@ -426,8 +427,8 @@ def _check_deadlines(cfg: Config) -> None:
 def _tracing_mode(raw: str) -> str:
     """`TRACING`: off, file or cloudtrace (shared/tracing)."""
     mode = raw.strip().lower() or "off"
-    if mode not in ("off", "file", "cloudtrace"):
-        raise ConfigError(f"TRACING must be off, file or cloudtrace, got {raw!r}")
+    if mode not in MODES:
+        raise ConfigError(f"TRACING must be one of {', '.join(MODES)}, got {raw!r}")
     return mode
 
 

@@ -14,7 +14,6 @@ The API every path calls; it imports nothing of OpenTelemetry, so with tracing o
     traceparent()                the current span as a W3C traceparent, or None
     run_traceparent()            the span of the run being served (a request, a check)
     with_traceparent(headers)    `headers` plus the current span's traceparent
-    log_fields()                 Cloud Logging's trace fields for the current span
     carry(fn)                    `fn` run in the current span's context on another thread
 
 `TRACING` chooses where finished spans go: `cloudtrace` (the Cloud Trace exporter, in
@@ -41,6 +40,7 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 T = TypeVar("T")
 TRACEPARENT = "traceparent"
+# What `TRACING` may say (shared/config.py reads it): see the module docstring.
 MODES = ("off", "file", "cloudtrace")
 # version 00: trace id, parent span id, flags; all-zero ids are invalid (W3C Trace Context).
 _TRACEPARENT = re.compile(r"00-(?!0{32})([0-9a-f]{32})-(?!0{16})([0-9a-f]{16})-([0-9a-f]{2})")
@@ -188,10 +188,6 @@ def with_traceparent(headers: Mapping[str, str]) -> dict[str, str]:
 def carry(fn: Callable[P, T]) -> Callable[P, T]:
     """`fn`, run in the current span's context on whichever thread calls it (a pool)."""
     return _tracer.carry(fn) if _tracer is not None else fn
-
-
-def log_fields() -> dict[str, Any]:
-    return _tracer.log_fields() if _tracer is not None else {}
 
 
 def flush() -> None:

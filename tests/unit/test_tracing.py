@@ -143,7 +143,7 @@ def test_config_reads_the_tracing_settings() -> None:
     cfg = Config.from_env({"TRACING": "File", "TRACE_SAMPLE_RATIO": "0.25", "TRACE_DIR": "/t"})
     assert (cfg.tracing, cfg.trace_sample_ratio, cfg.trace_dir) == ("file", 0.25, "/t")
     assert Config.from_env({}).tracing == "off"
-    with pytest.raises(ConfigError, match="TRACING must be off, file or cloudtrace"):
+    with pytest.raises(ConfigError, match="TRACING must be one of off, file, cloudtrace"):
         Config.from_env({"TRACING": "zipkin"})
     with pytest.raises(ConfigError, match="TRACE_SAMPLE_RATIO"):
         Config.from_env({"TRACE_SAMPLE_RATIO": "2"})
