@@ -170,7 +170,7 @@ def span_context(traceparent: str) -> SpanContext | None:
 
 
 class OtelTracer:
-    """Spans of one process (`service`), exported through a `TraceBuffer` to `export`."""
+    """Spans of one process (`service`), kept or dropped by a `TraceBuffer`, kept ones to `sink`."""
 
     def __init__(self, service: str, project: str, ratio: float, sink: Sink) -> None:
         self.project = project
