@@ -36,8 +36,9 @@ scenarios run back to back, their order rotated each round, so the spread shows 
 load elsewhere on the machine did).
 `tracing`: (e)'s server CPU per accepted delivery against (c)'s (tracing off), pooled and
 per round; the spans each traced request wrote (the run fails if the file case wrote
-none) and the `traceparent` a task of each traced ingress carries (its flags' sampled bit set
-for the file case, clear for the sampled-out one). `before` (with `--compare`): (c) against (f), pooled and per round.
+none) and the `traceparent` a task of each traced ingress carries (its sampled flag set
+for the file case, clear for the sampled-out one). `before` (with `--compare`): (c)
+against (f), pooled and per round.
 `memory`: a fresh ingress (claim store on a Firestore emulator: bodies over 512 KiB are
 claim-checked) warmed up, then `--clients` clients each sending `--burst-per-client`
 signed 1 MiB pushes at once: peak RSS of its process group over its idle RSS (goal
