@@ -59,6 +59,7 @@ import argparse
 import contextlib
 import json
 import os
+import statistics
 import sys
 import tempfile
 import uuid
@@ -149,6 +150,11 @@ def spread(ratios: list[float]) -> list[float]:
     return [min(ratios), max(ratios)] if ratios else []
 
 
+def median(ratios: list[float]) -> float:
+    """The middle round's ratio: what a round's load elsewhere moves least."""
+    return round(statistics.median(ratios), 3) if ratios else float("nan")
+
+
 # The ingress servers that trace (scenario (e)): the settings each is started with.
 TRACED = {
     "ingress_file_all": {"TRACING": "file", "TRACE_SAMPLE_RATIO": "1"},
@@ -175,6 +181,8 @@ def tracing_figures(
         "round_overhead_sampled_out": round_ratios["ingress_sampled_out"],
         "round_spread_all": spread(round_ratios["ingress_file_all"]),
         "round_spread_sampled_out": spread(round_ratios["ingress_sampled_out"]),
+        "round_median_all": median(round_ratios["ingress_file_all"]),
+        "round_median_sampled_out": median(round_ratios["ingress_sampled_out"]),
         "accepted": accepted,
         "spans_per_request_file_all": round(
             written["ingress_file_all"] / max(accepted["ingress_file_all"], 1), 3
@@ -199,6 +207,7 @@ def before_figures(results: dict[str, Any], round_ratios: list[float], sha: str)
         "ratio": cpu_ratio(results, "ingress", "ingress_before"),
         "round_ratios": round_ratios,
         "round_spread": spread(round_ratios),
+        "round_median": median(round_ratios),
         "what": "server CPU ms per accepted delivery: this tree's ingress (TRACING=off) "
         "over REV's, same rounds (order rotated each round)",
     }
