@@ -133,6 +133,15 @@ def cold_start(function: str, repeats: int) -> dict[str, Any]:
     }
 
 
+def _configure_file(trace_dir: str) -> str:
+    """Probe code: tracing.configure with this process's config, but TRACING=file."""
+    return (
+        "import dataclasses, shared.runtime, shared.tracing; shared.tracing.configure("
+        "dataclasses.replace(shared.runtime.config(), tracing='file', "
+        f"trace_dir={trace_dir!r}))"
+    )
+
+
 # Read in the probe after the import: did the startup load OpenTelemetry's SDK?
 _OTEL_LOADED = "__import__('sys').modules.get('opentelemetry.sdk.trace') is not None"
 
@@ -146,15 +155,13 @@ def tracing_cold_start(function: str, repeats: int, trace_dir: str) -> dict[str,
     }
     steps = [BASE_IMPORTS[function], _load(function), f"loaded = {_OTEL_LOADED}"]
     codes = {
-        # off also times importing the tracer afterwards, in the same process: the import's
-        # own cost, without the spread between two fresh interpreters.
-        "off": _timed_code(
-            *steps, "import shared.tracing.otel, shared.tracing.store", then="loaded"
-        ),
+        # off then also times turning tracing on in the same process (the tracer's import
+        # and build): its own cost, without the spread between two fresh interpreters.
+        "off": _timed_code(*steps, _configure_file(trace_dir), then="loaded"),
         "on": _timed_code(*steps, then="loaded"),
     }
     imports: dict[str, list[float]] = {"off": [], "on": []}
-    tracer_import: list[float] = []
+    configure: list[float] = []
     loaded: dict[str, bool] = {}
     for mode, env in envs.items():
         _run_timed(codes[mode], env)  # unmeasured: warm bytecode and OS caches for both
@@ -164,7 +171,7 @@ def tracing_cold_start(function: str, repeats: int, trace_dir: str) -> dict[str,
             imports[mode].append(marks[1])
             loaded[mode] = bool(marks[-1])
             if mode == "off":
-                tracer_import.append(marks[3] - marks[2])
+                configure.append(marks[3] - marks[2])
     off, on = statistics.median(imports["off"]), statistics.median(imports["on"])
     return {
         "repeats": repeats,
@@ -176,11 +183,12 @@ def tracing_cold_start(function: str, repeats: int, trace_dir: str) -> dict[str,
             round(min(imports["on"]) - max(imports["off"]), 1),
             round(max(imports["on"]) - min(imports["off"]), 1),
         ],
-        "tracer_import_after_off_ms": round(statistics.median(tracer_import), 1),
+        "configure_after_off_ms": round(statistics.median(configure), 1),
         "opentelemetry_loaded": loaded,
         "what": f"in-process time to {BASE_IMPORTS[function]} and load functions/main.py "
         f"with FUNCTION_TARGET={function} (the startup check, tracing.configure included), "
         "median of alternating off/on runs; off: TRACING=off; on: TRACING=file "
-        "(TRACE_SAMPLE_RATIO=1); tracer_import_after_off_ms: importing shared/tracing/otel.py "
-        "and store.py right after the off case's load, in the same process",
+        "(TRACE_SAMPLE_RATIO=1); configure_after_off_ms: tracing.configure with TRACING=file "
+        "(OpenTelemetry's import, the tracer's build) right after the off case's load, in "
+        "the same process",
     }
