@@ -355,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
         bare, bare_port = serve_function("bare", "bare", bare_source, {})
         services.append(bare)
 
+        queues: dict[str, str] = {}
+
         def start_ingress(name: str, env: dict[str, str], root: Path = REPO) -> Scenario:
             """An ingress server with its own paused queue, and its scenario (c)."""
             queue = paused_queue(emulator_host, f"bench-{name.replace('_', '-')}-{run_id}")
@@ -378,7 +380,6 @@ def main(argv: list[str] | None = None) -> int:
             groups = {"server": server.pid, "emulator": emulator.pid}
             return http_scenario(name, port, args.clients, groups, github_request, 202, servers)
 
-        queues: dict[str, str] = {}
         trace_dirs = {name: Path(tmp.name) / "traces" / name for name in TRACED}
         ingress = start_ingress("ingress", {"TRACING": "off"})
         traced = [
