@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,17 +91,42 @@ def paused_queue(emulator_host: str, queue_id: str) -> str:
 
 
 def serve_function(
-    name: str, target: str, source: Path, env: dict[str, str]
+    name: str, target: str, source: Path, env: dict[str, str], root: Path = REPO
 ) -> tuple[Service, int]:
+    """`target` from `source` under functions-framework; `root` is the tree it imports
+    `shared/` from (another revision's worktree: bench.ack --compare)."""
     port = free_port()
     service = start_function(
         target,
         port,
         {**os.environ, **env, "THREADS": SERVER_THREADS, "WORKERS": SERVER_WORKERS},
         source=source,
+        root=root,
         name=name,
     )
     return service, port
+
+
+def spans_written(directory: Path) -> Counter[str]:
+    """How many spans of each name the local span store under `directory` holds."""
+    from shared.tracing.store import read_spans
+
+    return Counter(span.name for span in read_spans(directory))
+
+
+def task_traceparent(emulator_host: str, queue_path: str) -> str | None:
+    """The `traceparent` header of a task waiting in the (paused) queue, or None."""
+    from google.cloud import tasks_v2
+
+    from shared.tasks import make_client
+
+    tasks = make_client(emulator_host).list_tasks(
+        request={"parent": queue_path, "page_size": 1, "response_view": tasks_v2.Task.View.FULL},
+        timeout=10,
+    )
+    for task in tasks:
+        return dict(task.http_request.headers).get("traceparent")
+    return None
 
 
 def group_cpu_s(pgid: int) -> float:

@@ -2,12 +2,20 @@
 
     cold_start("ingress", repeats)  -> the figures bench.ack reports under "cold_start"
     cold_start("worker", repeats)   -> the same keys with worker_* names (bench.cold)
+    tracing_cold_start("worker", repeats, trace_dir) -> its import with tracing off and on
 
 Each probe is a fresh `python -c` (median of `repeats`, base and function run alternately,
 one unmeasured run each first so both start from warm bytecode and OS caches): `base` is
 the import of what the function cannot do without, the function is that plus loading
 functions/main.py with functions-framework's own loader; `build` adds building the
 function's endpoint (what its first request does). No probe connects anywhere.
+
+`cold_start` loads functions/main.py as a tool does (no FUNCTION_TARGET: no startup
+check). `tracing_cold_start` loads it as the function being served, as functions-framework
+does (`FUNCTION_TARGET` set, so `runtime.check_startup` runs `tracing.configure`), with
+`TRACING=off` and with `TRACING=file` (OpenTelemetry's SDK loaded and a tracer built; the
+cloudtrace sink would add the Cloud Trace client on top): the difference is what tracing
+adds to a cold start.
 """
 
 from __future__ import annotations
@@ -43,13 +51,17 @@ def _load(function: str) -> str:
     )
 
 
-def _timed_code(*steps: str) -> str:
+def _timed_code(*steps: str, then: str | None = None) -> str:
+    """A probe printing the ms from its start to the end of each step, then the value of
+    the expression `then` (read after the last mark), as one JSON list."""
     lines = ["import time, json", "t0 = time.perf_counter()"]
     marks = []
     for i, step in enumerate(steps):
         lines.append(step)
         lines.append(f"t{i + 1} = time.perf_counter()")
         marks.append(f"(t{i + 1} - t0) * 1000")
+    if then is not None:
+        marks.append(then)
     lines.append(f"print(json.dumps([{', '.join(marks)}]))")
     return "\n".join(lines)
 
@@ -118,4 +130,65 @@ def cold_start(function: str, repeats: int) -> dict[str, Any]:
         "what": f"in-process import time, median; base = {BASE_IMPORTS[function]}; "
         f"{function} = that + functions/main.py via functions-framework's loader; "
         f"build = + shared.runtime.{FACTORIES[function]}() (first request)",
+    }
+
+
+def _configure_file(trace_dir: str) -> str:
+    """Probe code: tracing.configure with this process's config, but TRACING=file."""
+    return (
+        "import dataclasses, shared.runtime, shared.tracing; shared.tracing.configure("
+        "dataclasses.replace(shared.runtime.config(), tracing='file', "
+        f"trace_dir={trace_dir!r}))"
+    )
+
+
+# Read in the probe after the import: did the startup load OpenTelemetry's SDK?
+_OTEL_LOADED = "__import__('sys').modules.get('opentelemetry.sdk.trace') is not None"
+
+
+def tracing_cold_start(function: str, repeats: int, trace_dir: str) -> dict[str, Any]:
+    """`function`'s cold import as served (its startup check included), tracing off and on."""
+    served = {**probe_env(), "FUNCTION_TARGET": function}
+    envs = {
+        "off": {**served, "TRACING": "off"},
+        "on": {**served, "TRACING": "file", "TRACE_DIR": trace_dir, "TRACE_SAMPLE_RATIO": "1"},
+    }
+    steps = [BASE_IMPORTS[function], _load(function), f"loaded = {_OTEL_LOADED}"]
+    codes = {
+        # off then also times turning tracing on in the same process (the tracer's import
+        # and build): its own cost, without the spread between two fresh interpreters.
+        "off": _timed_code(*steps, _configure_file(trace_dir), then="loaded"),
+        "on": _timed_code(*steps, then="loaded"),
+    }
+    imports: dict[str, list[float]] = {"off": [], "on": []}
+    configure: list[float] = []
+    loaded: dict[str, bool] = {}
+    for mode, env in envs.items():
+        _run_timed(codes[mode], env)  # unmeasured: warm bytecode and OS caches for both
+    for _ in range(repeats):
+        for mode, env in envs.items():
+            _, marks = _run_timed(codes[mode], env)
+            imports[mode].append(marks[1])
+            loaded[mode] = bool(marks[-1])
+            if mode == "off":
+                configure.append(marks[3] - marks[2])
+    off, on = statistics.median(imports["off"]), statistics.median(imports["on"])
+    return {
+        "repeats": repeats,
+        "off_import_ms": round(off, 1),
+        "on_import_ms": round(on, 1),
+        "difference_ms": round(on - off, 1),
+        "on_over_off": round(on / off, 3),
+        "difference_spread_ms": [
+            round(min(imports["on"]) - max(imports["off"]), 1),
+            round(max(imports["on"]) - min(imports["off"]), 1),
+        ],
+        "configure_after_off_ms": round(statistics.median(configure), 1),
+        "opentelemetry_loaded": loaded,
+        "what": f"in-process time to {BASE_IMPORTS[function]} and load functions/main.py "
+        f"with FUNCTION_TARGET={function} (the startup check, tracing.configure included), "
+        "median of alternating off/on runs; off: TRACING=off; on: TRACING=file "
+        "(TRACE_SAMPLE_RATIO=1); configure_after_off_ms: tracing.configure with TRACING=file "
+        "(OpenTelemetry's import, the tracer's build) right after the off case's load, in "
+        "the same process",
     }

@@ -1,7 +1,7 @@
 """How much the ingress adds to "answer a webhook": overhead over HTTP + one CreateTask.
 
     python -m bench.ack [--clients 32] [--requests 4000] [--warmup 400] [--phase-limit-s 45]
-                        [--cold-repeats 7]
+                        [--cold-repeats 7] [--compare REV]
 
 Starts, on free loopback ports, the local Cloud Tasks emulator (its queues PAUSED, so
 created tasks pile up instead of dispatching: the emulator does no dispatch work during
@@ -17,14 +17,28 @@ each) and a warm-up phase that is not counted, it measures:
 (c) `ingress`: POST /github of the signed push fixture, a unique X-GitHub-Delivery each,
                so every request verifies, seals and creates a task (202);
 (d) `bare_enqueue`: the same POST to a functions-framework handler that reads the body,
-               creates one named task with it and answers 202: the CPU baseline.
+               creates one named task with it and answers 202: the CPU baseline;
+(e) `ingress_file_all`, `ingress_sampled_out`: (c) against two more ingress servers that
+               trace in-process as deployed (`runtime.check_startup` -> `tracing.configure`
+               at import), with `TRACING=file` to a temporary `TRACE_DIR` (cloudtrace
+               would call Google): `TRACE_SAMPLE_RATIO=1`, every span recorded and
+               written (the worst case), and `0`, every span recorded and none exported
+               (what the requests sampled out at production's 0.1 cost);
+(f) with `--compare REV`: (c) against REV's ingress (a temporary git worktree of REV,
+               served by the same interpreter with its tree first on PYTHONPATH), e.g.
+               the revision before tracing, for "with tracing off nothing changes".
 
 CPU is read from each process group's own counters (/proc, user + system) around every
 measured round, after the warm-up: `cpu` reports the ingress server's CPU seconds per
 1,000 accepted deliveries against `bare_enqueue`'s, measured the same way (goal <= 1.3x),
-pooled over the rounds, with each round's own ratio beside it (`round_ratios`: the two
-run back to back, in alternating order, so the spread shows what load elsewhere on the
-machine did).
+pooled over the rounds, with each round's own ratio beside it (`round_ratios`: the CPU
+scenarios run back to back, their order rotated each round, so the spread shows what
+load elsewhere on the machine did).
+`tracing`: (e)'s server CPU per accepted delivery against (c)'s (tracing off), pooled and
+per round; the spans each traced request wrote (the run fails if the file case wrote
+none) and the `traceparent` a task of each traced ingress carries (its sampled flag set
+for the file case, clear for the sampled-out one). `before` (with `--compare`): (c)
+against (f), pooled and per round.
 `memory`: a fresh ingress (claim store on a Firestore emulator: bodies over 512 KiB are
 claim-checked) warmed up, then `--clients` clients each sending `--burst-per-client`
 signed 1 MiB pushes at once: peak RSS of its process group over its idle RSS (goal
@@ -42,8 +56,10 @@ failures).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import statistics
 import sys
 import tempfile
 import uuid
@@ -70,11 +86,14 @@ from bench._ackparts import (
     paused_queue,
     sealed_push,
     serve_function,
+    spans_written,
     start_emulator,
+    task_traceparent,
 )
 from bench._cold import IMPORT_GOAL, cold_start
 from bench._loadgen import stop_on_sigterm, summary
 from bench._memory import MIB, numbered, push_template, rss_under_burst
+from bench._revision import CompareError, check_served_tree, revision_worktree
 from local.firestore_emulator import start_firestore
 from local.processes import Service, free_port
 
@@ -111,15 +130,87 @@ def cpu_figures(results: dict[str, Any], round_ratios: list[float]) -> dict[str,
     }
 
 
-def round_cpu_ratio(scenarios: list[Scenario]) -> float:
-    """The last round's ingress server CPU per request over the baseline's."""
-    by_name = {
-        scenario.name: scenario.round_cpu_ms[-1]["server"]
-        for scenario in scenarios
-        if scenario.name in ("ingress", "bare_enqueue")
+def round_cpu_ratio(scenarios: list[Scenario], name: str, baseline_name: str) -> float:
+    """The last round's server CPU per request of `name` over `baseline_name`'s."""
+    by_name = {scenario.name: scenario.round_cpu_ms[-1]["server"] for scenario in scenarios}
+    baseline = by_name[baseline_name]
+    return round(by_name[name] / baseline, 3) if baseline else float("nan")
+
+
+def server_cpu_ms(results: dict[str, Any], name: str) -> float:
+    return float(results[name]["cpu_ms_per_request"]["server"])
+
+
+def cpu_ratio(results: dict[str, Any], name: str, baseline_name: str) -> float:
+    baseline = server_cpu_ms(results, baseline_name)
+    return round(server_cpu_ms(results, name) / baseline, 3) if baseline else float("nan")
+
+
+def spread(ratios: list[float]) -> list[float]:
+    return [min(ratios), max(ratios)] if ratios else []
+
+
+def median(ratios: list[float]) -> float:
+    """The middle round's ratio: what a round's load elsewhere moves least."""
+    return round(statistics.median(ratios), 3) if ratios else float("nan")
+
+
+# The ingress servers that trace (scenario (e)): the settings each is started with.
+TRACED = {
+    "ingress_file_all": {"TRACING": "file", "TRACE_SAMPLE_RATIO": "1"},
+    "ingress_sampled_out": {"TRACING": "file", "TRACE_SAMPLE_RATIO": "0"},
+}
+
+
+def tracing_figures(
+    results: dict[str, Any],
+    round_ratios: dict[str, list[float]],
+    accepted: dict[str, int],
+    spans: dict[str, dict[str, int]],
+    traceparents: dict[str, str | None],
+) -> dict[str, Any]:
+    """The traced ingresses' server CPU per accepted delivery against the untraced one."""
+    written = {name: sum(spans[name].values()) for name in TRACED}
+    return {
+        "off_cpu_ms": server_cpu_ms(results, "ingress"),
+        "file_all_cpu_ms": server_cpu_ms(results, "ingress_file_all"),
+        "sampled_out_cpu_ms": server_cpu_ms(results, "ingress_sampled_out"),
+        "overhead_all": cpu_ratio(results, "ingress_file_all", "ingress"),
+        "overhead_sampled_out": cpu_ratio(results, "ingress_sampled_out", "ingress"),
+        "round_overhead_all": round_ratios["ingress_file_all"],
+        "round_overhead_sampled_out": round_ratios["ingress_sampled_out"],
+        "round_spread_all": spread(round_ratios["ingress_file_all"]),
+        "round_spread_sampled_out": spread(round_ratios["ingress_sampled_out"]),
+        "round_median_all": median(round_ratios["ingress_file_all"]),
+        "round_median_sampled_out": median(round_ratios["ingress_sampled_out"]),
+        "accepted": accepted,
+        "spans_per_request_file_all": round(
+            written["ingress_file_all"] / max(accepted["ingress_file_all"], 1), 3
+        ),
+        "spans_written_sampled_out": written["ingress_sampled_out"],
+        "spans_by_name_file_all": spans["ingress_file_all"],
+        "task_traceparent": traceparents,
+        "what": "user+system CPU ms of the ingress server's process group per accepted "
+        "delivery (= s per 1,000), measured as `cpu`; file_all: TRACING=file, "
+        "TRACE_SAMPLE_RATIO=1 (every span written as a JSON line); sampled_out: ratio 0 "
+        "(spans recorded, none exported); off: TRACING=off; overhead = traced / off; "
+        "spans counted over warm-up and measured requests",
     }
-    baseline = by_name["bare_enqueue"]
-    return round(by_name["ingress"] / baseline, 3) if baseline else float("nan")
+
+
+def before_figures(results: dict[str, Any], round_ratios: list[float], sha: str) -> dict[str, Any]:
+    """This tree's untraced ingress against REV's (`--compare REV`)."""
+    return {
+        "rev": sha,
+        "before_cpu_ms": server_cpu_ms(results, "ingress_before"),
+        "off_cpu_ms": server_cpu_ms(results, "ingress"),
+        "ratio": cpu_ratio(results, "ingress", "ingress_before"),
+        "round_ratios": round_ratios,
+        "round_spread": spread(round_ratios),
+        "round_median": median(round_ratios),
+        "what": "server CPU ms per accepted delivery: this tree's ingress (TRACING=off) "
+        "over REV's, same rounds (order rotated each round)",
+    }
 
 
 def memory_burst(
@@ -205,6 +296,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold-repeats", type=int, default=7)
     parser.add_argument("--burst-per-client", type=int, default=4, help="1 MiB bodies each")
     parser.add_argument("--quick", action="store_true", help="small sizes (the test)")
+    parser.add_argument(
+        "--compare",
+        metavar="REV",
+        help="also measure REV's ingress in the same rounds (a temporary git worktree)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.requests, args.rounds, args.warmup, args.cold_repeats = 200, 2, 40, 1
@@ -237,33 +333,62 @@ def main(argv: list[str] | None = None) -> int:
     services: list[Service] = []
     servers: set[str] = set()
     tmp = tempfile.TemporaryDirectory(prefix="bench-ack-")
+    revisions = contextlib.ExitStack()
     try:
+        before: tuple[Path, str] | None = None
+        if args.compare is not None:
+            progress(f"checking out {args.compare} in a temporary worktree")
+            try:
+                before = revisions.enter_context(revision_worktree(args.compare))
+                check_served_tree(before[0])
+            except CompareError as exc:
+                progress(f"--compare: {exc}")
+                return 2
         progress("starting the Cloud Tasks emulator")
         emulator, emulator_host = start_emulator()
         services.append(emulator)
         enqueue_queue = paused_queue(emulator_host, f"bench-enqueue-{run_id}")
-        ingress_queue_id = f"bench-ingress-{run_id}"
-        paused_queue(emulator_host, ingress_queue_id)
 
         bare_source = Path(tmp.name) / "main.py"
         bare_source.write_text(BARE_SOURCE)
         progress("starting the bare functions-framework handler")
         bare, bare_port = serve_function("bare", "bare", bare_source, {})
         services.append(bare)
-        progress("starting the ingress")
-        ingress, ingress_port = serve_function(
-            "ingress",
-            "ingress",
-            REPO / "functions" / "main.py",
-            {
-                "GOOGLE_CLOUD_PROJECT": PROJECT,
-                "CLOUD_TASKS_EMULATOR_HOST": emulator_host,
-                "TASKS_LOCATION": LOCATION,
-                "TASKS_QUEUE": ingress_queue_id,
-                "WORKER_URL": "http://127.0.0.1:9/worker",
-            },
+
+        queues: dict[str, str] = {}
+
+        def start_ingress(name: str, env: dict[str, str], root: Path = REPO) -> Scenario:
+            """An ingress server with its own paused queue, and its scenario (c)."""
+            queue = paused_queue(emulator_host, f"bench-{name.replace('_', '-')}-{run_id}")
+            queues[name] = queue
+            progress(f"starting {name}")
+            server, port = serve_function(
+                name,
+                "ingress",
+                root / "functions" / "main.py",
+                {
+                    "GOOGLE_CLOUD_PROJECT": PROJECT,
+                    "CLOUD_TASKS_EMULATOR_HOST": emulator_host,
+                    "TASKS_LOCATION": LOCATION,
+                    "TASKS_QUEUE": queue.rsplit("/", 1)[1],
+                    "WORKER_URL": "http://127.0.0.1:9/worker",
+                    **env,
+                },
+                root,
+            )
+            services.append(server)
+            groups = {"server": server.pid, "emulator": emulator.pid}
+            return http_scenario(name, port, args.clients, groups, github_request, 202, servers)
+
+        trace_dirs = {name: Path(tmp.name) / "traces" / name for name in TRACED}
+        ingress = start_ingress("ingress", {"TRACING": "off"})
+        traced = [
+            start_ingress(name, {**env, "TRACE_DIR": str(trace_dirs[name])})
+            for name, env in TRACED.items()
+        ]
+        ingress_before = (
+            [start_ingress("ingress_before", {"TRACING": "off"}, before[0])] if before else []
         )
-        services.append(ingress)
         baseline_queue = paused_queue(emulator_host, f"bench-baseline-{run_id}")
         enqueue_source = Path(tmp.name) / "enqueue" / "main.py"
         enqueue_source.parent.mkdir()
@@ -278,22 +403,16 @@ def main(argv: list[str] | None = None) -> int:
         services.append(baseline)
 
         sealed = sealed_push()
-        scenarios = [
+        latency = [
             http_scenario(
                 "bare", bare_port, args.clients, {"server": bare.pid}, github_request, 200, servers
             ),
             enqueue_scenario(
                 emulator_host, enqueue_queue, args.clients, {"emulator": emulator.pid}, sealed
             ),
-            http_scenario(
-                "ingress",
-                ingress_port,
-                args.clients,
-                {"server": ingress.pid, "emulator": emulator.pid},
-                github_request,
-                202,
-                servers,
-            ),
+        ]
+        cpu_scenarios = [
+            ingress,
             http_scenario(
                 "bare_enqueue",
                 baseline_port,
@@ -303,36 +422,54 @@ def main(argv: list[str] | None = None) -> int:
                 202,
                 servers,
             ),
+            *traced,
+            *ingress_before,
         ]
+        scenarios = [*latency, *cpu_scenarios]
+        accepted: dict[str, int] = {}
         for scenario in scenarios:
             progress(f"{scenario.name}: {args.warmup} warm-up calls")
-            scenario.gen.run(args.warmup, args.phase_limit_s)
+            accepted[scenario.name] = len(
+                scenario.gen.run(args.warmup, args.phase_limit_s).latencies_ms
+            )
         per_round = -(-args.requests // args.rounds)
         round_ratios = []
-        cpu_round_ratios = []
+        # Each round's server CPU ratios: figure -> (scenario, the scenario it is over).
+        round_pairs = {
+            "cpu": ("ingress", "bare_enqueue"),
+            **{name: (name, "ingress") for name in TRACED},
+            **({"before": ("ingress", "ingress_before")} if before else {}),
+        }
+        cpu_round_ratios: dict[str, list[float]] = {name: [] for name in round_pairs}
         # Interleaved rounds: load from elsewhere on the machine falls on every scenario alike.
-        # The two CPU scenarios swap places every other round (ABBA), so neither is always
-        # the one that follows `enqueue`'s burst on the emulator they share.
-        swapped = [*scenarios[:2], scenarios[3], scenarios[2]]
+        # The CPU scenarios rotate every round, so none is always the one that follows
+        # `enqueue`'s burst on the emulator they share, or the last of a round.
         for number in range(1, args.rounds + 1):
+            shift = (number - 1) % len(cpu_scenarios)
             p99 = {}
-            for scenario in scenarios if number % 2 else swapped:
+            for scenario in [*latency, *cpu_scenarios[shift:], *cpu_scenarios[:shift]]:
                 p99[scenario.name] = summary(scenario.round(per_round, args.phase_limit_s))[
                     "p99_ms"
                 ]
             round_ratios.append(round(p99["ingress"] / (p99["bare"] + p99["enqueue"]), 3))
-            cpu_round_ratios.append(round_cpu_ratio(scenarios))
+            for figure, (name, baseline_name) in round_pairs.items():
+                cpu_round_ratios[figure].append(round_cpu_ratio(cpu_scenarios, name, baseline_name))
             progress(
                 f"round {number}/{args.rounds}: p99 {p99}, ratio {round_ratios[-1]}, "
-                f"CPU ratio {cpu_round_ratios[-1]}"
+                f"CPU ratios { {name: r[-1] for name, r in cpu_round_ratios.items()} }"
             )
         results = {scenario.name: scenario.result() for scenario in scenarios}
+        for scenario in scenarios:
+            accepted[scenario.name] += results[scenario.name]["requests"]
+        spans = {name: dict(spans_written(trace_dirs[name])) for name in TRACED}
+        traceparents = {name: task_traceparent(emulator_host, queues[name]) for name in TRACED}
         memory = memory_burst(args, emulator_host, run_id, services, servers)
     finally:
         progress("stopping " + ", ".join(f"{s.name} (pid {s.pid})" for s in services))
         for service in reversed(services):
             service.stop()
         tmp.cleanup()
+        revisions.close()
 
     ok = True
     for name, result in results.items():
@@ -344,7 +481,16 @@ def main(argv: list[str] | None = None) -> int:
         ok = ok and result["errors"] == 0 and not result["timed_out"]
     server_names = {entry.split(": ", 1)[1] for entry in servers}
     if len(server_names) != 1:
-        progress(f"the two HTTP scenarios ran under different servers: {sorted(servers)}")
+        progress(f"the HTTP scenarios ran under different servers: {sorted(servers)}")
+        ok = False
+
+    traced_figures = tracing_figures(results, cpu_round_ratios, accepted, spans, traceparents)
+    progress(f"tracing: {json.dumps(traced_figures)}")
+    if not traced_figures["spans_per_request_file_all"]:
+        progress(f"ingress_file_all wrote no span under {trace_dirs['ingress_file_all']}")
+        ok = False
+    if not all(traceparents.values()):
+        progress(f"a traced ingress's task carries no traceparent: {traceparents}")
         ok = False
 
     progress(f"cold start: {args.cold_repeats} fresh interpreters each")
@@ -384,7 +530,13 @@ def main(argv: list[str] | None = None) -> int:
                     "goal": OVERHEAD_GOAL,
                     "met": ratio <= OVERHEAD_GOAL,
                 },
-                "cpu": cpu_figures(results, cpu_round_ratios),
+                "cpu": cpu_figures(results, cpu_round_ratios["cpu"]),
+                "tracing": traced_figures,
+                **(
+                    {"before": before_figures(results, cpu_round_ratios["before"], before[1])}
+                    if before
+                    else {}
+                ),
                 "memory": memory,
                 "cold_start": cold,
             }

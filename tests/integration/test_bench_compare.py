@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from bench.e2e import CompareError, check_served_tree, ratios, revision_worktree, summarize
+from bench._revision import CompareError, check_served_tree, revision_worktree
+from bench.e2e import ratios, summarize
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow  # a git worktree checkout and a fresh interpreter

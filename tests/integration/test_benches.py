@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from shared.config import DEFAULTS
+from shared.tracing import parse_traceparent
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -78,8 +79,9 @@ def test_cost_counts_each_event() -> None:
         assert "not named: a regression to explain" not in result[name]["because"].values()
 
 
-def test_ack_reports_cpu_memory_and_cold_start() -> None:
-    result = run_bench("ack", "--quick", "--clients", "8")
+def test_ack_reports_cpu_memory_cold_start_and_tracing() -> None:
+    # --compare HEAD: a worktree of this revision's commit, served beside this tree.
+    result = run_bench("ack", "--quick", "--clients", "8", "--compare", "HEAD")
     assert result["ok"] is True
     for scenario in ("bare", "enqueue", "ingress", "bare_enqueue"):
         assert result[scenario]["errors"] == 0, scenario
@@ -90,13 +92,37 @@ def test_ack_reports_cpu_memory_and_cold_start() -> None:
     assert memory["errors"] == 0 and memory["requests"] == memory["clients"]
     assert memory["peak_rss_mib"] >= memory["idle_rss_mib"] > 0
     assert result["cold_start"]["ingress_import_ms"] > 0
+    # Tracing on, as deployed: the file case wrote every request's spans, the sampled-out
+    # case recorded them (its tasks carry a traceparent) and exported none.
+    traced = result["tracing"]
+    for key in ("off_cpu_ms", "file_all_cpu_ms", "sampled_out_cpu_ms"):
+        assert traced[key] > 0, key
+    assert traced["overhead_all"] > 0 and traced["overhead_sampled_out"] > 0
+    assert len(traced["round_overhead_all"]) == result["setup"]["rounds"]
+    assert traced["spans_per_request_file_all"] >= 4  # request, verify, hand-off, CreateTask
+    accepted = traced["accepted"]["ingress_file_all"]
+    assert traced["spans_by_name_file_all"]["ingress.request"] == accepted
+    assert traced["spans_written_sampled_out"] == 0
+    for name, expected in (("ingress_file_all", True), ("ingress_sampled_out", False)):
+        parsed = parse_traceparent(traced["task_traceparent"][name])
+        assert parsed is not None and parsed[2] is expected, name
+    before = result["before"]
+    assert before["before_cpu_ms"] > 0 and before["ratio"] > 0
+    assert len(before["round_ratios"]) == result["setup"]["rounds"]
+    assert result["ingress_before"]["errors"] == 0
 
 
-def test_cold_measures_worker_and_reconcile() -> None:
+def test_cold_measures_each_function_with_tracing_off_and_on() -> None:
     result = run_bench("cold", "--quick")
     for function in ("worker", "reconcile"):
         assert result[function][f"{function}_import_ms"] > 0
         assert result[function]["base_import_ms"] > 0
+    for function in ("ingress", "worker", "reconcile"):
+        traced = result["tracing"][function]
+        assert traced["off_import_ms"] > 0 and traced["on_import_ms"] > 0, function
+        assert traced["configure_after_off_ms"] > 0, function
+        # Off, the served function never imports OpenTelemetry; on, its startup does.
+        assert traced["opentelemetry_loaded"] == {"off": False, "on": True}, function
 
 
 def test_settle_keeps_exactly_once() -> None:
