@@ -440,6 +440,12 @@ def app_filled(firestore_client, firestore_emulator, cloudtasks_emulator_fast, m
                     60,
                     "the App push's operation",
                 )
+                # The in_progress run first: the page under test shows a settled push's run.
+                wait_until(
+                    lambda: not any(i.open for i in ledger.operations.get(op.name).outbox),
+                    60,
+                    "the check run shown in progress",
+                )
                 stack.sim.complete(op.name, webhook="send")
 
                 def completed() -> Any:

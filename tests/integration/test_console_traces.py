@@ -31,6 +31,9 @@ class Registering:
     def traceparent(self) -> str:
         return f"00-{OTHER_TRACE}-{REGISTERING_SPAN}-01"
 
+    def run_traceparent(self) -> str:
+        return self.traceparent()  # the worker attempt's span is the current one
+
     def log_fields(self) -> dict[str, Any]:
         return {}
 
