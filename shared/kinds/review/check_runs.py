@@ -26,22 +26,28 @@ older generation, delivered late, is done without a write.
 
 The run is found by name and `external_id` = the push's submission id (`ChecksClient.
 publish`: oldest wins, newer duplicates completed as pointers to it). A `finish` waits
-(retryable) while its operation's `start` is open, so the two never publish at once and
-never append the same annotations twice. The timeline is in docs/architecture.md, "Check
-runs". The item's lease (`item.lease`) is the publish's ownership.
+while its operation's `start` is open, so the two never publish at once and never append
+the same annotations twice: while another deliverer holds the `start` (publishing it now,
+a few GitHub calls) the `finish` re-reads for up to `START_WAIT` (~8 s), then, or at once
+when nobody holds the `start`, it is retried later (`StartStillOpen`). The timeline is in
+docs/architecture.md, "Check runs". The item's lease (`item.lease`) is the publish's
+ownership.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from shared import logs
+from shared.clock import system_clock
 from shared.errors import PermanentError, TransientError
 from shared.kinds import DeliveryServices, register_deliverer
 from shared.kinds.review import checks
+from shared.retry import Backoff
 
 if TYPE_CHECKING:
     from shared.ledger import Operation, OutboxItem
@@ -49,6 +55,10 @@ if TYPE_CHECKING:
 log = logs.get_logger("review")
 
 CHECK_RUN = "github-check-run"  # the outbox payload kind delivered here
+# How a `finish` waits for the `start` another deliverer is publishing: 0.25 s doubling to
+# 2 s, six waits (~8 s at most), far inside the finish's own claim (OUTBOX_LEASE_S).
+START_WAIT = Backoff(attempts=6, first_s=0.25, cap_s=2.0, jitter=0.0)
+_sleep = time.sleep  # tests replace it
 START, FINISH = "start", "finish"
 # Context fields of a re-run's operation (`reruns.py`): the push's submission whose check
 # run it shows, and the annotations that run held before the re-run's first write.
@@ -118,12 +128,8 @@ def publish_check_run(item: OutboxItem, services: DeliveryServices) -> None:
     record = services.ledger.operations.get(operation)
     if record is None:
         raise PermanentError(f"outbox item {item.idempotency_key}: {operation} is not recorded")
-    if _role(payload) == FINISH and any(
-        _role(i.payload) == START and i.open for i in record.outbox
-    ):
-        raise StartStillOpen(
-            f"{operation}: check run completion waits for its in_progress item to close"
-        )
+    if _role(payload) == FINISH:
+        record = _after_start(record, services)
 
     shown_by = _shown_by(record, services)
     if shown_by != operation:
@@ -175,6 +181,23 @@ def publish_check_run(item: OutboxItem, services: DeliveryServices) -> None:
         cancelled=_cancelled(record),
     )
     _logged("check run completed", publish(state), operation, repo, sha, item)
+
+
+def _after_start(record: Operation, services: DeliveryServices) -> Operation:
+    """`record` once its `start` item is closed, re-read while another deliverer holds it
+    (a batch settled seconds after its push); `StartStillOpen` when it stays open."""
+    for retry in range(START_WAIT.attempts + 1):
+        start = next((i for i in record.outbox if _role(i.payload) == START and i.open), None)
+        if start is None:
+            return record
+        held = start.claimed_until is not None and start.claimed_until > system_clock()
+        if not held or retry == START_WAIT.attempts:
+            break
+        _sleep(START_WAIT.delay(retry))
+        record = services.ledger.operations.get(record.name) or record
+    raise StartStillOpen(
+        f"{record.name}: check run completion waits for its in_progress item to close"
+    )
 
 
 def _shown_by(record: Operation, services: DeliveryServices) -> str | None:
