@@ -313,7 +313,7 @@ class Config:
             gemini_base_url=text("GEMINI_BASE_URL", d.gemini_base_url),
             gemini_api_key=text("GEMINI_API_KEY", d.gemini_api_key),
             github_api_url=text("GITHUB_API_URL", d.github_api_url),
-            github_token=text("GITHUB_TOKEN", d.github_token),
+            github_token=_token(env.get("GITHUB_TOKEN", d.github_token)),
             github_app_id=text("GITHUB_APP_ID", d.github_app_id).strip(),
             github_app_private_key=_pem(env.get("GITHUB_APP_PRIVATE_KEY", "")),
             github_comments=flag("GITHUB_COMMENTS", d.github_comments),
@@ -422,6 +422,15 @@ def _check_deadlines(cfg: Config) -> None:
             f"({cfg.http_timeout_s:g}): a push's lease ({cfg.delivery_lease_s} s) must hold "
             f"its fetches and a batch create ({cfg.create_budget_s:g} s) twice over"
         )
+
+
+def _token(raw: str) -> str:
+    """`GITHUB_TOKEN`, without the line break a secret file often ends with: sent as is, a
+    newline makes `requests` refuse the header with an error that quotes the token."""
+    token = raw.strip()
+    if any(c.isspace() for c in token):
+        raise ConfigError("GITHUB_TOKEN must be one token, without spaces or line breaks")
+    return token
 
 
 def _tracing_mode(raw: str) -> str:

@@ -47,6 +47,7 @@ from shared.clock import Clock, system_clock
 from shared.errors import PermanentError
 from shared.signatures import MIN_KEY_BYTES, SecretError, VerificationError
 from shared.signatures._common import _b64url
+from shared.tracing import TRACEPARENT
 
 # "hookledger" is internal (reconcile fan-out pages); the ingress has no route for it.
 SOURCES = ("github", "gemini", "hookledger")
@@ -71,10 +72,11 @@ KEPT_HEADERS = frozenset(
         "x-github-hook-installation-target-type",
         "webhook-id",
         "webhook-timestamp",
-        # The span that handed the delivery off: the worker's run continues its trace.
-        "traceparent",
     }
 )
+# `traceparent` is allowed too, but set by the ingress itself, never copied from the
+# request: the span that handed the delivery off, whose trace the worker's run continues
+# (shared/tracing). Only a traced ingress writes it: untraced, an envelope is as before.
 _MAX_HEADER_VALUE = 1024
 _MAX_EVENT = 128
 _MAX_DELIVERY_ID = 256
@@ -145,7 +147,7 @@ class Envelope:
             raise ValueError("envelope received_at must be an aware datetime")
         headers = dict(self.headers)
         for name, value in headers.items():
-            if name not in KEPT_HEADERS:
+            if name not in KEPT_HEADERS and name != TRACEPARENT:
                 raise ValueError(f"envelope may not carry header {name!r}")
             _text(value, f"header {name}", _MAX_HEADER_VALUE)
         object.__setattr__(self, "headers", headers)

@@ -333,7 +333,7 @@ variable "settings" {
 
 # TRACE_SAMPLE_RATIO restates Config's default (tests/terraform/test_terraform_wiring.py).
 variable "trace_sample_ratio" {
-  description = "Share of traces the functions keep and export (TRACE_SAMPLE_RATIO, 0-1; sampled on the trace id, so a trace is kept or dropped whole). Errors and dead deliveries are exported whatever the ratio."
+  description = "Share of traces the functions keep and export (TRACE_SAMPLE_RATIO, 0-1; sampled on the trace id, so every function keeps the same traces). A function's run that fails or records a dead delivery exports its own spans whatever the ratio."
   type        = number
   default     = 0.1
 

@@ -40,7 +40,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from shared import handlers, logs, tracing
 from shared.claims import ClaimError
@@ -65,6 +65,7 @@ from shared.signatures import (
 from shared.tasks import EnqueueError, TaskQueue, task_id_for
 
 log = logs.get_logger("ingress")
+T = TypeVar("T")
 
 # Printable ASCII without spaces: its UTF-8, percent-quoted form fits every id built from it.
 _USABLE_ID = re.compile(r"[\x21-\x7e]{1,200}")
@@ -191,11 +192,7 @@ class Ingress(Endpoint):
 
     def _github_delivery(self, headers: Mapping[str, str], body: bytes) -> Reply:
         event, delivery_id = _github_headers(headers)
-        try:
-            with tracing.span("ingress.verify"):
-                self._github.verify(headers, body)
-        except VerificationError as exc:
-            raise _Rejected(401, f"signature: {exc}") from None
+        _verified(lambda: self._github.verify(headers, body))
         payload = _parse_json_object(body)
         if event == "ping":
             return Reply(200, {"status": "pong", "delivery_id": delivery_id, "event": event})
@@ -210,11 +207,8 @@ class Ingress(Endpoint):
         )
 
     def _gemini_delivery(self, headers: Mapping[str, str], body: bytes) -> Reply:
-        try:
-            with tracing.span("ingress.verify"):
-                delivery = self._gemini.verify_delivery(headers, body)  # or KeysUnavailable
-        except VerificationError as exc:
-            raise _Rejected(401, f"signature: {exc}") from None
+        # KeysUnavailable (our JWKS fetch failed: a 503) leaves it as an error.
+        delivery = _verified(lambda: self._gemini.verify_delivery(headers, body))
         delivery_id = delivery.delivery_id
         _check_id(delivery_id, "webhook-id")
         if delivery.event is not None:
@@ -289,6 +283,18 @@ class Ingress(Endpoint):
             status = "duplicate" if result.status == "duplicate" else "accepted"
             code = 200 if status == "duplicate" else 202
             return Reply(code, {"status": status, "delivery_id": delivery_id, "event": event})
+
+
+def _verified(verify: Callable[[], T]) -> T:
+    """`verify()` in its span; a refused signature is a 401, the sender's failure, noted on
+    the span but not as an error (that would keep every forged request's trace)."""
+    with tracing.span("ingress.verify") as span:
+        try:
+            return verify()
+        except VerificationError as exc:
+            span.set(verified=False)
+            refused = exc
+    raise _Rejected(401, f"signature: {refused}")
 
 
 def _refused(source: str, headers: Mapping[str, str], status: int, reason: str) -> Reply:

@@ -19,8 +19,9 @@ The API every path calls; it imports nothing of OpenTelemetry, so with tracing o
 `TRACING` chooses where finished spans go: `cloudtrace` (the Cloud Trace exporter, in
 production), `file` (JSON lines under `TRACE_DIR`, what `make run` and the console read:
 shared/tracing/store.py), or `off`. `TRACE_SAMPLE_RATIO` keeps that share of traces,
-decided on the trace id so every function keeps the same ones; a trace a function ends
-with an error, or marks `keep` (a dead delivery), is kept whatever the ratio.
+decided on the trace id so every function keeps the same ones; a run (a request, an
+attempt, a check) that ends with an error or marks `keep` (a dead delivery) keeps its own
+spans whatever the ratio: that function's part of the trace, not the others'.
 
 Attribute names without a dot are ours and get the `hookledger.` prefix
 (`delivery_id=` is `hookledger.delivery_id`); dotted names (`http.response.status_code`)
@@ -198,7 +199,8 @@ def flush() -> None:
 
 def parse_traceparent(value: str) -> tuple[str, str, bool] | None:
     """(trace id, span id, sampled) of a version-00 traceparent, or None if unreadable."""
-    match = _TRACEPARENT.fullmatch(value.strip().lower()) if isinstance(value, str) else None
+    # Lower-case hex only, as W3C and OpenTelemetry's propagator read it: one rule for both.
+    match = _TRACEPARENT.fullmatch(value.strip()) if isinstance(value, str) else None
     if match is None:
         return None
     trace_id, span_id, flags = match.groups()

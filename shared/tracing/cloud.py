@@ -3,11 +3,13 @@
 The package is `opentelemetry-exporter-gcp-trace`.
 
 Spans are written from one background thread, so no request waits for Cloud Trace: a
-request only queues its trace (`CloudTraceSink.export`). The exporter and its gRPC
-client are built by that thread on the first trace, off the cold start. Each
-`BatchWriteSpans` call has `EXPORT_TIMEOUT_S`; a failed one is logged (how many spans,
-never their content) and dropped: tracing never retries into a request's time. The
-queue holds at most `MAX_QUEUED` traces; past it a trace is dropped and counted.
+request only queues its trace (`CloudTraceSink.export`). The thread starts in the process
+that exports (functions-framework configures tracing before its server forks), and builds
+the exporter and its gRPC client on the first trace, off the cold start. Each
+`BatchWriteSpans` call has `EXPORT_TIMEOUT_S`; a failed one is one WARNING naming the
+cause and how many spans (never their content; the exporter's own ERROR line is
+swallowed), and the spans are dropped: tracing never retries into a request's time. The
+queue holds at most `MAX_QUEUED` traces; past it a trace is dropped, counted and said.
 
 The package marks `CloudTraceSpanExporter` deprecated in favour of OTLP to
 `telemetry.googleapis.com`; it is the exporter the Cloud Trace docs for Python still
@@ -44,15 +46,44 @@ class _TimedClient:
         return self._client.batch_write_spans(request=request, timeout=self._timeout_s, **kwargs)
 
 
+class _ExporterFailures(logging.Filter):
+    """The exporter logs its own failures (an ERROR with a traceback, each time) and
+    returns FAILURE: its line is swallowed here and its cause kept for our one WARNING."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last: str | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        self.last = f"{type(error).__name__}: {error}" if error else record.getMessage()
+        return False
+
+
+EXPORTER_LOGGER = "opentelemetry.exporter.cloud_trace"
+_failures = _ExporterFailures()
+
+
 def default_exporter(project: str) -> Any:
-    """The published exporter for `project`, its client given a per-call timeout."""
+    """The published exporter for `project` on Cloud Trace's default client."""
     from google.cloud.trace_v2 import TraceServiceClient
+
+    return published_exporter(project, TraceServiceClient())
+
+
+def published_exporter(project: str, client: Any) -> Any:
+    """`CloudTraceSpanExporter` on `client`, each call given a deadline, `service.name`
+    (which function) exported as a label, its failure lines turned into our WARNING."""
     from opentelemetry.exporter.cloud_trace import CloudTraceSpanExporter
 
-    client = _TimedClient(TraceServiceClient(), EXPORT_TIMEOUT_S)
+    logging.getLogger(EXPORTER_LOGGER).addFilter(_failures)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # module docstring
-        return CloudTraceSpanExporter(project_id=project, client=client)
+        return CloudTraceSpanExporter(
+            project_id=project,
+            client=_TimedClient(client, EXPORT_TIMEOUT_S),
+            resource_regex=r"service\.name",
+        )
 
 
 class CloudTraceSink:
@@ -93,6 +124,15 @@ class CloudTraceSink:
             with self._idle:
                 self._pending -= 1
                 self.dropped += 1
+                dropped = self.dropped
+            if dropped == 1 or dropped % 100 == 0:  # said, without a line per trace
+                logs.event(
+                    log,
+                    logging.WARNING,
+                    f"Cloud Trace export queue full: {dropped} traces dropped so far",
+                    project=self.project,
+                    dropped=dropped,
+                )
 
     def flush(self, timeout_s: float = FLUSH_TIMEOUT_S) -> bool:
         """Wait until every queued trace is written (or failed); False on timeout."""
@@ -112,6 +152,7 @@ class CloudTraceSink:
                     self._idle.notify_all()
 
     def _write(self, spans: Sequence[Any]) -> None:
+        _failures.last = None
         try:
             if self._exporter is None:
                 self._exporter = self._factory(self.project)
@@ -119,7 +160,7 @@ class CloudTraceSink:
         except Exception as exc:
             result, reason = None, f"{type(exc).__name__}: {exc}"
         else:
-            reason = "the exporter reported a failure"
+            reason = _failures.last or "the exporter reported a failure"
         if result is None or getattr(result, "name", "") != "SUCCESS":
             logs.event(
                 log,

@@ -3,14 +3,15 @@
     sampler    keeps `TRACE_SAMPLE_RATIO` of traces, judged on the trace id (as the SDK's
                TraceIdRatioBased does), so the ingress, the worker and reconcile keep the
                same traces; the rest are recorded, not sampled, until their end is known
-    TraceBuffer holds a trace's finished spans until its local root span ends, then
+    TraceBuffer holds a local root's finished spans until that root ends, then
                exports them when the trace is sampled, or has an error, or a span asked
                to `keep` it (a dead delivery); else drops them
     OtelTracer the `_Tracer` shared/tracing calls: spans, traceparents, log fields
 
-A span's error status comes from an exception leaving it (the SDK's default) or from
-`fail`. Buffers are bounded: a trace over `MAX_SPANS_PER_TRACE` keeps its first spans,
-and past `MAX_OPEN_TRACES` the oldest open trace is dropped.
+A span's error status comes from an exception leaving it (its type only: an exception's
+message may quote what it failed on, a header, a token; OpenTelemetry would record it
+whole) or from `fail`. Buffers are bounded: a root over `MAX_SPANS_PER_ROOT` keeps its
+first spans, and past `MAX_OPEN_ROOTS` the oldest running root is forgotten.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ T = TypeVar("T")
 if TYPE_CHECKING:
     from shared.config import Config
 
-MAX_SPANS_PER_TRACE = 1000
-MAX_OPEN_TRACES = 10_000
+MAX_SPANS_PER_ROOT = 1000
+MAX_OPEN_ROOTS = 1000
 KEEP = "hookledger.keep"
 _KINDS = {
     "internal": SpanKind.INTERNAL,
@@ -90,39 +91,49 @@ class RatioSampler(Sampler):
 
 
 class TraceBuffer(SpanProcessor):
-    """Exports each trace's spans when its local root ends, if the trace is worth keeping."""
+    """Holds each local root's finished spans (a request's, an attempt's, a check's: a span
+    whose parent is remote or absent) until that root ends, then exports them if the trace
+    is worth keeping. Two roots of one trace in one process (a retry running beside the
+    attempt it overlaps) are kept apart; a span that ends after its root is decided alone."""
 
     def __init__(self, export: Export) -> None:
         self._export = export
         self._lock = threading.Lock()
-        self._open: OrderedDict[int, list[ReadableSpan]] = OrderedDict()
+        self._root_of: dict[int, int] = {}  # span id → its local root's span id, while open
+        self._open: OrderedDict[int, list[ReadableSpan]] = OrderedDict()  # by live root
 
     def on_start(self, span: Any, parent_context: Any = None) -> None:
-        return None
+        context, parent = span.context, span.parent
+        with self._lock:
+            if parent is None or parent.is_remote:
+                root = context.span_id
+                self._open[root] = []
+                if len(self._open) > MAX_OPEN_ROOTS:  # a root that never ended: forget it
+                    stale, _ = self._open.popitem(last=False)
+                    self._root_of = {k: v for k, v in self._root_of.items() if v != stale}
+            else:
+                root = self._root_of.get(parent.span_id, context.span_id)
+            self._root_of[context.span_id] = root
 
     def on_end(self, span: ReadableSpan) -> None:
         context = span.context
         if context is None:
             return
-        trace_id = context.trace_id
-        local_root = span.parent is None or span.parent.is_remote
         with self._lock:
-            spans = self._open.get(trace_id)
-            if spans is None:
-                spans = self._open[trace_id] = []
-                if len(self._open) > MAX_OPEN_TRACES:
-                    self._open.popitem(last=False)
-            if len(spans) < MAX_SPANS_PER_TRACE:
+            root = self._root_of.pop(context.span_id, context.span_id)
+            spans = self._open.get(root)
+            if spans is not None and len(spans) < MAX_SPANS_PER_ROOT:
                 spans.append(span)
-            if not local_root:
-                return
-            batch = self._open.pop(trace_id)
+            if spans is not None and root != context.span_id:
+                return  # its root is still running: decided when it ends
+            batch = self._open.pop(root, None) or [span]
         if context.trace_flags.sampled or any(_worth_keeping(s) for s in batch):
             self._export(batch)
 
     def shutdown(self) -> None:
         with self._lock:
             self._open.clear()
+            self._root_of.clear()
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return True
@@ -207,6 +218,8 @@ class OtelTracer:
         context = None
         if parent is not None:
             context = _PROPAGATOR.extract({TRACEPARENT: parent})
+        elif kind == "server":  # a request starts its own trace, whatever a reused thread held
+            context = otel_context.Context()
         linked = [Link(ctx) for ctx in map(span_context, links) if ctx is not None]
         with self._tracer.start_as_current_span(
             name,
@@ -214,15 +227,19 @@ class OtelTracer:
             kind=_KINDS.get(kind, SpanKind.INTERNAL),
             attributes=attribute_map(attributes),
             links=linked,
+            record_exception=False,  # module docstring: the type, never the message
+            set_status_on_exception=False,
         ) as current:
-            if parent is None and kind != "server":
-                yield _SpanHandle(current)
-                return
-            token = _RUN.set(self.traceparent())  # this span is a run: a request, a check
+            run = parent is not None or kind == "server"  # a request's, an attempt's, a check's
+            token = _RUN.set(self.traceparent()) if run else None
             try:
                 yield _SpanHandle(current)
+            except Exception as exc:
+                current.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+                raise
             finally:
-                _RUN.reset(token)
+                if token is not None:
+                    _RUN.reset(token)
 
     def run_traceparent(self) -> str | None:
         return _RUN.get() or self.traceparent()
@@ -249,14 +266,15 @@ class OtelTracer:
         self.sink.flush()
 
     def carry(self, fn: Callable[P, T]) -> Callable[P, T]:
-        captured = otel_context.get_current()
+        captured, run_span = otel_context.get_current(), _RUN.get()
 
         @functools.wraps(fn)
         def run(*args: P.args, **kwargs: P.kwargs) -> T:
-            token = otel_context.attach(captured)
+            token, run_token = otel_context.attach(captured), _RUN.set(run_span)
             try:
                 return fn(*args, **kwargs)
             finally:
+                _RUN.reset(run_token)
                 otel_context.detach(token)
 
         return run

@@ -167,10 +167,11 @@ def traces_with(directory: str | os.PathLike[str], **attributes: Any) -> list[st
 
 
 def prune(directory: str | os.PathLike[str], older_than_s: float, now: float) -> int:
-    """Remove span files last written more than `older_than_s` before `now` (epoch
-    seconds), so a long-lived local store stays small; how many were removed."""
+    """Remove our span files (`hookledger-<function>-<pid>.jsonl`) last written more than
+    `older_than_s` before `now` (epoch seconds), so a long-lived local store stays small;
+    how many were removed."""
     removed = 0
-    for path in Path(directory).glob("*.jsonl"):
+    for path in Path(directory).glob("hookledger-*.jsonl"):  # ours only, wherever it points
         try:
             if now - path.stat().st_mtime > older_than_s:
                 path.unlink()

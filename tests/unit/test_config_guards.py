@@ -255,3 +255,11 @@ def test_job_webhook_uris_are_a_comma_list_and_local_ones_may_be_plain_http():
     local = Config.from_env({"GEMINI_WEBHOOK_URIS": "http://127.0.0.1:8080/gemini"})
     assert local.gemini_webhook_uris == ("http://127.0.0.1:8080/gemini",)
     assert Config.from_env({}).gemini_webhook_uris == ()
+
+
+def test_a_github_token_is_read_without_the_line_break_its_secret_file_ends_with() -> None:
+    # Sent with it, requests refuses the header with an error quoting the token.
+    assert Config.from_env({"GITHUB_TOKEN": "ghp_abc\n"}).github_token == "ghp_abc"
+    with pytest.raises(ConfigError, match="GITHUB_TOKEN must be one token") as refused:
+        Config.from_env({"GITHUB_TOKEN": "ghp_abc def"})
+    assert "ghp_abc" not in str(refused.value)

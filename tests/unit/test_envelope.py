@@ -461,3 +461,16 @@ def test_importing_the_ingress_modules_loads_neither_firestore_nor_genai():
     )
 
     assert result.stdout.strip() == "[]"
+
+
+def test_a_requests_traceparent_is_never_copied_but_the_ingress_may_set_one() -> None:
+    # Untraced, an envelope is what it was before tracing (a worker of that time opens it).
+    caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    assert select_headers({"traceparent": caller, "X-GitHub-Event": "push"}) == {
+        "x-github-event": "push"
+    }
+    traced = envelope(headers={"x-github-event": "push", "traceparent": caller})
+    opened = EnvelopeSealer([LOCAL_ENVELOPE_KEY]).open(
+        EnvelopeSealer([LOCAL_ENVELOPE_KEY]).seal(traced)
+    )
+    assert opened.headers["traceparent"] == caller

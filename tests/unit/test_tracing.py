@@ -134,7 +134,8 @@ def test_with_traceparent_adds_the_current_span(tmp_path: Path) -> None:
 def test_parse_traceparent_refuses_what_w3c_refuses() -> None:
     assert tracing.parse_traceparent(PARENT) == (TRACE, "00f067aa0ba902b7", True)
     assert tracing.parse_traceparent(PARENT[:-2] + "00")[2] is False
-    for bad in ("", "01-" + PARENT[3:], f"00-{'0' * 32}-00f067aa0ba902b7-01", PARENT + "-x"):
+    bad_ones = ("", "01-" + PARENT[3:], f"00-{'0' * 32}-00f067aa0ba902b7-01", PARENT + "-x")
+    for bad in (*bad_ones, PARENT.upper()):  # W3C hex is lower-case
         assert tracing.parse_traceparent(bad) is None, bad
     assert tracing.trace_id_of(PARENT) == TRACE and tracing.trace_id_of(None) is None
 
@@ -183,28 +184,68 @@ def test_a_failed_cloud_trace_write_is_logged_without_the_spans(caplog) -> None:
     assert "secret-looking-name" not in record.getMessage()
 
 
-def test_the_cloud_trace_client_is_called_with_a_deadline() -> None:
-    from shared.tracing.cloud import EXPORT_TIMEOUT_S, _TimedClient
+class TraceClient:
+    """Cloud Trace's client as the published exporter calls it: `batch_write_spans`."""
 
-    calls = []
+    def __init__(self, error: Exception | None = None) -> None:
+        self.calls: list[dict] = []
+        self.error = error
 
-    class Client:
-        def batch_write_spans(self, **kwargs):
-            calls.append(kwargs)
+    def batch_write_spans(self, **kwargs):
+        self.calls.append(kwargs)
+        if self.error is not None:
+            raise self.error
 
-    _TimedClient(Client(), EXPORT_TIMEOUT_S).batch_write_spans(request="r")
-    assert calls == [{"request": "r", "timeout": EXPORT_TIMEOUT_S}]
+
+def test_the_published_exporter_writes_with_a_deadline_and_the_function_named() -> None:
+    from shared.tracing.cloud import EXPORT_TIMEOUT_S, published_exporter
+
+    client = TraceClient()
+    sink = CloudTraceSink("demo-p", exporter_factory=lambda p: published_exporter(p, client))
+    with tracing.installed(OtelTracer("hookledger-worker", "demo-p", 1.0, sink)):
+        with tracing.span("worker.attempt", delivery_id="d-1"):
+            pass
+        tracing.flush()
+    [call] = client.calls
+    assert call["timeout"] == EXPORT_TIMEOUT_S and call["request"].name == "projects/demo-p"
+    [span] = call["request"].spans
+    labels = {key: value.string_value.value for key, value in span.attributes.attribute_map.items()}
+    assert labels["hookledger.delivery_id"] == "d-1"
+    assert labels["service.name"] == "hookledger-worker"  # which function, in Cloud Trace
+
+
+def test_a_refused_export_is_one_warning_naming_its_cause(caplog) -> None:
+    from google.api_core.exceptions import PermissionDenied
+
+    from shared.tracing.cloud import EXPORTER_LOGGER, published_exporter
+
+    client = TraceClient(PermissionDenied("caller lacks cloudtrace.traces.patch"))
+    sink = CloudTraceSink("demo-p", exporter_factory=lambda p: published_exporter(p, client))
+    tracer = OtelTracer("hookledger-ingress", "demo-p", 1.0, sink)
+    with caplog.at_level(logging.DEBUG), tracing.installed(tracer):
+        with tracing.span("ingress.request"):
+            pass
+        tracing.flush()
+    assert [r for r in caplog.records if r.name == EXPORTER_LOGGER] == []
+    [warning] = [r for r in caplog.records if r.name == "hookledger.tracing"]
+    assert warning.levelno == logging.WARNING
+    assert "PermissionDenied" in warning.hookledger_fields["reason"]
+    assert "cloudtrace.traces.patch" in warning.hookledger_fields["reason"]
 
 
 def test_prune_removes_only_span_files_older_than_the_cutoff(tmp_path: Path) -> None:
-    old, fresh, other = tmp_path / "w-1.jsonl", tmp_path / "w-2.jsonl", tmp_path / "notes.txt"
+    old, fresh = tmp_path / "hookledger-worker-1.jsonl", tmp_path / "hookledger-worker-2.jsonl"
+    other = tmp_path / "another-tool.jsonl"  # TRACE_DIR may point somewhere shared
     for path in (old, fresh, other):
         path.write_text("{}\n")
     os.utime(old, (1_000, 1_000))
     os.utime(other, (1_000, 1_000))
     os.utime(fresh, (9_000, 9_000))
     assert prune(tmp_path, older_than_s=5_000, now=10_000) == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "w-2.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "another-tool.jsonl",
+        "hookledger-worker-2.jsonl",
+    ]
     assert prune(tmp_path / "missing", older_than_s=1, now=10_000) == 0
 
 
@@ -233,3 +274,76 @@ def test_a_sink_made_before_the_server_forks_exports_from_the_forked_worker(
     _, status = os.waitpid(child, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert written.read_text() == f"2 from {child}"
+
+
+def test_two_roots_of_one_trace_in_one_process_keep_their_own_spans(tmp_path: Path) -> None:
+    """A retry running beside the attempt it overlaps (both children of the hand-off):
+    the retry ending must not take the first attempt's finished spans with it."""
+    import threading
+
+    tracer = _file_tracer(tmp_path, ratio=0.0)
+    first_child_done, retry_done = threading.Event(), threading.Event()
+
+    def first_attempt() -> None:
+        with tracing.span("attempt.first", parent=PARENT, kind="server") as span:
+            with tracing.span("first.child"):
+                pass
+            first_child_done.set()
+            retry_done.wait(5)
+            span.fail("GitHub answered 502")
+
+    with tracing.installed(tracer):
+        worker = threading.Thread(target=tracing.carry(first_attempt))
+        worker.start()
+        first_child_done.wait(5)
+        with tracing.span("attempt.busy", parent=PARENT, kind="server"):
+            pass  # sampled out and no error: dropped, alone
+        retry_done.set()
+        worker.join(5)
+    assert sorted(s.name for s in read_spans(tmp_path)) == ["attempt.first", "first.child"]
+
+
+def test_a_span_ending_after_its_root_is_decided_alone(tmp_path: Path) -> None:
+    """A check its reconcile run abandoned (on a pool thread) ends after the run: kept if
+    it failed, though its root has gone."""
+    import threading
+
+    run_over = threading.Event()
+
+    def check() -> None:
+        with tracing.span("reconcile.check") as span:
+            run_over.wait(5)
+            span.fail("Gemini answered 500")
+
+    with tracing.installed(_file_tracer(tmp_path, ratio=0.0)):
+        with tracing.span("reconcile.run", kind="server"):
+            pool_thread = threading.Thread(target=tracing.carry(check))
+            pool_thread.start()
+        run_over.set()
+        pool_thread.join(5)
+    [late] = read_spans(tmp_path)
+    assert (late.name, late.status) == ("reconcile.check", "error")
+
+
+def test_a_request_span_never_inherits_what_its_thread_held(tmp_path: Path) -> None:
+    with (
+        tracing.installed(_file_tracer(tmp_path)),
+        tracing.span("leaked"),
+        tracing.span("worker.attempt", kind="server"),
+    ):
+        pass
+    spans = {span.name: span for span in read_spans(tmp_path)}
+    assert spans["worker.attempt"].parent_id is None
+    assert spans["worker.attempt"].trace_id != spans["leaked"].trace_id
+
+
+def test_an_exception_marks_its_span_by_type_never_by_message(tmp_path: Path) -> None:
+    with (
+        tracing.installed(_file_tracer(tmp_path)),
+        pytest.raises(ValueError),
+        tracing.span("github.request"),
+    ):
+        raise ValueError("Invalid header value b'Bearer ghp_secret\\n'")
+    [span] = read_spans(tmp_path)
+    assert (span.status, span.error) == ("error", "ValueError")
+    assert "ghp_secret" not in (tmp_path / next(iter(os.listdir(tmp_path)))).read_text()
