@@ -947,9 +947,14 @@ def test_fan_out_through_the_cloud_tasks_emulator_settles_every_operation_once(
     ops = statuses(ledger, names)
     assert all(op.status == "succeeded" and op.settled_by == "reconcile" for op in ops.values())
     assert count(firestore_client, "writebacks") == 310
-    with check_page_worker["lock"]:
-        reports = [r for r in check_page_worker["reports"] if r is not None]
-    assert sum(r.settled for r in reports) == 310
+
+    def settled_by_pages() -> int:
+        # A page's report is kept once its check_names returns, after its settling commits.
+        with check_page_worker["lock"]:
+            return sum(r.settled for r in check_page_worker["reports"] if r is not None)
+
+    wait_until(lambda: settled_by_pages() >= 310, timeout=60, what="every page's report")
+    assert settled_by_pages() == 310
 
 
 # ----------------------------------------------------------- Gemini's error model
