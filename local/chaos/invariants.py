@@ -14,7 +14,8 @@ After a scenario is quiet, `check` returns one line per violation (empty: all ho
   (its submission id, from the operation's check-run outbox item), `completed` with a
   conclusion; no outbox item given up.
 `wait_quiet` polls cheap counts until the database is quiet (every outbox item of the
-pushes' operations delivered too) or a deadline passes.
+pushes' operations delivered too, and, given `tasks_left`, no task left in the queue) or
+a deadline passes.
 """
 
 from __future__ import annotations
@@ -201,9 +202,14 @@ def review_problems(snapshot: Any, operations: dict[str, Operation]) -> list[str
     return problems
 
 
-def quiet(ledger: Ledger, pushes: Iterable[Push]) -> bool:
-    """No pending operation, no queued delivery, and every push's operation is settled with
-    its outbox (the check run, a comment) delivered or given up."""
+def quiet(
+    ledger: Ledger, pushes: Iterable[Push], tasks_left: Callable[[], bool | None] | None = None
+) -> bool:
+    """No task left in the queue (when `tasks_left` can say: a retry still scheduled runs
+    later), no pending operation, no queued delivery, and every push's operation is settled
+    with its outbox (the check run, a comment) delivered or given up."""
+    if tasks_left is not None and tasks_left() is not False:
+        return False
     if ledger.queries.count_operations(status=PENDING) or ledger.deliveries.count(status="queued"):
         return False
     for push in pushes:
@@ -218,12 +224,13 @@ def wait_quiet(
     pushes: list[Push],
     deadline_s: float,
     clock: Callable[[], float] = time.monotonic,
+    tasks_left: Callable[[], bool | None] | None = None,
 ) -> bool:
     """Poll `quiet` every 0.5 s until it holds (True) or `deadline_s` passes (False)."""
     give_up = clock() + deadline_s
     while True:
         try:
-            if quiet(ledger, pushes):
+            if quiet(ledger, pushes, tasks_left):
                 return True
         except LedgerError:
             pass  # a frozen or restarting store: ask again

@@ -133,7 +133,9 @@ class Chaos:
 
     def _verdict(self, run: Run) -> None:
         row = run.row
-        quiet = wait_quiet(self.ledger, run.pushes, QUIET_DEADLINE_S)
+        quiet = wait_quiet(
+            self.ledger, run.pushes, QUIET_DEADLINE_S, tasks_left=self.stack.tasks_left
+        )
         row.seconds = time.monotonic() - run.started
         lines = self.stack.lines("worker") + self.stack.lines("reconcile")
         runs = None if self.stack.app is None else self.stack.sim.check_runs(repo=FULL_REPO)

@@ -31,6 +31,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from google.api_core.exceptions import GoogleAPIError
 from google.cloud.tasks_v2 import types
 
 from local.cloudtasks_emulator.launch import start_cloudtasks
@@ -195,6 +196,18 @@ class ChaosStack:
 
     def thaw(self, name: str) -> None:
         os.killpg(self.children[name].pid, signal.SIGCONT)
+
+    def tasks_left(self) -> bool | None:
+        """Whether a task is still in the queue (None: the emulator did not answer). A retry
+        a SIGKILL left scheduled is work not yet done: the scenario is not quiet."""
+        client = make_client(self.env["CLOUD_TASKS_EMULATOR_HOST"])
+        try:
+            listed = client.list_tasks(request={"parent": QUEUE, "page_size": 1}, timeout=5)
+            return next(iter(listed), None) is not None
+        except GoogleAPIError:
+            return None
+        finally:
+            client.transport.close()
 
     def reset_data(self) -> None:
         """Empty the queue, the Firestore database and the simulator (between scenarios, once
