@@ -165,44 +165,26 @@ class TaskQueue:
 
         Raises `EnqueueError` (naming the task) on any other failure or on timeout.
         """
+        name = self.task_path(task_id) if task_id is not None else ""
         with tracing.span("tasks.create_task", kind="producer", task_id=task_id) as span:
-            result = self._create(
+            if tracing.enabled():  # Cloud Tasks forwards a task's headers: the trace crosses
+                headers = tracing.with_traceparent(headers or {})
+            request = _create_request(
+                self.queue_path,
                 url,
                 body,
-                # Cloud Tasks forwards a task's headers: the trace crosses the queue.
-                tracing.with_traceparent(headers or {}) if tracing.enabled() else headers,
-                task_id=task_id,
+                headers,
+                name=name,
                 schedule_time=schedule_time,
-                oidc_service_account=oidc_service_account,
-                oidc_audience=oidc_audience,
+                oidc=(oidc_service_account, oidc_audience or "") if oidc_service_account else None,
                 dispatch_deadline_s=dispatch_deadline_s,
             )
+            result = self._create(request, name)
             span.set(created=result.status)
         return result
 
-    def _create(
-        self,
-        url: str,
-        body: bytes,
-        headers: Mapping[str, str] | None,
-        *,
-        task_id: str | None,
-        schedule_time: dt.datetime | None,
-        oidc_service_account: str | None,
-        oidc_audience: str | None,
-        dispatch_deadline_s: float | None,
-    ) -> EnqueueResult:
-        name = self.task_path(task_id) if task_id is not None else ""
-        request = _create_request(
-            self.queue_path,
-            url,
-            body,
-            headers,
-            name=name,
-            schedule_time=schedule_time,
-            oidc=(oidc_service_account, oidc_audience or "") if oidc_service_account else None,
-            dispatch_deadline_s=dispatch_deadline_s,
-        )
+    def _create(self, request: types.CreateTaskRequest, name: str) -> EnqueueResult:
+        """Send `request` (task `name`, or "" for a generated one), errors as the class says."""
         label = name or f"a new task in {self.queue_path}"
         try:
             # retry=None: the timeout is the gRPC deadline itself, not one per attempt.
