@@ -292,56 +292,53 @@ class GeminiGateway:
         with tracing.span(
             "gemini.batches.create", display_name=display_name, model=model, requests=len(requests)
         ) as span:
-            name = self._create_batch(model, requests, display_name, generation_config)
-            span.set(operation=name)
-        return name
+            src = self._source(requests, display_name, generation_config)
+            with mapped(f"create batch {display_name}"):
+                job = self._client.batches.create(
+                    model=model,
+                    src=src,
+                    config=types.CreateBatchJobConfig(
+                        display_name=display_name,
+                        webhook_config=types.WebhookConfig(
+                            uris=self._webhook_uris or None,
+                            user_metadata={HOOKLEDGER_ID: display_name},
+                        ),
+                        # Creating is not idempotent: a blind retry could make a second batch.
+                        # The caller's retry goes through the submission guard instead.
+                        http_options=types.HttpOptions(
+                            retry_options=types.HttpRetryOptions(attempts=1)
+                        ),
+                    ),
+                )
+            if not job.name:
+                raise GeminiRejected(f"create batch {display_name}: Gemini returned no name")
+            span.set(operation=job.name)
+        return job.name
 
-    def _create_batch(
+    def _source(
         self,
-        model: str,
         requests: Sequence[tuple[str, str]],
         display_name: str,
         generation_config: Mapping[str, Any] | None,
-    ) -> str:
-        src: list[types.InlinedRequest] | str
-        if inline_bytes(requests, generation_config) <= MAX_INLINE_BYTES:
-            # The SDK's models take the REST (camelCase) names too; it sends them back as
-            # `request.generationConfig`, as the file line below spells it.
-            config = (
-                types.GenerateContentConfig.model_validate(dict(generation_config))
-                if generation_config
-                else None
+    ) -> list[types.InlinedRequest] | str:
+        """The batch's `src`: the requests inline while small enough, else an uploaded file."""
+        if inline_bytes(requests, generation_config) > MAX_INLINE_BYTES:
+            return self.upload_requests(requests, display_name, generation_config)
+        # The SDK's models take the REST (camelCase) names too; it sends them back as
+        # `request.generationConfig`, as the file line below spells it.
+        config = (
+            types.GenerateContentConfig.model_validate(dict(generation_config))
+            if generation_config
+            else None
+        )
+        return [
+            types.InlinedRequest(
+                contents=[types.Content(role="user", parts=[types.Part(text=prompt)])],
+                metadata={"key": key},
+                config=config,
             )
-            src = [
-                types.InlinedRequest(
-                    contents=[types.Content(role="user", parts=[types.Part(text=prompt)])],
-                    metadata={"key": key},
-                    config=config,
-                )
-                for key, prompt in requests
-            ]
-        else:
-            src = self.upload_requests(requests, display_name, generation_config)
-        with mapped(f"create batch {display_name}"):
-            job = self._client.batches.create(
-                model=model,
-                src=src,
-                config=types.CreateBatchJobConfig(
-                    display_name=display_name,
-                    webhook_config=types.WebhookConfig(
-                        uris=self._webhook_uris or None,
-                        user_metadata={HOOKLEDGER_ID: display_name},
-                    ),
-                    # Creating is not idempotent: a blind retry could make a second batch.
-                    # The caller's retry goes through the submission guard instead.
-                    http_options=types.HttpOptions(
-                        retry_options=types.HttpRetryOptions(attempts=1)
-                    ),
-                ),
-            )
-        if not job.name:
-            raise GeminiRejected(f"create batch {display_name}: Gemini returned no name")
-        return job.name
+            for key, prompt in requests
+        ]
 
     def upload_requests(
         self,
