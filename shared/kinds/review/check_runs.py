@@ -43,13 +43,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from shared import logs
-from shared.clock import system_clock
 from shared.errors import PermanentError, TransientError
 from shared.kinds import DeliveryServices, register_deliverer
 from shared.kinds.review import checks
 from shared.retry import Backoff
 
 if TYPE_CHECKING:
+    from shared.clock import Clock
     from shared.ledger import Operation, OutboxItem
 
 log = logs.get_logger("review")
@@ -129,7 +129,8 @@ def publish_check_run(item: OutboxItem, services: DeliveryServices) -> None:
     if record is None:
         raise PermanentError(f"outbox item {item.idempotency_key}: {operation} is not recorded")
     if _role(payload) == FINISH:
-        record = _after_start(record, services)
+        # The ledger's clock, which stamped the start's claim: the item's lease carries it.
+        record = _after_start(record, services, item.lease.clock if item.lease else None)
 
     shown_by = _shown_by(record, services)
     if shown_by != operation:
@@ -183,14 +184,18 @@ def publish_check_run(item: OutboxItem, services: DeliveryServices) -> None:
     _logged("check run completed", publish(state), operation, repo, sha, item)
 
 
-def _after_start(record: Operation, services: DeliveryServices) -> Operation:
+def _after_start(record: Operation, services: DeliveryServices, clock: Clock | None) -> Operation:
     """`record` once its `start` item is closed, re-read while another deliverer holds it
-    (a batch settled seconds after its push); `StartStillOpen` when it stays open."""
+    (a batch settled seconds after its push); `StartStillOpen` when it stays open.
+
+    "Holds" is read on `clock`, the ledger's (it stamped the start's `claimed_until`); with
+    none (an item handed over without a claim) nothing is waited for."""
     for retry in range(START_WAIT.attempts + 1):
         start = next((i for i in record.outbox if _role(i.payload) == START and i.open), None)
         if start is None:
             return record
-        held = start.claimed_until is not None and start.claimed_until > system_clock()
+        until = start.claimed_until
+        held = clock is not None and until is not None and until > clock()
         if not held or retry == START_WAIT.attempts:
             break
         _sleep(START_WAIT.delay(retry))
