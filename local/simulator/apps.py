@@ -33,7 +33,7 @@ GitHub with any personal token.
 
 Route permissions (GitHub's "Permissions required for GitHub Apps"): file contents need
 `contents: read`; listing a commit's comments is a metadata endpoint (`metadata: read`);
-creating or deleting a commit comment needs `contents: write` (our reading of the
+creating, editing or deleting a commit comment needs `contents: write` (our reading of the
 permission tables for commit comments).
 """
 

@@ -4,13 +4,14 @@ Shapes follow GitHub's REST API for commit comments: ids ascend in creation orde
 order GitHub lists them in), `html_url` ends in `#commitcomment-{id}`, `user` is the
 token's account. A post fault (`fail` posts answer `status`, optionally after storing
 the comment) reproduces the case where GitHub created a comment but the answer was lost.
-A deleted comment is gone from listings; its commit counts `deletes`.
+A deleted comment is gone from listings; its commit counts `deletes`. An edited comment
+(`PATCH`) keeps its id, place and `created_at`, and takes the new body and `updated_at`.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +35,7 @@ class Comment:
     sha: str
     body: str
     created_at: datetime
+    updated_at: datetime | None = None  # None: never edited, so `created_at`
 
 
 @dataclass
@@ -52,6 +54,7 @@ def rfc3339(moment: datetime) -> str:
 def comment_json(base_url: str, comment: Comment) -> dict[str, Any]:
     """One comment as GitHub's REST API returns it."""
     stamp = rfc3339(comment.created_at)
+    updated = rfc3339(comment.updated_at) if comment.updated_at is not None else stamp
     return {
         "html_url": (
             f"https://github.com/{comment.owner}/{comment.repo}/commit/{comment.sha}"
@@ -67,7 +70,7 @@ def comment_json(base_url: str, comment: Comment) -> dict[str, Any]:
         "commit_id": comment.sha,
         "user": dict(USER),
         "created_at": stamp,
-        "updated_at": stamp,
+        "updated_at": updated,
         "author_association": "NONE",
     }
 
@@ -128,6 +131,16 @@ class CommitComments:
                     self._deletes[key] = self._deletes.get(key, 0) + 1
                     return True
             return False
+
+    def update(self, owner: str, repo: str, comment_id: int, body: str) -> Comment | None:
+        """Replace the body of comment `comment_id` of `owner/repo`; None when there is none."""
+        with self._lock:
+            for index, comment in enumerate(self._comments):
+                if (comment.owner, comment.repo, comment.id) == (owner, repo, comment_id):
+                    edited = replace(comment, body=body, updated_at=self._clock())
+                    self._comments[index] = edited
+                    return edited
+            return None
 
     def on_commit(self, owner: str, repo: str, sha: str) -> list[Comment]:
         """The commit's comments, oldest first."""

@@ -6,6 +6,9 @@
   `first`) when there is more than one page
 - `POST /repos/{owner}/{repo}/commits/{sha}/comments` `{"body": "..."}`: 201 with the
   comment and a `Location` header; 422 when `body` is missing or the sha is not a commit id
+- `PATCH /repos/{owner}/{repo}/comments/{comment_id}` `{"body": "..."}` ("Update a commit
+  comment"): 200 with the edited comment (same id, new body and `updated_at`), 404 when
+  there is no such comment, 422 when `body` is missing
 - `DELETE /repos/{owner}/{repo}/comments/{comment_id}`: 204 with no body, 404 when there
   is no such comment
 - `POST /app/installations/{installation_id}/access_tokens` with an App JWT: 201 with an
@@ -157,6 +160,17 @@ def blueprint(sim: Simulator) -> Blueprint:
         response = Response(json.dumps(shaped), status=201, mimetype="application/json")
         response.headers["Location"] = shaped["url"]
         return response
+
+    @bp.patch("/repos/<owner>/<repo>/comments/<int:comment_id>")
+    def update_comment(owner: str, repo: str, comment_id: int) -> Response:
+        authorize(sim, owner, repo, "contents", "write")
+        body = read_json().get("body")
+        if not isinstance(body, str) or not body:
+            return _unprocessable('Invalid request.\n\n"body" wasn\'t supplied.')
+        edited = sim.comments.update(owner, repo, comment_id, body)
+        if edited is None:
+            return json_response(not_found(), 404)
+        return json_response(comment_json(request.host_url.rstrip("/"), edited))
 
     @bp.delete("/repos/<owner>/<repo>/comments/<int:comment_id>")
     def delete_comment(owner: str, repo: str, comment_id: int) -> Response:

@@ -38,6 +38,15 @@ def post_raw(simulator: Any, body: str, sha: str = SHA) -> requests.Response:
     return requests.post(url, json={"body": body}, timeout=10)
 
 
+def writes(simulator: Any) -> list[str]:
+    """The methods of every comment write the simulator received, in order."""
+    return [
+        r["method"]
+        for r in simulator.control.requests_log()
+        if r["method"] in ("POST", "PATCH", "DELETE") and "/comments" in r["path"]
+    ]
+
+
 def test_find_on_a_commit_without_comments_is_none(simulator: Any) -> None:
     assert simulator.github_comments().find_comment(REPO, SHA, MARKER) is None
 
@@ -60,10 +69,24 @@ def test_a_second_publish_finds_the_marker_and_posts_nothing(simulator: Any) -> 
     comments = simulator.github_comments()
     first = comments.publish_once(REPO, SHA, MARKER, f"Review {MARKER}")
 
+    second = comments.publish_once(REPO, SHA, MARKER, f"Review {MARKER}")
+
+    assert (second.comment_id, second.created, second.updated) == (first.comment_id, False, False)
+    assert commit_counts(simulator) == {"posts": 1, "comments": 1}
+    assert writes(simulator) == ["POST"]  # the same body: nothing edited
+
+
+def test_a_publish_with_a_newer_body_edits_the_comment_in_place(simulator: Any) -> None:
+    comments = simulator.github_comments()
+    first = comments.publish_once(REPO, SHA, MARKER, f"Review {MARKER}")
+
     second = comments.publish_once(REPO, SHA, MARKER, f"Review again {MARKER}")
 
-    assert (second.comment_id, second.created) == (first.comment_id, False)
+    assert (second.comment_id, second.created, second.updated) == (first.comment_id, False, True)
+    [stored] = simulator.control.github_comments()["comments"]
+    assert (stored["id"], stored["body"]) == (first.comment_id, f"Review again {MARKER}")
     assert commit_counts(simulator) == {"posts": 1, "comments": 1}
+    assert writes(simulator) == ["POST", "PATCH"]
 
 
 def test_another_operations_marker_does_not_count(simulator: Any) -> None:
@@ -207,6 +230,37 @@ def test_a_duplicate_found_later_is_deleted_and_the_oldest_kept(simulator: Any) 
 
     assert (result.comment_id, result.created, len(result.deleted)) == (oldest, False, 1)
     assert commit_counts(simulator) == {"posts": 2, "comments": 1}
+    [kept] = simulator.control.github_comments()["comments"]
+    assert (kept["id"], kept["body"]) == (oldest, f"third\n\n{MARKER}")  # shows the newest
+
+
+def test_lost_ownership_before_an_edit_changes_nothing(simulator: Any) -> None:
+    existing = post_raw(simulator, f"old review {MARKER}").json()["id"]
+    window = Window(owner=False)
+
+    with pytest.raises(OwnershipLost):
+        simulator.github_comments().publish_once(REPO, SHA, MARKER, "new", ownership=window)
+
+    [kept] = simulator.control.github_comments()["comments"]
+    assert (kept["id"], kept["body"], window.asked) == (existing, f"old review {MARKER}", 1)
+    assert writes(simulator) == ["POST"]  # post_raw's own
+
+
+def test_editing_a_comment_answers_it_in_githubs_shape(simulator: Any) -> None:
+    posted = post_raw(simulator, "before").json()
+    url = f"{simulator.url}/repos/{REPO}/comments/{posted['id']}"
+
+    edited = requests.patch(url, json={"body": "after"}, timeout=10)
+    missing = requests.patch(f"{url}0", json={"body": "after"}, timeout=10)
+    empty = requests.patch(url, json={}, timeout=10)
+
+    assert edited.status_code == 200
+    shaped = edited.json()
+    assert (shaped["id"], shaped["body"], shaped["commit_id"]) == (posted["id"], "after", SHA)
+    assert shaped["created_at"] == posted["created_at"] and "updated_at" in shaped
+    assert (missing.status_code, empty.status_code) == (404, 422)
+    [stored] = simulator.control.github_comments()["comments"]  # the 404 and 422 changed nothing
+    assert (stored["id"], stored["body"]) == (posted["id"], "after")
 
 
 def test_too_little_time_left_sends_nothing(simulator: Any) -> None:

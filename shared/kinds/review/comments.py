@@ -5,16 +5,32 @@ operation}` (and `installation_id` when the push came through a GitHub App: the 
 is posted with that installation's token); the ledger delivers it after the commit
 (and reconcile's sweep retries it), under a claim with an owner token and a lease
 (`item.lease`). The comment carries the PUSH's marker (`push_marker(repo, sha)`: one
-comment per push, whichever operation delivers it), and `publish_once` looks for it
-before posting:
+comment per push, whichever operation, push or "Re-run", delivers it), and
+`publish_once` looks for it before posting:
 
     attempt 1: no marker → POST → GitHub creates it, the answer is lost (502) → item failed
     attempt 2: marker found → no POST → item delivered      (exactly one comment)
 
+The comment follows the check run's generation (docs/architecture.md, "Re-run"): only the
+push's CURRENT operation (`Submission.current_operation`) publishes, and its body comes
+from the push's reviews at delivery, so after a re-run settles the one comment is
+edited in place to show the newest review. An older generation's item, however late, is
+done without a write. Should a re-run become current while an item of the one before
+it writes, that write may land after the re-run's own and show the older review: the
+item then reads the ledger again and publishes once more (`MAX_GENERATIONS`).
+
+    item of B1 (current)          re-run                              GitHub
+    read current: B1
+    read reviews (B1's)
+                                  B2 registered, current, settles
+                                  item of B2: PATCH #7 with B2's ──▶  #7 shows B2
+    PATCH #7 with B1's ─────────────────────────────────────────────▶ #7 shows B1
+    read current: B2, changed → reviews (B2's) → PATCH #7 ──────────▶ #7 shows B2
+
 The lease is passed on as the publish's `ownership`: every request fits in what is left
-of it, ownership is re-read right before the POST, and newer duplicates are deleted
-after it (docs/architecture.md, "Outbox"). A comment carrying the per-operation marker
-of earlier releases (`review_marker(operation)`) counts as already there.
+of it, ownership is re-read right before the POST or an edit, and newer duplicates are
+deleted (docs/architecture.md, "Outbox"). A comment carrying the per-operation marker of
+earlier releases (`review_marker(operation)`) counts as already there.
 """
 
 from __future__ import annotations
@@ -26,8 +42,10 @@ from typing import TYPE_CHECKING, Any
 from shared import logs
 from shared.errors import PermanentError
 from shared.kinds import DeliveryServices, register_deliverer
+from shared.kinds.review.check_runs import _shown_by  # the same rule as the check run's
 
 if TYPE_CHECKING:
+    from shared.github import PublishResult
     from shared.ledger import OutboxItem
 
 log = logs.get_logger("review")
@@ -35,6 +53,9 @@ log = logs.get_logger("review")
 COMMENT = "github-comment"  # the outbox payload kind delivered here
 MAX_COMMENT_CHARS = 60_000  # GitHub refuses comment bodies over 65,536 characters
 MAX_FILE_CHARS = 4_000
+# How many times one delivery publishes again because a newer generation became current
+# while it wrote; each time takes a re-run registered during one publish.
+MAX_GENERATIONS = 4
 
 
 def item(repo: str, sha: str, operation: str, installation_id: int | None = None) -> dict[str, Any]:
@@ -47,7 +68,8 @@ def item(repo: str, sha: str, operation: str, installation_id: int | None = None
 
 @register_deliverer(COMMENT)
 def publish_reviews(item: OutboxItem, services: DeliveryServices) -> None:
-    """Post the push's reviews as one commit comment unless its marker is already there."""
+    """Make the push's one commit comment show its reviews, when `operation` is the push's
+    current generation; an older generation's item writes nothing (module docstring)."""
     from shared.github import push_marker, review_marker
 
     payload = item.payload if isinstance(item.payload, Mapping) else {}
@@ -59,27 +81,67 @@ def publish_reviews(item: OutboxItem, services: DeliveryServices) -> None:
         isinstance(installation_id, bool) or not isinstance(installation_id, int)
     ):
         raise PermanentError(f"outbox item {item.idempotency_key}: malformed installation_id")
-    reviews = services.ledger.reviews.reviews_for_push(repo, sha)
-    result = services.comments.publish_once(
-        repo,
-        sha,
-        push_marker(repo, sha),
-        comment_body(sha, reviews),
-        ownership=item.lease,
-        also=_older_markers(operation, review_marker),
-        installation_id=installation_id,
-    )
+    record = services.ledger.operations.get(operation)
+    if record is None:
+        raise PermanentError(f"outbox item {item.idempotency_key}: {operation} is not recorded")
+    shown_by = _shown_by(record, services)
+    if shown_by != operation:
+        logs.event(
+            log,
+            logging.INFO,
+            "review comment left to a newer generation",
+            operation=operation,
+            current=shown_by,
+            repo=repo,
+            sha=sha,
+            idempotency_key=item.idempotency_key,
+        )
+        return
+    for _ in range(MAX_GENERATIONS):
+        reviews = services.ledger.reviews.reviews_for_push(repo, sha)
+        result = services.comments.publish_once(
+            repo,
+            sha,
+            push_marker(repo, sha),
+            comment_body(sha, reviews),
+            ownership=item.lease,
+            also=_older_markers(operation, review_marker),
+            installation_id=installation_id,
+        )
+        logs.event(
+            log,
+            logging.INFO,
+            _outcome(result),
+            operation=operation,
+            repo=repo,
+            sha=sha,
+            comment_id=result.comment_id,
+            deleted_duplicates=list(result.deleted),
+            idempotency_key=item.idempotency_key,
+        )
+        now = _shown_by(record, services)
+        if now == shown_by:
+            return
+        # A re-run became current while we wrote: ours may have landed after its comment.
+        shown_by = now
     logs.event(
         log,
-        logging.INFO,
-        "review comment published" if result.created else "review comment was already there",
+        logging.WARNING,
+        "review comment: the push's generation kept changing while it was published",
         operation=operation,
+        current=shown_by,
         repo=repo,
         sha=sha,
-        comment_id=result.comment_id,
-        deleted_duplicates=list(result.deleted),
         idempotency_key=item.idempotency_key,
     )
+
+
+def _outcome(result: PublishResult) -> str:
+    if result.created:
+        return "review comment published"
+    if result.updated:
+        return "review comment edited to show the current review"
+    return "review comment was already there"
 
 
 def _older_markers(operation: str, review_marker: Callable[[str], str]) -> tuple[str, ...]:
