@@ -16,10 +16,12 @@ See docs/architecture.md#operation-kinds.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from shared.errors import PermanentError
+from shared import logs
+from shared.errors import PermanentError, TransientError
 from shared.kinds import KindOptions, OperationKind, context_keys, register
 from shared.kinds.review import check_runs, comments
 from shared.kinds.review.findings import parse_review
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
     from shared.gemini import BatchStatus, BatchSummary, GeminiGateway, Row
     from shared.ledger import Operation
     from shared.ledger.protocols import ReviewWrites
+
+log = logs.get_logger("review")
 
 KIND = "github-review"
 TAG = "review"
@@ -75,16 +79,22 @@ def _write_reviews(writes: ReviewWrites, record: Operation, batch: BatchStatus) 
     reason and safety ratings, an empty answer, the row's error, the batch's, no result,
     or the fetch refused at submission: context `refused`).
 
-    A file whose review Firestore would refuse gets an error review instead, so one file
-    never blocks the others; only a file that cannot be recorded at all raises (a
-    `PermanentError`: the ledger then settles with the error on the operation).
+    A row that cannot be read (any exception: a bug, or JSON nested past the recursion
+    limit) or a review that cannot be stored (Firestore would refuse it) gets an error
+    review naming why, so one file never blocks the others (an escaping exception would
+    hold back every file's review until the batch is gone). Only a `TransientError` from
+    the writes propagates (retry), and a file whose error review cannot be recorded either
+    raises (a `PermanentError`: the ledger then settles with the error on the operation).
     """
     repo, sha = record.context.get("repo", ""), record.context.get("sha", "")
     for path, fields in _review_fields(record, batch):
         try:
             writes.put_review(repo, sha, path, fields)
-        except PermanentError as exc:
-            writes.put_review(repo, sha, path, _error(f"review could not be stored: {exc}"))
+        except TransientError:
+            raise
+        except Exception as exc:
+            reason = str(exc) if isinstance(exc, PermanentError) else f"{type(exc).__name__}: {exc}"
+            writes.put_review(repo, sha, path, _error(f"review could not be stored: {reason}"))
 
 
 def _review_fields(record: Operation, batch: BatchStatus) -> list[tuple[str, dict[str, Any]]]:
@@ -97,12 +107,24 @@ def _review_fields(record: Operation, batch: BatchStatus) -> list[tuple[str, dic
     # An orphan adopted while still running was registered without its paths: use the rows.
     for path in record.context.get("paths") or list(rows):
         row = rows.get(path)
-        if row is not None:
-            reviews.setdefault(path, _from_row(row))
+        if row is None:
+            fields = _error(batch_error or f"no result for {path} in {record.name}")
         else:
-            reviews.setdefault(
-                path, _error(batch_error or f"no result for {path} in {record.name}")
-            )
+            try:
+                fields = _from_row(row)
+            except Exception as exc:  # this file's answer only: the others still get theirs
+                logs.event(
+                    log,
+                    logging.WARNING,
+                    f"{record.name}: the answer for {path} could not be parsed; "
+                    "its review is an error",
+                    operation=record.name,
+                    path=path,
+                    reason=f"{type(exc).__name__}: {exc}",
+                    exc_info=True,  # a bug shows where it is
+                )
+                fields = _error(f"review could not be parsed: {type(exc).__name__}: {exc}")
+        reviews.setdefault(path, fields)
     for refused in record.context.get("refused") or []:
         if isinstance(refused, Mapping) and isinstance(refused.get("path"), str):
             reviews.setdefault(refused["path"], _error(str(refused.get("error") or "refused")))

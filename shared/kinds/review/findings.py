@@ -12,9 +12,11 @@ batch, inline (google-genai's `InlinedRequest.config`) or in the input file
 The answer is read tolerantly (`parse_review`): a Markdown code fence around the JSON is
 dropped; a finding's severity is lower-cased and a few common words map onto GitHub's
 annotation levels (`error` → failure, `info` → notice); a finding without a message or a
-line is skipped; lines are whole numbers from 1, an end before the start is the start.
-An answer that is not a JSON object with a string `summary` is no structured review at all
-(None): the caller keeps it as text, as before structured output.
+line is skipped; lines are whole numbers from 1 to MAX_LINE, an end before the start is
+the start. An answer that is not a JSON object with a string `summary` is no structured
+review at all (None): the caller keeps it as text, as before structured output. JSON nested
+past Python's recursion limit raises RecursionError from `parse_review`: the write-back
+records it as that file's error review (shared/kinds/review/__init__.py, `_review_fields`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ VERDICTS = ("success", "neutral", "failure")  # what the model may conclude for 
 MAX_FINDINGS = 200
 MAX_MESSAGE_CHARS = 2_000
 MAX_TITLE_CHARS = 255  # GitHub's limit on an annotation's title
+# No file has more lines; a bigger number (Firestore stores at most int64) is no line at all.
+MAX_LINE = 2**31 - 1
+_MAX_LINE_DIGITS = len(str(MAX_LINE))
 _ALIASES = {
     "error": "failure",
     "fail": "failure",
@@ -89,7 +94,10 @@ class ParsedReview:
 
 
 def parse_review(text: str) -> ParsedReview | None:
-    """The structured review in `text`, or None when `text` is not one (keep it as text)."""
+    """The structured review in `text`, or None when `text` is not one (keep it as text).
+
+    JSON nested past Python's recursion limit raises RecursionError (`json.loads` does):
+    the answer is neither a review nor text worth keeping, so the caller fails that file."""
     stripped = text.strip()
     fenced = _FENCE.match(stripped)
     if fenced:
@@ -132,17 +140,19 @@ def _finding(item: Any) -> dict[str, Any] | None:
 
 
 def _line(value: Any) -> int | None:
-    """A line number from 1: an int, an integral float or a numeric string; else None."""
+    """A line number in 1..MAX_LINE: an int, an integral float or a string of ASCII digits;
+    else None (never raises: `"²".isdigit()` is true, yet `int("²")` raises)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, str):
         value = value.strip()
-        if not value.isdigit():
+        # Short ASCII digits only: int() refuses other digits, and strings over 4,300 of them.
+        if not (value.isascii() and value.isdigit() and len(value) <= _MAX_LINE_DIGITS):
             return None
         value = int(value)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    return value if isinstance(value, int) and value >= 1 else None
+    return value if isinstance(value, int) and 1 <= value <= MAX_LINE else None
 
 
 def _severity(value: Any) -> str:
