@@ -27,6 +27,18 @@ forgotten when Gemini answers again (docs/architecture.md, "Gone operations")::
     check 2 (t2 < t1 + gone_after): 404 → still GeminiNotFound, deferred to t1 + gone_after
     check 3 (t3 ≥ t1 + gone_after): 404 → settled failed, error.reason "gone", the kind's
              write-back (per-file error reviews) and outbox; ERROR alert="operation_gone"
+
+A write-back that fails by its own fault (an exception outside the error tree: a bug, an
+answer it cannot handle) is counted on the operation by the ledger (`WritebackFaulted`);
+the `WRITEBACK_ATTEMPTS`-th such failure settles the operation `failed` with error.reason
+`writeback_failed`, its outbox but no results, and ERROR alert="writeback_failed", instead
+of retrying it until Gemini forgets the batch and it settles `gone`. A transient error of
+the tree (a Firestore outage) is never counted: it is retried as long as it lasts::
+
+    attempt 1..N-1: write-back raises TypeError → rolled back, writeback_failures = k,
+                    WritebackFaulted (transient): the worker answers 5xx, reconcile retries
+    attempt N:      the same → writeback_failures = N → one conditional commit: failed,
+                    reason "writeback_failed" (or already_settled if another caller won)
 """
 
 from __future__ import annotations
@@ -45,6 +57,7 @@ from shared.kinds import KindOptions
 if TYPE_CHECKING:
     from shared.gemini import BatchStatus, GeminiGateway
     from shared.ledger import DeliveryEnd, Operation, OutboxItem
+    from shared.ledger.operations import WritebackFaulted
     from shared.ledger.protocols import ReviewWrites, SettleLedger
 
 log = logs.get_logger("settlement")
@@ -61,6 +74,13 @@ GONE_AFTER = timedelta(seconds=30)
 RESULTS_FILE_RETENTION = timedelta(hours=48)
 GIVE_UP_AFTER = RESULTS_FILE_RETENTION - timedelta(hours=2)
 UNREADABLE = "results_unreadable"
+
+# A write-back stages writes and nothing else, so the same rows fail it the same way every
+# time; the failures counted exclude every transient one (the tree's, Firestore's, ABORTED,
+# conflicts). The first failure may still be a fluke of the process (a MemoryError on a
+# busy instance): a few attempts rule that out, and bound the re-fetches of the results.
+WRITEBACK_ATTEMPTS = 5
+WRITEBACK_FAILED = "writeback_failed"
 
 
 @dataclass(frozen=True)
@@ -145,19 +165,26 @@ class Settler:
         if error is None and status != "succeeded":
             error = {"message": f"batch ended {batch.state}"}
         crash_point("settle.before_commit")
-        result = self.ledger.settle(
-            record.name,
-            status,
-            by,
-            error=error,
-            writeback=stage,
-            outbox=outbox or None,
-            deliver=self.deliver if outbox else None,
-            expected=record,
-            result_counts=counts,
-            outcome=batch.outcome or None,
-            end=end,
-        )
+        from shared.ledger.operations import WritebackFaulted
+
+        try:
+            result = self.ledger.settle(
+                record.name,
+                status,
+                by,
+                error=error,
+                writeback=stage,
+                outbox=outbox or None,
+                deliver=self.deliver if outbox else None,
+                expected=record,
+                result_counts=counts,
+                outcome=batch.outcome or None,
+                end=end,
+            )
+        except WritebackFaulted as exc:
+            if exc.failures < WRITEBACK_ATTEMPTS:
+                raise
+            return self._give_up_writeback(record, by, batch, exc, outbox, counts, end)
         if result.value == "settled" and (error or {}).get("reason") == GONE:
             logs.event(
                 log,
@@ -169,6 +196,52 @@ class Settler:
                 reason=(error or {}).get("message"),
             )
         return Outcome(result.value, status)
+
+    def _give_up_writeback(
+        self,
+        record: Operation,
+        by: str,
+        batch: BatchStatus,
+        fault: WritebackFaulted,
+        outbox: list[Any],
+        counts: dict[str, Any] | None,
+        end: DeliveryEnd | None,
+    ) -> Outcome:
+        """Settle `failed` without the results the write-back keeps failing to write: one
+        conditional commit through the ledger like any settlement (a caller that settled it
+        meanwhile wins: `already_settled`), with the outbox and an alert."""
+        error: dict[str, Any] = {
+            "reason": WRITEBACK_FAILED,
+            "message": f"the write-back failed {fault.failures} times (at most "
+            f"{WRITEBACK_ATTEMPTS}); Gemini reported {batch.state}, its results are not "
+            f"written; the last failure: {fault.reason}",
+        }
+        if batch.error:
+            error["batch_error"] = dict(batch.error)
+        result = self.ledger.settle(
+            record.name,
+            "failed",
+            by,
+            error=error,
+            outbox=outbox or None,
+            deliver=self.deliver if outbox else None,
+            result_counts=counts,  # the rows that were read, though none is written
+            end=end,
+        )
+        if result.value == "settled":
+            logs.event(
+                log,
+                logging.ERROR,
+                f"{record.name}: its write-back failed {fault.failures} times; settled failed "
+                "without its results",
+                alert=WRITEBACK_FAILED,
+                operation=record.name,
+                kind=record.kind,
+                failures=fault.failures,
+                state=batch.state,
+                reason=fault.reason,
+            )
+        return Outcome(result.value, "failed")
 
     def _fetch(self, record: Operation) -> BatchStatus:
         """What Gemini reports now; a confirmed 404 (see the module docstring) is reported

@@ -12,6 +12,12 @@ reconcile R)::
 
 A stale read can only say `pending` wrongly, never `settled`, because a terminal status
 never changes.
+
+A write-back that fails by its own fault (an exception outside the error tree, or a write
+of its own refused) is counted on the operation (`writeback_failures`) in the failing path
+only, and `WritebackFaulted.failures` tells the caller how many times it failed so far: the
+`Settler` gives up after `WRITEBACK_ATTEMPTS` (shared/settlement.py). A transient error of
+the tree, or Firestore's own failure, is not counted: an outage is retried as long as it lasts.
 """
 
 from __future__ import annotations
@@ -26,8 +32,8 @@ from google.cloud import firestore
 
 from shared import opnames, tracing
 from shared.clock import Clock
-from shared.errors import PermanentError, retryable
-from shared.ledger.commits import REFUSED, Commits, Seen, Staged
+from shared.errors import HookledgerError, PermanentError, TransientError, retryable
+from shared.ledger.commits import REFUSED, Commits, Conflict, Seen, Staged
 from shared.ledger.errors import (
     AmbiguousId,
     ContentionError,
@@ -65,6 +71,22 @@ from shared.logs import get_logger
 from shared.retry import find_cause
 
 log = get_logger("ledger")
+
+# How many times a pending operation's write-back failed by its own fault (`WritebackFaulted`).
+# Ledger-owned; it belongs beside the other field names in records.py.
+WRITEBACK_FAILURES = "writeback_failures"
+
+
+class WritebackFaulted(WritebackFailed):
+    """The write-back failed by its own fault: it raised an exception outside the error tree
+    (a bug, an input it cannot handle), or one of its own writes was refused. Transient like
+    any `WritebackFailed` (the operation stays pending), but counted on the operation:
+    `failures` is how many times so far, this one included; `reason` names the last one."""
+
+    def __init__(self, message: str, *, failures: int, reason: str) -> None:
+        super().__init__(message)
+        self.failures = failures
+        self.reason = reason
 
 
 class Operations:
@@ -317,11 +339,14 @@ class Operations:
                 return self._settle_without_writeback(
                     ref, snapshot, record, update, exc.reason, staged
                 )
+            except _WritebackFault as exc:
+                raise self._count_fault(ref, record.name, exc.reason) from exc.__cause__
             except REFUSED as exc:
                 # The operation is unchanged, so one of the write-back's own writes was refused.
-                raise WritebackFailed(
-                    f"operation {record.name}: write-back refused by Firestore: {exc}"
-                ) from exc
+                reason = f"write-back refused by Firestore: {exc}"
+                if writeback is None:
+                    raise WritebackFailed(f"operation {record.name}: {reason}") from exc
+                raise self._count_fault(ref, record.name, reason) from exc
             except Exception as exc:
                 if writeback is None or not find_cause(exc, gexc.InvalidArgument):
                     raise
@@ -331,6 +356,26 @@ class Operations:
             return Settled(Settlement.SETTLED, also_applied=staged is not None)
 
         return self._commits.retrying(name, attempt)
+
+    def _count_fault(self, ref: Any, name: str, reason: str) -> WritebackFaulted:
+        """Count a write-back's own failure on the pending operation; the error to raise.
+
+        One conditional write on a fresh read, in the failing path only (a settlement that
+        commits writes nothing more). Raises `Conflict` (re-read, decide again) when the
+        operation changed or was settled meanwhile: the next attempt answers for it.
+        """
+        snapshot = self._commits.read(ref, name)
+        data = snapshot.to_dict() or {}
+        if not snapshot.exists or data.get("status") != PENDING:
+            raise Conflict(f"operation {name}: settled while its write-back failed")
+        stored = data.get(WRITEBACK_FAILURES)
+        failures = (stored if isinstance(stored, int) and stored > 0 else 0) + 1
+        self._commits.update_if_unchanged(ref, snapshot, {WRITEBACK_FAILURES: failures})
+        return WritebackFaulted(
+            f"operation {name}: write-back failed ({failures} so far): {reason}",
+            failures=failures,
+            reason=reason,
+        )
 
     def _settle_without_writeback(
         self,
@@ -490,6 +535,16 @@ class Operations:
         return self._commits.retrying(name, attempt)
 
 
+class _WritebackFault(TransientError):
+    """The write-back raised an exception outside the error tree: count it (`_count_fault`).
+
+    Raised inside the settle transaction to roll it back, and caught by `settle` itself."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 class _WritebackRejected(PermanentError):
     """The write-back raised a non-retryable error: settle without it (never retry forever).
 
@@ -502,12 +557,15 @@ class _WritebackRejected(PermanentError):
 
 
 def _stage(writeback: Writeback, writes: ResultWrites, record: Operation) -> None:
-    """Run the write-back; sort what it raises into retry-now, retry-later or settle-without.
+    """Run the write-back; sort what it raises into retry-now, retry-later, count a fault,
+    or settle-without.
 
-    ABORTED (lock contention on its reads) propagates for the commit's backoff; a retryable
-    error (anything outside the error tree too) is `WritebackFailed` and the operation stays
-    pending; a non-retryable one (`errors.retryable` false, e.g. `InvalidArgument` from
-    `put_review`) becomes `_WritebackRejected`, and the operation settles with the reason.
+    ABORTED (lock contention on its reads) propagates for the commit's backoff; a
+    non-retryable error (`errors.retryable` false, e.g. `InvalidArgument` from `put_review`)
+    becomes `_WritebackRejected`, and the operation settles with the reason; an exception
+    outside the error tree that is not Firestore's (a bug) becomes `_WritebackFault`,
+    counted on the operation (`WritebackFaulted`); a transient error of the tree or of
+    Firestore (an outage) is `WritebackFailed`, not counted: the operation stays pending.
     """
     try:
         writeback(writes, record)
@@ -516,6 +574,8 @@ def _stage(writeback: Writeback, writes: ResultWrites, record: Operation) -> Non
             raise
         if not retryable(exc):
             raise _WritebackRejected(f"write-back failed: {exc}") from exc
+        if not isinstance(exc, HookledgerError) and not find_cause(exc, gexc.GoogleAPIError):
+            raise _WritebackFault(f"{type(exc).__name__}: {exc}") from exc
         raise WritebackFailed(f"operation {record.name}: write-back failed: {exc}") from exc
 
 
