@@ -15,6 +15,8 @@ sweep look kinds up in this registry; none of them names a kind.
       request_keys (record) -> the batch's request keys in request order, which settlement
                   uses to place result rows that echo no key (docs/architecture.md,
                   "Settlement"); None when the kind does not know them
+      needs       context fields an adopted orphan must carry (non-empty) to be
+                  registered; without one it is alerted on, never registered half
 
 Outbox items are delivered by the deliverer registered for their payload's `"kind"`
 (`register_deliverer`); a deliverer must be idempotent (look before acting).
@@ -84,6 +86,7 @@ class OperationKind:
     # A tag key's push whose check run a re-run's batch takes over (the push's tag), for
     # the adopter of an orphan: None for a batch that is no re-run, or a kind with none.
     generation_of: Callable[[str], str | None] | None = field(default=None, compare=False)
+    needs: tuple[str, ...] = field(default=(), compare=False)
 
     def make_tag(self, key: str) -> str:
         """The display name that marks a batch of this kind as ours."""

@@ -14,25 +14,58 @@ stages, into that ONE commit, the two writes that make it the current one:
   since read (its settlement racing us: whichever commits first wins, the other re-reads;
   a settled previous operation stays as it is, in history).
 
+Generations are ordered by the press, not by registration: a re-run's context carries
+its `generation_order` (`order_of`: when its delivery reached the ingress, then its id),
+and a batch whose press is OLDER than the current operation's (an orphan adopted after a
+newer re-run registered) never becomes current: it is registered `superseded` by the
+current one, with the item that cancels it, in that same commit (`NextGeneration.newer`).
+
 Timeline (docs/architecture.md, "Re-run")::
 
     push:  winner B1 ── current B1 (gen 0) ── check run #7 completed from B1
     rerun: claim R ─ create B2 ─ ONE commit: B2 pending, R decided, current B2 (gen 1),
                                              B1 superseded if still pending
     B1's late finish: not current → publishes nothing;  B2's start: #7 → in_progress
+    older press R0's orphan B0 adopted now: order(R0) < order(R) → B0 superseded by B2
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from shared.ledger.commits import Commits
 from shared.ledger.errors import InvalidArgument
 from shared.ledger.ids import operation_id, submission_id
 from shared.ledger.records import OUTBOX_DUE_AT, PENDING, SUBMISSIONS, SUPERSEDED, submission_from
+
+# The context field that orders a push's generations by press (`order_of`); the push's own
+# operation has none and sorts first.
+ORDER = "generation_order"
+
+
+def order_of(pressed_at: datetime, delivery_id: str) -> str:
+    """A generation's order as a string that sorts like (pressed_at, delivery_id)."""
+    stamp = pressed_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return f"{stamp} {delivery_id}"
+
+
+def superseded_fields(
+    winner: str, now: datetime, outbox: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The fields that record an operation `superseded` by `winner`, with `outbox` (what
+    cancels its batch) due now."""
+    return {
+        "status": SUPERSEDED,
+        "superseded_by": winner,
+        "settled_at": now,
+        "next_check_at": None,
+        "writeback_done": False,
+        "outbox": [{"payload": dict(item), "delivered_at": None} for item in outbox],
+        OUTBOX_DUE_AT: now,
+    }
 
 
 @dataclass(frozen=True)
@@ -45,6 +78,9 @@ class NextGeneration:
     previous: str
     previous_ref: Any = None
     previous_snapshot: Any = None  # set only when the previous operation is pending
+    # The current operation when its press is newer than this batch's: this batch is then
+    # superseded by it, and nothing else is written (`write` must not be called).
+    newer: str | None = None
 
     def write(
         self,
@@ -64,19 +100,11 @@ class NextGeneration:
         if self.previous_snapshot is None:
             return
         raw = self.previous_snapshot.to_dict() or {}
-        added = [{"payload": dict(item), "delivered_at": None} for item in superseded_outbox]
-        outbox = [*(raw.get("outbox") or []), *added]
+        fields = superseded_fields(name, now, superseded_outbox)
+        fields["outbox"] = [*(raw.get("outbox") or []), *fields["outbox"]]
         txn.update(
             self.previous_ref,
-            {
-                "status": SUPERSEDED,
-                "superseded_by": name,
-                "settled_at": now,
-                "next_check_at": None,
-                "writeback_done": False,
-                "outbox": outbox,
-                OUTBOX_DUE_AT: now,
-            },
+            fields,
             option=commits.unchanged_since(self.previous_snapshot),
         )
 
@@ -90,10 +118,13 @@ class NextGeneration:
         return bool(commits.read(self.previous_ref, self.previous_ref.id).update_time != seen)
 
 
-def next_generation(commits: Commits, push_tag: str, operations: Any) -> NextGeneration:
+def next_generation(
+    commits: Commits, push_tag: str, operations: Any, order: str | None = None
+) -> NextGeneration:
     """Read the push's submission and its current operation: what a re-run's commit writes.
 
-    `InvalidArgument` when the push has no winner yet (nothing to re-run)."""
+    `order`: the re-run's press (`order_of`); when the current operation's press is newer,
+    the answer's `newer` names it. `InvalidArgument` when the push has no winner yet."""
     ref = commits.collection(SUBMISSIONS).document(submission_id(push_tag))
     snapshot = commits.read(ref, f"submission {push_tag}")
     stored = submission_from(snapshot.to_dict() or {}, push_tag) if snapshot.exists else None
@@ -104,7 +135,11 @@ def next_generation(commits: Commits, push_tag: str, operations: Any) -> NextGen
     generation = int(data.get("generation") or 0) + 1
     previous_ref = operations.collection().document(operation_id(previous))
     previous_snapshot = commits.read(previous_ref, previous)
-    status = (previous_snapshot.to_dict() or {}).get("status") if previous_snapshot.exists else None
+    fields = (previous_snapshot.to_dict() or {}) if previous_snapshot.exists else {}
+    status = fields.get("status")
+    shown = (fields.get("context") or {}).get(ORDER)
+    if order and isinstance(shown, str) and shown > order:  # a later press shows already
+        return NextGeneration(ref, snapshot, generation - 1, previous, newer=previous)
     return NextGeneration(
         ref,
         snapshot,

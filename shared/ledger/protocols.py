@@ -204,6 +204,10 @@ class SubmissionStore(SubmissionReads, Protocol):
         now: datetime,
     ) -> Claimed: ...
 
+    def store_context(
+        self, tag: str, context: Mapping[str, Any], *, attempt: str, now: datetime
+    ) -> Claimed: ...
+
     def release(self, tag: str, *, attempt: str, now: datetime) -> bool: ...
 
     def register_winner(

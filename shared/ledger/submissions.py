@@ -32,7 +32,7 @@ from google.api_core import exceptions as gexc
 from shared.ledger.commits import REFUSED, Commits, Conflict, Seen
 from shared.ledger.deliveries import Deliveries
 from shared.ledger.errors import ContentionError, InvalidArgument, StoreUnavailable
-from shared.ledger.generations import next_generation
+from shared.ledger.generations import ORDER, next_generation, superseded_fields
 from shared.ledger.ids import check_time, submission_id
 from shared.ledger.operations import Operations
 from shared.ledger.records import (
@@ -60,10 +60,14 @@ class Claimed(NamedTuple):
 
 
 class Winner(NamedTuple):
-    """`register_winner`'s answer: `operation` is the push's winner; `won` when it is ours."""
+    """`register_winner`'s answer: `operation` is the push's winner; `won` when it is ours.
+
+    `superseded_by`: ours won its own submission but a newer generation shows already, so
+    it was registered superseded by that one (`generations.py`)."""
 
     won: bool
     operation: str
+    superseded_by: str | None = None
 
 
 class Submissions:
@@ -160,6 +164,19 @@ class Submissions:
         }
         return self._conditional(stale, update, attempt, now)
 
+    def store_context(
+        self, tag: str, context: Mapping[str, Any], *, attempt: str, now: datetime
+    ) -> Claimed:
+        """Replace the claim's context with `context` while `attempt` holds it (what its
+        run will submit, so an adopter of its batch finds it), on condition nobody changed
+        the submission since it was read; else where the submission stands."""
+        stored = self.get(tag)
+        if stored is None:  # deleted (TTL) under a live claim
+            raise ContentionError(f"submission {tag} vanished while claimed")
+        if stored.operation or stored.attempt != attempt:
+            return Claimed(_standing(stored, attempt, now), stored)
+        return self._conditional(stored, {"context": dict(context)}, attempt, now)
+
     def release(self, tag: str, *, attempt: str, now: datetime) -> bool:
         """End `attempt`'s lease early (its create failed); False if it no longer holds it."""
         stored = self.get(tag)
@@ -222,7 +239,16 @@ class Submissions:
             staged = self._deliveries.stage_end(end) if end is not None else None
             nxt = None
             if generation_of is not None:
-                nxt = next_generation(self._commits, generation_of, self._operations)
+                order = (chosen or {}).get(ORDER)
+                nxt = next_generation(
+                    self._commits,
+                    generation_of,
+                    self._operations,
+                    order if isinstance(order, str) else None,
+                )
+                if nxt.newer is not None:  # an older press: never shown, cancelled now
+                    now = data["submitted_at"]
+                    data.update(superseded_fields(nxt.newer, now, superseded_outbox(name)))
 
             def body(txn: Any) -> None:
                 if existing is None:
@@ -231,7 +257,7 @@ class Submissions:
                     txn.create(ref, {"tag": tag, "context": dict(chosen or {}), **decided})
                 else:
                     txn.update(ref, decided, option=self._commits.unchanged_since(snapshot))
-                if nxt is not None:
+                if nxt is not None and nxt.newer is None:
                     now = data["submitted_at"]
                     nxt.write(self._commits, txn, name, now, superseded_outbox(nxt.previous))
 
@@ -248,7 +274,7 @@ class Submissions:
                 end.applied = staged is not None
             if existing is None:
                 self._operations.log_registered(name, kind)
-            return Winner(True, name)
+            return Winner(True, name, nxt.newer if nxt is not None else None)
 
         return self._commits.retrying(tag, attempt)
 

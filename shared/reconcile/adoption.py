@@ -30,7 +30,7 @@ from typing import Any
 
 from shared import kinds, logs
 from shared.clock import Clock
-from shared.errors import PermanentError
+from shared.errors import HookledgerError, PermanentError
 from shared.gemini import BatchSummary, GeminiError, GeminiGateway
 from shared.ledger import LedgerError, Operation
 from shared.ledger.protocols import AdoptionLedger
@@ -43,6 +43,11 @@ log = logs.get_logger("reconcile")
 ORPHAN_WINDOW = timedelta(hours=72)
 # How far Gemini's create_time may run ahead of our clock (and the listing lag) we tolerate.
 CLOCK_SKEW = timedelta(minutes=2)
+
+
+class IncompleteContext(HookledgerError):
+    """An orphan's context cannot be rebuilt yet (its kind `needs` a field neither its
+    claim nor the batch tells): not registered, examined again next run."""
 
 
 class OrphanAdopter:
@@ -109,6 +114,10 @@ class OrphanAdopter:
                 if self._ledger.operations.get(name) is not None:
                     continue
                 record = register_orphan(self._ledger, self._gemini, batch)
+            except IncompleteContext:  # alerted on by register_orphan
+                report.add(errors=1)
+                complete = False  # examine it again next run: its rows may tell by then
+                continue
             except (LedgerError, GeminiError) as exc:
                 report.add(errors=1)
                 complete = False  # examine it again next run
@@ -180,15 +189,18 @@ def _generation(ledger: AdoptionLedger, parsed: kinds.ParsedTag) -> dict[str, An
 def register_orphan(
     ledger: AdoptionLedger, gemini: GeminiGateway, batch: BatchSummary
 ) -> Operation | None:
-    """Register the orphan `batch` as the kind its tag names (shared/kinds/); None if not.
+    """Register the orphan `batch` as the kind its tag names (shared/kinds/); None if not;
+    `IncompleteContext` when its context cannot be rebuilt yet.
 
     The push's submission decides first (docs/architecture.md, "One winner per push"): a
     batch that is not the push's winner is superseded and cancelled, never adopted; the
-    winner is registered with the submission's own context. Only a batch with no stored
-    context (no submission: another kind, a crash before the claim) gets the kind's
-    adopter context. A kind nobody registered (a `hookledger submit --kind X` batch) is
-    adopted with the generic behaviour; a kind that adopts nothing, or a tag its kind
-    cannot read, is logged and left alone.
+    winner is registered with the kind's adopter context (what the batch itself tells)
+    merged under the submission's own (what its claim recorded: the files it submits and
+    refuses), whatever the submission holds. A context still lacking a field the kind
+    `needs` is never registered half: it is alerted on (`adoption_incomplete`) and
+    examined again next run. A kind nobody registered (a `hookledger submit --kind X`
+    batch) is adopted with the generic behaviour; a kind that adopts nothing, or a tag its
+    kind cannot read, is logged and left alone.
     """
     from shared.kinds.cancel import supersede
 
@@ -206,7 +218,7 @@ def register_orphan(
     kind, tag = parsed.kind.name, batch.display_name
     submission = ledger.submissions.get(tag)
     fallback = None
-    if submission is None or not (submission.operation or submission.context):
+    if submission is None or not submission.operation:
         try:
             fallback = adopt(parsed.key, batch, gemini)
         except PermanentError as exc:
@@ -218,6 +230,21 @@ def register_orphan(
                 display_name=tag,
             )
             return None
+        # The push's own context over the adopter's, as register_winner merges them.
+        merged = {**fallback, **(submission.context if submission is not None else {})}
+        missing = [need for need in parsed.kind.needs if not merged.get(need)]
+        if missing:
+            logs.event(
+                log,
+                logging.ERROR,
+                f"orphan batch {batch.name} not adopted: its context lacks {', '.join(missing)}",
+                alert="adoption_incomplete",
+                operation=batch.name,
+                kind=kind,
+                display_name=tag,
+                missing=missing,
+            )
+            raise IncompleteContext(f"{batch.name}: context lacks {', '.join(missing)}")
     winner = ledger.submissions.register_winner(
         tag, batch.name, kind, None, fallback_context=fallback, **_generation(ledger, parsed)
     )

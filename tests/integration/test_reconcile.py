@@ -306,7 +306,13 @@ def test_orphan_with_our_tag_is_adopted_and_settled_untagged_is_left_alone(
 def test_a_batch_younger_than_the_minimum_age_is_not_adopted_yet(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger
 ) -> None:
-    young = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "y"))
+    tag = review_tag("o/r", "y")
+    now = system_clock()
+    context = {"repo": "o/r", "sha": "y", "paths": ["docs/a.md"]}  # as a push's claim holds
+    ledger.submissions.claim(
+        tag, delivery_id="d", attempt="dead-run", lease_until=now, now=now, context=context
+    )
+    young = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=tag)
 
     now_report = make_reconciler(ledger, gateway).run()  # its creator may be mid-register
 
@@ -378,9 +384,13 @@ def test_an_orphan_of_a_cli_submitted_kind_is_adopted_as_that_kind(
 def test_an_orphan_adopted_while_running_still_gets_its_reviews(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
-    running = gateway.create_batch(
-        MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s2")
+    tag = review_tag("o/r", "s2")
+    now = system_clock()
+    context = {"repo": "o/r", "sha": "s2", "paths": ["docs/a.md"]}  # as the push's claim holds
+    ledger.submissions.claim(
+        tag, delivery_id="d", attempt="dead-run", lease_until=now, now=now, context=context
     )
+    running = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=tag)
     first = make_reconciler(ledger, gateway, past_min_age).run()
     assert first.adopted == 1 and first.still_running == 1, first
 
@@ -389,6 +399,26 @@ def test_an_orphan_adopted_while_running_still_gets_its_reviews(
     second = make_reconciler(ledger, gateway, past_min_age).run()
 
     assert second.settled == 1, second
+    [review_doc] = [s.to_dict() for s in firestore_client.collection("reviews").stream()]
+    assert review_doc["path"] == "docs/a.md" and "text" in review_doc
+
+
+def test_a_running_orphan_whose_files_nobody_knows_waits_for_its_rows(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
+) -> None:
+    """No claim names its files and a running batch has no rows: it is not registered
+    half (no paths: rows that echo no key could not be placed), but once its rows name
+    its files it is adopted and settled with them."""
+    running = gateway.create_batch(
+        MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s3")
+    )
+    first = make_reconciler(ledger, gateway, past_min_age).run()
+    assert first.adopted == 0 and ledger.operations.get(running) is None, first
+
+    complete(simulator, [running])
+    second = make_reconciler(ledger, gateway, past_min_age).run()
+
+    assert second.adopted == 1 and second.settled == 1, second
     [review_doc] = [s.to_dict() for s in firestore_client.collection("reviews").stream()]
     assert review_doc["path"] == "docs/a.md" and "text" in review_doc
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -120,6 +121,14 @@ class Recorder:
     def comments(self) -> Any:
         return self
 
+    @property
+    def operations(self) -> Any:
+        return self
+
+    def get(self, name: str) -> Any:
+        """The operation as recorded: named by no submission, so its push's current one."""
+        return SimpleNamespace(name=name, context={}, submission=None)
+
     def reviews_for_push(self, repo: str, sha: str) -> list[dict[str, Any]]:
         return [{"path": "docs/a.md", "text": "fine"}]
 
@@ -141,6 +150,7 @@ class Recorder:
             comment_id: int = 7
             created: bool = True
             deleted: tuple[int, ...] = ()
+            updated: bool = False
 
         return Result()
 

@@ -213,6 +213,7 @@ REVIEW = register(
         outbox=_outbox,
         request_keys=context_keys("paths"),
         generation_of=_generation_of,
+        needs=("repo", "sha", "paths"),  # the files reviewed: rows may echo no key
         description="a push's Markdown files reviewed by one Gemini batch",
     )
 )

@@ -158,13 +158,7 @@ def review_push(
         run.release()  # a claim taken with the record: the next attempt may claim at once
         raise
     submitted = [path for path in paths if path in files]
-    context: dict[str, Any] = {
-        "repo": push.repo,
-        "sha": push.sha,
-        "paths": submitted,
-        "refused": [{"path": _storable(p), "error": _clip(e)} for p, e in refused.items()],
-        **_installation(push),
-    }
+    context = _context(push, submitted, refused)
     decided = run.claim(context)
     if decided is not None:
         return Done(decided)
@@ -178,7 +172,11 @@ def review_push(
         run.release()  # the next attempt lists before it creates: a committed batch is found
         raise
     crash_point("push.after_create")
-    outcome = run.register(name, context, end)
+    try:
+        outcome = run.register(name, context, end)
+    except Exception:
+        run.release()  # the next attempt lists, finds this batch and registers it at once
+        raise
     logs.event(
         log,
         logging.INFO,
@@ -205,11 +203,30 @@ def submission_for(
         return None
     if isinstance(checked, Ignored):
         return None
-    push, _ = checked
-    # Repo, sha and installation only: an orphan adopted from this claim takes its paths
-    # from its rows.
-    context = {"repo": push.repo, "sha": push.sha, **_installation(push)}
-    return ClaimRequest(review_tag(push.repo, push.sha), context)
+    push, paths = checked
+    # The files the run will submit, as far as the body tells: an orphan adopted from this
+    # claim knows them (rows that echo no key are placed by them). A file the Contents API
+    # refuses changes them; the run then stores its own context before it creates.
+    refused: dict[str, str] = {}
+    for path in paths:
+        try:
+            check_path(path)
+        except GitHubRejected as exc:
+            refused[path] = str(exc)
+    submitted = [path for path in paths if path not in refused]
+    return ClaimRequest(review_tag(push.repo, push.sha), _context(push, submitted, refused))
+
+
+def _context(push: Push, submitted: list[str], refused: dict[str, str]) -> dict[str, Any]:
+    """The operation's context: the push, the files submitted in request order, and the
+    refused ones with their reasons (each gets an error review at settlement)."""
+    return {
+        "repo": push.repo,
+        "sha": push.sha,
+        "paths": submitted,
+        "refused": [{"path": _storable(p), "error": _clip(e)} for p, e in refused.items()],
+        **_installation(push),
+    }
 
 
 def _installation(push: Push) -> dict[str, int]:
@@ -362,6 +379,13 @@ class Submitter:
                     stored, **holder, lease_until=self._lease_until(now), now=now
                 )
                 continue
+            if stored is not None and dict(stored.context) != context:
+                # Claimed with the record, before the fetch: the batch's adopter must find
+                # the files this run submits and refuses (docs, "One winner per push").
+                claimed = self._submissions.store_context(
+                    self._tag, context, attempt=self._attempt.id, now=now
+                )
+                continue
             # OWNED, by the conditional write just made: nothing runs between it and the
             # create but this check, so the create ends before anyone may take over.
             if self._lease_until(now) - now >= self._deps.create_budget:
@@ -381,16 +405,23 @@ class Submitter:
         winner = self._submissions.register_winner(
             self._tag, name, KIND, context, end=end, outbox=items, **self._generation()
         )
+        if winner.won and winner.superseded_by is not None:
+            # A newer Re-run shows already: ours was recorded superseded, its cancel due.
+            crash_point("rerun.superseded")
+            self._deliver(name)
+            return f"{name} superseded by the newer re-run {winner.superseded_by}, cancelled"
         if winner.won:
             crash_point("push.registered")
-            self._deliver(name, items)
+            if items:
+                self._deliver(name)
             return None
         return self._supersede(name, winner.operation, context)
 
-    def _deliver(self, name: str, items: list[dict[str, Any]]) -> None:
-        """Deliver what was recorded with the winner (its check run, `in_progress`); a
-        failure is logged and left to the outbox sweep: the push itself is done."""
-        if not items or self._deps.deliver is None:
+    def _deliver(self, name: str) -> None:
+        """Deliver what was recorded with the winner (its check run, `in_progress`, or the
+        cancel of a batch registered superseded); a failure is logged and left to the
+        outbox sweep: the push itself is done."""
+        if self._deps.deliver is None:
             return
         try:
             self._deps.ledger.outbox.deliver(name, self._deps.deliver)
@@ -398,7 +429,7 @@ class Submitter:
             logs.event(
                 log,
                 logging.WARNING,
-                "delivering the check run after registration failed; the sweep will retry",
+                "delivering the outbox items after registration failed; the sweep will retry",
                 operation=name,
                 delivery_id=self._delivery_id,
                 reason=str(exc),
@@ -439,8 +470,8 @@ class Submitter:
         winner = self._submissions.register_winner(
             self._tag, found[0].name, KIND, context, outbox=items, **self._generation()
         )
-        if winner.won and winner.operation == found[0].name:
-            self._deliver(winner.operation, items)
+        if winner.won and winner.operation == found[0].name and items:
+            self._deliver(winner.operation)
         for batch in found:
             if batch.name != winner.operation:
                 self._supersede(batch.name, winner.operation, None)
