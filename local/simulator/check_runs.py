@@ -134,6 +134,7 @@ def _annotation(item: Any, docs: str) -> dict[str, Any]:
     path, message = item.get("path"), item.get("message")
     start, end = item.get("start_line"), item.get("end_line")
     level, title = item.get("annotation_level"), item.get("title")
+    raw_details = item.get("raw_details")
     lines_ok = all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (start, end))
     ok = (
         isinstance(path, str)
@@ -144,6 +145,13 @@ def _annotation(item: Any, docs: str) -> dict[str, Any]:
         and lines_ok
         and level in LEVELS
         and (title is None or (isinstance(title, str) and len(title) <= MAX_ANNOTATION_TITLE_CHARS))
+        and (
+            raw_details is None
+            or (
+                isinstance(raw_details, str)
+                and len(raw_details.encode("utf-8")) <= MAX_ANNOTATION_BYTES
+            )
+        )
     )
     columns = (item.get("start_column"), item.get("end_column"))
     if ok and any(c is not None for c in columns) and start != end:
@@ -159,7 +167,7 @@ def _annotation(item: Any, docs: str) -> dict[str, Any]:
         "annotation_level": level,
         "title": title,
         "message": message,
-        "raw_details": item.get("raw_details"),
+        "raw_details": raw_details,
     }
 
 

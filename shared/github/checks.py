@@ -15,6 +15,10 @@ GitHub REST "Check runs" (docs.github.com/rest/checks/runs): "Create a check run
   (at most 64 KB) and an optional `title` (at most 255 characters);
 - "The Checks API limits the number of annotations to a maximum of 50 per API request ...
   Each time you update the check run, annotations are appended"; more than 50 is a 422;
+- an annotation's optional `raw_details` ("Details about this annotation", at most 64 KB)
+  is returned by "List check run annotations" with `path`, `start_line`, `end_line`,
+  `start_column`, `end_column`, `annotation_level`, `title`, `message` and `blob_href`
+  (`per_page` at most 100, `page`);
 - the list's `filter` defaults to `latest` (the most recent run per name): `all` is asked
   for, so a run made by an earlier attempt is never hidden by a later one; GitHub keeps at
   most 1000 runs of one name per check suite, so `MAX_CHECK_RUN_PAGES` pages of 100 cover it.
@@ -23,21 +27,34 @@ Only a GitHub App can write check runs; the token passed in is the installation'
 
 `ChecksClient.publish` is the exactly-once building block: whatever failed before (a lost
 answer, a crash between two requests), calling it again with the same state ends with ONE
-run carrying that state and every annotation once:
+run carrying that state and every annotation of it once. Every annotation a state sends
+carries the state's `mark` as its `raw_details` (the review marks each with its operation,
+`hookledger operation batches/abc`), and a publish that finds the run counts, right then,
+how many annotations GitHub holds for it carrying that mark ("List check run
+annotations", `GET /repos/{o}/{r}/check-runs/{id}/annotations`, 100 a page): those are the
+prefix this state sent before, since GitHub only appends and never removes, and requests
+go out in order. The run is `completed` only by the request carrying the last
+annotations (a run found completed by another state is set back to `in_progress` by the
+first of several appends), so a completed run always has all of them:
 
-    publisher                                   GitHub
-    ── list runs by name → none with ext id ──▶
-    ── POST run, annotations 1-50 ────────────▶ creates #7 (in_progress, 50 annotations)
-    ── PATCH #7, annotations 51-100 ──────────▶ #7 holds 100
+    publisher                                    GitHub
+    ── list runs by name → none with ext id ────▶
+    ── POST run, annotations 1-50 (marked M) ───▶ creates #7 (in_progress, 50 annotations)
+    ── PATCH #7, annotations 51-100 (M) ────────▶ #7 holds 100
        (crash, or the answer is lost)
-    ── retry: list → #7, annotations_count 100 ▶
-    ── PATCH #7, annotations 101-120, completed ▶ #7 completed, 120 annotations
+    ── retry: list → #7, annotations_count 100 ─▶
+    ── list #7's annotations: 100 carry M ──────▶
+    ── PATCH #7, annotations 101-120, completed ─▶ #7 completed, 120 annotations
 
-Annotations already on the found run are taken as the prefix this state sent before
-(`output.annotations_count`, less `annotations_before` when a re-run reuses a run that
-held some), since GitHub only appends and never removes: a state holding fewer
-annotations than that sends none. The run is `completed` only by the request carrying the
-last annotations, so a completed run always has all of them.
+Annotations of another state on the same run (an earlier generation of a re-run review,
+or one appended between two of this state's requests) carry another mark and are never
+counted as this state's, whenever they were appended. The annotations are listed only
+when the state has some to send and the run holds some (`annotations_count` > 0), at most
+`MAX_ANNOTATION_PAGES` pages: a run holding more is `GitHubRejected` naming it, never a
+guess. A state without a mark counts every annotation on the run as its own (a run only
+that state writes). A state holding fewer annotations than it finds sends none.
+Annotations sent before marks existed carry none: a publish cut short before that release
+and retried after it sends its first requests' annotations again (once).
 """
 
 from __future__ import annotations
@@ -79,6 +96,10 @@ MAX_ANNOTATION_TITLE_CHARS = 255
 MAX_ANNOTATION_BYTES = 64 * 1024  # annotation message ("The maximum size is 64 KB")
 CHECK_RUNS_PER_PAGE = 100  # GitHub's maximum page size
 MAX_CHECK_RUN_PAGES = 10  # 1000 runs of one name per check suite, 100 a page
+ANNOTATIONS_PER_PAGE = 100  # "List check run annotations": per_page at most 100
+# 5000 annotations: ten generations of a review capped at 500, each page one short GET
+# inside the caller's lease.
+MAX_ANNOTATION_PAGES = 50
 
 
 @dataclass(frozen=True)
@@ -132,7 +153,10 @@ class CheckRunState:
     conclusion, and its output. `publish` makes GitHub's run match it.
 
     `conclusion` goes with `status` "completed" and only with it; `completed_at` (aware) is
-    sent only then (GitHub stamps the time itself when it is None).
+    sent only then (GitHub stamps the time itself when it is None). `mark` is the
+    `raw_details` every annotation of this state carries: `publish` counts the run's
+    annotations carrying it to know which of this state's GitHub holds already (module
+    docstring); it names the state's author, the same on every retry.
     """
 
     name: str
@@ -145,6 +169,7 @@ class CheckRunState:
     annotations: tuple[Annotation, ...] = ()
     details_url: str | None = None
     completed_at: datetime | None = None
+    mark: str = ""
 
     def problem(self) -> str | None:
         """Why GitHub would refuse this state (422), or None."""
@@ -164,6 +189,8 @@ class CheckRunState:
         for field, value in (("summary", self.summary), ("text", self.text)):
             if len(value) > MAX_OUTPUT_CHARS:
                 return f"output.{field} is {len(value)} characters, over {MAX_OUTPUT_CHARS}"
+        if len(self.mark.encode("utf-8")) > MAX_ANNOTATION_BYTES:
+            return f"the mark (an annotation's raw_details) is over {MAX_ANNOTATION_BYTES} bytes"
         for annotation in self.annotations:
             reason = annotation.problem()
             if reason is not None:
@@ -171,12 +198,14 @@ class CheckRunState:
         return None
 
     def output(self, annotations: Sequence[Annotation] = ()) -> dict[str, Any]:
-        """The `output` object of one request, carrying `annotations` (at most 50)."""
+        """The `output` object of one request, carrying `annotations` (at most 50), each
+        marked with `mark` as its `raw_details`."""
         body: dict[str, Any] = {"title": self.title, "summary": self.summary}
         if self.text:
             body["text"] = self.text
         if annotations:
-            body["annotations"] = [a.as_json() for a in annotations]
+            marked = {"raw_details": self.mark} if self.mark else {}
+            body["annotations"] = [{**a.as_json(), **marked} for a in annotations]
         return body
 
 
@@ -423,6 +452,39 @@ class ChecksClient(_RestClient):
             url, params = self._same_host(following, where), None
         raise GitHubRejected(f"{where}: more than {MAX_CHECK_RUN_PAGES} pages of check runs")
 
+    def list_annotations(
+        self,
+        repo: str,
+        check_run_id: int,
+        *,
+        sha: str = "",
+        deadline: Deadline | None = None,
+        installation_id: int | None = None,
+    ) -> list[Mapping[str, Any]]:
+        """Every annotation check run `check_run_id` holds, as GitHub lists them ("List check
+        run annotations": `path`, lines, `annotation_level`, `message`, `raw_details`, …),
+        all pages; `sha` only names the commit in errors.
+
+        More than `MAX_ANNOTATION_PAGES` pages is `GitHubRejected`, not a guess.
+        """
+        where = f"{repo}@{sha or '?'}: check run #{check_run_id} annotations"
+        url: str = f"{self._runs_url(repo)}/{int(check_run_id)}/annotations"
+        params: dict[str, str | int] | None = {"per_page": ANNOTATIONS_PER_PAGE}
+        found: list[Mapping[str, Any]] = []
+        for _page in range(MAX_ANNOTATION_PAGES):
+            response = self._send(
+                "GET", url, where, params=params, deadline=deadline, installation_id=installation_id
+            )
+            body = _json(response, where)
+            if not isinstance(body, list) or not all(isinstance(a, Mapping) for a in body):
+                raise GitHubUnavailable(f"{where}: the answer is not a list of annotations")
+            found += body
+            following = response.links.get("next", {}).get("url")
+            if not following:
+                return found
+            url, params = self._same_host(following, where), None
+        raise GitHubRejected(f"{where}: more than {MAX_ANNOTATION_PAGES} pages of annotations")
+
     def find(
         self,
         repo: str,
@@ -456,7 +518,6 @@ class ChecksClient(_RestClient):
         run: CheckRunState,
         *,
         ownership: Ownership | None = None,
-        annotations_before: int = 0,
         if_absent: bool = False,
         installation_id: int | None = None,
     ) -> PublishedCheckRun:
@@ -464,11 +525,11 @@ class ChecksClient(_RestClient):
         (oldest first) or created, then brought to `run`'s state with its annotations sent
         50 a request (the first request carries up to 50, each further PATCH the next).
 
-        `annotations_before`: annotations the run held before this state's first write,
-        which are not this state's (a re-run that reuses the run: GitHub cannot remove
-        them); the run's `annotations_count` beyond them is what this state sent already.
-        `if_absent`: a run found is left as it is (writes 0): an `in_progress` state
-        delivered late, after the completed one, must not reopen the run. Every request
+        A run found gets only the annotations of `run` it lacks: those carrying `run.mark`
+        are counted on it now (listed only when `run` has annotations and the run holds
+        some), whatever other states appended before or in between. `if_absent`: a run
+        found is left as it is (writes 0): an `in_progress` state delivered late, after the
+        completed one, must not reopen the run. Every request
         uses `installation_id`'s credentials (an App's installation: only an App can write
         check runs; None: the client's token).
 
@@ -493,8 +554,7 @@ class ChecksClient(_RestClient):
             return PublishedCheckRun(mine[0].id, False, 0, 0, tuple(r.id for r in mine[1:]))
         if mine:
             target, created = mine[0], False
-            held = target.annotations_count - max(0, annotations_before)
-            before = sent = min(max(0, held), len(annotations))
+            before = sent = self._sent_before(repo, sha, target, run, ownership, app)
         else:
             first = annotations[:step]
             final = len(annotations) <= step  # everything fits in the create
@@ -517,17 +577,21 @@ class ChecksClient(_RestClient):
                 return PublishedCheckRun(target.id, True, sent, writes)
         where = f"{repo}@{sha}: check run #{target.id} {run.name!r} (external_id {run.external_id})"
         batches = [annotations[i : i + step] for i in range(sent, len(annotations), step)]
+        # A run found completed (another state's) is reopened by the first append: it shows
+        # `completed` again only with the last of this state's annotations.
+        reopen = target.status == "completed"
         for batch in batches[:-1]:  # all but the last: appended, the run not yet completed
             self._still_owner(ownership, where, "append annotations")
             self.update(
                 repo,
                 target.id,
                 sha=sha,
+                status=_unfinished(run.status) if reopen else None,
                 output=run.output(batch),
                 deadline=ownership,
                 installation_id=app,
             )
-            writes += 1
+            writes, reopen = writes + 1, False
         last = batches[-1] if batches else []
         self._still_owner(ownership, where, "complete it" if run.conclusion else "update it")
         self.update(
@@ -547,6 +611,34 @@ class ChecksClient(_RestClient):
         for duplicate in duplicates:
             writes += self._point_to(repo, sha, duplicate, target.id, run, ownership, where, app)
         return PublishedCheckRun(target.id, created, len(annotations) - before, writes, duplicates)
+
+    def _sent_before(
+        self,
+        repo: str,
+        sha: str,
+        target: CheckRun,
+        run: CheckRunState,
+        ownership: Ownership | None,
+        installation_id: int | None,
+    ) -> int:
+        """How many of `run`'s annotations `target` holds already: those carrying its mark,
+        counted on what GitHub lists now (module docstring); without a mark, all of them."""
+        if not run.annotations or target.annotations_count == 0:
+            return 0  # nothing to send, or nothing there: no listing
+        if not run.mark:
+            return min(target.annotations_count, len(run.annotations))
+        where = f"{repo}@{sha}: check run #{target.id} {run.name!r} (external_id {run.external_id})"
+        most = MAX_ANNOTATION_PAGES * ANNOTATIONS_PER_PAGE
+        if target.annotations_count > most:
+            raise GitHubRejected(
+                f"{where}: holds {target.annotations_count} annotations, more than the {most} "
+                "listed to count which this state sent"
+            )
+        listed = self.list_annotations(
+            repo, target.id, sha=sha, deadline=ownership, installation_id=installation_id
+        )
+        mine = sum(1 for a in listed if a.get("raw_details") == run.mark)
+        return min(mine, len(run.annotations))
 
     def _point_to(
         self,

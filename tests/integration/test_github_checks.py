@@ -36,7 +36,11 @@ def running(external_id: str = "sub-1") -> CheckRunState:
     )
 
 
-def completed(annotations: tuple[Annotation, ...] = (), external_id: str = "sub-1") -> Any:
+def completed(
+    annotations: tuple[Annotation, ...] = (),
+    external_id: str = "sub-1",
+    mark: str = "hookledger operation batches/abc",
+) -> Any:
     return CheckRunState(
         name=NAME,
         external_id=external_id,
@@ -47,6 +51,7 @@ def completed(annotations: tuple[Annotation, ...] = (), external_id: str = "sub-
         text="details",
         annotations=annotations,
         completed_at=DONE,
+        mark=mark,
     )
 
 
@@ -147,6 +152,56 @@ def test_a_lost_create_answer_is_found_by_the_next_publish(simulator: Any) -> No
     assert not result.created
     assert [(w["method"], w["annotations"]) for w in run["writes"]] == [("POST", 50), ("PATCH", 10)]
     assert (run["status"], len(run["annotations"])) == ("completed", 60)
+
+
+def test_two_states_on_one_run_each_count_only_their_own_annotations(simulator: Any) -> None:
+    checks = simulator.github_checks()
+    checks.publish(REPO, SHA, completed(findings(120), mark="first"))
+
+    second = checks.publish(REPO, SHA, completed(findings(60), mark="second"))
+    again = checks.publish(REPO, SHA, completed(findings(60), mark="second"))
+
+    [run] = runs(simulator)
+    assert (second.annotations_sent, again.annotations_sent, again.writes) == (60, 0, 1)
+    assert [a["raw_details"] for a in run["annotations"]] == ["first"] * 120 + ["second"] * 60
+    assert [(w["annotations"], w["status"]) for w in run["writes"][3:]] == [
+        (50, "in_progress"),  # the completed run reopened until its last annotations
+        (10, "completed"),
+        (0, "completed"),  # the last publish found all 60: one PATCH, nothing appended
+    ]
+    listings = [
+        r
+        for r in simulator.control.requests_log()
+        if r["method"] == "GET" and r["path"].endswith("/annotations")
+    ]
+    assert len(listings) == 4  # 120, then 180 annotations on the run: two pages each time
+
+
+def test_a_lost_answer_then_another_states_append_resumes_with_only_the_rest(
+    simulator: Any,
+) -> None:
+    checks = simulator.github_checks()
+    checks.publish(REPO, SHA, running())
+    mine = completed(findings(120), mark="mine")
+    # Annotations 1-50 are applied by "GitHub", the answer lost.
+    simulator.control.set_check_run_write_fault(fail=1, status=502, after_apply=True)
+    with pytest.raises(GitHubUnavailable):
+        checks.publish(REPO, SHA, mine)
+    # Another state appends 30 of its own in between.
+    [run] = runs(simulator)
+    theirs = completed(findings(30), mark="theirs")
+    checks.update(REPO, run["id"], output=theirs.output(theirs.annotations))
+
+    retried = checks.publish(REPO, SHA, mine)
+
+    [run] = runs(simulator)
+    own = [a["message"] for a in run["annotations"] if a["raw_details"] == "mine"]
+    assert own == [n.message for n in findings(120)]  # each once, in order
+    assert (retried.annotations_sent, run["status"], len(run["annotations"])) == (
+        70,
+        "completed",
+        150,
+    )
 
 
 def test_find_reads_every_page(simulator: Any) -> None:

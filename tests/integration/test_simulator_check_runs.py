@@ -93,6 +93,8 @@ BAD_ANNOTATIONS = [
     ("line 0", note(0)),
     ("a 256-character title", note(1, title="t" * 256)),
     ("columns across lines", note(1, end_line=2, start_column=1, end_column=3)),
+    ("raw_details not a string", note(1, raw_details=["details"])),
+    ("raw_details over 64 KB", note(1, raw_details="é" * 40_000)),
 ]
 
 
@@ -125,6 +127,38 @@ def test_51_annotations_in_an_update_are_refused_and_50_appended(simulator: Any)
     listed = get(simulator, f"/check-runs/{run_id}/annotations", per_page=100).json()
     assert [a["start_line"] for a in listed] == [1] + [3] * 50
     assert listed[0]["blob_href"].endswith(f"/blob/{SHA}/docs/a.md")
+
+
+def test_annotations_are_listed_in_githubs_shape_with_their_raw_details_by_pages(
+    simulator: Any,
+) -> None:
+    run_id = create(simulator).json()["id"]
+    for batch in range(3):  # 150 annotations, each naming its request in raw_details
+        marked = [note(50 * batch + n, raw_details=f"request {batch}") for n in range(1, 51)]
+        update(simulator, run_id, output={"summary": "s", "annotations": marked})
+
+    default = get(simulator, f"/check-runs/{run_id}/annotations")
+    first = get(simulator, f"/check-runs/{run_id}/annotations", per_page=100)
+    rest = requests.get(first.links["next"]["url"], timeout=10)
+
+    assert len(default.json()) == 30  # GitHub's default page
+    assert 'rel="last"' in first.headers["Link"] and "next" not in rest.links
+    listed = first.json() + rest.json()
+    assert [a["start_line"] for a in listed] == list(range(1, 151))  # in the order appended
+    assert [a["raw_details"] for a in listed[49:51]] == ["request 0", "request 1"]
+    assert set(listed[0]) == {
+        "path",
+        "start_line",
+        "end_line",
+        "start_column",
+        "end_column",
+        "annotation_level",
+        "title",
+        "message",
+        "raw_details",
+        "blob_href",
+    }
+    assert get(simulator, "/check-runs/999/annotations").status_code == 404
 
 
 def test_a_conclusion_completes_the_run_and_in_progress_reopens_it(simulator: Any) -> None:

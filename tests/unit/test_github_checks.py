@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from shared.github import GitHubRejected, GitHubUnavailable, OwnershipLost
-from shared.github.checks import Annotation, CheckRunState, ChecksClient
+from shared.github.checks import (
+    ANNOTATIONS_PER_PAGE,
+    MAX_ANNOTATION_PAGES,
+    Annotation,
+    CheckRunState,
+    ChecksClient,
+)
 from tests.unit.test_github import ScriptedSession
 
 REPO = "octo/repo"
@@ -99,6 +105,7 @@ class Window:
             "a message over 64 KB",
             state(annotations=(Annotation("a.md", 1, 1, "notice", "é" * 40_000),)),
         ),
+        ("a mark over 64 KB", state(mark="é" * 40_000)),
     ],
 )
 def test_a_state_github_would_refuse_is_refused_before_the_wire(name: str, bad: CheckRunState):
@@ -181,13 +188,134 @@ def test_if_absent_leaves_a_found_run_alone():
     assert len(session.calls) == 1  # the listing only
 
 
-def test_a_reused_run_counts_only_the_annotations_after_its_reset():
+MARK = "hookledger operation batches/r3"
+
+
+def listed(*marks: str | None) -> list[dict[str, Any]]:
+    """Annotations as "List check run annotations" answers them, one per `raw_details`."""
+    return [
+        {
+            "path": "docs/a.md",
+            "start_line": n,
+            "end_line": n,
+            "start_column": None,
+            "end_column": None,
+            "annotation_level": "warning",
+            "title": None,
+            "message": f"finding {n}",
+            "raw_details": mark,
+            "blob_href": f"https://github.com/{REPO}/blob/{SHA}/docs/a.md",
+        }
+        for n, mark in enumerate(marks, start=1)
+    ]
+
+
+def test_a_found_run_is_counted_at_publish_time_by_this_states_mark():
+    # #7 holds 130: another generation's 120 (before and after ours) and 10 of this state's.
+    page1 = listed(*["hookledger operation batches/b1"] * 95, *[MARK] * 5)
+    page2 = listed(*[MARK] * 5, *["hookledger operation batches/r2"] * 25)
+    following = f"http://github.local/repos/{REPO}/check-runs/7/annotations?per_page=100&page=2"
     notes = tuple(note(n) for n in range(1, 31))
-    client, session = checks([listing(run(7, count=130)), (200, {}, run(7, count=150))])
-    result = client.publish(REPO, SHA, state(annotations=notes), annotations_before=120)
-    [patch] = [kwargs["json"] for _, kwargs in session.calls[1:]]
-    assert [a["start_line"] for a in patch["output"]["annotations"]] == list(range(11, 31))
-    assert result.annotations_sent == 20
+    client, session = checks(
+        [
+            listing(run(7, count=130)),
+            (200, {"link": f'<{following}>; rel="next"'}, page1),
+            (200, {}, page2),
+            (200, {}, run(7, count=150)),
+        ]
+    )
+
+    result = client.publish(REPO, SHA, state(annotations=notes, mark=MARK))
+
+    first_page, second_page, (_, patch) = session.calls[1:]
+    assert first_page[0] == f"http://github.local/repos/{REPO}/check-runs/7/annotations"
+    assert first_page[1]["params"] == {"per_page": 100}
+    assert second_page[0] == following
+    sent = patch["json"]["output"]["annotations"]
+    assert [a["start_line"] for a in sent] == list(range(11, 31))  # only what it lacks
+    assert {a["raw_details"] for a in sent} == {MARK}
+    assert (result.annotations_sent, result.writes) == (20, 1)
+
+
+def test_annotations_of_other_states_never_count_as_this_ones():
+    notes = tuple(note(n) for n in range(1, 31))
+    others = listed(*["hookledger operation batches/b1"] * 60, *[None] * 60)  # None: unmarked
+    client, session = checks([listing(run(7, count=120)), (200, {}, others), (200, {}, run(7))])
+
+    result = client.publish(REPO, SHA, state(annotations=notes, mark=MARK))
+
+    assert [a["start_line"] for a in session.calls[-1][1]["json"]["output"]["annotations"]] == (
+        list(range(1, 31))
+    )
+    assert result.annotations_sent == 30
+
+
+@pytest.mark.parametrize(
+    ("name", "held", "annotations"),
+    [
+        ("the run holds none", 0, 3),
+        ("the state sends none", 120, 0),
+    ],
+)
+def test_annotations_are_listed_only_when_some_are_to_send_and_some_are_there(
+    name: str, held: int, annotations: int
+):
+    notes = tuple(note(n) for n in range(1, annotations + 1))
+    client, session = checks([listing(run(7, count=held)), (200, {}, run(7))])
+
+    result = client.publish(REPO, SHA, state(annotations=notes, mark=MARK))
+
+    assert len(session.calls) == 2, name  # the runs listed, then one PATCH
+    assert result.annotations_sent == annotations, name
+
+
+def test_a_run_holding_more_than_can_be_counted_is_refused_naming_it():
+    most = MAX_ANNOTATION_PAGES * ANNOTATIONS_PER_PAGE
+    client, session = checks([listing(run(7, count=most + 1))])
+    with pytest.raises(GitHubRejected, match=f"check run #7 .* holds {most + 1} annotations"):
+        client.publish(REPO, SHA, state(annotations=(note(1),), mark=MARK))
+    assert len(session.calls) == 1  # nothing listed, nothing written
+
+
+def test_the_annotation_pages_are_bounded():
+    following = f"http://github.local/repos/{REPO}/check-runs/7/annotations?page=2"
+    endless = [(200, {"link": f'<{following}>; rel="next"'}, listed(None))] * MAX_ANNOTATION_PAGES
+    client, session = checks([listing(run(7, count=120)), *endless])
+    with pytest.raises(GitHubRejected, match=r"check run #7 annotations: more than 50 pages"):
+        client.publish(REPO, SHA, state(annotations=(note(1),), mark=MARK))
+    assert len(session.calls) == 1 + MAX_ANNOTATION_PAGES
+
+
+@pytest.mark.parametrize(
+    ("name", "answer", "error"),
+    [
+        ("not a list", (200, {}, {"annotations": []}), GitHubUnavailable),
+        ("a list of something else", (200, {}, ["raw"]), GitHubUnavailable),
+        ("gone", (404, {}, {"message": "Not Found"}), GitHubRejected),
+        ("GitHub down", (502, {}, {"message": "Bad Gateway"}), GitHubUnavailable),
+    ],
+)
+def test_a_failed_count_names_the_run_and_writes_nothing(name: str, answer: Any, error: type):
+    client, session = checks([listing(run(7, count=120)), answer, answer, answer])
+    with pytest.raises(error, match=f"{REPO}@{SHA}: check run #7 annotations"):
+        client.publish(REPO, SHA, state(annotations=(note(1),), mark=MARK))
+    assert all("json" not in kwargs or kwargs["json"] is None for _, kwargs in session.calls), name
+
+
+def test_every_annotation_sent_carries_the_mark_and_none_without_one():
+    notes = (note(1), note(2))
+    marked, session = checks([listing(), (201, {}, run(7, count=2))])
+    marked.publish(REPO, SHA, state(annotations=notes, mark=MARK))
+    plain, plain_session = checks([listing(), (201, {}, run(7, count=2))])
+    plain.publish(REPO, SHA, state(annotations=notes))
+
+    assert [a["raw_details"] for a in session.calls[1][1]["json"]["output"]["annotations"]] == [
+        MARK,
+        MARK,
+    ]
+    assert all(
+        "raw_details" not in a for a in plain_session.calls[1][1]["json"]["output"]["annotations"]
+    )
 
 
 def test_the_oldest_run_is_kept_and_a_newer_duplicate_points_to_it():

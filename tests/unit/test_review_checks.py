@@ -231,3 +231,18 @@ def test_the_in_progress_state_lists_the_files() -> None:
         "Reviewing 2 files",
     )
     assert state.summary.endswith("- `docs/a.md`\n- `docs/b.md`")
+
+
+def test_a_completed_states_annotations_carry_its_operations_mark() -> None:
+    reviews = [ok("a.md", finding(line=1), finding(line=2))]
+
+    state = checks.completed(
+        SHA, reviews, external_id="sub-1", completed_at=DONE, operation="batches/r3"
+    )
+    [request] = [state.output(state.annotations)]
+
+    assert state.mark == checks.annotation_mark("batches/r3") == "hookledger operation batches/r3"
+    assert [a["raw_details"] for a in request["annotations"]] == [state.mark] * 2
+    assert state.problem() is None
+    # Each operation its own mark: a re-run's annotations never count as its push's.
+    assert checks.annotation_mark("batches/b1") != state.mark

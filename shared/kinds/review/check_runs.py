@@ -19,8 +19,10 @@ DELIVERY, so every delivery of either item is the same idempotent publish:
 
 A "Re-run" (`reruns.py`) makes a new operation whose context names the push's
 submission (`check_submission`): its items carry that submission's id as `external_id`, so
-they publish on the SAME run, and they reset it (no `if_absent`) with `annotations_before`
-= the annotations the run held before (GitHub never removes them). Only the push's
+they publish on the SAME run, and they reset it (no `if_absent`). GitHub never removes an
+annotation, so every generation's annotations stay on the run: each completion marks its
+own with its operation (`checks.annotation_mark`) and `ChecksClient.publish` counts, at
+publish time, those the run holds, so it appends exactly the rest. Only the push's
 CURRENT operation publishes (`Submission.current_operation`, docs "Re-run"): an item of an
 older generation, delivered late, is done without a write.
 
@@ -60,8 +62,9 @@ CHECK_RUN = "github-check-run"  # the outbox payload kind delivered here
 START_WAIT = Backoff(attempts=6, first_s=0.25, cap_s=2.0, jitter=0.0)
 _sleep = time.sleep  # tests replace it
 START, FINISH = "start", "finish"
-# Context fields of a re-run's operation (`reruns.py`): the push's submission whose check
-# run it shows, and the annotations that run held before the re-run's first write.
+# Context field of a re-run's operation (`reruns.py`): the push's submission whose check
+# run it shows. ANNOTATIONS_BEFORE, a count of the run's annotations taken before the
+# re-run's batch existed, is still found in older operations' contexts and is ignored.
 CHECK_SUBMISSION, ANNOTATIONS_BEFORE = "check_submission", "annotations_before"
 
 
@@ -146,8 +149,6 @@ def publish_check_run(item: OutboxItem, services: DeliveryServices) -> None:
         )
         return
     rerun = isinstance(record.context.get(CHECK_SUBMISSION), str)
-    before = record.context.get(ANNOTATIONS_BEFORE)
-    before = before if type(before) is int and before > 0 else 0
 
     def publish(state: checks.CheckRunState, *, if_absent: bool = False) -> Any:
         return services.checks.publish(
@@ -155,7 +156,6 @@ def publish_check_run(item: OutboxItem, services: DeliveryServices) -> None:
             sha,
             state,
             ownership=item.lease,
-            annotations_before=before,
             if_absent=if_absent,
             installation_id=installation_id,
         )
@@ -180,6 +180,7 @@ def publish_check_run(item: OutboxItem, services: DeliveryServices) -> None:
         completed_at=record.settled_at or record.submitted_at,
         details_url=link,
         cancelled=_cancelled(record),
+        operation=operation,  # its annotations marked: counted on the run at publish time
     )
     _logged("check run completed", publish(state), operation, repo, sha, item)
 

@@ -24,7 +24,10 @@ annotations shown.
 Output: the title counts findings by severity; the summary is a table of the files (file,
 status, findings) under GitHub's 65535 characters; the text holds each file's own summary;
 one annotation per finding (path, lines, level, message, title), clipped to GitHub's
-limits, at most `MAX_ANNOTATIONS` per run (the rest are counted in the summary).
+limits, at most `MAX_ANNOTATIONS` per run (the rest are counted in the summary), each
+marked with the operation that publishes it (`annotation_mark`, its `raw_details`): one run
+carries every generation of a re-run review, and GitHub never removes an annotation, so the
+mark is how a publish tells its own annotations from the others'.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from shared.github.checks import (
 )
 
 CHECK_NAME = "hookledger review"
+MARK_PREFIX = "hookledger operation "
 # 10 requests of 50: a publish stays a handful of requests inside an outbox lease.
 MAX_ANNOTATIONS = 500
 MAX_FILE_TEXT_CHARS = 4_000  # one file's summary in the details
@@ -158,6 +162,11 @@ def annotations_of(
     return tuple(note for *_, note in found[:limit])
 
 
+def annotation_mark(operation: str) -> str:
+    """The `raw_details` of every annotation `operation` publishes (`CheckRunState.mark`)."""
+    return f"{MARK_PREFIX}{operation}"
+
+
 def in_progress(
     sha: str, paths: Sequence[str], *, external_id: str, details_url: str | None = None
 ) -> CheckRunState:
@@ -182,8 +191,10 @@ def completed(
     completed_at: datetime,
     details_url: str | None = None,
     cancelled: str | None = None,
+    operation: str = "",
 ) -> CheckRunState:
-    """The run once the review settled (or was cancelled: `cancelled` says why)."""
+    """The run once the review settled (or was cancelled: `cancelled` says why); its
+    annotations marked as `operation`'s (`annotation_mark`), when it names one."""
     notes = () if cancelled is not None else annotations_of(reviews)
     return CheckRunState(
         name=CHECK_NAME,
@@ -196,6 +207,7 @@ def completed(
         annotations=notes,
         details_url=details_url,
         completed_at=completed_at,
+        mark=annotation_mark(operation) if operation else "",
     )
 
 
