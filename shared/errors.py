@@ -19,6 +19,7 @@ pipeline, the CLI's exit code) through `retryable(exc)`:
     │   ├── claims: ClaimNotFound, ClaimCorrupt, ClaimConflict
     │   ├── signatures: VerificationError, SecretError; envelope: EnvelopeError, EnvelopeTooLarge
     │   └── oidc: Unauthorized (401), Forbidden (403)
+    ├── Deferred                     not yet, and not a failure: run again `after_s` later
     └── ConfigError                  a deployment setting is missing or malformed (start-up)
 
 A class is transient or permanent, never both, and its `retryable` agrees with its
@@ -26,6 +27,11 @@ branch; a module base (`LedgerError`, `OidcError`, `SignatureError`, …) is in 
 "anything the oidc verifier raised" stays catchable without deciding "retry or not".
 The one exception from outside the tree is `shared.crashpoints.Crashed`, a BaseException
 for tests. tests/unit/test_error_tree.py checks all of this over every class in `shared/`.
+
+`Deferred` is a handler's "wait": the worker hands the delivery back to the queue as a
+new task `after_s` later (clamped to 1 s .. 1 h) and spends none of its retries on it
+(docs/architecture.md, "Worker"). It is in neither branch, and `retryable` is True: any
+other caller that meets it (reconcile, the outbox sweep) tries again later, never gives up.
 
 Each module keeps its own base (`LedgerError`, `GeminiError`, …) under the root, so a
 caller can still catch "anything the ledger raised". An exception from outside this tree
@@ -51,6 +57,25 @@ class PermanentError(HookledgerError):
     """No retry can fix it: record the reason and stop retrying."""
 
     retryable = False
+
+
+class Deferred(HookledgerError):
+    """Not yet, and not a failure: run this delivery again about `after_s` seconds later.
+
+    A handler raises it to wait for something another run is still doing (a re-run behind
+    the previous run's check run). The worker records the delivery `queued` with `str(exc)`
+    as the reason and re-enqueues the same envelope as a new task `after_s` later (clamped
+    to 1 s .. 1 h), so the wait spends none of `WORKER_MAX_RETRIES`. Bounding the wait is
+    the handler's business; only the envelope's 7-day lifetime ends it (`dead`).
+    """
+
+    retryable = True
+
+    def __init__(self, reason: str, *, after_s: float = 60.0) -> None:
+        super().__init__(reason)
+        self.after_s = float(after_s)
+        if self.after_s != self.after_s:  # NaN: a caller's mistake, seen where it is made
+            raise ValueError(f"Deferred({reason!r}): after_s must be a number of seconds")
 
 
 class ConfigError(HookledgerError, ValueError):

@@ -15,7 +15,10 @@ returning `Done` / `Ignored` / `Unresolved` or by raising from the one error tre
 
     HandlerError        (= errors.HookledgerError) what a handler raises on purpose
     ├── RetryableError  (= errors.TransientError) timeout, 429/5xx upstream: 5xx, retried
-    └── PermanentError  (errors.PermanentError) never succeeds: recorded `dead`, answered 2xx
+    ├── PermanentError  (errors.PermanentError) never succeeds: recorded `dead`, answered 2xx
+    └── Deferred        (errors.Deferred) not yet, not a failure: `Deferred(reason,
+                        after_s=60)` runs the delivery again as a new task about `after_s`
+                        later (1 s .. 1 h), spending none of its retries
 
 Every module's errors sit in that tree (GeminiUnavailable is transient, GeminiNotFound
 permanent, …), so a handler lets them through as they are. Any exception from outside
@@ -31,12 +34,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from shared.errors import Deferred as Deferred  # re-exported for handlers
 from shared.errors import HookledgerError, PermanentError, TransientError
 from shared.handler_context import HandlerContext
 
 # A handler raises from the one error tree (shared/errors.py): a `PermanentError` (or any
 # error whose `retryable` is False) records the delivery `dead` and answers 2xx; a
-# `TransientError` answers 5xx and Cloud Tasks retries with backoff.
+# `TransientError` answers 5xx and Cloud Tasks retries with backoff; a `Deferred` is
+# re-enqueued `after_s` later as a new task: waiting spends no retry and never ends `dead`.
 HandlerError = HookledgerError
 RetryableError = TransientError
 

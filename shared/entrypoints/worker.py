@@ -4,8 +4,12 @@ Answers drive Cloud Tasks: 2xx stops retries, anything else retries with backoff
 - 401/403: the token or the envelope does not verify; nothing is written.
 - 200: done, ignored, a duplicate of a finished delivery, or dead (recorded with the
   reason: a permanent failure, or a retryable one past `WORKER_MAX_RETRIES`).
-- 503: a retryable failure (upstream timeout/429/5xx, Firestore unavailable), or `busy`:
-  another attempt holds the delivery's lease, so this one runs nothing and marks nothing.
+- 202 `deferred`: the handler raised `Deferred` ("not yet, not a failure"): the same
+  sealed envelope went back to the queue as a new task `after_s` later, so the wait
+  spends none of the delivery's retries.
+- 503: a retryable failure (upstream timeout/429/5xx, Firestore unavailable, a deferral
+  that could not be re-enqueued), or `busy`: another attempt holds the delivery's lease,
+  so this one runs nothing and marks nothing.
 
 Each attempt takes a lease on its delivery when it records it (a new uuid4 id, for the
 worker timeout plus a margin) and hands it to the handler as `event.attempt`; only the
@@ -31,8 +35,8 @@ from shared.clock import Clock, system_clock
 from shared.config import Config
 from shared.crashpoints import crash_point
 from shared.entrypoints.http import Endpoint, Reply
-from shared.envelope import Envelope, EnvelopeSealer, resolve_body
-from shared.errors import retryable
+from shared.envelope import DEFAULT_MAX_AGE_S, Envelope, EnvelopeSealer, resolve_body
+from shared.errors import Deferred, retryable
 from shared.handler_context import ClientFactories, HandlerContext
 from shared.handlers import Attempt, Done, Event, Ignored, Unresolved
 from shared.ledger import (
@@ -46,11 +50,18 @@ from shared.ledger import (
 from shared.oidc import OidcError, OidcVerifier
 from shared.retry import server_error
 from shared.signatures import VerificationError
+from shared.tasks import task_id_for
 
 log = logs.get_logger("worker")
 
 # Deliveries in these states are finished: a redelivery changes nothing.
 FINISHED = FINISHED_DELIVERY_STATUSES
+# A `Deferred` runs again after at least a second (no busy loop through the queue) and
+# at most an hour (a wait for another run is re-checked hourly, whatever the handler said).
+DEFER_MIN_S = 1.0
+DEFER_MAX_S = 3600.0
+# On a deferred task: how many deferrals of this delivery led to it (logged, never trusted).
+DEFERRALS_HEADER = "X-Hookledger-Deferrals"
 
 
 class Worker(Endpoint):
@@ -95,13 +106,21 @@ class Worker(Endpoint):
         except VerificationError as exc:
             logs.event(log, logging.WARNING, "envelope refused", reason=str(exc))
             return Reply(401, {"error": f"envelope: {exc}"})
-        retry_count = _int(headers.get("X-CloudTasks-TaskRetryCount"))
-        with _attempt_span(envelope, headers, retry_count) as span:
-            reply = self._run(envelope, retry_count)
+        task = _Task(
+            envelope,
+            body,
+            _int(headers.get("X-CloudTasks-TaskRetryCount")),
+            # Not from the queue (a test, a tool): this call is its own task.
+            headers.get("X-CloudTasks-TaskName") or uuid.uuid4().hex,
+            _int(headers.get(DEFERRALS_HEADER)),
+        )
+        with _attempt_span(envelope, headers, task.retry_count) as span:
+            reply = self._run(task)
             _end_attempt_span(span, reply)
         return reply
 
-    def _run(self, envelope: Envelope, retry_count: int) -> Reply:
+    def _run(self, task: _Task) -> Reply:
+        envelope = task.envelope
         source, delivery_id, event_type = envelope.source, envelope.delivery_id, envelope.event
         ids: dict[str, Any] = {"source": source, "delivery_id": delivery_id, "event": event_type}
         unusable: str | None = None
@@ -116,7 +135,7 @@ class Worker(Endpoint):
         # A claim-checked body stays behind its reference: stored once, not twice.
         stored = _Stored(raw if envelope.claim is None else None, envelope.claim)
         if fn is not None and unusable is None and not handlers.leased(source, event_type):
-            return self._run_unleased(envelope, ids, raw, fn, stored, attempt, retry_count)
+            return self._run_unleased(ids, raw, fn, stored, attempt, task)
         # The push's submission (not the payload's claim check) the handler will claim.
         claims = handlers.claims_for(source, event_type) if unusable is None else None
         submission = claims(raw, self._context) if claims is not None else None
@@ -159,22 +178,22 @@ class Worker(Endpoint):
             claimed=recorded.claimed,
             end=DeliveryEnd(source, delivery_id, attempt),
         )
-        return self._handle(fn, event, ids, attempt, retry_count)
+        return self._handle(fn, event, ids, attempt, task)
 
     def _run_unleased(
         self,
-        envelope: Envelope,
         ids: dict[str, Any],
         raw: bytes,
         fn: handlers.Handler,
         stored: _Stored,
         attempt: str,
-        retry_count: int,
+        task: _Task,
     ) -> Reply:
         """A handler whose own commit makes a second run harmless (a settlement): no lease,
         and the delivery is recorded `done` in that commit, created if it is new (one commit
         per event), on condition it is as this run's dedupe read found it (one read). Any
-        other outcome records it first, then marks it as usual."""
+        other outcome records it first, then marks it as usual (a `Deferred` too)."""
+        envelope = task.envelope
         source, delivery_id, event_type = envelope.source, envelope.delivery_id, envelope.event
         try:
             seen = self._ledger.deliveries.read(source, delivery_id)
@@ -200,7 +219,7 @@ class Worker(Endpoint):
         try:
             outcome = fn(event, self._context)
         except Exception as exc:  # recorded first: the marks below need the record
-            return self._recorded(ids, stored) or self._failed(ids, None, exc, retry_count)
+            return self._recorded(ids, stored) or self._failed(ids, None, exc, task)
         return (
             _done_in_commit(outcome, end, ids)
             or self._recorded(ids, stored)
@@ -223,12 +242,12 @@ class Worker(Endpoint):
         event: Event,
         ids: dict[str, Any],
         attempt: str,
-        retry_count: int,
+        task: _Task,
     ) -> Reply:
         try:
             outcome = fn(event, self._context)
         except Exception as exc:  # the error tree, not this handler, says retry or dead
-            return self._failed(ids, attempt, exc, retry_count)
+            return self._failed(ids, attempt, exc, task)
         crash_point("push.before_done")
         return _done_in_commit(outcome, event.end, ids) or self._outcome(outcome, ids, attempt)
 
@@ -243,15 +262,98 @@ class Worker(Endpoint):
         return self._finish(ids, attempt, "done", outcome.detail)
 
     def _failed(
-        self, ids: dict[str, Any], attempt: str | None, exc: Exception, retry_count: int
+        self,
+        ids: dict[str, Any],
+        attempt: str | None,
+        exc: Exception,
+        task: _Task,
     ) -> Reply:
-        """A handler raised: 503 while `retryable(exc)` and under the limit, else dead."""
+        """A handler raised: deferred for a `Deferred`; else 503 while `retryable(exc)` and
+        under the limit, else dead."""
+        if isinstance(exc, Deferred):
+            return self._defer(ids, attempt, exc, task)
+        retry_count = task.retry_count
         if not retryable(exc):
             return self._dead(ids, attempt, str(exc))
         reason = f"{type(exc).__name__}: {exc}"
         if retry_count >= self._config.worker_max_retries:
             return self._dead(ids, attempt, f"gave up after {retry_count} retries: {reason}")
         return self._retry(ids, reason, attempt, recorded=True)  # _failed runs after the record
+
+    def _defer(
+        self,
+        ids: dict[str, Any],
+        attempt: str | None,
+        exc: Deferred,
+        task: _Task,
+    ) -> Reply:
+        """The handler said "not yet": hand the same sealed envelope back to the queue as a
+        NEW task about `after_s` later and answer 202, so this task ends and the next one
+        starts at retry count 0: waiting never spends WORKER_MAX_RETRIES.
+
+        The delivery is marked `queued` with the reason first (ending this attempt's lease,
+        as a retry does), then the task is created. Its id comes from this task's name, so a
+        retry of this task (a lost answer, from CreateTask or to the queue) finds it
+        ALREADY_EXISTS rather than making a second. Anything failing answers 503: this task
+        is retried and nothing is lost. The same bytes stop opening when the envelope is
+        too old (`DEFAULT_MAX_AGE_S`, 7 days): a wait that would outlast it is dead.
+        """
+        source, delivery_id = ids["source"], ids["delivery_id"]
+        after_s = min(max(exc.after_s, DEFER_MIN_S), DEFER_MAX_S)
+        now = self._context.clock()
+        run_at = now + timedelta(seconds=after_s)
+        envelope = task.envelope
+        sealed_at = envelope.sealed_at or now
+        expires = sealed_at + timedelta(seconds=DEFAULT_MAX_AGE_S)
+        if run_at + timedelta(seconds=DEFER_MAX_S) > expires:  # its retries need time too
+            return self._dead(
+                ids,
+                attempt,
+                f"still deferred as its envelope expires at {expires.isoformat()}: {exc}",
+            )
+        reason = f"deferred {after_s:g} s: {exc}"
+        try:
+            marked = self._ledger.deliveries.end_attempt(
+                source, delivery_id, attempt, "queued", error=reason
+            )
+        except LedgerError as error:
+            return self._retry(ids, f"marking the delivery deferred failed: {error}", attempt)
+        if not marked.applied:
+            return self._superseded(ids, marked.delivery, "queued")
+        deferrals = task.deferrals + 1
+        task_id = task_id_for(source, delivery_id, "deferred", task.name)
+        cfg = self._config
+        try:
+            created = self._context.tasks.enqueue(
+                cfg.worker_url,
+                task.sealed,
+                {"Content-Type": "application/json", DEFERRALS_HEADER: str(deferrals)},
+                task_id=task_id,
+                schedule_time=run_at,
+                # As the ingress hands a delivery off: the worker checks this caller.
+                oidc_service_account=cfg.tasks_service_account or None,
+                oidc_audience=cfg.worker_url,
+                dispatch_deadline_s=cfg.task_dispatch_deadline_s,
+            )
+        except Exception as error:  # EnqueueError, or no queue client: this task retries
+            reason = f"deferring failed: {type(error).__name__}: {error}"
+            return self._retry(ids, reason, attempt, recorded=True)
+        logs.event(
+            log,
+            logging.INFO,
+            f"delivery {delivery_id} deferred {after_s:g} s: {exc}",
+            reason=str(exc),
+            after_s=after_s,
+            deferrals=deferrals,
+            waiting_s=round((now - envelope.received_at).total_seconds()),
+            task_id=task_id,
+            task_status=created.status,
+            **ids,
+        )
+        return Reply(
+            202,
+            {"status": "deferred", "reason": str(exc), "after_s": after_s, "task": task_id, **ids},
+        )
 
     def _finish(
         self,
@@ -368,6 +470,16 @@ def _end_attempt_span(span: tracing.Span, reply: Reply) -> None:
         span.fail(str(reply.body.get("reason")))
     elif server_error(reply.status) and status != "busy":  # busy: another attempt is running it
         span.fail(str(reply.body.get("reason") or reply.body.get("error")))
+
+
+class _Task(NamedTuple):
+    """The Cloud Task that brought this attempt, as a deferral hands it back."""
+
+    envelope: Envelope  # opened from `sealed`
+    sealed: bytes  # the envelope exactly as sealed: re-enqueued as it is
+    retry_count: int  # X-CloudTasks-TaskRetryCount: 5xx answers so far
+    name: str  # X-CloudTasks-TaskName; a new uuid for a call from outside the queue
+    deferrals: int  # DEFERRALS_HEADER: deferrals before this task (0 for the first)
 
 
 class _Stored(NamedTuple):
