@@ -289,7 +289,16 @@ def rerun_review(event: Event, ctx: HandlerContext) -> Done | Ignored:
         deliver=Deliverers(ctx),
     )
     checks = ctx.checks if options.github_check_runs else None
-    return run(event.type, payload, event.delivery_id, deps, checks, event.run, end=event.end)
+    return run(
+        event.type,
+        payload,
+        event.delivery_id,
+        deps,
+        checks,
+        event.run,
+        end=event.end,
+        pressed_at=event.received_at,
+    )
 
 
 # Unleased, like a settlement: the ledger's conditional commit makes a second run harmless

@@ -26,6 +26,11 @@ POINTS: dict[str, str] = {
     "push.registered": "the operation and the push's winner are committed",
     "push.superseded": "a losing batch is recorded superseded, not yet cancelled",
     "push.before_done": "the handler finished; the delivery is not marked done",
+    # re-run path (the worker running a "Re-run" press)
+    "rerun.claimed": "the re-run's submission claim is committed; no batch yet",
+    "rerun.created": "Gemini created the re-run's batch; the ledger does not know it",
+    "rerun.registered": "the re-run's batch is current; the previous one superseded, not cancelled",
+    "rerun.superseded": "an older press's batch is recorded superseded, not yet cancelled",
     # settlement path (webhook or reconcile)
     "settle.before_fetch": "the settler is about to read the batch from Gemini",
     "settle.before_commit": "the batch was read; the settling commit was never sent",

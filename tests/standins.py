@@ -104,7 +104,7 @@ class RacingGemini:
             raise GeminiNotFound(f"{name}: no such batch")
         rows: tuple[Row, ...] = ()
         if batch.state == "JOB_STATE_SUCCEEDED":
-            rows = tuple(Row(key, text=f"review of {key}") for key in batch.keys)
+            rows = tuple(Row(key, text=f"review of {key} by {name}") for key in batch.keys)
         return BatchStatus(name, batch.state, batch.display_name, rows=rows)
 
     def live(self, display_name: str) -> list[str]:

@@ -1,18 +1,24 @@
 """The crash-point sweep: die at every named point, recover, and nothing is lost or doubled.
 
-For each point in `shared.crashpoints.POINTS`, one push (two Markdown files, comments on,
-and a stray second batch for the same push, as a run that lost its claim leaves) goes
-through the real worker, ledger (Firestore emulator), settler, reconcile and outbox, with
-the process "dying" (`Crashed`) the first time it reaches the point. Then Cloud Tasks'
-retries, Gemini's completion webhook and reconcile runs go on until nothing changes, the
-clock moving past every lease a dead attempt left. The invariants (docs/architecture.md,
-"Crash points"):
+For each point in `shared.crashpoints.POINTS`, one push (two Markdown files, through a
+GitHub App: check runs and comments on, and a stray second batch for the same push, as a
+run that lost its claim leaves) and two "Re-run" presses of its check run (the later
+press delivered first, so the earlier one registers after it) go through the real
+worker, ledger (Firestore emulator), settler, reconcile, outbox and GitHub (the
+simulator), with the process "dying" (`Crashed`) the first time it reaches the point.
+Then Cloud Tasks' retries, Gemini's completion webhooks and reconcile runs go on until
+nothing changes, the clock moving past every lease a dead attempt left. The invariants
+(docs/architecture.md, "Crash points"):
 
-- one winning batch per push, registered as the submission's operation; every other
-  batch for the push superseded and cancelled at Gemini;
-- each review written once, by the winner's one settling commit;
-- exactly one GitHub commit comment for the push;
-- nothing pending, no delivery queued, no outbox item undelivered.
+- one winning batch per submission (the push's, each press's), registered as its
+  operation; every other batch for the push superseded and cancelled at Gemini;
+- every operation's context names the files it reviews;
+- no press is lost: both presses' deliveries are done; the later press is the check
+  run's current operation, the earlier one never shown (superseded by it);
+- each review written by the current operation's one settling commit;
+- exactly one check run and one commit comment for the push, both showing the current
+  operation;
+- nothing pending, no delivery queued, no outbox item open.
 """
 
 from __future__ import annotations
@@ -32,33 +38,81 @@ from shared.crashpoints import POINTS, Crashed, crashing_at
 from shared.entrypoints.worker import Worker
 from shared.envelope import Envelope, EnvelopeSealer
 from shared.github import CommentsClient
+from shared.github.app import AppAuth, AppCredentials
+from shared.github.checks import ChecksClient
 from shared.kinds import Deliverers, KindOptions
 from shared.kinds.review import review_tag
+from shared.kinds.review.checks import CHECK_NAME
+from shared.kinds.review.reruns import rerun_tag
 from shared.ledger import Ledger
+from shared.ledger.ids import submission_id
 from shared.reconcile import Reconciler, ReconcileSettings
+from shared.tasks import EnqueueResult
 from tests.standins import RacingGemini, StandInContents
 
 REPO, FILES = "octo-org/handbook", ["docs/a.md", "docs/b.md"]
 ROUNDS = 12
 ROUND = timedelta(minutes=15)  # longer than any lease: a dead attempt's lease has ended
+CONSOLE = "http://console.test"
+# Two presses of "Re-run": the later one is delivered first each round, so the earlier
+# one registers after it (and must never be shown).
+PRESSES = (("rerun-2", timedelta(seconds=2)), ("rerun-1", timedelta(seconds=1)))
 
 pytestmark = pytest.mark.slow
 assert builtin_handlers  # registers the push and Gemini handlers the worker runs
 
 
+class HeldTasks:
+    """The queue a deferred delivery goes back to: the world's rounds re-deliver every
+    delivery anyway (Cloud Tasks' retries), so a deferral only needs to be accepted."""
+
+    def __init__(self) -> None:
+        self.enqueued: list[str] = []
+
+    def enqueue(self, url: str, body: bytes, headers: Any = None, **options: Any) -> EnqueueResult:
+        self.enqueued.append(str(options.get("task_id")))
+        return EnqueueResult(status="created", task_name=str(options.get("task_id")))
+
+
 class World:
-    """One push's world: the worker in this process, the stand-in Gemini, real GitHub comments."""
+    """One push's world: the worker in this process, the stand-in Gemini, and GitHub (the
+    simulator) for the App's check run and commit comment."""
 
     def __init__(self, firestore_client: Any, simulator: Any) -> None:
         self.clock = FakeClock(datetime.now(UTC))
+        self.pressed_at = self.clock()
         self.sha = uuid.uuid4().hex + "0" * 8
         self.tag = review_tag(REPO, self.sha)
         self.ledger = Ledger(firestore_client, clock=self.clock, grace=timedelta(0))
         self.gemini = RacingGemini(clock=self.clock)
         self.simulator = simulator
-        self.config = Config(github_comments=True, worker_max_retries=1000)
-        comments = CommentsClient(simulator.url, timeout_s=5, attempts=2, sleep=lambda s: None)
-        clients = {"gemini": self.gemini, "github": StandInContents(), "comments": comments}
+        self.options = KindOptions(
+            github_comments=True, github_check_runs=True, console_url=CONSOLE
+        )
+        self.config = Config(
+            github_comments=True,
+            github_check_runs=True,
+            console_url=CONSOLE,
+            worker_max_retries=1000,
+        )
+        registered = simulator.control.register_github_app()
+        installed = simulator.control.install_github_app(
+            registered["id"], REPO.split("/")[0], repositories=[REPO]
+        )
+        self.installation = int(installed["id"])
+        auth = AppAuth(
+            AppCredentials.from_pem(registered["client_id"], registered["private_key"]),
+            simulator.url,
+            timeout_s=5,
+        )
+        quick = {"timeout_s": 5, "attempts": 2}
+        clients = {
+            "gemini": self.gemini,
+            "github": StandInContents(),
+            "comments": CommentsClient(simulator.url, auth=auth, sleep=lambda s: None, **quick),
+            "checks": ChecksClient(simulator.url, auth=auth, sleep=lambda s: None, **quick),
+            "tasks": HeldTasks(),
+        }
         self.worker = Worker(
             self.config,
             sealer=EnvelopeSealer([LOCAL_ENVELOPE_KEY]),
@@ -73,8 +127,16 @@ class World:
             "m", [(p, "") for p in FILES], self.tag, created_at=self.clock() - timedelta(hours=1)
         )
 
-    def deliver(self, source: str, event: str, delivery_id: str, body: dict[str, Any]) -> None:
-        envelope = Envelope(source, event, delivery_id, self.clock(), {}, json.dumps(body).encode())
+    def deliver(
+        self,
+        source: str,
+        event: str,
+        delivery_id: str,
+        body: dict[str, Any],
+        received_at: datetime | None = None,
+    ) -> None:
+        at = received_at or self.clock()
+        envelope = Envelope(source, event, delivery_id, at, {}, json.dumps(body).encode())
         sealed = EnvelopeSealer([LOCAL_ENVELOPE_KEY]).seal(envelope)
         self.survive(lambda: self.worker.handle("POST", "/", {}, sealed))
 
@@ -84,12 +146,31 @@ class World:
             "after": self.sha,
             "repository": {"full_name": REPO, "default_branch": "main"},
             "commits": [{"added": FILES, "modified": [], "removed": []}],
+            "installation": {"id": self.installation},
         }
         self.deliver("github", "push", "push-1", body)
 
+    def reruns(self) -> None:
+        """Both presses, once the push's check run exists (only then is there a button)."""
+        if not self.runs():
+            return
+        body = {
+            "action": "rerequested",
+            "check_run": {
+                "name": CHECK_NAME,
+                "head_sha": self.sha,
+                "external_id": submission_id(self.tag),
+            },
+            "repository": {"full_name": REPO},
+            "installation": {"id": self.installation},
+        }
+        for delivery_id, after in PRESSES:  # two people: two bodies (GitHub signs the body)
+            pressed = {**body, "sender": {"login": f"presser-{delivery_id}"}}
+            self.deliver("github", "check_run", delivery_id, pressed, self.pressed_at + after)
+
     def webhooks(self) -> None:
         """Gemini finishes every live batch and sends its completion webhook."""
-        for name in self.gemini.live(self.tag):
+        for name in self.live():
             self.gemini.succeed(name)
             event = {"type": "batch.succeeded", "data": {"id": name}}
             self.deliver("gemini", "batch.succeeded", f"wh-{name}", event)
@@ -102,7 +183,7 @@ class World:
             self.clock,
             settings,
             deliver=Deliverers(self.services),
-            options=KindOptions(github_comments=True),
+            options=self.options,
         )
         self.survive(reconciler.run)
 
@@ -114,21 +195,73 @@ class World:
             self.crashes.append(str(crash))
 
     def names(self) -> list[str]:
-        return [n for n in self.gemini.created if self.gemini.batches[n].display_name == self.tag]
+        """Every batch made for the push or one of its presses."""
+        return [
+            n
+            for n in self.gemini.created
+            if self.gemini.batches[n].display_name.startswith(self.tag)
+        ]
+
+    def live(self) -> list[str]:
+        """The push's batches nobody asked to cancel: what Gemini bills on."""
+        return [n for n in self.names() if not self.gemini.batches[n].cancel_requested]
+
+    def operation_of(self, tag: str) -> str | None:
+        stored = self.ledger.submissions.get(tag)
+        return stored.operation if stored is not None else None
 
     def quiet(self) -> bool:
-        delivery = self.ledger.deliveries.get("github", "push-1")
+        deliveries = [self.ledger.deliveries.get("github", d) for d in ("push-1", *self.pressed())]
         records = [self.ledger.operations.get(name) for name in self.names()]
         return (
-            delivery is not None
-            and delivery.status == "done"
+            all(d is not None and d.status == "done" for d in deliveries)
             and self.ledger.deliveries.count("queued") == 0
             and all(r is not None and not r.pending and r.writeback_done for r in records)
+            and not any(i.open for r in records if r is not None for i in r.outbox)
         )
+
+    def pressed(self) -> list[str]:
+        return [delivery_id for delivery_id, _ in PRESSES] if self.runs() else []
 
     def comments(self) -> list[dict[str, Any]]:
         seen = self.simulator.control.github_comments()
         return [c for c in seen["comments"] if self.sha[:12] in c["body"]]
+
+    def runs(self) -> list[dict[str, Any]]:
+        found = self.simulator.control.check_runs(repo=REPO, sha=self.sha)
+        return [r for r in found if r["name"] == CHECK_NAME]
+
+
+def assert_nothing_lost_or_doubled(world: World, point: str) -> None:
+    """The invariants in the module docstring, after the world went quiet."""
+    push_winner = world.operation_of(world.tag)
+    newer, older = (world.operation_of(rerun_tag(REPO, world.sha, d)) for d, _ in PRESSES)
+    assert push_winner and newer and older, (point, push_winner, newer, older)
+    submission = world.ledger.submissions.get(world.tag)
+    assert submission.current_operation == newer, (point, submission, newer)
+    records = {name: world.ledger.operations.get(name) for name in world.names()}
+    winners = {push_winner, newer, older}
+    for name, record in records.items():
+        assert record is not None, (point, name)
+        if name in winners:  # what it reviews; a duplicate that lost reviews nothing
+            assert record.context.get("paths") == FILES, (point, name, record.context)
+        else:
+            assert record.status == "superseded", (point, name, record.status)
+    assert records[newer].status == "succeeded", (point, records[newer])
+    assert records[older].status in ("superseded", "succeeded"), (point, records[older])
+    if records[older].status == "superseded":
+        assert records[older].superseded_by == newer, (point, records[older])
+    assert set(world.live()) <= winners, (point, world.live(), winners)
+    for delivery_id, _ in PRESSES:  # no press lost
+        delivery = world.ledger.deliveries.get("github", delivery_id)
+        assert delivery is not None and delivery.status == "done", (point, delivery)
+    for path in FILES:
+        review = world.ledger.reviews.get_review(REPO, world.sha, path)
+        assert review is not None and review["operation"] == newer, (point, path, review)
+    [run] = world.runs()
+    assert run["status"] == "completed" and run["details_url"].endswith(newer), (point, run)
+    [comment] = world.comments()
+    assert newer in comment["body"], (point, comment["body"])
 
 
 @pytest.mark.parametrize("point", sorted(POINTS))
@@ -141,38 +274,29 @@ def test_a_crash_at_each_point_ends_with_one_batch_one_review_one_comment(
     with crashing_at(point) as reached:
         for _ in range(ROUNDS):
             world.push()  # the first delivery, then Cloud Tasks' retries
+            world.reruns()
             world.webhooks()
             world.reconcile()
-            if world.quiet():
+            if world.quiet() and world.pressed():
                 break
             world.clock.advance(ROUND.total_seconds())
 
     assert world.crashes == [point], f"{point}: the sweep never crashed there ({set(reached)})"
     assert world.quiet(), f"{point}: not quiet after {ROUNDS} rounds"
-    winner = world.ledger.submissions.get(world.tag).operation
-    assert winner is not None and world.gemini.live(world.tag) == [winner], point
-    records = {name: world.ledger.operations.get(name) for name in world.names()}
-    statuses = sorted((r.status for r in records.values()), key=str)
-    assert records[winner].status == "succeeded", point
-    assert statuses.count("succeeded") == 1 and set(statuses) <= {"succeeded", "superseded"}, (
-        point,
-        statuses,
-    )
-    for path in FILES:
-        review = world.ledger.reviews.get_review(REPO, world.sha, path)
-        assert review is not None and review["operation"] == winner and review.get("text"), point
-    assert len(world.comments()) == 1, (point, world.comments())
+    assert_nothing_lost_or_doubled(world, point)
 
 
 def test_every_crash_point_is_reached_on_the_way_through(firestore_client, simulator, registry):
-    """Without a crash, one push passes every named point: the sweep crashes at real places."""
+    """Without a crash, one push and its presses pass every named point: the sweep
+    crashes at real places."""
     simulator.control.reset()
     world = World(firestore_client, simulator)
     reached: list[str] = []
     crashpoints.install(reached.append)
     try:
-        for _ in range(3):
+        for _ in range(4):
             world.push()
+            world.reruns()
             world.webhooks()
             world.reconcile()
             world.clock.advance(ROUND.total_seconds())
@@ -180,7 +304,8 @@ def test_every_crash_point_is_reached_on_the_way_through(firestore_client, simul
         crashpoints.install(None)
 
     assert set(POINTS) - set(reached) == set()
-    assert world.quiet() and len(world.comments()) == 1
+    assert world.quiet()
+    assert_nothing_lost_or_doubled(world, "none")
 
 
 @pytest.fixture

@@ -63,9 +63,8 @@ START_WAIT = Backoff(attempts=6, first_s=0.25, cap_s=2.0, jitter=0.0)
 _sleep = time.sleep  # tests replace it
 START, FINISH = "start", "finish"
 # Context field of a re-run's operation (`reruns.py`): the push's submission whose check
-# run it shows. ANNOTATIONS_BEFORE, a count of the run's annotations taken before the
-# re-run's batch existed, is still found in older operations' contexts and is ignored.
-CHECK_SUBMISSION, ANNOTATIONS_BEFORE = "check_submission", "annotations_before"
+# run it shows (older operations may also hold `annotations_before`: ignored).
+CHECK_SUBMISSION = "check_submission"
 
 
 class StartStillOpen(TransientError):

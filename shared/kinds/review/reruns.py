@@ -14,7 +14,8 @@ same delivery claims the same submission and ends with one batch (pipeline.py's
 `generation_of` = the push's tag: the same commit makes it the check run's current
 operation and supersedes a previous one still pending (ledger/generations.py). Its
 items publish on the push's run (`check_runs.CHECK_SUBMISSION`), reset to `in_progress`
-then completed, counting only their own annotations (`ANNOTATIONS_BEFORE`).
+then completed, their annotations marked with their operation and counted on the run
+at publish time (`checks.annotation_mark`).
 
 The files re-reviewed are the ones the current operation reviewed (its context's
 `paths` and `refused`), fetched again at the same commit. Checks before anything is
@@ -28,16 +29,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from shared import logs
 from shared.builtin_handlers import rerun_refusal
+from shared.crashpoints import crash_point
+from shared.errors import Deferred
 from shared.github import GitHubRejected, Push, check_repo, check_sha, repository_allowed
 from shared.github.checks import ChecksClient
-from shared.handlers import Attempt, Done, Ignored, PermanentError, RetryableError
+from shared.handlers import Attempt, Done, Ignored, PermanentError
 from shared.kinds.review import KIND, RERUN_MARK, review_tag
-from shared.kinds.review.check_runs import ANNOTATIONS_BEFORE, CHECK_RUN, CHECK_SUBMISSION
-from shared.kinds.review.checks import CHECK_NAME
+from shared.kinds.review.check_runs import CHECK_RUN, CHECK_SUBMISSION
 from shared.kinds.review.findings import GENERATION_CONFIG
 from shared.kinds.review.installations import installation_refusal
 from shared.kinds.review.pipeline import (
@@ -49,9 +52,13 @@ from shared.kinds.review.pipeline import (
     prompt,
 )
 from shared.ledger import DeliveryEnd, LedgerError
+from shared.ledger.generations import ORDER, order_of
 from shared.ledger.ids import submission_id
 
 log = logs.get_logger("review")
+
+# How long a re-run waits, per deferral, for the previous run's check-run item to close.
+RERUN_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -101,11 +108,16 @@ def rerun_review(
     attempt: Attempt | None = None,
     *,
     end: DeliveryEnd | None = None,
+    pressed_at: datetime | None = None,
 ) -> Done | Ignored:
     """Submit one new batch re-reviewing the commit; safe to run again, even at once.
 
-    Raises `PermanentError` for a malformed payload, `RetryableError` while the current
-    operation's check run is still being written, or a fetch failed transiently.
+    `pressed_at`: when the press reached the ingress (the envelope's `received_at`), which
+    orders it among the push's re-runs: an older press never replaces a newer one.
+
+    Raises `PermanentError` for a malformed payload, `Deferred` while the current
+    operation's check run is still being written (the worker runs it again later without
+    spending a retry), `RetryableError` when a fetch failed transiently.
     """
     reason = rerun_refusal(event, payload)
     if reason is not None:
@@ -135,8 +147,12 @@ def rerun_review(
     if previous is None:
         return Ignored(f"{where}: no review of this commit to re-run (never reviewed, or expired)")
     if any(_is_check_run(i.payload) and i.open for i in previous.outbox):
-        # Its run is still being written: wait, so the count of annotations below is final.
-        raise RetryableError(f"{where}: {previous.name}'s check run is still being written")
+        # Its run is still being written (maybe backing off through a GitHub outage for
+        # hours): wait, so its completion never lands on top of our reset, without spending
+        # the delivery's retries; a given-up item is closed.
+        raise Deferred(
+            f"{where}: {previous.name}'s check run is still being written", after_s=RERUN_WAIT_S
+        )
     paths = _paths(previous.context)
     push = Push(asked.repo, asked.sha, "", "", False, tuple(paths), asked.installation_id)
     run = Submitter(
@@ -153,13 +169,14 @@ def rerun_review(
         "refused": [{"path": _storable(p), "error": e[:1000]} for p, e in refused.items()],
         **_installation(push),
         CHECK_SUBMISSION: push_tag,
-        ANNOTATIONS_BEFORE: _annotations_now(checks, asked, push_tag),
         "rerun_of": previous.name,
         "rerun_delivery": delivery_id,
+        ORDER: order_of(pressed_at or deps.clock(), delivery_id),
     }
     decided = run.claim(context)
     if decided is not None:
         return Done(decided)
+    crash_point("rerun.claimed")
     requests = [(path, prompt(path, files[path])) for path in submitted]
     try:
         name = deps.gemini.create_batch(
@@ -168,8 +185,14 @@ def rerun_review(
     except Exception:
         run.release()
         raise
-    outcome = run.register(name, context, end)
+    crash_point("rerun.created")
+    try:
+        outcome = run.register(name, context, end)
+    except Exception:
+        run.release()  # the next attempt lists, finds this batch and registers it at once
+        raise
     if outcome is None:  # ours won: the previous one, if it was pending, is now superseded
+        crash_point("rerun.registered")
         _cancel_superseded(deps, previous.name, name, delivery_id)
     logs.event(
         log,
@@ -212,20 +235,6 @@ def _paths(context: Mapping[str, Any]) -> list[str]:
         if isinstance(path, str) and path not in paths:
             paths.append(path)
     return paths
-
-
-def _annotations_now(checks: ChecksClient | None, asked: RerunRequest, push_tag: str) -> int:
-    """The annotations the push's run holds now (none without a run or an App)."""
-    if checks is None or asked.installation_id is None:
-        return 0
-    found = checks.find(
-        asked.repo,
-        asked.sha,
-        CHECK_NAME,
-        submission_id(push_tag),
-        installation_id=asked.installation_id,
-    )
-    return found.annotations_count if found is not None else 0
 
 
 def _is_check_run(payload: Any) -> bool:
