@@ -30,7 +30,7 @@ from typing import Any
 
 from shared import kinds, logs
 from shared.clock import Clock
-from shared.errors import HookledgerError, PermanentError
+from shared.errors import PermanentError, TransientError
 from shared.gemini import BatchSummary, GeminiError, GeminiGateway
 from shared.ledger import LedgerError, Operation
 from shared.ledger.protocols import AdoptionLedger
@@ -45,7 +45,7 @@ ORPHAN_WINDOW = timedelta(hours=72)
 CLOCK_SKEW = timedelta(minutes=2)
 
 
-class IncompleteContext(HookledgerError):
+class IncompleteContext(TransientError):
     """An orphan's context cannot be rebuilt yet (its kind `needs` a field neither its
     claim nor the batch tells): not registered, examined again next run."""
 
