@@ -21,7 +21,11 @@ name built from it then stays within its limits.
 
 Dedupe: a task's name is its dedupe key. GitHub signs only the body, so a GitHub task
 is named after the body's SHA-256: a redelivery (same id, same body) and a replay of a
-captured body under a new id both find the name taken and answer 200 `duplicate`.
+captured body under a new id both find the name taken and answer 200 `duplicate`, logged
+at WARNING with the id and the digest. That holds while Cloud Tasks keeps the name (about
+an hour); past it, the worker's ledger knows the body by the same digest for the
+deliveries' retention and records a replay as a duplicate of the id that carried it first
+(docs/architecture.md, "Replays"): this public function reaches no ledger.
 Gemini signs the id with the body, so its task is named after the id. A Gemini dynamic
 webhook (an RS256 JWT in `webhook-signature`) signs neither header: its delivery id is
 ``jwt:<jti>`` (or ``jwt:sha256:<token hash>``) and its task is named in its own ``jwt``
@@ -202,9 +206,21 @@ class Ingress(Endpoint):
             return Reply(200, {**body_out, "reason": reason})
         # GitHub signs the body, not the id: the body names the task (module docstring).
         digest = hashlib.sha256(body).hexdigest()
-        return self._hand_off(
-            "github", event, delivery_id, headers, body, task_id_for("github", "sha256", digest)
-        )
+        task_id = task_id_for("github", "sha256", digest)
+        reply = self._hand_off("github", event, delivery_id, headers, body, task_id)
+        if reply.body.get("status") == "duplicate":
+            # A redelivery, or a captured body under a new id: which id carried it first
+            # is the ledger's to say, and the task's name keeps only the body.
+            logs.event(
+                log,
+                logging.WARNING,
+                f"github delivery {delivery_id}: its body was handed off before "
+                "(a redelivery, or a replay under a new delivery id); answered duplicate",
+                delivery_id=delivery_id,
+                event=event,
+                body_sha256=digest,
+            )
+        return reply
 
     def _gemini_delivery(self, headers: Mapping[str, str], body: bytes) -> Reply:
         # KeysUnavailable (our JWKS fetch failed: a 503) leaves it as an error.

@@ -4,8 +4,8 @@ The only code in hookledger that names Firestore collections and fields (besides
 claim-check store, shared/claims.py); everything else asks it. Layout (docs/architecture.md,
 "Ledger"): `records` (types, statuses, converters), `errors`, `ids` (document ids and
 input checks), `commits` (conditional commits and retries), one module per collection
-(`operations`, `deliveries`, `outbox`, `results`, `submissions`, `runs`, `installations`)
-and `queries`
+(`operations`, `deliveries` with its `bodies` markers, `outbox`, `results`, `submissions`,
+`runs`, `installations`) and `queries`
 (read-only listings). `Ledger` builds the parts over one client and callers reach each
 by name (`ledger.deliveries.record(...)`); it adds only what spans parts. `protocols` names
 what each caller calls (`Settler`: `SettleLedger`; reconcile: `ReconcileLedger`; the kinds:
@@ -22,8 +22,8 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
                   deliver=None, expected=None, result_counts=None, outcome=None, end=None)
         -> Settlement                  # settled|already_settled|unknown; then the outbox
     ledger.record_and_claim(source, delivery_id, event, payload=None, payload_ref=None, *,
-                            attempt, lease_for, tag, context=None)
-        -> Recorded(new, delivery, busy, claimed)  # a push's first run: ONE commit
+                            attempt, lease_for, tag, context=None, body_sha256=None)
+        -> Recorded(new, delivery, busy, claimed, duplicate_of)  # a push's first run: ONE commit
     ledger.operation_for_tag(tag) -> Operation | None   # the batch created under a tag
     ledger.clock; ledger.counts() -> {"aborted": n, "conflicts": n}  # transaction retries
     # ledger.operations (operations.py)
@@ -50,7 +50,8 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     .register_winner(tag, name, kind, context, *, end=None, outbox=()) -> Winner(won, operation)
     # ledger.deliveries (deliveries.py)
     .record(source, delivery_id, event, payload=None, payload_ref=None, *, attempt=None,
-            lease_for=None) -> Recorded(new, delivery, busy)
+            lease_for=None, body_sha256=None) -> Recorded(new, delivery, busy, duplicate_of)
+        # a GitHub body marked by another delivery id: recorded `ignored`, `duplicate_of` it
     .end_attempt(source, delivery_id, attempt, status, error=None) -> Marked  # the worker's
     .mark(source, delivery_id, status, error=None) -> Delivery       # an operator's
     .reopen(source, delivery_id) -> Delivery                         # a replay: queued again
@@ -344,18 +345,24 @@ class Ledger:
         lease_for: timedelta,
         tag: str,
         context: Mapping[str, Any] | None = None,
+        body_sha256: str | None = None,
     ) -> Recorded:
         """Record the delivery with `attempt`'s lease AND claim the push's submission `tag`
-        for it, in ONE commit when both are new (a push's first run: no read at all).
+        for it, in ONE commit when both are new (a push's first run: no read at all), with
+        its body's marker (`deliveries.record`).
 
-        Otherwise (a retry, a second delivery of the push) as `deliveries.record` then
-        `submissions.claim`, the claim only when the delivery is this attempt's to run.
-        `Recorded.claimed` is where the submission stands for `attempt`.
+        Otherwise (a retry, a second delivery of the push, a replay of its body under a new
+        id) as `deliveries.record` then `submissions.claim`, the claim only when the delivery
+        is this attempt's to run. `Recorded.claimed` is where the submission stands for
+        `attempt`.
         """
         ref, record = self.deliveries.new_record(
             source, delivery_id, event, payload, payload_ref, attempt=attempt, lease_for=lease_for
         )
         now = record["received_at"]
+        body = self.deliveries.new_body(
+            source, delivery_id, event, payload, body_sha256=body_sha256, now=now
+        )
         holder = {"delivery_id": delivery_id, "attempt": attempt, "now": now}
         claim_ref, claim = self.submissions.new_claim(
             tag, **holder, lease_until=now + lease_for, context=context
@@ -363,6 +370,8 @@ class Ledger:
         batch = self._commits.client.batch()
         batch.create(ref, record)
         batch.create(claim_ref, claim)
+        if body is not None:
+            batch.create(body.ref, body.fields)
         # An existing document is an answer, not a failure: caught inside the commit's span.
         with tracing.span("firestore.commit", subject=ref.id) as span:
             try:
@@ -377,7 +386,14 @@ class Ledger:
             owned = Claimed(Claim.OWNED, submission_from(claim, tag))
             return Recorded(True, delivery_from(record, ref.id), claimed=owned)
         recorded = self.deliveries.record(
-            source, delivery_id, event, payload, payload_ref, attempt=attempt, lease_for=lease_for
+            source,
+            delivery_id,
+            event,
+            payload,
+            payload_ref,
+            attempt=attempt,
+            lease_for=lease_for,
+            body_sha256=body_sha256,
         )
         if recorded.busy or recorded.delivery.finished:
             return recorded

@@ -33,10 +33,15 @@ reached us (sealed in the envelope), then to the delivery id, so two events alwa
 A duplicate has its original's order and changes nothing; so does an operator's replay of
 an event that changed the installation (`hookledger deliveries replay` seals a new
 `received_at`): its delivery id finds its original order in `recent_orders`. A replay of
-one that changed nothing is ordered as received at the replay. Each repository is a register of
-its own, so deltas naming different repositories commute; status, selection and
-repositories never overwrite one another. `deleted` is final whatever its order: GitHub
-never reuses an installation id. Timeline of the stale event this closes::
+one that changed nothing is ordered as received at the replay. A body sent again under a
+NEW delivery id (GitHub signs the body, not the id) would carry a new `received_at` and
+win every tie: the commit that records an event's delivery marks its body
+(shared/ledger/deliveries.py, with no TTL for these events), and an event whose body
+another delivery marked changes nothing; the worker records it a duplicate. Each
+repository is a register of its own, so deltas naming different repositories commute;
+status, selection and repositories never overwrite one another. `deleted` is final
+whatever its order: GitHub never reuses an installation id. Timeline of the stale event
+this closes::
 
     GitHub:  suspend (updated_at t1) ──── unsuspend (t2)
     worker:          unsuspend (t2): active ──── suspend (t1) arrives late: t1 < t2, no change
@@ -299,7 +304,9 @@ class Installations:
         older than what is recorded changes nothing (module docstring).
 
         `end`, the delivery's mark, is written in the same commit when the event changed
-        the installation (`end.applied`); otherwise it is left to the worker.
+        the installation (`end.applied`), with its body's marker when `end` creates the
+        record; otherwise it is left to the worker. An event whose body another delivery id
+        marked (a replay) changes nothing.
         """
         doc_id = installation_doc_id(event.installation_id)
         ref = self.collection().document(doc_id)
@@ -315,12 +322,19 @@ class Installations:
             _check_size(doc, doc_id)
             doc.update(updated_at=self._clock(), delivery_id=delivery_id)
             staged = self._deliveries.stage_end(end) if end is not None else None
+            # A delivery this commit records: its body may be another id's, replayed (module doc).
+            marker = self._deliveries.new_body_of(end) if end and staged and staged.create else None
+            first = self._deliveries.body_holder(marker) if marker is not None else None
+            if first is not None and first != delivery_id:
+                return Applied(False, installation_from(stored or _fresh(event.installation_id)))
 
             def body(txn: Any) -> None:
                 if stored is None:
                     txn.create(ref, doc)
                 else:
                     txn.update(ref, doc, option=self._commits.unchanged_since(snapshot))
+                if marker is not None and first is None:
+                    txn.create(marker.ref, marker.fields)
 
             self._commits.commit(body, ref, snapshot, also=staged)
             if end is not None:

@@ -19,6 +19,15 @@ DELIVERIES = "deliveries"
 REVIEWS = "reviews"
 SUBMISSIONS = "submissions"
 INSTALLATIONS = "installations"
+# `bodies/{source}:{sha256}`: which delivery first carried a body, for the sources that
+# sign the body but not the delivery id (docs/architecture.md, "Replays").
+BODIES = "bodies"
+# GitHub signs only the body: its `X-GitHub-Delivery` is anyone's to choose, so a body seen
+# before is a duplicate whatever its id. Gemini signs its id with the body.
+BODY_DEDUPED_SOURCES = frozenset({"github"})
+# Events whose body marker has no TTL: an installation's order cannot be rebuilt from
+# GitHub's signed times (it reuses `updated_at`), and the installation itself never expires.
+UNEXPIRING_BODY_EVENTS = frozenset({"installation", "installation_repositories"})
 
 # The status words: operations' and deliveries', their display order, and which are
 # terminal or finished, defined here only (tests/unit/test_status_words.py fails on a copy).
@@ -319,6 +328,9 @@ class Submission:
 class Recorded(NamedTuple):
     """`deliveries.record`'s answer: `new` is False for a redelivery of a known id.
 
+    `duplicate_of`: the body was first delivered under that other id; this delivery was
+    recorded `ignored` in the same call (a replay, see `Deliveries.record`).
+
     `busy`: another attempt's lease on it is live, so this attempt took no lease and must
     not run it (`delivery` is the stored one, naming the holder).
     """
@@ -330,6 +342,9 @@ class Recorded(NamedTuple):
     # submission stands for this attempt (a `shared.ledger.submissions.Claimed`); None when
     # no claim was asked for or the delivery is not this attempt's to run.
     claimed: Any = None
+    # The delivery whose body this one repeats under another id (a replay): this one was
+    # recorded finished (`ignored`), never leased, and must not run.
+    duplicate_of: str | None = None
 
 
 class DeliveryRead(NamedTuple):
@@ -362,6 +377,9 @@ class DeliveryEnd:
     # again (its write conditional on that read); a retry after a conflict reads afresh.
     seen: DeliveryRead | None = None
     applied: bool = False
+    # The body's SHA-256 when `new` holds no body bytes (a claim-checked body: the envelope
+    # sealed its digest): the commit that creates the record marks the body with it.
+    body_sha256: str | None = None
 
 
 class Marked(NamedTuple):

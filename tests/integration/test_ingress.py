@@ -7,6 +7,7 @@ created" is checked by listing the queue, not by trusting a mock.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import logging
 import time
@@ -744,6 +745,22 @@ def test_a_signed_github_body_replayed_under_a_new_delivery_id_is_a_duplicate(in
     )
     [task] = ingress.tasks()
     assert EnvelopeSealer([LOCAL_ENVELOPE_KEY]).open(task.http_request.body).delivery_id == "d-1"
+
+
+def test_a_github_body_seen_before_is_logged_at_warning_with_its_digest(ingress, caplog):
+    caplog.set_level(logging.INFO, logger="hookledger")
+    ingress.client.post("/github", headers=github_headers(PUSH, delivery="d-1"), data=PUSH)
+    again = ingress.client.post("/github", headers=github_headers(PUSH, delivery="d-2"), data=PUSH)
+
+    assert again.json["status"] == "duplicate"
+    warnings = [
+        getattr(r, "hookledger_fields", {}) for r in caplog.records if r.levelno == logging.WARNING
+    ]
+    # The task is named after the body, so the id it was first sent under is the worker's to
+    # name (the ledger's record); here, the id it came under now and the body's digest.
+    assert [(w.get("delivery_id"), w.get("body_sha256")) for w in warnings] == [
+        ("d-2", hashlib.sha256(PUSH).hexdigest())
+    ]
 
 
 def test_another_github_body_is_another_task(ingress):

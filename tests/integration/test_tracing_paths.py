@@ -99,12 +99,13 @@ def _worker_run(
         ledger=Ledger(firestore_client),
         services=lambda name: None,
     )
-    envelope = Envelope("github", "issues", delivery, datetime.now(UTC), {}, b'{"ok": true}')
-    body = EnvelopeSealer([LOCAL_ENVELOPE_KEY]).seal(envelope)
+    body = b'{"issue": "%s"}' % delivery.encode()  # one body under two ids is a replay
+    envelope = Envelope("github", "issues", delivery, datetime.now(UTC), {}, body)
+    sealed = EnvelopeSealer([LOCAL_ENVELOPE_KEY]).seal(envelope)
     tracer = OtelTracer("hookledger-worker", "demo-p", ratio, SpanFileWriter(store, "w"))
     with tracing.installed(tracer):
         retry = {"X-CloudTasks-TaskRetryCount": str(retry_count)}
-        return worker.handle("POST", "/", retry, body).status
+        return worker.handle("POST", "/", retry, sealed).status
 
 
 def test_sampled_out_traces_are_dropped_but_dead_and_retried_ones_kept(
