@@ -33,9 +33,13 @@ locals {
       display_name = "hookledger: batch results unreadable"
       runbook      = "A succeeded batch's results file could not be read before its retention ran out; the batch was settled failed with the reason. Check the Files API and the key's access."
     }
+    adoption_incomplete = {
+      display_name = "hookledger: orphan batch not adopted (context incomplete)"
+      runbook      = "Reconcile found an orphan batch whose kind needs context neither its claim nor the batch tells (e.g. the files of a review still running, claimed before claims carried them); it was not registered and is examined again each run. It is adopted once its rows tell; if it keeps alerting, `hookledger ops list` and the batch's tag name the push."
+    }
     writeback_failed = {
       display_name = "hookledger: write-back failed permanently"
-      runbook      = "Firestore refused an operation's write-back for good; it was settled with writeback_error and no results. `hookledger ops show NAME --json` shows the reason."
+      runbook      = "An operation's write-back failed for good: Firestore refused it (settled with writeback_error and no results), or it failed by its own fault 5 times (settled failed with reason writeback_failed). `hookledger ops show NAME --json` shows the reason."
     }
   }
 }

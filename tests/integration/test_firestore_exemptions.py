@@ -33,6 +33,7 @@ LEDGER = (
     "reconcile_runs",
     "reconcile_state",
     "installations",
+    "bodies",
 )
 CLAIMS = ("payloads", "chunks")
 MAX_FIELD_CONFIGS = 200  # per database: https://cloud.google.com/firestore/docs/ttl#limits
@@ -102,6 +103,7 @@ def write_every_field(parts: Ledger, clock: FakeClock) -> None:
         lease_for=timedelta(minutes=10),
     )
     deliveries.end_attempt("github", "d-2", "a1", "done", "an error")
+    deliveries.record("github", "d-4", "push", payload=b'{"ref": "main"}')  # its body's record
     deliveries.record("gemini", "d-3", "batch.succeeded", payload_ref="gemini:d-3")
 
     parts.runs.record(clock(), clock(), {"examined": 1}, examined_ops=["batches/w"], budget_s=60.0)
