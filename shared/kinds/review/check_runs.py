@@ -134,18 +134,7 @@ def publish_check_run(item: OutboxItem, services: DeliveryServices) -> None:
         # The ledger's clock, which stamped the start's claim: the item's lease carries it.
         record = _after_start(record, services, item.lease.clock if item.lease else None)
 
-    shown_by = _shown_by(record, services)
-    if shown_by != operation:
-        logs.event(
-            log,
-            logging.INFO,
-            "check run left to a newer generation",
-            operation=operation,
-            current=shown_by,
-            repo=repo,
-            sha=sha,
-            idempotency_key=item.idempotency_key,
-        )
+    if left_to_newer("check run", record, services, item):
         return
     rerun = isinstance(record.context.get(CHECK_SUBMISSION), str)
 
@@ -203,6 +192,32 @@ def _after_start(record: Operation, services: DeliveryServices, clock: Clock | N
     raise StartStillOpen(
         f"{record.name}: check run completion waits for its in_progress item to close"
     )
+
+
+def left_to_newer(
+    what: str, record: Operation, services: DeliveryServices, item: OutboxItem
+) -> bool:
+    """True (logged) when the push's current operation is not `record`'s: an older
+    generation's item, however late, is done without a write (docs, "Re-run")."""
+    shown_by = _shown_by(record, services)
+    if shown_by == record.name:
+        return False
+    logs.event(
+        log,
+        logging.INFO,
+        f"{what} left to a newer generation",
+        operation=record.name,
+        current=shown_by,
+        repo=record.context.get("repo"),
+        sha=record.context.get("sha"),
+        idempotency_key=item.idempotency_key,
+    )
+    return True
+
+
+def shown_by(record: Operation, services: DeliveryServices) -> str | None:
+    """The operation the push's check run and comment show now (`_shown_by`)."""
+    return _shown_by(record, services)
 
 
 def _shown_by(record: Operation, services: DeliveryServices) -> str | None:

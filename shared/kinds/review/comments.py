@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from shared import logs
 from shared.errors import PermanentError
 from shared.kinds import DeliveryServices, register_deliverer
-from shared.kinds.review.check_runs import _shown_by  # the same rule as the check run's
+from shared.kinds.review.check_runs import left_to_newer, shown_by  # the check run's rule
 
 if TYPE_CHECKING:
     from shared.github import PublishResult
@@ -84,19 +84,9 @@ def publish_reviews(item: OutboxItem, services: DeliveryServices) -> None:
     record = services.ledger.operations.get(operation)
     if record is None:
         raise PermanentError(f"outbox item {item.idempotency_key}: {operation} is not recorded")
-    shown_by = _shown_by(record, services)
-    if shown_by != operation:
-        logs.event(
-            log,
-            logging.INFO,
-            "review comment left to a newer generation",
-            operation=operation,
-            current=shown_by,
-            repo=repo,
-            sha=sha,
-            idempotency_key=item.idempotency_key,
-        )
+    if left_to_newer("review comment", record, services, item):
         return
+    shown: str | None = operation
     for _ in range(MAX_GENERATIONS):
         reviews = services.ledger.reviews.reviews_for_push(repo, sha)
         result = services.comments.publish_once(
@@ -119,17 +109,17 @@ def publish_reviews(item: OutboxItem, services: DeliveryServices) -> None:
             deleted_duplicates=list(result.deleted),
             idempotency_key=item.idempotency_key,
         )
-        now = _shown_by(record, services)
-        if now == shown_by:
+        now = shown_by(record, services)
+        if now == shown:
             return
         # A re-run became current while we wrote: ours may have landed after its comment.
-        shown_by = now
+        shown = now
     logs.event(
         log,
         logging.WARNING,
         "review comment: the push's generation kept changing while it was published",
         operation=operation,
-        current=shown_by,
+        current=shown,
         repo=repo,
         sha=sha,
         idempotency_key=item.idempotency_key,
