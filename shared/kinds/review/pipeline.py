@@ -172,11 +172,7 @@ def review_push(
         run.release()  # the next attempt lists before it creates: a committed batch is found
         raise
     crash_point("push.after_create")
-    try:
-        outcome = run.register(name, context, end)
-    except Exception:
-        run.release()  # the next attempt lists, finds this batch and registers it at once
-        raise
+    outcome = run.register(name, context, end)
     logs.event(
         log,
         logging.INFO,
@@ -400,11 +396,16 @@ class Submitter:
         self, name: str, context: dict[str, Any], end: DeliveryEnd | None = None
     ) -> str | None:
         """Register `name` as the push's winner, with `end` (the delivery's `done`) in the
-        same commit; if another batch won, supersede `name`."""
+        same commit; if another batch won, supersede `name`. A failed registration
+        releases the claim."""
         items = start_items(context, name, self._tag, self._deps.options)
-        winner = self._submissions.register_winner(
-            self._tag, name, KIND, context, end=end, outbox=items, **self._generation()
-        )
+        try:
+            winner = self._submissions.register_winner(
+                self._tag, name, KIND, context, end=end, outbox=items, **self._generation()
+            )
+        except Exception:
+            self.release()  # the next attempt lists, finds this batch and registers it at once
+            raise
         if winner.won and winner.superseded_by is not None:
             # A newer Re-run shows already: ours was recorded superseded, its cancel due.
             crash_point("rerun.superseded")

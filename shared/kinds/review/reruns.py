@@ -186,11 +186,7 @@ def rerun_review(
         run.release()
         raise
     crash_point("rerun.created")
-    try:
-        outcome = run.register(name, context, end)
-    except Exception:
-        run.release()  # the next attempt lists, finds this batch and registers it at once
-        raise
+    outcome = run.register(name, context, end)
     if outcome is None:  # ours won: the previous one, if it was pending, is now superseded
         crash_point("rerun.registered")
         _cancel_superseded(deps, previous.name, name, delivery_id)
