@@ -133,6 +133,36 @@ def cold_start(function: str, repeats: int) -> dict[str, Any]:
     }
 
 
+# The apps `make run` loads, and Terraform's default: the ingress imports each at start.
+THREE_APPS = "apps.review,apps.articles,apps.classify"
+
+
+def apps_cold_start(repeats: int, apps: str = THREE_APPS) -> dict[str, Any]:
+    """The ingress's import with `apps` loaded (functions/main.py, then `shared.apps.load()`,
+    as the served ingress does at start) against its minimum, in fresh interpreters."""
+    env = {**probe_env(), "HOOKLEDGER_APPS": apps}
+    base_code = _timed_code(BASE_IMPORTS["ingress"])
+    loaded = "import shared.apps; shared.apps.load()"
+    code = _timed_code(BASE_IMPORTS["ingress"], f"{_load('ingress')}; {loaded}")
+    _run_timed(base_code, env)
+    _run_timed(code, env)
+    base_import, fn_import = [], []
+    for _ in range(repeats):
+        base_import.append(_run_timed(base_code, env)[1][0])
+        fn_import.append(_run_timed(code, env)[1][1])
+    med = statistics.median
+    ratio = med(fn_import) / med(base_import)
+    return {
+        "apps": apps,
+        "repeats": repeats,
+        "base_import_ms": round(med(base_import), 1),
+        "ingress_with_apps_import_ms": round(med(fn_import), 1),
+        "ratio": round(ratio, 3),
+        "goal": IMPORT_GOAL,
+        "met": ratio <= IMPORT_GOAL,
+    }
+
+
 def _configure_file(trace_dir: str) -> str:
     """Probe code: tracing.configure with this process's config, but TRACING=file."""
     return (

@@ -26,6 +26,8 @@ from datetime import timedelta
 from typing import Any
 
 import requests
+
+os.environ.setdefault("HOOKLEDGER_APPS", "apps.review")  # as functions/main.py
 from google.cloud.tasks_v2 import types
 
 from local.cloudtasks_emulator.launch import start_cloudtasks

@@ -6,10 +6,12 @@ For each function, in fresh interpreters (bench/_cold.py): the import of
 functions-framework + google-cloud-firestore + google-genai (what the function cannot do
 without) against that plus loading functions/main.py with functions-framework's loader, and
 the time to build the function's endpoint (its first request). The ingress's figure is in
-bench.ack ("cold_start"). Then `tracing`, for each of the three functions: its import as
-the served function (FUNCTION_TARGET set: the startup check runs `tracing.configure`)
-with TRACING=off and TRACING=file, and the difference in ms (bench/_cold.py). One JSON
-object to stdout; goals are reported, not asserted.
+bench.ack ("cold_start"); here, `ingress_apps`: its import with the review alone and with
+the three apps loaded as at start (shared.apps.load), against the same minimum. Then
+`tracing`, for each of the three functions: its import as the served function
+(FUNCTION_TARGET set: the startup check runs `tracing.configure`) with TRACING=off and
+TRACING=file, and the difference in ms (bench/_cold.py). One JSON object to stdout; goals
+are reported, not asserted.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import json
 import sys
 import tempfile
 
-from bench._cold import IMPORT_GOAL, cold_start, tracing_cold_start
+from bench._cold import IMPORT_GOAL, THREE_APPS, apps_cold_start, cold_start, tracing_cold_start
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,6 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     if repeats < 1:
         parser.error("--repeats must be positive")
     result: dict[str, object] = {}
+    apps: dict[str, object] = {}
+    for loaded in ("apps.review", THREE_APPS):
+        print(f"[bench.cold] ingress with {loaded}: {repeats} fresh interpreters", file=sys.stderr)
+        apps[loaded] = apps_cold_start(repeats, loaded)
+    result["ingress_apps"] = apps
     for function in ("worker", "reconcile"):
         print(f"[bench.cold] {function}: {repeats} fresh interpreters each", file=sys.stderr)
         result[function] = cold_start(function, repeats)

@@ -124,7 +124,7 @@ def seed_settled(ledger: Any, total: int, at: datetime) -> None:
 
 def submit(gateway: Any, ledger: Any, sim: SimulatorClient, n: int, finish: bool) -> list[str]:
     """`n` simulator batches registered in the ledger; finished (webhook dropped) if asked."""
-    from shared.kinds.review import review_tag
+    from apps.review.kind import review_tag
 
     def one(i: int) -> str:
         tag = review_tag("bench/repo", f"{time.monotonic_ns()}-{i}")  # tagged, like real ones

@@ -23,6 +23,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from apps.review.results import Reviews, put_review
 from local.firestore_emulator import start_firestore
 from local.processes import free_port
 
@@ -37,7 +38,7 @@ def progress(message: str) -> None:
 
 def writeback(writes: Any, record: Any) -> None:
     """One review per operation, created (never overwritten): a second write-back would fail."""
-    writes.put_review(REPO, SHA, record.name, {}, replace=False)
+    put_review(writes, REPO, SHA, record.name, {}, replace=False)
 
 
 class ThreadLedgers:
@@ -105,7 +106,7 @@ def many_operations(operations: int, callers: int, threads: int) -> dict[str, An
     client = firestore.Client(project=PROJECT)
     try:
         ledger = Ledger(client)
-        writebacks = ledger.reviews.count_for_push(REPO, SHA)
+        writebacks = Reviews(ledger).count_for_push(REPO, SHA)
         pending = ledger.queries.count_operations(status="pending")
     finally:
         client.close()

@@ -26,6 +26,9 @@ from typing import IO
 import flask
 import functions_framework
 
+# The apps this deployment runs (shared/apps.py); Terraform always sets it.
+os.environ.setdefault("HOOKLEDGER_APPS", "apps.review")
+
 from shared import logs, runtime
 from shared.config import FUNCTIONS, ConfigError
 from shared.entrypoints.http import REQUEST_LIMIT, Endpoint, Reply, too_large

@@ -167,9 +167,14 @@ def function_env(
     return env
 
 
+# `make run` loads the three apps that ship with hookledger (Terraform deploys the review).
+MAKE_RUN_APPS = "apps.review,apps.articles,apps.classify"
+
+
 class Stack:
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = dict(env)
+        self.env.setdefault("HOOKLEDGER_APPS", MAKE_RUN_APPS)
         self.ports, self.port_names = Ports.from_env(self.env)
         self.children: list[Service] = []
         self.stopping = threading.Event()

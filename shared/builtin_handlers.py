@@ -1,7 +1,6 @@
-"""The built-in handlers: Gemini terminal events settle; a GitHub push starts the review
-pipeline; "Re-run" on our check run (`check_run` / `check_suite` `rerequested`) starts a
-review that supersedes it; GitHub App `installation` / `installation_repositories` events
-are recorded.
+"""The core's own handlers (app `hookledger`): Gemini terminal events settle; GitHub App
+`installation` / `installation_repositories` events are recorded; reconcile's fan-out
+pages are checked. Every other event is an app's (shared/apps.py).
 
 Importing this module registers them. It stays light (the ingress imports it at cold
 start): the Gemini, GitHub and Firestore work is imported inside the handlers.
@@ -14,13 +13,11 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from shared import logs
 from shared.handlers import (
-    ClaimRequest,
     Done,
     Event,
     HandlerContext,
@@ -167,7 +164,7 @@ def settle_operation(event: Event, ctx: HandlerContext) -> Done | Ignored | Unre
     in the ledger marks the delivery `unresolved` (WARNING naming it); if the operation is
     ours, reconcile settles it.
     """
-    from shared.kinds import Deliverers, KindOptions
+    from shared.kinds import Deliverers
     from shared.ledger import Settlement
     from shared.settlement import RUNNING, Settler
 
@@ -195,7 +192,6 @@ def settle_operation(event: Event, ctx: HandlerContext) -> Done | Ignored | Unre
     settler = Settler(
         ctx.ledger,
         ctx.gemini,
-        KindOptions.from_config(ctx.config),
         Deliverers(ctx),
         clock=ctx.clock,
         gone_after=timedelta(seconds=ctx.config.reconcile_backoff_first_s),
@@ -207,98 +203,6 @@ def settle_operation(event: Event, ctx: HandlerContext) -> Done | Ignored | Unre
         # The event ran ahead of what Gemini reports: retry later rather than settle wrongly.
         raise RetryableError(f"{name}: {event.type} received but Gemini still reports it running")
     return Done(f"{name}: {outcome.result} ({outcome.status})")
-
-
-def push_submission(body: bytes, ctx: HandlerContext) -> ClaimRequest | None:
-    """The submission a push's run claims, claimed by the worker with its record."""
-    from shared.kinds.review.pipeline import submission_for
-
-    return submission_for(body, ctx.config.review_path, ctx.config.github_repositories)
-
-
-@handler("github", "push", claims=push_submission)
-def review_push(event: Event, ctx: HandlerContext) -> Done | Ignored:
-    """A push to the default branch: one Gemini batch reviewing its Markdown files."""
-    from shared.kinds import Deliverers, KindOptions
-    from shared.kinds.review.pipeline import ReviewDeps
-    from shared.kinds.review.pipeline import review_push as run
-
-    payload = event.json()
-    if not isinstance(payload, dict):
-        raise PermanentError(f"delivery {event.delivery_id}: push body is not an object")
-    deps = ReviewDeps(
-        ledger=ctx.ledger,
-        gemini=ctx.gemini,
-        github=ctx.github,
-        review_path=ctx.config.review_path,
-        repositories=ctx.config.github_repositories,
-        model=ctx.config.review_model,
-        clock=ctx.clock,
-        create_budget=timedelta(seconds=ctx.config.create_budget_s),
-        options=KindOptions.from_config(ctx.config),
-        deliver=Deliverers(ctx),
-    )
-    return run(payload, event.delivery_id, deps, event.run, claimed=event.claimed, end=event.end)
-
-
-# The check run the review publishes (shared/kinds/review/checks.py CHECK_NAME; a unit test
-# pins them equal: this module stays light for the ingress).
-REVIEW_CHECK_NAME = "hookledger review"
-# (event, action) pairs that start a re-run. `check_suite` `requested` comes with every push
-# to an App subscribed to it: the push already starts the review, so it is ignored.
-RERUN_ACTIONS = frozenset({("check_run", "rerequested"), ("check_suite", "rerequested")})
-
-
-def rerun_refusal(event: str, payload: Mapping[str, Any]) -> str | None:
-    """Why the ingress ignores a `check_run`/`check_suite` delivery, or None to accept it:
-    only `rerequested`, and for a run only ours (an App gets only its own runs' events, but
-    a run of another name starts nothing)."""
-    action = payload.get("action")
-    if (event, action) not in RERUN_ACTIONS:
-        return f"{event} action {action!r} starts nothing"
-    if event == "check_run":
-        run = payload.get("check_run")
-        name = run.get("name") if isinstance(run, Mapping) else None
-        if name != REVIEW_CHECK_NAME:
-            return f"check run {name!r} is not {REVIEW_CHECK_NAME!r}"
-    return None
-
-
-@handler("github", "check_run", "check_suite", refuses=rerun_refusal)
-def rerun_review(event: Event, ctx: HandlerContext) -> Done | Ignored:
-    """ "Re-run" pressed on our check run: a new batch for the commit, one per delivery, that
-    the check run then shows (shared/kinds/review/reruns.py)."""
-    from shared.kinds import Deliverers, KindOptions
-    from shared.kinds.review.pipeline import ReviewDeps
-    from shared.kinds.review.reruns import rerun_review as run
-
-    payload = event.json()
-    if not isinstance(payload, dict):
-        raise PermanentError(f"delivery {event.delivery_id}: {event.type} body is not an object")
-    options = KindOptions.from_config(ctx.config)
-    deps = ReviewDeps(
-        ledger=ctx.ledger,
-        gemini=ctx.gemini,
-        github=ctx.github,
-        review_path=ctx.config.review_path,
-        repositories=ctx.config.github_repositories,
-        model=ctx.config.review_model,
-        clock=ctx.clock,
-        create_budget=timedelta(seconds=ctx.config.create_budget_s),
-        options=options,
-        deliver=Deliverers(ctx),
-    )
-    checks = ctx.checks if options.github_check_runs else None
-    return run(
-        event.type,
-        payload,
-        event.delivery_id,
-        deps,
-        checks,
-        event.run,
-        end=event.end,
-        pressed_at=event.received_at,
-    )
 
 
 # Unleased, like a settlement: the ledger's conditional commit makes a second run harmless

@@ -81,17 +81,14 @@ def _webhook_uris(raw: str) -> tuple[str, ...]:
     return uris
 
 
-def _repository_patterns(raw: str) -> tuple[str, ...]:
-    """`GITHUB_REPOSITORIES`: comma-separated `owner/name` globs; a pattern without one '/'
-    could never match a repository, so it is refused rather than silently ignoring pushes."""
-    patterns = _split(raw)
-    for pattern in patterns:
-        if pattern.count("/") != 1:
-            raise ConfigError(
-                f"GITHUB_REPOSITORIES entries must look like owner/name (globs allowed), "
-                f"got {pattern!r}"
-            )
-    return patterns
+def _apps(env: Mapping[str, str]) -> tuple[str, ...]:
+    """`HOOKLEDGER_APPS`: the app modules to load (shared/apps.py); unset: none."""
+    from shared.apps import AppError, names_from_env
+
+    try:
+        return names_from_env(env)
+    except AppError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -132,18 +129,8 @@ class Config:
     # A GitHub App: its client id (or app id), the JWT's `iss`, and its private key (PEM).
     github_app_id: str = ""
     github_app_private_key: str = field(default="", repr=False)
-    # Publish each settled review as one GitHub commit comment (the review kind's outbox).
-    github_comments: bool = False
-    # Show each review as the check run "hookledger review" on the pushed commit (only a
-    # GitHub App can write one). Unset: on when a GitHub App is configured; a push that
-    # names no installation never gets one.
-    github_check_runs: bool = False
-    # The console's base URL: a check run's "Details" link is its operation's page there.
-    console_url: str = "http://127.0.0.1:8099"
-    review_path: str = ""
-    # Repositories whose pushes are reviewed (fnmatch globs, e.g. `octo-org/*`); empty: all.
-    github_repositories: tuple[str, ...] = ()
-    review_model: str = "models/gemini-2.5-flash"
+    # The app modules this deployment loads (`HOOKLEDGER_APPS`, shared/apps.py).
+    apps: tuple[str, ...] = ()
     # The reconcile defaults below are the only copy: `ReconcileSettings`, `Ledger` and the
     # claim store take theirs from `DEFAULTS`, and tests/terraform/ checks variables.tf's.
     # How long a new operation waits for its webhook before reconcile looks at it.
@@ -316,14 +303,7 @@ class Config:
             github_token=_token(env.get("GITHUB_TOKEN", d.github_token)),
             github_app_id=text("GITHUB_APP_ID", d.github_app_id).strip(),
             github_app_private_key=_pem(env.get("GITHUB_APP_PRIVATE_KEY", "")),
-            github_comments=flag("GITHUB_COMMENTS", d.github_comments),
-            github_check_runs=flag(
-                "GITHUB_CHECK_RUNS", bool(text("GITHUB_APP_ID", d.github_app_id).strip())
-            ),
-            console_url=text("CONSOLE_URL", d.console_url).rstrip("/"),
-            review_path=text("REVIEW_PATH", d.review_path).strip("/"),
-            github_repositories=_repository_patterns(env.get("GITHUB_REPOSITORIES", "")),
-            review_model=text("REVIEW_MODEL", d.review_model),
+            apps=_apps(env),
             reconcile_grace_s=integer("RECONCILE_GRACE_S", d.reconcile_grace_s),
             reconcile_concurrency=integer(
                 "RECONCILE_CONCURRENCY", d.reconcile_concurrency, minimum=1
@@ -505,6 +485,7 @@ def _check_deployed(cfg: Config) -> None:
 PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
     "ingress": (
         "GOOGLE_CLOUD_PROJECT",
+        "HOOKLEDGER_APPS",
         "TASKS_LOCATION",
         "TASKS_QUEUE",
         "WORKER_URL",
@@ -528,6 +509,7 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
     ),
     "worker": (
         "GOOGLE_CLOUD_PROJECT",
+        "HOOKLEDGER_APPS",
         "OIDC_AUDIENCE",
         "TASKS_SERVICE_ACCOUNT",
         "ENVELOPE_KEYS",
@@ -537,12 +519,6 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "GITHUB_TOKEN",
         "GITHUB_APP_ID",
         "GITHUB_APP_PRIVATE_KEY",
-        "GITHUB_COMMENTS",
-        "GITHUB_CHECK_RUNS",
-        "CONSOLE_URL",
-        "REVIEW_PATH",
-        "REVIEW_MODEL",
-        "GITHUB_REPOSITORIES",
         "RETENTION_DAYS",
         "WORKER_MAX_RETRIES",
         # The delivery lease lasts the timeout plus the deadline's margin below it.
@@ -566,6 +542,7 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
     ),
     "reconcile": (
         "GOOGLE_CLOUD_PROJECT",
+        "HOOKLEDGER_APPS",
         "TASKS_LOCATION",
         "TASKS_QUEUE",
         "WORKER_URL",
@@ -574,13 +551,10 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "OIDC_AUDIENCE",
         "ENVELOPE_KEYS",
         "GEMINI_API_KEY",
-        # Reconcile settles too, and its outbox sweep publishes review comments.
+        # Reconcile settles too, and its outbox sweep publishes on GitHub.
         "GITHUB_TOKEN",
         "GITHUB_APP_ID",
         "GITHUB_APP_PRIVATE_KEY",
-        "GITHUB_COMMENTS",
-        "GITHUB_CHECK_RUNS",
-        "CONSOLE_URL",
         "RECONCILE_GRACE_S",
         "RECONCILE_CONCURRENCY",
         "RECONCILE_BUDGET_S",

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 
 # name -> what has happened when the process dies there.
 POINTS: dict[str, str] = {
-    # push path (the worker running the review pipeline)
+    # push path (the worker running an app's exactly-once submission)
     "push.delivery.recorded": "the delivery and its lease are committed; nothing else",
     "push.submission.claimed": "the submission claim is committed; no batch yet",
     "push.before_create": "this attempt holds the claim; the batch create was never sent",
@@ -26,6 +26,9 @@ POINTS: dict[str, str] = {
     "push.registered": "the operation and the push's winner are committed",
     "push.superseded": "a losing batch is recorded superseded, not yet cancelled",
     "push.before_done": "the handler finished; the delivery is not marked done",
+    # several apps on one event (the worker's fan-out)
+    "apps.fanned_out": "one task per app is created; the delivery is not marked done",
+    "apps.app_done": "one app's record is finished; the delivery is not marked done",
     # re-run path (the worker running a "Re-run" press)
     "rerun.claimed": "the re-run's submission claim is committed; no batch yet",
     "rerun.created": "Gemini created the re-run's batch; the ledger does not know it",

@@ -12,7 +12,9 @@ Wire format (compact JSON, ASCII)::
 The HMAC-SHA256 covers the exact bytes of the ``payload`` string (behind a domain tag),
 so re-serializing the outer object can never break it. The payload holds `source`,
 `event`, `delivery_id`, `received_at`, `sealed_at` (whole Unix seconds), the kept
-headers, and either the body (base64) or a claim reference with the body's sha256.
+headers, and either the body (base64) or a claim reference with the body's sha256; an
+envelope the worker hands to one app of several (docs/architecture.md, "Apps") also names
+that `app`.
 
 Age: `open` rejects envelopes sealed more than `max_age_s` ago (default 7 days, longer
 than the queue's retry window must be: keep the Cloud Tasks ``max_retry_duration`` below
@@ -137,6 +139,8 @@ class Envelope:
     claim: str | None = None
     body_sha256: str | None = None
     sealed_at: datetime | None = field(default=None, compare=False)
+    # The one app this envelope is for (the worker's fan-out); None: every app that takes it.
+    app: str | None = None
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -160,6 +164,8 @@ class Envelope:
             sha = self.body_sha256
             if not (isinstance(sha, str) and len(sha) == 64 and _is_hex(sha)):
                 raise ValueError("a claim-checked envelope needs the body's sha256")
+        if self.app is not None:
+            _text(self.app, "app", _MAX_EVENT)
 
 
 def _is_hex(text: str) -> bool:
@@ -255,6 +261,8 @@ class EnvelopeSealer:
             "claim": envelope.claim,
             "body_sha256": envelope.body_sha256,
         }
+        if envelope.app is not None:  # only then: an envelope for every app is as before
+            fields["app"] = envelope.app
         body = None if envelope.body is None else base64.b64encode(envelope.body)
         before, after = _canonical_around_body(fields, body is not None)
         inline = body or b""
@@ -335,7 +343,11 @@ class EnvelopeSealer:
         if not matched:
             raise EnvelopeError("envelope signature does not match any key")
         fields = json.loads(payload)
-        if not isinstance(fields, dict) or set(fields) != _FIELDS or fields["v"] != VERSION:
+        if (
+            not isinstance(fields, dict)
+            or set(fields) - {"app"} != _FIELDS
+            or fields["v"] != VERSION
+        ):
             raise EnvelopeError("envelope payload fields are wrong")
         sealed_at = fields["sealed_at"]
         if isinstance(sealed_at, bool) or not isinstance(sealed_at, int):
@@ -357,6 +369,7 @@ class EnvelopeSealer:
             claim=fields["claim"],
             body_sha256=fields["body_sha256"],
             sealed_at=datetime.fromtimestamp(sealed_at, UTC),
+            app=fields.get("app"),
         )
 
 

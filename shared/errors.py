@@ -1,8 +1,8 @@
 """The one error tree: every error hookledger raises on purpose descends from `HookledgerError`.
 
 Whether trying again may help is a property of the error, decided where it is raised,
-and read everywhere else (the worker's 503-or-dead, reconcile's defer, the review
-pipeline, the CLI's exit code) through `retryable(exc)`:
+and read everywhere else (the worker's 503-or-dead, reconcile's defer, the apps'
+handlers, the CLI's exit code) through `retryable(exc)`:
 
     HookledgerError                  root; `retryable` is False unless a subclass says so
     ├── TransientError               a later attempt may succeed (timeout, 429/5xx, contention)

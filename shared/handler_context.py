@@ -6,13 +6,19 @@
     ctx.firestore  firestore.Client
     ctx.gemini     GeminiGateway
     ctx.github     ContentsClient
-    ctx.comments   CommentsClient  GitHub commit comments (the review kind's outbox)
-    ctx.checks     ChecksClient    GitHub check runs (the review kind's outbox, App only)
+    ctx.github_api GitHubApi       any GitHub REST endpoint, with the retries and token
+                                   refresh of the clients below
+    ctx.comments   CommentsClient  GitHub commit comments (one marked comment per commit)
+    ctx.checks     ChecksClient    GitHub check runs (GitHub App only)
     ctx.github_auth GitHubAuth     the credentials every GitHub client shares: GITHUB_TOKEN,
                                    or a GitHub App's installation tokens (one cache per
                                    process); a call names its push's `installation_id`
     ctx.tasks      TaskQueue       the Cloud Tasks queue the worker is fed from
     ctx.claims     ClaimStore      claim-checked payloads (bodies over 512 KiB)
+
+An app's handler gets the context `for_app(name)`: the same clients, plus the app's own
+`settings`, its `results` (limited to the collections it declared) and `submitter(...)`
+(exactly-once submission, shared/submission.py).
 
 Each client is built by its factory on first use and at most once per context, so a
 handler that never talks to Gemini never builds (or imports) its client. A property
@@ -24,8 +30,9 @@ loads it at cold start through `shared.handlers`.
 
 from __future__ import annotations
 
+import copy
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -35,12 +42,17 @@ from shared.config import Config
 if TYPE_CHECKING:
     from google.cloud import firestore
 
+    from shared.apps import Settings
     from shared.claims import ClaimStore
     from shared.gemini import GeminiGateway
     from shared.github import CommentsClient, ContentsClient
     from shared.github.auth import GitHubAuth
     from shared.github.checks import ChecksClient
+    from shared.github.rest import GitHubApi
+    from shared.handlers import Event
     from shared.ledger import Ledger
+    from shared.ledger.results import Results
+    from shared.submission import Submitter
     from shared.tasks import TaskQueue
 
 T = TypeVar("T")
@@ -93,6 +105,64 @@ class HandlerContext:
         # Reentrant: a factory may itself read another property of this context.
         self._lock = threading.RLock()
         self._built: dict[str, Any] = {}
+        self._app = ""
+
+    def for_app(self, app: str) -> HandlerContext:
+        """This context as `app`'s handlers and deliverers see it: the same clients (built
+        once for all apps), the app's settings, results and submissions."""
+        view = copy.copy(self)  # shallow: the clients built and their lock are shared
+        view._app = app
+        return view
+
+    @property
+    def app(self) -> str:
+        """The app this context serves ("" outside an app's handler)."""
+        return self._app
+
+    @property
+    def settings(self) -> Settings:
+        """The app's settings, read from the environment (`shared.apps.Setting`)."""
+        return self._app_record().read_settings()
+
+    @property
+    def results(self) -> Results:
+        """The app's result documents: reads, and `update` in its declared collections."""
+        return self.ledger.results.scoped(self._app_record().collections)
+
+    def submitter(
+        self,
+        event: Event,
+        tag: str,
+        *,
+        kind: str,
+        start_items: Callable[[Mapping[str, Any], str, str], Sequence[Mapping[str, Any]]]
+        | None = None,
+        generation_of: str | None = None,
+    ) -> Submitter:
+        """The exactly-once submission of the job tagged `tag` for this event's attempt."""
+        from datetime import timedelta
+
+        from shared.kinds import Deliverers
+        from shared.submission import SubmitDeps, Submitter
+
+        deps = SubmitDeps(
+            ledger=self.ledger,
+            gemini=self.gemini,
+            kind=kind,
+            clock=self.clock,
+            create_budget=timedelta(seconds=self._config.create_budget_s),
+            start_items=start_items,
+            deliver=Deliverers(self),
+        )
+        return Submitter(deps, tag, event.delivery_id, event.run, event.claimed, generation_of)
+
+    def _app_record(self) -> Any:
+        from shared import apps
+
+        record = apps.get(self._app) if self._app else None
+        if record is None:
+            raise LookupError(f"no app is using this context (app {self._app!r} is not loaded)")
+        return record
 
     @property
     def config(self) -> Config:
@@ -139,6 +209,25 @@ class HandlerContext:
 
         cfg = self._config
         return ChecksClient(
+            cfg.github_api_url, auth=self.github_auth, timeout_s=min(cfg.http_timeout_s, 10.0)
+        )
+
+    @property
+    def deliver(self) -> Callable[[Any], None]:
+        """Delivers an outbox item with the deliverer its app registered (shared/kinds)."""
+        from shared.kinds import Deliverers
+
+        return Deliverers(self)
+
+    @property
+    def github_api(self) -> GitHubApi:
+        return self._once("github_api", self._github_api)
+
+    def _github_api(self) -> GitHubApi:
+        from shared.github.rest import GitHubApi
+
+        cfg = self._config
+        return GitHubApi(
             cfg.github_api_url, auth=self.github_auth, timeout_s=min(cfg.http_timeout_s, 10.0)
         )
 

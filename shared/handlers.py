@@ -101,7 +101,7 @@ class Done:
 
 @dataclass(frozen=True)
 class Ignored:
-    """The event needs no work (e.g. a push that touches no reviewed file)."""
+    """The event needs no work (e.g. a push that touches no file an app wants)."""
 
     detail: str = ""
 
@@ -133,16 +133,28 @@ class ClaimRequest:
 # I/O; None: nothing to claim, and the handler decides as usual). Lets a push's first run
 # record its delivery and claim its submission in one commit (shared/ledger/__init__.py).
 Claims = Callable[[bytes, HandlerContext], ClaimRequest | None]
-
-_REGISTRY: dict[tuple[str, str], Handler] = {}
-# Keyed like the registry and kept with their handler: a handler registered in its place
-# (a test's) claims nothing and is leased.
-_CLAIMS: dict[tuple[str, str], tuple[Handler, Claims]] = {}
-_UNLEASED: dict[tuple[str, str], Handler] = {}
 # What the ingress asks before enqueueing (pure, from the parsed body): a reason to answer
 # 200 `ignored` (e.g. an action that starts nothing), or None to hand the event off.
 Refusal = Callable[[str, Mapping[str, Any]], str | None]
-_REFUSALS: dict[tuple[str, str], tuple[Handler, Refusal]] = {}
+
+# The app name of the core's own handlers (Gemini settlement, installations, check pages).
+CORE_APP = "hookledger"
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One app's handler for one (source, event) pair, with how the worker runs it."""
+
+    app: str
+    fn: Handler
+    claims: Claims | None = None
+    leased: bool = True
+    refuses: Refusal | None = None
+
+
+# (source, event) -> app -> its registration: several apps may handle one event, each
+# once, with its own outcome, lease and retries (docs/architecture.md, "Apps").
+_REGISTRY: dict[tuple[str, str], dict[str, Registration]] = {}
 
 
 def handler(
@@ -151,78 +163,83 @@ def handler(
     claims: Claims | None = None,
     leased: bool = True,
     refuses: Refusal | None = None,
+    app: str = CORE_APP,
 ) -> Callable[[Handler], Handler]:
-    """Register the decorated function for `source` and each of `events`.
+    """Register the decorated function for `source` and each of `events`, as `app`'s.
 
     `claims`: what the handler claims, taken with the delivery's record (see `Claims`).
     `leased=False`: the handler's own conditional commit makes a second run harmless (a
     settlement), so the worker takes no lease and records the delivery in that commit
-    (`Event.end`): one commit per event. `refuses(event, payload)`: asked by the ingress,
-    a reason makes the delivery 200 `ignored`, nothing enqueued. Registering a second
-    handler for the same pair is an error: one event, one owner.
+    (`Event.end`): one commit per event. `refuses(event, payload)`: asked by the ingress
+    (and by the worker before it hands the event to the app), a reason makes the delivery
+    200 `ignored` for this app. One app registers at most one handler per pair.
     """
     if not events:
         raise ValueError("handler() needs at least one event type")
 
     def register(fn: Handler) -> Handler:
         for name in events:
-            key = (source, name)
-            existing = _REGISTRY.get(key)
-            if existing is not None and existing is not fn:
-                raise ValueError(f"a handler for {source}/{name} is already registered")
-            _REGISTRY[key] = fn
-            if claims is not None:
-                _CLAIMS[key] = (fn, claims)
-            if not leased:
-                _UNLEASED[key] = fn
-            if refuses is not None:
-                _REFUSALS[key] = (fn, refuses)
+            apps = _REGISTRY.setdefault((source, name), {})
+            existing = apps.get(app)
+            if existing is not None and existing.fn is not fn:
+                raise ValueError(f"app {app!r} already has a handler for {source}/{name}")
+            apps[app] = Registration(app, fn, claims, leased, refuses)
         return fn
 
     return register
 
 
-def lookup(source: str, event: str) -> Handler | None:
-    return _REGISTRY.get((source, event))
+def registrations(source: str, event: str) -> list[Registration]:
+    """Every app's handler for (`source`, `event`), by app name."""
+    apps = _REGISTRY.get((source, event), {})
+    return [apps[name] for name in sorted(apps)]
 
 
-def claims_for(source: str, event: str) -> Claims | None:
-    """What the handler registered for (`source`, `event`) claims, if it said so."""
-    key = (source, event)
-    owner, claims = _CLAIMS.get(key, (None, None))
-    return claims if owner is not None and owner is _REGISTRY.get(key) else None
+def registration(source: str, event: str, app: str) -> Registration | None:
+    return _REGISTRY.get((source, event), {}).get(app)
+
+
+def wanted_by(source: str, event: str, payload: Mapping[str, Any]) -> list[Registration]:
+    """The apps that take this delivery: registered for it, and not refusing it."""
+    return [
+        r
+        for r in registrations(source, event)
+        if r.refuses is None or r.refuses(event, payload) is None
+    ]
 
 
 def refusal(source: str, event: str, payload: Mapping[str, Any]) -> str | None:
-    """Why the ingress should ignore this delivery of a handled event; None: hand it off."""
-    key = (source, event)
-    owner, refuses = _REFUSALS.get(key, (None, None))
-    if refuses is None or owner is not _REGISTRY.get(key):
-        return None
-    return refuses(event, payload)
+    """Why the ingress should ignore this delivery of a handled event (every app that
+    handles it refuses it); None: at least one app takes it, hand it off."""
+    reasons: list[str] = []
+    for reg in registrations(source, event):
+        reason = reg.refuses(event, payload) if reg.refuses is not None else None
+        if reason is None:
+            return None
+        reasons.append(reason if len(_REGISTRY[(source, event)]) == 1 else f"{reg.app}: {reason}")
+    return "; ".join(reasons) or None
 
 
-def leased(source: str, event: str) -> bool:
-    """False when the handler for (`source`, `event`) was registered `leased=False`."""
-    key = (source, event)
-    owner = _UNLEASED.get(key)
-    return owner is None or owner is not _REGISTRY.get(key)
+def lookup(source: str, event: str) -> Handler | None:
+    """The handler of (`source`, `event`) when exactly one app handles it, else None."""
+    regs = registrations(source, event)
+    return regs[0].fn if len(regs) == 1 else None
+
+
+def handled(source: str, event: str) -> bool:
+    """True when at least one app handles (`source`, `event`)."""
+    return bool(_REGISTRY.get((source, event)))
 
 
 def registered() -> Iterable[tuple[str, str]]:
-    return sorted(_REGISTRY)
+    return sorted(key for key, apps in _REGISTRY.items() if apps)
 
 
-def unregister(source: str, event: str) -> None:
-    """Remove a registration (tests restore the registry with this)."""
-    _REGISTRY.pop((source, event), None)
-
-
-def snapshot() -> dict[tuple[str, str], Handler]:
+def snapshot() -> dict[tuple[str, str], dict[str, Registration]]:
     """A copy of the registry, to restore after a test with `restore`."""
-    return dict(_REGISTRY)
+    return {key: dict(apps) for key, apps in _REGISTRY.items()}
 
 
-def restore(saved: Mapping[tuple[str, str], Handler]) -> None:
+def restore(saved: Mapping[tuple[str, str], Mapping[str, Registration]]) -> None:
     _REGISTRY.clear()
-    _REGISTRY.update(saved)
+    _REGISTRY.update({key: dict(apps) for key, apps in saved.items()})

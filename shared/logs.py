@@ -89,9 +89,3 @@ def event(
 ) -> None:
     """Log `message` with structured `fields` (secret-looking names are redacted)."""
     logger.log(level, message, exc_info=exc_info, extra={_FIELDS_ATTR: fields})
-
-
-def preview(body: bytes, limit: int = 120) -> str:
-    """A short, printable preview of a body: never the whole payload."""
-    text = body[:limit].decode("utf-8", errors="replace")
-    return text + ("…" if len(body) > limit else "")

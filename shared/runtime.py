@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from jwt import PyJWTError
 
-from shared import tracing
+from shared import apps, tracing
 from shared.claims import ClaimStore
 from shared.clock import system_clock
 from shared.config import FUNCTIONS, Config, ConfigError
@@ -177,7 +177,7 @@ def task_queue() -> TaskQueue:
 @once
 def ingress() -> Ingress:
     """The ingress, with its secrets checked as it is built (`check_startup` builds it)."""
-    import shared.builtin_handlers  # noqa: F401  registers the built-in (source, event) pairs
+    apps.load(config().apps)  # registers the apps' (source, event) pairs
 
     cfg = config()
     return Ingress(
@@ -337,8 +337,9 @@ def _oidc(allowed_caller: str) -> OidcVerifier | None:
 @once
 def worker() -> Worker:
     """The worker, checking Cloud Tasks' token when OIDC_AUDIENCE is set."""
-    import shared.builtin_handlers  # noqa: F401  registers the built-in handlers
     from shared.entrypoints.worker import Worker
+
+    apps.load(config().apps)
 
     cfg = config()
     return Worker(
@@ -359,6 +360,7 @@ def reconciler() -> Reconciler:
     from shared.reconcile import CHECK_PAGE_EVENT, CHECK_PAGE_SOURCE, Reconciler, TaskPageEnqueuer
 
     cfg = config()
+    apps.load(cfg.apps)  # the kinds and deliverers settlement and the sweep use
     sealer = build_sealer(cfg)
 
     def seal(task_id: str, payload: bytes) -> bytes:
@@ -417,6 +419,7 @@ def check_startup(function: str) -> None:
     if cfg.function != function:
         raise ConfigError(f"FUNCTION_TARGET is {cfg.function!r} but {function!r} is being served")
     tracing.configure(cfg)  # off: nothing of OpenTelemetry is imported
+    apps.check_settings(apps.load(cfg.apps))  # an app that fails stops the function here
     if function == "ingress":
         ingress()
         return

@@ -26,7 +26,7 @@ forgotten when Gemini answers again (docs/architecture.md, "Gone operations")::
     check 1: 404 → not_found_at = t1, GeminiNotFound(recheck_after_s=gone_after): deferred
     check 2 (t2 < t1 + gone_after): 404 → still GeminiNotFound, deferred to t1 + gone_after
     check 3 (t3 ≥ t1 + gone_after): 404 → settled failed, error.reason "gone", the kind's
-             write-back (per-file error reviews) and outbox; ERROR alert="operation_gone"
+             write-back (e.g. per-item error documents) and outbox; ERROR alert="operation_gone"
 
 A write-back that fails by its own fault (an exception outside the error tree: a bug, an
 answer it cannot handle) is counted on the operation by the ledger (`WritebackFaulted`);
@@ -45,20 +45,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from shared import kinds, logs, tracing
 from shared.clock import Clock, system_clock
 from shared.crashpoints import crash_point
-from shared.kinds import KindOptions
 
 if TYPE_CHECKING:
     from shared.gemini import BatchStatus, GeminiGateway
     from shared.ledger import DeliveryEnd, Operation, OutboxItem
     from shared.ledger.operations import WritebackFaulted
-    from shared.ledger.protocols import ReviewWrites, SettleLedger
+    from shared.ledger.protocols import ResultWrites, SettleLedger
 
 log = logs.get_logger("settlement")
 
@@ -99,7 +98,6 @@ class Settler:
 
     ledger: SettleLedger
     gemini: GeminiGateway
-    options: KindOptions = field(default_factory=KindOptions)
     deliver: Callable[[OutboxItem], None] | None = None
     clock: Clock = system_clock
     gone_after: timedelta = GONE_AFTER
@@ -156,11 +154,11 @@ class Settler:
                 rows=len(batch.rows),
             )
 
-        def stage(writes: ReviewWrites, current: Operation) -> None:
+        def stage(writes: ResultWrites, current: Operation) -> None:
             if kind.writeback is not None:
-                kind.writeback(writes, current, batch)
+                kind.writeback(_app_writes(kind, writes), current, batch)
 
-        outbox = list(kind.outbox(record, batch, self.options)) if kind.outbox else []
+        outbox = list(kind.outbox(record, batch)) if kind.outbox else []
         error = batch.error if status != "succeeded" else None
         if error is None and status != "succeeded":
             error = {"message": f"batch ended {batch.state}"}
@@ -339,6 +337,17 @@ def _checked_counts(record: Operation, batch: BatchStatus) -> dict[str, Any] | N
             **mismatch,
         )
     return dict(counts)
+
+
+def _app_writes(kind: kinds.OperationKind, writes: ResultWrites) -> ResultWrites:
+    """`writes` limited to the collections the kind's app declared: an app never writes
+    outside its own (a kind with no app, a generic one, has none)."""
+    from shared import apps
+
+    app = apps.get(kind.app) if kind.app else None
+    scoped = getattr(writes, "scoped", None)  # a test double may not scope
+    allowed = app.collections if app is not None else frozenset()
+    return scoped(allowed) if scoped is not None else writes
 
 
 def settle_from_gemini(

@@ -12,6 +12,15 @@ from collections.abc import Iterator
 
 import pytest
 
+# The functions' default (functions/main.py): tests that build the runtime in-process
+# run the review app unless they name their own.
+os.environ.setdefault("HOOKLEDGER_APPS", "apps.review")
+
+from shared import apps
+
+# Loaded before any test snapshots the handler registry, so a test's restore keeps them.
+apps.load(["apps.review"])
+
 pytest_plugins = [
     "tests.plugins.firestore",
     "tests.plugins.cloudtasks",

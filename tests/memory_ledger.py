@@ -2,7 +2,7 @@
 
 It implements the settle side of the ledger, laid out like `Ledger` (`shared.ledger.protocols`:
 `SettleLedger`; its `operations` part also `DeferLedger` and `AlertLedger`) plus the reads a
-test asserts with (`operations.register`, `reviews.reviews_for`, `reviews.get_review`), and
+test asserts with (`operations.register`, `results.get`, `results.where`), and
 `installations` (the same `merged` rules as the Firestore part), one lock standing in for
 Firestore's conditional commit. It must pass the
 same exactly-once contract as the Firestore ledger (tests/integration/test_ledger_contract.py);
@@ -22,7 +22,7 @@ from shared.clock import Clock
 from shared.config import DEFAULTS
 from shared.errors import retryable
 from shared.ledger.errors import InvalidArgument, WritebackFailed
-from shared.ledger.ids import check_limit, installation_doc_id, operation_id, review_doc_id
+from shared.ledger.ids import check_limit, installation_doc_id, operation_id
 from shared.ledger.installations import (
     Applied,
     Installation,
@@ -47,24 +47,17 @@ _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 class _Writes:
-    """Stages reviews; they reach the store only if the settlement commits."""
+    """Stages result documents; they reach the store only if the settlement commits."""
 
     def __init__(self, record: Operation) -> None:
         self._record = record
-        self.staged: dict[str, dict[str, Any]] = {}
+        self.staged: dict[tuple[str, str], dict[str, Any]] = {}
 
-    def put_review(
-        self, repo: str, sha: str, path: str, fields: Mapping[str, Any], *, replace: bool = True
+    def put(
+        self, collection: str, document: str, fields: Mapping[str, Any], *, replace: bool = True
     ) -> str:
-        doc_id = review_doc_id(repo, sha, path)
-        self.staged[doc_id] = {
-            "repo": repo,
-            "sha": sha,
-            "path": path,
-            "operation": self._record.name,
-            **fields,
-        }
-        return doc_id
+        self.staged[(collection, document)] = {**fields, "operation": self._record.name}
+        return document
 
 
 class _Store:
@@ -74,7 +67,7 @@ class _Store:
         self.clock = clock
         self.lock = threading.Lock()
         self.ops: dict[str, Operation] = {}
-        self.reviews: dict[str, dict[str, Any]] = {}
+        self.results: dict[tuple[str, str], dict[str, Any]] = {}
         self.installations: dict[int, dict[str, Any]] = {}
         self._version = 0
 
@@ -182,20 +175,32 @@ class MemoryOperations:
         return self._store.update_if_pending(name, alert)
 
 
-class MemoryReviews:
-    """`ledger.reviews`: the reviews settlements wrote."""
+class MemoryResults:
+    """`ledger.results`: the result documents settlements wrote."""
 
     def __init__(self, store: _Store) -> None:
         self._store = store
 
-    def reviews_for(self, operation_name: str, limit: int = 1000) -> list[dict[str, Any]]:
+    def get(self, collection: str, document: str) -> dict[str, Any] | None:
         with self._store.lock:
-            found = [r for r in self._store.reviews.values() if r["operation"] == operation_name]
-        return sorted(found, key=lambda doc: str(doc.get("path", "")))[:limit]
+            found = self._store.results.get((collection, document))
+        return dict(found) if found is not None else None
 
-    def get_review(self, repo: str, sha: str, path: str) -> dict[str, Any] | None:
+    def where(
+        self, collection: str, limit: int = 1000, order_by: str | None = None, **equals: Any
+    ) -> list[dict[str, Any]]:
         with self._store.lock:
-            return self._store.reviews.get(review_doc_id(repo, sha, path))
+            found = [
+                dict(doc)
+                for (name, _), doc in self._store.results.items()
+                if name == collection and all(doc.get(k) == v for k, v in equals.items())
+            ]
+        if order_by is not None:
+            found.sort(key=lambda doc: str(doc.get(order_by, "")))
+        return found[:limit]
+
+    def count(self, collection: str, **equals: Any) -> int:
+        return len(self.where(collection, 1_000_000, **equals))
 
 
 class MemoryOutbox:
@@ -280,7 +285,7 @@ class MemoryLedger:
         self._store = _Store(clock)
         self._retention = retention
         self.operations = MemoryOperations(self._store, grace)
-        self.reviews = MemoryReviews(self._store)
+        self.results = MemoryResults(self._store)
         self.outbox = MemoryOutbox(self._store)
         self.installations = MemoryInstallations(self._store)
         self.settle_calls = 0  # how many settles reached the store (a test's spy)
@@ -345,7 +350,7 @@ class MemoryLedger:
                 outcome=dict(outcome or {}),
                 writeback_error=writeback_error,
             )
-            store.reviews.update(writes.staged)
+            store.results.update(writes.staged)
             store.put(settled)
         if items and deliver is not None:
             self.outbox.deliver(name, deliver)

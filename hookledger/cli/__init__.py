@@ -20,7 +20,19 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from hookledger.cli import deliveries, demo, installations, ops, reconcile_cmd, status, webhooks
+# The apps whose kinds and results the CLI shows, as functions/main.py loads them.
+os.environ.setdefault("HOOKLEDGER_APPS", "apps.review")
+
+from hookledger.cli import (
+    config_cmd,
+    deliveries,
+    demo,
+    installations,
+    ops,
+    reconcile_cmd,
+    status,
+    webhooks,
+)
 from hookledger.cli.localenv import apply_local_defaults, check_reachable
 from hookledger.cli.output import CliError, Output
 from hookledger.console import server as console
@@ -48,7 +60,8 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=Parser
     )
-    for module in (ops, deliveries, reconcile_cmd, webhooks, demo, status, installations, console):
+    commands = (ops, deliveries, reconcile_cmd, webhooks, demo, status, installations, config_cmd)
+    for module in (*commands, console):
         module.add_parsers(sub, common)
     return parser
 
@@ -113,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     apply_local_defaults(os.environ)
     _configure_logs()
     try:
-        if args.command != "webhooks":  # every other command reads the ledger
+        if args.command not in ("webhooks", "config"):  # every other one reads the ledger
             check_reachable("FIRESTORE_EMULATOR_HOST", os.environ)
         return int(args.func(args, out))
     except CliError as exc:

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 import requests
 
+from apps.review.results import Reviews
 from hookledger.cli.localenv import SIMULATOR_URL, ingress_url
 from hookledger.cli.output import CliError, Output
 from shared import runtime
@@ -112,7 +113,7 @@ def push_body(sha: str, installation_id: int | None = None) -> bytes:
 
 def check_run(sim: Any, sha: str, status: str) -> dict[str, Any] | None:
     """The push's check run once the simulator's GitHub shows it with `status`, else None."""
-    from shared.kinds.review.checks import CHECK_NAME
+    from apps.review.checks import CHECK_NAME
 
     runs = [r for r in sim.check_runs(repo=REPO, sha=sha) if r.get("name") == CHECK_NAME]
     return runs[0] if len(runs) == 1 and runs[0].get("status") == status else None
@@ -138,9 +139,9 @@ def settled_record(ledger: Ledger, name: str) -> Operation | None:
 
 def cmd_demo(args: argparse.Namespace, out: Output) -> int:
     # dev-only: the demo needs the simulator
+    from apps.review.checks import CHECK_NAME
     from local.github_app import installation_for
     from local.simulator.client import SimulatorClient
-    from shared.kinds.review.checks import CHECK_NAME
 
     cfg = runtime.config()
     ingress = ingress_url(os.environ)
@@ -232,7 +233,7 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
 
     written: list[dict[str, Any]] = wait_for(
         f"the reviews of {name}",
-        lambda: docs if len(docs := ledger.reviews.reviews_for(name)) >= len(FILES) else None,
+        lambda: docs if len(docs := Reviews(ledger).reviews_for(name)) >= len(FILES) else None,
         10.0,
     )
     reviews = [

@@ -37,7 +37,7 @@ class CheckRunView:
 
 def wanted(record: Operation) -> Mapping[str, Any] | None:
     """The check-run outbox payload of `record` (its push's run), or None without one."""
-    from shared.kinds.review.check_runs import CHECK_RUN
+    from apps.review.check_runs import CHECK_RUN
 
     for item in record.outbox:
         payload = item.payload
@@ -68,9 +68,9 @@ def view(record: Operation, find: Find | None) -> CheckRunView | None:
 
 def live_finder(timeout_s: float = TIMEOUT_S) -> Find | None:
     """A `Find` through GitHub's Checks API as this process's App, or None without an App."""
+    from apps.review.checks import CHECK_NAME
     from shared import runtime
     from shared.github.checks import ChecksClient
-    from shared.kinds.review.checks import CHECK_NAME
 
     cfg = runtime.config()
     if not cfg.github_app_id:

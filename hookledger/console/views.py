@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
 from markupsafe import Markup
 
+from apps.review.results import Reviews
 from hookledger.cli.deliveries import replay_headers
 from hookledger.cli.output import CliError
 from hookledger.console import charts, check_run, cursors, figures, traces
@@ -121,7 +122,7 @@ def operation(name: str) -> str:
         "operation.html",
         op=record,
         runs=ledger.runs.for_operation(record.name, RUNS_SHOWN),
-        reviews=ledger.reviews.reviews_for(record.name, REVIEWS_SHOWN),
+        reviews=Reviews(ledger).reviews_for(record.name, REVIEWS_SHOWN),
         reviews_cap=REVIEWS_SHOWN,
         check=check_run.view(record, current_app.config["CHECK_RUNS"]()),
         trace=_marked(traces.for_operation(current_app.config["TRACES"], record)),
@@ -133,7 +134,7 @@ def review() -> str:
     repo, sha, path = _text("repo"), _text("sha"), _text("path")
     if not (repo and sha and path):
         abort(400, "repo, sha and path are required")
-    found = _ledger().reviews.get_review(repo, sha, path)
+    found = Reviews(_ledger()).get_review(repo, sha, path)
     if found is None:
         abort(404, f"review of {repo}@{sha}:{path} not found")
     text, cut = preview(found.get("text") or "")

@@ -29,10 +29,11 @@ from typing import Any
 
 from google.cloud import firestore
 
+from apps.review.check_runs import CHECK_RUN
+from apps.review.checks import CHECK_NAME
+from apps.review.results import REVIEWS
 from local.chaos.load import FULL_REPO, Push
-from shared.kinds.review.check_runs import CHECK_RUN
-from shared.kinds.review.checks import CHECK_NAME
-from shared.ledger import PENDING, REVIEWS, Delivery, Ledger, LedgerError, Operation
+from shared.ledger import PENDING, Delivery, Ledger, LedgerError, Operation
 
 PAGE = 200
 

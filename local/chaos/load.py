@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 import requests
 
+from apps.review.kind import review_tag
 from local.github_app import with_installation
 from local.simulator.client import SimulatorClient
 from shared.config import LOCAL_GITHUB_SECRET
-from shared.kinds.review import review_tag
 from shared.signatures import sign_github
 
 OWNER, REPO = "octo-org", "chaos"

@@ -121,12 +121,12 @@ def review_text(request: dict[str, Any]) -> str:
 # (default warning). Without it a file has no findings.
 FINDINGS_MARKER = re.compile(r"sim:findings=(\d+)(?:\s+level=(notice|warning|failure))?")
 MAX_SIM_FINDINGS = 1000
-# The review prompt numbers the file's lines ("  12| text", shared/kinds/review/pipeline.py).
+# The review prompt numbers the file's lines ("  12| text", apps/review/pipeline.py).
 _NUMBERED = re.compile(r"^\s*\d+\| ", re.MULTILINE)
 
 
 def review_json(text: str, label: str, summary: str) -> dict[str, Any]:
-    """`{summary, conclusion, findings}` in the shape shared/kinds/review/findings.py asks
+    """`{summary, conclusion, findings}` in the shape apps/review/findings.py asks
     for: the findings a `sim:findings=N` marker asks for, on the file's lines in turn."""
     marker = FINDINGS_MARKER.search(text)
     count = min(int(marker.group(1)), MAX_SIM_FINDINGS) if marker else 0

@@ -63,6 +63,15 @@ class Contents:
         with self._lock:
             return self._files.get((owner, repo, ref or DEFAULT_REF, path.strip("/")))
 
+    def tree(self, owner: str, repo: str, ref: str) -> list[tuple[str, bytes]]:
+        """Every file stored for `ref`, by path: the commit's tree as the Git Trees API lists it."""
+        with self._lock:
+            return sorted(
+                (path, data)
+                for (o, r, at, path), data in self._files.items()
+                if (o, r, at) == (owner, repo, ref)
+            )
+
     def add_fault(self, path: str, status: int, count: int) -> None:
         with self._lock:
             self._faults[path.strip("/")] = PathFault(status, count)
@@ -106,3 +115,38 @@ def file_body(
         "download_url": f"https://raw.githubusercontent.com/{owner}/{repo}/{ref}/{path}",
         "_links": {"self": self_url, "git": git_url, "html": html_url},
     }
+
+
+def tree_body(
+    base_url: str,
+    owner: str,
+    repo: str,
+    sha: str,
+    files: list[tuple[str, bytes]],
+    recursive: bool,
+) -> dict[str, Any]:
+    """A "Get a tree" answer: each file a `blob` (mode 100644, its blob sha and size), each
+    folder holding one a `tree` (mode 040000); only the top level unless `recursive`."""
+    api = f"{base_url}/repos/{owner}/{repo}/git"
+    entries: dict[str, dict[str, Any]] = {}
+    for path, data in files:
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            folder = "/".join(parts[:depth])
+            folder_sha = hashlib.sha1(f"tree {sha} {folder}".encode()).hexdigest()  # noqa: S324
+            entries.setdefault(
+                folder,
+                {"path": folder, "mode": "040000", "type": "tree", "sha": folder_sha,
+                 "url": f"{api}/trees/{folder_sha}"},
+            )  # fmt: skip
+        blob = blob_sha(data)
+        entries[path] = {
+            "path": path,
+            "mode": "100644",
+            "type": "blob",
+            "sha": blob,
+            "size": len(data),
+            "url": f"{api}/blobs/{blob}",
+        }
+    shown = [e for p, e in sorted(entries.items()) if recursive or "/" not in p]
+    return {"sha": sha, "url": f"{api}/trees/{sha}", "tree": shown, "truncated": False}

@@ -32,7 +32,7 @@ from flask import Blueprint, Response, g, request
 
 from local.simulator.apps import Caller, GitHubRefusal
 from local.simulator.comments import comment_json
-from local.simulator.github import DEFAULT_REF, file_body, not_found
+from local.simulator.github import DEFAULT_REF, file_body, not_found, tree_body
 from local.simulator.wire import json_response, read_json
 
 if TYPE_CHECKING:
@@ -128,6 +128,19 @@ def blueprint(sim: Simulator) -> Blueprint:
         ):
             return Response(data, mimetype="application/vnd.github.raw")
         return json_response(file_body(request.host_url.rstrip("/"), owner, repo, path, ref, data))
+
+    @bp.get("/repos/<owner>/<repo>/git/trees/<sha>")
+    def git_tree(owner: str, repo: str, sha: str) -> Response:
+        """ "Get a tree": the files stored at `sha` (`recursive` lists every level; without
+        it, the top level only), with their folders, never truncated."""
+        authorize(sim, owner, repo, "contents", "read")
+        files = sim.contents.tree(owner, repo, sha)
+        if not files:
+            return json_response(not_found(), 404)
+        recursive = request.args.get("recursive") not in (None, "", "0", "false")
+        return json_response(
+            tree_body(request.host_url.rstrip("/"), owner, repo, sha, files, recursive)
+        )
 
     @bp.get("/repos/<owner>/<repo>/commits/<sha>/comments")
     def list_comments(owner: str, repo: str, sha: str) -> Response:

@@ -252,7 +252,7 @@ class Ingress(Endpoint):
         body: bytes,
         task_id: str,
     ) -> Reply:
-        if handlers.lookup(source, event) is None:
+        if not handlers.handled(source, event):
             return Reply(200, {"status": "ignored", "delivery_id": delivery_id, "event": event})
         with tracing.span("ingress.hand_off", task_id=task_id) as span:
             kept = select_headers(headers)

@@ -34,6 +34,7 @@ from shared.claims import ClaimError
 from shared.clock import Clock, system_clock
 from shared.config import Config
 from shared.crashpoints import crash_point
+from shared.entrypoints.app_fanout import AppFanOut
 from shared.entrypoints.http import Endpoint, Reply
 from shared.envelope import DEFAULT_MAX_AGE_S, Envelope, EnvelopeSealer, resolve_body
 from shared.errors import Deferred, retryable
@@ -92,6 +93,7 @@ class Worker(Endpoint):
                 config, ClientFactories.from_lookup(ledger, lookup), clock=clock
             )
         self._context = context
+        self._fan_out = AppFanOut(config, sealer, ledger, context)
 
     def post(self, route: str, headers: Mapping[str, str], body: bytes) -> Reply:
         """Verify the caller and the envelope, then run the delivery; any path is accepted."""
@@ -121,24 +123,46 @@ class Worker(Endpoint):
 
     def _run(self, task: _Task) -> Reply:
         envelope = task.envelope
-        source, delivery_id, event_type = envelope.source, envelope.delivery_id, envelope.event
-        ids: dict[str, Any] = {"source": source, "delivery_id": delivery_id, "event": event_type}
+        source, event_type = envelope.source, envelope.event
         unusable: str | None = None
         try:
             raw = resolve_body(envelope, self._context.claims if envelope.claim else None)
         except ClaimError as exc:
             if retryable(exc):
-                return self._retry(ids, f"claim store unavailable: {exc}")
+                first = {"source": source, "delivery_id": envelope.delivery_id, "event": event_type}
+                return self._retry(first, f"claim store unavailable: {exc}")
             raw, unusable = b"", f"payload claim unusable: {exc}"
+        reg, key = self._fan_out.registration(envelope, raw)
+        ids: dict[str, Any] = {"source": source, "delivery_id": key, "event": event_type}
+        if envelope.app is not None:
+            ids["app"] = envelope.app
+        reply = self._run_registration(task, raw, unusable, reg, ids)
+        if envelope.app is not None and reply.status == 200:
+            self._fan_out.complete(envelope, raw)
+        return reply
+
+    def _run_registration(
+        self,
+        task: _Task,
+        raw: bytes,
+        unusable: str | None,
+        reg: handlers.Registration | None,
+        ids: dict[str, Any],
+    ) -> Reply:
+        envelope = task.envelope
+        source, delivery_id, event_type = ids["source"], ids["delivery_id"], ids["event"]
         attempt = uuid.uuid4().hex  # this run's name on the lease; never shared by two runs
-        fn = handlers.lookup(source, event_type)
-        # A claim-checked body stays behind its reference: stored once, not twice.
+        # A claim-checked body stays behind its reference: stored once, not twice. An app's
+        # own record keeps neither: the delivery's record holds the body.
         stored = _Stored(raw if envelope.claim is None else None, envelope.claim)
-        if fn is not None and unusable is None and not handlers.leased(source, event_type):
-            return self._run_unleased(ids, raw, fn, stored, attempt, task)
+        if envelope.app is not None:
+            stored = _Stored(None, None)
+        if reg is not None and unusable is None and not reg.leased:
+            return self._run_unleased(ids, raw, reg, stored, attempt, task)
         # The push's submission (not the payload's claim check) the handler will claim.
-        claims = handlers.claims_for(source, event_type) if unusable is None else None
-        submission = claims(raw, self._context) if claims is not None else None
+        context = self._context.for_app(reg.app) if reg is not None else self._context
+        claims = reg.claims if reg is not None and unusable is None else None
+        submission = claims(raw, context) if claims is not None else None
         lease_for = timedelta(seconds=self._config.delivery_lease_s)
         what = (source, delivery_id, event_type, stored.payload, stored.ref)
         try:
@@ -165,12 +189,12 @@ class Worker(Endpoint):
         crash_point("push.delivery.recorded")
         if unusable is not None:
             return self._dead(ids, attempt, unusable)
-        if fn is None:
+        if reg is None:
             return self._finish(ids, attempt, "ignored", "no handler registered")
         event = Event(
             source,
             event_type,
-            delivery_id,
+            envelope.delivery_id,
             envelope.received_at,
             raw,
             envelope.headers,
@@ -178,13 +202,13 @@ class Worker(Endpoint):
             claimed=recorded.claimed,
             end=DeliveryEnd(source, delivery_id, attempt),
         )
-        return self._handle(fn, event, ids, attempt, task)
+        return self._handle(reg.fn, event, ids, attempt, task, context)
 
     def _run_unleased(
         self,
         ids: dict[str, Any],
         raw: bytes,
-        fn: handlers.Handler,
+        reg: handlers.Registration,
         stored: _Stored,
         attempt: str,
         task: _Task,
@@ -194,7 +218,7 @@ class Worker(Endpoint):
         per event), on condition it is as this run's dedupe read found it (one read). Any
         other outcome records it first, then marks it as usual (a `Deferred` too)."""
         envelope = task.envelope
-        source, delivery_id, event_type = envelope.source, envelope.delivery_id, envelope.event
+        source, delivery_id, event_type = ids["source"], ids["delivery_id"], ids["event"]
         try:
             seen = self._ledger.deliveries.read(source, delivery_id)
             _, fields = self._ledger.deliveries.new_record(
@@ -209,7 +233,7 @@ class Worker(Endpoint):
         event = Event(
             source,
             event_type,
-            delivery_id,
+            envelope.delivery_id,
             envelope.received_at,
             raw,
             envelope.headers,
@@ -217,7 +241,7 @@ class Worker(Endpoint):
             end=end,
         )
         try:
-            outcome = fn(event, self._context)
+            outcome = reg.fn(event, self._context.for_app(reg.app))
         except Exception as exc:  # recorded first: the marks below need the record
             return self._recorded(ids, stored) or self._failed(ids, None, exc, task)
         return (
@@ -243,9 +267,10 @@ class Worker(Endpoint):
         ids: dict[str, Any],
         attempt: str,
         task: _Task,
+        context: HandlerContext,
     ) -> Reply:
         try:
-            outcome = fn(event, self._context)
+            outcome = fn(event, context)
         except Exception as exc:  # the error tree, not this handler, says retry or dead
             return self._failed(ids, attempt, exc, task)
         crash_point("push.before_done")

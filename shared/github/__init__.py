@@ -20,7 +20,7 @@ import base64
 import random
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, NamedTuple, Protocol
@@ -167,7 +167,7 @@ def parse_push(payload: Mapping[str, Any]) -> Push:
     if not default_branch:
         raise ValueError("push payload is missing repository.default_branch")
     installation_id = installation_of(payload)
-    # Later commits win: a file added then removed in one push is not reviewed.
+    # Later commits win: a file added then removed in one push is not in `changed`.
     present: dict[str, None] = {}
     try:
         for commit in payload.get("commits") or []:
@@ -188,12 +188,13 @@ def parse_push(payload: Mapping[str, Any]) -> Push:
     )
 
 
-def reviewable(paths: tuple[str, ...], review_path: str) -> list[str]:
-    """The Markdown files among `paths` under `review_path` ('' = the whole repository)."""
-    prefix = review_path.strip("/")
+def select_paths(paths: Iterable[str], under: str, suffixes: tuple[str, ...]) -> list[str]:
+    """The paths among `paths` ending in one of `suffixes` (any case) under the folder
+    `under` ('' = the whole repository), sorted."""
+    prefix = under.strip("/")
     chosen = []
     for path in paths:
-        if not path.lower().endswith(MARKDOWN_SUFFIXES):
+        if not path.lower().endswith(suffixes):
             continue
         if prefix and not (path == prefix or path.startswith(prefix + "/")):
             continue
@@ -467,26 +468,6 @@ class _Comment(NamedTuple):
     body: str
 
 
-def review_marker(operation: str) -> str:
-    """The per-operation marker of earlier releases (HTML comment); still recognised."""
-    if not operation or "--" in operation or ">" in operation or "\n" in operation:
-        raise GitHubRejected(f"operation {operation!r} cannot be put in an HTML comment marker")
-    return f"<!-- hookledger:review:{operation} -->"
-
-
-def push_marker(repo: str, sha: str) -> str:
-    """The hidden marker of the ONE review comment of a push (`repo@sha`, HTML comment).
-
-    Lower-cased (GitHub compares names case-insensitively); a name holding `--`, which
-    would end an HTML comment, has its dashes escaped as `%2D`.
-    """
-    check_repo(repo)
-    name = repo.lower()
-    if "--" in name:
-        name = name.replace("-", "%2D")
-    return f"<!-- hookledger:review:{name}@{check_sha(sha).lower()} -->"
-
-
 class CommentsClient(_RestClient):
     """Commit comments, ONE per marker, whatever the timing (GitHub REST commit comments),
     showing the body of the last publish.
@@ -509,7 +490,7 @@ class CommentsClient(_RestClient):
     (and before an edit); and after posting, the commit's comments are listed again and
     every NEWER comment carrying the marker is deleted, so a duplicate that slipped
     through is removed. Which body is the latest is the caller's to decide: the last
-    publish wins (the review's deliverer publishes only the push's current generation).
+    publish wins (a deliverer that publishes generations sends only the current one).
     """
 
     def __init__(

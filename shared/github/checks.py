@@ -28,7 +28,7 @@ Only a GitHub App can write check runs; the token passed in is the installation'
 `ChecksClient.publish` is the exactly-once building block: whatever failed before (a lost
 answer, a crash between two requests), calling it again with the same state ends with ONE
 run carrying that state and every annotation of it once. Every annotation a state sends
-carries the state's `mark` as its `raw_details` (the review marks each with its operation,
+carries the state's `mark` as its `raw_details` (an app marks each with its operation,
 `hookledger operation batches/abc`), and a publish that finds the run counts, right then,
 how many annotations GitHub holds for it carrying that mark ("List check run
 annotations", `GET /repos/{o}/{r}/check-runs/{id}/annotations`, 100 a page): those are the
@@ -46,7 +46,7 @@ first of several appends), so a completed run always has all of them:
     ── list #7's annotations: 100 carry M ──────▶
     ── PATCH #7, annotations 101-120, completed ─▶ #7 completed, 120 annotations
 
-Annotations of another state on the same run (an earlier generation of a re-run review,
+Annotations of another state on the same run (an earlier generation of a re-run,
 or one appended between two of this state's requests) carry another mark and are never
 counted as this state's, whenever they were appended. The annotations are listed only
 when the state has some to send and the run holds some (`annotations_count` > 0), at most
@@ -97,7 +97,7 @@ MAX_ANNOTATION_BYTES = 64 * 1024  # annotation message ("The maximum size is 64 
 CHECK_RUNS_PER_PAGE = 100  # GitHub's maximum page size
 MAX_CHECK_RUN_PAGES = 10  # 1000 runs of one name per check suite, 100 a page
 ANNOTATIONS_PER_PAGE = 100  # "List check run annotations": per_page at most 100
-# 5000 annotations: ten generations of a review capped at 500, each page one short GET
+# 5000 annotations: ten generations of a state capped at 500, each page one short GET
 # inside the caller's lease.
 MAX_ANNOTATION_PAGES = 50
 
@@ -654,7 +654,7 @@ class ChecksClient(_RestClient):
         """Complete duplicate run `duplicate` with `run`'s conclusion and a summary naming
         the run kept, so whichever one GitHub shows tells the same (no annotations)."""
         self._still_owner(ownership, where, f"complete duplicate #{duplicate}")
-        note = f"Duplicate of check run #{kept}, which carries this review's annotations.\n\n"
+        note = f"Duplicate of check run #{kept}, which carries these annotations.\n\n"
         pointer = CheckRunState(
             name=run.name,
             external_id=run.external_id,

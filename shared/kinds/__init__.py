@@ -1,17 +1,19 @@
 """Operation kinds: everything hookledger knows about one kind of operation, in one module.
 
-A kind module (`shared/kinds/review/` is the model) builds one `OperationKind` and
-registers it here at import. Settlement, reconcile's orphan adoption and the outbox
-sweep look kinds up in this registry; none of them names a kind.
+An app builds one `OperationKind` per kind of job it starts and registers it through
+its `App` (shared/api) at import; the kind then belongs to that app. Settlement,
+reconcile's orphan adoption and the outbox sweep look kinds up in this registry; none of
+them names a kind.
 
     OperationKind
-      name        what the ledger records in `operations.kind` (e.g. "github-review")
+      name        what the ledger records in `operations.kind` (e.g. "classify")
       tag         the token in a batch's display name `hookledger:{tag}:{key}`, which
                   marks the batch as ours so reconcile can adopt it after a crash
                   between "create" and "register"
       adopt       (key, batch, gemini) -> ledger context for an adopted orphan
-      writeback   (writes, record, result) -> stage result documents in the settling commit
-      outbox      (record, result, options) -> side effects recorded in the settling commit
+      writeback   (writes, record, result) -> stage result documents in the settling commit,
+                  only into the collections its app declared
+      outbox      (record, result) -> side effects recorded in the settling commit
       request_keys (record) -> the batch's request keys in request order, which settlement
                   uses to place result rows that echo no key (docs/architecture.md,
                   "Settlement"); None when the kind does not know them
@@ -30,48 +32,30 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from shared.errors import TransientError
 
 if TYPE_CHECKING:  # nothing heavy at import; these are for the type checker
-    from shared.config import Config
     from shared.gemini import BatchStatus, BatchSummary, GeminiGateway
     from shared.github import CommentsClient
     from shared.github.checks import ChecksClient
+    from shared.github.rest import GitHubApi
     from shared.ledger import Operation, OutboxItem
-    from shared.ledger.protocols import ReviewLedger, ReviewWrites
+    from shared.ledger.protocols import DeliveryLedger, ResultWrites
 
 TAG_PREFIX = "hookledger:"
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
 
 Adopt = Callable[[str, "BatchSummary", "GeminiGateway"], dict[str, Any]]
 """`adopt(key, batch, gemini)`: the ledger context for an orphan tagged with this kind."""
-Writeback = Callable[["ReviewWrites", "Operation", "BatchStatus"], None]
+Writeback = Callable[["ResultWrites", "Operation", "BatchStatus"], None]
 """`writeback(writes, record, result)`: stage result documents; runs inside the commit."""
-OutboxItems = Callable[["Operation", "BatchStatus", "KindOptions"], Sequence[Mapping[str, Any]]]
-"""`outbox(record, result, options)`: payloads to record in the settling commit."""
+OutboxItems = Callable[["Operation", "BatchStatus"], Sequence[Mapping[str, Any]]]
+"""`outbox(record, result)`: payloads to record in the settling commit."""
 RequestKeys = Callable[["Operation"], "Sequence[str] | None"]
 """`request_keys(record)`: the request keys in the order they were submitted, or None."""
-
-
-@dataclass(frozen=True)
-class KindOptions:
-    """Deployment switches a kind reads when it settles (from `Config`)."""
-
-    github_comments: bool = False
-    # The review as a GitHub check run (shared/kinds/review/check_runs.py).
-    github_check_runs: bool = False
-    console_url: str = ""  # a check run's details link: the operation's console page
-
-    @classmethod
-    def from_config(cls, config: Config) -> KindOptions:
-        return cls(
-            github_comments=config.github_comments,
-            github_check_runs=config.github_check_runs,
-            console_url=config.console_url,
-        )
 
 
 @dataclass(frozen=True)
@@ -87,6 +71,8 @@ class OperationKind:
     # the adopter of an orphan: None for a batch that is no re-run, or a kind with none.
     generation_of: Callable[[str], str | None] | None = field(default=None, compare=False)
     needs: tuple[str, ...] = field(default=(), compare=False)
+    # The app that registered the kind (set by `register`); "" for a generic kind.
+    app: str = field(default="", compare=False)
 
     def make_tag(self, key: str) -> str:
         """The display name that marks a batch of this kind as ours."""
@@ -100,18 +86,21 @@ class ParsedTag(NamedTuple):
 
 _KINDS: dict[str, OperationKind] = {}
 _BY_TAG: dict[str, OperationKind] = {}
-_DELIVERERS: dict[str, Any] = {}  # payload kind → DeliverWith
+_DELIVERERS: dict[str, tuple[Any, str]] = {}  # payload kind → (DeliverWith, app)
 
 
-def register(kind: OperationKind) -> OperationKind:
-    """Register `kind` (once: a second, different kind with the same name or tag is an error)."""
+def register(kind: OperationKind, app: str = "") -> OperationKind:
+    """Register `kind` as `app`'s (once: another kind with the same name or tag, or the
+    same kind from another app, is an error)."""
     for token in (kind.name, kind.tag):
         if not _TOKEN.fullmatch(token):
             raise ValueError(f"kind name and tag must match {_TOKEN.pattern}, got {token!r}")
-    for table, key in ((_KINDS, kind.name), (_BY_TAG, kind.tag)):
+    kind = replace(kind, app=app or kind.app)
+    for table, key, what in ((_KINDS, kind.name, "kind"), (_BY_TAG, kind.tag, "batch tag")):
         existing = table.get(key)
-        if existing is not None and existing != kind:
-            raise ValueError(f"operation kind {key!r} is already registered")
+        if existing is not None and (existing != kind or existing.app != kind.app):
+            owner = f" by app {existing.app!r}" if existing.app else ""
+            raise ValueError(f"{what} {key!r} is already registered{owner}")
     _KINDS[kind.name] = kind
     _BY_TAG[kind.tag] = kind
     return kind
@@ -123,8 +112,14 @@ def get(name: str) -> OperationKind:
     return _KINDS.get(name) or generic(name)
 
 
+def registered() -> list[OperationKind]:
+    """Every registered kind, by name."""
+    _load_builtin()
+    return [_KINDS[name] for name in sorted(_KINDS)]
+
+
 def built_in(token: str) -> bool:
-    """True when a kind module uses `token` as its name or tag (a generic kind may not)."""
+    """True when a registered kind uses `token` as its name or tag (a generic kind may not)."""
     _load_builtin()
     return token in _KINDS or token in _BY_TAG
 
@@ -169,7 +164,10 @@ class DeliveryServices(Protocol):
     """What an outbox deliverer may use; the worker's `HandlerContext` provides it."""
 
     @property
-    def ledger(self) -> ReviewLedger: ...
+    def ledger(self) -> DeliveryLedger: ...
+
+    @property
+    def github_api(self) -> GitHubApi: ...
 
     @property
     def comments(self) -> CommentsClient: ...
@@ -184,14 +182,15 @@ class DeliveryServices(Protocol):
 DeliverWith = Callable[["OutboxItem", DeliveryServices], None]
 
 
-def register_deliverer(payload_kind: str) -> Callable[[DeliverWith], DeliverWith]:
+def register_deliverer(payload_kind: str, app: str = "") -> Callable[[DeliverWith], DeliverWith]:
     """Register how outbox payloads with `{"kind": payload_kind, …}` are delivered."""
 
     def decorate(fn: DeliverWith) -> DeliverWith:
         existing = _DELIVERERS.get(payload_kind)
-        if existing is not None and existing is not fn:
-            raise ValueError(f"an outbox deliverer for {payload_kind!r} is already registered")
-        _DELIVERERS[payload_kind] = fn
+        if existing is not None and existing[0] is not fn:
+            owner = f" by app {existing[1]!r}" if existing[1] else ""
+            raise ValueError(f"an outbox deliverer for {payload_kind!r} is registered{owner}")
+        _DELIVERERS[payload_kind] = (fn, app)
         return fn
 
     return decorate
@@ -220,16 +219,19 @@ class Deliverers:
         _load_builtin()
         payload = item.payload
         kind = payload.get("kind") if isinstance(payload, Mapping) else None
-        fn = _DELIVERERS.get(kind) if isinstance(kind, str) else None
+        found = _DELIVERERS.get(kind) if isinstance(kind, str) else None
+        fn = found[0] if found is not None else None
         if fn is None or self._services is None:
             missing = "deliverer" if fn is None else "services"
             raise NoDeliverer(
                 f"operation {item.operation}: no outbox {missing} for payload kind {kind!r} "
                 f"(item {item.idempotency_key})"
             )
-        fn(item, self._services)
+        for_app = getattr(self._services, "for_app", None)  # the deliverer's app's view
+        app = found[1] if found is not None else ""
+        fn(item, for_app(app) if app and for_app is not None else self._services)
 
 
 def _load_builtin() -> None:
-    """Import the built-in kind modules (they register themselves); cheap after the first call."""
-    from shared.kinds import cancel, review  # noqa: F401
+    """Import the core's kind modules (they register themselves); cheap after the first call."""
+    from shared.kinds import cancel  # noqa: F401

@@ -39,11 +39,11 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     # ledger.outbox (outbox.py)
     .deliver(name, deliver) -> int                                   # items delivered now
     .sweep(deliver, older_than=timedelta(seconds=60), limit=100, stop=None) -> SweepReport
-    # ledger.reviews (results.py); write-backs: settle(..., writeback=fn) calls
-    # fn(writes: ResultWrites, record), and writes.put_review(repo, sha, path, fields) stages
-    .get_review(repo, sha, path) -> dict | None
-    .reviews_for(operation_name, limit=1000) / .reviews_for_push(repo, sha, limit=1000)
-    .count_for_push(repo, sha) -> int
+    # ledger.results (results.py: apps' result documents); write-backs: settle(...,
+    # writeback=fn) calls fn(writes: ResultWrites, record); writes.put(collection, id, fields)
+    .get(collection, id) -> dict | None
+    .where(collection, limit=1000, order_by=None, **equals) / .count(collection, **equals)
+    .update(collection, id, change) -> dict | None    # read-modify-write, one transaction
     # ledger.submissions (submissions.py: one winning batch per push)
     .claim(tag, *, delivery_id, attempt, lease_until, now, context) -> Claimed
     .take_over(stale, ...) / .release(tag, ...) / .get(tag)
@@ -110,7 +110,6 @@ from shared.ledger.errors import (
     UnknownDelivery,
     WritebackFailed,
 )
-from shared.ledger.ids import review_doc_id
 from shared.ledger.installations import Applied, Installation, Installations
 from shared.ledger.operations import Operations
 from shared.ledger.outbox import Outbox, OutboxPolicy
@@ -124,7 +123,6 @@ from shared.ledger.records import (
     OPERATION_STATUSES,
     OPERATIONS,
     PENDING,
-    REVIEWS,
     SETTLED_BY,
     STUCK_ALERTED_AT,
     SUBMISSIONS,
@@ -148,7 +146,7 @@ from shared.ledger.records import (
     delivery_from,
     submission_from,
 )
-from shared.ledger.results import ResultWrites, Reviews, Writeback
+from shared.ledger.results import Results, ResultWrites, Writeback
 from shared.ledger.runs import (
     RECONCILE_RUNS,
     RECONCILE_STATE,
@@ -172,7 +170,6 @@ __all__ = [
     "PENDING",
     "RECONCILE_RUNS",
     "RECONCILE_STATE",
-    "REVIEWS",
     "SETTLED_BY",
     "STUCK_ALERTED_AT",
     "SUBMISSIONS",
@@ -200,6 +197,7 @@ __all__ = [
     "ReconcileRun",
     "Recorded",
     "ResultWrites",
+    "Results",
     "Settled",
     "Settlement",
     "StoreUnavailable",
@@ -208,7 +206,6 @@ __all__ = [
     "UnknownDelivery",
     "Writeback",
     "WritebackFailed",
-    "review_doc_id",
 ]
 
 log = get_logger("ledger")
@@ -226,7 +223,7 @@ class Ledger:
     operations: Operations
     outbox: Outbox
     deliveries: Deliveries
-    reviews: Reviews
+    results: Results
     submissions: Submissions
     queries: Queries
     console: ConsoleQueries
@@ -257,7 +254,7 @@ class Ledger:
             commits, self.operations, clock, outbox_policy or OutboxPolicy(), retention=retention
         )
         self.deliveries = Deliveries(commits, clock, retention=retention)
-        self.reviews = Reviews(commits)
+        self.results = Results(commits)
         self.submissions = Submissions(commits, self.operations, self.deliveries)
         self.queries = Queries(commits, self.operations)
         self.console = ConsoleQueries(commits, self.operations)

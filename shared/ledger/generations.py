@@ -129,7 +129,7 @@ def next_generation(
     snapshot = commits.read(ref, f"submission {push_tag}")
     stored = submission_from(snapshot.to_dict() or {}, push_tag) if snapshot.exists else None
     if stored is None or not stored.operation:
-        raise InvalidArgument(f"submission {push_tag}: no review to re-run")
+        raise InvalidArgument(f"submission {push_tag}: no submission to re-run")
     data = snapshot.to_dict() or {}
     previous = data.get("current") or stored.operation
     generation = int(data.get("generation") or 0) + 1

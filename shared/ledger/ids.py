@@ -2,7 +2,6 @@
 
 - `operations/{opnames.encode(name)}`: reversible, so a listing can show the name;
 - `deliveries/{source}:{opnames.encode(delivery_id)}`;
-- `reviews/{sha256(repo \\n sha \\n path)}`: a hash, since a path may be arbitrarily long;
 - `submissions/{opnames.encode(tag)}`, or `%sha256-{hex}` when the encoding would not fit
   (`encode` never writes `%s`, so the two forms cannot collide);
 - `reconcile_runs/{random hex}-{finished_at}`: random first, never in time order;
@@ -48,14 +47,6 @@ def delivery_id(source: str, delivery_id: str) -> str:
         return f"{source}:{opnames.encode(delivery_id)}"
     except ValueError as exc:
         raise InvalidArgument(f"delivery id from {source}: {exc}") from exc
-
-
-def review_doc_id(repo: str, sha: str, path: str) -> str:
-    """The `reviews` document id of one file at one commit: sha256 hex of the three, by "\\n"."""
-    for what, value in (("repo", repo), ("sha", sha), ("path", path)):
-        if not isinstance(value, str) or not value:
-            raise InvalidArgument(f"review {what} must be a non-empty string, got {value!r}")
-    return hashlib.sha256("\n".join((repo, sha, path)).encode("utf-8")).hexdigest()
 
 
 def submission_id(tag: str) -> str:

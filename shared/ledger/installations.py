@@ -3,7 +3,7 @@
 The worker records each `installation` and `installation_repositories` event here
 (shared/builtin_handlers.py), and a push from an installation recorded deleted or
 suspended, or from a repository it no longer covers, is ignored before anything is
-fetched (shared/kinds/review/installations.py). Fields (docs/architecture.md,
+fetched (by an app that checks it, e.g. apps/*/installations.py). Fields (docs/architecture.md,
 "installations/{id}"):
 
     installation_id, account        GitHub's id and the account's login

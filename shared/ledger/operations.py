@@ -561,7 +561,7 @@ def _stage(writeback: Writeback, writes: ResultWrites, record: Operation) -> Non
     or settle-without.
 
     ABORTED (lock contention on its reads) propagates for the commit's backoff; a
-    non-retryable error (`errors.retryable` false, e.g. `InvalidArgument` from `put_review`)
+    non-retryable error (`errors.retryable` false, e.g. `InvalidArgument` from `writes.put`)
     becomes `_WritebackRejected`, and the operation settles with the reason; an exception
     outside the error tree that is not Firestore's (a bug) becomes `_WritebackFault`,
     counted on the operation (`WritebackFaulted`); a transient error of the tree or of

@@ -20,10 +20,10 @@ methods promise is one suite every implementation must pass
     RunRecords        Runs           reconcile.run                  record
     SupersedeLedger   Ledger         kinds.cancel.supersede         operations.record_superseded,
                                                                     outbox.deliver
-    PushLedger        Ledger         kinds.review.pipeline          + operations.get, submissions,
+    PushLedger        Ledger         submission.Submitter           + operations.get, submissions,
                                                                     installations.get
     AdoptionLedger    Ledger         reconcile.adoption             + watermark
-    ReviewLedger      Ledger         kinds.DeliveryServices         reviews.reviews_for_push,
+    DeliveryLedger    Ledger         kinds.DeliveryServices         results.where,
                                                                     submissions.get (re-runs)
     ReconcileLedger   Ledger         reconcile.run.Reconciler       all of the reconcile ones
 """
@@ -44,13 +44,14 @@ from shared.ledger.records import (
     Submission,
     SweepReport,
 )
-from shared.ledger.results import ReviewWrites, Writeback
+from shared.ledger.results import Writeback, Writes
 from shared.ledger.submissions import Claimed, Winner
 
 __all__ = [
     "AdoptionLedger",
     "AlertLedger",
     "DeferLedger",
+    "DeliveryLedger",
     "DueLedger",
     "InstallationReads",
     "OperationMarks",
@@ -61,9 +62,8 @@ __all__ = [
     "ReconcileLedger",
     "ReconcileOperations",
     "ReconcileOutbox",
-    "ReviewLedger",
-    "ReviewReads",
-    "ReviewWrites",
+    "ResultReads",
+    "ResultWrites",
     "RunRecords",
     "SettleLedger",
     "SubmissionStore",
@@ -277,13 +277,20 @@ class AdoptionLedger(PushLedger, Protocol):
     def watermark(self) -> WatermarkStore: ...
 
 
-class ReviewReads(Protocol):
-    def reviews_for_push(self, repo: str, sha: str, limit: int = 1000) -> list[dict[str, Any]]: ...
+ResultWrites = Writes
 
 
-class ReviewLedger(Protocol):
+class ResultReads(Protocol):
+    def get(self, collection: str, document: str) -> dict[str, Any] | None: ...
+
+    def where(
+        self, collection: str, limit: int = 1000, order_by: str | None = None, **equals: Any
+    ) -> list[dict[str, Any]]: ...
+
+
+class DeliveryLedger(Protocol):
     @property
-    def reviews(self) -> ReviewReads: ...
+    def results(self) -> ResultReads: ...
 
     @property
     def operations(self) -> OperationReads: ...

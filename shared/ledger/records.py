@@ -16,7 +16,6 @@ from shared import opnames
 
 OPERATIONS = "operations"
 DELIVERIES = "deliveries"
-REVIEWS = "reviews"
 SUBMISSIONS = "submissions"
 INSTALLATIONS = "installations"
 # `bodies/{source}:{sha256}`: which delivery first carried a body, for the sources that

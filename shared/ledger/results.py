@@ -1,76 +1,118 @@
-"""Write-backs: what a settlement writes besides the operation, in the same transaction.
+"""Results: the documents apps write into the collections they declared.
 
-A write-back never touches Firestore itself: it receives `ResultWrites`, which stages
-documents on the settling transaction, so they commit with the status flip or not at all
-(docs/architecture.md, "Settlement"). The read side (`Reviews`) serves the CLI and console.
+Two ways in, both checked (a collection must be an app's, never one of the ledger's own;
+an id must be a valid Firestore id; fields must be storable):
+- a settlement's write-back receives `ResultWrites`, which stages documents on the
+  settling transaction, so they commit with the status flip or not at all
+  (docs/architecture.md, "Settlement");
+- a handler uses `Results` (`get`, `where`, `count`, and `update`: a read-modify-write in
+  one transaction, retried on contention), for results that need no Gemini job.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol
 
 from google.cloud import firestore
 
+from shared.documents import CORE_COLLECTIONS, DELETE, doc_id
 from shared.ledger.commits import Commits
 from shared.ledger.errors import InvalidArgument
-from shared.ledger.ids import check_limit, review_doc_id
-from shared.ledger.records import REVIEWS, Operation
+from shared.ledger.ids import check_limit
+from shared.ledger.records import Operation
 
-# Fields a review document always carries, set by the ledger, never by the caller.
-REVIEW_KEYS = frozenset({"repo", "sha", "path", "operation"})
+__all__ = ["DELETE", "ResultWrites", "Results", "Writeback", "Writes", "doc_id"]
+
 # Below Firestore's 1 MiB document limit, with room for the field names and overhead.
-MAX_REVIEW_BYTES = 1_000_000
+MAX_RESULT_BYTES = 1_000_000
+# The field every written-back document carries: the operation whose settlement wrote it.
+OPERATION_FIELD = "operation"
+
+
+def check_target(collection: str, document: str, allowed: Collection[str] | None) -> str:
+    """The subject of a write to `collection/document` for messages; InvalidArgument when
+    the collection is the ledger's, not in `allowed`, or the id is unusable."""
+    if not isinstance(collection, str) or not collection or "/" in collection:
+        raise InvalidArgument(f"collection must be a name, got {collection!r}")
+    if collection in CORE_COLLECTIONS:
+        raise InvalidArgument(f"collection {collection!r} is the ledger's own")
+    if allowed is not None and collection not in allowed:
+        raise InvalidArgument(
+            f"collection {collection!r} is not one this app declared ({sorted(allowed)})"
+        )
+    if (
+        not isinstance(document, str)
+        or not document
+        or "/" in document
+        or document in (".", "..")
+        or len(document.encode("utf-8", errors="surrogatepass")) > 1500
+        or (document.startswith("__") and document.endswith("__"))
+    ):
+        raise InvalidArgument(f"{collection}: {document!r} is not a usable document id")
+    return f"{collection}/{document}"
+
+
+def check_fields(subject: str, fields: Any, reserved: Collection[str] = ()) -> dict[str, Any]:
+    if not isinstance(fields, Mapping) or not all(isinstance(k, str) for k in fields):
+        raise InvalidArgument(f"{subject}: fields must be a str-keyed mapping")
+    clash = set(reserved).intersection(fields)
+    if clash:
+        raise InvalidArgument(f"{subject}: fields may not set {sorted(clash)}")
+    size = _approx_bytes(fields)
+    if size > MAX_RESULT_BYTES:
+        raise InvalidArgument(f"{subject}: {size} bytes, over {MAX_RESULT_BYTES}")
+    return dict(fields)
 
 
 class ResultWrites:
     """Stages result documents on one settlement's transaction.
 
-    Called again on each retry, so a write-back must have no effect outside it. Result
-    documents go through named methods (`put_review`), so only the ledger names
-    collections; `transaction` is the raw transaction, for tests and benchmarks.
+    Called again on each retry, so a write-back must have no effect outside it. Every
+    document gets `operation` (this settlement's name). `allowed`: the collections the
+    kind's app declared (None: any app collection, for tests and benchmarks);
+    `transaction` is the raw transaction, for tests and benchmarks.
     """
 
-    def __init__(self, transaction: Any, client: Any, record: Operation) -> None:
+    def __init__(
+        self,
+        transaction: Any,
+        client: Any,
+        record: Operation,
+        allowed: Collection[str] | None = None,
+    ) -> None:
         self.transaction = transaction
         self._client = client
         self._record = record
+        self._allowed = allowed
 
-    def put_review(
-        self, repo: str, sha: str, path: str, fields: Mapping[str, Any], *, replace: bool = True
+    def scoped(self, allowed: Collection[str]) -> ResultWrites:
+        """These writes, limited to `allowed` (an app's collections)."""
+        return ResultWrites(self.transaction, self._client, self._record, frozenset(allowed))
+
+    def put(
+        self, collection: str, document: str, fields: Mapping[str, Any], *, replace: bool = True
     ) -> str:
-        """Stage the `reviews` document of (repo, sha, path); returns its id.
+        """Stage `collection/document` holding `fields` and `operation`; returns the id.
 
-        The document holds `repo`, `sha`, `path`, `operation` (this settlement's) and
-        `fields`, replacing any earlier one; with `replace=False` it is created, so the
-        commit fails if it exists (a benchmark's proof that a write-back ran once). Input
-        Firestore would refuse (not a str-keyed mapping, a reserved key, text that is not
-        UTF-8, over `MAX_REVIEW_BYTES`) raises InvalidArgument and stages nothing, so a
-        write-back can record that file's error instead of failing the whole commit.
+        With `replace=False` it is created, so the commit fails if it exists (a benchmark's
+        proof that a write-back ran once). Input Firestore would refuse (not a str-keyed
+        mapping, `operation` set, text that is not UTF-8, over `MAX_RESULT_BYTES`, a
+        collection not the app's) raises InvalidArgument and stages nothing, so a write-back
+        can record that item's error instead of failing the whole commit.
         """
-        subject = f"review {repo}@{sha}:{path!r}"
+        subject = check_target(collection, document, self._allowed)
+        doc = check_fields(subject, fields, (OPERATION_FIELD,))
+        doc[OPERATION_FIELD] = self._record.name
         try:
-            doc_id = review_doc_id(repo, sha, path)
-        except UnicodeEncodeError as exc:
-            raise InvalidArgument(f"{subject}: not valid UTF-8: {exc}") from exc
-        if not isinstance(fields, Mapping) or not all(isinstance(k, str) for k in fields):
-            raise InvalidArgument(f"{subject}: fields must be a str-keyed mapping")
-        clash = REVIEW_KEYS.intersection(fields)
-        if clash:
-            raise InvalidArgument(f"{subject}: fields may not set {sorted(clash)}")
-        doc = {"repo": repo, "sha": sha, "path": path, "operation": self._record.name, **fields}
-        size = _approx_bytes(doc)
-        if size > MAX_REVIEW_BYTES:
-            raise InvalidArgument(f"{subject}: {size} bytes, over {MAX_REVIEW_BYTES}")
-        try:
-            ref = self._client.collection(REVIEWS).document(doc_id)
+            ref = self._client.collection(collection).document(document)
             if replace:
                 self.transaction.set(ref, doc)
             else:
                 self.transaction.create(ref, doc)
         except (TypeError, ValueError) as exc:  # the client could not encode a value
             raise InvalidArgument(f"{subject}: Firestore cannot store these fields: {exc}") from exc
-        return doc_id
+        return document
 
 
 def _approx_bytes(value: Any) -> int:
@@ -86,63 +128,103 @@ def _approx_bytes(value: Any) -> int:
     return 8
 
 
-class ReviewWrites(Protocol):
+class Writes(Protocol):
     """What a write-back may call on the writes it is given (`ResultWrites` in Firestore)."""
 
-    def put_review(
-        self, repo: str, sha: str, path: str, fields: Mapping[str, Any], *, replace: bool = True
+    def put(
+        self, collection: str, document: str, fields: Mapping[str, Any], *, replace: bool = True
     ) -> str: ...
 
 
-Writeback = Callable[[ReviewWrites, Operation], None]
+Writeback = Callable[[Writes, Operation], None]
 """`writeback(writes, record)`: stage result documents through `writes` (reads first, if any).
 
 Called again on each retry, so it must not have effects outside `writes`."""
 
 
-class Reviews:
-    """Read-only access to `reviews` documents."""
+class Results:
+    """Result documents outside a settlement: reads, and one-document read-modify-writes.
 
-    def __init__(self, commits: Commits) -> None:
+    `allowed`: the collections of the app using it (None: any app collection, for the CLI,
+    the console and tests). See `scoped`.
+    """
+
+    def __init__(self, commits: Commits, allowed: Collection[str] | None = None) -> None:
         self._commits = commits
+        self._allowed = None if allowed is None else frozenset(allowed)
 
-    def get_review(self, repo: str, sha: str, path: str) -> dict[str, Any] | None:
-        """The stored review of `path` at `sha` in `repo`, or None."""
-        doc_id = review_doc_id(repo, sha, path)
-        ref = self._commits.collection(REVIEWS).document(doc_id)
-        snapshot = self._commits.read(ref, f"review {repo}@{sha}:{path}")
+    def scoped(self, allowed: Collection[str]) -> Results:
+        return Results(self._commits, allowed)
+
+    def get(self, collection: str, document: str) -> dict[str, Any] | None:
+        """The document's fields, or None."""
+        subject = check_target(collection, document, None)
+        ref = self._commits.collection(collection).document(document)
+        snapshot = self._commits.read(ref, subject)
         return (snapshot.to_dict() or {}) if snapshot.exists else None
 
-    def reviews_for(self, operation_name: str, limit: int = 1000) -> list[dict[str, Any]]:
-        """Up to `limit` reviews written by the settlement of `operation_name`, by path."""
-        if not isinstance(operation_name, str) or not operation_name:
-            raise InvalidArgument(f"operation name must be a non-empty string: {operation_name!r}")
+    def where(
+        self, collection: str, limit: int = 1000, order_by: str | None = None, **equals: Any
+    ) -> list[dict[str, Any]]:
+        """Up to `limit` documents whose fields equal `equals` (equality filters only: no
+        composite index needed), sorted by `order_by` in memory when given."""
+        query = self._query(collection, equals)
         check_limit(limit)
-        query = (
-            self._commits.collection(REVIEWS)
-            .where(filter=firestore.FieldFilter("operation", "==", operation_name))
-            .limit(limit)
-        )
-        found = [s.to_dict() or {} for s in self._commits.stream(query, "reviews_for")]
-        return sorted(found, key=lambda doc: str(doc.get("path", "")))
+        found = [
+            s.to_dict() or {}
+            for s in self._commits.stream(query.limit(limit), f"results {collection}")
+        ]
+        if order_by is not None:
+            found.sort(key=lambda doc: str(doc.get(order_by, "")))
+        return found
 
-    def reviews_for_push(self, repo: str, sha: str, limit: int = 1000) -> list[dict[str, Any]]:
-        """Up to `limit` reviews of the push `repo@sha`, by path (equality filters only)."""
-        query = self._push(repo, sha)
+    def ids_where(self, collection: str, limit: int = 1000, **equals: Any) -> list[str]:
+        """The ids of up to `limit` documents whose fields equal `equals`."""
         check_limit(limit)
-        query = query.limit(limit)
-        found = [s.to_dict() or {} for s in self._commits.stream(query, "reviews_for_push")]
-        return sorted(found, key=lambda doc: str(doc.get("path", "")))
+        query = self._query(collection, equals).limit(limit)
+        return [s.id for s in self._commits.stream(query, f"results {collection}")]
 
-    def count_for_push(self, repo: str, sha: str) -> int:
-        """How many reviews the push `repo@sha` has (a server-side count)."""
-        return self._commits.count(self._push(repo, sha), "count_reviews_for_push")
+    def count(self, collection: str, **equals: Any) -> int:
+        """How many documents match (a server-side count)."""
+        return self._commits.count(self._query(collection, equals), f"results {collection}")
 
-    def _push(self, repo: str, sha: str) -> Any:
-        if not all(isinstance(v, str) and v for v in (repo, sha)):
-            raise InvalidArgument(f"repo and sha must be non-empty strings: {repo!r}, {sha!r}")
-        return (
-            self._commits.collection(REVIEWS)
-            .where(filter=firestore.FieldFilter("repo", "==", repo))
-            .where(filter=firestore.FieldFilter("sha", "==", sha))
-        )
+    def update(
+        self,
+        collection: str,
+        document: str,
+        change: Callable[[dict[str, Any] | None], Mapping[str, Any] | object | None],
+    ) -> dict[str, Any] | None:
+        """Read `collection/document`, call `change(stored or None)` and write what it
+        returns, in one transaction: `change` returns the new fields (replacing the
+        document), `DELETE`, or None to leave it. Retried on contention, so `change` must
+        have no other effect. Returns what is stored after."""
+        subject = check_target(collection, document, self._allowed)
+        ref = self._commits.collection(collection).document(document)
+
+        def once() -> dict[str, Any] | None:
+            transaction = self._commits.client.transaction(max_attempts=1)
+            return firestore.transactional(in_transaction)(transaction)
+
+        def in_transaction(txn: Any) -> dict[str, Any] | None:
+            # Read inside the transaction: Firestore holds it until the commit.
+            snapshot = ref.get(transaction=txn, timeout=self._commits.timeout_s)
+            stored = (snapshot.to_dict() or {}) if snapshot.exists else None
+            wanted = change(None if stored is None else dict(stored))
+            if wanted is None:
+                return stored
+            if wanted is DELETE:
+                if stored is not None:
+                    txn.delete(ref)
+                return None
+            fields = check_fields(subject, wanted)
+            txn.set(ref, fields)
+            return fields
+
+        return self._commits.retrying(subject, once)
+
+    def _query(self, collection: str, equals: Mapping[str, Any]) -> Any:
+        check_target(collection, "x", None)
+        query = self._commits.collection(collection)
+        for name, value in equals.items():
+            query = query.where(filter=firestore.FieldFilter(name, "==", value))
+        return query

@@ -14,7 +14,7 @@ from shared.clock import Clock, system_clock
 from shared.clock import monotonic as system_monotonic
 from shared.config import Config
 from shared.gemini import GeminiGateway
-from shared.kinds import Deliverers, KindOptions
+from shared.kinds import Deliverers
 from shared.ledger import LedgerError, Operation
 from shared.ledger.protocols import ReconcileLedger
 from shared.reconcile import fanout
@@ -51,7 +51,6 @@ class Reconciler:
         *,
         enqueue_page: fanout.EnqueuePage | None = None,
         deliver: Deliver | None = None,
-        options: KindOptions | None = None,
         sources: Sources | None = None,
     ) -> None:
         self._ledger = ledger
@@ -67,7 +66,6 @@ class Reconciler:
         settler = Settler(
             ledger,
             gemini,
-            options or KindOptions(),
             self._deliver,
             clock=clock,
             # Two checks in a row, the backoff's first delay apart, may call a batch gone.
@@ -90,15 +88,13 @@ class Reconciler:
         """A Reconciler with the deployment's settings (`RECONCILE_*`, `STUCK_AFTER_S`).
 
         `extra` may override any `ReconcileSettings` field (e.g. `adopt_orphans=False`)
-        and pass `clock`, `enqueue_page`, `deliver` or `sources`; the kinds' options
-        (`GITHUB_COMMENTS`) come from `config`.
+        and pass `clock`, `enqueue_page`, `deliver` or `sources`.
         """
         names = field_names()
         overrides = {key: value for key, value in extra.items() if key in names}
         rest = {key: value for key, value in extra.items() if key not in names}
         clock = rest.pop("clock", system_clock)
         settings = ReconcileSettings.from_config(config, **overrides)
-        rest.setdefault("options", KindOptions.from_config(config))
         return cls(ledger, gemini, clock, settings, **rest)
 
     @property

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from apps.review.check_runs import CHECK_RUN
+from apps.review.checks import CHECK_NAME
 from local.chaos import REDUCED_SIZES, SCENARIOS, Chaos, ChaosStack
 from local.chaos.invariants import check_run_problems, review_problems, settle_log_counts
 from local.chaos.load import Push
-from shared.kinds.review.check_runs import CHECK_RUN
-from shared.kinds.review.checks import CHECK_NAME
 from shared.ledger import Operation, OutboxItem
 
 

@@ -3,6 +3,7 @@ settled by the reconcile loop, and Ctrl-C leaving no process behind."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -35,22 +36,14 @@ def make_run_env(ports: dict[str, int]) -> dict[str, str]:
     }
 
 
-@pytest.fixture
-def make_run():
-    ports = {
-        name: free_port()
-        for name in (
-            "firestore",
-            "tasks",
-            "jwks",
-            "sim",
-            "ingress",
-            "worker",
-            "reconcile",
-            "console",
-        )
-    }
-    env = {**make_run_env(ports), "RECONCILE_EVERY_S": "2", "RECONCILE_GRACE_S": "1"}
+def _ports() -> dict[str, int]:
+    names = ("firestore", "tasks", "jwks", "sim", "ingress", "worker", "reconcile", "console")
+    return {name: free_port() for name in names}
+
+
+@contextlib.contextmanager
+def _make_run(ports: dict[str, int], extra: dict[str, str]):
+    env = {**make_run_env(ports), "RECONCILE_EVERY_S": "2", "RECONCILE_GRACE_S": "1", **extra}
     process = subprocess.Popen(
         ["make", "--no-print-directory", "run"],
         cwd=REPO,
@@ -77,6 +70,12 @@ def make_run():
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(10)
+
+
+@pytest.fixture
+def make_run():
+    with _make_run(_ports(), {}) as running:
+        yield running
 
 
 def _wait(what, check, lines, timeout=90.0):
@@ -159,3 +158,64 @@ def test_make_run_comes_up_settles_a_dropped_webhook_and_stops_cleanly(make_run)
         text=True,
     ).stdout.split()
     assert leftovers == []
+
+
+# An app of the user's own, outside the repository: it records the `issues` events it gets.
+EXTERNAL_APP = """
+from shared import api
+
+app = api.App("triage", collections=["triaged"])
+
+
+@app.handler("github", "issues")
+def on_issue(event, ctx):
+    issue = event.json()["issue"]
+    ctx.results.update(
+        "triaged", api.doc_id(event.delivery_id), lambda stored: {"number": issue["number"]}
+    )
+    return api.Done(f"triaged #{issue['number']}")
+"""
+
+
+@pytest.mark.slow
+def test_an_app_outside_the_repository_gets_an_event_the_built_in_apps_ignore(tmp_path):
+    from google.cloud import firestore
+
+    from shared.config import LOCAL_GITHUB_SECRET
+    from shared.signatures import sign_github
+
+    (tmp_path / "triage_app.py").write_text(EXTERNAL_APP)
+    extra = {
+        "HOOKLEDGER_APPS": "apps.review,apps.articles,apps.classify,triage_app",
+        "PYTHONPATH": str(tmp_path),
+    }
+    with _make_run(_ports(), extra) as (_, ports, lines):
+        _wait("hookledger ready", lambda: any("hookledger ready" in ln for ln in lines), lines)
+        body = json.dumps({"action": "opened", "issue": {"number": 7}}).encode()
+        headers = {
+            "X-GitHub-Event": "issues",
+            "X-GitHub-Delivery": "external-app-1",
+            "X-Hub-Signature-256": sign_github(LOCAL_GITHUB_SECRET, body),
+            "Content-Type": "application/json",
+        }
+        ingress = f"http://127.0.0.1:{ports['ingress']}/github"
+        answer = requests.post(ingress, data=body, headers=headers, timeout=30)
+        assert answer.status_code == 202, answer.text
+
+        os.environ["FIRESTORE_EMULATOR_HOST"] = f"127.0.0.1:{ports['firestore']}"
+        client = firestore.Client(project="demo-hookledger")
+        from shared.documents import doc_id
+
+        ref = client.collection("triaged").document(doc_id("external-app-1"))
+
+        def recorded():
+            found = ref.get(timeout=10)
+            return found.to_dict() if found.exists else None
+
+        assert _wait("the external app's handler ran", recorded, lines) == {"number": 7}
+        delivery = client.collection("deliveries").document("github:external-app-1")
+
+        def status():
+            return (delivery.get(timeout=10).to_dict() or {}).get("status")
+
+        assert _wait("the delivery done", lambda: status() == "done", lines)

@@ -19,14 +19,15 @@ from typing import Any
 
 import pytest
 
+from apps.review.kind import review_tag
+from apps.review.pipeline import ReviewDeps, review_push, submission_for
+from apps.review.reruns import rerun_review
+from apps.review.results import Reviews
 from shared.clock import FakeClock
 from shared.crashpoints import Crashed, crashing_at
 from shared.gemini import GeminiGateway, make_client
 from shared.github import ContentsClient
 from shared.handlers import Attempt, Done, RetryableError
-from shared.kinds.review import review_tag
-from shared.kinds.review.pipeline import ReviewDeps, review_push, submission_for
-from shared.kinds.review.reruns import rerun_review
 from shared.ledger import Ledger, StoreUnavailable
 from shared.reconcile.adoption import IncompleteContext, register_orphan
 from shared.settlement import Settler
@@ -114,10 +115,10 @@ def assert_every_file_has_its_review(world: dict[str, Any], name: str) -> None:
     assert record.context.get("paths") == STORED, record.context
     assert [r["path"] for r in record.context.get("refused") or []] == [MISSING], record.context
     for path in STORED:
-        review = ledger.reviews.get_review(REPO, SHA, path)
+        review = Reviews(ledger).get_review(REPO, SHA, path)
         assert review is not None and review["status"] == "ok", (path, review)
         assert review["operation"] == name and path in review["text"], (path, review)
-    refused = ledger.reviews.get_review(REPO, SHA, MISSING)
+    refused = Reviews(ledger).get_review(REPO, SHA, MISSING)
     assert refused is not None and refused["status"] == "error", refused
 
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
+from apps.review.check_runs import CHECK_RUN, publish_check_run
+from apps.review.checks import CHECK_NAME
 from shared.clock import FakeClock
 from shared.github import GitHubUnavailable
 from shared.github.checks import Annotation
-from shared.kinds.review.check_runs import CHECK_RUN, publish_check_run
-from shared.kinds.review.checks import CHECK_NAME
 from shared.ledger import Operation, OutboxItem
 from shared.ledger.records import ItemLease
 
@@ -96,7 +96,7 @@ class Push:
             submissions=SimpleNamespace(
                 get=lambda tag: SimpleNamespace(current_operation=self.current)
             ),
-            reviews=SimpleNamespace(reviews_for_push=lambda repo, sha: list(self.reviews)),
+            results=SimpleNamespace(where=lambda collection, *a, **equals: list(self.reviews)),
         )
         return SimpleNamespace(ledger=ledger, checks=checks)
 

@@ -18,7 +18,11 @@ nothing changes, the clock moving past every lease a dead attempt left. The inva
 - each review written by the current operation's one settling commit;
 - exactly one check run and one commit comment for the push, both showing the current
   operation;
-- nothing pending, no delivery queued, no outbox item open.
+- nothing pending, no delivery queued, no outbox item open;
+- at the fan-out's own points (`apps.*`), with a second app on `push` (a tally): each app
+  gets the push through its own task and record, both done, and the push's delivery done
+  when both apps are (docs/architecture.md, "Apps"); the worker's tasks are held and
+  delivered again each round, as Cloud Tasks does.
 """
 
 from __future__ import annotations
@@ -31,7 +35,11 @@ from typing import Any
 
 import pytest
 
-from shared import builtin_handlers, crashpoints, handlers
+from apps.review.checks import CHECK_NAME
+from apps.review.kind import review_tag
+from apps.review.reruns import rerun_tag
+from apps.review.results import Reviews
+from shared import api, builtin_handlers, crashpoints, handlers
 from shared.clock import FakeClock
 from shared.config import LOCAL_ENVELOPE_KEY, Config
 from shared.crashpoints import POINTS, Crashed, crashing_at
@@ -40,10 +48,7 @@ from shared.envelope import Envelope, EnvelopeSealer
 from shared.github import CommentsClient
 from shared.github.app import AppAuth, AppCredentials
 from shared.github.checks import ChecksClient
-from shared.kinds import Deliverers, KindOptions
-from shared.kinds.review import review_tag
-from shared.kinds.review.checks import CHECK_NAME
-from shared.kinds.review.reruns import rerun_tag
+from shared.kinds import Deliverers
 from shared.ledger import Ledger
 from shared.ledger.ids import submission_id
 from shared.reconcile import Reconciler, ReconcileSettings
@@ -63,38 +68,44 @@ assert builtin_handlers  # registers the push and Gemini handlers the worker run
 
 
 class HeldTasks:
-    """The queue a deferred delivery goes back to: the world's rounds re-deliver every
-    delivery anyway (Cloud Tasks' retries), so a deferral only needs to be accepted."""
+    """The queue: a task the worker creates (a deferral, one per app of the fan-out) is
+    held, and each round delivers every held task again, as Cloud Tasks' retries would."""
 
     def __init__(self) -> None:
-        self.enqueued: list[str] = []
+        self.held: dict[str, bytes] = {}
 
     def enqueue(self, url: str, body: bytes, headers: Any = None, **options: Any) -> EnqueueResult:
-        self.enqueued.append(str(options.get("task_id")))
-        return EnqueueResult(status="created", task_name=str(options.get("task_id")))
+        task_id = str(options.get("task_id"))
+        status = "duplicate" if task_id in self.held else "created"
+        self.held.setdefault(task_id, body)
+        return EnqueueResult(status=status, task_name=task_id)
+
+
+TALLY = api.App("sweep-tally", collections=["sweep_tally"])
+
+
+def tally_push(event: api.Event, ctx: api.Context) -> api.Outcome:
+    """The second app on `push`: one document per push, written idempotently."""
+    ctx.results.update("sweep_tally", api.doc_id(event.delivery_id), lambda s: {"seen": True})
+    return api.Done("tallied")
 
 
 class World:
     """One push's world: the worker in this process, the stand-in Gemini, and GitHub (the
     simulator) for the App's check run and commit comment."""
 
-    def __init__(self, firestore_client: Any, simulator: Any) -> None:
+    def __init__(self, firestore_client: Any, simulator: Any, fan_out: bool = False) -> None:
         self.clock = FakeClock(datetime.now(UTC))
+        self.fan_out = fan_out
         self.pressed_at = self.clock()
         self.sha = uuid.uuid4().hex + "0" * 8
         self.tag = review_tag(REPO, self.sha)
         self.ledger = Ledger(firestore_client, clock=self.clock, grace=timedelta(0))
         self.gemini = RacingGemini(clock=self.clock)
         self.simulator = simulator
-        self.options = KindOptions(
-            github_comments=True, github_check_runs=True, console_url=CONSOLE
-        )
-        self.config = Config(
-            github_comments=True,
-            github_check_runs=True,
-            console_url=CONSOLE,
-            worker_max_retries=1000,
-        )
+        self.config = Config(worker_max_retries=1000)
+        if fan_out:  # a second app on the push: the worker hands it to each app apart
+            TALLY.handler("github", "push")(tally_push)
         registered = simulator.control.register_github_app()
         installed = simulator.control.install_github_app(
             registered["id"], REPO.split("/")[0], repositories=[REPO]
@@ -106,12 +117,13 @@ class World:
             timeout_s=5,
         )
         quick = {"timeout_s": 5, "attempts": 2}
+        self.tasks = HeldTasks()
         clients = {
             "gemini": self.gemini,
             "github": StandInContents(),
             "comments": CommentsClient(simulator.url, auth=auth, sleep=lambda s: None, **quick),
             "checks": ChecksClient(simulator.url, auth=auth, sleep=lambda s: None, **quick),
-            "tasks": HeldTasks(),
+            "tasks": self.tasks,
         }
         self.worker = Worker(
             self.config,
@@ -149,6 +161,8 @@ class World:
             "installation": {"id": self.installation},
         }
         self.deliver("github", "push", "push-1", body)
+        for sealed in list(self.tasks.held.values()):  # each app's task, and deferrals
+            self.survive(lambda sealed=sealed: self.worker.handle("POST", "/", {}, sealed))
 
     def reruns(self) -> None:
         """Both presses, once the push's check run exists (only then is there a button)."""
@@ -183,7 +197,6 @@ class World:
             self.clock,
             settings,
             deliver=Deliverers(self.services),
-            options=self.options,
         )
         self.survive(reconciler.run)
 
@@ -256,12 +269,19 @@ def assert_nothing_lost_or_doubled(world: World, point: str) -> None:
         delivery = world.ledger.deliveries.get("github", delivery_id)
         assert delivery is not None and delivery.status == "done", (point, delivery)
     for path in FILES:
-        review = world.ledger.reviews.get_review(REPO, world.sha, path)
+        review = Reviews(world.ledger).get_review(REPO, world.sha, path)
         assert review is not None and review["operation"] == newer, (point, path, review)
     [run] = world.runs()
     assert run["status"] == "completed" and run["details_url"].endswith(newer), (point, run)
     [comment] = world.comments()
     assert newer in comment["body"], (point, comment["body"])
+    if not world.fan_out:
+        return
+    for app in ("review", "sweep-tally"):  # each app's own record of the push, done
+        own = world.ledger.deliveries.get("github", f"push-1#{app}")
+        assert own is not None and own.status == "done", (point, app, own)
+    tally = world.ledger.results.get("sweep_tally", api.doc_id("push-1"))
+    assert tally is not None and tally["seen"] is True, (point, tally)
 
 
 @pytest.mark.parametrize("point", sorted(POINTS))
@@ -269,7 +289,8 @@ def test_a_crash_at_each_point_ends_with_one_batch_one_review_one_comment(
     point, firestore_client, simulator, registry
 ):
     simulator.control.reset()
-    world = World(firestore_client, simulator)
+    # The fan-out's points in a world with a second app on the push; the rest as before.
+    world = World(firestore_client, simulator, fan_out=point.startswith("apps."))
 
     with crashing_at(point) as reached:
         for _ in range(ROUNDS):
@@ -287,10 +308,10 @@ def test_a_crash_at_each_point_ends_with_one_batch_one_review_one_comment(
 
 
 def test_every_crash_point_is_reached_on_the_way_through(firestore_client, simulator, registry):
-    """Without a crash, one push and its presses pass every named point: the sweep
-    crashes at real places."""
+    """Without a crash, one push (to two apps) and its presses pass every named point: the
+    sweep crashes at real places."""
     simulator.control.reset()
-    world = World(firestore_client, simulator)
+    world = World(firestore_client, simulator, fan_out=True)
     reached: list[str] = []
     crashpoints.install(reached.append)
     try:
@@ -309,7 +330,14 @@ def test_every_crash_point_is_reached_on_the_way_through(firestore_client, simul
 
 
 @pytest.fixture
-def registry():
+def registry(monkeypatch):
+    # The review publishes a check run and a comment (its settings, from the environment).
+    for name, value in (
+        ("GITHUB_COMMENTS", "true"),
+        ("GITHUB_CHECK_RUNS", "true"),
+        ("CONSOLE_URL", CONSOLE),
+    ):
+        monkeypatch.setenv(name, value)
     saved = handlers.snapshot()
     yield
     handlers.restore(saved)

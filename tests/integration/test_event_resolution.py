@@ -7,10 +7,10 @@ from datetime import timedelta
 
 import pytest
 
+from apps.review.kind import KIND, review_tag
 from shared.builtin_handlers import echoed_id, event_operation
 from shared.clock import FakeClock
 from shared.gemini import HOOKLEDGER_ID
-from shared.kinds.review import KIND, review_tag
 from shared.ledger import Ledger
 
 TAG = review_tag("o/r", "c" * 40)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from apps.review.results import put_review
 from shared.claims import FirestoreClaimStore
 from shared.clock import FakeClock
 from shared.errors import PermanentError
@@ -49,15 +50,16 @@ def write_every_field(parts: Ledger, clock: FakeClock) -> None:
     ops.mark_not_found("batches/w", clock())
 
     def reviews(writes: Any, record: Any) -> None:
-        writes.put_review("o/r", "s2", "a.md", {"status": "ok", "text": "t", "truncated": True})
-        writes.put_review(
+        put_review(writes, "o/r", "s2", "a.md", {"status": "ok", "text": "t", "truncated": True})
+        put_review(
+            writes,
             "o/r",
             "s2",
             "b.md",
             {"status": "error", "error": "e", "blocked": True, "block_reason": "SAFETY"},
         )
-        writes.put_review(
-            "o/r", "s2", "c.md", {"status": "ok", "text": "", "finish_reason": "MAX_TOKENS"}
+        put_review(
+            writes, "o/r", "s2", "c.md", {"status": "ok", "text": "", "finish_reason": "MAX_TOKENS"}
         )
 
     ops.settle(

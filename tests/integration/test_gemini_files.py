@@ -11,12 +11,13 @@ import pytest
 import requests
 from google.genai import errors, types
 
+from apps.review.kind import KIND, review_tag
+from apps.review.pipeline import ReviewDeps, review_push
+from apps.review.results import Reviews
 from shared.clock import FakeClock
 from shared.gemini import MAX_INLINE_BYTES, GeminiGateway, GeminiRowsUnread, make_client
 from shared.github import ContentsClient
 from shared.handlers import Done
-from shared.kinds.review import KIND, review_tag
-from shared.kinds.review.pipeline import ReviewDeps, review_push
 from shared.ledger import Ledger
 from shared.settlement import GIVE_UP_AFTER, Settler
 
@@ -61,7 +62,7 @@ def test_a_file_result_batch_settles_with_every_row_and_the_right_reviews(
 
     assert status.rows_complete and len(status.rows) == 100
     assert outcome.result == "settled" and outcome.status == "succeeded"
-    reviews = {r["path"]: r for r in ledger.reviews.reviews_for(name)}
+    reviews = {r["path"]: r for r in Reviews(ledger).reviews_for(name)}
     assert sorted(reviews) == paths
     assert reviews["docs/004.md"] == {**reviews["docs/004.md"], "status": "error"}
     assert reviews["docs/004.md"]["error"] == "row 4 refused"
@@ -93,11 +94,11 @@ def test_an_unreadable_results_file_leaves_the_batch_pending_until_a_later_run(
     assert name in str(caught.value) and results_file in str(caught.value)
     record = ledger.operations.get(name)
     assert record is not None and record.pending
-    assert ledger.reviews.reviews_for(name) == []
+    assert Reviews(ledger).reviews_for(name) == []
     later = settler.settle(name, "reconcile")
     assert later.result == "settled" and later.status == "succeeded"
-    assert {r["status"] for r in ledger.reviews.reviews_for(name)} == {"ok"}
-    assert len(ledger.reviews.reviews_for(name)) == 3
+    assert {r["status"] for r in Reviews(ledger).reviews_for(name)} == {"ok"}
+    assert len(Reviews(ledger).reviews_for(name)) == 3
 
 
 def test_a_malformed_results_line_is_an_error_row_with_its_line_and_every_other_row_settles(
@@ -114,7 +115,7 @@ def test_a_malformed_results_line_is_an_error_row_with_its_line_and_every_other_
         outcome = Settler(ledger, gateway).settle(name, "reconcile")
 
     assert (outcome.result, outcome.status) == ("settled", "succeeded")
-    reviews = {r["path"]: r for r in ledger.reviews.reviews_for(name)}
+    reviews = {r["path"]: r for r in Reviews(ledger).reviews_for(name)}
     assert sorted(reviews) == paths
     assert reviews["docs/001.md"]["status"] == "error"
     assert reviews["docs/001.md"]["error"] == f"{results_file}: line 2 is not a JSON object"
@@ -150,7 +151,7 @@ def test_inline_results_without_echoed_keys_are_placed_by_request_order(
     outcome = Settler(ledger, gateway).settle(name, "webhook")
 
     assert outcome.result == "settled"
-    reviews = {r["path"]: r for r in ledger.reviews.reviews_for(name)}
+    reviews = {r["path"]: r for r in Reviews(ledger).reviews_for(name)}
     assert "key=docs/a.md" in reviews["docs/a.md"]["text"]
     assert "key=docs/c.md" in reviews["docs/c.md"]["text"]
     assert reviews["docs/b.md"]["status"] == "error"
@@ -185,7 +186,7 @@ def test_a_results_file_unreadable_until_its_retention_nearly_ends_settles_faile
     record = ledger.operations.get(name)
     assert record is not None and record.error["reason"] == "results_unreadable"
     assert file_id in record.error["message"]
-    reviews = ledger.reviews.reviews_for(name)
+    reviews = Reviews(ledger).reviews_for(name)
     assert len(reviews) == 2 and {r["status"] for r in reviews} == {"error"}
     alerts = [r for r in caplog.records if "results unreadable" in r.getMessage()]
     assert alerts and name in alerts[0].getMessage()
@@ -224,7 +225,7 @@ def test_a_push_over_the_inline_limit_is_reviewed_completely_through_file_input(
     simulator.control.complete(batch["name"], "succeeded", webhook="drop")
     settled = Settler(ledger, gateway).settle(batch["name"], "webhook")
     assert settled.result == "settled"
-    reviews = {r["path"]: r for r in ledger.reviews.reviews_for(batch["name"])}
+    reviews = {r["path"]: r for r in Reviews(ledger).reviews_for(batch["name"])}
     assert sorted(reviews) == paths
     assert all(r["status"] == "ok" and "key=docs/big-" in r["text"] for r in reviews.values())
 

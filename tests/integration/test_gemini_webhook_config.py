@@ -8,8 +8,8 @@ from typing import Any
 
 from standardwebhooks import Webhook
 
+from apps.review.kind import review_tag
 from shared.gemini import HOOKLEDGER_ID, GeminiGateway, make_client
-from shared.kinds.review import review_tag
 
 MODEL = "models/gemini-2.5-flash"
 

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
+from apps.review.kind import review_tag
+from apps.review.pipeline import ReviewDeps, review_push
+from apps.review.reruns import rerun_review, rerun_tag
 from shared.gemini import GeminiGateway, make_client
 from shared.github import ContentsClient
 from shared.handlers import Attempt, Done
 from shared.kinds import Deliverers
-from shared.kinds.review import review_tag
-from shared.kinds.review.pipeline import ReviewDeps, review_push
-from shared.kinds.review.reruns import rerun_review, rerun_tag
 from shared.ledger import Ledger
 from shared.ledger.generations import ORDER, order_of
 from shared.reconcile.adoption import register_orphan

@@ -17,12 +17,12 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from apps.review.comments import push_marker
 from local.simulator.apps import EXP_INVALID, EXP_TOO_FAR, IAT_INVALID, NO_ACCESS, NOT_DECODED
 from shared.github import (
     CommentsClient,
     ContentsClient,
     GitHubRejected,
-    push_marker,
 )
 from shared.github.app import AppAuth, AppCredentials
 from shared.github.auth import TokenAuth

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import requests
 
+from apps.review.comments import push_marker, review_marker
 from shared import crashpoints
 from shared.errors import retryable
 from shared.github import (
@@ -16,8 +17,6 @@ from shared.github import (
     GitHubUnavailable,
     OwnershipLost,
     PublishResult,
-    push_marker,
-    review_marker,
 )
 
 REPO = "octo-org/handbook"

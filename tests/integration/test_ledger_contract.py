@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from apps.review.results import Reviews, put_review
 from shared.errors import PermanentError
 from shared.ledger import Settlement, WritebackFailed
 from tests.ledger_parts import installation_event
@@ -59,13 +60,13 @@ def review(text, calls=None):
     def writeback(writes, record):
         if calls is not None:
             calls.append(text)
-        writes.put_review(REPO, SHA, "README.md", {"status": "ok", "text": text})
+        put_review(writes, REPO, SHA, "README.md", {"status": "ok", "text": text})
 
     return writeback
 
 
 def texts(ledger):
-    return [doc["text"] for doc in ledger.reviews.reviews_for(NAME)]
+    return [doc["text"] for doc in Reviews(ledger).reviews_for(NAME)]
 
 
 # ----------------------------------------------------------------- conditional settle

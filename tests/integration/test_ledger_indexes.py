@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from google.cloud import firestore
 
+from apps.review.results import Reviews
 from shared.clock import FakeClock
 from shared.ledger import Ledger
 from tests.firestore_indexes import (
@@ -108,9 +109,9 @@ def exercise_every_read(parts: Ledger, clock: FakeClock) -> None:
     parts.console.count_settled("webhook", since, clock())
     parts.console.webhook_deliveries_since("gemini", since, 10)
 
-    parts.reviews.reviews_for("batches/b")
-    parts.reviews.reviews_for_push("o/r", "s1")
-    parts.reviews.count_for_push("o/r", "s1")
+    Reviews(parts).reviews_for("batches/b")
+    Reviews(parts).reviews_for_push("o/r", "s1")
+    Reviews(parts).count_for_push("o/r", "s1")
 
     [run] = parts.runs.recent(1)
     parts.runs.recent(5, (run.finished_at, run.run_id))

@@ -16,12 +16,14 @@ from typing import Any
 import pytest
 import requests
 
+from apps.review.comments import item as comment_item
+from apps.review.comments import push_marker
+from apps.review.results import put_review
 from shared import crashpoints, opnames
 from shared.clock import FakeClock
 from shared.errors import PermanentError
-from shared.github import CommentsClient, push_marker
+from shared.github import CommentsClient
 from shared.kinds import Deliverers
-from shared.kinds.review.comments import item as comment_item
 from shared.ledger import Ledger, OutboxDeliveryFailed, OutboxItem, OutboxPolicy
 from tests.integration.test_github_comments import REPO, SHA, commit_counts
 
@@ -63,8 +65,8 @@ def settle_review(ledger: Ledger, name: str, sha: str = SHA) -> None:
         name,
         "succeeded",
         "webhook",
-        writeback=lambda writes, record: writes.put_review(
-            REPO, sha, "docs/a.md", {"status": "ok", "text": "fine"}
+        writeback=lambda writes, record: put_review(
+            writes, REPO, sha, "docs/a.md", {"status": "ok", "text": "fine"}
         ),
         outbox=[comment_item(REPO, sha, name)],
     )

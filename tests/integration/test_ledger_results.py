@@ -7,13 +7,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from apps.review.results import Reviews, put_review, review_doc_id
 from shared.ledger import (
     InvalidArgument,
     Ledger,
     Settlement,
     StoreUnavailable,
     WritebackFailed,
-    review_doc_id,
 )
 
 # ----------------------------------------------------------------------- reviews
@@ -31,25 +31,28 @@ def test_put_review_commits_with_the_settlement_and_reads_back(ledger):
     ids = []
 
     def writeback(writes, record):
-        ids.append(writes.put_review("o/r", "abc", "docs/a.md", {"text": "fine"}))
-        ids.append(writes.put_review("o/r", "abc", long_path, {"error": "row failed"}))
+        ids.append(put_review(writes, "o/r", "abc", "docs/a.md", {"text": "fine"}))
+        ids.append(put_review(writes, "o/r", "abc", long_path, {"error": "row failed"}))
 
     assert ledger.settle("batches/r1", "succeeded", "webhook", writeback=writeback) is (
         Settlement.SETTLED
     )
 
     assert ids == [review_doc_id("o/r", "abc", "docs/a.md"), review_doc_id("o/r", "abc", long_path)]
-    assert ledger.reviews.get_review("o/r", "abc", "docs/a.md") == {
+    assert Reviews(ledger).get_review("o/r", "abc", "docs/a.md") == {
         "repo": "o/r",
         "sha": "abc",
         "path": "docs/a.md",
         "operation": "batches/r1",
         "text": "fine",
     }
-    assert ledger.reviews.get_review("o/r", "abc", long_path)["error"] == "row failed"
-    assert [r["path"] for r in ledger.reviews.reviews_for("batches/r1")] == ["docs/a.md", long_path]
-    assert ledger.reviews.reviews_for("batches/other") == []
-    assert ledger.reviews.get_review("o/r", "abc", "docs/missing.md") is None
+    assert Reviews(ledger).get_review("o/r", "abc", long_path)["error"] == "row failed"
+    assert [r["path"] for r in Reviews(ledger).reviews_for("batches/r1")] == [
+        "docs/a.md",
+        long_path,
+    ]
+    assert Reviews(ledger).reviews_for("batches/other") == []
+    assert Reviews(ledger).get_review("o/r", "abc", "docs/missing.md") is None
 
 
 @pytest.mark.parametrize(
@@ -66,8 +69,8 @@ def test_put_review_rejects_bad_input_and_the_operation_settles_with_the_reason(
     ledger.operations.register("batches/bad", "github-review")
 
     def writeback(writes, record):
-        writes.put_review("o/r", "abc", "docs/fine.md", {"status": "ok", "text": "staged first"})
-        writes.put_review(*args)
+        put_review(writes, "o/r", "abc", "docs/fine.md", {"status": "ok", "text": "staged first"})
+        put_review(writes, *args)
 
     assert ledger.settle("batches/bad", "succeeded", "webhook", writeback=writeback) is (
         Settlement.SETTLED
@@ -76,7 +79,7 @@ def test_put_review_rejects_bad_input_and_the_operation_settles_with_the_reason(
     stored = ledger.queries.stored_fields("batches/bad")
     assert stored["status"] == "succeeded", name
     assert stored["writeback_error"].startswith("write-back failed: review"), name
-    assert ledger.reviews.reviews_for("batches/bad") == [], name  # the staged writes rolled back
+    assert Reviews(ledger).reviews_for("batches/bad") == [], name  # the staged writes rolled back
     assert ledger.operations.due_pending(datetime.now(UTC) + timedelta(days=1), 10) == [], name
 
 
@@ -109,16 +112,16 @@ def test_put_review_refuses_what_firestore_would_refuse_before_the_commit(
 
     def writeback(writes, record):
         try:
-            writes.put_review("o/r", "abc", "docs/a.md", fields)
+            put_review(writes, "o/r", "abc", "docs/a.md", fields)
         except InvalidArgument as exc:
             refused.append(str(exc))
-            writes.put_review("o/r", "abc", "docs/a.md", {"status": "error", "error": "too big"})
+            put_review(writes, "o/r", "abc", "docs/a.md", {"status": "error", "error": "too big"})
 
     assert ledger.settle("batches/big", "succeeded", "webhook", writeback=writeback) is (
         Settlement.SETTLED
     )
     assert len(refused) == 1 and message in refused[0], name
-    assert ledger.reviews.get_review("o/r", "abc", "docs/a.md")["error"] == "too big", name
+    assert Reviews(ledger).get_review("o/r", "abc", "docs/a.md")["error"] == "too big", name
 
 
 def test_a_writeback_firestore_refuses_at_commit_settles_with_the_reason(ledger, firestore_client):
@@ -198,7 +201,7 @@ def test_a_review_put_without_replace_is_created_and_counted_per_push(ledger):
         ledger.operations.register(name, "bench")
 
     def create(writes, record):
-        writes.put_review("o/r", "abc", "a.md", {"by": record.name}, replace=False)
+        put_review(writes, "o/r", "abc", "a.md", {"by": record.name}, replace=False)
 
     assert ledger.settle("batches/c1", "succeeded", "webhook", writeback=create) is (
         Settlement.SETTLED
@@ -207,6 +210,6 @@ def test_a_review_put_without_replace_is_created_and_counted_per_push(ledger):
         ledger.settle("batches/c2", "succeeded", "webhook", writeback=create)
 
     assert ledger.operations.get("batches/c2").pending
-    assert ledger.reviews.get_review("o/r", "abc", "a.md")["by"] == "batches/c1"
-    assert ledger.reviews.count_for_push("o/r", "abc") == 1
-    assert ledger.reviews.count_for_push("o/r", "other") == 0
+    assert Reviews(ledger).get_review("o/r", "abc", "a.md")["by"] == "batches/c1"
+    assert Reviews(ledger).count_for_push("o/r", "abc") == 1
+    assert Reviews(ledger).count_for_push("o/r", "other") == 0

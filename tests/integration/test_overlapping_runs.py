@@ -22,10 +22,10 @@ from datetime import timedelta
 
 import pytest
 
+from apps.review.kind import review_tag
+from apps.review.pipeline import ReviewDeps, review_push
 from shared.clock import system_clock
 from shared.handlers import Attempt, Done, RetryableError
-from shared.kinds.review import review_tag
-from shared.kinds.review.pipeline import ReviewDeps, review_push
 from shared.ledger import Ledger
 from tests.standins import RacingGemini, StandInContents
 

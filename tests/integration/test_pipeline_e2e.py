@@ -412,8 +412,8 @@ def test_the_documented_batch_123456_id_form_resolves_to_its_batch(fresh: Stack,
 def test_a_push_settles_by_the_tag_its_batch_echoes_whatever_form_data_id_takes(
     fresh: Stack, firestore_client
 ):
+    from apps.review.kind import review_tag
     from shared.gemini import HOOKLEDGER_ID
-    from shared.kinds.review import review_tag
 
     assert fresh.push(push_payload(), delivery="echo-push").status_code == 202
     [op] = wait_for("the batch", lambda: operations(firestore_client))
@@ -634,9 +634,9 @@ def big_markdown(index: int, body: bytes) -> bytes:
 def test_a_file_input_batch_with_one_malformed_results_line_settles_every_other_row(
     fresh: Stack, firestore_client
 ):
+    from apps.review.pipeline import PROMPT
     from shared.gemini import MAX_INLINE_BYTES
     from shared.gemini.rows import inline_bytes
-    from shared.kinds.review.pipeline import PROMPT
 
     line = b"Hookledger settles every operation exactly once, webhook or reconcile.\n"
     body = line * (BIG_FILE_BYTES // len(line) + 1)

@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
+from apps.review.kind import KIND as REVIEW_KIND
+from apps.review.kind import review_tag
+from apps.review.results import Reviews
 from shared import kinds
 from shared.clock import FakeClock, system_clock
 from shared.gemini import GeminiError, GeminiGateway
 from shared.kinds import OperationKind
-from shared.kinds.review import KIND as REVIEW_KIND
-from shared.kinds.review import review_tag
 from shared.ledger import Ledger, Operation
 from shared.reconcile import (
     BACKOFF_CAP_S,
@@ -609,7 +610,7 @@ def test_an_incomplete_interaction_settles_succeeded_flagged_with_its_output_wri
     settled = ledger.operations.get(name)
     assert settled is not None
     assert (settled.status, settled.outcome) == ("succeeded", {"incomplete": True})
-    (review,) = ledger.reviews.reviews_for(name)
+    (review,) = Reviews(ledger).reviews_for(name)
     assert (review["path"], review["status"], review["text"]) == (name, "ok", "what there is")
 
 
@@ -693,7 +694,7 @@ def test_a_batch_deleted_at_gemini_settles_failed_gone_on_a_second_404_an_interv
     assert second.settled == 1
     assert settled is not None and settled.status == "failed"
     assert settled.error["reason"] == "gone" and "404" in settled.error["message"]
-    reviews = ledger.reviews.reviews_for(name)
+    reviews = Reviews(ledger).reviews_for(name)
     assert [(r["path"], r["status"]) for r in reviews] == [("a.md", "error"), ("b.md", "error")]
     assert all("gone" in r["error"] for r in reviews)
     assert [a["operation"] for a in gone_alerts(caplog)] == [name]
@@ -755,7 +756,7 @@ def test_a_partially_succeeded_batch_settles_succeeded_recorded_partial(
     settled = ledger.operations.get(name)
     assert settled is not None
     assert (settled.status, settled.outcome) == ("succeeded", {"partial": True})
-    assert [r["status"] for r in ledger.reviews.reviews_for(name)] == ["ok", "error"]
+    assert [r["status"] for r in Reviews(ledger).reviews_for(name)] == ["ok", "error"]
 
 
 def test_a_running_interaction_is_left_pending(

@@ -14,14 +14,13 @@ from typing import Any
 
 import pytest
 
+from apps.review.kind import ReviewOptions, review_tag
+from apps.review.pipeline import ReviewDeps, review_push
+from apps.review.reruns import rerun_review, rerun_tag
 from shared.errors import Deferred, PermanentError, retryable
 from shared.gemini import GeminiGateway, make_client
 from shared.github import ContentsClient
 from shared.handlers import Attempt, Done
-from shared.kinds import KindOptions
-from shared.kinds.review import review_tag
-from shared.kinds.review.pipeline import ReviewDeps, review_push
-from shared.kinds.review.reruns import rerun_review, rerun_tag
 from shared.ledger import Ledger, OutboxDeliveryFailed
 
 REPO, SHA = "octo-org/handbook", "f" * 40
@@ -46,7 +45,7 @@ def deps(simulator: Any, firestore_client: Any) -> ReviewDeps:
         github=ContentsClient(simulator.url, timeout_s=5, attempts=2, sleep=lambda s: None),
         review_path="docs",
         model="models/gemini-2.5-flash",
-        options=KindOptions(github_check_runs=True),  # deliver=None: the start item stays open
+        options=ReviewOptions(github_check_runs=True),  # deliver=None: the start item stays open
     )
 
 

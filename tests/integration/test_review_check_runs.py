@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from apps.review.checks import CHECK_NAME
+from apps.review.kind import review_tag
 from shared import builtin_handlers, crashpoints, handlers
 from shared.clock import FakeClock
 from shared.config import LOCAL_ENVELOPE_KEY, Config
@@ -26,8 +28,6 @@ from shared.crashpoints import Crashed, crashing_at
 from shared.entrypoints.worker import Worker
 from shared.envelope import Envelope, EnvelopeSealer
 from shared.kinds import Deliverers
-from shared.kinds.review import review_tag
-from shared.kinds.review.checks import CHECK_NAME
 from shared.ledger import Ledger, Operation
 from shared.ledger.ids import submission_id
 from tests.integration.test_github_app_pipeline import CLIENT_ID, INSTALLATION, PEM, PUBLIC
@@ -170,7 +170,7 @@ class World:
             timeout_s=5,
         )
         checks = ChecksClient(simulator.url, auth=auth, timeout_s=5, attempts=2)
-        self.config = Config(github_check_runs=True, worker_max_retries=1000)
+        self.config = Config(worker_max_retries=1000)
         clients = {"gemini": self.gemini, "github": StandInContents(), "checks": checks}
         self.worker = Worker(
             self.config,
@@ -196,7 +196,8 @@ class World:
 
 
 @pytest.fixture
-def registry():
+def registry(monkeypatch):
+    monkeypatch.setenv("GITHUB_CHECK_RUNS", "true")  # the review app's setting
     saved = handlers.snapshot()
     yield
     handlers.restore(saved)

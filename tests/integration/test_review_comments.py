@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 
+from apps.review.comments import push_marker
+from apps.review.results import Reviews
 from shared.clock import FakeClock, system_clock
 from shared.gemini import GeminiGateway, make_client
-from shared.github import CommentsClient, push_marker
-from shared.kinds import Deliverers, KindOptions
+from shared.github import CommentsClient
+from shared.kinds import Deliverers
 from shared.ledger import Ledger, Operation, SweepReport
 from shared.reconcile import Reconciler, ReconcileSettings
 from tests.plugins.pipeline import (
@@ -91,7 +93,10 @@ def sweep_twice_at_once(ledger: Ledger, deliver: Deliverers) -> list[SweepReport
     return reports
 
 
-def test_duplicate_webhooks_racing_reconcile_publish_one_comment(fresh, firestore_client):
+def test_duplicate_webhooks_racing_reconcile_publish_one_comment(
+    fresh, firestore_client, monkeypatch
+):
+    monkeypatch.setenv("GITHUB_COMMENTS", "true")  # the review app's setting
     ledger = Ledger(firestore_client, grace=timedelta(0))
     services = Services(ledger, CommentsClient(fresh.sim_url, timeout_s=5))
     reconciler = Reconciler(
@@ -100,7 +105,6 @@ def test_duplicate_webhooks_racing_reconcile_publish_one_comment(fresh, firestor
         system_clock,
         ReconcileSettings(grace_s=0, budget_s=60, adopt_orphans=False),
         deliver=Deliverers(services),
-        options=KindOptions(github_comments=True),
     )
     assert fresh.push(push_payload(), delivery="comment-push-1").status_code == 202
     op = registered(ledger)
@@ -118,7 +122,7 @@ def test_duplicate_webhooks_racing_reconcile_publish_one_comment(fresh, firestor
     sweep_twice_at_once(ledger, Deliverers(services))
 
     assert settled.status == "succeeded" and report.errors == 0
-    assert len(ledger.reviews.reviews_for(op.name)) == len(FILES)
+    assert len(Reviews(ledger).reviews_for(op.name)) == len(FILES)
     seen = commit_comments(fresh)
     assert (seen["posts"], seen["comments"]) == (1, 1), seen
     [body] = seen["bodies"]

@@ -6,11 +6,12 @@ import json
 
 import pytest
 
+from apps.review.kind import review_tag
+from apps.review.pipeline import ReviewDeps, review_push
+from apps.review.results import Reviews
 from shared.gemini import GeminiGateway, make_client
 from shared.github import ContentsClient
 from shared.handlers import Attempt, Done, Ignored, PermanentError, RetryableError
-from shared.kinds.review import review_tag
-from shared.kinds.review.pipeline import ReviewDeps, review_push
 from shared.ledger import Ledger
 
 REPO, SHA = "octo-org/handbook", "a" * 40
@@ -167,8 +168,8 @@ def test_findings_asked_of_the_model_become_the_review_rows_findings(deps, simul
     simulator.control.complete(batch["name"], webhook="drop")
     Settler(deps.ledger, deps.gemini).settle(batch["name"], "webhook")
 
-    many = deps.ledger.reviews.get_review(REPO, SHA, "docs/many.md")
-    plain = deps.ledger.reviews.get_review(REPO, SHA, "docs/a.md")
+    many = Reviews(deps.ledger).get_review(REPO, SHA, "docs/many.md")
+    plain = Reviews(deps.ledger).get_review(REPO, SHA, "docs/a.md")
     assert (many["status"], many["conclusion"], len(many["findings"])) == ("ok", "neutral", 120)
     assert "key=docs/many.md" in many["text"]  # the summary, not the JSON
     assert {f["start_line"] for f in many["findings"]} == {1, 2, 3, 4}
@@ -180,7 +181,7 @@ def test_a_settled_reviews_findings_become_the_check_runs_annotations(deps, simu
     rows -> `checks.completed` -> `ChecksClient.publish` -> 120 annotations in 50+50+20."""
     from datetime import UTC, datetime
 
-    from shared.kinds.review import checks
+    from apps.review import checks
     from shared.settlement import Settler
 
     marked = b"# Handbook\n\nSome text.\n<!-- sim:findings=120 level=failure -->\n"
@@ -193,7 +194,7 @@ def test_a_settled_reviews_findings_become_the_check_runs_annotations(deps, simu
     simulator.control.complete(batch["name"], webhook="drop")
     Settler(deps.ledger, deps.gemini).settle(batch["name"], "webhook")
 
-    reviews = deps.ledger.reviews.reviews_for_push(REPO, SHA)
+    reviews = Reviews(deps.ledger).reviews_for_push(REPO, SHA)
     done = checks.completed(
         SHA, reviews, external_id=batch["name"], completed_at=datetime(2026, 11, 30, tzinfo=UTC)
     )
@@ -267,9 +268,9 @@ def test_a_file_with_an_800_character_path_is_an_error_review_and_the_push_settl
     assert first.settled == 1
 
     assert deps.ledger.operations.get(batch["name"]).status == "succeeded"
-    normal = deps.ledger.reviews.get_review(REPO, SHA, "docs/a.md")
+    normal = Reviews(deps.ledger).get_review(REPO, SHA, "docs/a.md")
     assert normal["status"] == "ok" and normal["text"]
-    long = deps.ledger.reviews.get_review(REPO, SHA, LONG_NAME_PATH)
+    long = Reviews(deps.ledger).get_review(REPO, SHA, LONG_NAME_PATH)
     assert long["status"] == "error" and "255" in long["error"] and "text" not in long
     clock.advance(3600)
     assert reconciler(deps, clock).run().examined == 0
@@ -288,7 +289,7 @@ def test_a_long_path_of_short_names_is_reviewed_like_any_other(deps, simulator):
     from shared.settlement import Settler
 
     assert Settler(deps.ledger, deps.gemini).settle(batch["name"], "webhook").result == "settled"
-    assert deps.ledger.reviews.get_review(REPO, SHA, path)["status"] == "ok"
+    assert Reviews(deps.ledger).get_review(REPO, SHA, path)["status"] == "ok"
 
 
 def test_refused_paths_are_never_fetched_and_become_error_reviews(deps, simulator):
@@ -302,7 +303,7 @@ def test_refused_paths_are_never_fetched_and_become_error_reviews(deps, simulato
     from shared.settlement import Settler
 
     Settler(deps.ledger, deps.gemini).settle(batch["name"], "webhook")
-    reviews = {r["path"]: r for r in deps.ledger.reviews.reviews_for(batch["name"])}
+    reviews = {r["path"]: r for r in Reviews(deps.ledger).reviews_for(batch["name"])}
     assert reviews["docs/b.md"]["status"] == "ok"
     for path in bad:
         assert reviews[path]["status"] == "error" and "segment" in reviews[path]["error"], path

@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 import requests
 
-from shared.github import CommentsClient, push_marker
+from apps.review import comments
+from apps.review.comments import push_marker
+from shared.github import CommentsClient
 from shared.kinds import Deliverers
-from shared.kinds.review import comments
 from shared.ledger import Ledger, Operation, OutboxItem
 from tests.integration.test_github_app_pipeline import CLIENT_ID, INSTALLATION, PEM, PUBLIC
 from tests.integration.test_review_reruns import app_push, finished, new_operation, rerun, runs

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import requests
 
+from apps.review.checks import CHECK_NAME
+from apps.review.kind import review_tag
 from shared.config import LOCAL_GITHUB_SECRET
-from shared.kinds.review import review_tag
-from shared.kinds.review.checks import CHECK_NAME
 from shared.ledger import Ledger, Operation
 from shared.ledger.ids import submission_id
 from shared.signatures import sign_github
@@ -357,8 +357,8 @@ def test_two_reruns_pressed_at_once_leave_one_current_and_the_other_superseded(f
 
 
 def test_an_orphan_rerun_batch_adopted_by_reconcile_takes_over_the_run(fresh, ledger):
+    from apps.review.reruns import rerun_tag
     from shared.gemini import GeminiGateway, make_client
-    from shared.kinds.review.reruns import rerun_tag
     from shared.reconcile.adoption import register_orphan
 
     first, run = reviewed_once(fresh, ledger)

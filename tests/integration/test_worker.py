@@ -159,7 +159,7 @@ def test_the_error_tree_decides_retry_or_dead(worker, name, error, status, recor
 
 def test_handlers_receive_the_typed_context_the_worker_was_given(firestore_client, registry):
     ledger = Ledger(firestore_client)
-    config = Config(review_path="docs")
+    config = Config(worker_max_retries=7)
     clock = FakeClock()
     built: list[str] = []
 
@@ -187,13 +187,13 @@ def test_handlers_receive_the_typed_context_the_worker_was_given(firestore_clien
 
     @handler("github", "issues")
     def on_issue(event, ctx: HandlerContext):
-        seen.extend([ctx.config.review_path, ctx.clock(), ctx.gemini, ctx.gemini, ctx.ledger])
+        seen.extend([ctx.config.worker_max_retries, ctx.clock(), ctx.gemini, ctx.gemini, ctx.ledger])
         return Done("read the context")
 
     reply = post(worker, sealed("issues", "ctx-1"))
 
     assert (reply.status, reply.body["status"]) == (200, "done")
-    assert seen == ["docs", clock.now, "gemini-client", "gemini-client", ledger]
+    assert seen == [7, clock.now, "gemini-client", "gemini-client", ledger]
     assert built == ["gemini"]  # only what the handler used, once
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from google.api_core import exceptions as gexc
 
+from apps.review.results import put_review
 from shared import kinds, settlement
 from shared.gemini import BatchStatus, Row
 from shared.kinds import OperationKind
@@ -118,7 +119,7 @@ def test_a_writeback_whose_own_write_is_refused_is_counted_too(ledger):
         ledger.operations.register(name, BROKEN)
 
     def create(writes: Any, record: Any) -> None:
-        writes.put_review("o/r", "abc", "a.md", {"by": record.name}, replace=False)
+        put_review(writes, "o/r", "abc", "a.md", {"by": record.name}, replace=False)
 
     ledger.settle("batches/first", "succeeded", "webhook", writeback=create)
     with pytest.raises(WritebackFailed, match="already exists") as caught:

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from apps.review import check_runs
+from apps.review.check_runs import CHECK_RUN, START_WAIT, StartStillOpen
 from shared.clock import FakeClock
-from shared.kinds.review import check_runs
-from shared.kinds.review.check_runs import CHECK_RUN, START_WAIT, StartStillOpen
 from shared.ledger import Operation, OutboxItem
 from shared.ledger.records import ItemLease
 
@@ -100,7 +100,7 @@ def _services(reads: Reads, checks: Checks | None = None) -> SimpleNamespace:
     ledger = SimpleNamespace(
         operations=reads,
         submissions=SimpleNamespace(get=lambda tag: None),  # the record's own run
-        reviews=SimpleNamespace(reviews_for_push=lambda repo, sha: []),
+        results=SimpleNamespace(where=lambda collection, *args, **equals: []),
     )
     return SimpleNamespace(ledger=ledger, checks=checks or Checks())
 

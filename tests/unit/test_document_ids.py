@@ -15,9 +15,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from apps.review.kind import review_tag
+from apps.review.results import review_doc_id
 from shared.claims import claim_key
-from shared.kinds.review import review_tag
-from shared.ledger.ids import delivery_id, operation_id, review_doc_id, run_doc_id, submission_id
+from shared.ledger.ids import delivery_id, operation_id, run_doc_id, submission_id
 
 N = 200
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

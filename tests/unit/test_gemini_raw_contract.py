@@ -53,7 +53,7 @@ def test_a_changed_sdk_fails_the_contract_with_a_clear_message(client: Any, says
 
 
 # Every package of the repository that ships or runs code (tests/ holds this check itself).
-PACKAGES = ("shared", "functions", "hookledger", "local", "bench", "tools")
+PACKAGES = ("shared", "apps", "functions", "hookledger", "local", "bench", "tools")
 ADAPTER = Path("shared") / "gemini" / "raw.py"
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from apps.review.comments import review_marker
+from apps.review.pipeline import reviewable
 from shared.github import (
     CommentsClient,
     ContentsClient,
@@ -20,8 +22,6 @@ from shared.github import (
     check_sha,
     parse_push,
     repository_allowed,
-    review_marker,
-    reviewable,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "github"

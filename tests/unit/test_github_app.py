@@ -406,9 +406,9 @@ def test_no_key_jwt_or_installation_token_reaches_the_logs_or_errors(pem, clock,
     refused, a mint failing for now) log what failed, and never a credential."""
     import logging
 
+    from apps.review.pipeline import _fetch_all
     from shared.github import Push
     from shared.handlers import RetryableError
-    from shared.kinds.review.pipeline import _fetch_all
 
     caplog.set_level(logging.DEBUG, logger="hookledger")
     wire = GitHubWire(clock)

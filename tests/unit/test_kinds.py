@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from apps.review.comments import MAX_COMMENT_CHARS, comment_body, item
+from apps.review.kind import KIND, REVIEW, ReviewOptions, review_tag
 from shared import kinds
 from shared.errors import PermanentError, retryable
-from shared.kinds import Deliverers, KindOptions, NoDeliverer, OperationKind
-from shared.kinds.review import KIND, REVIEW, review_tag
-from shared.kinds.review.comments import MAX_COMMENT_CHARS, comment_body, item
+from shared.kinds import Deliverers, NoDeliverer, OperationKind
 from shared.ledger import OutboxItem
 
 
@@ -99,8 +99,8 @@ def test_review_outbox_only_when_comments_are_on() -> None:
     )
     batch = BatchStatus(name="batches/b1", state="JOB_STATE_SUCCEEDED")
     assert REVIEW.outbox is not None
-    assert REVIEW.outbox(record, batch, KindOptions(github_comments=False)) == []
-    assert REVIEW.outbox(record, batch, KindOptions(github_comments=True)) == [
+    assert REVIEW.outbox(record, batch, ReviewOptions(github_comments=False)) == []
+    assert REVIEW.outbox(record, batch, ReviewOptions(github_comments=True)) == [
         item("octo/docs", "abc", "batches/b1")
     ]
 
@@ -114,7 +114,7 @@ class Recorder:
         return self
 
     @property
-    def reviews(self) -> Any:
+    def results(self) -> Any:
         return self
 
     @property
@@ -129,7 +129,7 @@ class Recorder:
         """The operation as recorded: named by no submission, so its push's current one."""
         return SimpleNamespace(name=name, context={}, submission=None)
 
-    def reviews_for_push(self, repo: str, sha: str) -> list[dict[str, Any]]:
+    def where(self, collection: str, *args: Any, **equals: Any) -> list[dict[str, Any]]:
         return [{"path": "docs/a.md", "text": "fine"}]
 
     def publish_once(
@@ -202,19 +202,20 @@ def test_comment_body_stays_under_githubs_limit() -> None:
 
 
 class Writes:
-    """Records put_review calls; refuses the paths in `refuse` like the ledger would."""
+    """Records the reviews put; refuses the paths in `refuse` like the ledger would."""
 
     def __init__(self, refuse: tuple[str, ...] = ()) -> None:
         self.reviews: dict[str, dict[str, Any]] = {}
         self._refuse = refuse
 
-    def put_review(self, repo: str, sha: str, path: str, fields: Any) -> str:
+    def put(self, collection: str, document: str, fields: Any, *, replace: bool = True) -> str:
         from shared.ledger import InvalidArgument
 
+        path, repo, sha = fields["path"], fields["repo"], fields["sha"]
         if path in self._refuse and fields.get("status") == "ok":
             raise InvalidArgument(f"review {repo}@{sha}:{path}: 1200000 bytes, over 1000000")
-        self.reviews[path] = dict(fields)
-        return path
+        self.reviews[path] = {k: v for k, v in fields.items() if k not in ("repo", "sha", "path")}
+        return document
 
 
 def review_record(context: dict[str, Any]) -> Any:
@@ -272,8 +273,8 @@ def test_a_review_the_ledger_refuses_becomes_that_files_error_only() -> None:
 
 
 def test_an_over_long_review_is_clipped_and_flagged() -> None:
+    from apps.review.kind import MAX_REVIEW_CHARS
     from shared.gemini import BatchStatus, Row
-    from shared.kinds.review import MAX_REVIEW_CHARS
 
     record = review_record({"paths": ["a.md"]})
     rows = (Row("a.md", text="x" * (MAX_REVIEW_CHARS + 10)),)

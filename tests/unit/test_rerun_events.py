@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from shared.builtin_handlers import REVIEW_CHECK_NAME, rerun_refusal
-from shared.kinds.review import _adopt
-from shared.kinds.review.checks import CHECK_NAME
-from shared.kinds.review.reruns import parse_rerun, push_key, rerun_tag
+from apps.review import CHECK_NAME as REVIEW_CHECK_NAME
+from apps.review import rerun_refusal
+from apps.review.checks import CHECK_NAME
+from apps.review.kind import adopt as _adopt
+from apps.review.reruns import parse_rerun, push_key, rerun_tag
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "github"
 

@@ -1,4 +1,4 @@
-"""A push's reviews as its check run (shared/kinds/review/checks.py): conclusion, title,
+"""A push's reviews as its check run (apps/review/checks.py): conclusion, title,
 summary table, details and annotations, all within GitHub's limits."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from apps.review import checks
 from shared.github.checks import MAX_ANNOTATIONS_PER_REQUEST, MAX_OUTPUT_CHARS
-from shared.kinds.review import checks
 
 SHA = "6dcb09b5b57875f334f61aebed695e2e4193db5e"
 DONE = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from apps.review import comments
 from shared.errors import PermanentError
 from shared.github import PublishResult
-from shared.kinds.review import comments
 from shared.ledger import Operation, OutboxItem, Submission
 
 REPO, SHA = "octo/docs", "abc123"
@@ -56,9 +56,9 @@ class Ledger:
         return SimpleNamespace(get=get)
 
     @property
-    def reviews(self) -> Any:
+    def results(self) -> Any:
         return SimpleNamespace(
-            reviews_for_push=lambda repo, sha: [{"path": "docs/a.md", "text": self.review}]
+            where=lambda collection, *args, **equals: [{"path": "docs/a.md", "text": self.review}]
         )
 
 

@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from shared.kinds.review import REVIEW
-from shared.kinds.review.comments import comment_body
-from shared.kinds.review.findings import (
+from apps.review.comments import comment_body
+from apps.review.findings import (
     GENERATION_CONFIG,
     MAX_FINDINGS,
     MAX_MESSAGE_CHARS,
     parse_review,
 )
-from shared.kinds.review.pipeline import prompt
+from apps.review.kind import REVIEW
+from apps.review.pipeline import prompt
 from tests.unit.test_kinds import Writes, review_record
 
 

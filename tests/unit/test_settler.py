@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import pytest
 
+from apps.review.results import Reviews
 from shared.clock import FakeClock
 from shared.gemini import BatchStatus, GeminiNotFound, GeminiRowsUnread, Row
 from shared.settlement import GIVE_UP_AFTER, GONE_AFTER, RUNNING, Settler
@@ -44,7 +45,7 @@ def status(state: str, **fields) -> BatchStatus:
 
 
 def reviews(ledger: MemoryLedger) -> dict[str, dict]:
-    return {doc["path"]: doc for doc in ledger.reviews.reviews_for(NAME)}
+    return {doc["path"]: doc for doc in Reviews(ledger).reviews_for(NAME)}
 
 
 def test_a_running_batch_is_not_settled(ledger, clock):

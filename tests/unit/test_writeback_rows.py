@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
+from apps.review.findings import parse_review
+from apps.review.kind import KIND, REVIEW
+from apps.review.results import Reviews
 from shared.clock import FakeClock
 from shared.gemini import BatchStatus, Row
-from shared.kinds.review import KIND, REVIEW
-from shared.kinds.review.findings import parse_review
 from shared.settlement import Settler
 from tests.memory_ledger import MemoryLedger
 from tests.standins import ScriptedGemini
@@ -67,7 +68,7 @@ def test_a_settlement_with_one_unreadable_answer_settles_with_every_other_review
     outcome = Settler(ledger, gemini, clock=clock).settle(NAME, "reconcile")
 
     assert (outcome.result, outcome.status) == ("settled", "succeeded"), name
-    reviews = {doc["path"]: doc for doc in ledger.reviews.reviews_for(NAME)}
+    reviews = {doc["path"]: doc for doc in Reviews(ledger).reviews_for(NAME)}
     assert reviews["a.md"]["status"] == "ok", name
     assert reviews["x.md"]["status"] == "error", name
     assert "RecursionError" in reviews["x.md"]["error"], name

@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from shared import logs
-from shared.github.installations import installation_of
-from shared.handlers import Ignored
-from shared.ledger.protocols import InstallationReads
+from shared import api
+from shared.api import Ignored
+from shared.api.github import installation_of
+from shared.api.ledger import InstallationReads
 
-log = logs.get_logger("review")
+log = api.get_logger("review")
 
 
 def installation_refusal(
@@ -32,7 +32,7 @@ def installation_refusal(
     reason = recorded.refusal(repo) if recorded is not None else None
     if reason is None:
         return None
-    logs.event(
+    api.log_event(
         log,
         logging.INFO,
         f"push ignored: {reason}",

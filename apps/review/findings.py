@@ -16,7 +16,7 @@ line is skipped; lines are whole numbers from 1 to MAX_LINE, an end before the s
 the start. An answer that is not a JSON object with a string `summary` is no structured
 review at all (None): the caller keeps it as text, as before structured output. JSON nested
 past Python's recursion limit raises RecursionError from `parse_review`: the write-back
-records it as that file's error review (shared/kinds/review/__init__.py, `_review_fields`).
+records it as that file's error review (apps/review/kind.py, `_review_fields`).
 """
 
 from __future__ import annotations

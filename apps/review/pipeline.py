@@ -31,16 +31,29 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from shared import logs
-from shared.clock import Clock, system_clock
-from shared.crashpoints import crash_point
-from shared.gemini import BatchSummary, GeminiGateway
-from shared.github import (
+from apps.review.findings import GENERATION_CONFIG
+from apps.review.installations import installation_refusal
+from apps.review.kind import KIND, ReviewOptions, review_tag, start_items
+from shared import api
+from shared.api import (
+    Attempt,
+    ClaimRequest,
+    Clock,
+    Done,
+    Ignored,
+    PermanentError,
+    TransientError,
+    crash_point,
+    system_clock,
+)
+from shared.api.gemini import GeminiGateway
+from shared.api.github import (
+    MARKDOWN_SUFFIXES,
     ContentsClient,
     GitHubRejected,
     GitHubUnavailable,
@@ -50,26 +63,11 @@ from shared.github import (
     check_sha,
     parse_push,
     repository_allowed,
-    reviewable,
+    select_paths,
 )
-from shared.handlers import (
-    Attempt,
-    ClaimRequest,
-    Done,
-    Ignored,
-    PermanentError,
-    RetryableError,
-)
-from shared.kinds import KindOptions
-from shared.kinds.cancel import cancel_item, supersede
-from shared.kinds.review import KIND, review_tag, start_items
-from shared.kinds.review.findings import GENERATION_CONFIG
-from shared.kinds.review.installations import installation_refusal
-from shared.ledger import DeliveryEnd, LedgerError, OutboxItem
-from shared.ledger.protocols import PushLedger
-from shared.ledger.submissions import Claim, Claimed
+from shared.api.ledger import Claimed, DeliveryEnd, OutboxItem, PushLedger
 
-log = logs.get_logger("review")
+log = api.get_logger("review")
 
 # A run with no worker lease (a direct call) holds the push's claim this long.
 UNLEASED_CLAIM = timedelta(minutes=10)
@@ -111,7 +109,7 @@ class ReviewDeps:
     create_budget: timedelta = CREATE_BUDGET
     # Check runs and the console link (`KindOptions`); `deliver` delivers the items
     # recorded with the winner right after its commit (None: left to the outbox sweep).
-    options: KindOptions = field(default_factory=KindOptions)
+    options: ReviewOptions = field(default_factory=ReviewOptions)
     deliver: Callable[[OutboxItem], None] | None = None
 
 
@@ -134,7 +132,7 @@ def review_push(
 
     Nothing is fetched before the repository, commit and every path are checked. Raises
     `PermanentError` for a malformed push or when every file was refused, and
-    `RetryableError` when any file could not be fetched for a transient reason.
+    `TransientError` when any file could not be fetched for a transient reason.
     """
     checked = _checked(payload, delivery_id, deps.review_path, deps.repositories)
     if isinstance(checked, Ignored):
@@ -173,7 +171,7 @@ def review_push(
         raise
     crash_point("push.after_create")
     outcome = run.register(name, context, end)
-    logs.event(
+    api.log_event(
         log,
         logging.INFO,
         "review batch submitted",
@@ -184,6 +182,11 @@ def review_push(
         refused=len(refused),
     )
     return Done(outcome or f"submitted {name} for {len(submitted)} file(s), {len(refused)} refused")
+
+
+def reviewable(paths: tuple[str, ...], review_path: str) -> list[str]:
+    """The Markdown files among `paths` under `review_path` ('' = the whole repository)."""
+    return select_paths(paths, review_path, MARKDOWN_SUFFIXES)
 
 
 def submission_for(
@@ -254,7 +257,7 @@ def _checked(
 def _fetch_all(
     push: Push, paths: list[str], github: ContentsClient, delivery_id: str
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """(text by path, refusal reason by path); `RetryableError` if any fetch was transient.
+    """(text by path, refusal reason by path); `TransientError` if any fetch was transient.
 
     A path `check_path` refuses is never fetched; a 4xx refuses only its own file. Each
     fetch uses the push's installation token (GITHUB_TOKEN without one).
@@ -275,7 +278,7 @@ def _fetch_all(
             _log_fetch(logging.WARNING, "fetch refused", repo, sha, path, delivery_id, exc)
             refused[path] = str(exc)
     if transient:
-        raise RetryableError(f"{repo}@{sha[:12]}: could not fetch {', '.join(transient)}")
+        raise TransientError(f"{repo}@{sha[:12]}: could not fetch {', '.join(transient)}")
     return files, refused
 
 
@@ -283,7 +286,7 @@ def _log_fetch(
     level: int, what: str, repo: str, sha: str, path: str, delivery_id: str, exc: Exception
 ) -> None:
     shown = _storable(path)
-    logs.event(
+    api.log_event(
         log,
         level,
         f"{what} for {shown}",
@@ -305,190 +308,27 @@ def _storable(path: str) -> str:
     return text if len(text) <= MAX_SHOWN_PATH else text[:MAX_SHOWN_PATH] + "…"
 
 
-class Submitter:
-    """One attempt's way through the push's submission: claim, list, take over, register."""
+def Submitter(  # the core's Submitter, with the review's kind and items
+    deps: ReviewDeps,
+    tag: str,
+    delivery_id: str,
+    attempt: Attempt,
+    claimed: Claimed | None = None,
+    generation_of: str | None = None,
+) -> api.Submitter:
+    """The exactly-once submission (shared/submission.py) of a review batch tagged `tag`."""
+    options = deps.options
 
-    def __init__(
-        self,
-        deps: ReviewDeps,
-        tag: str,
-        delivery_id: str,
-        attempt: Attempt,
-        claimed: Claimed | None = None,
-        generation_of: str | None = None,
-    ) -> None:
-        self._deps, self._tag, self._delivery_id, self._attempt = deps, tag, delivery_id, attempt
-        # A re-run (`reruns.py`): the push whose check run the winner becomes current for.
-        self._generation_of = generation_of
-        self._submissions = deps.ledger.submissions
-        self._claimed = claimed  # taken with the delivery's record, if the worker did
-        self._holds = claimed is not None and claimed.state is Claim.OWNED
+    def items(context: Mapping[str, Any], name: str, tag: str) -> list[dict[str, Any]]:
+        return start_items(context, name, tag, options)
 
-    def decided_before_fetch(self) -> str | None:
-        """With a claim taken at the record: what was decided already (no fetch needed), or
-        `RetryableError` while another attempt holds the push. None: go on and fetch."""
-        return None if self._claimed is None else self._decided_or_busy(self._claimed)
-
-    def _decided_or_busy(self, claimed: Claimed) -> str | None:
-        """DECIDED: what was decided; BUSY: `RetryableError`; else None (go on)."""
-        state, stored = claimed
-        if state is Claim.DECIDED:
-            assert stored is not None and stored.operation
-            return self._decided(stored.operation)
-        if state is Claim.BUSY:
-            assert stored is not None
-            raise RetryableError(
-                f"{self._tag}: delivery {stored.claimed_by} (attempt {stored.attempt}) "
-                f"is submitting this push until {stored.lease_until}"
-            )
-        return None
-
-    def _lease_until(self, now: datetime) -> datetime:
-        return self._attempt.expires_at or now + UNLEASED_CLAIM
-
-    def claim(self, context: dict[str, Any]) -> str | None:
-        """None when this attempt may create the batch now; else what happened instead.
-
-        Raises `RetryableError` while another attempt holds a live claim, or when too little
-        of this attempt's lease is left to send the create.
-        """
-        now = self._deps.clock()
-        holder = {"delivery_id": self._delivery_id, "attempt": self._attempt.id}
-        claimed = self._claimed
-        if claimed is None:
-            claimed = self._submissions.claim(
-                self._tag, **holder, lease_until=self._lease_until(now), now=now, context=context
-            )
-        crash_point("push.submission.claimed")
-        while True:
-            state, stored = claimed
-            self._holds = state is Claim.OWNED
-            if state in (Claim.DECIDED, Claim.BUSY):
-                return self._decided_or_busy(claimed)
-            now = self._deps.clock()
-            if state is Claim.STALE:
-                assert stored is not None
-                found = self._tagged_batches()
-                if found:
-                    return self._settle_found(found, context)
-                claimed = self._submissions.take_over(
-                    stored, **holder, lease_until=self._lease_until(now), now=now
-                )
-                continue
-            if stored is not None and dict(stored.context) != context:
-                # Claimed with the record, before the fetch: the batch's adopter must find
-                # the files this run submits and refuses (docs, "One winner per push").
-                claimed = self._submissions.store_context(
-                    self._tag, context, attempt=self._attempt.id, now=now
-                )
-                continue
-            # OWNED, by the conditional write just made: nothing runs between it and the
-            # create but this check, so the create ends before anyone may take over.
-            if self._lease_until(now) - now >= self._deps.create_budget:
-                return None
-            self.release()
-            raise RetryableError(
-                f"{self._tag}: too little of attempt {self._attempt.id}'s lease is left "
-                "to create the batch; the next attempt will"
-            )
-
-    def register(
-        self, name: str, context: dict[str, Any], end: DeliveryEnd | None = None
-    ) -> str | None:
-        """Register `name` as the push's winner, with `end` (the delivery's `done`) in the
-        same commit; if another batch won, supersede `name`. A failed registration
-        releases the claim."""
-        items = start_items(context, name, self._tag, self._deps.options)
-        try:
-            winner = self._submissions.register_winner(
-                self._tag, name, KIND, context, end=end, outbox=items, **self._generation()
-            )
-        except Exception:
-            self.release()  # the next attempt lists, finds this batch and registers it at once
-            raise
-        if winner.won and winner.superseded_by is not None:
-            # A newer Re-run shows already: ours was recorded superseded, its cancel due.
-            crash_point("rerun.superseded")
-            self._deliver(name)
-            return f"{name} superseded by the newer re-run {winner.superseded_by}, cancelled"
-        if winner.won:
-            crash_point("push.registered")
-            if items:
-                self._deliver(name)
-            return None
-        return self._supersede(name, winner.operation, context)
-
-    def _deliver(self, name: str) -> None:
-        """Deliver what was recorded with the winner (its check run, `in_progress`, or the
-        cancel of a batch registered superseded); a failure is logged and left to the
-        outbox sweep: the push itself is done."""
-        if self._deps.deliver is None:
-            return
-        try:
-            self._deps.ledger.outbox.deliver(name, self._deps.deliver)
-        except LedgerError as exc:
-            logs.event(
-                log,
-                logging.WARNING,
-                "delivering the outbox items after registration failed; the sweep will retry",
-                operation=name,
-                delivery_id=self._delivery_id,
-                reason=str(exc),
-            )
-
-    def release(self) -> None:
-        """End this attempt's claim early; a failure only means waiting for the lease."""
-        if not self._holds:
-            return
-        self._holds = False
-        try:
-            self._submissions.release(self._tag, attempt=self._attempt.id, now=self._deps.clock())
-        except LedgerError as exc:
-            logs.event(
-                log,
-                logging.WARNING,
-                f"releasing the claim on {self._tag} failed; it ends with its lease",
-                delivery_id=self._delivery_id,
-                submission=self._tag,
-                reason=str(exc),
-            )
-
-    def _decided(self, operation: str) -> str:
-        if self._deps.ledger.operations.get(operation) is None:
-            # Its record expired: the push was reviewed long ago; never revive the batch.
-            return f"{self._tag} was reviewed as {operation}, whose record has expired"
-        return f"already submitted as {operation}"
-
-    def _tagged_batches(self) -> list[BatchSummary]:
-        """Every batch tagged for this push, oldest first: one full listing."""
-        found = [b for b in self._deps.gemini.list_batches() if b.display_name == self._tag]
-        return sorted(found, key=lambda b: (b.create_time is None, b.create_time, b.name))
-
-    def _settle_found(self, found: list[BatchSummary], context: dict[str, Any]) -> str:
-        """An earlier attempt's batches: the oldest becomes the winner (with this run's
-        context: same push, same files), the rest superseded."""
-        items = start_items(context, found[0].name, self._tag, self._deps.options)
-        winner = self._submissions.register_winner(
-            self._tag, found[0].name, KIND, context, outbox=items, **self._generation()
-        )
-        if winner.won and winner.operation == found[0].name and items:
-            self._deliver(winner.operation)
-        for batch in found:
-            if batch.name != winner.operation:
-                self._supersede(batch.name, winner.operation, None)
-        return f"already submitted as {winner.operation}"
-
-    def _generation(self) -> dict[str, Any]:
-        """register_winner's arguments making a re-run's winner the check run's current
-        operation, a pending previous one superseded and cancelled (none for a push)."""
-        if self._generation_of is None:
-            return {}
-        return {"generation_of": self._generation_of, "superseded_outbox": _cancel_previous}
-
-    def _supersede(self, name: str, winner: str, context: dict[str, Any] | None) -> str:
-        supersede(self._deps.ledger, self._deps.gemini, name, KIND, winner=winner, context=context)
-        return f"{name} superseded by {winner} (one batch per push), cancelled"
-
-
-def _cancel_previous(name: str) -> list[dict[str, Any]]:
-    return [cancel_item(name)]
+    submit = api.SubmitDeps(
+        ledger=deps.ledger,
+        gemini=deps.gemini,
+        kind=KIND,
+        clock=deps.clock,
+        create_budget=deps.create_budget,
+        start_items=items,
+        deliver=deps.deliver,
+    )
+    return api.Submitter(submit, tag, delivery_id, attempt, claimed, generation_of)

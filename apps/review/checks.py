@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from shared.github.checks import (
+from shared.api.github import (
     MAX_ANNOTATION_BYTES,
     MAX_ANNOTATION_TITLE_CHARS,
     MAX_OUTPUT_CHARS,

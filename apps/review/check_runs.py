@@ -44,17 +44,17 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from shared import logs
-from shared.errors import PermanentError, TransientError
-from shared.kinds import DeliveryServices, register_deliverer
-from shared.kinds.review import checks
-from shared.retry import Backoff
+from apps.review import checks
+from apps.review.results import reviews_for_push
+from shared import api
+from shared.api import DeliveryServices, PermanentError, TransientError
+from shared.api.ledger import Backoff
 
 if TYPE_CHECKING:
-    from shared.clock import Clock
-    from shared.ledger import Operation, OutboxItem
+    from shared.api import Clock
+    from shared.api.ledger import Operation, OutboxItem
 
-log = logs.get_logger("review")
+log = api.get_logger("review")
 
 CHECK_RUN = "github-check-run"  # the outbox payload kind delivered here
 # How a `finish` waits for the `start` another deliverer is publishing: 0.25 s doubling to
@@ -88,7 +88,7 @@ def item(
 ) -> dict[str, Any] | None:
     """The outbox payload of `role` (START or FINISH) for the push in `record_context`, or
     None when the push has no check run (no repo, sha or App installation)."""
-    from shared.ledger.ids import submission_id
+    from shared.api.ledger import submission_id
 
     repo, sha = record_context.get("repo"), record_context.get("sha")
     installation = record_context.get("installation_id")
@@ -115,7 +115,6 @@ def has_start(record: Operation) -> bool:
     return any(_role(i.payload) == START for i in record.outbox)
 
 
-@register_deliverer(CHECK_RUN)
 def publish_check_run(item: OutboxItem, services: DeliveryServices) -> None:
     """Make the push's check run show what the ledger says now (module docstring)."""
     payload = item.payload if isinstance(item.payload, Mapping) else {}
@@ -160,7 +159,7 @@ def publish_check_run(item: OutboxItem, services: DeliveryServices) -> None:
         if record is None or record.pending:
             _logged("check run in progress", shown, operation, repo, sha, item)
             return
-    reviews = services.ledger.reviews.reviews_for_push(repo, sha)
+    reviews = reviews_for_push(services.ledger, repo, sha)
     state = checks.completed(
         sha,
         reviews,
@@ -202,7 +201,7 @@ def left_to_newer(
     shown_by = _shown_by(record, services)
     if shown_by == record.name:
         return False
-    logs.event(
+    api.log_event(
         log,
         logging.INFO,
         f"{what} left to a newer generation",
@@ -245,7 +244,7 @@ def _cancelled(record: Operation) -> str | None:
 
 
 def _logged(what: str, shown: Any, operation: str, repo: str, sha: str, item: OutboxItem) -> None:
-    logs.event(
+    api.log_event(
         log,
         logging.INFO,
         what,

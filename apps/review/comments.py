@@ -39,16 +39,16 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from shared import logs
-from shared.errors import PermanentError
-from shared.kinds import DeliveryServices, register_deliverer
-from shared.kinds.review.check_runs import left_to_newer, shown_by  # the check run's rule
+from apps.review.check_runs import left_to_newer, shown_by  # the check run's rule
+from apps.review.results import reviews_for_push
+from shared import api
+from shared.api import DeliveryServices, PermanentError, github
 
 if TYPE_CHECKING:
-    from shared.github import PublishResult
-    from shared.ledger import OutboxItem
+    from shared.api.github import PublishResult
+    from shared.api.ledger import OutboxItem
 
-log = logs.get_logger("review")
+log = api.get_logger("review")
 
 COMMENT = "github-comment"  # the outbox payload kind delivered here
 MAX_COMMENT_CHARS = 60_000  # GitHub refuses comment bodies over 65,536 characters
@@ -66,11 +66,9 @@ def item(repo: str, sha: str, operation: str, installation_id: int | None = None
     return payload
 
 
-@register_deliverer(COMMENT)
 def publish_reviews(item: OutboxItem, services: DeliveryServices) -> None:
     """Make the push's one commit comment show its reviews, when `operation` is the push's
     current generation; an older generation's item writes nothing (module docstring)."""
-    from shared.github import push_marker, review_marker
 
     payload = item.payload if isinstance(item.payload, Mapping) else {}
     repo, sha, operation = payload.get("repo"), payload.get("sha"), payload.get("operation")
@@ -88,7 +86,7 @@ def publish_reviews(item: OutboxItem, services: DeliveryServices) -> None:
         return
     shown: str | None = operation
     for _ in range(MAX_GENERATIONS):
-        reviews = services.ledger.reviews.reviews_for_push(repo, sha)
+        reviews = reviews_for_push(services.ledger, repo, sha)
         result = services.comments.publish_once(
             repo,
             sha,
@@ -98,7 +96,7 @@ def publish_reviews(item: OutboxItem, services: DeliveryServices) -> None:
             also=_older_markers(operation, review_marker),
             installation_id=installation_id,
         )
-        logs.event(
+        api.log_event(
             log,
             logging.INFO,
             _outcome(result),
@@ -114,7 +112,7 @@ def publish_reviews(item: OutboxItem, services: DeliveryServices) -> None:
             return
         # A re-run became current while we wrote: ours may have landed after its comment.
         shown = now
-    logs.event(
+    api.log_event(
         log,
         logging.WARNING,
         "review comment: the push's generation kept changing while it was published",
@@ -124,6 +122,28 @@ def publish_reviews(item: OutboxItem, services: DeliveryServices) -> None:
         sha=sha,
         idempotency_key=item.idempotency_key,
     )
+
+
+def review_marker(operation: str) -> str:
+    """The per-operation marker of earlier releases (HTML comment); still recognised."""
+    if not operation or "--" in operation or ">" in operation or "\n" in operation:
+        raise github.GitHubRejected(
+            f"operation {operation!r} cannot be put in an HTML comment marker"
+        )
+    return f"<!-- hookledger:review:{operation} -->"
+
+
+def push_marker(repo: str, sha: str) -> str:
+    """The hidden marker of the ONE review comment of a push (`repo@sha`, HTML comment).
+
+    Lower-cased (GitHub compares names case-insensitively); a name holding `--`, which
+    would end an HTML comment, has its dashes escaped as `%2D`.
+    """
+    github.check_repo(repo)
+    name = repo.lower()
+    if "--" in name:
+        name = name.replace("-", "%2D")
+    return f"<!-- hookledger:review:{name}@{github.check_sha(sha).lower()} -->"
 
 
 def _outcome(result: PublishResult) -> str:

@@ -1,61 +1,71 @@
-"""The review kind: a push's Markdown files reviewed by one Gemini batch, in one home.
+"""The review kind's behaviour: adoption, the write-back and what the settlement publishes.
 
-- `pipeline.py`: a GitHub push becomes one batch (create-once guard, tagged display name);
+- `pipeline.py`: a GitHub push becomes one batch (exactly-once submission, tagged
+  display name `hookledger:review:{repo}@{sha}`);
 - `findings.py`: the structured answer asked of Gemini (summary, findings with lines and
   severity) and its tolerant reader;
-- here: the kind itself — its tag `hookledger:review:{repo}@{sha}`, the orphan adopter,
-  the write-back (one `reviews` document per file, in the settling commit, `status` "ok"
-  or "error" per file: one file's failure never blocks the others) and the outbox
-  items that publish the reviews on GitHub: the check run "hookledger review"
-  (`check_runs.py`, started with the push's winner, completed by the settlement; on with
-  a GitHub App, `GITHUB_CHECK_RUNS`) and one commit comment (`comments.py`, only when
-  `GITHUB_COMMENTS=true`).
+- here: the orphan adopter, the write-back (one `reviews` document per file, in the
+  settling commit, `status` "ok" or "error" per file: one file's failure never blocks
+  the others) and the outbox items that publish the reviews on GitHub: the check run
+  "hookledger review" (`check_runs.py`, started with the push's winner, completed by the
+  settlement; on with a GitHub App, `GITHUB_CHECK_RUNS`) and one commit comment
+  (`comments.py`, only when `GITHUB_COMMENTS=true`).
 
-See docs/architecture.md#operation-kinds.
+The kind is registered by the app (apps/review/__init__.py); see docs/apps.md.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from shared import logs
-from shared.errors import PermanentError, TransientError
-from shared.kinds import KindOptions, OperationKind, context_keys, register
-from shared.kinds.review import check_runs, comments
-from shared.kinds.review.findings import parse_review
+from apps.review import KIND, RERUN_MARK, REVIEW, app, check_runs, comments, review_tag
+from apps.review.findings import parse_review
+from apps.review.results import put_review
+from shared import api
+from shared.api import PermanentError, TransientError
 
 if TYPE_CHECKING:
-    from shared.gemini import BatchStatus, BatchSummary, GeminiGateway, Row
-    from shared.ledger import Operation
-    from shared.ledger.protocols import ReviewWrites
+    from shared.api.gemini import BatchStatus, BatchSummary, GeminiGateway, Row
+    from shared.api.ledger import Operation
 
-log = logs.get_logger("review")
+log = api.get_logger("review")
 
-KIND = "github-review"
-TAG = "review"
-# A re-run's tag key is the push's `repo@sha` and this mark with its delivery id (reruns.py).
-RERUN_MARK = "~rerun:"
-# A model's review is a bulleted list; this bound keeps each document far below 1 MiB.
+__all__ = ["KIND", "RERUN_MARK", "REVIEW", "ReviewOptions", "review_tag", "start_items"]
+
+
+@dataclass(frozen=True)
+class ReviewOptions:
+    """The review's publishing switches, from its settings (apps/review/__init__.py)."""
+
+    github_comments: bool = False
+    # The review as a GitHub check run (check_runs.py).
+    github_check_runs: bool = False
+    console_url: str = ""  # a check run's details link: the operation's console page
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any] | None = None) -> ReviewOptions:
+        values = app.settings() if settings is None else settings
+        check_runs = values["GITHUB_CHECK_RUNS"]
+        if check_runs is None:  # unset: on when a GitHub App is configured
+            check_runs = bool(os.environ.get("GITHUB_APP_ID", "").strip())
+        return cls(
+            github_comments=bool(values["GITHUB_COMMENTS"]),
+            github_check_runs=bool(check_runs),
+            console_url=str(values["CONSOLE_URL"]),
+        )
+
+
 MAX_REVIEW_CHARS = 100_000
 MAX_ERROR_CHARS = 4_000
 
 
-def review_tag(repo: str, sha: str) -> str:
-    """The display name that marks a review batch as ours: `hookledger:review:{repo}@{sha}`."""
-    return REVIEW.make_tag(f"{repo}@{sha}")
-
-
-def _generation_of(key: str) -> str | None:
-    """A re-run's key (`repo@sha~rerun:id`) names the push whose check run it takes over."""
-    push, mark, _ = key.partition(RERUN_MARK)
-    return REVIEW.make_tag(push) if mark and push else None
-
-
-def _adopt(key: str, batch: BatchSummary, gemini: GeminiGateway) -> dict[str, Any]:
+def adopt(key: str, batch: BatchSummary, gemini: GeminiGateway) -> dict[str, Any]:
     """Context for an orphan review batch: repo and sha from its tag, paths from its rows."""
-    from shared.gemini import TERMINAL_STATES, GeminiRowsUnread
+    from shared.api.gemini import TERMINAL_STATES, GeminiRowsUnread
 
     repo, at, sha = key.split(RERUN_MARK, 1)[0].rpartition("@")
     if not at or not repo or not sha:
@@ -69,7 +79,7 @@ def _adopt(key: str, batch: BatchSummary, gemini: GeminiGateway) -> dict[str, An
     return {"repo": repo, "sha": sha, "paths": paths}
 
 
-def _write_reviews(writes: ReviewWrites, record: Operation, batch: BatchStatus) -> None:
+def write_reviews(writes: Any, record: Operation, batch: BatchStatus) -> None:
     """One `reviews` document per file, each on its own: `status` "ok" with the model's
     `text` (`truncated` and `finish_reason` "MAX_TOKENS" when Gemini cut it short) — for a
     structured answer (`findings.py`) its summary, with `findings` (a list of
@@ -89,12 +99,12 @@ def _write_reviews(writes: ReviewWrites, record: Operation, batch: BatchStatus) 
     repo, sha = record.context.get("repo", ""), record.context.get("sha", "")
     for path, fields in _review_fields(record, batch):
         try:
-            writes.put_review(repo, sha, path, fields)
+            put_review(writes, repo, sha, path, fields)
         except TransientError:
             raise
         except Exception as exc:
             reason = str(exc) if isinstance(exc, PermanentError) else f"{type(exc).__name__}: {exc}"
-            writes.put_review(repo, sha, path, _error(f"review could not be stored: {reason}"))
+            put_review(writes, repo, sha, path, _error(f"review could not be stored: {reason}"))
 
 
 def _review_fields(record: Operation, batch: BatchStatus) -> list[tuple[str, dict[str, Any]]]:
@@ -113,7 +123,7 @@ def _review_fields(record: Operation, batch: BatchStatus) -> list[tuple[str, dic
             try:
                 fields = _from_row(row)
             except Exception as exc:  # this file's answer only: the others still get theirs
-                logs.event(
+                api.log_event(
                     log,
                     logging.WARNING,
                     f"{record.name}: the answer for {path} could not be parsed; "
@@ -169,11 +179,12 @@ def _error(reason: str) -> dict[str, Any]:
     return {"status": "error", "error": clipped}
 
 
-def _outbox(
-    record: Operation, batch: BatchStatus, options: KindOptions
+def outbox(
+    record: Operation, batch: BatchStatus, options: ReviewOptions | None = None
 ) -> Sequence[Mapping[str, Any]]:
     """What the settlement publishes on GitHub: the check run's completion when the push
     has one (`check_runs.py`), and one commit comment when comments are switched on."""
+    options = options or ReviewOptions.from_settings()
     items: list[Mapping[str, Any]] = []
     if check_runs.has_start(record) or options.github_check_runs:
         finish = check_runs.item(
@@ -194,7 +205,7 @@ def _outbox(
 
 
 def start_items(
-    context: Mapping[str, Any], name: str, tag: str, options: KindOptions
+    context: Mapping[str, Any], name: str, tag: str, options: ReviewOptions
 ) -> list[dict[str, Any]]:
     """Items recorded with the push's winner `name`: its check run shown `in_progress`,
     when check runs are on and the push came through a GitHub App."""
@@ -202,18 +213,3 @@ def start_items(
         return []
     start = check_runs.item(check_runs.START, context, name, tag, options.console_url)
     return [start] if start is not None else []
-
-
-REVIEW = register(
-    OperationKind(
-        name=KIND,
-        tag=TAG,
-        adopt=_adopt,
-        writeback=_write_reviews,
-        outbox=_outbox,
-        request_keys=context_keys("paths"),
-        generation_of=_generation_of,
-        needs=("repo", "sha", "paths"),  # the files reviewed: rows may echo no key
-        description="a push's Markdown files reviewed by one Gemini batch",
-    )
-)

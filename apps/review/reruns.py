@@ -32,18 +32,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from shared import logs
-from shared.builtin_handlers import rerun_refusal
-from shared.crashpoints import crash_point
-from shared.errors import Deferred
-from shared.github import GitHubRejected, Push, check_repo, check_sha, repository_allowed
-from shared.github.checks import ChecksClient
-from shared.handlers import Attempt, Done, Ignored, PermanentError
-from shared.kinds.review import KIND, RERUN_MARK, review_tag
-from shared.kinds.review.check_runs import CHECK_RUN, CHECK_SUBMISSION
-from shared.kinds.review.findings import GENERATION_CONFIG
-from shared.kinds.review.installations import installation_refusal
-from shared.kinds.review.pipeline import (
+from apps.review import rerun_refusal
+from apps.review.check_runs import CHECK_RUN, CHECK_SUBMISSION
+from apps.review.findings import GENERATION_CONFIG
+from apps.review.installations import installation_refusal
+from apps.review.kind import KIND, RERUN_MARK, review_tag
+from apps.review.pipeline import (
     ReviewDeps,
     Submitter,
     _fetch_all,
@@ -51,11 +45,19 @@ from shared.kinds.review.pipeline import (
     _storable,
     prompt,
 )
-from shared.ledger import DeliveryEnd, LedgerError
-from shared.ledger.generations import ORDER, order_of
-from shared.ledger.ids import submission_id
+from shared import api
+from shared.api import Attempt, Deferred, Done, Ignored, PermanentError, crash_point
+from shared.api.github import (
+    ChecksClient,
+    GitHubRejected,
+    Push,
+    check_repo,
+    check_sha,
+    repository_allowed,
+)
+from shared.api.ledger import ORDER, DeliveryEnd, LedgerError, order_of, submission_id
 
-log = logs.get_logger("review")
+log = api.get_logger("review")
 
 # How long a re-run waits, per deferral, for the previous run's check-run item to close.
 RERUN_WAIT_S = 60.0
@@ -190,7 +192,7 @@ def rerun_review(
     if outcome is None:  # ours won: the previous one, if it was pending, is now superseded
         crash_point("rerun.registered")
         _cancel_superseded(deps, previous.name, name, delivery_id)
-    logs.event(
+    api.log_event(
         log,
         logging.INFO,
         "re-run batch submitted",
@@ -212,7 +214,7 @@ def _cancel_superseded(deps: ReviewDeps, previous: str, winner: str, delivery_id
     try:
         deps.ledger.outbox.deliver(previous, deps.deliver)
     except LedgerError as exc:
-        logs.event(
+        api.log_event(
             log,
             logging.WARNING,
             f"cancelling superseded batch {previous} failed; the outbox sweep retries",

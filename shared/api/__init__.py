@@ -1,0 +1,235 @@
+"""hookledger's public API: everything an app may import, and nothing else.
+
+An app is a Python package that builds one `App` at import and registers through it. A
+deployment names its apps in `HOOKLEDGER_APPS` (comma-separated module names; the
+functions and the CLI default to the repository's reference app); each is imported once
+per process, before the first request. Keep the
+module light: the ingress imports it to learn which events are handled, so import heavy
+libraries inside handlers. Guide and examples: docs/apps.md.
+
+    from shared import api
+
+    app = api.App(
+        "triage",
+        settings=[api.Setting("TRIAGE_LABEL", default="needs-triage", help="label to add")],
+        collections=["triaged"],
+    )
+
+    @app.handler("github", "issues", refuses=lambda event, p: None if p.get("action") ==
+                 "opened" else "only opened issues")
+    def on_issue(event: api.Event, ctx: api.Context) -> api.Outcome:
+        issue = event.json()["issue"]
+        ...
+        return api.Done(f"labelled #{issue['number']}")
+
+HANDLERS. `@app.handler(source, *events, claims=None, leased=True, refuses=None)`:
+source "github" (an event is `X-GitHub-Event`) or "gemini" (its `type`). The function
+gets the verified `Event` (`source`, `type`, `delivery_id`, `received_at`, `body`,
+`headers`, `json()`, `run`: this attempt, with its lease's end) and the app's `Context`.
+It returns an outcome (`Done`, `Ignored`, `Unresolved`) or raises `TransientError`
+(retried with backoff: 5xx to Cloud Tasks), `PermanentError` (recorded `dead`, never
+retried) or `Deferred(reason, after_s)` (run again later, spending no retry). Any other
+exception is retried until the retry limit, then dead. `refuses(event, payload)` is asked
+by the ingress: a reason means this app does not want the delivery (200 `ignored` when
+no app wants it). Several apps may handle one event: each gets it once, with its own
+record (`deliveries/{source}:{id}#{app}`), lease, outcome and retries; the delivery is
+done when every app is (docs/architecture.md, "Apps"). A handler may run more than once
+for one delivery (an attempt that timed out, a replay): make its effects idempotent.
+
+CONTEXT. `ctx.settings` (this app's settings), `ctx.results` (this app's collections),
+`ctx.github_api` (`GitHubApi`: any REST endpoint, `installation_id=` for a GitHub App),
+`ctx.gemini` (`GeminiGateway`: create, fetch, list and cancel batches), `ctx.clock`,
+`ctx.submitter(event, tag, kind=...)` (exactly-once submission), `ctx.ledger` (the
+ledger's operations, for reads), and the GitHub clients `ctx.github` (file contents),
+`ctx.comments`, `ctx.checks`.
+
+SETTINGS. `Setting(name, type="str"|"int"|"float"|"bool"|"list", default, help, choices,
+check, secret)`, declared once on the `App`: read from the environment, checked when a
+function starts (a bad value stops it, naming the variable), listed by `hookledger
+config`, passed by Terraform from `var.app_settings`.
+
+RESULTS. An app declares its collections (`App(collections=[...])`); no other app, and
+none of the ledger's own, may be written through it. In a handler, `ctx.results.update(
+collection, id, change)` reads, calls `change(stored | None)` and writes what it returns
+(new fields, `DELETE`, or None to leave it) in one transaction; `get`, `where(**equals)`
+and `count` read. `doc_id(*parts)` makes an id from any key.
+
+EXACTLY-ONCE GEMINI JOBS. Register an `OperationKind(name, tag, writeback=, outbox=,
+adopt=, request_keys=, needs=)` with `app.kind(...)`. A handler submits through
+`ctx.submitter(event, kind.make_tag(key), kind=kind.name)`: `claim(context)` (None: create
+now), `gemini.create_batch(..., display_name=tag)`, then `register(name, context,
+event.end)`. When the job ends, a Gemini webhook or reconcile settles it exactly once:
+`writeback(writes, record, result)` stages documents with `writes.put(collection, id,
+fields)` in the same commit as the status; `outbox(record, result)` returns items
+(`{"kind": ..., ...}`) delivered after it by the deliverer the app registered with
+`@app.deliverer(kind)` (idempotent: look before acting; retried by reconcile's sweep). A
+batch whose creator died before registering it is adopted by reconcile from its tag
+(`adopt(key, batch, gemini)` gives its context; `needs` lists what it must hold).
+
+Everything else in `shared/` is private and may change; tests/unit/test_app_imports.py
+fails when an app imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from shared.apps import AppError, AppRecord, Setting, Settings, declare, owner_name_globs
+from shared.clock import Clock, system_clock
+from shared.crashpoints import crash_point
+from shared.documents import DELETE, doc_id
+from shared.errors import ConfigError, Deferred, HookledgerError, PermanentError, TransientError
+from shared.handler_context import HandlerContext as Context
+from shared.handlers import (
+    Attempt,
+    ClaimRequest,
+    Claims,
+    Done,
+    Event,
+    Handler,
+    Ignored,
+    Outcome,
+    Refusal,
+    Unresolved,
+    handler,
+)
+from shared.kinds import (
+    TAG_PREFIX,
+    DeliverWith,
+    DeliveryServices,
+    OperationKind,
+    context_keys,
+    register,
+    register_deliverer,
+)
+from shared.logs import event as log_event
+from shared.logs import get_logger
+from shared.submission import SubmitDeps, Submitter
+
+__all__ = [
+    "DELETE",
+    "TAG_PREFIX",
+    "App",
+    "AppError",
+    "Attempt",
+    "ClaimRequest",
+    "Claims",
+    "Clock",
+    "ConfigError",
+    "Context",
+    "Deferred",
+    "DeliverWith",
+    "DeliveryServices",
+    "Done",
+    "Event",
+    "Handler",
+    "HookledgerError",
+    "Ignored",
+    "OperationKind",
+    "Outcome",
+    "PermanentError",
+    "Refusal",
+    "Setting",
+    "Settings",
+    "SubmitDeps",
+    "Submitter",
+    "TransientError",
+    "Unresolved",
+    "context_keys",
+    "crash_point",
+    "doc_id",
+    "get_logger",
+    "log_event",
+    "owner_name_globs",
+    "system_clock",
+]
+
+
+class App:
+    """One app: its name, settings and collections, and what it registers.
+
+    `name` ([a-z][a-z0-9_-]*) names the app in records, logs and `deliveries/…#{name}`;
+    `settings` its environment settings; `collections` the Firestore collections its
+    results live in; `requires` the pip requirements it adds to the functions'
+    (tools/requirements.py). Build it once, at the top level of the app's module, as `app`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        settings: Iterable[Setting] = (),
+        collections: Iterable[str] = (),
+        description: str = "",
+        requires: Iterable[str] = (),
+        module: str | None = None,
+    ) -> None:
+        self.record = declare(
+            AppRecord(
+                name=name,
+                module=module or _caller_module(),
+                settings=tuple(settings),
+                collections=frozenset(_collections(name, collections)),
+                description=description,
+                requires=tuple(requires),
+            )
+        )
+        self.name = name
+
+    def handler(
+        self,
+        source: str,
+        *events: str,
+        claims: Claims | None = None,
+        leased: bool = True,
+        refuses: Refusal | None = None,
+    ) -> Callable[[Handler], Handler]:
+        """Register the decorated function for (`source`, each of `events`); see the module
+        docstring. `claims(body, ctx)`: a submission taken with the delivery's record;
+        `leased=False`: the handler's own conditional commit makes a rerun harmless."""
+        return handler(
+            source, *events, claims=claims, leased=leased, refuses=refuses, app=self.name
+        )
+
+    def kind(self, kind: OperationKind) -> OperationKind:
+        """Register an operation kind of this app (its name and tag must be unique)."""
+        try:
+            return register(kind, app=self.name)
+        except ValueError as exc:
+            raise AppError(f"app {self.name!r}: {exc}") from exc
+
+    def deliverer(self, payload_kind: str) -> Callable[[DeliverWith], DeliverWith]:
+        """Register how this app's outbox items `{"kind": payload_kind, ...}` are delivered."""
+        return register_deliverer(payload_kind, app=self.name)
+
+    def settings(self) -> Settings:
+        """This app's settings as the environment sets them now."""
+        return self.record.read_settings()
+
+    @property
+    def collections(self) -> frozenset[str]:
+        return self.record.collections
+
+    def logger(self) -> Any:
+        """The app's logger (structured JSON lines, as the core's)."""
+        return get_logger(self.name)
+
+
+def _collections(app: str, names: Iterable[str]) -> list[str]:
+    from shared.documents import CORE_COLLECTIONS
+
+    found = list(names)
+    for name in found:
+        if not isinstance(name, str) or not name or "/" in name:
+            raise AppError(f"app {app!r}: collection {name!r} is not a collection name")
+        if name in CORE_COLLECTIONS:
+            raise AppError(f"app {app!r}: collection {name!r} is the ledger's own")
+    return found
+
+
+def _caller_module() -> str:
+    import inspect
+
+    frame = inspect.stack()[2].frame
+    return str(frame.f_globals.get("__name__", "?"))

@@ -1,0 +1,99 @@
+"""Several apps on one event (docs/architecture.md, "Apps"): each app gets the delivery
+once, with its own record, lease, outcome and retries; the delivery is done when every
+app is. The worker runs in this process, fed by the Cloud Tasks emulator on its manual
+clock (as in test_worker_deferral.py): a retry becomes due only when the test says.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+
+from shared.errors import TransientError
+from shared.handlers import Done, handler
+from tests.integration.test_worker_deferral import (  # noqa: F401  fixtures
+    Stack,
+    queues,
+    registry,
+    stack,
+    tasks_client,
+)
+from tests.plugins.cloudtasks import EmulatorHandle
+from tests.waiting import wait_until
+
+
+def test_a_transient_failure_in_one_app_is_retried_without_running_the_other_again(
+    stack: Callable[..., Stack],  # noqa: F811  the fixture imported above
+    cloudtasks_emulator_manual: EmulatorHandle,
+) -> None:
+    world = stack()
+    runs: Counter[str] = Counter()
+
+    @handler("github", "issues", app="alpha")
+    def alpha(event, ctx):
+        runs["alpha"] += 1
+        assert ctx.app == "alpha"
+        return Done("alpha labelled it")
+
+    @handler("github", "issues", app="beta")
+    def beta(event, ctx):
+        runs["beta"] += 1
+        if runs["beta"] == 1:
+            raise TransientError("beta's upstream answered 503")
+        return Done("beta filed it")
+
+    world.hand_off("issues", "d-apps-1")
+    world.answered(3)  # the fan-out, alpha and beta's first run, in any order
+    first = sorted(c.status for c in world.served.calls[:3])
+    # The fan-out put one task per app out and looks again later; beta's 503 is its own.
+    assert first == ["deferred", "done", "retry"]
+    assert runs == {"alpha": 1, "beta": 1}
+    cloudtasks_emulator_manual.advance(5)  # past the 503's backoff: beta's task again
+    world.served.wait_for(4)
+
+    deliveries = world.ledger.deliveries
+    wait_until(
+        lambda: getattr(deliveries.get("github", "d-apps-1"), "status", None) == "done",
+        what="the delivery done once both apps are",
+    )
+    assert runs == {"alpha": 1, "beta": 2}
+    alpha_record = deliveries.get("github", "d-apps-1#alpha")
+    beta_record = deliveries.get("github", "d-apps-1#beta")
+    assert alpha_record is not None and beta_record is not None
+    assert (alpha_record.status, alpha_record.attempts) == ("done", 1)
+    assert beta_record.status == "done" and beta_record.attempts == 2
+    statuses = sorted(c.status for c in world.served.calls)
+    assert statuses == ["deferred", "done", "done", "retry"]
+
+    # The fan-out's own look later finds it done: a duplicate, and no app runs again.
+    cloudtasks_emulator_manual.advance(60 + 0.001)
+    assert world.served.wait_for(5).status == "duplicate"
+    assert runs == {"alpha": 1, "beta": 2}
+
+
+def test_an_event_one_app_handles_keeps_the_delivery_record_and_no_fan_out(
+    stack: Callable[..., Stack],  # noqa: F811  the fixture imported above
+) -> None:
+    world = stack()
+
+    @handler("github", "issues", app="alpha")
+    def alpha(event, ctx):
+        return Done("only alpha")
+
+    world.hand_off("issues", "d-apps-2")
+    assert world.answered(1).status == "done"
+    assert world.ledger.deliveries.get("github", "d-apps-2#alpha") is None
+    stored = world.ledger.deliveries.get("github", "d-apps-2")
+    assert stored is not None and stored.status == "done"
+
+
+@pytest.mark.parametrize("app", ["alpha"])
+def test_one_app_registering_a_second_handler_for_a_pair_is_refused(
+    app: str,
+    registry: None,  # noqa: F811  the fixture imported above
+) -> None:
+    handler("github", "issues", app=app)(lambda event, ctx: Done(""))
+    with pytest.raises(ValueError, match="already has a handler for github/issues"):
+        handler("github", "issues", app=app)(lambda event, ctx: Done("other"))
