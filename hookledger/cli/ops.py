@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import uuid
 from pathlib import Path
@@ -13,9 +14,11 @@ from hookledger.cli.output import CliError, Output, fields_block, table
 from shared import runtime
 from shared.ledger import OPERATION_STATUSES
 
+DEFAULT_MODEL = "models/gemini-2.5-flash"
 _KIND = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
 LIST_COLUMNS = [
     ("NAME", "name"),
+    ("APP", "app"),
     ("KIND", "kind"),
     ("STATUS", "status"),
     ("BY", "settled_by"),
@@ -29,7 +32,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     submit = sub.add_parser(
         "submit", parents=[common], help="create a Gemini batch and register it"
     )
-    submit.add_argument("--kind", required=True, help="the operation kind recorded in the ledger")
+    what = submit.add_mutually_exclusive_group(required=True)
+    what.add_argument("--kind", help="the operation kind recorded in the ledger")
+    what.add_argument("--app", help="an app's own submission (e.g. classify; needs --input)")
     submit.add_argument("--model", help="the Gemini model (default: REVIEW_MODEL)")
     source = submit.add_mutually_exclusive_group(required=True)
     source.add_argument("--prompt", action="append", metavar="TEXT", help="one request (repeat)")
@@ -38,6 +43,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         type=Path,
         help='JSON lines: {"key": …, "prompt": …}; over 20 MB they are sent as an uploaded file',
     )
+    source.add_argument("--input", type=Path, help="with --app: JSON lines, one item each")
+    submit.add_argument("--id", help="with --app: the submission id (default: a new one)")
     submit.set_defaults(func=cmd_submit)
 
     ops = sub.add_parser("ops", help="operations in the ledger")
@@ -101,13 +108,20 @@ def read_requests(args: argparse.Namespace) -> list[tuple[str, str]]:
 def cmd_submit(args: argparse.Namespace, out: Output) -> int:
     from shared import kinds
 
+    if args.app is not None:
+        from hookledger.cli.submit_app import cmd_submit_app
+
+        return cmd_submit_app(args, out)
+    if args.input is not None or args.id is not None:
+        raise CliError("--input and --id go with --app, not --kind", code=2)
     kind = args.kind
     if not _KIND.fullmatch(kind):
         raise CliError(f"--kind must match {_KIND.pattern}, got {kind!r}", code=2)
     if kinds.built_in(kind):
         raise CliError(f"kind {kind!r} is a built-in pipeline's; it submits its own", code=2)
     requests = read_requests(args)
-    model = args.model or runtime.config().review_model
+    # A generic kind has no settings of its own: the review's model setting, or Flash.
+    model = args.model or os.environ.get("REVIEW_MODEL") or DEFAULT_MODEL
     # The tag lets reconcile recognise the batch as ours if registering below never happens.
     tag = kinds.generic(kind).make_tag(uuid.uuid4().hex[:12])
     name = runtime.gemini().create_batch(model, requests, display_name=tag)
@@ -141,7 +155,18 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
         "next_check_at",
         "writeback_done",
     )
-    return {key: data.get(key) for key in keys}
+    return {**{key: data.get(key) for key in keys}, "app": app_of(data.get("kind"))}
+
+
+def app_of(kind: Any) -> str | None:
+    """The app whose kind this is (None: a kind no loaded app registered, e.g. `submit --kind`)."""
+    from shared import apps, kinds
+
+    apps.load()  # HOOKLEDGER_APPS: the same apps the functions load
+    try:
+        return (kinds.get(kind).app or None) if isinstance(kind, str) and kind else None
+    except ValueError:  # a stored kind no app could have registered
+        return None
 
 
 def cmd_list(args: argparse.Namespace, out: Output) -> int:
@@ -160,7 +185,7 @@ def stored_operation(name: str) -> dict[str, Any]:
         raise CliError(f"operation {name} not found")
     # The record's fields, plus any the record type does not model (as stored).
     stored = ledger.queries.stored_fields(record.name) or {}
-    return {**record.to_dict(), **stored, "doc_id": record.doc_id}
+    return {**record.to_dict(), **stored, "doc_id": record.doc_id, "app": app_of(record.kind)}
 
 
 def cmd_show(args: argparse.Namespace, out: Output) -> int:
