@@ -59,6 +59,13 @@ browser:
 	[ -x $(CHROMIUM) ] && [ -x $(CHROMEDRIVER) ] || \
 	  { echo "make browser: installed, but $(CHROMIUM) / $(CHROMEDRIVER) are not there" >&2; exit 1; }
 
+# What is generated from pyproject.toml and the apps in apps/ (tools/requirements.py,
+# tools/app_settings.py); tests/terraform fail while either file is stale.
+.PHONY: requirements
+requirements: $(STAMP)
+	$(BIN)/python -m tools.requirements
+	$(BIN)/python -m tools.app_settings
+
 run: $(STAMP)
 	$(BIN)/python -m local.stack
 

@@ -127,14 +127,30 @@ locals {
     }
   }
 
-  # Only what the functions import: main.py and requirements.txt at the archive root and the
-  # shared package beside them. hookledger/ (the CLI and console), local/ (dev-only), tests/
-  # and bench/ are never deployed; tests/terraform checks the archive and the imports.
-  repo_root = abspath("${path.module}/..")
+  # Every function loads the same apps and reads their settings when it starts (variables.tf
+  # checks app_settings); merged under function_env so the core's own names always win.
+  app_env = merge(var.app_settings, { HOOKLEDGER_APPS = join(",", var.apps) })
+}
+
+# The source archive, in a block of its own (tests/terraform evaluate it with the CLI).
+locals {
+  # Only what the functions import: main.py and requirements.txt at the archive root, the
+  # shared package beside them, and the packages of the in-repo apps var.apps loads
+  # (apps.<name>[.<module>] ships apps/<name>/ whole; any other module comes from
+  # requirements.txt). hookledger/ (the CLI and console), local/ (dev-only), tests/ and
+  # bench/ are never deployed; tests/terraform checks the archive and the imports.
+  repo_root    = abspath("${path.module}/..")
+  app_packages = distinct([for module in var.apps : split(".", module)[1] if startswith(module, "apps.")])
+  # apps/__init__.py only with an app to ship, and only if present (apps/ may be a namespace package).
+  app_files = concat(
+    [for f in fileset(local.repo_root, "apps/__init__.py") : f if length(local.app_packages) > 0],
+    flatten([for name in local.app_packages : [for f in fileset("${local.repo_root}/apps/${name}", "**/*.py") : "apps/${name}/${f}"]]),
+  )
   source_files = merge(
     { for f in fileset("${local.repo_root}/functions", "*.py") : f => "${local.repo_root}/functions/${f}" },
     { "requirements.txt" = "${local.repo_root}/functions/requirements.txt" },
     { for f in fileset("${local.repo_root}/shared", "**/*.py") : "shared/${f}" => "${local.repo_root}/shared/${f}" },
+    { for f in local.app_files : f => "${local.repo_root}/${f}" },
   )
   # Hash of names and contents, not of the zip: zip timestamps must not force a redeploy.
   source_hash = sha256(join("\n", [for name in sort(keys(local.source_files)) : "${name} ${filesha256(local.source_files[name])}"]))
@@ -240,7 +256,7 @@ resource "google_cloudfunctions2_function" "function" {
     ingress_settings               = each.value.ingress_settings
     all_traffic_on_latest_revision = true
     service_account_email          = google_service_account.function[each.key].email
-    environment_variables          = local.function_env[each.key]
+    environment_variables          = merge(local.app_env, local.function_env[each.key])
 
     dynamic "secret_environment_variables" {
       for_each = local.function_secrets[each.key]

@@ -19,6 +19,76 @@ variable "alerts" {
   }
 }
 
+variable "app_settings" {
+  description = "Settings of the loaded apps (each declared with shared.api.Setting; `hookledger config` lists them), NAME = value, given to every function as environment variables and checked when it starts. Values are strings: a bool is true or false, a list comma-separated. A name app_settings.json lists (generated from the apps in apps/ by `make requirements`) is checked here against its type and choices, and refused if secret (its value would be kept in Terraform state); any other name, such as a setting of an app from outside this repository, is passed unchecked. Names the core sets itself (app_settings.json `reserved`, e.g. from `settings` or `review`) are refused."
+  type        = map(string)
+  default     = {}
+
+  validation {
+    condition     = alltrue([for name in keys(var.app_settings) : can(regex("^[A-Z][A-Z0-9_]{1,63}$", name))])
+    error_message = "app_settings names must be environment variable names matching ^[A-Z][A-Z0-9_]{1,63}$ (as shared.api.Setting requires), not: ${join(", ", [for name in keys(var.app_settings) : jsonencode(name) if !can(regex("^[A-Z][A-Z0-9_]{1,63}$", name))])}."
+  }
+
+  validation {
+    # Cloud Run functions set these itself and refuse them in a function's environment.
+    condition     = alltrue([for name in keys(var.app_settings) : !contains(["FUNCTION_SIGNATURE_TYPE", "FUNCTION_TARGET", "K_CONFIGURATION", "K_REVISION", "K_SERVICE", "PORT"], name) && !startswith(name, "X_GOOGLE_")])
+    error_message = "app_settings cannot set ${join(", ", [for name in keys(var.app_settings) : name if contains(["FUNCTION_SIGNATURE_TYPE", "FUNCTION_TARGET", "K_CONFIGURATION", "K_REVISION", "K_SERVICE", "PORT"], name) || startswith(name, "X_GOOGLE_")])}: Cloud Run functions reserves it."
+  }
+
+  # The catalogue is read from the working directory, terraform/ (the root module): before
+  # Terraform 1.9 a validation may refer to nothing but its variable, so not path.module.
+  validation {
+    condition     = length(setintersection(keys(var.app_settings), jsondecode(file("app_settings.json")).reserved)) == 0
+    error_message = "app_settings cannot set ${join(", ", sort(setintersection(keys(var.app_settings), jsondecode(file("app_settings.json")).reserved)))}: Terraform sets it from its own variables (settings, review, ...: README.md \"Variables\") or from Secret Manager."
+  }
+
+  validation {
+    condition     = alltrue([for name in keys(var.app_settings) : !try(jsondecode(file("app_settings.json")).settings[name].secret, false)])
+    error_message = "app_settings cannot pass ${join(", ", [for name in keys(var.app_settings) : name if try(jsondecode(file("app_settings.json")).settings[name].secret, false)])}: a secret setting's value would be kept in Terraform state and shown in the functions' configuration."
+  }
+
+  validation {
+    # The generator turns each setting's type and choices into the pattern of the values
+    # shared.apps.Setting accepts (stripped, as it strips them); unknown names pass.
+    condition     = alltrue([for name, value in var.app_settings : can(regex(try(jsondecode(file("app_settings.json")).settings[name].pattern, ""), trimspace(value)))])
+    error_message = "app_settings: ${join("; ", [for name, value in var.app_settings : "${name} (app ${jsondecode(file("app_settings.json")).settings[name].app}) must be ${jsondecode(file("app_settings.json")).settings[name].expects}, got ${jsonencode(value)}" if !can(regex(try(jsondecode(file("app_settings.json")).settings[name].pattern, ""), trimspace(value)))])}."
+  }
+}
+
+variable "apps" {
+  description = "The apps every function loads (HOOKLEDGER_APPS), as Python module names, e.g. [\"apps.review\", \"apps.articles\", \"apps.classify\"]. An app of this repository, apps.<name>, ships in the functions' archive (apps/__init__.py and apps/<name>/**/*.py). Any other module is not zipped: it must be installed, so add its distribution to pyproject.toml's [project].dependencies and run `make requirements` (functions/requirements.txt), and its settings are not checked by app_settings."
+  type        = list(string)
+  default     = ["apps.review"]
+
+  validation {
+    condition     = length(var.apps) >= 1
+    error_message = "apps must name at least one app module (the default is [\"apps.review\"])."
+  }
+
+  validation {
+    # shared.apps refuses the same names when the functions start; here it fails at plan.
+    condition     = alltrue([for module in var.apps : can(regex("^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*$", module))])
+    error_message = "apps entries must be dotted Python module names such as apps.review, not: ${join(", ", [for module in var.apps : jsonencode(module) if !can(regex("^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*$", module))])}."
+  }
+
+  validation {
+    condition     = length(distinct(var.apps)) == length(var.apps)
+    error_message = "apps names a module twice: ${join(", ", distinct([for module in var.apps : module if length([for other in var.apps : other if other == module]) > 1]))}."
+  }
+
+  validation {
+    # apps/ is the folder of the apps, not one of them.
+    condition     = !contains(var.apps, "apps")
+    error_message = "apps names \"apps\": name an app of apps/ as apps.<name>, e.g. apps.review."
+  }
+
+  validation {
+    # Relative to the working directory, terraform/ (no path.module before Terraform 1.9).
+    condition     = alltrue([for module in var.apps : startswith(module, "apps.") ? fileexists("../apps/${split(".", module)[1]}/__init__.py") : true])
+    error_message = "apps names ${join(", ", [for module in var.apps : module if(startswith(module, "apps.") ? !fileexists("../apps/${split(".", module)[1]}/__init__.py") : false)])}, but apps/ has no such package (no apps/<name>/__init__.py)."
+  }
+}
+
 variable "enable_apis" {
   description = "Enable the Google APIs hookledger uses. Set false when the project's APIs are managed elsewhere."
   type        = bool

@@ -1,9 +1,10 @@
 """Deployed code never imports what is not deployed.
 
-The functions' source archive (terraform/functions.tf) holds `functions/` and `shared/`
-only, so an import of `local` (dev-only) or `hookledger` (the CLI and console) from there
-would fail in Cloud Functions, perhaps only on the rare path that runs it lazily. This scan
-reads every .py with `ast` (nothing is imported or run) and names each offending import.
+The functions' source archive (terraform/functions.tf) holds `functions/`, `shared/` and
+the in-repo apps (`apps/`) only, so an import of `local` (dev-only) or `hookledger` (the
+CLI and console) from there would fail in Cloud Functions, perhaps only on the rare path
+that runs it lazily. This scan reads every .py with `ast` (nothing is imported or run) and
+names each offending import.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-DEPLOYED_DIRS = ("functions", "shared")
+# apps/: the in-repo apps var.apps may ship (terraform/functions.tf, local.app_files).
+DEPLOYED_DIRS = ("functions", "shared", "apps")
 NOT_DEPLOYED = frozenset({"local", "hookledger"})
 # Calls that import a module named by their first (string) argument.
 DYNAMIC_IMPORTERS = frozenset({"import_module", "__import__"})
@@ -74,6 +76,7 @@ def test_deployed_code_never_imports_the_cli_or_local() -> None:
     sources = _deployed_sources(REPO)
     assert REPO / "functions" / "main.py" in sources
     assert REPO / "shared" / "ledger" / "__init__.py" in sources
+    assert REPO / "apps" / "review" / "__init__.py" in sources
     offences = [offence for path in sources for offence in forbidden_imports(path)]
     assert not offences, "deployed code imports what is not deployed:\n" + "\n".join(offences)
 
@@ -89,11 +92,17 @@ def _requirement_lines(lines: list[str]) -> set[str]:
     return {line for line in stripped if line}
 
 
-def test_functions_install_exactly_the_project_runtime_dependencies() -> None:
-    # The CLI needs nothing beyond them; a console dependency would go in an extra instead.
+def test_functions_install_the_project_runtime_dependencies_and_the_apps_only() -> None:
+    # The CLI needs nothing beyond the project's; a console dependency would go in an extra.
+    # Anything else must be an in-repo app's `requires`, listed under its `# apps.<name>`.
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     deployed = (REPO / "functions" / "requirements.txt").read_text().splitlines()
-    assert _requirement_lines(deployed) == _requirement_lines(project["dependencies"])
+    assert _requirement_lines(project["dependencies"]) <= _requirement_lines(deployed)
+    first_app = next((i for i, line in enumerate(deployed) if line.startswith("# apps.")), None)
+    core = deployed if first_app is None else deployed[:first_app]
+    assert _requirement_lines(core) == _requirement_lines(project["dependencies"])
+    for line in deployed[len(core) :]:
+        assert line.startswith("# apps.") or _requirement_lines([line]), line
 
 
 @pytest.mark.parametrize(

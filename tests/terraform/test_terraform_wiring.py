@@ -216,17 +216,28 @@ def test_every_production_env_name_is_set_on_the_function_that_reads_it(
 ) -> None:
     fn = tf.resource("google_cloudfunctions2_function", "function")
     service = _block(fn, "service_config")
-    assert _attr(service, "environment_variables") == "${local.function_env[each.key]}"
+    # The apps' environment first: the core's own names win (terraform/functions.tf).
+    assert (
+        _attr(service, "environment_variables")
+        == "${merge(local.app_env,local.function_env[each.key])}"
+    )
     secret_env = _dynamic(service, "secret_environment_variables")
     assert _attr(secret_env, "for_each") == "${local.function_secrets[each.key]}"
     content = _block(secret_env, "content")
     assert _attr(content, "key") == "${secret_environment_variables.value}"
 
-    plain = set(tf.locals["function_env"][function])
+    plain = set(tf.locals["function_env"][function]) | _app_env_names(tf)
     secret = _function_secrets(tf)[function]
     assert not plain & secret, f"{function}: set both plain and secret: {plain & secret}"
     missing = set(PRODUCTION_ENV_NAMES[function]) - plain - secret
     assert not missing, f"{function} reads {sorted(missing)} but terraform does not set them"
+
+
+def _app_env_names(tf: Module) -> set[str]:
+    """The names local.app_env sets itself, on every function (HOOKLEDGER_APPS)."""
+    expr = tf.locals["app_env"]
+    assert expr.startswith("${merge(var.app_settings,{"), expr
+    return set(re.findall(r"'([A-Z][A-Z0-9_]+)': ", expr))
 
 
 def _optional_default(tf: Module, variable: str, field_name: str) -> float:
@@ -291,10 +302,6 @@ TERRAFORM_SETTINGS: tuple[tuple[str, str, str], ...] = (
     ("github_app_id", "GITHUB_APP_ID", "github_app_id"),
     ("queue.name", "TASKS_QUEUE", "queue"),
     ("region", "TASKS_LOCATION", "location"),
-    ("review.github_comments", "GITHUB_COMMENTS", "github_comments"),
-    ("review.model", "REVIEW_MODEL", "review_model"),
-    ("review.path", "REVIEW_PATH", "review_path"),
-    ("review.repositories", "GITHUB_REPOSITORIES", "github_repositories"),
     ("settings.gemini_webhook_audience", "GEMINI_WEBHOOK_AUDIENCE", "gemini_webhook_audience"),
     ("settings.gemini_webhook_issuer", "GEMINI_WEBHOOK_ISSUER", "gemini_webhook_issuer"),
     ("settings.max_body_bytes", "MAX_BODY_BYTES", "max_body_bytes"),
@@ -322,6 +329,15 @@ TERRAFORM_SETTINGS: tuple[tuple[str, str, str], ...] = (
     ("trace_sample_ratio", "TRACE_SAMPLE_RATIO", "trace_sample_ratio"),
     ("worker_function.timeout_seconds", "WORKER_TIMEOUT_S", "worker_timeout_s"),
     ("worker_function.concurrency", "THREADS", "worker_concurrency"),
+)
+# The review app's settings Terraform passes from var.review: Terraform's name, the
+# environment variable, whose default is the app's `Setting` (terraform/app_settings.json,
+# generated from apps/review and checked by tests/terraform/test_terraform_apps.py).
+REVIEW_APP_SETTINGS: tuple[tuple[str, str], ...] = (
+    ("review.github_comments", "GITHUB_COMMENTS"),
+    ("review.model", "REVIEW_MODEL"),
+    ("review.path", "REVIEW_PATH"),
+    ("review.repositories", "GITHUB_REPOSITORIES"),
 )
 # Settings Terraform passes whose default is not Config's, each pinned to its value and why.
 TERRAFORM_OWN_DEFAULTS: dict[str, tuple[Any, str]] = {
@@ -374,7 +390,7 @@ def _references(value: str) -> set[str]:
 
 
 def test_every_setting_terraform_passes_is_in_the_defaults_table(tf: Module) -> None:
-    mapped = {name for name, _, _ in TERRAFORM_SETTINGS}
+    mapped = {name for name, _, _ in TERRAFORM_SETTINGS} | {n for n, _ in REVIEW_APP_SETTINGS}
     read = {
         ref
         for env in tf.locals["function_env"].values()
@@ -400,6 +416,26 @@ def test_terraform_defaults_are_configs(
     else:
         assert theirs == float(ours), f"var.{name} = {theirs:g}, Config.{config_field} = {ours:g}"
     # The variable reaches the field: each function setting `env_name` sets it from `name`.
+    setters = {
+        fn: env[env_name] for fn, env in tf.locals["function_env"].items() if env_name in env
+    }
+    assert setters, f"no function is given {env_name}"
+    for function, value in setters.items():
+        assert _references(str(value)) == {name}, f"{function}: {env_name} = {value!r}"
+
+
+@pytest.mark.parametrize(("name", "env_name"), REVIEW_APP_SETTINGS)
+def test_terraform_review_defaults_are_the_review_apps(
+    tf: Module, name: str, env_name: str
+) -> None:
+    catalogue = json.loads((TERRAFORM / "app_settings.json").read_text())["settings"]
+    assert env_name in catalogue, f"the review app declares no {env_name} (app_settings.json)"
+    setting = catalogue[env_name]
+    assert setting["app"] == "review", setting
+    ours = setting["default"]
+    theirs = _variable_default(tf, name)
+    expected = tuple(ours) if setting["type"] == "list" else ours
+    assert theirs == expected, f"var.{name} defaults to {theirs!r}, the app's {env_name} {ours!r}"
     setters = {
         fn: env[env_name] for fn, env in tf.locals["function_env"].items() if env_name in env
     }
@@ -679,10 +715,25 @@ def _archive_rules(tf: Module) -> tuple[list[tuple[str, str, str]], dict[str, st
     return globs, literals
 
 
-def test_archive_holds_functions_and_shared_only(tf: Module) -> None:
+def test_archive_holds_functions_shared_and_the_loaded_apps_only(tf: Module) -> None:
     expr = tf.locals["source_files"]
     globs, literals = _archive_rules(tf)
     assert expr.count("fileset(") == len(globs) == 2, expr
+    # The apps' files come from local.app_files alone: the packages of the `apps.` modules
+    # var.apps names (evaluated by the CLI in tests/terraform/test_terraform_apps.py).
+    assert expr.endswith(',{for f in local.app_files : f => "${local.repo_root}/${f}"})}'), expr
+    app_files = tf.locals["app_files"]
+    assert app_files.count("fileset(") == 2, app_files
+    assert 'fileset(local.repo_root,"apps/__init__.py") : f if length(local.app_packages) > 0' in (
+        app_files
+    )
+    assert (
+        '[for f in fileset("${local.repo_root}/apps/${name}","**/*.py") : "apps/${name}/${f}"]'
+        in app_files
+    )
+    assert tf.locals["app_packages"] == (
+        '${distinct([for module in var.apps : split(".",module)[1] if startswith(module,"apps.")])}'
+    )
     roots = {directory for directory, _, _ in globs} | {p.split("/")[0] for p in literals.values()}
     assert roots == {"functions", "shared"}, roots
     assert literals == {"requirements.txt": "functions/requirements.txt"}
@@ -706,7 +757,7 @@ def test_archive_holds_functions_and_shared_only(tf: Module) -> None:
     not_deployed = {"hookledger", "local", "tests", "bench", "terraform", "docs"}
     leaked = sorted(n for n in names if n.split("/")[0] in not_deployed)
     assert not leaked, f"deployed archive would contain {leaked}"
-    # Every entry is main.py's neighbour at the root or inside the shared package.
+    # Besides the apps: every entry is main.py's neighbour at the root or inside shared/.
     stray = sorted(n for n in names if "/" in n and not n.startswith("shared/"))
     assert not stray, f"deployed archive would contain {stray}"
     assert not [n for n in names if n.startswith("shared/cli/")], "the CLI belongs in hookledger/"
