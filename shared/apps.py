@@ -3,8 +3,9 @@
 An app is a Python package that builds one `App` at import and registers through it
 (shared/api.py is the reference). `load(names)` imports the apps a deployment names
 (`HOOKLEDGER_APPS`, comma-separated module names) once per process; an app that fails to
-import, registers nothing, or takes a kind, batch tag, deliverer or collection another app
-has, raises `AppError` naming it, and the function does not start.
+import, builds no `App`, or takes a kind, batch tag, deliverer, collection or setting
+another app (or the core) has, raises `AppError` naming it, and the function does not
+start.
 
 An app's module must stay light at import (the ingress loads it to learn which events
 are handled): it imports its heavy dependencies inside its handlers.

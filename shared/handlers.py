@@ -171,8 +171,9 @@ def handler(
     `leased=False`: the handler's own conditional commit makes a second run harmless (a
     settlement), so the worker takes no lease and records the delivery in that commit
     (`Event.end`): one commit per event. `refuses(event, payload)`: asked by the ingress
-    (and by the worker before it hands the event to the app), a reason makes the delivery
-    200 `ignored` for this app. One app registers at most one handler per pair.
+    for a GitHub delivery (when every app refuses it: 200 `ignored`, nothing enqueued) and
+    by the worker's fan-out (a refusing app gets no task). One app registers at most one
+    handler per pair.
     """
     if not events:
         raise ValueError("handler() needs at least one event type")

@@ -30,8 +30,9 @@ It returns an outcome (`Done`, `Ignored`, `Unresolved`) or raises `TransientErro
 (retried with backoff: 5xx to Cloud Tasks), `PermanentError` (recorded `dead`, never
 retried) or `Deferred(reason, after_s)` (run again later, spending no retry). Any other
 exception is retried until the retry limit, then dead. `refuses(event, payload)` is asked
-by the ingress: a reason means this app does not want the delivery (200 `ignored` when
-no app wants it). Several apps may handle one event: each gets it once, with its own
+by the ingress for a GitHub delivery, and by the worker when several apps handle the
+event: a reason means this app does not want the delivery (200 `ignored` when no app
+wants it). Several apps may handle one event: each gets it once, with its own
 record (`deliveries/{source}:{id}#{app}`), lease, outcome and retries; the delivery is
 done when every app is (docs/architecture.md, "Apps"). A handler may run more than once
 for one delivery (an attempt that timed out, a replay): make its effects idempotent.
@@ -201,7 +202,15 @@ class App:
 
     def deliverer(self, payload_kind: str) -> Callable[[DeliverWith], DeliverWith]:
         """Register how this app's outbox items `{"kind": payload_kind, ...}` are delivered."""
-        return register_deliverer(payload_kind, app=self.name)
+        register = register_deliverer(payload_kind, app=self.name)
+
+        def decorate(fn: DeliverWith) -> DeliverWith:
+            try:
+                return register(fn)
+            except ValueError as exc:
+                raise AppError(f"app {self.name!r}: {exc}") from exc
+
+        return decorate
 
     def settings(self) -> Settings:
         """This app's settings as the environment sets them now."""
