@@ -198,7 +198,8 @@ _COUNTER = ReadCounter()
 def run(args: argparse.Namespace, sim_url: str) -> tuple[dict[str, Any], bool]:
     from google.cloud import firestore
 
-    from shared.clock import FakeClock, system_clock
+    from local.fakes import FakeClock
+    from shared.clock import system_clock
     from shared.gemini import GeminiGateway, make_client
     from shared.ledger import Ledger
     from shared.reconcile import BACKOFF_CAP_S, Reconciler, ReconcileSettings
@@ -396,7 +397,8 @@ def scale(args: argparse.Namespace, sim_url: str, tasks_host: str) -> tuple[dict
     """Part (c); see the module docstring."""
     from google.cloud import firestore
 
-    from shared.clock import FakeClock, system_clock
+    from local.fakes import FakeClock
+    from shared.clock import system_clock
     from shared.gemini import GeminiGateway, make_client
     from shared.ledger import Ledger
     from shared.reconcile import Reconciler, ReconcileSettings, TaskPageEnqueuer

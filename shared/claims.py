@@ -30,7 +30,6 @@ merely reference this one (the ingress) do not pay for loading it.
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any, Protocol
@@ -114,7 +113,7 @@ def _cut_encoded(encoded: str, limit: int) -> str:
     return cut[:escape] if escape != -1 else cut
 
 
-def _check_put(key: str, data: bytes) -> str:
+def check_put(key: str, data: bytes) -> str:
     if (
         not key
         or "/" in key
@@ -128,30 +127,6 @@ def _check_put(key: str, data: bytes) -> str:
     if len(data) > MAX_CLAIM_BYTES:
         raise ValueError(f"payload for claim {key} exceeds {MAX_CLAIM_BYTES} bytes")
     return hashlib.sha256(data).hexdigest()
-
-
-class MemoryClaimStore:
-    """A `ClaimStore` in a dict, with the same contract: for unit tests."""
-
-    def __init__(self) -> None:
-        self._items: dict[str, bytes] = {}
-        self._lock = threading.Lock()
-
-    def put(self, key: str, data: bytes) -> str:
-        _check_put(key, data)
-        with self._lock:
-            existing = self._items.get(key)
-            if existing is not None and existing != data:
-                raise ClaimConflict(f"claim {key} already holds a different payload")
-            self._items[key] = bytes(data)
-        return key
-
-    def get(self, ref: str) -> bytes:
-        with self._lock:
-            try:
-                return self._items[ref]
-            except KeyError:
-                raise ClaimNotFound(f"no payload under claim {ref}") from None
 
 
 def _chunks(data: bytes, size: int) -> Iterator[bytes]:
@@ -180,7 +155,7 @@ class FirestoreClaimStore:
         return self._client.collection(COLLECTION).document(key)
 
     def put(self, key: str, data: bytes) -> str:
-        digest = _check_put(key, data)
+        digest = check_put(key, data)
         from google.api_core import exceptions as api_exceptions
 
         parent = self._parent(key)

@@ -83,7 +83,7 @@ WRITEBACK_FAILED = "writeback_failed"
 
 
 @dataclass(frozen=True)
-class Outcome:
+class SettleResult:
     """`settled`, `already_settled`, `unknown` (not in the ledger) or `running`; a running
     operation that waits on its caller says for what (`waits_for`)."""
 
@@ -109,7 +109,7 @@ class Settler:
         record: Operation | None = None,
         *,
         end: DeliveryEnd | None = None,
-    ) -> Outcome:
+    ) -> SettleResult:
         """Re-fetch `name` from Gemini and settle it if terminal. Gemini errors propagate,
         and so does `GeminiRowsUnread` for a succeeded batch whose rows are incomplete.
 
@@ -122,21 +122,21 @@ class Settler:
 
         record = record if record is not None else self.ledger.operations.get(name)
         if record is None:
-            return Outcome(Settlement.UNKNOWN.value)
+            return SettleResult(Settlement.UNKNOWN.value)
         if not record.pending:
-            return Outcome(Settlement.ALREADY_SETTLED.value, record.status)
+            return SettleResult(Settlement.ALREADY_SETTLED.value, record.status)
         # In the push's trace, however late and by whom (shared/tracing `span_in`).
         with tracing.span_in(record.trace, "settle", operation=record.name, settled_by=by) as span:
             outcome = self._settle(record, by, end)
             span.set(result=outcome.result, status=outcome.status, waits_for=outcome.waits_for)
         return outcome
 
-    def _settle(self, record: Operation, by: str, end: DeliveryEnd | None) -> Outcome:
+    def _settle(self, record: Operation, by: str, end: DeliveryEnd | None) -> SettleResult:
         crash_point("settle.before_fetch")
         batch = self._fetch(record)
         status = batch.terminal_status
         if status is None:
-            return Outcome(RUNNING, waits_for=batch.waits_for)
+            return SettleResult(RUNNING, waits_for=batch.waits_for)
         if status == "succeeded" and not batch.rows_complete:
             batch = self._unread(record, batch)
             status = "failed"
@@ -193,7 +193,7 @@ class Settler:
                 kind=record.kind,
                 reason=(error or {}).get("message"),
             )
-        return Outcome(result.value, status)
+        return SettleResult(result.value, status)
 
     def _give_up_writeback(
         self,
@@ -204,7 +204,7 @@ class Settler:
         outbox: list[Any],
         counts: dict[str, Any] | None,
         end: DeliveryEnd | None,
-    ) -> Outcome:
+    ) -> SettleResult:
         """Settle `failed` without the results the write-back keeps failing to write: one
         conditional commit through the ledger like any settlement (a caller that settled it
         meanwhile wins: `already_settled`), with the outbox and an alert."""
@@ -239,7 +239,7 @@ class Settler:
                 state=batch.state,
                 reason=fault.reason,
             )
-        return Outcome(result.value, "failed")
+        return SettleResult(result.value, "failed")
 
     def _fetch(self, record: Operation) -> BatchStatus:
         """What Gemini reports now; a confirmed 404 (see the module docstring) is reported
@@ -352,6 +352,6 @@ def _app_writes(kind: kinds.OperationKind, writes: ResultWrites) -> ResultWrites
 
 def settle_from_gemini(
     ledger: SettleLedger, gemini: GeminiGateway, name: str, by: str, record: Operation | None = None
-) -> Outcome:
+) -> SettleResult:
     """`Settler(ledger, gemini).settle(name, by, record)`: no outbox delivery, default options."""
     return Settler(ledger, gemini).settle(name, by, record)

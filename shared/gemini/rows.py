@@ -204,14 +204,6 @@ def row_from_response(
     return row(error=_with_ratings(f"answer stopped: finishReason {finish}", ratings))
 
 
-def response_text(response: Mapping[str, Any]) -> str:
-    """The first candidate's text parts, joined ("" when there is none)."""
-    candidates = response.get("candidates")
-    if not isinstance(candidates, Sequence) or not candidates:
-        return ""
-    return _candidate_text(candidates[0] if isinstance(candidates[0], Mapping) else {})
-
-
 def _candidate_text(candidate: Mapping[str, Any]) -> str:
     content = candidate.get("content")
     parts = content.get("parts") if isinstance(content, Mapping) else None

@@ -23,7 +23,7 @@ from apps.review.kind import review_tag
 from apps.review.pipeline import ReviewDeps, review_push, submission_for
 from apps.review.reruns import rerun_review
 from apps.review.results import Reviews
-from shared.clock import FakeClock
+from local.fakes import FakeClock
 from shared.crashpoints import Crashed, crashing_at
 from shared.gemini import GeminiGateway, make_client
 from shared.github import ContentsClient

@@ -25,8 +25,8 @@ import pytest
 from google.cloud import firestore
 
 import shared.builtin_handlers  # noqa: F401  (registers the installation handler)
+from local.fakes import FakeClock
 from shared import handlers
-from shared.clock import FakeClock
 from shared.config import LOCAL_ENVELOPE_KEY, Config
 from shared.entrypoints.worker import Worker
 from shared.envelope import Envelope, EnvelopeSealer

@@ -20,7 +20,7 @@ import pytest
 
 from apps.review.check_runs import CHECK_RUN, publish_check_run
 from apps.review.checks import CHECK_NAME
-from shared.clock import FakeClock
+from local.fakes import FakeClock
 from shared.github import GitHubUnavailable
 from shared.github.checks import Annotation
 from shared.ledger import Operation, OutboxItem

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from local.fakes import FakeClock
 from shared.claims import (
     CHUNK_BYTES,
     ClaimConflict,
@@ -17,7 +18,6 @@ from shared.claims import (
     FirestoreClaimStore,
     claim_key,
 )
-from shared.clock import FakeClock
 from shared.envelope import Envelope, EnvelopeSealer, resolve_body
 
 MIB = 1024 * 1024

@@ -23,8 +23,8 @@ from google.cloud.tasks_v2 import types as task_types
 from hookledger.cli import main
 from hookledger.cli.demo import settled_record, wait_for
 from hookledger.cli.output import CliError, ProgressBar
+from local.fakes import FakeClock
 from shared import runtime
-from shared.clock import FakeClock
 from shared.config import LOCAL_ENVELOPE_KEY, Config
 from shared.entrypoints.worker import Worker
 from shared.envelope import EnvelopeSealer

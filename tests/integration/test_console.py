@@ -14,7 +14,7 @@ import pytest
 
 from hookledger.cli.output import CliError
 from hookledger.console import create_app
-from shared.clock import FakeClock
+from local.fakes import FakeClock
 from shared.ledger import Ledger
 
 

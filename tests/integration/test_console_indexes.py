@@ -6,7 +6,7 @@ in tests/integration/test_ledger_indexes.py.
 
 from __future__ import annotations
 
-from shared.clock import FakeClock
+from local.fakes import FakeClock
 from shared.ledger import Ledger
 
 

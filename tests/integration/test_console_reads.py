@@ -19,8 +19,8 @@ from google.cloud.firestore_v1.query import Query
 from hookledger.console import create_app
 from hookledger.console.figures import DEAD_SHOWN, LATENCY_SAMPLE, STUCK_SHOWN
 from hookledger.console.views import PAGE, REVIEWS_SHOWN, RUNS_SHOWN
+from local.fakes import FakeClock
 from shared import opnames
-from shared.clock import FakeClock
 from shared.ledger import DELIVERY_STATUSES as DELIVERY_ORDER
 from shared.ledger import OPERATION_STATUSES as OP_STATUSES
 from shared.ledger import Ledger

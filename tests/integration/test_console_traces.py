@@ -12,8 +12,8 @@ import pytest
 
 from hookledger.console import create_app
 from hookledger.console.traces import TraceSettings
+from local.fakes import FakeClock
 from shared import tracing
-from shared.clock import FakeClock
 from shared.ledger import Ledger
 from tests.trace_samples import PUSH_ROWS, push_trace
 

@@ -39,8 +39,8 @@ from apps.review.checks import CHECK_NAME
 from apps.review.kind import review_tag
 from apps.review.reruns import rerun_tag
 from apps.review.results import Reviews
+from local.fakes import FakeClock
 from shared import api, builtin_handlers, crashpoints, handlers
-from shared.clock import FakeClock
 from shared.config import LOCAL_ENVELOPE_KEY, Config
 from shared.crashpoints import POINTS, Crashed, crashing_at
 from shared.entrypoints.worker import Worker

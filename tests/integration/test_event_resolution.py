@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 
 from apps.review.kind import KIND, review_tag
+from local.fakes import FakeClock
 from shared.builtin_handlers import echoed_id, event_operation
-from shared.clock import FakeClock
 from shared.gemini import HOOKLEDGER_ID
 from shared.ledger import Ledger
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from apps.review.results import put_review
+from local.fakes import FakeClock
 from shared.claims import FirestoreClaimStore
-from shared.clock import FakeClock
 from shared.errors import PermanentError
 from shared.ledger import Ledger
 from shared.ledger.submissions import Submissions

@@ -14,7 +14,7 @@ from google.genai import errors, types
 from apps.review.kind import KIND, review_tag
 from apps.review.pipeline import ReviewDeps, review_push
 from apps.review.results import Reviews
-from shared.clock import FakeClock
+from local.fakes import FakeClock
 from shared.gemini import MAX_INLINE_BYTES, GeminiGateway, GeminiRowsUnread, make_client
 from shared.github import ContentsClient
 from shared.handlers import Done

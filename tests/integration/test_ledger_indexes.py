@@ -21,7 +21,7 @@ import pytest
 from google.cloud import firestore
 
 from apps.review.results import Reviews
-from shared.clock import FakeClock
+from local.fakes import FakeClock
 from shared.ledger import Ledger
 from tests.firestore_indexes import (
     SPEC,

@@ -10,8 +10,8 @@ from collections import Counter
 import pytest
 from google.cloud import firestore
 
+from local.fakes import FakeClock
 from shared import opnames
-from shared.clock import FakeClock
 from shared.ledger import Ledger, OutboxPolicy, Settlement, StoreUnavailable
 
 

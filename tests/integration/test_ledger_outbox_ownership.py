@@ -19,8 +19,8 @@ import requests
 from apps.review.comments import item as comment_item
 from apps.review.comments import push_marker
 from apps.review.results import put_review
+from local.fakes import FakeClock
 from shared import crashpoints, opnames
-from shared.clock import FakeClock
 from shared.errors import PermanentError
 from shared.github import CommentsClient
 from shared.kinds import Deliverers

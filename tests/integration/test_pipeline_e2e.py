@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 import requests
 
+from local.fakes import FakeClock
 from local.processes import ServiceError
-from shared.clock import FakeClock, system_clock
+from shared.clock import system_clock
 from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_TASKS_SERVICE_ACCOUNT
 from shared.envelope import Envelope, EnvelopeSealer
 from shared.tasks import ensure_queue, make_client

@@ -16,8 +16,9 @@ import pytest
 from apps.review.kind import KIND as REVIEW_KIND
 from apps.review.kind import review_tag
 from apps.review.results import Reviews
+from local.fakes import FakeClock
 from shared import kinds
-from shared.clock import FakeClock, system_clock
+from shared.clock import system_clock
 from shared.gemini import GeminiError, GeminiGateway
 from shared.kinds import OperationKind
 from shared.ledger import Ledger, Operation

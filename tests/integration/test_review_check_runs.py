@@ -21,8 +21,8 @@ import pytest
 
 from apps.review.checks import CHECK_NAME
 from apps.review.kind import review_tag
+from local.fakes import FakeClock
 from shared import builtin_handlers, crashpoints, handlers
-from shared.clock import FakeClock
 from shared.config import LOCAL_ENVELOPE_KEY, Config
 from shared.crashpoints import Crashed, crashing_at
 from shared.entrypoints.worker import Worker

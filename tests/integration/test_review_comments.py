@@ -14,7 +14,8 @@ import pytest
 
 from apps.review.comments import push_marker
 from apps.review.results import Reviews
-from shared.clock import FakeClock, system_clock
+from local.fakes import FakeClock
+from shared.clock import system_clock
 from shared.gemini import GeminiGateway, make_client
 from shared.github import CommentsClient
 from shared.kinds import Deliverers

@@ -44,7 +44,7 @@ def deps(simulator, firestore_client) -> ReviewDeps:
 def test_a_retry_after_a_crash_between_create_and_register_adopts_the_batch(deps, simulator):
     from datetime import timedelta
 
-    from shared.clock import FakeClock
+    from local.fakes import FakeClock
     from shared.crashpoints import Crashed, crashing_at
 
     clock = FakeClock()
@@ -109,7 +109,7 @@ def test_a_second_delivery_of_the_same_push_waits_while_the_first_holds_a_live_l
 ):
     from datetime import timedelta
 
-    from shared.clock import FakeClock
+    from local.fakes import FakeClock
 
     clock = FakeClock()
     tag = review_tag(REPO, SHA)
@@ -139,7 +139,7 @@ def test_a_second_delivery_of_the_same_push_waits_while_the_first_holds_a_live_l
 def test_a_run_with_too_little_lease_left_does_not_create(deps, simulator):
     from datetime import timedelta
 
-    from shared.clock import FakeClock
+    from local.fakes import FakeClock
 
     clock = FakeClock()
     late = ReviewDeps(**{**deps.__dict__, "clock": clock})
@@ -247,7 +247,7 @@ def test_a_file_with_an_800_character_path_is_an_error_review_and_the_push_settl
     file's error review. The other file is reviewed, the operation settles through
     reconcile, and the next reconcile run no longer finds it due.
     """
-    from shared.clock import FakeClock
+    from local.fakes import FakeClock
 
     assert len(LONG_NAME_PATH) == 800
     clock = FakeClock()

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from local.cloudtasks_emulator.oidc import KeyServer, TokenMinter
+from local.fakes import FakeClock
 from local.processes import free_port
 from shared import handlers
-from shared.clock import FakeClock
 from shared.config import LOCAL_ENVELOPE_KEY, Config
 from shared.crashpoints import Crashed, crashing_at
 from shared.entrypoints.worker import Worker
@@ -187,7 +187,9 @@ def test_handlers_receive_the_typed_context_the_worker_was_given(firestore_clien
 
     @handler("github", "issues")
     def on_issue(event, ctx: HandlerContext):
-        seen.extend([ctx.config.worker_max_retries, ctx.clock(), ctx.gemini, ctx.gemini, ctx.ledger])
+        seen.extend(
+            [ctx.config.worker_max_retries, ctx.clock(), ctx.gemini, ctx.gemini, ctx.ledger]
+        )
         return Done("read the context")
 
     reply = post(worker, sealed("issues", "ctx-1"))

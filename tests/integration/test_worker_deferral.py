@@ -23,9 +23,10 @@ import pytest
 from google.cloud.tasks_v2 import CloudTasksClient, types
 from requests.structures import CaseInsensitiveDict
 
+from local.fakes import FakeClock
 from local.loopback import QuietHandler
 from shared import handlers
-from shared.clock import Clock, FakeClock
+from shared.clock import Clock
 from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_TASKS_SERVICE_ACCOUNT, Config
 from shared.entrypoints.http import Reply
 from shared.entrypoints.worker import DEFER_MAX_S, DEFER_MIN_S, DEFERRALS_HEADER, Worker

@@ -19,7 +19,7 @@ from shared import kinds, settlement
 from shared.gemini import BatchStatus, Row
 from shared.kinds import OperationKind
 from shared.ledger import Ledger, Settlement, StoreUnavailable, WritebackFailed
-from shared.settlement import Outcome, Settler
+from shared.settlement import Settler, SettleResult
 from tests.standins import ScriptedGemini
 
 NAME = "batches/broken"
@@ -53,7 +53,7 @@ def succeeded(times: int) -> ScriptedGemini:
 
 def settle_until_done(
     settler: Settler, most: int = 20
-) -> tuple[Outcome | None, list[WritebackFailed]]:
+) -> tuple[SettleResult | None, list[WritebackFailed]]:
     """Settle as webhooks and reconcile runs would, until it stops failing (at most `most`)."""
     failures: list[WritebackFailed] = []
     for _ in range(most):

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from shared.clock import FakeClock
+from local.fakes import FakeClock
 
 
 @pytest.fixture

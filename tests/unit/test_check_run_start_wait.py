@@ -18,7 +18,7 @@ import pytest
 
 from apps.review import check_runs
 from apps.review.check_runs import CHECK_RUN, START_WAIT, StartStillOpen
-from shared.clock import FakeClock
+from local.fakes import FakeClock
 from shared.ledger import Operation, OutboxItem
 from shared.ledger.records import ItemLease
 

@@ -15,9 +15,10 @@ def test_every_setting_of_every_named_app_is_listed_with_its_value() -> None:
     assert all(app in ("review", "classify") for app, _ in found)
     assert found[("review", "REVIEW_PATH")]["value"] == "docs"
     assert found[("review", "REVIEW_PATH")]["set"] is True
-    assert found[("review", "GITHUB_COMMENTS")] | {"value": False, "set": False} == found[
-        ("review", "GITHUB_COMMENTS")
-    ]
+    assert (
+        found[("review", "GITHUB_COMMENTS")] | {"value": False, "set": False}
+        == found[("review", "GITHUB_COMMENTS")]
+    )
 
 
 def test_a_value_the_app_refuses_is_shown_with_the_problem_and_fails(capsys, monkeypatch) -> None:

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.claims import ClaimCorrupt, ClaimError, MemoryClaimStore, claim_key
-from shared.clock import FakeClock
+from local.fakes import FakeClock, MemoryClaimStore
+from shared.claims import ClaimCorrupt, ClaimError, claim_key
 from shared.config import LOCAL_ENVELOPE_KEY
 from shared.envelope import (
     DEFAULT_MAX_AGE_S,

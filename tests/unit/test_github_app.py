@@ -18,7 +18,7 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from shared.clock import FakeClock
+from local.fakes import FakeClock
 from shared.config import Config, ConfigError
 from shared.github import ContentsClient, GitHubRejected, GitHubUnavailable, parse_push
 from shared.github.app import (

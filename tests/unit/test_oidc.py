@@ -14,8 +14,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from local.cloudtasks_emulator.oidc import KeyServer, TokenMinter
+from local.fakes import FakeClock
 from local.loopback import QuietHandler, serve
-from shared.clock import FakeClock
 from shared.config import Config
 from shared.entrypoints.reconcile import ReconcileEndpoint
 from shared.entrypoints.worker import Worker

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from shared.clock import FakeClock
+from local.fakes import FakeClock
 from shared.gemini import BatchStatus, GeminiNotFound, GeminiRateLimited, GeminiUnavailable
 from shared.ledger import StoreUnavailable
 from shared.reconcile.check import OperationCheck

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from shared.clock import FakeClock
+from local.fakes import FakeClock
 from shared.ledger import Operation
 from shared.reconcile import (
     Budget,

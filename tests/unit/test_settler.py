@@ -14,7 +14,7 @@ from datetime import timedelta
 import pytest
 
 from apps.review.results import Reviews
-from shared.clock import FakeClock
+from local.fakes import FakeClock
 from shared.gemini import BatchStatus, GeminiNotFound, GeminiRowsUnread, Row
 from shared.settlement import GIVE_UP_AFTER, GONE_AFTER, RUNNING, Settler
 from tests.memory_ledger import MemoryLedger

@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from werkzeug.datastructures import EnvironHeaders
 
-from shared.clock import FakeClock
+from local.fakes import FakeClock
 from shared.config import LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET
 from shared.envelope import select_headers
 from shared.signatures import (

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from local.fakes import FakeClock
 from local.simulator.app import create_app
 from local.simulator.engine import Settings, Simulator
-from shared.clock import FakeClock
 
 BODY = {
     "batch": {

@@ -17,7 +17,7 @@ import pytest
 from apps.review.findings import parse_review
 from apps.review.kind import KIND, REVIEW
 from apps.review.results import Reviews
-from shared.clock import FakeClock
+from local.fakes import FakeClock
 from shared.gemini import BatchStatus, Row
 from shared.settlement import Settler
 from tests.memory_ledger import MemoryLedger
