@@ -2,9 +2,10 @@
 simulator (Contents API, faults): full syncs, removals, redeliveries, pushes out of order
 and files that fail to fetch.
 
-The simulator serves no Git Trees API (`GET /repos/{o}/{r}/git/trees/{sha}?recursive=1`),
-so that one call goes to `FakeTrees`, a `GitHubApi` stand-in answering in GitHub's shape;
-every file is fetched for real from the simulator by a `ContentsClient`.
+The tree of each commit comes from the simulator's Git Trees API through a real
+`GitHubApi` (`RecordedTrees` records each call, and answers `truncated: true` for a commit
+the test names, as GitHub does past its limits); every file is fetched from the simulator
+by a `ContentsClient`.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from typing import Any
 
 import pytest
 
+from local.fakes import FakeClock
 from shared import api, apps, handlers
-from shared.clock import FakeClock
 from shared.config import Config
 from shared.github import ContentsClient
-from shared.github.rest import GitHubResponse
+from shared.github.rest import GitHubApi, GitHubResponse
 from shared.handler_context import ClientFactories, HandlerContext
 from shared.ledger import Ledger
 
@@ -49,12 +50,13 @@ def _load_quietly() -> ModuleType:
 articles = _load_quietly()
 
 
-class FakeTrees:
-    """`ctx.github_api` for the one endpoint the simulator lacks: the recursive Git tree of a
-    commit (GitHub's shape: `{"sha", "tree": [{"path", "mode", "type", "sha"}], "truncated"}`)."""
+class RecordedTrees:
+    """`ctx.github_api`: the simulator's Git Trees API, each call recorded; a commit in
+    `truncated` comes back `truncated: true` (GitHub's answer past its limits, which the
+    simulator never gives)."""
 
-    def __init__(self) -> None:
-        self.trees: dict[str, list[str]] = {}
+    def __init__(self, api_url: str) -> None:
+        self.api = GitHubApi(api_url, timeout_s=5, attempts=2, sleep=lambda _s: None)
         self.truncated: set[str] = set()
         self.calls: list[tuple[str, str, dict[str, Any], int | None]] = []
 
@@ -65,25 +67,22 @@ class FakeTrees:
         *,
         params: Mapping[str, Any] | None = None,
         installation_id: int | None = None,
-        **_: Any,
+        **options: Any,
     ) -> GitHubResponse:
         self.calls.append((method, path, dict(params or {}), installation_id))
-        prefix = f"/repos/{REPO}/git/trees/"
-        assert method == "GET" and path.startswith(prefix), path
-        sha = path.removeprefix(prefix)
-        entries = [
-            {"path": p, "mode": "100644", "type": "blob", "sha": "f" * 40} for p in self.trees[sha]
-        ]
-        folders = sorted({p.rsplit("/", 1)[0] for p in self.trees[sha] if "/" in p})
-        entries += [{"path": f, "mode": "040000", "type": "tree", "sha": "e" * 40} for f in folders]
-        body = {"sha": sha, "tree": entries, "truncated": sha in self.truncated}
-        return GitHubResponse(200, {"content-type": "application/json"}, json.dumps(body).encode())
+        answer = self.api.request(
+            method, path, params=params, installation_id=installation_id, **options
+        )
+        if path.rsplit("/", 1)[-1] not in self.truncated:
+            return answer
+        body = {**answer.json(), "truncated": True}
+        return GitHubResponse(answer.status, answer.headers, json.dumps(body).encode())
 
 
 class Context(HandlerContext):
-    """A handler context whose `github_api` is the fake tree listing."""
+    """A handler context whose `github_api` records the tree listings."""
 
-    trees: FakeTrees
+    trees: RecordedTrees
 
     @property
     def github_api(self) -> Any:
@@ -95,7 +94,7 @@ class Harness:
         self.simulator = simulator
         self.clock = FakeClock(T1 + timedelta(seconds=5))
         self.ledger = Ledger(firestore_client, clock=self.clock)
-        self.trees = FakeTrees()
+        self.trees = RecordedTrees(simulator.url)
         contents = ContentsClient(simulator.url, timeout_s=5, attempts=2, sleep=lambda _s: None)
 
         def unused(name: str) -> Any:
@@ -118,10 +117,9 @@ class Harness:
         self.ctx = context.for_app("articles")
 
     def commit(self, sha: str, files: Mapping[str, str]) -> None:
-        """Store `files` at `sha` in the simulator and list them in its tree."""
+        """Store `files` at `sha` in the simulator: the commit's tree is what is stored."""
         for path, text in files.items():
             self.simulator.control.put_file(OWNER, NAME, path, sha, text.encode())
-        self.trees.trees[sha] = sorted(files)
 
     def push(
         self, sha: str, received_at: datetime, ref: str = "refs/heads/main", delivery: str = ""
