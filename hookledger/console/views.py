@@ -18,8 +18,10 @@ from markupsafe import Markup
 
 from apps.review.results import Reviews
 from hookledger.cli.deliveries import replay_headers
+from hookledger.cli.ops import app_of
 from hookledger.cli.output import CliError
 from hookledger.console import charts, check_run, cursors, figures, traces
+from shared import apps
 from shared.ledger import DELIVERY_STATUSES, OPERATION_STATUSES, SETTLED_BY, Delivery, Ledger
 
 PAGE = 50
@@ -104,6 +106,7 @@ def operations() -> str:
     return render_template(
         "operations.html",
         rows=rows,
+        app_of=app_of,
         next_url=next_url,
         statuses=OPERATION_STATUSES,
         settled_bys=sorted(SETTLED_BY),
@@ -118,15 +121,31 @@ def operation(name: str) -> str:
     record = ledger.operations.get(name)
     if record is None:
         abort(404, f"operation {name} not found")
+    app = app_of(record.kind)
+    reviews = Reviews(ledger).reviews_for(record.name, REVIEWS_SHOWN) if app == "review" else []
     return render_template(
         "operation.html",
         op=record,
+        app=app,
         runs=ledger.runs.for_operation(record.name, RUNS_SHOWN),
-        reviews=Reviews(ledger).reviews_for(record.name, REVIEWS_SHOWN),
+        reviews=reviews,
+        results=[] if reviews else _app_results(ledger, app, record.name),
         reviews_cap=REVIEWS_SHOWN,
         check=check_run.view(record, current_app.config["CHECK_RUNS"]()),
         trace=_marked(traces.for_operation(current_app.config["TRACES"], record)),
     )
+
+
+def _app_results(ledger: Any, app: str | None, operation: str) -> list[dict[str, Any]]:
+    """The documents `operation`'s settlement wrote in its app's collections, as rows of
+    (collection, fields): what any app's write-back left, shown as stored."""
+    record = apps.get(app) if app else None
+    found = []
+    for collection in sorted(record.collections) if record is not None else ():
+        for doc in ledger.results.where(collection, REVIEWS_SHOWN, operation=operation):
+            shown = {k: v for k, v in sorted(doc.items()) if k != "operation"}
+            found.append({"collection": collection, "fields": shown})
+    return found[:REVIEWS_SHOWN]
 
 
 @pages.route("/reviews")

@@ -188,3 +188,27 @@ def test_a_superseded_batch_is_counted_filtered_and_links_to_its_winner(filled):
     detail = page(client, "/operations/batches/dup")
     assert re.search(r'id="superseded-by" href="/operations/batches/web">batches/web<', detail)
     assert 'id="settled-by"' not in detail  # never settled
+
+
+def test_an_operation_of_any_app_shows_its_app_and_the_documents_its_settlement_wrote(
+    firestore_client,
+):
+    from apps.classify import KIND  # the classify app's kind, registered when it loads
+    from shared import apps
+
+    apps.load(["apps.classify"])
+    ledger = Ledger(firestore_client, clock=FakeClock())
+    ledger.operations.register("batches/cls-1", KIND.name, {"keys": ["i1"]})
+
+    def writeback(writes, record):
+        writes.put("classifications", "doc-1", {"item": "i1", "label": "bug"})
+
+    ledger.settle("batches/cls-1", "succeeded", "webhook", writeback=writeback)
+    client = create_app(ledger, csrf_secret=b"k" * 32).test_client()
+
+    html = page(client, "/operations/batches/cls-1")
+    assert 'id="op-app">classify<' in html
+    table = html.split('id="results-table"', 1)[1].split("</table>", 1)[0]
+    assert "classifications" in table and "label <code>bug</code>" in table
+    listing = page(client, "/operations")
+    assert "<td>classify</td>" in listing
