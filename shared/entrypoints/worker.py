@@ -16,12 +16,12 @@ worker timeout plus a margin) and hands it to the handler as `event.attempt`; on
 attempt holding the lease may mark the delivery, and a finished delivery never moves back
 (docs/architecture.md, "Delivery lease"). "Retry or dead" is read from the error tree
 (shared/errors.py, `retryable(exc)`), never re-derived here: see docs/architecture.md,
-"worker".
+"worker". The marks and answers are in answers.py; several apps on one event in
+app_fanout.py.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Mapping
@@ -34,15 +34,17 @@ from shared.claims import ClaimError
 from shared.clock import Clock, system_clock
 from shared.config import Config
 from shared.crashpoints import crash_point
+from shared.entrypoints.answers import DEFER_MAX_S as DEFER_MAX_S  # re-exported
+from shared.entrypoints.answers import DEFER_MIN_S as DEFER_MIN_S  # re-exported
+from shared.entrypoints.answers import DEFERRALS_HEADER, Answers, Task
 from shared.entrypoints.app_fanout import AppFanOut
 from shared.entrypoints.http import Endpoint, Reply
-from shared.envelope import DEFAULT_MAX_AGE_S, Envelope, EnvelopeSealer, resolve_body
+from shared.envelope import Envelope, EnvelopeSealer, resolve_body
 from shared.errors import Deferred, retryable
 from shared.handler_context import ClientFactories, HandlerContext
 from shared.handlers import Attempt, Done, Event, Ignored, Unresolved
 from shared.ledger import (
     FINISHED_DELIVERY_STATUSES,
-    Delivery,
     DeliveryEnd,
     Ledger,
     LedgerError,
@@ -51,18 +53,11 @@ from shared.ledger import (
 from shared.oidc import OidcError, OidcVerifier
 from shared.retry import server_error
 from shared.signatures import VerificationError
-from shared.tasks import task_id_for
 
 log = logs.get_logger("worker")
 
 # Deliveries in these states are finished: a redelivery changes nothing.
 FINISHED = FINISHED_DELIVERY_STATUSES
-# A `Deferred` runs again after at least a second (no busy loop through the queue) and
-# at most an hour (a wait for another run is re-checked hourly, whatever the handler said).
-DEFER_MIN_S = 1.0
-DEFER_MAX_S = 3600.0
-# On a deferred task: how many deferrals of this delivery led to it (logged, never trusted).
-DEFERRALS_HEADER = "X-Hookledger-Deferrals"
 
 
 class Worker(Endpoint):
@@ -94,6 +89,7 @@ class Worker(Endpoint):
             )
         self._context = context
         self._fan_out = AppFanOut(config, sealer, ledger, context)
+        self._answers = Answers(config, ledger, context)
 
     def post(self, route: str, headers: Mapping[str, str], body: bytes) -> Reply:
         """Verify the caller and the envelope, then run the delivery; any path is accepted."""
@@ -108,7 +104,7 @@ class Worker(Endpoint):
         except VerificationError as exc:
             logs.event(log, logging.WARNING, "envelope refused", reason=str(exc))
             return Reply(401, {"error": f"envelope: {exc}"})
-        task = _Task(
+        task = Task(
             envelope,
             body,
             _int(headers.get("X-CloudTasks-TaskRetryCount")),
@@ -121,7 +117,7 @@ class Worker(Endpoint):
             _end_attempt_span(span, reply)
         return reply
 
-    def _run(self, task: _Task) -> Reply:
+    def _run(self, task: Task) -> Reply:
         envelope = task.envelope
         source, event_type = envelope.source, envelope.event
         unusable: str | None = None
@@ -130,7 +126,7 @@ class Worker(Endpoint):
         except ClaimError as exc:
             if retryable(exc):
                 first = {"source": source, "delivery_id": envelope.delivery_id, "event": event_type}
-                return self._retry(first, f"claim store unavailable: {exc}")
+                return self._answers.retry(first, f"claim store unavailable: {exc}")
             raw, unusable = b"", f"payload claim unusable: {exc}"
         reg, key = self._fan_out.registration(envelope, raw)
         ids: dict[str, Any] = {"source": source, "delivery_id": key, "event": event_type}
@@ -143,7 +139,7 @@ class Worker(Endpoint):
 
     def _run_registration(
         self,
-        task: _Task,
+        task: Task,
         raw: bytes,
         unusable: str | None,
         reg: handlers.Registration | None,
@@ -179,18 +175,18 @@ class Worker(Endpoint):
                     context=submission.context,
                 )
         except LedgerError as exc:
-            return self._retry(ids, f"recording the delivery failed: {exc}")
+            return self._answers.retry(ids, f"recording the delivery failed: {exc}")
         if recorded.delivery.finished:
             return Reply(
                 200, {"status": "duplicate", **ids, "delivery_status": recorded.delivery.status}
             )
         if recorded.busy:
-            return self._busy(ids, recorded.delivery)
+            return self._answers.busy(ids, recorded.delivery)
         crash_point("push.delivery.recorded")
         if unusable is not None:
-            return self._dead(ids, attempt, unusable)
+            return self._answers.dead(ids, attempt, unusable)
         if reg is None:
-            return self._finish(ids, attempt, "ignored", "no handler registered")
+            return self._answers.finish(ids, attempt, "ignored", "no handler registered")
         event = Event(
             source,
             event_type,
@@ -211,7 +207,7 @@ class Worker(Endpoint):
         reg: handlers.Registration,
         stored: _Stored,
         attempt: str,
-        task: _Task,
+        task: Task,
     ) -> Reply:
         """A handler whose own commit makes a second run harmless (a settlement): no lease,
         and the delivery is recorded `done` in that commit, created if it is new (one commit
@@ -225,7 +221,7 @@ class Worker(Endpoint):
                 source, delivery_id, event_type, stored.payload, stored.ref
             )
         except LedgerError as exc:
-            return self._retry(ids, f"reading the delivery failed: {exc}")
+            return self._answers.retry(ids, f"reading the delivery failed: {exc}")
         known = seen.delivery
         if known is not None and known.finished:
             return Reply(200, {"status": "duplicate", **ids, "delivery_status": known.status})
@@ -257,7 +253,7 @@ class Worker(Endpoint):
                 ids["source"], ids["delivery_id"], ids["event"], stored.payload, stored.ref
             )
         except LedgerError as exc:
-            return self._retry(ids, f"recording the delivery failed: {exc}")
+            return self._answers.retry(ids, f"recording the delivery failed: {exc}")
         return None
 
     def _handle(
@@ -266,7 +262,7 @@ class Worker(Endpoint):
         event: Event,
         ids: dict[str, Any],
         attempt: str,
-        task: _Task,
+        task: Task,
         context: HandlerContext,
     ) -> Reply:
         try:
@@ -280,190 +276,36 @@ class Worker(Endpoint):
         self, outcome: handlers.Outcome, ids: dict[str, Any], attempt: str | None
     ) -> Reply:
         if isinstance(outcome, Ignored):
-            return self._finish(ids, attempt, "ignored", outcome.detail)
+            return self._answers.finish(ids, attempt, "ignored", outcome.detail)
         if isinstance(outcome, Unresolved):
-            return self._finish(ids, attempt, "unresolved", outcome.detail, error=outcome.detail)
+            return self._answers.finish(
+                ids, attempt, "unresolved", outcome.detail, error=outcome.detail
+            )
         assert isinstance(outcome, Done)
-        return self._finish(ids, attempt, "done", outcome.detail)
+        return self._answers.finish(ids, attempt, "done", outcome.detail)
 
     def _failed(
         self,
         ids: dict[str, Any],
         attempt: str | None,
         exc: Exception,
-        task: _Task,
+        task: Task,
     ) -> Reply:
         """A handler raised: deferred for a `Deferred`; else 503 while `retryable(exc)` and
         under the limit, else dead."""
         if isinstance(exc, Deferred):
-            return self._defer(ids, attempt, exc, task)
+            return self._answers.defer(ids, attempt, exc, task)
         retry_count = task.retry_count
         if not retryable(exc):
-            return self._dead(ids, attempt, str(exc))
+            return self._answers.dead(ids, attempt, str(exc))
         reason = f"{type(exc).__name__}: {exc}"
         if retry_count >= self._config.worker_max_retries:
-            return self._dead(ids, attempt, f"gave up after {retry_count} retries: {reason}")
-        return self._retry(ids, reason, attempt, recorded=True)  # _failed runs after the record
-
-    def _defer(
-        self,
-        ids: dict[str, Any],
-        attempt: str | None,
-        exc: Deferred,
-        task: _Task,
-    ) -> Reply:
-        """The handler said "not yet": hand the same sealed envelope back to the queue as a
-        NEW task about `after_s` later and answer 202, so this task ends and the next one
-        starts at retry count 0: waiting never spends WORKER_MAX_RETRIES.
-
-        The delivery is marked `queued` with the reason first (ending this attempt's lease,
-        as a retry does), then the task is created. Its id comes from this task's name, so a
-        retry of this task (a lost answer, from CreateTask or to the queue) finds it
-        ALREADY_EXISTS rather than making a second. Anything failing answers 503: this task
-        is retried and nothing is lost. The same bytes stop opening when the envelope is
-        too old (`DEFAULT_MAX_AGE_S`, 7 days): a wait that would outlast it is dead.
-        """
-        source, delivery_id = ids["source"], ids["delivery_id"]
-        after_s = min(max(exc.after_s, DEFER_MIN_S), DEFER_MAX_S)
-        now = self._context.clock()
-        run_at = now + timedelta(seconds=after_s)
-        envelope = task.envelope
-        sealed_at = envelope.sealed_at or now
-        expires = sealed_at + timedelta(seconds=DEFAULT_MAX_AGE_S)
-        if run_at + timedelta(seconds=DEFER_MAX_S) > expires:  # its retries need time too
-            return self._dead(
-                ids,
-                attempt,
-                f"still deferred as its envelope expires at {expires.isoformat()}: {exc}",
+            return self._answers.dead(
+                ids, attempt, f"gave up after {retry_count} retries: {reason}"
             )
-        reason = f"deferred {after_s:g} s: {exc}"
-        try:
-            marked = self._ledger.deliveries.end_attempt(
-                source, delivery_id, attempt, "queued", error=reason
-            )
-        except LedgerError as error:
-            return self._retry(ids, f"marking the delivery deferred failed: {error}", attempt)
-        if not marked.applied:
-            return self._superseded(ids, marked.delivery, "queued")
-        deferrals = task.deferrals + 1
-        task_id = task_id_for(source, delivery_id, "deferred", task.name)
-        cfg = self._config
-        try:
-            created = self._context.tasks.enqueue(
-                cfg.worker_url,
-                task.sealed,
-                {"Content-Type": "application/json", DEFERRALS_HEADER: str(deferrals)},
-                task_id=task_id,
-                schedule_time=run_at,
-                # As the ingress hands a delivery off: the worker checks this caller.
-                oidc_service_account=cfg.tasks_service_account or None,
-                oidc_audience=cfg.worker_url,
-                dispatch_deadline_s=cfg.task_dispatch_deadline_s,
-            )
-        except Exception as error:  # EnqueueError, or no queue client: this task retries
-            reason = f"deferring failed: {type(error).__name__}: {error}"
-            return self._retry(ids, reason, attempt, recorded=True)
-        logs.event(
-            log,
-            logging.INFO,
-            f"delivery {delivery_id} deferred {after_s:g} s: {exc}",
-            reason=str(exc),
-            after_s=after_s,
-            deferrals=deferrals,
-            waiting_s=round((now - envelope.received_at).total_seconds()),
-            task_id=task_id,
-            task_status=created.status,
-            **ids,
-        )
-        return Reply(
-            202,
-            {"status": "deferred", "reason": str(exc), "after_s": after_s, "task": task_id, **ids},
-        )
-
-    def _finish(
-        self,
-        ids: dict[str, Any],
-        attempt: str | None,
-        status: str,
-        detail: str,
-        error: str | None = None,
-    ) -> Reply:
-        try:
-            marked = self._ledger.deliveries.end_attempt(
-                ids["source"], ids["delivery_id"], attempt, status, error=error
-            )
-        except LedgerError as exc:
-            return self._retry(ids, f"marking the delivery {status} failed: {exc}", attempt)
-        if not marked.applied:
-            return self._superseded(ids, marked.delivery, status)
-        logs.event(log, logging.INFO, f"delivery {status}: {detail}", **ids)
-        return Reply(200, {"status": status, "detail": detail, **ids})
-
-    def _dead(self, ids: dict[str, Any], attempt: str | None, reason: str) -> Reply:
-        try:
-            marked = self._ledger.deliveries.end_attempt(
-                ids["source"], ids["delivery_id"], attempt, "dead", error=reason
-            )
-        except LedgerError as exc:
-            return self._retry(ids, f"recording the dead delivery failed: {exc}", attempt)
-        if not marked.applied:  # another attempt finished it: no alert for this late one
-            return self._superseded(ids, marked.delivery, "dead")
-        logs.event(
-            log,
-            logging.ERROR,
-            f"delivery {ids['delivery_id']} dead: {reason}",
-            alert="delivery_dead",
-            reason=reason,
-            **ids,
-        )
-        return Reply(200, {"status": "dead", "reason": reason, **ids})
-
-    def _busy(self, ids: dict[str, Any], stored: Delivery) -> Reply:
-        """Another attempt's lease is live: run nothing, mark nothing, come back later."""
-        lease = stored.lease
-        holder = f"attempt {lease.attempt} until {lease.until.isoformat()}" if lease else "?"
-        reason = f"another attempt is running this delivery ({holder})"
-        logs.event(log, logging.INFO, f"delivery {ids['delivery_id']} busy", reason=reason, **ids)
-        return Reply(503, {"status": "busy", "reason": reason, **ids})
-
-    def _superseded(self, ids: dict[str, Any], stored: Delivery, wanted: str) -> Reply:
-        """This attempt's mark was refused: the delivery is finished or another attempt
-        took it over after this one's lease ran out. The stored status stands."""
-        logs.event(
-            log,
-            logging.WARNING,
-            f"delivery {ids['delivery_id']} not marked {wanted}: another attempt has it",
-            delivery_status=stored.status,
-            **ids,
-        )
-        if stored.finished:
-            return Reply(200, {"status": "duplicate", **ids, "delivery_status": stored.status})
-        return self._busy(ids, stored)
-
-    def _retry(
-        self,
-        ids: dict[str, Any],
-        reason: str,
-        attempt: str | None = None,
-        *,
-        recorded: bool = False,
-    ) -> Reply:
-        """503 so Cloud Tasks retries; the delivery is marked `queued` with the reason when
-        this attempt holds its lease, or (`recorded`) an unleased run has its record."""
-        logs.event(
-            log,
-            logging.WARNING,
-            f"delivery {ids['delivery_id']} will be retried",
-            reason=reason,
-            **ids,
-        )
-        if attempt is not None or recorded:
-            # The retry itself is what matters; the record catches up on the next attempt.
-            with contextlib.suppress(LedgerError):
-                self._ledger.deliveries.end_attempt(
-                    ids["source"], ids["delivery_id"], attempt, "queued", error=reason
-                )
-        return Reply(503, {"status": "retry", "reason": reason, **ids})
+        return self._answers.retry(
+            ids, reason, attempt, recorded=True
+        )  # _failed runs after the record
 
 
 def _attempt_span(
@@ -495,16 +337,6 @@ def _end_attempt_span(span: tracing.Span, reply: Reply) -> None:
         span.fail(str(reply.body.get("reason")))
     elif server_error(reply.status) and status != "busy":  # busy: another attempt is running it
         span.fail(str(reply.body.get("reason") or reply.body.get("error")))
-
-
-class _Task(NamedTuple):
-    """The Cloud Task that brought this attempt, as a deferral hands it back."""
-
-    envelope: Envelope  # opened from `sealed`
-    sealed: bytes  # the envelope exactly as sealed: re-enqueued as it is
-    retry_count: int  # X-CloudTasks-TaskRetryCount: 5xx answers so far
-    name: str  # X-CloudTasks-TaskName; a new uuid for a call from outside the queue
-    deferrals: int  # DEFERRALS_HEADER: deferrals before this task (0 for the first)
 
 
 class _Stored(NamedTuple):
