@@ -11,11 +11,12 @@ The modules, each one concept:
   (`github_policy`, `github_rate_limits`), `Deadline`, `Ownership` and `OwnershipLost`;
 - `contents.py`: `ContentsClient`, file bytes at a commit;
 - `comments.py`: `CommentsClient`, one commit comment per marker (`PublishResult`);
-- `checks.py`: check runs (`ChecksClient`);
+- `check_state.py`, `check_runs.py`, `checks.py`: check runs (`CheckRunState`; the REST
+  calls; `ChecksClient` and its exactly-once `publish`);
 - `auth.py`, `app.py`, `installations.py`: credentials, the GitHub App, installations;
 - `rest.py`: `GitHubApi`, any REST endpoint for apps.
 
-Every name this package exported before its split is re-exported here, so `from
+Every public name this package defined before its split is re-exported here, so `from
 shared.github import X` keeps working.
 """
 
