@@ -47,8 +47,9 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from shared import tracing
 from shared.clock import Clock, system_clock
 from shared.errors import ConfigError
-from shared.github import GitHubRejected, GitHubUnavailable, github_policy
 from shared.github.auth import GitHubAuth, TokenAuth
+from shared.github.errors import GitHubRejected, GitHubUnavailable
+from shared.github.transport import github_policy
 
 JWT_BACKDATE = timedelta(seconds=60)
 JWT_LIFETIME = timedelta(minutes=9)  # GitHub refuses an `exp` more than 10 minutes ahead

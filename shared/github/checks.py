@@ -4,7 +4,7 @@ GitHub REST "Check runs" (docs.github.com/rest/checks/runs): "Create a check run
 /repos/{o}/{r}/check-runs`, `name` and `head_sha` required), "Update a check run" (`PATCH
 /repos/{o}/{r}/check-runs/{id}`), "List check runs for a Git reference" (`GET
 /repos/{o}/{r}/commits/{ref}/check-runs?check_name=&filter=&per_page=&page=`, answered
-`{total_count, check_runs}`). What this module relies on from those pages:
+`{total_count, check_runs}`). What these modules rely on from those pages:
 - `status` is `queued`, `in_progress` or `completed`; `conclusion` (`action_required`,
   `cancelled`, `failure`, `neutral`, `success`, `skipped`, `timed_out`) is "Required if you
   provide `completed_at` or a `status` of `completed`", and providing one sets the status to
@@ -24,6 +24,11 @@ GitHub REST "Check runs" (docs.github.com/rest/checks/runs): "Create a check run
   most 1000 runs of one name per check suite, so `MAX_CHECK_RUN_PAGES` pages of 100 cover it.
 
 Only a GitHub App can write check runs; the token passed in is the installation's.
+
+The modules: `check_state.py` (`CheckRunState`, `Annotation`, `CheckRun`,
+`PublishedCheckRun` and the limits a state is checked against), `check_runs.py` (the REST
+calls and their page limits) and this one (`ChecksClient`: those calls and `publish`),
+which re-exports the public names of the other two.
 
 `ChecksClient.publish` is the exactly-once building block: whatever failed before (a lost
 answer, a crash between two requests), calling it again with the same state ends with ONE
@@ -59,236 +64,58 @@ and retried after it sends its first requests' annotations again (once).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
-from urllib.parse import quote
-
-import requests
-
-from shared.github import (
-    Deadline,
-    GitHubRejected,
-    GitHubUnavailable,
-    Ownership,
-    OwnershipLost,
-    _repo_url,
-    _RestClient,
-    check_path,
-    check_sha,
+from shared.github.check_runs import (
+    ANNOTATIONS_PER_PAGE,
+    CHECK_RUNS_PER_PAGE,
+    MAX_ANNOTATION_PAGES,
+    MAX_ANNOTATIONS_PER_REQUEST,
+    MAX_CHECK_RUN_PAGES,
+    _CheckRunsClient,
 )
-
-STATUSES = ("queued", "in_progress", "completed")
-CONCLUSIONS = (
-    "action_required",
-    "cancelled",
-    "failure",
-    "neutral",
-    "skipped",
-    "success",
-    "timed_out",
+from shared.github.check_state import (
+    ANNOTATION_LEVELS,
+    CONCLUSIONS,
+    MAX_ANNOTATION_BYTES,
+    MAX_ANNOTATION_TITLE_CHARS,
+    MAX_OUTPUT_CHARS,
+    STATUSES,
+    Annotation,
+    CheckRun,
+    CheckRunState,
+    PublishedCheckRun,
 )
-ANNOTATION_LEVELS = ("notice", "warning", "failure")
-MAX_ANNOTATIONS_PER_REQUEST = 50
-MAX_OUTPUT_CHARS = 65535  # output.summary and output.text
-MAX_ANNOTATION_TITLE_CHARS = 255
-MAX_ANNOTATION_BYTES = 64 * 1024  # annotation message ("The maximum size is 64 KB")
-CHECK_RUNS_PER_PAGE = 100  # GitHub's maximum page size
-MAX_CHECK_RUN_PAGES = 10  # 1000 runs of one name per check suite, 100 a page
-ANNOTATIONS_PER_PAGE = 100  # "List check run annotations": per_page at most 100
-# 5000 annotations: ten generations of a state capped at 500, each page one short GET
-# inside the caller's lease.
-MAX_ANNOTATION_PAGES = 50
+from shared.github.errors import GitHubRejected, GitHubUnavailable
+from shared.github.names import check_path, check_sha
+from shared.github.transport import Deadline, Ownership, OwnershipLost
+
+__all__ = [
+    "ANNOTATIONS_PER_PAGE",
+    "ANNOTATION_LEVELS",
+    "CHECK_RUNS_PER_PAGE",
+    "CONCLUSIONS",
+    "MAX_ANNOTATIONS_PER_REQUEST",
+    "MAX_ANNOTATION_BYTES",
+    "MAX_ANNOTATION_PAGES",
+    "MAX_ANNOTATION_TITLE_CHARS",
+    "MAX_CHECK_RUN_PAGES",
+    "MAX_OUTPUT_CHARS",
+    "STATUSES",
+    "Annotation",
+    "CheckRun",
+    "CheckRunState",
+    "ChecksClient",
+    "Deadline",
+    "GitHubRejected",
+    "GitHubUnavailable",
+    "Ownership",
+    "OwnershipLost",
+    "PublishedCheckRun",
+    "check_path",
+    "check_sha",
+]
 
 
-@dataclass(frozen=True)
-class Annotation:
-    """One annotation: lines `start_line`..`end_line` (1-based) of `path`, at `level`."""
-
-    path: str
-    start_line: int
-    end_line: int
-    level: str
-    message: str
-    title: str = ""
-
-    def as_json(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "path": self.path,
-            "start_line": self.start_line,
-            "end_line": self.end_line,
-            "annotation_level": self.level,
-            "message": self.message,
-        }
-        if self.title:
-            body["title"] = self.title
-        return body
-
-    def problem(self) -> str | None:
-        """Why GitHub would refuse this annotation (422), or None."""
-        try:
-            check_path(self.path)
-        except GitHubRejected as exc:
-            return str(exc)
-        lines = (self.start_line, self.end_line)
-        if not all(isinstance(n, int) and not isinstance(n, bool) for n in lines):
-            return f"{self.path}: lines must be whole numbers"
-        if self.start_line < 1 or self.end_line < self.start_line:
-            return f"{self.path}: lines {self.start_line}-{self.end_line} are not a range from 1"
-        if self.level not in ANNOTATION_LEVELS:
-            return f"{self.path}: annotation level {self.level!r} is not one of {ANNOTATION_LEVELS}"
-        if not self.message:
-            return f"{self.path}:{self.start_line}: an annotation needs a message"
-        if len(self.message.encode("utf-8")) > MAX_ANNOTATION_BYTES:
-            return f"{self.path}:{self.start_line}: message over {MAX_ANNOTATION_BYTES} bytes"
-        if len(self.title) > MAX_ANNOTATION_TITLE_CHARS:
-            return f"{self.path}:{self.start_line}: title over {MAX_ANNOTATION_TITLE_CHARS} chars"
-        return None
-
-
-@dataclass(frozen=True)
-class CheckRunState:
-    """What one check run should show: its identity (`name`, `external_id`), status and
-    conclusion, and its output. `publish` makes GitHub's run match it.
-
-    `conclusion` goes with `status` "completed" and only with it; `completed_at` (aware) is
-    sent only then (GitHub stamps the time itself when it is None). `mark` is the
-    `raw_details` every annotation of this state carries: `publish` counts the run's
-    annotations carrying it to know which of this state's GitHub holds already (module
-    docstring); it names the state's author, the same on every retry.
-    """
-
-    name: str
-    external_id: str
-    status: str = "in_progress"
-    conclusion: str | None = None
-    title: str = ""
-    summary: str = ""
-    text: str = ""
-    annotations: tuple[Annotation, ...] = ()
-    details_url: str | None = None
-    completed_at: datetime | None = None
-    mark: str = ""
-
-    def problem(self) -> str | None:
-        """Why GitHub would refuse this state (422), or None."""
-        if not self.name or not self.external_id:
-            return "a check run needs a name and an external_id"
-        if self.status not in STATUSES:
-            return f"status {self.status!r} is not one of {STATUSES}"
-        completed = self.status == "completed"
-        if completed and self.conclusion not in CONCLUSIONS:
-            return f"a completed run needs a conclusion from {CONCLUSIONS}, not {self.conclusion!r}"
-        if not completed and (self.conclusion is not None or self.completed_at is not None):
-            return f"a conclusion or completed_at needs status completed, not {self.status!r}"
-        if self.completed_at is not None and self.completed_at.tzinfo is None:
-            return "completed_at must carry a time zone"
-        if not self.title or not self.summary:
-            return "the output needs a title and a summary"
-        for field, value in (("summary", self.summary), ("text", self.text)):
-            if len(value) > MAX_OUTPUT_CHARS:
-                return f"output.{field} is {len(value)} characters, over {MAX_OUTPUT_CHARS}"
-        if len(self.mark.encode("utf-8")) > MAX_ANNOTATION_BYTES:
-            return f"the mark (an annotation's raw_details) is over {MAX_ANNOTATION_BYTES} bytes"
-        for annotation in self.annotations:
-            reason = annotation.problem()
-            if reason is not None:
-                return reason
-        return None
-
-    def output(self, annotations: Sequence[Annotation] = ()) -> dict[str, Any]:
-        """The `output` object of one request, carrying `annotations` (at most 50), each
-        marked with `mark` as its `raw_details`."""
-        body: dict[str, Any] = {"title": self.title, "summary": self.summary}
-        if self.text:
-            body["text"] = self.text
-        if annotations:
-            marked = {"raw_details": self.mark} if self.mark else {}
-            body["annotations"] = [{**a.as_json(), **marked} for a in annotations]
-        return body
-
-
-@dataclass(frozen=True)
-class CheckRun:
-    """A check run as GitHub answered it (the fields hookledger reads)."""
-
-    id: int
-    name: str
-    head_sha: str
-    external_id: str | None
-    status: str
-    conclusion: str | None
-    annotations_count: int
-    html_url: str | None = None
-    details_url: str | None = None
-
-
-@dataclass(frozen=True)
-class PublishedCheckRun:
-    """What `publish` did: the run (`check_run_id`), whether this call created it, the
-    annotations and write requests this call sent, and newer runs carrying the same
-    `external_id` (`duplicates`), each completed as a pointer to the one kept."""
-
-    check_run_id: int
-    created: bool
-    annotations_sent: int
-    writes: int
-    duplicates: tuple[int, ...] = ()
-
-
-def _rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _check_run(body: Any, where: str) -> CheckRun:
-    """A `CheckRun` from one JSON object; `GitHubUnavailable` when it has no usable id."""
-    if not isinstance(body, Mapping):
-        raise GitHubUnavailable(f"{where}: GitHub answered {type(body).__name__}, not a check run")
-    try:
-        run_id = int(body["id"])
-    except (KeyError, TypeError, ValueError):
-        # The run may exist; the next `publish` finds it by its external_id.
-        raise GitHubUnavailable(f"{where}: GitHub's answer carries no check run id") from None
-    output = body.get("output") if isinstance(body.get("output"), Mapping) else {}
-    count = output.get("annotations_count") if isinstance(output, Mapping) else 0
-    return CheckRun(
-        id=run_id,
-        name=str(body.get("name") or ""),
-        head_sha=str(body.get("head_sha") or ""),
-        external_id=body.get("external_id") if isinstance(body.get("external_id"), str) else None,
-        status=str(body.get("status") or ""),
-        conclusion=body.get("conclusion") if isinstance(body.get("conclusion"), str) else None,
-        annotations_count=count if isinstance(count, int) and count > 0 else 0,
-        html_url=body.get("html_url") if isinstance(body.get("html_url"), str) else None,
-        details_url=body.get("details_url") if isinstance(body.get("details_url"), str) else None,
-    )
-
-
-def _json(response: requests.Response, where: str) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        raise GitHubUnavailable(f"{where}: GitHub answered non-JSON") from None
-
-
-def _check_output(output: Mapping[str, Any] | None, where: str) -> None:
-    """Refuse, before the wire, an output GitHub would answer 422 for its size."""
-    if output is None:
-        return
-    annotations = output.get("annotations") or []
-    if len(annotations) > MAX_ANNOTATIONS_PER_REQUEST:
-        raise GitHubRejected(
-            f"{where}: {len(annotations)} annotations in one request, over GitHub's "
-            f"{MAX_ANNOTATIONS_PER_REQUEST}"
-        )
-    for field in ("summary", "text"):
-        value = output.get(field)
-        if isinstance(value, str) and len(value) > MAX_OUTPUT_CHARS:
-            raise GitHubRejected(f"{where}: output.{field} is over {MAX_OUTPUT_CHARS} characters")
-
-
-class ChecksClient(_RestClient):
+class ChecksClient(_CheckRunsClient):
     """Check runs through GitHub's REST API: each call has the client's timeout; errors
     name the repository, the commit and the check run (`shared.github` error tree).
 
@@ -297,219 +124,6 @@ class ChecksClient(_RestClient):
     timeout of those is `GitHubUnavailable` at once, and the caller's next `publish` finds
     the run and what it already holds. An update without annotations is retried as usual.
     """
-
-    @property
-    def timeout_s(self) -> float:
-        """The timeout of one request: an outbox lease must hold several of them."""
-        return self._timeout_s
-
-    def _runs_url(self, repo: str) -> str:
-        return f"{_repo_url(self._api_url, repo)}/check-runs"
-
-    def create(
-        self,
-        repo: str,
-        sha: str,
-        name: str,
-        *,
-        status: str = "queued",
-        external_id: str | None = None,
-        details_url: str | None = None,
-        output: Mapping[str, Any] | None = None,
-        conclusion: str | None = None,
-        completed_at: datetime | None = None,
-        deadline: Deadline | None = None,
-        installation_id: int | None = None,
-    ) -> CheckRun:
-        """Create a check run `name` on commit `sha` ("Create a check run"); never retried."""
-        where = f"{repo}@{sha}: check run {name!r}"
-        check_sha(sha)
-        if not name:
-            raise GitHubRejected(f"{where}: a check run needs a name")
-        _check_output(output, where)
-        body: dict[str, Any] = {"name": name, "head_sha": sha, "status": status}
-        if external_id is not None:
-            body["external_id"] = external_id
-        if details_url:
-            body["details_url"] = details_url
-        if conclusion is not None:
-            body["conclusion"] = conclusion
-        if completed_at is not None:
-            body["completed_at"] = _rfc3339(completed_at)
-        if output is not None:
-            body["output"] = dict(output)
-        response = self._send(
-            "POST",
-            self._runs_url(repo),
-            where,
-            json=body,
-            retry=False,
-            deadline=deadline,
-            installation_id=installation_id,
-        )
-        return _check_run(_json(response, where), where)
-
-    def update(
-        self,
-        repo: str,
-        check_run_id: int,
-        *,
-        sha: str = "",
-        status: str | None = None,
-        conclusion: str | None = None,
-        completed_at: datetime | None = None,
-        details_url: str | None = None,
-        output: Mapping[str, Any] | None = None,
-        deadline: Deadline | None = None,
-        installation_id: int | None = None,
-    ) -> CheckRun:
-        """PATCH check run `check_run_id` ("Update a check run"); `output.annotations` are
-        appended by GitHub, so an update carrying some is never retried. `sha` only names
-        the commit in errors."""
-        where = f"{repo}@{sha or '?'}: check run #{check_run_id}"
-        if isinstance(check_run_id, bool) or not isinstance(check_run_id, int) or check_run_id < 1:
-            raise GitHubRejected(f"{where}: not a check run id")
-        _check_output(output, where)
-        body: dict[str, Any] = {}
-        if status is not None:
-            body["status"] = status
-        if conclusion is not None:
-            body["conclusion"] = conclusion
-        if completed_at is not None:
-            body["completed_at"] = _rfc3339(completed_at)
-        if details_url:
-            body["details_url"] = details_url
-        if output is not None:
-            body["output"] = dict(output)
-        appends = bool(output and output.get("annotations"))
-        url = f"{self._runs_url(repo)}/{check_run_id}"
-        response = self._send(
-            "PATCH",
-            url,
-            where,
-            json=body,
-            retry=not appends,
-            deadline=deadline,
-            installation_id=installation_id,
-        )
-        return _check_run(_json(response, where), where)
-
-    def get(
-        self,
-        repo: str,
-        check_run_id: int,
-        *,
-        sha: str = "",
-        deadline: Deadline | None = None,
-        installation_id: int | None = None,
-    ) -> CheckRun:
-        """Check run `check_run_id` ("Get a check run"); `sha` only names the commit in errors."""
-        where = f"{repo}@{sha or '?'}: check run #{check_run_id}"
-        url = f"{self._runs_url(repo)}/{int(check_run_id)}"
-        response = self._send("GET", url, where, deadline=deadline, installation_id=installation_id)
-        return _check_run(_json(response, where), where)
-
-    def list_for_ref(
-        self,
-        repo: str,
-        sha: str,
-        name: str,
-        deadline: Deadline | None = None,
-        *,
-        installation_id: int | None = None,
-    ) -> list[CheckRun]:
-        """Every check run named `name` on commit `sha`, all pages (`filter=all`).
-
-        More than `MAX_CHECK_RUN_PAGES` pages is `GitHubRejected`, not a guess.
-        """
-        where = f"{repo}@{sha}: check runs {name!r}"
-        base = _repo_url(self._api_url, repo)
-        url = f"{base}/commits/{quote(check_sha(sha), safe='')}/check-runs"
-        params: dict[str, str | int] | None = {
-            "check_name": name,
-            "filter": "all",
-            "per_page": CHECK_RUNS_PER_PAGE,
-        }
-        found: list[CheckRun] = []
-        for _page in range(MAX_CHECK_RUN_PAGES):
-            response = self._send(
-                "GET",
-                url,
-                where,
-                params=params,
-                deadline=deadline,
-                installation_id=installation_id,
-            )
-            body = _json(response, where)
-            runs = body.get("check_runs") if isinstance(body, Mapping) else None
-            if not isinstance(runs, list):
-                raise GitHubUnavailable(f"{where}: the answer has no check_runs list")
-            # GitHub matches check_name itself; checking again costs nothing.
-            found += [run for run in (_check_run(r, where) for r in runs) if run.name == name]
-            following = response.links.get("next", {}).get("url")
-            if not following:
-                return found
-            url, params = self._same_host(following, where), None
-        raise GitHubRejected(f"{where}: more than {MAX_CHECK_RUN_PAGES} pages of check runs")
-
-    def list_annotations(
-        self,
-        repo: str,
-        check_run_id: int,
-        *,
-        sha: str = "",
-        deadline: Deadline | None = None,
-        installation_id: int | None = None,
-    ) -> list[Mapping[str, Any]]:
-        """Every annotation check run `check_run_id` holds, as GitHub lists them ("List check
-        run annotations": `path`, lines, `annotation_level`, `message`, `raw_details`, …),
-        all pages; `sha` only names the commit in errors.
-
-        More than `MAX_ANNOTATION_PAGES` pages is `GitHubRejected`, not a guess.
-        """
-        where = f"{repo}@{sha or '?'}: check run #{check_run_id} annotations"
-        url: str = f"{self._runs_url(repo)}/{int(check_run_id)}/annotations"
-        params: dict[str, str | int] | None = {"per_page": ANNOTATIONS_PER_PAGE}
-        found: list[Mapping[str, Any]] = []
-        for _page in range(MAX_ANNOTATION_PAGES):
-            response = self._send(
-                "GET", url, where, params=params, deadline=deadline, installation_id=installation_id
-            )
-            body = _json(response, where)
-            if not isinstance(body, list) or not all(isinstance(a, Mapping) for a in body):
-                raise GitHubUnavailable(f"{where}: the answer is not a list of annotations")
-            found += body
-            following = response.links.get("next", {}).get("url")
-            if not following:
-                return found
-            url, params = self._same_host(following, where), None
-        raise GitHubRejected(f"{where}: more than {MAX_ANNOTATION_PAGES} pages of annotations")
-
-    def find(
-        self,
-        repo: str,
-        sha: str,
-        name: str,
-        external_id: str,
-        deadline: Deadline | None = None,
-        *,
-        installation_id: int | None = None,
-    ) -> CheckRun | None:
-        """The oldest (lowest id) run named `name` on `sha` carrying `external_id`, or None."""
-        mine = self._mine(repo, sha, name, external_id, deadline, installation_id)
-        return mine[0] if mine else None
-
-    def _mine(
-        self,
-        repo: str,
-        sha: str,
-        name: str,
-        external_id: str,
-        deadline: Deadline | None,
-        installation_id: int | None,
-    ) -> list[CheckRun]:
-        runs = self.list_for_ref(repo, sha, name, deadline, installation_id=installation_id)
-        return sorted((r for r in runs if r.external_id == external_id), key=lambda r: r.id)
 
     def publish(
         self,

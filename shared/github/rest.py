@@ -22,7 +22,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.github import Deadline, GitHubRejected, _RestClient
+from shared.github.errors import GitHubRejected
+from shared.github.transport import Deadline, _RestClient
 
 # A path as GitHub documents them: "/repos/{owner}/{repo}/…", no scheme, no host.
 _PATH = re.compile(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
