@@ -3,7 +3,9 @@
 Every name here is part of the deployment contract: Terraform sets the same names
 on each function (`PRODUCTION_ENV_NAMES` below is what its tests check), and the
 defaults are the local ones (docs/architecture.md, "Contracts"). A bad value fails at
-start-up with a `ConfigError` naming the variable.
+start-up with a `ConfigError` naming the variable: each value is read and parsed in
+shared/config_readers.py, and the settings are checked together in
+shared/config_checks.py; `Config` and every name callers import stay here.
 
 A deployed function knows which one it is from `FUNCTION_TARGET` (set by Cloud Functions
 and by functions-framework before `functions/main.py` is imported). Outside a `demo-`
@@ -37,13 +39,17 @@ start (`shared.runtime.check_startup`).
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+# The deadline ranges live with the checks; re-exported, as every constant is here.
+from shared.config_checks import MAX_DISPATCH_DEADLINE_S as MAX_DISPATCH_DEADLINE_S
+from shared.config_checks import MAX_WORKER_TIMEOUT_S as MAX_WORKER_TIMEOUT_S
+from shared.config_checks import MIN_DISPATCH_DEADLINE_S as MIN_DISPATCH_DEADLINE_S
+from shared.config_checks import check_deadlines, check_deployed, check_github_app
+from shared.config_readers import read_fields
 from shared.errors import ConfigError as ConfigError  # re-exported: callers import it here
-from shared.tracing import MODES
 
 # Well-known local secrets: used only for a `demo-` project (Firebase's emulator-only prefix).
 LOCAL_GITHUB_SECRET = "local-github-secret"  # noqa: S105
@@ -60,35 +66,6 @@ GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v3/certs"
 FIRESTORE_TIMEOUT_S = 15.0
 # The functions `functions/main.py` serves; `Config.function` is one of them, or "" for a tool.
 FUNCTIONS = ("ingress", "worker", "reconcile")
-# Cloud Tasks' documented range for an HTTP task's dispatch deadline.
-MIN_DISPATCH_DEADLINE_S = 15
-MAX_DISPATCH_DEADLINE_S = 1800
-# Cloud Functions (gen2) caps an HTTP function's timeout at 60 minutes.
-MAX_WORKER_TIMEOUT_S = 3600
-
-
-def _split(value: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in value.split(",") if part.strip())
-
-
-def _webhook_uris(raw: str) -> tuple[str, ...]:
-    """`GEMINI_WEBHOOK_URIS`: comma-separated http(s) URLs (https outside demo-: checked
-    per function in `_check_deployed`)."""
-    uris = _split(raw)
-    for uri in uris:
-        if not uri.startswith(("https://", "http://")):
-            raise ConfigError(f"GEMINI_WEBHOOK_URIS must hold http(s) URLs, got {uri!r}")
-    return uris
-
-
-def _apps(env: Mapping[str, str]) -> tuple[str, ...]:
-    """`HOOKLEDGER_APPS`: the app modules to load (shared/apps.py); unset: none."""
-    from shared.apps import AppError, names_from_env
-
-    try:
-        return names_from_env(env)
-    except AppError as exc:
-        raise ConfigError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -187,164 +164,24 @@ class Config:
         env = os.environ if env is None else env
         d = cls()
         project = env.get("GOOGLE_CLOUD_PROJECT", d.project)
-        local = project.startswith("demo-")
         if function is None:
             target = env.get("FUNCTION_TARGET", "")
             function = target if target in FUNCTIONS else ""
         reads = frozenset(PRODUCTION_ENV_NAMES.get(function, ()))
-
-        def text(name: str, default: str) -> str:
-            return env.get(name, default)
-
-        def integer(name: str, default: int, minimum: int = 0) -> int:
-            raw = env.get(name)
-            if raw is None or raw == "":
-                return default
-            try:
-                value = int(raw)
-            except ValueError:
-                raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
-            if value < minimum:
-                raise ConfigError(f"{name} must be at least {minimum}, got {value}")
-            return value
-
-        def flag(name: str, default: bool) -> bool:
-            raw = env.get(name, "").strip().lower()
-            if raw == "":
-                return default
-            if raw not in ("true", "false"):
-                raise ConfigError(f"{name} must be true or false, got {env.get(name)!r}")
-            return raw == "true"
-
-        def real(name: str) -> float | None:
-            """The variable as a float; None when unset or empty."""
-            raw = env.get(name)
-            if raw is None or raw == "":
-                return None
-            try:
-                return float(raw)
-            except ValueError:
-                raise ConfigError(f"{name} must be a number, got {raw!r}") from None
-
-        def number(name: str, default: float) -> float:
-            value = real(name)
-            if value is None:
-                return default
-            if not math.isfinite(value) or value <= 0:
-                raise ConfigError(f"{name} must be positive, got {value}")
-            return value
-
-        def fraction(name: str, default: float) -> float:
-            value = real(name)
-            if value is None:
-                return default
-            if not 0.0 <= value <= 1.0:  # also refuses nan
-                raise ConfigError(f"{name} must be a fraction from 0 to 1, got {value}")
-            return value
-
-        def secrets(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
-            raw = env.get(name)
-            if raw is None:
-                if local:
-                    return default
-                # Outside demo- never the secret published in the repo: required where read,
-                # else none (a function that never uses it, or a tool).
-                if name in reads:
-                    raise ConfigError(f"{name} must be set outside a demo- project")
-                return ()
-            values = _split(raw)
-            if not values:
-                raise ConfigError(f"{name} is set but holds no secret")
-            return values
-
-        backoff_first_s = number("RECONCILE_BACKOFF_FIRST_S", d.reconcile_backoff_first_s)
-        backoff_cap_s = number("RECONCILE_BACKOFF_CAP_S", d.reconcile_backoff_cap_s)
-        if backoff_cap_s < backoff_first_s:
-            raise ConfigError(
-                f"RECONCILE_BACKOFF_CAP_S ({backoff_cap_s:g}) must be at least "
-                f"RECONCILE_BACKOFF_FIRST_S ({backoff_first_s:g})"
-            )
-
-        return cls(
-            project=project,
-            location=text("TASKS_LOCATION", d.location),
-            queue=text("TASKS_QUEUE", d.queue),
-            worker_url=text("WORKER_URL", d.worker_url),
-            reconcile_url=text("RECONCILE_URL", d.reconcile_url),
-            tasks_service_account=text("TASKS_SERVICE_ACCOUNT", d.tasks_service_account),
-            scheduler_service_account=text(
-                "SCHEDULER_SERVICE_ACCOUNT", d.scheduler_service_account
-            ),
-            oidc_audience=text("OIDC_AUDIENCE", d.oidc_audience),
-            oidc_certs_url=text("OIDC_CERTS_URL", d.oidc_certs_url),
-            github_webhook_secrets=secrets("GITHUB_WEBHOOK_SECRETS", d.github_webhook_secrets),
-            gemini_webhook_secrets=secrets("GEMINI_WEBHOOK_SECRETS", d.gemini_webhook_secrets),
-            gemini_jwks_url=text("GEMINI_JWKS_URL", d.gemini_jwks_url).strip(),
-            gemini_webhook_audience=text(
-                "GEMINI_WEBHOOK_AUDIENCE", d.gemini_webhook_audience
-            ).strip(),
-            gemini_webhook_issuer=text("GEMINI_WEBHOOK_ISSUER", d.gemini_webhook_issuer).strip(),
-            gemini_webhook_uris=_webhook_uris(env.get("GEMINI_WEBHOOK_URIS", "")),
-            envelope_keys=secrets("ENVELOPE_KEYS", d.envelope_keys),
-            # The verifiers need a window of at least a second.
-            signature_tolerance_s=integer(
-                "SIGNATURE_TOLERANCE_S", d.signature_tolerance_s, minimum=1
-            ),
-            max_body_bytes=integer("MAX_BODY_BYTES", d.max_body_bytes, minimum=1),
-            max_gemini_body_bytes=integer(
-                "MAX_GEMINI_BODY_BYTES", d.max_gemini_body_bytes, minimum=1
-            ),
-            firestore_emulator_host=text("FIRESTORE_EMULATOR_HOST", ""),
-            claims_database=text("CLAIMS_DATABASE", d.claims_database) or d.claims_database,
-            cloud_tasks_emulator_host=text("CLOUD_TASKS_EMULATOR_HOST", ""),
-            gemini_base_url=text("GEMINI_BASE_URL", d.gemini_base_url),
-            gemini_api_key=text("GEMINI_API_KEY", d.gemini_api_key),
-            github_api_url=text("GITHUB_API_URL", d.github_api_url),
-            github_token=_token(env.get("GITHUB_TOKEN", d.github_token)),
-            github_app_id=text("GITHUB_APP_ID", d.github_app_id).strip(),
-            github_app_private_key=_pem(env.get("GITHUB_APP_PRIVATE_KEY", "")),
-            apps=_apps(env),
-            reconcile_grace_s=integer("RECONCILE_GRACE_S", d.reconcile_grace_s),
-            reconcile_concurrency=integer(
-                "RECONCILE_CONCURRENCY", d.reconcile_concurrency, minimum=1
-            ),
-            reconcile_budget_s=integer("RECONCILE_BUDGET_S", d.reconcile_budget_s, minimum=1),
-            reconcile_fanout_threshold=integer(
-                "RECONCILE_FANOUT_THRESHOLD", d.reconcile_fanout_threshold, minimum=1
-            ),
-            stuck_after_s=integer("STUCK_AFTER_S", d.stuck_after_s, minimum=1),
-            reconcile_backoff_first_s=backoff_first_s,
-            reconcile_backoff_cap_s=backoff_cap_s,
-            reconcile_backoff_jitter=fraction(
-                "RECONCILE_BACKOFF_JITTER", d.reconcile_backoff_jitter
-            ),
-            retention_days=integer("RETENTION_DAYS", d.retention_days, minimum=1),
-            worker_max_retries=integer("WORKER_MAX_RETRIES", d.worker_max_retries),
-            worker_timeout_s=integer("WORKER_TIMEOUT_S", d.worker_timeout_s, minimum=1),
-            task_dispatch_deadline_s=integer(
-                "TASK_DISPATCH_DEADLINE_S", d.task_dispatch_deadline_s, minimum=1
-            ),
-            worker_concurrency=integer("THREADS", d.worker_concurrency, minimum=1),
-            http_timeout_s=number("HTTP_TIMEOUT_S", d.http_timeout_s),
-            tasks_timeout_s=number("TASKS_TIMEOUT_S", d.tasks_timeout_s),
-            outbox_lease_s=number("OUTBOX_LEASE_S", d.outbox_lease_s),
-            tracing=_tracing_mode(env.get("TRACING", d.tracing)),
-            trace_sample_ratio=fraction("TRACE_SAMPLE_RATIO", d.trace_sample_ratio),
-            trace_dir=text("TRACE_DIR", d.trace_dir) or d.trace_dir,
-            function=function,
-        )
+        fields = read_fields(env, reads=reads, local=project.startswith("demo-"), defaults=d)
+        return cls(project=project, **fields, function=function)
 
     def __post_init__(self) -> None:
         if self.function not in ("", *FUNCTIONS):
             raise ConfigError(f"FUNCTION_TARGET must be one of {', '.join(FUNCTIONS)}")
-        _check_deadlines(self)
-        _check_github_app(self)
+        check_deadlines(self)
+        check_github_app(self)
         deployed = not self.project.startswith("demo-")
         if deployed and self.oidc_audience and not self.tasks_service_account:
             # Any Google-signed token for the audience would pass: pin the caller.
             raise ConfigError("OIDC_AUDIENCE is set but TASKS_SERVICE_ACCOUNT is not")
         if deployed:
-            _check_deployed(self)
+            check_deployed(self)
 
     @property
     def dynamic_webhooks(self) -> bool:
@@ -376,109 +213,6 @@ class Config:
 
 # Added to HTTP_TIMEOUT_S: what a batch create may take beyond its own timeout.
 CREATE_MARGIN_S = 5.0
-
-
-def _check_deadlines(cfg: Config) -> None:
-    """The worker timeout and the dispatch deadline: each in range, the deadline below."""
-    if not 1 <= cfg.worker_timeout_s <= MAX_WORKER_TIMEOUT_S:
-        raise ConfigError(
-            f"WORKER_TIMEOUT_S must be 1-{MAX_WORKER_TIMEOUT_S}, got {cfg.worker_timeout_s}"
-        )
-    deadline = cfg.task_dispatch_deadline_s
-    if not MIN_DISPATCH_DEADLINE_S <= deadline <= MAX_DISPATCH_DEADLINE_S:
-        raise ConfigError(
-            f"TASK_DISPATCH_DEADLINE_S must be {MIN_DISPATCH_DEADLINE_S}-"
-            f"{MAX_DISPATCH_DEADLINE_S} (Cloud Tasks' range for HTTP tasks), got {deadline}"
-        )
-    if deadline >= cfg.worker_timeout_s:
-        raise ConfigError(
-            f"TASK_DISPATCH_DEADLINE_S ({deadline}) must be below WORKER_TIMEOUT_S "
-            f"({cfg.worker_timeout_s}): Cloud Tasks must give up on an attempt before the "
-            "worker's timeout ends it"
-        )
-    if cfg.delivery_lease_s <= 2 * cfg.create_budget_s:
-        raise ConfigError(
-            f"WORKER_TIMEOUT_S ({cfg.worker_timeout_s}) is too short for HTTP_TIMEOUT_S "
-            f"({cfg.http_timeout_s:g}): a push's lease ({cfg.delivery_lease_s} s) must hold "
-            f"its fetches and a batch create ({cfg.create_budget_s:g} s) twice over"
-        )
-
-
-def _token(raw: str) -> str:
-    """`GITHUB_TOKEN`, without the line break a secret file often ends with: sent as is, a
-    newline makes `requests` refuse the header with an error that quotes the token."""
-    token = raw.strip()
-    if any(c.isspace() for c in token):
-        raise ConfigError("GITHUB_TOKEN must be one token, without spaces or line breaks")
-    return token
-
-
-def _tracing_mode(raw: str) -> str:
-    """`TRACING`: off, file or cloudtrace (shared/tracing)."""
-    mode = raw.strip().lower() or "off"
-    if mode not in MODES:
-        raise ConfigError(f"TRACING must be one of {', '.join(MODES)}, got {raw!r}")
-    return mode
-
-
-def _pem(raw: str) -> str:
-    """A PEM from the environment; `\\n` escapes (one line, as some secret stores and
-    `.env` files hold it) become newlines. Its validity is checked when the auth is built."""
-    text = raw.strip()
-    if "\n" not in text and "\\n" in text:
-        text = text.replace("\\n", "\n").strip()
-    return text
-
-
-def _check_github_app(cfg: Config) -> None:
-    """GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY go together (never quotes the key)."""
-    if bool(cfg.github_app_id) != bool(cfg.github_app_private_key):
-        have, missing = (
-            ("GITHUB_APP_ID", "GITHUB_APP_PRIVATE_KEY")
-            if cfg.github_app_id
-            else ("GITHUB_APP_PRIVATE_KEY", "GITHUB_APP_ID")
-        )
-        raise ConfigError(
-            f"{have} is set but {missing} is not: a GitHub App needs both "
-            "(or neither, for GITHUB_TOKEN alone)"
-        )
-    if any(c.isspace() for c in cfg.github_app_id):
-        raise ConfigError("GITHUB_APP_ID must be the App's client id or app id, without spaces")
-
-
-def _check_deployed(cfg: Config) -> None:
-    """The guards of a deployed function (module docstring); the first failure is raised."""
-    need: list[tuple[str, str]] = []
-    if cfg.function in ("worker", "reconcile"):
-        # Without an audience the token check is off: anyone could call a private function.
-        need.append(("OIDC_AUDIENCE", cfg.oidc_audience))
-    if cfg.function in ("ingress", "worker"):
-        need.append(("TASKS_SERVICE_ACCOUNT", cfg.tasks_service_account))
-    if cfg.function == "reconcile":
-        need.append(("SCHEDULER_SERVICE_ACCOUNT", cfg.scheduler_service_account))
-    for name, value in need:
-        if not value.strip():
-            raise ConfigError(f"{name} must be set for the {cfg.function} outside a demo- project")
-    https: list[tuple[str, str]] = []
-    if cfg.function in ("ingress", "reconcile"):
-        https.append(("WORKER_URL", cfg.worker_url))
-    if cfg.function in ("worker", "reconcile"):
-        https.append(("OIDC_CERTS_URL", cfg.oidc_certs_url))
-    if cfg.function == "ingress" and cfg.gemini_jwks_url:
-        https.append(("GEMINI_JWKS_URL", cfg.gemini_jwks_url))
-    if cfg.function == "worker":
-        https.extend(("GEMINI_WEBHOOK_URIS", uri) for uri in cfg.gemini_webhook_uris)
-    for name, url in https:
-        if not url.startswith("https://"):
-            raise ConfigError(
-                f"{name} must be an https:// URL for the {cfg.function} outside a demo- project"
-            )
-    if cfg.function == "ingress" and cfg.gemini_jwks_url and not cfg.gemini_webhook_audience:
-        # Without an audience a token Google signed for anyone else's endpoint would pass.
-        raise ConfigError(
-            "GEMINI_WEBHOOK_AUDIENCE must be set for the ingress outside a demo- project while "
-            "Gemini dynamic webhooks are on (GEMINI_JWKS_URL; set it empty to turn them off)"
-        )
 
 
 # Every variable the deployed functions read; Terraform's tests check each is wired.

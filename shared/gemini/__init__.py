@@ -1,6 +1,9 @@
 """Gemini: the few calls hookledger makes through google-genai, their errors and result rows.
 
 - `client.py`: `GeminiGateway` (create, fetch, list, cancel, read results), `make_client`;
+- `batches.py`: what a fetch returns (`BatchStatus`, `BatchStats`, `BatchSummary`) and
+  the readers of Gemini's answers behind it;
+- `requests.py`: what a create sends (inline requests, job config, `HOOKLEDGER_ID`);
 - `errors.py`: the Gemini error tree and `mapped(what)`, the SDK-error mapping;
 - `rows.py`: result rows (text, truncated text, or an error with its reason) from inline
   responses or a streamed results file, and their placement under the requests;

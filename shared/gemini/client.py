@@ -13,8 +13,11 @@ What the SDK does not do for us, and this module does:
 
 The one private SDK call (a resource's raw JSON) lives in shared/gemini/raw.py; the error
 tree (GeminiError → GeminiUnavailable | GeminiNotFound | GeminiRejected, with
-GeminiRateLimited and GeminiRowsUnread) and the SDK-error mapping in shared/gemini/errors.py,
-re-exported here.
+GeminiRateLimited and GeminiRowsUnread) and the SDK-error mapping in shared/gemini/errors.py;
+what a create sends (inline requests, job config, `HOOKLEDGER_ID`) in
+shared/gemini/requests.py; what a fetch returns (`BatchStatus`, `BatchStats`,
+`BatchSummary`) and the readers of Gemini's answers in shared/gemini/batches.py. Those
+names are re-exported here.
 """
 
 from __future__ import annotations
@@ -24,14 +27,23 @@ import json
 import logging
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import datetime
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from google import genai
 from google.genai import types
 
 from shared import logs, tracing
+from shared.gemini.batches import (
+    BatchStats,
+    BatchStatus,
+    BatchSummary,
+    batch_name,
+    completion_stats,
+    inline_rows,
+    interaction_error,
+    raw_batch_stats,
+    safety_filtered,
+)
 from shared.gemini.errors import (
     GeminiError,
     GeminiNotFound,
@@ -40,21 +52,17 @@ from shared.gemini.errors import (
     mapped,
 )
 from shared.gemini.raw import get_body
+from shared.gemini.requests import HOOKLEDGER_ID as HOOKLEDGER_ID  # re-exported
+from shared.gemini.requests import create_config, inline_requests
 from shared.gemini.rows import (
     MAX_INLINE_BYTES,
-    OUTCOMES,
-    RESPONSE,
-    ROW_ERROR,
     Row,
     RowReader,
     file_line,
     inline_bytes,
-    place,
-    row_from_response,
 )
 from shared.gemini.states import (
     TERMINAL,
-    StateMeaning,
     meaning_of,
 )
 from shared.retry import RETRYABLE_STATUSES, RetryPolicy
@@ -62,123 +70,6 @@ from shared.retry import RETRYABLE_STATUSES, RetryPolicy
 T = TypeVar("T")
 
 log = logs.get_logger("gemini")
-
-# The `webhook_config.user_metadata` key naming the job in hookledger's own terms (its tag,
-# the display name): Gemini includes the user metadata in every event of the job.
-HOOKLEDGER_ID = "hookledger_id"
-
-
-class BatchSummary(NamedTuple):
-    """One row of `list_batches`."""
-
-    name: str
-    display_name: str
-    state: str
-    create_time: datetime | None
-
-
-@dataclass(frozen=True)
-class BatchStats:
-    """Gemini's own request counts for a batch: `metadata.batchStats` (Gemini API; the SDK's
-    mldev mapping drops it, so it is read from the raw JSON) or the SDK's
-    `BatchJob.completion_stats` (filled on Vertex only). See docs/gemini-coverage.md."""
-
-    requests: int | None
-    succeeded: int
-    failed: int
-
-
-@dataclass(frozen=True)
-class BatchStatus:
-    """What Gemini reports about one operation now.
-
-    `state` is the value the SDK reports (a `JobState` for batches and other operations,
-    the Interactions API `status` for an interaction); what it means comes from the one
-    table in shared/gemini/states.py (`meaning`). `rows_unread` is None when `rows` holds
-    every result row Gemini has for it (or it has none to give), else why they could not
-    be read; `Settler` refuses to settle a succeeded batch whose rows are not complete
-    (until the results file's retention is nearly over: docs/architecture.md,
-    "Settlement"). An interaction's output is its one row (key: the interaction's name).
-    `ended_at` is the batch's `endTime`; `stats` Gemini's own counts, when it gave them.
-    """
-
-    name: str
-    state: str
-    display_name: str = ""
-    error: dict[str, Any] | None = None
-    rows: tuple[Row, ...] = field(default_factory=tuple)
-    rows_unread: str | None = None
-    ended_at: datetime | None = None
-    stats: BatchStats | None = None
-
-    @property
-    def meaning(self) -> StateMeaning:
-        return meaning_of(self.state)
-
-    @property
-    def rows_complete(self) -> bool:
-        return self.rows_unread is None
-
-    @property
-    def terminal_status(self) -> str | None:
-        """`succeeded`/`failed`/`cancelled`/`expired`, or None while it is not terminal."""
-        meaning = self.meaning
-        return meaning.status if meaning.kind == TERMINAL else None
-
-    @property
-    def partial(self) -> bool:
-        """Settled `succeeded` with some results missing (JOB_STATE_PARTIALLY_SUCCEEDED)."""
-        return self.meaning.partial
-
-    @property
-    def incomplete(self) -> bool:
-        """An interaction that completed with incomplete results (`incomplete`)."""
-        return self.meaning.incomplete
-
-    @property
-    def waits_for(self) -> str | None:
-        """What a waiting operation waits for (an interaction's `requires_action`…)."""
-        return self.meaning.waits_for
-
-    @property
-    def outcome(self) -> dict[str, Any]:
-        """The flags a settlement records beside its status (`partial`, `incomplete`)."""
-        flags = {"partial": self.partial, "incomplete": self.incomplete}
-        return {key: True for key, value in flags.items() if value}
-
-    @property
-    def all_rows_failed(self) -> bool:
-        return bool(self.rows) and all(row.error is not None for row in self.rows)
-
-    def placed(self, keys: Sequence[str]) -> BatchStatus:
-        """This status with every row under the request it answers (`rows.place`)."""
-        return replace(self, rows=place(self.rows, keys))
-
-    def result_counts(self) -> dict[str, int]:
-        """Rows per outcome: `succeeded`, `failed`, `blocked`, `truncated` (every key present)."""
-        counts = dict.fromkeys(OUTCOMES, 0)
-        for row in self.rows:
-            counts[row.outcome] += 1
-        return counts
-
-    def stats_mismatch(self) -> dict[str, Any] | None:
-        """How the rows read disagree with Gemini's `stats`, or None (agree, or no stats).
-
-        Gemini counts a request `successful` when it answered, whatever the answer held
-        (a blocked prompt too), and `failed` when the row is an error: compared with the
-        rows' `origin`. A results-file line that could not be read counts as neither.
-        """
-        if self.stats is None:
-            return None
-        answered = sum(1 for row in self.rows if row.origin == RESPONSE)
-        failed = sum(1 for row in self.rows if row.origin == ROW_ERROR)
-        ours = {"rows": len(self.rows), "succeeded": answered, "failed": failed}
-        theirs = {
-            "rows": self.stats.requests if self.stats.requests is not None else len(self.rows),
-            "succeeded": self.stats.succeeded,
-            "failed": self.stats.failed,
-        }
-        return None if ours == theirs else {"rows_read": ours, "batch_stats": theirs}
 
 
 # Gemini's "Rate limits" guide: a 429 carries `RetryInfo.retryDelay`, honoured by deferring
@@ -244,11 +135,6 @@ def make_client(
     return genai.Client(api_key=api_key or "unset", http_options=options)
 
 
-def batch_name(name: str) -> str:
-    """Accept `batches/abc` or a bare `abc`."""
-    return name if name.startswith("batches/") else f"batches/{name}"
-
-
 def _traced(span_name: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
     """Run a gateway method taking an operation `name` first inside a span naming it."""
 
@@ -295,20 +181,7 @@ class GeminiGateway:
             src = self._source(requests, display_name, generation_config)
             with mapped(f"create batch {display_name}"):
                 job = self._client.batches.create(
-                    model=model,
-                    src=src,
-                    config=types.CreateBatchJobConfig(
-                        display_name=display_name,
-                        webhook_config=types.WebhookConfig(
-                            uris=self._webhook_uris or None,
-                            user_metadata={HOOKLEDGER_ID: display_name},
-                        ),
-                        # Creating is not idempotent: a blind retry could make a second batch.
-                        # The caller's retry goes through the submission guard instead.
-                        http_options=types.HttpOptions(
-                            retry_options=types.HttpRetryOptions(attempts=1)
-                        ),
-                    ),
+                    model=model, src=src, config=create_config(display_name, self._webhook_uris)
                 )
             if not job.name:
                 raise GeminiRejected(f"create batch {display_name}: Gemini returned no name")
@@ -324,21 +197,7 @@ class GeminiGateway:
         """The batch's `src`: the requests inline while small enough, else an uploaded file."""
         if inline_bytes(requests, generation_config) > MAX_INLINE_BYTES:
             return self.upload_requests(requests, display_name, generation_config)
-        # The SDK's models take the REST (camelCase) names too; it sends them back as
-        # `request.generationConfig`, as the file line below spells it.
-        config = (
-            types.GenerateContentConfig.model_validate(dict(generation_config))
-            if generation_config
-            else None
-        )
-        return [
-            types.InlinedRequest(
-                contents=[types.Content(role="user", parts=[types.Part(text=prompt)])],
-                metadata={"key": key},
-                config=config,
-            )
-            for key, prompt in requests
-        ]
+        return inline_requests(requests, generation_config)
 
     def upload_requests(
         self,
@@ -414,7 +273,7 @@ class GeminiGateway:
         meaning = meaning_of(state)
         status = meaning.status if meaning.kind == TERMINAL else None
         error = None
-        stats = _completion_stats(job)
+        stats = completion_stats(job)
         if status is not None and status != "succeeded":  # ended unsuccessfully
             error = self._raw_error(name)
         elif status == "succeeded" and stats is None:
@@ -437,20 +296,7 @@ class GeminiGateway:
         """(rows, why they are incomplete or None) for one fetched batch."""
         dest = job.dest
         if dest is not None and dest.inlined_responses:
-            rows = []
-            for index, item in enumerate(dest.inlined_responses):
-                key = (item.metadata or {}).get("key") or ""  # "" → placed by its position
-                if item.error is not None:
-                    reason = item.error.message or f"code {item.error.code}"
-                    rows.append(Row(key=key, error=reason, origin=ROW_ERROR, index=index))
-                else:
-                    body = (
-                        item.response.model_dump(mode="json", by_alias=True, exclude_none=True)
-                        if item.response is not None
-                        else {}
-                    )
-                    rows.append(row_from_response(key, body, index=index))
-            return tuple(rows), None
+            return inline_rows(dest.inlined_responses), None
         if dest is not None and dest.file_name:
             try:
                 return self.read_results_file(name, dest.file_name), None
@@ -500,7 +346,7 @@ class GeminiGateway:
         if isinstance(error, dict):
             state = "JOB_STATE_CANCELLED" if error.get("code") == 1 else "JOB_STATE_FAILED"
             return BatchStatus(name=name, state=state, error=error)
-        filtered = _safety_filtered(body.get("response"))
+        filtered = safety_filtered(body.get("response"))
         if filtered is not None:
             return BatchStatus(name=name, state="JOB_STATE_FAILED", error=filtered)
         return BatchStatus(name=name, state="JOB_STATE_SUCCEEDED")
@@ -522,7 +368,7 @@ class GeminiGateway:
         error = None
         rows: tuple[Row, ...] = ()
         if status is not None and status != "succeeded":  # ended unsuccessfully
-            error = _interaction_error(body) or {"message": f"interaction ended {state}"}
+            error = interaction_error(body) or {"message": f"interaction ended {state}"}
         elif status == "succeeded":
             rows = (Row(key=name, text=str(body.get("output_text") or "")),)
         return BatchStatus(name=name, state=state, error=error, rows=rows)
@@ -546,18 +392,7 @@ class GeminiGateway:
                 reason=str(exc),
             )
             return None
-        stats = metadata.get("batchStats") if isinstance(metadata, dict) else None
-        if not isinstance(stats, dict):
-            return None
-        try:  # int64 fields arrive as JSON strings
-            requests = stats.get("requestCount")
-            return BatchStats(
-                requests=int(requests) if requests is not None else None,
-                succeeded=int(stats.get("successfulRequestCount") or 0),
-                failed=int(stats.get("failedRequestCount") or 0),
-            )
-        except (TypeError, ValueError):
-            return None
+        return raw_batch_stats(metadata)
 
     def _raw(self, name: str) -> dict[str, Any]:
         """The resource as Gemini sent it, through the SDK's own transport (auth, timeout)."""
@@ -568,47 +403,3 @@ class GeminiGateway:
         except ValueError as exc:
             raise GeminiUnavailable(f"{name}: Gemini answered something that is not JSON") from exc
         return body if isinstance(body, dict) else {}
-
-
-def _interaction_error(body: dict[str, Any]) -> dict[str, Any] | None:
-    """`{"code", "message"}` from an interaction's `errors[]` (every message, in order),
-    or from a single `error` as older shapes carry it; None when it has neither."""
-    errors = [e for e in body.get("errors") or [] if isinstance(e, dict)]
-    if errors:
-        messages = [str(e.get("message") or f"code {e.get('code')}") for e in errors]
-        return {"code": errors[0].get("code"), "message": "; ".join(messages), "errors": errors}
-    error = body.get("error")
-    return error if isinstance(error, dict) else None
-
-
-def _safety_filtered(response: Any) -> dict[str, Any] | None:
-    """The failure of a video operation whose every sample safety filtering removed: no
-    `generatedSamples` and `raiMediaFilteredCount` > 0; None for any other response."""
-    if not isinstance(response, dict):
-        return None
-    video = response.get("generateVideoResponse")
-    if not isinstance(video, dict) or video.get("generatedSamples"):
-        return None
-    try:
-        count = int(video.get("raiMediaFilteredCount") or 0)
-    except (TypeError, ValueError):
-        count = 0
-    if count <= 0:
-        return None
-    reasons = [str(r) for r in video.get("raiMediaFilteredReasons") or []]
-    return {
-        "message": f"{count} video sample(s) removed by safety filters: "
-        + ("; ".join(reasons) or "no reason given"),
-        "rai_media_filtered_count": count,
-        "rai_media_filtered_reasons": reasons,
-    }
-
-
-def _completion_stats(job: types.BatchJob) -> BatchStats | None:
-    """The SDK's `completion_stats` (Vertex only: its type says "not supported in Gemini API")."""
-    stats = job.completion_stats
-    if stats is None or stats.successful_count is None:
-        return None
-    return BatchStats(
-        requests=None, succeeded=stats.successful_count, failed=stats.failed_count or 0
-    )
