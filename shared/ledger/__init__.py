@@ -2,8 +2,9 @@
 
 The only code in hookledger that names Firestore collections and fields (besides the
 claim-check store, shared/claims.py); everything else asks it. Layout (docs/architecture.md,
-"Ledger"): `records` (types, statuses, converters), `errors`, `ids` (document ids and
-input checks), `commits` (conditional commits and retries), one module per collection
+"Ledger"): `records` (types, statuses, converters; it re-exports `recordtypes`, the
+types that need no status or field name), `errors`, `ids` (document ids and input
+checks), `commits` (conditional commits and retries), one module per collection
 (`operations`, `deliveries` with its `bodies` markers, `outbox`, `results`, `submissions`,
 `runs`, `installations`) and `queries`
 (read-only listings). `Ledger` builds the parts over one client and callers reach each
