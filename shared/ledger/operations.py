@@ -20,12 +20,7 @@ from google.cloud import firestore
 from shared import opnames, tracing
 from shared.clock import Clock
 from shared.ledger.commits import Commits
-from shared.ledger.errors import (
-    AmbiguousId,
-    ContentionError,
-    InvalidArgument,
-    StoreUnavailable,
-)
+from shared.ledger.errors import AmbiguousId, ContentionError, InvalidArgument, StoreUnavailable
 from shared.ledger.ids import check_limit, check_time, clip_error, operation_id, submission_id
 from shared.ledger.records import (
     CHECKS,
