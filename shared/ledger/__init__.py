@@ -2,13 +2,15 @@
 
 The only code in hookledger that names Firestore collections and fields (besides the
 claim-check store, shared/claims.py); everything else asks it. Layout (docs/architecture.md,
-"Ledger"): `records` (types, statuses, converters), `errors`, `ids` (document ids and
-input checks), `commits` (conditional commits and retries), one module per collection
-(`operations`, `deliveries` with its `bodies` markers, `outbox`, `results`, `submissions`,
-`runs`, `installations`) and `queries`
-(read-only listings). `Ledger` builds the parts over one client and callers reach each
-by name (`ledger.deliveries.record(...)`); it adds only what spans parts. `protocols` names
-what each caller calls (`Settler`: `SettleLedger`; reconcile: `ReconcileLedger`; the kinds:
+"Ledger"): `records` (types, statuses, converters; it re-exports `recordtypes`, the types
+that need no status or field name), `errors`, `ids` (document ids and input checks),
+`commits` (conditional commits and retries), one module per collection (`operations`,
+whose settle commit is the `settling` mixin; `deliveries` with its `bodies` markers, whose
+marks are the `delivery_marks` mixin and reads the `delivery_reads` one; `outbox`,
+`results`, `submissions`, `runs`, `installations`) and `queries` (read-only listings).
+`Ledger` builds the parts over one client and callers reach each by name
+(`ledger.deliveries.record(...)`); it adds only what spans parts. `protocols` names what
+each caller calls (`Settler`: `SettleLedger`; reconcile: `ReconcileLedger`; the kinds:
 `PushLedger`, …); those callers depend on the protocols, and `Ledger` satisfies them
 structurally.
 
@@ -74,7 +76,7 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     .listing(status=None, limit=50, after=None) -> list[Installation]   # by id
 
 Settlement: an operation goes from `pending` to a terminal status once, and its
-write-back commits in that same transaction (timeline in `operations`). A delivery is
+write-back commits in that same transaction (timeline in `settling`). A delivery is
 run by one worker attempt at a time, under a lease, and a finished delivery never moves
 back but by `deliveries.reopen` (timeline in `deliveries`). Side effects
 outside Firestore go through the outbox, claimed with a lease and delivered with a

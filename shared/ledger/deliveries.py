@@ -28,6 +28,10 @@ nothing (docs/architecture.md, "Replays"). The same id again is a redelivery, as
     … an hour on: the ingress's task name is free; d-2 carries d-1's body
     d-2: create refused (the body is marked) → d-2 absent → the marker names d-1
          → d-2 recorded `ignored` ("a replay of d-1"), no lease, no handler
+
+The marks and the end staged into another commit are the `DeliveryMarks` mixin's
+(delivery_marks.py), the reads and listings the `DeliveryReads` mixin's (delivery_reads.py):
+`Deliveries` has every method of both.
 """
 
 from __future__ import annotations
@@ -39,31 +43,23 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from google.api_core import exceptions as gexc
-from google.cloud import firestore
 
 from shared import tracing
 from shared.clock import Clock
-from shared.ledger.commits import Commits, Seen, Staged
-from shared.ledger.errors import (
-    ContentionError,
-    InvalidArgument,
-    StoreUnavailable,
-    UnknownDelivery,
-)
-from shared.ledger.ids import SOURCE, check_limit, clip_error, delivery_id
+from shared.ledger.commits import Commits
+from shared.ledger.delivery_marks import DeliveryMarks
+from shared.ledger.delivery_reads import DeliveryReads
+from shared.ledger.errors import ContentionError, InvalidArgument, StoreUnavailable
+from shared.ledger.ids import delivery_id
 from shared.ledger.records import (
     BODIES,
     BODY_DEDUPED_SOURCES,
     DELIVERIES,
-    DELIVERY_STATUSES,
     IGNORED,
     LEASE,
     UNEXPIRING_BODY_EVENTS,
-    Delivery,
     DeliveryEnd,
     DeliveryLease,
-    DeliveryRead,
-    Marked,
     Recorded,
     delivery_from,
 )
@@ -102,7 +98,7 @@ def body_digest(source: str, payload: Any, body_sha256: str | None = None) -> st
     return hashlib.sha256(payload).hexdigest() if isinstance(payload, bytes) else None
 
 
-class Deliveries:
+class Deliveries(DeliveryMarks, DeliveryReads):
     """The `deliveries` collection."""
 
     def __init__(self, commits: Commits, clock: Clock, *, retention: Any) -> None:
@@ -324,231 +320,3 @@ class Deliveries:
             return Recorded(False, delivery_from({**data, LEASE: lease.to_dict()}, doc_id))
 
         return self._commits.retrying(doc_id, take)
-
-    def end_attempt(
-        self,
-        source: str,
-        delivery_id_: str,
-        attempt: str | None,
-        status: str,
-        error: str | None = None,
-    ) -> Marked:
-        """The worker's mark: applied only while `attempt` holds the lease and the delivery
-        is not finished; it ends the lease. `applied` False: left as stored. An unleased
-        run (`attempt` None) may mark any unfinished delivery."""
-        return self._mark(source, delivery_id_, status, error, attempt=attempt)
-
-    def mark(
-        self, source: str, delivery_id_: str, status: str, error: str | None = None
-    ) -> Delivery:
-        """An operator's (or a test's) mark: set the status, add one attempt, keep `error` as
-        `last_error`; a finished status ends the lease. A finished delivery is never moved
-        (returned as stored); `reopen` is the way back."""
-        return self._mark(source, delivery_id_, status, error).delivery
-
-    def _mark(
-        self,
-        source: str,
-        delivery_id_: str,
-        status: str,
-        error: str | None = None,
-        *,
-        attempt: str | None = None,
-    ) -> Marked:
-        """Set the status, add one attempt, keep `error` as `last_error` when given.
-
-        Never moves a finished delivery: it is returned as stored (`applied` False). With
-        `attempt` (a worker's), the mark also needs that attempt to hold the lease, and it
-        ends the lease; without one (an operator, a test), a finished status ends it.
-        """
-        doc_id = delivery_id(source, delivery_id_)
-        if status not in DELIVERY_STATUSES:
-            raise InvalidArgument(
-                f"delivery {doc_id}: status must be one of {sorted(DELIVERY_STATUSES)}, "
-                f"got {status!r}"
-            )
-        if error is not None and not isinstance(error, str):
-            raise InvalidArgument(f"delivery {doc_id}: error must be a string")
-        ref = self.collection().document(doc_id)
-
-        def once() -> Marked:
-            snapshot = self._commits.read(ref, doc_id)
-            if not snapshot.exists:
-                raise UnknownDelivery(f"delivery {doc_id} was never recorded")
-            data = snapshot.to_dict() or {}
-            update = self._mark_update(delivery_from(data, doc_id), status, error, attempt)
-            if update is None:
-                return Marked(False, delivery_from(data, doc_id))
-            self._commits.update_if_unchanged(ref, snapshot, update)
-            return Marked(True, delivery_from({**data, **update}, doc_id))
-
-        return self._commits.retrying(doc_id, once)
-
-    def stage_end(self, end: DeliveryEnd) -> Staged | None:
-        """`end` as a write for another part's commit (`Commits.commit(..., also=)`), on
-        condition the delivery is as `end.seen` found it (taken once: the next staging of
-        `end` reads it now); None when the mark would be refused (see `end_attempt`) or the
-        delivery is unknown: the commit then goes ahead without it and the worker marks."""
-        doc_id = delivery_id(end.source, end.delivery_id)
-        if end.status not in DELIVERY_STATUSES:
-            raise InvalidArgument(
-                f"delivery {doc_id}: status must be one of {sorted(DELIVERY_STATUSES)}, "
-                f"got {end.status!r}"
-            )
-        ref = self.collection().document(doc_id)
-        seen, end.seen = end.seen, None  # a retry follows a conflict: that read is stale
-        if seen is None:
-            seen = self._read(ref, doc_id)
-        condition = Seen(doc_id, seen.update_time)
-        if seen.delivery is None:
-            if end.new is None:
-                return None
-            now = self._clock()
-            created = {**end.new, "status": end.status, "attempts": 1, "updated_at": now}
-            return Staged(ref, condition, created, create=True)
-        update = self._mark_update(seen.delivery, end.status, None, end.attempt)
-        return None if update is None else Staged(ref, condition, update)
-
-    def _mark_update(
-        self, stored: Delivery, status: str, error: str | None, attempt: str | None
-    ) -> dict[str, Any] | None:
-        """The fields a mark writes over `stored`; None (logged) when refused."""
-        doc_id = stored.doc_id
-        held = stored.lease
-        refusal = _refusal(stored, attempt)
-        if refusal is not None:
-            log_event(
-                log,
-                logging.INFO,
-                f"delivery {doc_id} left {stored.status}: {refusal}",
-                delivery=doc_id,
-                status=stored.status,
-                refused=status,
-                attempt=attempt,
-            )
-            return None
-        now = self._clock()
-        update: dict[str, Any] = {
-            "status": status,
-            "attempts": stored.attempts + 1,
-            "updated_at": now,
-            "expire_at": now + self._retention,
-        }
-        if error is not None:
-            update["last_error"] = clip_error(error)
-        if held is not None and (attempt is not None or status != "queued"):
-            # The attempt is over: its lease ends now, and its id stays on record.
-            update[LEASE] = DeliveryLease(held.attempt, min(held.until, now)).to_dict()
-        return update
-
-    def reopen(self, source: str, delivery_id_: str) -> Delivery:
-        """Put the delivery back to `queued` for a replay, finished or not; add one attempt.
-
-        The one way back from a finished status, for an operator. A live lease is kept, so
-        a replayed run waits (503) for the attempt holding it instead of running beside it.
-        """
-        doc_id = delivery_id(source, delivery_id_)
-        ref = self.collection().document(doc_id)
-
-        def once() -> Delivery:
-            snapshot = self._commits.read(ref, doc_id)
-            if not snapshot.exists:
-                raise UnknownDelivery(f"delivery {doc_id} was never recorded")
-            data = snapshot.to_dict() or {}
-            now = self._clock()
-            update: dict[str, Any] = {
-                "status": "queued",
-                "attempts": int(data.get("attempts", 0)) + 1,
-                "updated_at": now,
-                "expire_at": now + self._retention,
-            }
-            self._commits.update_if_unchanged(ref, snapshot, update)
-            return delivery_from({**data, **update}, doc_id)
-
-        return self._commits.retrying(doc_id, once)
-
-    def get(self, source: str, delivery_id_: str) -> Delivery | None:
-        return self.read(source, delivery_id_).delivery
-
-    def read(self, source: str, delivery_id_: str) -> DeliveryRead:
-        """The delivery and the version read, for a later write conditional on this very
-        read (`DeliveryEnd.seen`): the worker's dedupe read serves its done mark too."""
-        doc_id = delivery_id(source, delivery_id_)
-        return self._read(self.collection().document(doc_id), doc_id)
-
-    def _read(self, ref: Any, doc_id: str) -> DeliveryRead:
-        snapshot = self._commits.read(ref, doc_id)
-        if not snapshot.exists:
-            return DeliveryRead(None)
-        return DeliveryRead(delivery_from(snapshot.to_dict() or {}, doc_id), snapshot.update_time)
-
-    def listing(
-        self,
-        status: str | None = None,
-        limit: int = 50,
-        *,
-        source: str | None = None,
-        event: str | None = None,
-        start_after: Delivery | None = None,
-    ) -> list[Delivery]:
-        """Deliveries, newest first, filtered by any of status, source and event; one page.
-
-        Pass the last delivery of a page as `start_after` to get the next page.
-        """
-        check_limit(limit)
-        if status is not None and status not in DELIVERY_STATUSES:
-            raise InvalidArgument(
-                f"status must be one of {sorted(DELIVERY_STATUSES)}, got {status!r}"
-            )
-        if source is not None and not (isinstance(source, str) and SOURCE.fullmatch(source)):
-            raise InvalidArgument(f"delivery source must match {SOURCE.pattern}, got {source!r}")
-        if event is not None and (not isinstance(event, str) or not event):
-            raise InvalidArgument(f"event must be a non-empty string, got {event!r}")
-        query: Any = self.collection()
-        for name, value in (("status", status), ("source", source), ("event", event)):
-            if value is not None:
-                query = query.where(filter=firestore.FieldFilter(name, "==", value))
-        descending = firestore.Query.DESCENDING
-        query = query.order_by("received_at", direction=descending).order_by(
-            "__name__", direction=descending
-        )
-        if start_after is not None:
-            query = query.start_after(
-                {
-                    "received_at": start_after.received_at,
-                    "__name__": self.collection().document(start_after.doc_id),
-                }
-            )
-        snapshots = self._commits.stream(query.limit(limit), "list_deliveries")
-        return [delivery_from(s.to_dict() or {}, s.id) for s in snapshots]
-
-    def find(self, delivery_id_: str, limit: int = 2) -> list[Delivery]:
-        """Deliveries with this id from any source (at most `limit`), to resolve a bare id."""
-        if not isinstance(delivery_id_, str) or not delivery_id_:
-            raise InvalidArgument(f"delivery id must be a non-empty string, got {delivery_id_!r}")
-        check_limit(limit)
-        query = self.collection().where(
-            filter=firestore.FieldFilter("delivery_id", "==", delivery_id_)
-        )
-        snapshots = self._commits.stream(query.limit(limit), "find_deliveries")
-        return [delivery_from(s.to_dict() or {}, s.id) for s in snapshots]
-
-    def count(self, status: str | None = None) -> int:
-        """How many deliveries (with `status`), by a count aggregation."""
-        query: Any = self.collection()
-        if status is not None:
-            if status not in DELIVERY_STATUSES:
-                raise InvalidArgument(
-                    f"status must be one of {sorted(DELIVERY_STATUSES)}, got {status!r}"
-                )
-            query = query.where(filter=firestore.FieldFilter("status", "==", status))
-        return self._commits.count(query, "count_deliveries")
-
-
-def _refusal(stored: Delivery, attempt: str | None) -> str | None:
-    """Why a mark must leave `stored` as it is; None when it may apply."""
-    if stored.finished:
-        return f"it is already {stored.status}"
-    if attempt is not None and (stored.lease is None or stored.lease.attempt != attempt):
-        return f"attempt {attempt} no longer holds its lease"
-    return None
