@@ -2,7 +2,7 @@
 
 It implements the settle side of the ledger, laid out like `Ledger` (`shared.ledger.protocols`:
 `SettleLedger`; its `operations` part also `DeferLedger` and `AlertLedger`) plus the reads a
-test asserts with (`operations.register`, `results.get`, `results.where`), and
+test asserts with (`operations.register`, `results.get`, `results.find`), and
 `installations` (the same `merged` rules as the Firestore part), one lock standing in for
 Firestore's conditional commit. It must pass the
 same exactly-once contract as the Firestore ledger (tests/integration/test_ledger_contract.py);
@@ -186,7 +186,7 @@ class MemoryResults:
             found = self._store.results.get((collection, document))
         return dict(found) if found is not None else None
 
-    def where(
+    def find(
         self, collection: str, limit: int = 1000, order_by: str | None = None, **equals: Any
     ) -> list[dict[str, Any]]:
         with self._store.lock:
@@ -200,7 +200,7 @@ class MemoryResults:
         return found[:limit]
 
     def count(self, collection: str, **equals: Any) -> int:
-        return len(self.where(collection, 1_000_000, **equals))
+        return len(self.find(collection, 1_000_000, **equals))
 
 
 class MemoryOutbox:

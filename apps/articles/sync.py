@@ -200,7 +200,7 @@ def sync_articles(event: api.Event, ctx: api.Context) -> api.Outcome:
 def _sync(push: github.Push, pushed_at: datetime, under: str, ctx: api.Context) -> api.Outcome:
     repo, sha = push.repo, push.sha
     where = f"{repo}@{sha[:12]}"
-    stored = ctx.results.where(COLLECTION, limit=MAX_ARTICLES, repo=repo)
+    stored = ctx.results.find(COLLECTION, limit=MAX_ARTICLES, repo=repo)
     newest = max((instant(doc.get("pushed_at")) for doc in stored), key=_key, default=None)
     if newest is not None and newest > pushed_at:
         return api.Ignored(

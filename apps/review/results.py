@@ -65,12 +65,12 @@ class Reviews:
             raise api.PermanentError(
                 f"operation name must be a non-empty string: {operation_name!r}"
             )
-        return self._results.where(REVIEWS, limit, order_by="path", operation=operation_name)  # type: ignore[no-any-return]
+        return self._results.find(REVIEWS, limit, order_by="path", operation=operation_name)  # type: ignore[no-any-return]
 
     def reviews_for_push(self, repo: str, sha: str, limit: int = 1000) -> list[dict[str, Any]]:
         """Up to `limit` reviews of the push `repo@sha`, by path (equality filters only)."""
         _check_push(repo, sha)
-        return self._results.where(REVIEWS, limit, order_by="path", repo=repo, sha=sha)  # type: ignore[no-any-return]
+        return self._results.find(REVIEWS, limit, order_by="path", repo=repo, sha=sha)  # type: ignore[no-any-return]
 
     def count_for_push(self, repo: str, sha: str) -> int:
         _check_push(repo, sha)

@@ -142,7 +142,7 @@ def _app_results(ledger: Any, app: str | None, operation: str) -> list[dict[str,
     record = apps.get(app) if app else None
     found = []
     for collection in sorted(record.collections) if record is not None else ():
-        for doc in ledger.results.where(collection, REVIEWS_SHOWN, operation=operation):
+        for doc in ledger.results.find(collection, REVIEWS_SHOWN, operation=operation):
             shown = {k: v for k, v in sorted(doc.items()) if k != "operation"}
             found.append({"collection": collection, "fields": shown})
     return found[:REVIEWS_SHOWN]

@@ -52,7 +52,7 @@ config`, passed by Terraform from `var.app_settings`.
 RESULTS. An app declares its collections (`App(collections=[...])`); no other app, and
 none of the ledger's own, may be written through it. In a handler, `ctx.results.update(
 collection, id, change)` reads, calls `change(stored | None)` and writes what it returns
-(new fields, `DELETE`, or None to leave it) in one transaction; `get`, `where(**equals)`
+(new fields, `DELETE`, or None to leave it) in one transaction; `get`, `find(**equals)`
 and `count` read. `doc_id(*parts)` makes an id from any key.
 
 EXACTLY-ONCE GEMINI JOBS. Register an `OperationKind(name, tag, writeback=, outbox=,

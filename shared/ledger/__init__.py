@@ -44,7 +44,7 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     # ledger.results (results.py: apps' result documents); write-backs: settle(...,
     # writeback=fn) calls fn(writes: ResultWrites, record); writes.put(collection, id, fields)
     .get(collection, id) -> dict | None
-    .where(collection, limit=1000, order_by=None, **equals) / .count(collection, **equals)
+    .find(collection, limit=1000, order_by=None, **equals) / .count(collection, **equals)
     .update(collection, id, change) -> dict | None    # read-modify-write, one transaction
     # ledger.submissions (submissions.py: one winning batch per push)
     .claim(tag, *, delivery_id, attempt, lease_until, now, context) -> Claimed

@@ -23,7 +23,7 @@ methods promise is one suite every implementation must pass
     PushLedger        Ledger         submission.Submitter           + operations.get, submissions,
                                                                     installations.get
     AdoptionLedger    Ledger         reconcile.adoption             + watermark
-    DeliveryLedger    Ledger         kinds.DeliveryServices         results.where,
+    DeliveryLedger    Ledger         kinds.DeliveryServices         results.find,
                                                                     submissions.get (re-runs)
     ReconcileLedger   Ledger         reconcile.run.Reconciler       all of the reconcile ones
 """
@@ -283,7 +283,7 @@ ResultWrites = Writes
 class ResultReads(Protocol):
     def get(self, collection: str, document: str) -> dict[str, Any] | None: ...
 
-    def where(
+    def find(
         self, collection: str, limit: int = 1000, order_by: str | None = None, **equals: Any
     ) -> list[dict[str, Any]]: ...
 

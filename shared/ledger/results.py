@@ -5,7 +5,7 @@ an id must be a valid Firestore id; fields must be storable):
 - a settlement's write-back receives `ResultWrites`, which stages documents on the
   settling transaction, so they commit with the status flip or not at all
   (docs/architecture.md, "Settlement");
-- a handler uses `Results` (`get`, `where`, `count`, and `update`: a read-modify-write in
+- a handler uses `Results` (`get`, `find`, `count`, and `update`: a read-modify-write in
   one transaction, retried on contention), for results that need no Gemini job.
 """
 
@@ -163,7 +163,7 @@ class Results:
         snapshot = self._commits.read(ref, subject)
         return (snapshot.to_dict() or {}) if snapshot.exists else None
 
-    def where(
+    def find(
         self, collection: str, limit: int = 1000, order_by: str | None = None, **equals: Any
     ) -> list[dict[str, Any]]:
         """Up to `limit` documents whose fields equal `equals` (equality filters only: no
@@ -177,12 +177,6 @@ class Results:
         if order_by is not None:
             found.sort(key=lambda doc: str(doc.get(order_by, "")))
         return found
-
-    def ids_where(self, collection: str, limit: int = 1000, **equals: Any) -> list[str]:
-        """The ids of up to `limit` documents whose fields equal `equals`."""
-        check_limit(limit)
-        query = self._query(collection, equals).limit(limit)
-        return [s.id for s in self._commits.stream(query, f"results {collection}")]
 
     def count(self, collection: str, **equals: Any) -> int:
         """How many documents match (a server-side count)."""

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import threading
+import uuid
 from pathlib import Path
 
 import pytest
@@ -191,10 +192,12 @@ def test_an_app_outside_the_repository_gets_an_event_the_built_in_apps_ignore(tm
     }
     with _make_run(_ports(), extra) as (_, ports, lines):
         _wait("hookledger ready", lambda: any("hookledger ready" in ln for ln in lines), lines)
-        body = json.dumps({"action": "opened", "issue": {"number": 7}}).encode()
+        # A body of its own: the ingress names a GitHub task by its body's digest.
+        delivery = f"external-app-{uuid.uuid4().hex[:8]}"
+        body = json.dumps({"action": "opened", "issue": {"number": 7}, "id": delivery}).encode()
         headers = {
             "X-GitHub-Event": "issues",
-            "X-GitHub-Delivery": "external-app-1",
+            "X-GitHub-Delivery": delivery,
             "X-Hub-Signature-256": sign_github(LOCAL_GITHUB_SECRET, body),
             "Content-Type": "application/json",
         }
@@ -206,16 +209,16 @@ def test_an_app_outside_the_repository_gets_an_event_the_built_in_apps_ignore(tm
         client = firestore.Client(project="demo-hookledger")
         from shared.documents import doc_id
 
-        ref = client.collection("triaged").document(doc_id("external-app-1"))
+        ref = client.collection("triaged").document(doc_id(delivery))
 
         def recorded():
             found = ref.get(timeout=10)
             return found.to_dict() if found.exists else None
 
         assert _wait("the external app's handler ran", recorded, lines) == {"number": 7}
-        delivery = client.collection("deliveries").document("github:external-app-1")
+        record = client.collection("deliveries").document(f"github:{delivery}")
 
         def status():
-            return (delivery.get(timeout=10).to_dict() or {}).get("status")
+            return (record.get(timeout=10).to_dict() or {}).get("status")
 
         assert _wait("the delivery done", lambda: status() == "done", lines)

@@ -142,7 +142,7 @@ class Harness:
 
     def docs(self) -> dict[str, dict[str, Any]]:
         """The stored articles of REPO by path (checked to sit at `doc_id(repo, path)`)."""
-        found = {doc["path"]: doc for doc in self.ctx.results.where("articles", repo=REPO)}
+        found = {doc["path"]: doc for doc in self.ctx.results.find("articles", repo=REPO)}
         for path, doc in found.items():
             assert self.ctx.results.get("articles", api.doc_id(REPO, path)) == doc
         return found

@@ -96,7 +96,7 @@ class Push:
             submissions=SimpleNamespace(
                 get=lambda tag: SimpleNamespace(current_operation=self.current)
             ),
-            results=SimpleNamespace(where=lambda collection, *a, **equals: list(self.reviews)),
+            results=SimpleNamespace(find=lambda collection, *a, **equals: list(self.reviews)),
         )
         return SimpleNamespace(ledger=ledger, checks=checks)
 

@@ -194,6 +194,7 @@ def test_ops_list_filters_and_orders_newest_first(cli: Any, capsys) -> None:
     lines = out.splitlines()
     assert code == 0 and lines[0].split() == [
         "NAME",
+        "APP",
         "KIND",
         "STATUS",
         "BY",
@@ -203,6 +204,8 @@ def test_ops_list_filters_and_orders_newest_first(cli: Any, capsys) -> None:
     ]
     assert [line.split()[0] for line in lines[1:]] == ["batches/new", "batches/old"]
     assert lines[1].index("alpha") == lines[0].index("KIND")  # aligned under its header
+    # A kind no loaded app registered (`submit --kind`) belongs to no app.
+    assert [o["app"] for o in alpha_pending] == [None]
 
 
 def test_ops_queries_are_served_by_declared_indexes(cli: Any, capsys, monkeypatch) -> None:

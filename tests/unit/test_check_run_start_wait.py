@@ -100,7 +100,7 @@ def _services(reads: Reads, checks: Checks | None = None) -> SimpleNamespace:
     ledger = SimpleNamespace(
         operations=reads,
         submissions=SimpleNamespace(get=lambda tag: None),  # the record's own run
-        results=SimpleNamespace(where=lambda collection, *args, **equals: []),
+        results=SimpleNamespace(find=lambda collection, *args, **equals: []),
     )
     return SimpleNamespace(ledger=ledger, checks=checks or Checks())
 

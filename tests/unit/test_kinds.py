@@ -129,7 +129,7 @@ class Recorder:
         """The operation as recorded: named by no submission, so its push's current one."""
         return SimpleNamespace(name=name, context={}, submission=None)
 
-    def where(self, collection: str, *args: Any, **equals: Any) -> list[dict[str, Any]]:
+    def find(self, collection: str, *args: Any, **equals: Any) -> list[dict[str, Any]]:
         return [{"path": "docs/a.md", "text": "fine"}]
 
     def publish_once(

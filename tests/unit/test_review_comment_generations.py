@@ -58,7 +58,7 @@ class Ledger:
     @property
     def results(self) -> Any:
         return SimpleNamespace(
-            where=lambda collection, *args, **equals: [{"path": "docs/a.md", "text": self.review}]
+            find=lambda collection, *args, **equals: [{"path": "docs/a.md", "text": self.review}]
         )
 
 
