@@ -127,6 +127,11 @@ def replay(delivery: Delivery, *, force: bool = False) -> dict[str, Any]:
     Raises `CliError` (nothing changed) when it is still queued without `force`, has no
     stored payload, or the enqueue fails (its status is put back). Returns `id`, `task`,
     `status`, `previous_status` and `worker_url`.
+
+    Several apps (docs/architecture.md, "Apps"): one app's record (`{id}#{app}`) replays
+    the delivery's payload to that app alone; the delivery itself replays to each app that
+    has a record of it (`apps`: each one's answer), and is reopened to be marked done when
+    they are.
     """
     label = f"{delivery.source}:{delivery.delivery_id}"
     if delivery.status == "queued" and not force:
@@ -135,24 +140,68 @@ def replay(delivery: Delivery, *, force: bool = False) -> dict[str, Any]:
             f"delivery {label} is still queued (its task may be retrying); "
             "use --force to replay it anyway"
         )
-    if delivery.payload is None:
-        where = f" (only a claim reference {delivery.payload_ref})" if delivery.payload_ref else ""
+    ledger = runtime.ledger()
+    parent_id, own, app = delivery.delivery_id.partition("#")
+    if own:
+        parent = ledger.deliveries.get(delivery.source, parent_id)
+        if parent is None:
+            raise CliError(f"delivery {label}: its delivery {parent_id} is not recorded")
+        return _replay_one(delivery, parent, app)
+    apps_records = _app_records(delivery)
+    if not apps_records:
+        return _replay_one(delivery, delivery, None)
+    # Reopened first: the last app to finish marks it done again (app_fanout `complete`).
+    ledger.deliveries.reopen(delivery.source, delivery.delivery_id)
+    try:
+        answers = [_replay_one(record, delivery, name) for name, record in apps_records]
+    except CliError:
+        ledger.deliveries.mark(delivery.source, delivery.delivery_id, delivery.status)
+        raise
+    return {
+        "id": label,
+        "task": ", ".join(str(a["task"]) for a in answers),
+        "status": "replayed to " + ", ".join(name for name, _ in apps_records),
+        "previous_status": delivery.status,
+        "worker_url": runtime.config().worker_url,
+        "apps": answers,
+    }
+
+
+def _app_records(delivery: Delivery) -> list[tuple[str, Delivery]]:
+    """(app, its record) for each app with a record of `delivery` (a fan-out's)."""
+    from shared import apps, handlers
+
+    apps.load()
+    found = []
+    for reg in handlers.registrations(delivery.source, delivery.event):
+        record = runtime.ledger().deliveries.get(
+            delivery.source, f"{delivery.delivery_id}#{reg.app}"
+        )
+        if record is not None:
+            found.append((reg.app, record))
+    return found
+
+
+def _replay_one(delivery: Delivery, holder: Delivery, app: str | None) -> dict[str, Any]:
+    """Replay `delivery` with the payload `holder` stored (itself, or the delivery an app's
+    record belongs to), sealed for `app` when it is one app's record."""
+    label = f"{delivery.source}:{delivery.delivery_id}"
+    if holder.payload is None:
+        ref = holder.payload_ref
+        where = f" (only a claim reference {ref})" if ref else ""
         raise CliError(f"delivery {label} has no stored payload{where}; nothing to replay")
-    body = (
-        delivery.payload
-        if isinstance(delivery.payload, bytes)
-        else (str(delivery.payload).encode("utf-8"))
-    )
+    body = holder.payload if isinstance(holder.payload, bytes) else str(holder.payload).encode()
     cfg = runtime.config()
     now = system_clock()
     sealed = runtime.build_sealer(cfg).seal(
         Envelope(
-            source=delivery.source,
-            event=delivery.event,
-            delivery_id=delivery.delivery_id,
+            source=holder.source,
+            event=holder.event,
+            delivery_id=holder.delivery_id,
             received_at=now,
-            headers=replay_headers(delivery),
+            headers=replay_headers(holder),
             body=body,
+            app=app,
         )
     )
     ledger = runtime.ledger()

@@ -97,3 +97,45 @@ def test_one_app_registering_a_second_handler_for_a_pair_is_refused(
     handler("github", "issues", app=app)(lambda event, ctx: Done(""))
     with pytest.raises(ValueError, match="already has a handler for github/issues"):
         handler("github", "issues", app=app)(lambda event, ctx: Done("other"))
+
+
+def test_a_replay_runs_each_app_again_and_one_apps_record_replays_that_app_alone(
+    stack: Callable[..., Stack],  # noqa: F811  the fixture imported above
+    cloudtasks_emulator_manual: EmulatorHandle,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hookledger.cli import deliveries as cli
+    from shared import runtime
+    from shared.config import LOCAL_TASKS_SERVICE_ACCOUNT, Config
+
+    world = stack()
+    runs: Counter[str] = Counter()
+    for name in ("alpha", "beta"):
+
+        def count(event, ctx, name=name):
+            runs[name] += 1
+            return Done(name)
+
+        handler("github", "issues", app=name)(count)
+    config = Config(worker_url=world.served.url, tasks_service_account=LOCAL_TASKS_SERVICE_ACCOUNT)
+    monkeypatch.setattr(runtime, "config", lambda: config)
+    monkeypatch.setattr(runtime, "ledger", lambda: world.ledger)
+    monkeypatch.setattr(runtime, "task_queue", lambda: world.tasks)
+    deliveries = world.ledger.deliveries
+
+    def done(delivery_id: str) -> bool:
+        return getattr(deliveries.get("github", delivery_id), "status", None) == "done"
+
+    world.hand_off("issues", "d-replay")
+    wait_until(lambda: done("d-replay"), what="both apps done")
+    assert runs == {"alpha": 1, "beta": 1}
+
+    answer = cli.replay(deliveries.get("github", "d-replay"))
+    assert [a["id"] for a in answer["apps"]] == ["github:d-replay#alpha", "github:d-replay#beta"]
+    wait_until(lambda: runs == {"alpha": 2, "beta": 2}, what="each app run again")
+    wait_until(lambda: done("d-replay"), what="the delivery done again")
+
+    cli.replay(deliveries.get("github", "d-replay#beta"))
+    wait_until(lambda: runs["beta"] == 3, what="beta alone run again")
+    wait_until(lambda: done("d-replay#beta"), what="beta's record done")
+    assert runs["alpha"] == 2
