@@ -150,9 +150,12 @@ class Worker(Endpoint):
         attempt = uuid.uuid4().hex  # this run's name on the lease; never shared by two runs
         # A claim-checked body stays behind its reference: stored once, not twice. An app's
         # own record keeps neither: the delivery's record holds the body.
-        stored = _Stored(raw if envelope.claim is None else None, envelope.claim)
+        # A claim-checked body is marked by the digest the envelope sealed (replays).
+        stored = _Stored(
+            raw if envelope.claim is None else None, envelope.claim, envelope.body_sha256
+        )
         if envelope.app is not None:
-            stored = _Stored(None, None)
+            stored = _Stored(None, None, None)
         if reg is not None and unusable is None and not reg.leased:
             return self._run_unleased(ids, raw, reg, stored, attempt, task)
         # The push's submission (not the payload's claim check) the handler will claim.
@@ -164,7 +167,7 @@ class Worker(Endpoint):
         try:
             if submission is None:
                 recorded = self._ledger.deliveries.record(
-                    *what, attempt=attempt, lease_for=lease_for
+                    *what, attempt=attempt, lease_for=lease_for, body_sha256=stored.sha256
                 )
             else:  # a push's first run: its delivery and its submission in one commit
                 recorded = self._ledger.record_and_claim(
@@ -173,6 +176,7 @@ class Worker(Endpoint):
                     lease_for=lease_for,
                     tag=submission.tag,
                     context=submission.context,
+                    body_sha256=stored.sha256,
                 )
         except LedgerError as exc:
             return self._answers.retry(ids, f"recording the delivery failed: {exc}")
@@ -225,7 +229,9 @@ class Worker(Endpoint):
         known = seen.delivery
         if known is not None and known.finished:
             return Reply(200, {"status": "duplicate", **ids, "delivery_status": known.status})
-        end = DeliveryEnd(source, delivery_id, None, new=fields, seen=seen)
+        end = DeliveryEnd(
+            source, delivery_id, None, new=fields, seen=seen, body_sha256=stored.sha256
+        )
         event = Event(
             source,
             event_type,
@@ -250,7 +256,12 @@ class Worker(Endpoint):
         """Record an unleased run's delivery (if new) so it can be marked; a retry if not."""
         try:
             self._ledger.deliveries.record(
-                ids["source"], ids["delivery_id"], ids["event"], stored.payload, stored.ref
+                ids["source"],
+                ids["delivery_id"],
+                ids["event"],
+                stored.payload,
+                stored.ref,
+                body_sha256=stored.sha256,
             )
         except LedgerError as exc:
             return self._answers.retry(ids, f"recording the delivery failed: {exc}")
@@ -340,10 +351,12 @@ def _end_attempt_span(span: tracing.Span, reply: Reply) -> None:
 
 
 class _Stored(NamedTuple):
-    """What the delivery record keeps of the body: the body, or its claim-check reference."""
+    """What the delivery record keeps of the body: the body, or its claim-check reference
+    and the digest the envelope sealed (an app's own record keeps none: see app_fanout)."""
 
     payload: bytes | None
     ref: str | None
+    sha256: str | None
 
 
 def _done_in_commit(

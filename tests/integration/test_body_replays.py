@@ -272,3 +272,39 @@ def test_an_installation_body_stays_a_duplicate_past_the_retention_window(
 
     assert reply["status"] == "duplicate"
     assert ledger.installations.get(number) == before
+
+
+def test_a_claim_checked_body_replayed_under_another_id_is_a_duplicate_at_the_worker(
+    firestore_client, clock
+):
+    """A body over the claim threshold travels by reference: the worker marks it by the
+    digest the envelope sealed, so its replay under a new id runs nothing."""
+    from local.fakes import MemoryClaimStore
+
+    saved = handlers.snapshot()
+    store = MemoryClaimStore()
+    sealer = EnvelopeSealer([LOCAL_ENVELOPE_KEY], claims=store, claim_threshold_bytes=1)
+    ledger = Ledger(firestore_client, clock=clock)
+    worker = Worker(
+        Config(), sealer=sealer, ledger=ledger, services={"claims": store}.__getitem__, clock=clock
+    )
+    runs: list[str] = []
+
+    @handler("github", RERUN_PROBE)
+    def probe(event, ctx):
+        runs.append(event.delivery_id)
+        return Done("ran")
+
+    try:
+        answers = []
+        for delivery in ("big-1", "big-2"):
+            envelope = Envelope("github", RERUN_PROBE, delivery, clock(), {}, RERUN)
+            reply = worker.handle("POST", "/", {}, sealer.seal(envelope))
+            answers.append(reply.body["status"])
+    finally:
+        handlers.restore(saved)
+
+    assert answers == ["done", "duplicate"]
+    assert runs == ["big-1"]
+    stored = ledger.deliveries.get("github", "big-2")
+    assert stored.status == "ignored" and "big-1" in stored.last_error
