@@ -54,7 +54,7 @@ import uuid
 import flask
 import functions_framework
 
-from shared.tasks import TaskQueue, make_client, task_id_for
+from shared.handoff.tasks import TaskQueue, make_client, task_id_for
 
 _queue = TaskQueue(
     make_client(os.environ["CLOUD_TASKS_EMULATOR_HOST"]), os.environ["BENCH_QUEUE"], timeout_s=5.0
@@ -81,7 +81,7 @@ def start_emulator() -> tuple[Service, str]:
 
 
 def paused_queue(emulator_host: str, queue_id: str) -> str:
-    from shared.tasks import ensure_queue, make_client
+    from shared.handoff.tasks import ensure_queue, make_client
 
     client = make_client(emulator_host)
     path = f"projects/{PROJECT}/locations/{LOCATION}/queues/{queue_id}"
@@ -118,7 +118,7 @@ def task_traceparent(emulator_host: str, queue_path: str) -> str | None:
     """The `traceparent` header of a task waiting in the (paused) queue, or None."""
     from google.cloud import tasks_v2
 
-    from shared.tasks import make_client
+    from shared.handoff.tasks import make_client
 
     tasks = make_client(emulator_host).list_tasks(
         request={"parent": queue_path, "page_size": 1, "response_view": tasks_v2.Task.View.FULL},
@@ -207,7 +207,7 @@ def http_scenario(
 def sealed_push() -> bytes:
     """A sealed envelope of the push fixture: the exact size the ingress enqueues."""
     from shared.config import LOCAL_ENVELOPE_KEY
-    from shared.envelope import Envelope, EnvelopeSealer
+    from shared.handoff.envelope import Envelope, EnvelopeSealer
 
     return EnvelopeSealer([LOCAL_ENVELOPE_KEY]).seal(
         Envelope(
@@ -224,7 +224,7 @@ def sealed_push() -> bytes:
 def enqueue_scenario(
     emulator_host: str, queue_path: str, clients: int, groups: dict[str, int], sealed: bytes
 ) -> Scenario:
-    from shared.tasks import TaskQueue, make_client, task_id_for
+    from shared.handoff.tasks import TaskQueue, make_client, task_id_for
 
     queue = TaskQueue(make_client(emulator_host), queue_path, timeout_s=5.0)
     run_id = uuid.uuid4().hex[:8]

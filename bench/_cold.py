@@ -47,7 +47,7 @@ def _load(function: str) -> str:
     return (
         "from functions_framework import _function_registry as r; "
         "m, s = r.load_function_module('functions/main.py'); s.loader.exec_module(m); "
-        f"import shared.runtime; shared.runtime.{FACTORIES[function]}"
+        f"import shared.entrypoints.runtime; shared.entrypoints.runtime.{FACTORIES[function]}"
     )
 
 
@@ -101,7 +101,7 @@ def probe_env() -> dict[str, str]:
 def cold_start(function: str, repeats: int) -> dict[str, Any]:
     env = probe_env()
     base_code = _timed_code(BASE_IMPORTS[function])
-    build = f"shared.runtime.{FACTORIES[function]}()"
+    build = f"shared.entrypoints.runtime.{FACTORIES[function]}()"
     code = _timed_code(BASE_IMPORTS[function], _load(function), build)
     _run_timed(base_code, env)
     _run_timed(code, env)
@@ -129,7 +129,7 @@ def cold_start(function: str, repeats: int) -> dict[str, Any]:
         "met": ratio <= IMPORT_GOAL,
         "what": f"in-process import time, median; base = {BASE_IMPORTS[function]}; "
         f"{function} = that + functions/main.py via functions-framework's loader; "
-        f"build = + shared.runtime.{FACTORIES[function]}() (first request)",
+        f"build = + shared.entrypoints.runtime.{FACTORIES[function]}() (first request)",
     }
 
 
@@ -166,8 +166,8 @@ def apps_cold_start(repeats: int, apps: str = THREE_APPS) -> dict[str, Any]:
 def _configure_file(trace_dir: str) -> str:
     """Probe code: tracing.configure with this process's config, but TRACING=file."""
     return (
-        "import dataclasses, shared.runtime, shared.tracing; shared.tracing.configure("
-        "dataclasses.replace(shared.runtime.config(), tracing='file', "
+        "import dataclasses, shared.entrypoints.runtime, shared.tracing; shared.tracing.configure("
+        "dataclasses.replace(shared.entrypoints.runtime.config(), tracing='file', "
         f"trace_dir={trace_dir!r}))"
     )
 

@@ -37,8 +37,8 @@ from local.processes import Service, free_port
 from local.simulator.client import SimulatorClient, start_simulator
 from local.stack import Ports, function_env
 from shared.config import LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET
+from shared.handoff.tasks import ensure_queue, make_client
 from shared.signatures import sign_github
-from shared.tasks import ensure_queue, make_client
 
 PROJECT = "demo-hookledger"
 QUEUE = f"projects/{PROJECT}/locations/us-central1/queues/hookledger-deliveries"
@@ -109,7 +109,7 @@ class InProcessStack:
         from functions_framework import create_app
         from werkzeug.serving import make_server
 
-        from shared import runtime
+        from shared.entrypoints import runtime
 
         runtime.reset()  # build every client from the environment set above
         for target in FUNCTIONS:

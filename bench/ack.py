@@ -11,7 +11,7 @@ THREADS). Then, with `--clients` closed-loop client threads (own keep-alive conn
 each) and a warm-up phase that is not counted, it measures:
 
 (a) `bare`:    POST of the push fixture to a handler that reads the body and answers 200;
-(b) `enqueue`: `shared.tasks.TaskQueue.enqueue` of an envelope-sized body, one named
+(b) `enqueue`: `shared.handoff.tasks.TaskQueue.enqueue` of an envelope-sized body, one named
                task per call, straight to the emulator (one shared client, as the
                ingress has);
 (c) `ingress`: POST /github of the signed push fixture, a unique X-GitHub-Delivery each,

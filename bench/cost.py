@@ -132,7 +132,7 @@ class CostRun:
 
     def __init__(self, stack: InProcessStack, counter: OperationCounter, events: int) -> None:
         from local.chaos.load import LoadDriver
-        from shared import runtime
+        from shared.entrypoints import runtime
 
         self.stack, self.counter, self.events = stack, counter, events
         self.load = LoadDriver(

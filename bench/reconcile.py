@@ -400,10 +400,10 @@ def scale(args: argparse.Namespace, sim_url: str, tasks_host: str) -> tuple[dict
     from local.fakes import FakeClock
     from shared.clock import system_clock
     from shared.gemini import GeminiGateway, make_client
+    from shared.handoff.tasks import TaskQueue, ensure_queue
+    from shared.handoff.tasks import make_client as make_tasks_client
     from shared.ledger import Ledger
     from shared.reconcile import Reconciler, ReconcileSettings, TaskPageEnqueuer
-    from shared.tasks import TaskQueue, ensure_queue
-    from shared.tasks import make_client as make_tasks_client
 
     counter, client = _COUNTER, firestore.Client(project=PROJECT)
     reset(os.environ["FIRESTORE_EMULATOR_HOST"], PROJECT)  # a clean slate for this part

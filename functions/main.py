@@ -1,7 +1,7 @@
 """Cloud Functions entry points: thin. Ask the endpoint, read the body within its limit, answer.
 
 Each function is deployed from this one file with its own entry point, and each does
-the same three things through its `Endpoint` from `shared.runtime`:
+the same three things through its `Endpoint` from `shared.entrypoints.runtime`:
 
 1. `preflight(method, path, headers, ceiling)`: route, method, the headers and the
    declared Content-Length are judged before a byte of the body is read; a refusal is
@@ -29,8 +29,9 @@ import functions_framework
 # The apps this deployment runs (shared/apps.py); Terraform always sets it.
 os.environ.setdefault("HOOKLEDGER_APPS", "apps.review")
 
-from shared import logs, runtime
+from shared import logs
 from shared.config import FUNCTIONS, ConfigError
+from shared.entrypoints import runtime
 from shared.entrypoints.http import REQUEST_LIMIT, Endpoint, Reply, too_large
 from shared.signatures import RequestHeaders
 

@@ -1,7 +1,7 @@
 """Test doubles shared by the tests and the benchmarks; dev-only, never deployed.
 
 - `FakeClock`: a clock that moves only when told (the code under test takes a `Clock`);
-- `MemoryClaimStore`: a `shared.claims.ClaimStore` in a dict, with the same contract.
+- `MemoryClaimStore`: a `shared.handoff.claims.ClaimStore` in a dict, with the same contract.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 
-from shared.claims import ClaimConflict, ClaimNotFound, check_put
+from shared.handoff.claims import ClaimConflict, ClaimNotFound, check_put
 
 
 class FakeClock:

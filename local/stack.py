@@ -42,7 +42,7 @@ from local.github_app import LocalApp, app_mode
 from local.processes import Service, ServiceError, free_port, listening_on, port_is_free, start
 from local.simulator.client import SimulatorClient, start_simulator
 from shared.config import LOCAL_GEMINI_SECRET, LOCAL_TASKS_SERVICE_ACCOUNT
-from shared.tasks import ensure_queue, make_client
+from shared.handoff.tasks import ensure_queue, make_client
 from shared.tracing.store import prune as prune_spans
 
 REPO = Path(__file__).resolve().parents[1]

@@ -203,7 +203,7 @@ def load(modules: Iterable[str] | None = None) -> list[AppRecord]:
     Raises `AppError` naming the module when it cannot be imported, raises at import, or
     builds no `App`. Loading a module again is free.
     """
-    from shared import builtin_handlers  # noqa: F401  the core's own handlers
+    from shared.handlers import builtin  # noqa: F401  the core's own handlers
 
     loaded: list[AppRecord] = []
     for module in names_from_env() if modules is None else tuple(modules):

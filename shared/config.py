@@ -34,7 +34,7 @@ GITHUB_APP_ID (its client id, recommended, or app id) and GITHUB_APP_PRIVATE_KEY
 RS256 private key in PEM; Secret Manager in production), both or neither. With an App,
 a push that carries `installation.id` is served with that installation's token
 (docs/architecture.md, "GitHub App"); the key is checked when the worker and reconcile
-start (`shared.runtime.check_startup`).
+start (`shared.entrypoints.runtime.check_startup`).
 """
 
 from __future__ import annotations

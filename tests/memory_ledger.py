@@ -17,10 +17,10 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from shared import opnames
 from shared.clock import Clock
 from shared.config import DEFAULTS
 from shared.errors import retryable
+from shared.ledger import opnames
 from shared.ledger.errors import InvalidArgument, WritebackFailed
 from shared.ledger.ids import check_limit, installation_doc_id, operation_id
 from shared.ledger.installations import (

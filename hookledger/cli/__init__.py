@@ -96,9 +96,9 @@ def _describe(exc: BaseException) -> str | None:
 
     from shared.config import ConfigError
     from shared.gemini import GeminiError
+    from shared.handoff.tasks import TasksError
     from shared.ledger import LedgerError
     from shared.signatures import SecretError
-    from shared.tasks import TasksError
 
     if isinstance(exc, ConfigError | SecretError):
         return f"configuration: {exc}"

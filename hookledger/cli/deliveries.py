@@ -17,11 +17,11 @@ from typing import Any
 
 from hookledger.cli.ops import limit_arg
 from hookledger.cli.output import CliError, Output, fields_block, payload_value, table
-from shared import runtime
 from shared.clock import system_clock
-from shared.envelope import SOURCES, Envelope
+from shared.entrypoints import runtime
+from shared.handoff.envelope import SOURCES, Envelope
+from shared.handoff.tasks import task_id_for
 from shared.ledger import DELIVERY_STATUSES, Delivery
-from shared.tasks import task_id_for
 
 LIST_COLUMNS = [
     ("SOURCE", "source"),

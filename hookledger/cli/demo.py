@@ -27,7 +27,7 @@ import requests
 from apps.review.results import Reviews
 from hookledger.cli.localenv import SIMULATOR_URL, ingress_url
 from hookledger.cli.output import CliError, Output
-from shared import runtime
+from shared.entrypoints import runtime
 from shared.ledger import Ledger, Operation
 from shared.signatures import sign_github
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from hookledger.cli.ops import limit_arg
 from hookledger.cli.output import Output, table
-from shared import runtime
+from shared.entrypoints import runtime
 from shared.ledger import INSTALLATION_STATUSES, Installation
 
 COLUMNS = [

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from hookledger.cli.output import CliError, Output, fields_block, table
-from shared import runtime
+from shared.entrypoints import runtime
 from shared.ledger import OPERATION_STATUSES
 
 DEFAULT_MODEL = "models/gemini-2.5-flash"

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from hookledger.cli.output import CliError, Output, ProgressBar, fields_block
-from shared import runtime
+from shared.entrypoints import runtime
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -10,8 +10,8 @@ import argparse
 from typing import Any
 
 from hookledger.cli.output import Output, age, rfc3339, table
-from shared import runtime
 from shared.clock import Clock, system_clock
+from shared.entrypoints import runtime
 from shared.ledger import DELIVERY_STATUSES, OPERATION_STATUSES, STUCK_ALERTED_AT, Ledger
 
 STUCK_SHOWN = 10

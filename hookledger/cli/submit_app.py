@@ -76,7 +76,7 @@ def load_app(name: str) -> Any:
 
 
 def cmd_submit_app(args: argparse.Namespace, out: Output) -> int:
-    from shared import runtime
+    from shared.entrypoints import runtime
     from shared.errors import ConfigError, HookledgerError, TransientError
 
     if args.input is None:

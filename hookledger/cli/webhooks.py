@@ -19,10 +19,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from hookledger.cli.output import CliError, Output, table
-from shared import runtime
-from shared.builtin_handlers import DOCUMENTED_EVENTS, UNRELIABLE_EVENTS
+from shared.entrypoints import runtime
 from shared.gemini import GeminiError
 from shared.gemini import mapped as gemini_mapped
+from shared.handlers.builtin import DOCUMENTED_EVENTS, UNRELIABLE_EVENTS
 
 # The events the webhooks API reference lists (CreateWebhook `subscribed_events`), the
 # default; the two `*.cancelled` ones the Webhooks guide still names may be asked for, but

@@ -69,7 +69,7 @@ def view(record: Operation, find: Find | None) -> CheckRunView | None:
 def live_finder(timeout_s: float = TIMEOUT_S) -> Find | None:
     """A `Find` through GitHub's Checks API as this process's App, or None without an App."""
     from apps.review.checks import CHECK_NAME
-    from shared import runtime
+    from shared.entrypoints import runtime
     from shared.github.checks import ChecksClient
 
     cfg = runtime.config()

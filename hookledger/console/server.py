@@ -9,7 +9,7 @@ from typing import Any
 
 from hookledger.cli.output import CliError, Output
 from hookledger.console.security import is_loopback
-from shared import runtime
+from shared.entrypoints import runtime
 
 DEFAULT_PORT = 8099
 

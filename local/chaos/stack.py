@@ -43,7 +43,7 @@ from local.processes import Service, ServiceError, free_port, port_was_taken
 from local.simulator.client import SimulatorClient, start_simulator
 from local.stack import Ports, function_env
 from shared.config import LOCAL_GEMINI_SECRET
-from shared.tasks import ensure_queue, make_client
+from shared.handoff.tasks import ensure_queue, make_client
 
 PROJECT = "demo-hookledger"
 QUEUE = f"projects/{PROJECT}/locations/us-central1/queues/hookledger-deliveries"

@@ -81,7 +81,6 @@ from shared.clock import Clock, system_clock
 from shared.crashpoints import crash_point
 from shared.documents import DELETE, doc_id
 from shared.errors import ConfigError, Deferred, HookledgerError, PermanentError, TransientError
-from shared.handler_context import HandlerContext as Context
 from shared.handlers import (
     Attempt,
     ClaimRequest,
@@ -95,6 +94,7 @@ from shared.handlers import (
     Unresolved,
     handler,
 )
+from shared.handlers.context import HandlerContext as Context
 from shared.kinds import (
     TAG_PREFIX,
     DeliverWith,

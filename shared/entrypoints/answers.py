@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shared import logs
 from shared.entrypoints.http import Reply
-from shared.envelope import DEFAULT_MAX_AGE_S, Envelope
 from shared.errors import Deferred
+from shared.handoff.envelope import DEFAULT_MAX_AGE_S, Envelope
+from shared.handoff.tasks import task_id_for
 from shared.ledger import Delivery, LedgerError
-from shared.tasks import task_id_for
 
 if TYPE_CHECKING:
     from shared.config import Config
-    from shared.handler_context import HandlerContext
+    from shared.handlers.context import HandlerContext
     from shared.ledger import Ledger
 
 log = logs.get_logger("worker")

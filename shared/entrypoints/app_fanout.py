@@ -19,13 +19,13 @@ from shared import handlers, logs
 from shared.crashpoints import crash_point
 from shared.errors import Deferred
 from shared.handlers import Done, Event
+from shared.handoff.tasks import task_id_for
 from shared.ledger import LedgerError
-from shared.tasks import task_id_for
 
 if TYPE_CHECKING:
     from shared.config import Config
-    from shared.envelope import Envelope, EnvelopeSealer
-    from shared.handler_context import HandlerContext
+    from shared.handlers.context import HandlerContext
+    from shared.handoff.envelope import Envelope, EnvelopeSealer
     from shared.ledger import Ledger
 
 log = logs.get_logger("worker")

@@ -47,12 +47,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from shared import handlers, logs, tracing
-from shared.claims import ClaimError
 from shared.clock import Clock, monotonic
 from shared.config import Config
 from shared.entrypoints.http import Endpoint, Reply, too_large
-from shared.envelope import Envelope, EnvelopeSealer, EnvelopeTooLarge, select_headers
 from shared.errors import PermanentError
+from shared.handoff.claims import ClaimError
+from shared.handoff.envelope import Envelope, EnvelopeSealer, EnvelopeTooLarge, select_headers
+from shared.handoff.tasks import EnqueueError, TaskQueue, task_id_for
 from shared.retry import server_error
 from shared.signatures import (
     GITHUB_SIGNATURE_HEADER,
@@ -66,7 +67,6 @@ from shared.signatures import (
     header,
     looks_like_jwt,
 )
-from shared.tasks import EnqueueError, TaskQueue, task_id_for
 
 log = logs.get_logger("ingress")
 T = TypeVar("T")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from shared import logs, tracing
 from shared.entrypoints.http import Endpoint, Reply
 from shared.errors import retryable
-from shared.oidc import OidcError, OidcVerifier
+from shared.signatures.oidc import OidcError, OidcVerifier
 
 if TYPE_CHECKING:
     from shared.reconcile import Reconciler

@@ -30,7 +30,6 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from shared import handlers, logs, tracing
-from shared.claims import ClaimError
 from shared.clock import Clock, system_clock
 from shared.config import Config
 from shared.crashpoints import crash_point
@@ -39,10 +38,11 @@ from shared.entrypoints.answers import DEFER_MIN_S as DEFER_MIN_S  # re-exported
 from shared.entrypoints.answers import DEFERRALS_HEADER, Answers, Task
 from shared.entrypoints.app_fanout import AppFanOut
 from shared.entrypoints.http import Endpoint, Reply
-from shared.envelope import Envelope, EnvelopeSealer, resolve_body
 from shared.errors import Deferred, retryable
-from shared.handler_context import ClientFactories, HandlerContext
 from shared.handlers import Attempt, Done, Event, Ignored, Unresolved
+from shared.handlers.context import ClientFactories, HandlerContext
+from shared.handoff.claims import ClaimError
+from shared.handoff.envelope import Envelope, EnvelopeSealer, resolve_body
 from shared.ledger import (
     FINISHED_DELIVERY_STATUSES,
     DeliveryEnd,
@@ -50,9 +50,9 @@ from shared.ledger import (
     LedgerError,
     Recorded,
 )
-from shared.oidc import OidcError, OidcVerifier
 from shared.retry import server_error
 from shared.signatures import VerificationError
+from shared.signatures.oidc import OidcError, OidcVerifier
 
 log = logs.get_logger("worker")
 

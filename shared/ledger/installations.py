@@ -1,7 +1,7 @@
 """Installations: `installations/{id}`, one per GitHub App installation the worker heard of.
 
 The worker records each `installation` and `installation_repositories` event here
-(shared/builtin_handlers.py), and a push from an installation recorded deleted or
+(shared/handlers/builtin.py), and a push from an installation recorded deleted or
 suspended, or from a repository it no longer covers, is ignored before anything is
 fetched (by an app that checks it, e.g. apps/*/installations.py). Fields (docs/architecture.md,
 "installations/{id}"):

@@ -17,8 +17,9 @@ from typing import Any
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
-from shared import opnames, tracing
+from shared import tracing
 from shared.clock import Clock
+from shared.ledger import opnames
 from shared.ledger.commits import Commits
 from shared.ledger.errors import AmbiguousId, ContentionError, InvalidArgument, StoreUnavailable
 from shared.ledger.ids import check_limit, check_time, clip_error, operation_id, submission_id

@@ -13,9 +13,9 @@ from datetime import datetime
 from typing import Any
 
 from shared import logs
+from shared.handoff.tasks import task_id_for
 from shared.ledger import Operation
 from shared.reconcile.report import Budget, RunReport
-from shared.tasks import task_id_for
 
 log = logs.get_logger("reconcile")
 

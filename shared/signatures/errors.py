@@ -7,7 +7,7 @@
           ├── SecretError                 (PermanentError, ValueError) a secret or key is
           │                               unusable (raised at construction)
           ├── VerificationError           (PermanentError) the request is not authentic;
-          │    └── EnvelopeError          `.reason` is safe to log (shared.envelope)
+          │    └── EnvelopeError          `.reason` is safe to log (shared.handoff.envelope)
           └── KeysUnavailable             (TransientError) the JWKS could not be fetched:
                                           our fetch failed, not the sender; retry later (503)
 

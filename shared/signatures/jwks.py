@@ -1,6 +1,6 @@
 """Public signing keys in JWKS form: parsing a document and the JWK form of a key.
 
-`shared.oidc` reads the Cloud Tasks / Scheduler token keys with `parse_jwks` and
+`shared.signatures.oidc` reads the Cloud Tasks / Scheduler token keys with `parse_jwks` and
 `http_fetch`; tests publish keys with `public_jwk`. (Gemini dynamic webhooks fetch their
 keys through PyJWT's `PyJWKClient`: `shared.signatures.dynamic`.) Only signing keys are
 kept: RSA keys of at least 2048 bits for RS256, and Ed25519 (``OKP``) keys; anything

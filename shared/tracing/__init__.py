@@ -3,7 +3,7 @@
 The API every path calls; it imports nothing of OpenTelemetry, so with tracing off
 (`TRACING=off`, the default) a span costs one function call and no import:
 
-    configure(config)            once per process (shared.runtime.check_startup): loads
+    configure(config)            once per process (shared.entrypoints.runtime.check_startup): loads
                                  OpenTelemetry (shared/tracing/otel.py) only when on
     span(name, *, parent=, links=, kind=, **attributes) -> context manager of a `Span`
                                  a child of the current span, or of `parent` (a W3C

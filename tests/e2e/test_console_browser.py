@@ -21,9 +21,10 @@ import pytest
 import requests
 
 from local.processes import ServiceError
-from shared import runtime, tracing
+from shared import tracing
 from shared.config import LOCAL_TASKS_SERVICE_ACCOUNT
-from shared.tasks import ensure_queue, make_client
+from shared.entrypoints import runtime
+from shared.handoff.tasks import ensure_queue, make_client
 from tests.plugins.pipeline import OWNER_REPO, PROJECT, pipeline_stack, push_payload
 from tests.trace_samples import PUSH_ROWS, push_trace
 from tests.waiting import wait_until

@@ -105,8 +105,8 @@ def test_a_replay_runs_each_app_again_and_one_apps_record_replays_that_app_alone
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from hookledger.cli import deliveries as cli
-    from shared import runtime
     from shared.config import LOCAL_TASKS_SERVICE_ACCOUNT, Config
+    from shared.entrypoints import runtime
 
     world = stack()
     runs: Counter[str] = Counter()

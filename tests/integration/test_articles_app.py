@@ -25,7 +25,7 @@ from shared import api, apps, handlers
 from shared.config import Config
 from shared.github import ContentsClient
 from shared.github.rest import GitHubApi, GitHubResponse
-from shared.handler_context import ClientFactories, HandlerContext
+from shared.handlers.context import ClientFactories, HandlerContext
 from shared.ledger import Ledger
 
 OWNER, NAME = "octo-org", "handbook"

@@ -24,13 +24,13 @@ from typing import Any
 import pytest
 from google.cloud import firestore
 
-import shared.builtin_handlers  # noqa: F401  (registers the installation handler)
+import shared.handlers.builtin  # noqa: F401  (registers the installation handler)
 from local.fakes import FakeClock
 from shared import handlers
 from shared.config import LOCAL_ENVELOPE_KEY, Config
 from shared.entrypoints.worker import Worker
-from shared.envelope import Envelope, EnvelopeSealer
 from shared.handlers import ClaimRequest, Done, handler
+from shared.handoff.envelope import Envelope, EnvelopeSealer
 from shared.ledger import Ledger
 from tests.integration.test_installations import REPO, history
 

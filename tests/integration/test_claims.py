@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from local.fakes import FakeClock
-from shared.claims import (
+from shared.handoff.claims import (
     CHUNK_BYTES,
     ClaimConflict,
     ClaimCorrupt,
@@ -18,7 +18,7 @@ from shared.claims import (
     FirestoreClaimStore,
     claim_key,
 )
-from shared.envelope import Envelope, EnvelopeSealer, resolve_body
+from shared.handoff.envelope import Envelope, EnvelopeSealer, resolve_body
 
 MIB = 1024 * 1024
 START = datetime(2026, 1, 1, tzinfo=UTC)

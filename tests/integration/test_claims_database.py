@@ -17,11 +17,11 @@ from typing import Any
 import functions_framework
 import pytest
 
-from shared import runtime
-from shared.claims import COLLECTION, claim_key
 from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_GITHUB_SECRET
+from shared.entrypoints import runtime
+from shared.handoff.claims import COLLECTION, claim_key
+from shared.handoff.tasks import ensure_queue, make_client
 from shared.signatures import sign_github
-from shared.tasks import ensure_queue, make_client
 
 REPO = Path(__file__).resolve().parents[2]
 MAIN_PY = str(REPO / "functions" / "main.py")

@@ -17,12 +17,12 @@ import pytest
 from apps.classify import COLLECTION, KIND, classify_tag, submit_items
 from apps.classify.submit import generation_config, prompt
 from hookledger.cli import main
-from shared import runtime
 from shared.api import doc_id
 from shared.clock import system_clock
 from shared.config import Config
+from shared.entrypoints import runtime
 from shared.gemini import GeminiGateway
-from shared.handler_context import ClientFactories, HandlerContext
+from shared.handlers.context import ClientFactories, HandlerContext
 from shared.ledger import Ledger
 from shared.reconcile import Reconciler, ReconcileSettings
 from shared.settlement import Settler

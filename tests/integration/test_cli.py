@@ -24,12 +24,12 @@ from hookledger.cli import main
 from hookledger.cli.demo import settled_record, wait_for
 from hookledger.cli.output import CliError, ProgressBar
 from local.fakes import FakeClock
-from shared import runtime
 from shared.config import LOCAL_ENVELOPE_KEY, Config
+from shared.entrypoints import runtime
 from shared.entrypoints.worker import Worker
-from shared.envelope import EnvelopeSealer
+from shared.handoff.envelope import EnvelopeSealer
+from shared.handoff.tasks import ensure_queue, make_client, task_id_for
 from shared.ledger import Ledger
-from shared.tasks import ensure_queue, make_client, task_id_for
 from tests.ledger_parts import installation_event
 
 REPO = Path(__file__).resolve().parents[2]
@@ -327,7 +327,7 @@ def test_replay_of_a_settled_operation_changes_nothing(
     assert ledger.deliveries.get("gemini", "msg_done").status == "queued"
 
     # The worker runs the replayed envelope: the ledger says already_settled, nothing moves.
-    import shared.builtin_handlers  # noqa: F401  registers the batch handlers
+    import shared.handlers.builtin  # noqa: F401  registers the batch handlers
 
     services = {"firestore": cli, "gemini": runtime.gemini()}
     worker = Worker(Config.from_env(), sealer=sealer, ledger=ledger, services=services.__getitem__)

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from shared import runtime
-from shared.builtin_handlers import DOCUMENTED_EVENTS
+from shared.entrypoints import runtime
+from shared.handlers.builtin import DOCUMENTED_EVENTS
 from tests.integration.test_cli import cli, run, run_json  # noqa: F401 - `cli` is a fixture
 from tests.plugins.loopback import QuietHandler, Serve
 from tests.waiting import wait_until

@@ -22,7 +22,7 @@ from google.cloud.tasks_v2 import CloudTasksClient, types
 from google.oauth2 import id_token
 from google.protobuf import field_mask_pb2
 
-from shared.tasks import (
+from shared.handoff.tasks import (
     TaskQueue,
     ensure_queue,
     make_client,
@@ -529,7 +529,7 @@ def test_bad_input_gets_the_grpc_error_of_the_real_api(
     fast.get_queue(name=queue)  # still serving after the bad request
 
 
-# ---- the shared.tasks adapter ---------------------------------------------------------------
+# ---- the shared.handoff.tasks adapter ---------------------------------------------------------------
 
 
 def test_adapter_reports_created_then_duplicate(

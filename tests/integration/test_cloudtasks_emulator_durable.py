@@ -17,7 +17,7 @@ import pytest
 from google.api_core import exceptions
 from google.cloud.tasks_v2 import CloudTasksClient, types
 
-from shared.tasks import make_client
+from shared.handoff.tasks import make_client
 from tests.integration.cloudtasks_calls import gone, http_task, new_queue
 from tests.plugins.cloudtasks import EmulatorHandle, TargetServer, restart_emulator
 from tests.waiting import wait_until

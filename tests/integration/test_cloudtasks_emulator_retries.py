@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from google.cloud.tasks_v2 import CloudTasksClient, types
 
-from shared.tasks import make_client
+from shared.handoff.tasks import make_client
 from tests.integration.cloudtasks_calls import (
     answered_or_gone,
     backoffs,

@@ -20,10 +20,9 @@ from hookledger.console import create_app
 from hookledger.console.figures import DEAD_SHOWN, LATENCY_SAMPLE, STUCK_SHOWN
 from hookledger.console.views import PAGE, REVIEWS_SHOWN, RUNS_SHOWN
 from local.fakes import FakeClock
-from shared import opnames
 from shared.ledger import DELIVERY_STATUSES as DELIVERY_ORDER
 from shared.ledger import OPERATION_STATUSES as OP_STATUSES
-from shared.ledger import Ledger
+from shared.ledger import Ledger, opnames
 
 OPERATIONS = 10_000
 BATCH = 500

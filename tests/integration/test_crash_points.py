@@ -40,19 +40,20 @@ from apps.review.kind import review_tag
 from apps.review.reruns import rerun_tag
 from apps.review.results import Reviews
 from local.fakes import FakeClock
-from shared import api, builtin_handlers, crashpoints, handlers
+from shared import api, crashpoints, handlers
 from shared.config import LOCAL_ENVELOPE_KEY, Config
 from shared.crashpoints import POINTS, Crashed, crashing_at
 from shared.entrypoints.worker import Worker
-from shared.envelope import Envelope, EnvelopeSealer
 from shared.github import CommentsClient
 from shared.github.app import AppAuth, AppCredentials
 from shared.github.checks import ChecksClient
+from shared.handlers import builtin
+from shared.handoff.envelope import Envelope, EnvelopeSealer
+from shared.handoff.tasks import EnqueueResult
 from shared.kinds import Deliverers
 from shared.ledger import Ledger
 from shared.ledger.ids import submission_id
 from shared.reconcile import Reconciler, ReconcileSettings
-from shared.tasks import EnqueueResult
 from tests.standins import RacingGemini, StandInContents
 
 REPO, FILES = "octo-org/handbook", ["docs/a.md", "docs/b.md"]
@@ -64,7 +65,7 @@ CONSOLE = "http://console.test"
 PRESSES = (("rerun-2", timedelta(seconds=2)), ("rerun-1", timedelta(seconds=1)))
 
 pytestmark = pytest.mark.slow
-assert builtin_handlers  # registers the push and Gemini handlers the worker runs
+assert builtin  # registers the Gemini handlers the worker runs
 
 
 class HeldTasks:

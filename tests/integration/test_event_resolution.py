@@ -9,8 +9,8 @@ import pytest
 
 from apps.review.kind import KIND, review_tag
 from local.fakes import FakeClock
-from shared.builtin_handlers import echoed_id, event_operation
 from shared.gemini import HOOKLEDGER_ID
+from shared.handlers.builtin import echoed_id, event_operation
 from shared.ledger import Ledger
 
 TAG = review_tag("o/r", "c" * 40)

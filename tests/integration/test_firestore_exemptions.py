@@ -17,8 +17,8 @@ import pytest
 
 from apps.review.results import put_review
 from local.fakes import FakeClock
-from shared.claims import FirestoreClaimStore
 from shared.errors import PermanentError
+from shared.handoff.claims import FirestoreClaimStore
 from shared.ledger import Ledger
 from shared.ledger.submissions import Submissions
 from tests.firestore_indexes import capture_queries, load_spec, single_field_needs

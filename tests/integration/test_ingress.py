@@ -22,11 +22,11 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from shared import runtime
 from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET, Config
-from shared.envelope import EnvelopeSealer
+from shared.entrypoints import runtime
+from shared.handoff.envelope import EnvelopeSealer
+from shared.handoff.tasks import ensure_queue, make_client
 from shared.signatures import sign_github, sign_standard_webhook
-from shared.tasks import ensure_queue, make_client
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "github"

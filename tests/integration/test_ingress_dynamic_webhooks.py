@@ -16,7 +16,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_GEMINI_SECRET
-from shared.envelope import EnvelopeSealer
+from shared.handoff.envelope import EnvelopeSealer
 from tests.integration.test_ingress import (
     Harness,
     _load_app,

@@ -27,7 +27,7 @@ from local.processes import ServiceError
 from shared import handlers
 from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_GITHUB_SECRET, Config
 from shared.entrypoints.worker import Worker
-from shared.envelope import Envelope, EnvelopeSealer
+from shared.handoff.envelope import Envelope, EnvelopeSealer
 from shared.ledger import Ledger
 from shared.signatures import sign_github
 from tests.plugins.pipeline import PipelineStack, pipeline_stack
@@ -232,7 +232,7 @@ def test_pushes_from_an_unknown_installation_or_without_one_proceed(
 
 @pytest.fixture
 def worker(firestore_client) -> Iterator[tuple[Worker, Ledger]]:
-    import shared.builtin_handlers  # noqa: F401  (registers the installation handler)
+    import shared.handlers.builtin  # noqa: F401  (registers the installation handler)
 
     saved = handlers.snapshot()
     ledger = Ledger(firestore_client)

@@ -8,7 +8,6 @@ from datetime import timedelta
 
 import pytest
 
-from shared import opnames
 from shared.ledger import (
     AmbiguousId,
     DeliveryEnd,
@@ -18,6 +17,7 @@ from shared.ledger import (
     Settlement,
     UnknownDelivery,
     WritebackFailed,
+    opnames,
 )
 
 

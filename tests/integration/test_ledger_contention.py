@@ -10,8 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from google.cloud import firestore
 
-from shared import opnames
-from shared.ledger import Ledger, Settlement
+from shared.ledger import Ledger, Settlement, opnames
 
 pytestmark = pytest.mark.slow
 THREADS = 8

@@ -7,8 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from shared import opnames
-from shared.ledger import OutboxDeliveryFailed, Settlement
+from shared.ledger import OutboxDeliveryFailed, Settlement, opnames
 
 
 class ExternalApi:

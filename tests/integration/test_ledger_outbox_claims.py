@@ -11,8 +11,7 @@ import pytest
 from google.cloud import firestore
 
 from local.fakes import FakeClock
-from shared import opnames
-from shared.ledger import Ledger, OutboxPolicy, Settlement, StoreUnavailable
+from shared.ledger import Ledger, OutboxPolicy, Settlement, StoreUnavailable, opnames
 
 
 def stored(client, name):

@@ -20,11 +20,11 @@ from apps.review.comments import item as comment_item
 from apps.review.comments import push_marker
 from apps.review.results import put_review
 from local.fakes import FakeClock
-from shared import crashpoints, opnames
+from shared import crashpoints
 from shared.errors import PermanentError
 from shared.github import CommentsClient
 from shared.kinds import Deliverers
-from shared.ledger import Ledger, OutboxDeliveryFailed, OutboxItem, OutboxPolicy
+from shared.ledger import Ledger, OutboxDeliveryFailed, OutboxItem, OutboxPolicy, opnames
 from tests.integration.test_github_comments import REPO, SHA, commit_counts
 
 LEASE = OutboxPolicy().lease.total_seconds()

@@ -9,8 +9,7 @@ import pytest
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
-from shared import opnames
-from shared.ledger import ContentionError, Ledger, Settlement
+from shared.ledger import ContentionError, Ledger, Settlement, opnames
 from shared.retry import Backoff, RetriesExhausted, Retry, retrying
 
 # ----------------------------------------------------------------------- pure backoff

@@ -32,9 +32,9 @@ from local.cloudtasks_emulator.emulator import Emulator
 from local.functions_server import start_function
 from local.processes import Service, start_on_free_ports
 from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_TASKS_SERVICE_ACCOUNT
-from shared.envelope import Envelope, EnvelopeSealer
+from shared.handoff.envelope import Envelope, EnvelopeSealer
+from shared.handoff.tasks import TaskQueue, make_client
 from shared.ledger import Ledger
-from shared.tasks import TaskQueue, make_client
 from tests.integration.cloudtasks_calls import new_queue
 from tests.integration.restartable_emulator import Blip, start_blip
 from tests.plugins.cloudtasks import EmulatorHandle, restart_emulator

@@ -21,8 +21,8 @@ from local.fakes import FakeClock
 from local.processes import ServiceError
 from shared.clock import system_clock
 from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_TASKS_SERVICE_ACCOUNT
-from shared.envelope import Envelope, EnvelopeSealer
-from shared.tasks import ensure_queue, make_client
+from shared.handoff.envelope import Envelope, EnvelopeSealer
+from shared.handoff.tasks import ensure_queue, make_client
 from tests.plugins.pipeline import (
     FILES,
     OWNER_REPO,
@@ -573,7 +573,7 @@ def _emulator_token(emulator, stack: Stack) -> str:
         client = make_client(emulator.host)
         queue = f"projects/{PROJECT}/locations/us-central1/queues/token-{uuid.uuid4().hex[:8]}"
         ensure_queue(client, queue)
-        from shared.tasks import TaskQueue
+        from shared.handoff.tasks import TaskQueue
 
         TaskQueue(client, queue).enqueue(
             f"{server.url}/",

@@ -20,6 +20,7 @@ from local.fakes import FakeClock
 from shared import kinds
 from shared.clock import system_clock
 from shared.gemini import GeminiError, GeminiGateway
+from shared.handoff.tasks import TaskQueue, ensure_queue, make_client
 from shared.kinds import OperationKind
 from shared.ledger import Ledger, Operation
 from shared.reconcile import (
@@ -35,7 +36,6 @@ from shared.reconcile import (
 )
 from shared.reconcile.settings import field_names
 from shared.settlement import settle_from_gemini
-from shared.tasks import TaskQueue, ensure_queue, make_client
 from tests.plugins.loopback import QuietHandler, Serve
 from tests.waiting import wait_until
 

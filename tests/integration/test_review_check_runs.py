@@ -22,11 +22,12 @@ import pytest
 from apps.review.checks import CHECK_NAME
 from apps.review.kind import review_tag
 from local.fakes import FakeClock
-from shared import builtin_handlers, crashpoints, handlers
+from shared import crashpoints, handlers
 from shared.config import LOCAL_ENVELOPE_KEY, Config
 from shared.crashpoints import Crashed, crashing_at
 from shared.entrypoints.worker import Worker
-from shared.envelope import Envelope, EnvelopeSealer
+from shared.handlers import builtin
+from shared.handoff.envelope import Envelope, EnvelopeSealer
 from shared.kinds import Deliverers
 from shared.ledger import Ledger, Operation
 from shared.ledger.ids import submission_id
@@ -37,7 +38,7 @@ from tests.standins import RacingGemini, StandInContents
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
-assert builtin_handlers  # registers the push and Gemini handlers the in-process worker runs
+assert builtin  # registers the Gemini handlers the in-process worker runs
 
 MANY = "docs/many.md"  # the simulated Gemini finds 120 problems in it
 MANY_BODY = b"# Many\n\n<!-- sim:findings=120 level=warning -->\n" + b"A line.\n" * 130

@@ -14,8 +14,8 @@ import requests
 from local.loopback import QuietHandler
 from shared import handlers
 from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_GITHUB_SECRET
-from shared.envelope import EnvelopeSealer
 from shared.handlers import Done
+from shared.handoff.envelope import EnvelopeSealer
 from tests.integration.test_ingress import Harness, ingress_harness
 
 REPO = "octo-org/handbook"

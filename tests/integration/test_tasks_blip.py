@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from google.api_core import exceptions
 
-from shared.tasks import EnqueueError, TaskQueue, make_client
+from shared.handoff.tasks import EnqueueError, TaskQueue, make_client
 from tests.integration.restartable_emulator import Blip, start_blip
 from tests.ports import refusing_port
 

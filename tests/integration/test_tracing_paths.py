@@ -17,8 +17,8 @@ import pytest
 from shared import handlers, tracing
 from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_GITHUB_SECRET, Config
 from shared.entrypoints.worker import Worker
-from shared.envelope import Envelope, EnvelopeSealer
 from shared.handlers import Done, PermanentError, handler
+from shared.handoff.envelope import Envelope, EnvelopeSealer
 from shared.ledger import Ledger
 from shared.signatures import sign_github
 from shared.tracing.otel import OtelTracer

@@ -17,14 +17,14 @@ from shared import handlers
 from shared.config import LOCAL_ENVELOPE_KEY, Config
 from shared.crashpoints import Crashed, crashing_at
 from shared.entrypoints.worker import Worker
-from shared.envelope import Envelope, EnvelopeSealer
 from shared.errors import PermanentError as TreePermanentError
 from shared.errors import TransientError
 from shared.gemini import GeminiNotFound, GeminiUnavailable
-from shared.handler_context import ClientFactories, HandlerContext
 from shared.handlers import Attempt, Done, Event, PermanentError, RetryableError, handler
+from shared.handlers.context import ClientFactories, HandlerContext
+from shared.handoff.envelope import Envelope, EnvelopeSealer
 from shared.ledger import Ledger
-from shared.oidc import OidcVerifier
+from shared.signatures.oidc import OidcVerifier
 
 TASKS = "tasks@demo-hookledger.iam.gserviceaccount.com"
 AUDIENCE = "http://127.0.0.1:8081/"

@@ -13,8 +13,8 @@ import pytest
 from shared import handlers
 from shared.config import LOCAL_ENVELOPE_KEY, Config
 from shared.entrypoints.worker import Worker
-from shared.envelope import Envelope, EnvelopeSealer
 from shared.handlers import ClaimRequest, Done, RetryableError, handler
+from shared.handoff.envelope import Envelope, EnvelopeSealer
 from shared.ledger import Ledger
 from shared.ledger.submissions import Claim
 

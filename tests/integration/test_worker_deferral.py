@@ -30,13 +30,13 @@ from shared.clock import Clock
 from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_TASKS_SERVICE_ACCOUNT, Config
 from shared.entrypoints.http import Reply
 from shared.entrypoints.worker import DEFER_MAX_S, DEFER_MIN_S, DEFERRALS_HEADER, Worker
-from shared.envelope import DEFAULT_MAX_AGE_S, Envelope, EnvelopeSealer
 from shared.errors import Deferred as TreeDeferred
 from shared.errors import HookledgerError, PermanentError, TransientError, retryable
 from shared.handlers import Deferred, Done, handler
+from shared.handoff.envelope import DEFAULT_MAX_AGE_S, Envelope, EnvelopeSealer
+from shared.handoff.tasks import TaskQueue, ensure_queue, make_client
 from shared.ledger import Ledger
-from shared.oidc import OidcVerifier
-from shared.tasks import TaskQueue, ensure_queue, make_client
+from shared.signatures.oidc import OidcVerifier
 from tests.integration.cloudtasks_calls import LOCATION, answered_or_gone, new_queue
 from tests.plugins.cloudtasks import EmulatorHandle
 from tests.plugins.loopback import Serve

@@ -23,8 +23,8 @@ from local.functions_server import start_function
 from local.processes import Service, ServiceError, free_port, port_was_taken
 from local.simulator.client import SimulatorClient, start_simulator
 from shared.config import LOCAL_GITHUB_SECRET, LOCAL_TASKS_SERVICE_ACCOUNT
+from shared.handoff.tasks import ensure_queue, make_client
 from shared.signatures import sign_github
-from shared.tasks import ensure_queue, make_client
 
 PROJECT = "demo-hookledger"
 OWNER_REPO = "octo-org/handbook"

@@ -13,8 +13,8 @@ import re
 
 import pytest
 
-from shared.claims import CHUNKS, COLLECTION
 from shared.config import PRODUCTION_ENV_NAMES, Config
+from shared.handoff.claims import CHUNKS, COLLECTION
 from tests.terraform.test_terraform_wiring import (
     FUNCTIONS,
     TERRAFORM,

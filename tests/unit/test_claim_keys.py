@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from local.fakes import MemoryClaimStore
-from shared.claims import MAX_CLAIM_KEY_CHARS, READABLE_ID_CHARS, claim_key
+from shared.handoff.claims import MAX_CLAIM_KEY_CHARS, READABLE_ID_CHARS, claim_key
 
 # Firestore: at most 1,500 bytes, no "/", not "." or "..", not __.*__.
 FIRESTORE_ID_BYTES = 1500

@@ -20,8 +20,8 @@ from pathlib import Path
 import functions_framework
 import pytest
 
-from shared import runtime
 from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_GITHUB_SECRET, Config, ConfigError
+from shared.entrypoints import runtime
 
 REPO = Path(__file__).resolve().parents[2]
 MAIN = str(REPO / "functions" / "main.py")

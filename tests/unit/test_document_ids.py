@@ -1,4 +1,4 @@
-"""Document ids are not sequential (shared/ledger/ids.py, shared/claims.py).
+"""Document ids are not sequential (shared/ledger/ids.py, shared/handoff/claims.py).
 
 Ids minted one after another in increasing order put every new document on one key range,
 a Firestore hotspot (https://cloud.google.com/firestore/docs/best-practices#document_ids).
@@ -17,7 +17,7 @@ import pytest
 
 from apps.review.kind import review_tag
 from apps.review.results import review_doc_id
-from shared.claims import claim_key
+from shared.handoff.claims import claim_key
 from shared.ledger.ids import delivery_id, operation_id, run_doc_id, submission_id
 
 N = 200

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from shared import runtime
 from shared.config import DEFAULT_GEMINI_JWKS_URL, Config, ConfigError
+from shared.entrypoints import runtime
 
 # A deployed ingress as Terraform configures it, dynamic-webhook settings aside.
 INGRESS = {

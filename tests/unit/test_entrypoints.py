@@ -13,13 +13,13 @@ from pathlib import Path
 import functions_framework
 import pytest
 
-from shared import runtime
 from shared.config import LOCAL_GEMINI_SECRET, Config
+from shared.entrypoints import runtime
 from shared.entrypoints.http import Endpoint, Limit, Reply
 from shared.entrypoints.ingress import Ingress
 from shared.entrypoints.reconcile import ReconcileEndpoint
 from shared.errors import PermanentError, TransientError
-from shared.handler_context import ClientFactories, HandlerContext
+from shared.handlers.context import ClientFactories, HandlerContext
 from shared.signatures import sign_standard_webhook
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from local.fakes import FakeClock, MemoryClaimStore
-from shared.claims import ClaimCorrupt, ClaimError, claim_key
 from shared.config import LOCAL_ENVELOPE_KEY
-from shared.envelope import (
+from shared.handoff.claims import ClaimCorrupt, ClaimError, claim_key
+from shared.handoff.envelope import (
     DEFAULT_MAX_AGE_S,
     KEPT_HEADERS,
     MAX_SEALED_BYTES,
@@ -446,7 +446,7 @@ def test_resolve_body_without_a_store_names_the_delivery():
 
 def test_importing_the_ingress_modules_loads_neither_firestore_nor_genai():
     code = (
-        "import sys, shared.envelope, shared.signatures, shared.claims\n"
+        "import sys, shared.handoff.envelope, shared.signatures, shared.handoff.claims\n"
         "heavy = [m for m in sys.modules if m.startswith(('google.cloud.firestore', "
         "'google.genai', 'requests'))]\n"
         "print(heavy)\n"

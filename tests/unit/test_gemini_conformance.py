@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from google.genai import errors as genai_errors
 
-from shared.builtin_handlers import DOCUMENTED_EVENTS, candidate_names
 from shared.errors import retryable
 from shared.gemini import (
     DAILY_QUOTA_DEFER_S,
@@ -23,6 +22,7 @@ from shared.gemini import (
     sdk_retry_options,
 )
 from shared.gemini.errors import SPEND_QUOTA_DEFER_S, mapped
+from shared.handlers.builtin import DOCUMENTED_EVENTS, candidate_names
 
 
 def quota_body(retry_delay: str | None, quota_id: str) -> dict[str, Any]:

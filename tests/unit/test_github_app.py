@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from local.fakes import FakeClock
 from shared.config import Config, ConfigError
+from shared.entrypoints.runtime import build_github_auth
 from shared.github import ContentsClient, GitHubRejected, GitHubUnavailable, parse_push
 from shared.github.app import (
     JWT_LIFETIME,
@@ -30,7 +31,6 @@ from shared.github.app import (
     app_jwt,
 )
 from shared.github.auth import TokenAuth
-from shared.runtime import build_github_auth
 
 API = "http://github.local"
 APP_ID = "Iv23liTEST0001"

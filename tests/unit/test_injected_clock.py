@@ -1,7 +1,7 @@
 """Every lease, deadline and expiry comparison reads the injected clock: no module of the
 `shared` package calls the wall clock (`system_clock()`, `datetime.now()`, `datetime.utcnow()`,
 `time.time()` and their kin) except `shared/clock.py`, the one place that reads it, and
-`shared/runtime.py`, the production wiring (`functions/` is wiring too, and not scanned).
+`shared/entrypoints/runtime.py`, the production wiring (`functions/` is wiring too, and not scanned).
 
 Passing `system_clock` as a default or an argument (`clock: Clock = system_clock`) is a
 reference, not a call: the caller injects the clock, and tests inject a `FakeClock`.
@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ROOT / "shared"
 # The clock module and the production wiring, which build the real clock once.
-ALLOWED = {"shared/clock.py", "shared/runtime.py"}
+ALLOWED = {"shared/clock.py", "shared/entrypoints/runtime.py"}
 WALL_CLOCK = {
     "shared.clock.system_clock",
     "datetime.datetime.now",

@@ -19,11 +19,17 @@ from local.loopback import QuietHandler, serve
 from shared.config import Config
 from shared.entrypoints.reconcile import ReconcileEndpoint
 from shared.entrypoints.worker import Worker
-from shared.envelope import EnvelopeSealer
 from shared.errors import retryable
-from shared.oidc import Forbidden, OidcUnavailable, OidcVerifier, SigningKeys, Unauthorized
+from shared.handoff.envelope import EnvelopeSealer
 from shared.signatures import public_jwk
 from shared.signatures.dynamic import sign_jwt_rs256
+from shared.signatures.oidc import (
+    Forbidden,
+    OidcUnavailable,
+    OidcVerifier,
+    SigningKeys,
+    Unauthorized,
+)
 from tests.ports import refusing_port, silent_port
 
 AUDIENCE = "https://worker.example/"

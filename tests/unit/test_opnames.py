@@ -8,7 +8,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from shared import opnames
+from shared.ledger import opnames
 
 # Firestore's rules for a document id.
 _RESERVED = re.compile(r"__.*__", re.DOTALL)

@@ -149,7 +149,7 @@ def test_every_constructor_default_is_configs() -> None:
     import inspect
     from datetime import timedelta
 
-    from shared.claims import FirestoreClaimStore
+    from shared.handoff.claims import FirestoreClaimStore
     from shared.ledger import Ledger
 
     defaults = Config()

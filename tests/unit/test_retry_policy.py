@@ -16,6 +16,7 @@ from shared.errors import retryable
 from shared.gemini.client import SDK_RETRIED_STATUSES, sdk_retry_options
 from shared.gemini.errors import mapped
 from shared.github import ContentsClient, GitHubRejected, GitHubUnavailable, github_policy
+from shared.handoff.tasks import CHANNEL_OPTIONS, TASKS_POLICY
 from shared.retry import (
     RETRYABLE_STATUSES,
     Backoff,
@@ -23,7 +24,6 @@ from shared.retry import (
     parse_retry_after,
     retryable_status,
 )
-from shared.tasks import CHANNEL_OPTIONS, TASKS_POLICY
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 POLICY_MODULE = SHARED / "retry.py"

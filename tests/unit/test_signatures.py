@@ -25,7 +25,7 @@ from werkzeug.datastructures import EnvironHeaders
 
 from local.fakes import FakeClock
 from shared.config import LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET
-from shared.envelope import select_headers
+from shared.handoff.envelope import select_headers
 from shared.signatures import (
     DynamicWebhookVerifier,
     GeminiVerifier,

@@ -1,4 +1,4 @@
-"""Pure rules: the emulator's retry schedule and names, shared.tasks' task ids and channels."""
+"""Pure rules: the emulator's retry schedule and names, shared.handoff.tasks' task ids and channels."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from local.cloudtasks_emulator.model import (
     parse_queue,
     parse_task,
 )
-from shared.tasks import (
+from shared.handoff.tasks import (
     CHANNEL_OPTIONS,
     EnqueueError,
     TaskQueue,

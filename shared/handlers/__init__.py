@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 from shared.errors import Deferred as Deferred  # re-exported for handlers
 from shared.errors import HookledgerError, PermanentError, TransientError
-from shared.handler_context import HandlerContext
+from shared.handlers.context import HandlerContext
 
 # A handler raises from the one error tree (shared/errors.py): a `PermanentError` (or any
 # error whose `retryable` is False) records the delivery `dead` and answers 2xx; a

@@ -154,7 +154,7 @@ def event_operation(
 
 
 # Unleased: the settlement's conditional commit makes a second run harmless, and records
-# the delivery `done` in that same commit (shared/handlers.py, `leased`).
+# the delivery `done` in that same commit (shared/handlers/__init__.py, `leased`).
 @handler("gemini", *BATCH_EVENTS, *OPERATION_EVENTS, leased=False)
 def settle_operation(event: Event, ctx: HandlerContext) -> Done | Ignored | Unresolved:
     """Re-fetch the operation named in the event (a hint only) and settle it in the ledger.

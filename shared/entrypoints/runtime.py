@@ -22,12 +22,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from jwt import PyJWTError
 
 from shared import apps, tracing
-from shared.claims import ClaimStore
 from shared.clock import system_clock
 from shared.config import FUNCTIONS, Config, ConfigError
 from shared.entrypoints.ingress import Ingress
-from shared.envelope import EnvelopeSealer
-from shared.handler_context import ClientFactories, HandlerContext
+from shared.handlers.context import ClientFactories, HandlerContext
+from shared.handoff.claims import ClaimStore
+from shared.handoff.envelope import EnvelopeSealer
+from shared.handoff.tasks import TaskQueue, make_client
 from shared.signatures import (
     DynamicWebhookVerifier,
     GeminiVerifier,
@@ -35,7 +36,6 @@ from shared.signatures import (
     SecretError,
     StandardWebhookVerifier,
 )
-from shared.tasks import TaskQueue, make_client
 
 if TYPE_CHECKING:
     from google.cloud import firestore
@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     from shared.github.auth import GitHubAuth
     from shared.github.checks import ChecksClient
     from shared.ledger import Ledger
-    from shared.oidc import OidcVerifier
     from shared.reconcile import Reconciler
+    from shared.signatures.oidc import OidcVerifier
 
 T = TypeVar("T")
 _BOXES: list[list[Any]] = []
@@ -109,7 +109,7 @@ class _LazyFirestoreClaims:
 
     @staticmethod
     def _build() -> ClaimStore:
-        from shared.claims import FirestoreClaimStore
+        from shared.handoff.claims import FirestoreClaimStore
 
         return FirestoreClaimStore(claims_firestore_client(), clock=system_clock)
 
@@ -326,7 +326,9 @@ def handler_context() -> HandlerContext:
 
 def _oidc(allowed_caller: str) -> OidcVerifier | None:
     """The check on a Google-signed caller's token; None when OIDC_AUDIENCE is not set."""
-    from shared.oidc import OidcVerifier  # google-auth: only the private functions load it
+    from shared.signatures.oidc import (
+        OidcVerifier,  # google-auth: only the private functions load it
+    )
 
     cfg = config()
     if not cfg.oidc_audience:
@@ -355,7 +357,7 @@ def worker() -> Worker:
 @once
 def reconciler() -> Reconciler:
     """The Reconciler on this process's clients; it fans out pages to the worker."""
-    from shared.envelope import Envelope
+    from shared.handoff.envelope import Envelope
     from shared.kinds import Deliverers
     from shared.reconcile import CHECK_PAGE_EVENT, CHECK_PAGE_SOURCE, Reconciler, TaskPageEnqueuer
 

@@ -43,17 +43,17 @@ if TYPE_CHECKING:
     from google.cloud import firestore
 
     from shared.apps import Settings
-    from shared.claims import ClaimStore
     from shared.gemini import GeminiGateway
     from shared.github import CommentsClient, ContentsClient
     from shared.github.auth import GitHubAuth
     from shared.github.checks import ChecksClient
     from shared.github.rest import GitHubApi
     from shared.handlers import Event
+    from shared.handoff.claims import ClaimStore
+    from shared.handoff.tasks import TaskQueue
     from shared.ledger import Ledger
     from shared.ledger.results import Results
     from shared.submission import Submitter
-    from shared.tasks import TaskQueue
 
 T = TypeVar("T")
 

@@ -27,7 +27,7 @@ fetches it back and checks the sha256 sealed into the envelope.
 
 Exceptions: `EnvelopeError` (a `shared.signatures.VerificationError`) for anything wrong
 with sealed bytes, and nothing else from `open`; `ValueError` from `seal` and `Envelope`
-for a caller's mistake (`EnvelopeTooLarge` when a body cannot fit); `shared.claims`
+for a caller's mistake (`EnvelopeTooLarge` when a body cannot fit); `shared.handoff.claims`
 errors from `seal`/`resolve_body` when the claim store fails.
 
 This module must stay light: it imports neither google.cloud.firestore nor google.genai.
@@ -44,9 +44,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.claims import MAX_CLAIM_BYTES, ClaimCorrupt, ClaimError, ClaimStore, claim_key
 from shared.clock import Clock, system_clock
 from shared.errors import PermanentError
+from shared.handoff.claims import MAX_CLAIM_BYTES, ClaimCorrupt, ClaimError, ClaimStore, claim_key
 from shared.signatures import MIN_KEY_BYTES, SecretError, VerificationError
 from shared.signatures._common import _b64url
 from shared.tracing import TRACEPARENT
@@ -376,7 +376,7 @@ class EnvelopeSealer:
 def resolve_body(envelope: Envelope, claims: ClaimStore | None) -> bytes:
     """The delivery's body: inline, or fetched from `claims` and checked against its sha256.
 
-    Raises `ClaimError` (see `shared.claims`) when the claim cannot be fetched or its
+    Raises `ClaimError` (see `shared.handoff.claims`) when the claim cannot be fetched or its
     bytes are not the ones sealed.
     """
     if envelope.body is not None:
