@@ -29,7 +29,7 @@ from shared.clock import Clock, system_clock
 from shared.crashpoints import crash_point
 from shared.errors import TransientError
 from shared.handlers import Attempt
-from shared.kinds.cancel import cancel_item, supersede
+from shared.settlement.cancel import cancel_item, supersede
 
 if TYPE_CHECKING:
     from shared.gemini import BatchSummary, GeminiGateway

@@ -106,7 +106,7 @@ def read_requests(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def cmd_submit(args: argparse.Namespace, out: Output) -> int:
-    from shared import kinds
+    from shared.settlement import kinds
 
     if args.app is not None:
         from hookledger.cli.submit_app import cmd_submit_app
@@ -160,7 +160,8 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
 
 def app_of(kind: Any) -> str | None:
     """The app whose kind this is (None: a kind no loaded app registered, e.g. `submit --kind`)."""
-    from shared import apps, kinds
+    from shared import apps
+    from shared.settlement import kinds
 
     apps.load()  # HOOKLEDGER_APPS: the same apps the functions load
     try:

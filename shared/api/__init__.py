@@ -95,7 +95,9 @@ from shared.handlers import (
     handler,
 )
 from shared.handlers.context import HandlerContext as Context
-from shared.kinds import (
+from shared.logs import event as log_event
+from shared.logs import get_logger
+from shared.settlement.kinds import (
     TAG_PREFIX,
     DeliverWith,
     DeliveryServices,
@@ -104,8 +106,6 @@ from shared.kinds import (
     register,
     register_deliverer,
 )
-from shared.logs import event as log_event
-from shared.logs import get_logger
 from shared.submission import SubmitDeps, Submitter
 
 __all__ = [

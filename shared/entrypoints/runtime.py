@@ -358,8 +358,8 @@ def worker() -> Worker:
 def reconciler() -> Reconciler:
     """The Reconciler on this process's clients; it fans out pages to the worker."""
     from shared.handoff.envelope import Envelope
-    from shared.kinds import Deliverers
     from shared.reconcile import CHECK_PAGE_EVENT, CHECK_PAGE_SOURCE, Reconciler, TaskPageEnqueuer
+    from shared.settlement.kinds import Deliverers
 
     cfg = config()
     apps.load(cfg.apps)  # the kinds and deliverers settlement and the sweep use

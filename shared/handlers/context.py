@@ -142,7 +142,7 @@ class HandlerContext:
         """The exactly-once submission of the job tagged `tag` for this event's attempt."""
         from datetime import timedelta
 
-        from shared.kinds import Deliverers
+        from shared.settlement.kinds import Deliverers
         from shared.submission import SubmitDeps, Submitter
 
         deps = SubmitDeps(
@@ -215,7 +215,7 @@ class HandlerContext:
     @property
     def deliver(self) -> Callable[[Any], None]:
         """Delivers an outbox item with the deliverer its app registered (shared/kinds)."""
-        from shared.kinds import Deliverers
+        from shared.settlement.kinds import Deliverers
 
         return Deliverers(self)
 

@@ -1,11 +1,11 @@
 """What the ledger's callers call: one small protocol per caller, no Firestore in sight.
 
-`Settler` (shared/settlement.py), the reconcile phases (shared/reconcile/) and the kinds
-(shared/kinds/) depend on these, not on `Ledger`. A phase that uses one part of the ledger
-takes that part (`ledger.operations`, `ledger.outbox`, `ledger.runs`) typed by its part
-protocol; a caller that spans parts takes the ledger typed by a protocol whose members are
-those parts. `Ledger` and its parts satisfy them structurally (mypy checks it where
-reconcile and the runtime wire them). A test double implements only the protocol its
+`Settler` (shared/settlement/), the reconcile phases (shared/reconcile/) and the kinds
+(shared/settlement/kinds.py) depend on these, not on `Ledger`. A phase that uses one part
+of the ledger takes that part (`ledger.operations`, `ledger.outbox`, `ledger.runs`) typed
+by its part protocol; a caller that spans parts takes the ledger typed by a protocol whose
+members are those parts. `Ledger` and its parts satisfy them structurally (mypy checks it
+where reconcile and the runtime wire them). A test double implements only the protocol its
 subject needs (tests/memory_ledger.py: the settle side). The exactly-once contract these
 methods promise is one suite every implementation must pass
 (tests/integration/test_ledger_contract.py).

@@ -28,13 +28,14 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared import kinds, logs
+from shared import logs
 from shared.clock import Clock
 from shared.errors import PermanentError, TransientError
 from shared.gemini import BatchSummary, GeminiError, GeminiGateway
 from shared.ledger import LedgerError, Operation
 from shared.ledger.protocols import AdoptionLedger
 from shared.reconcile.report import Budget, RunReport
+from shared.settlement import kinds
 
 log = logs.get_logger("reconcile")
 
@@ -176,7 +177,7 @@ def _generation(ledger: AdoptionLedger, parsed: kinds.ParsedTag) -> dict[str, An
     """register_winner's arguments for an orphan re-run batch: it becomes the push's check
     run's current operation, a pending previous one superseded (docs, "Re-run"); none for
     any other batch, or a push whose submission has no winner (nothing to take over)."""
-    from shared.kinds.cancel import cancel_item
+    from shared.settlement.cancel import cancel_item
 
     find = parsed.kind.generation_of
     push = find(parsed.key) if find is not None else None
@@ -189,7 +190,7 @@ def _generation(ledger: AdoptionLedger, parsed: kinds.ParsedTag) -> dict[str, An
 def register_orphan(
     ledger: AdoptionLedger, gemini: GeminiGateway, batch: BatchSummary
 ) -> Operation | None:
-    """Register the orphan `batch` as the kind its tag names (shared/kinds/); None if not;
+    """Register the orphan `batch` as the kind its tag names (settlement/kinds.py); None if not;
     `IncompleteContext` when its context cannot be rebuilt yet.
 
     The push's submission decides first (docs/architecture.md, "One winner per push"): a
@@ -202,7 +203,7 @@ def register_orphan(
     batch) is adopted with the generic behaviour; a kind that adopts nothing, or a tag its
     kind cannot read, is logged and left alone.
     """
-    from shared.kinds.cancel import supersede
+    from shared.settlement.cancel import supersede
 
     parsed = kinds.parse_tag(batch.display_name)
     adopt = parsed.kind.adopt if parsed is not None else None

@@ -14,7 +14,6 @@ from shared.clock import Clock, system_clock
 from shared.clock import monotonic as system_monotonic
 from shared.config import Config
 from shared.gemini import GeminiGateway
-from shared.kinds import Deliverers
 from shared.ledger import LedgerError, Operation
 from shared.ledger.protocols import ReconcileLedger
 from shared.reconcile import fanout
@@ -27,6 +26,7 @@ from shared.reconcile.selection import due_pages
 from shared.reconcile.settings import ReconcileSettings, field_names
 from shared.reconcile.stuck import StuckAlerts
 from shared.settlement import Settler
+from shared.settlement.kinds import Deliverers
 
 log = logs.get_logger("reconcile")
 

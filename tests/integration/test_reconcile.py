@@ -17,11 +17,9 @@ from apps.review.kind import KIND as REVIEW_KIND
 from apps.review.kind import review_tag
 from apps.review.results import Reviews
 from local.fakes import FakeClock
-from shared import kinds
 from shared.clock import system_clock
 from shared.gemini import GeminiError, GeminiGateway
 from shared.handoff.tasks import TaskQueue, ensure_queue, make_client
-from shared.kinds import OperationKind
 from shared.ledger import Ledger, Operation
 from shared.reconcile import (
     BACKOFF_CAP_S,
@@ -35,7 +33,8 @@ from shared.reconcile import (
     page_payload,
 )
 from shared.reconcile.settings import field_names
-from shared.settlement import settle_from_gemini
+from shared.settlement import kinds, settle_from_gemini
+from shared.settlement.kinds import OperationKind
 from tests.plugins.loopback import QuietHandler, Serve
 from tests.waiting import wait_until
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import functions_framework
 import pytest
 
-from shared import apps, handlers, kinds
+from shared import apps, handlers
+from shared.settlement import kinds
 from tests.unit.test_config_guards import MAIN, PROD, _use
 
 

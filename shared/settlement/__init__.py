@@ -3,9 +3,10 @@
 A webhook is only a hint. Whoever learns that an operation may be done (the worker on a
 Gemini event, reconcile on a poll) asks a `Settler`, which re-fetches the operation and,
 when it is terminal, settles it through the ledger with its kind's write-back and outbox
-items in the same commit (kinds: shared/kinds/), so the result is written exactly once,
-whoever arrives first. The outbox items are delivered right after the commit when the
-settler has a `deliver`; what fails there is left to reconcile's sweep.
+items in the same commit (the kinds registry: kinds.py here), so the result is written
+exactly once, whoever arrives first (cancel.py: a superseded batch's cancel). The outbox
+items are delivered right after the commit when the settler has a `deliver`; what fails
+there is left to reconcile's sweep.
 
 A succeeded batch settles only with every result row read (`BatchStatus.rows_complete`):
 settlement is exactly once, so settling without them would lose those results for good.
@@ -49,9 +50,10 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from shared import kinds, logs, tracing
+from shared import logs, tracing
 from shared.clock import Clock, system_clock
 from shared.crashpoints import crash_point
+from shared.settlement import kinds
 
 if TYPE_CHECKING:
     from shared.gemini import BatchStatus, GeminiGateway

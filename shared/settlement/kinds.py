@@ -234,4 +234,4 @@ class Deliverers:
 
 def _load_builtin() -> None:
     """Import the core's kind modules (they register themselves); cheap after the first call."""
-    from shared.kinds import cancel  # noqa: F401
+    from shared.settlement import cancel  # noqa: F401
