@@ -18,7 +18,7 @@ methods promise is one suite every implementation must pass
     DueLedger         Operations     reconcile.selection            due_pending
     SweepLedger       Outbox         reconcile.outbox_sweep         sweep
     RunRecords        Runs           reconcile.run                  record
-    SupersedeLedger   Ledger         kinds.cancel.supersede         operations.record_superseded,
+    SupersedeLedger   Ledger         settlement.cancel.supersede    operations.record_superseded,
                                                                     outbox.deliver
     PushLedger        Ledger         submission.Submitter           + operations.get, submissions,
                                                                     installations.get
