@@ -106,6 +106,7 @@ def read_requests(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def cmd_submit(args: argparse.Namespace, out: Output) -> int:
+    from shared import apps
     from shared.settlement import kinds
 
     if args.app is not None:
@@ -117,6 +118,7 @@ def cmd_submit(args: argparse.Namespace, out: Output) -> int:
     kind = args.kind
     if not _KIND.fullmatch(kind):
         raise CliError(f"--kind must match {_KIND.pattern}, got {kind!r}", code=2)
+    apps.load()  # the kinds the deployment's apps register are theirs, not this command's
     if kinds.built_in(kind):
         raise CliError(f"kind {kind!r} is a built-in pipeline's; it submits its own", code=2)
     requests = read_requests(args)

@@ -146,6 +146,27 @@ def test_submit_creates_a_tagged_batch_and_registers_it(cli: Any, simulator: Any
     assert stored.context["display_name"] == batch["display_name"]
 
 
+def test_submit_refuses_a_kind_a_loaded_app_registers(
+    cli: Any, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """`submit --kind` makes generic batches: the kind of an app HOOKLEDGER_APPS names is
+    that app's (its tag, its write-back), never a generic one, loaded or not before."""
+    name = f"cli_kind_app_{uuid.uuid4().hex[:8]}"
+    kind = f"owned-{uuid.uuid4().hex[:6]}"
+    (tmp_path / f"{name}.py").write_text(
+        "from shared import api\n"
+        f"app = api.App({name.replace('_', '-')!r})\n"
+        f"app.kind(api.OperationKind(name={kind!r}, tag={kind!r}))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("HOOKLEDGER_APPS", name)
+
+    code, out, err = run(capsys, "submit", "--kind", kind, "--prompt", "one")
+
+    assert (code, out) == (2, "")
+    assert f"kind {kind!r} is a built-in pipeline's" in err
+
+
 def test_submit_from_a_file_and_a_bad_line_named(cli: Any, tmp_path: Path, capsys) -> None:
     good = tmp_path / "requests.jsonl"
     good.write_text('{"key": "a.md", "prompt": "review a"}\n\n{"key": "b.md", "prompt": "b"}\n')
