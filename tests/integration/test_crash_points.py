@@ -22,7 +22,11 @@ nothing changes, the clock moving past every lease a dead attempt left. The inva
 - at the fan-out's own points (`apps.*`), with a second app on `push` (a tally): each app
   gets the push through its own task and record, both done, and the push's delivery done
   when both apps are (docs/architecture.md, "Apps"); the worker's tasks are held and
-  delivered again each round, as Cloud Tasks does.
+  delivered again each round, as Cloud Tasks does. The other points run with the review
+  alone: the stray batch here has no claim record (no real one lacks it: a claim is taken
+  before any create), and with the push's claim taken by the review's own task rather than
+  with the delivery's record, reconcile may adopt that stray first, without the push's
+  installation, so no check run would show.
 """
 
 from __future__ import annotations
