@@ -17,7 +17,6 @@ file is stale.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -26,7 +25,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tools.requirements import REPO, GenerateError, RepoApp, load_repo_apps, write_or_check
+from tools.requirements import REPO, GenerateError, RepoApp, generator_main, load_repo_apps
 
 if TYPE_CHECKING:
     from shared.apps import Setting
@@ -190,22 +189,12 @@ def generate(root: Path = REPO) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tools.app_settings",
+    return generator_main(
+        argv,
+        module="tools.app_settings",
+        target=CATALOGUE,
         description="Write terraform/app_settings.json from the apps in apps/.",
-    )
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if stale")
-    args = parser.parse_args(argv)
-    try:
-        expected = generate()
-    except GenerateError as exc:
-        print(f"tools.app_settings: {exc}", file=sys.stderr)
-        return 2
-    return write_or_check(
-        CATALOGUE,
-        expected,
-        check=args.check,
-        how="`make requirements` (python -m tools.app_settings)",
+        generate=generate,
     )
 
 

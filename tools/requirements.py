@@ -16,7 +16,7 @@ import argparse
 import difflib
 import sys
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -153,20 +153,36 @@ def write_or_check(path: Path, expected: str, *, check: bool, how: str) -> int:
     return 1
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tools.requirements",
-        description="Write functions/requirements.txt from pyproject.toml and the apps in apps/.",
-    )
+def generator_main(
+    argv: Sequence[str] | None,
+    *,
+    module: str,
+    target: Path,
+    description: str,
+    generate: Callable[[], str],
+) -> int:
+    """The command line of a generator in tools/: write `target` from `generate()`, or with
+    `--check` write nothing and exit 1 when it is stale (2 when it cannot be generated)."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=description)
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if stale")
     args = parser.parse_args(argv)
     try:
         expected = generate()
     except GenerateError as exc:
-        print(f"tools.requirements: {exc}", file=sys.stderr)
+        print(f"{module}: {exc}", file=sys.stderr)
         return 2
-    how = "`make requirements` (python -m tools.requirements)"
-    return write_or_check(REQUIREMENTS, expected, check=args.check, how=how)
+    how = f"`make requirements` (python -m {module})"
+    return write_or_check(target, expected, check=args.check, how=how)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return generator_main(
+        argv,
+        module="tools.requirements",
+        target=REQUIREMENTS,
+        description="Write functions/requirements.txt from pyproject.toml and the apps in apps/.",
+        generate=generate,
+    )
 
 
 if __name__ == "__main__":
