@@ -32,21 +32,15 @@ def put_review(
 ) -> str:
     """Stage the review of (repo, sha, path) on a settlement's writes; returns its id.
     Fields the ledger would refuse raise a `PermanentError` and stage nothing."""
-    if isinstance(fields, Mapping):
-        clash = REVIEW_KEYS.intersection(k for k in fields if isinstance(k, str))
-        if clash:
-            raise api.PermanentError(
-                f"review {repo}@{sha}:{path!r}: fields may not set {sorted(clash)}"
-            )
     doc = review_doc_id(repo, sha, path)
-    body = {
-        "repo": repo,
-        "sha": sha,
-        "path": path,
-        **(fields if isinstance(fields, Mapping) else {}),
-    }
-    if not isinstance(fields, Mapping):
-        body = fields  # let the ledger name the problem
+    if not isinstance(fields, Mapping):  # the ledger names what is wrong with them
+        return str(writes.put(REVIEWS, doc, fields, replace=replace))
+    clash = REVIEW_KEYS.intersection(k for k in fields if isinstance(k, str))
+    if clash:
+        raise api.PermanentError(
+            f"review {repo}@{sha}:{path!r}: fields may not set {sorted(clash)}"
+        )
+    body = {"repo": repo, "sha": sha, "path": path, **fields}
     return str(writes.put(REVIEWS, doc, body, replace=replace))
 
 

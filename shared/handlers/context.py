@@ -142,7 +142,6 @@ class HandlerContext:
         """The exactly-once submission of the job tagged `tag` for this event's attempt."""
         from datetime import timedelta
 
-        from shared.settlement.kinds import Deliverers
         from shared.submission import SubmitDeps, Submitter
 
         deps = SubmitDeps(
@@ -152,7 +151,7 @@ class HandlerContext:
             clock=self.clock,
             create_budget=timedelta(seconds=self._config.create_budget_s),
             start_items=start_items,
-            deliver=Deliverers(self),
+            deliver=self.deliver,
         )
         return Submitter(deps, tag, event.delivery_id, event.run, event.claimed, generation_of)
 
