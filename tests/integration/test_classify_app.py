@@ -16,7 +16,6 @@ import pytest
 
 from apps.classify import COLLECTION, KIND, classify_tag, submit_items
 from apps.classify.submit import generation_config, prompt
-from hookledger.cli import main
 from shared.api import doc_id
 from shared.clock import system_clock
 from shared.config import Config
@@ -26,6 +25,7 @@ from shared.handlers.context import ClientFactories, HandlerContext
 from shared.ledger import Ledger
 from shared.reconcile import Reconciler, ReconcileSettings
 from shared.settlement import Settler
+from tests.integration.test_cli import run
 
 MODEL = "models/gemini-2.5-flash"
 ITEMS = [
@@ -306,12 +306,6 @@ def cli(firestore_client: Any, simulator: Any) -> Iterator[Any]:
     runtime.reset()
     yield firestore_client
     runtime.reset()
-
-
-def run(capsys: Any, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def items_file(tmp_path: Path, lines: list[str]) -> str:
