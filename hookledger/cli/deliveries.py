@@ -21,7 +21,8 @@ from shared.clock import system_clock
 from shared.entrypoints import runtime
 from shared.handoff.envelope import SOURCES, Envelope
 from shared.handoff.tasks import task_id_for
-from shared.ledger import DELIVERY_STATUSES, Delivery
+from shared.handoff.to_worker import hand_to_worker
+from shared.ledger import DELIVERY_STATUSES, Delivery, Recovery
 
 LIST_COLUMNS = [
     ("SOURCE", "source"),
@@ -30,19 +31,37 @@ LIST_COLUMNS = [
     ("STATUS", "status"),
     ("ATTEMPTS", "attempts"),
     ("RECEIVED", "received_at"),
+    ("RECOVERED", "recovered"),
     ("LAST ERROR", "last_error"),
+]
+RECOVERY_COLUMNS = [
+    ("GUID", "guid"),
+    ("EVENT", "event"),
+    ("STATUS", "status"),
+    ("VIA", "via"),
+    ("FAILED AT", "failed_at"),
+    ("RECOVERED AT", "recovered_at"),
+    ("AFTER S", "after_s"),
+    ("SWEEP RUN", "sweep_run"),
 ]
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     deliveries = sub.add_parser("deliveries", help="webhook deliveries the worker recorded")
     dsub = deliveries.add_subparsers(
-        dest="deliveries_command", required=True, metavar="{list,show,replay}"
+        dest="deliveries_command", required=True, metavar="{list,show,replay,recovered}"
     )
     listing = dsub.add_parser("list", parents=[common], help="deliveries, newest first")
     listing.add_argument("--status", choices=sorted(DELIVERY_STATUSES))
     listing.add_argument("--limit", type=limit_arg, default=50)
     listing.set_defaults(func=cmd_list)
+    recovered = dsub.add_parser(
+        "recovered",
+        parents=[common],
+        help="GitHub deliveries the sweep found failed, and how each came back",
+    )
+    recovered.add_argument("--limit", type=limit_arg, default=50)
+    recovered.set_defaults(func=cmd_recovered)
     for name, func, text in (
         ("show", cmd_show, "every stored field of one delivery"),
         ("replay", cmd_replay, "re-enqueue the stored payload"),
@@ -82,17 +101,51 @@ def shown(delivery: Delivery) -> dict[str, Any]:
     return data
 
 
+def recovery_summary(recovery: Recovery | None) -> str | None:
+    """How a GitHub delivery came back, in a few words (None: it never failed)."""
+    if recovery is None:
+        return None
+    if recovery.status == "recovered":
+        return f"by {recovery.via} after {recovery.after_s or 0:.0f} s"
+    if recovery.status == "accepted":
+        return "GitHub timed out; the ingress had it"
+    if recovery.status == "open" and recovery.via:
+        return f"open ({recovery.via} sent)"
+    return recovery.status
+
+
 def cmd_list(args: argparse.Namespace, out: Output) -> int:
-    rows = [shown(d) for d in runtime.ledger().deliveries.listing(args.status, args.limit)]
-    for row in rows:
+    ledger = runtime.ledger()
+    found = ledger.deliveries.listing(args.status, args.limit)
+    recoveries = ledger.recoveries.get_many(
+        d.delivery_id.partition("#")[0] for d in found if d.source == "github"
+    )
+    rows = [shown(d) for d in found]
+    for row, delivery in zip(rows, found, strict=True):
         row.pop("payload", None)  # a list is for scanning; `show` prints the payload
+        recovery = recoveries.get(delivery.delivery_id.partition("#")[0])
+        row["recovered"] = recovery_summary(recovery) if delivery.source == "github" else None
     out.emit(rows, lambda: table(rows, LIST_COLUMNS) if rows else "no deliveries")
     return 0
 
 
 def cmd_show(args: argparse.Namespace, out: Output) -> int:
-    data = shown(find(args.id))
+    delivery = find(args.id)
+    data = shown(delivery)
+    if delivery.source == "github":
+        guid = delivery.delivery_id.partition("#")[0]
+        recovery = runtime.ledger().recoveries.get_many([guid]).get(guid)
+        data["recovery"] = recovery.to_dict() if recovery is not None else None
     out.emit(data, lambda: fields_block(data))
+    return 0
+
+
+def cmd_recovered(args: argparse.Namespace, out: Output) -> int:
+    rows = [r.to_dict() for r in runtime.ledger().recoveries.recent(args.limit)]
+    out.emit(
+        rows,
+        lambda: table(rows, RECOVERY_COLUMNS) if rows else "no GitHub delivery has failed",
+    )
     return 0
 
 
@@ -193,16 +246,14 @@ def _replay_one(delivery: Delivery, holder: Delivery, app: str | None) -> dict[s
     body = holder.payload if isinstance(holder.payload, bytes) else str(holder.payload).encode()
     cfg = runtime.config()
     now = system_clock()
-    sealed = runtime.build_sealer(cfg).seal(
-        Envelope(
-            source=holder.source,
-            event=holder.event,
-            delivery_id=holder.delivery_id,
-            received_at=now,
-            headers=replay_headers(holder),
-            body=body,
-            app=app,
-        )
+    envelope = Envelope(
+        source=holder.source,
+        event=holder.event,
+        delivery_id=holder.delivery_id,
+        received_at=now,
+        headers=replay_headers(holder),
+        body=body,
+        app=app,
     )
     ledger = runtime.ledger()
     # Queued first: the worker skips a delivery already done/ignored/dead as a duplicate.
@@ -213,14 +264,8 @@ def _replay_one(delivery: Delivery, holder: Delivery, app: str | None) -> dict[s
         delivery.source, delivery.delivery_id, "replay", str(delivery.attempts), delivery.status
     )
     try:
-        result = runtime.task_queue().enqueue(
-            cfg.worker_url,
-            sealed,
-            {"Content-Type": "application/json"},
-            task_id=task_id,
-            oidc_service_account=cfg.tasks_service_account or None,
-            oidc_audience=cfg.worker_url,
-            dispatch_deadline_s=cfg.task_dispatch_deadline_s,
+        result = hand_to_worker(
+            cfg, runtime.build_sealer(cfg), runtime.task_queue(), envelope, task_id
         )
     except Exception as exc:
         # Put the status back, so the record does not claim a replay is on its way.

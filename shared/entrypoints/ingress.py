@@ -54,6 +54,7 @@ from shared.errors import PermanentError
 from shared.handoff.claims import ClaimError
 from shared.handoff.envelope import Envelope, EnvelopeSealer, EnvelopeTooLarge, select_headers
 from shared.handoff.tasks import EnqueueError, TaskQueue, task_id_for
+from shared.handoff.to_worker import hand_to_worker
 from shared.retry import server_error
 from shared.signatures import (
     GITHUB_SIGNATURE_HEADER,
@@ -268,16 +269,8 @@ class Ingress(Endpoint):
                 body=body,
             )
             try:
-                sealed = self._sealer.seal(envelope)
-                result = self._queue().enqueue(
-                    self._config.worker_url,
-                    sealed,
-                    {"Content-Type": "application/json"},
-                    task_id=task_id,
-                    oidc_service_account=self._config.tasks_service_account or None,
-                    oidc_audience=self._config.worker_url,  # the worker checks this audience
-                    # Below the worker's timeout (docs/architecture.md, "Delivery lease").
-                    dispatch_deadline_s=self._config.task_dispatch_deadline_s,
+                result = hand_to_worker(
+                    self._config, self._sealer, self._queue(), envelope, task_id
                 )
             except EnvelopeTooLarge as exc:
                 raise _Rejected(413, str(exc)) from None

@@ -26,7 +26,14 @@ class GitHubError(HookledgerError):
 
 
 class GitHubUnavailable(GitHubError, TransientError):
-    """Transient: a retry may succeed."""
+    """Transient: a retry may succeed; `retry_after_s` is the wait GitHub asked for
+    (`retry-after`, or until a primary rate limit resets), None when it asked none."""
+
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after_s: float | None = None
+    ) -> None:
+        super().__init__(message, status=status)
+        self.retry_after_s = retry_after_s
 
 
 class GitHubRejected(GitHubError, PermanentError):

@@ -118,7 +118,9 @@ class _RestClient:
                 if wait is None:
                     assert last is not None
                     raise GitHubUnavailable(
-                        f"{last} (retry-after {asked:g} s: not waited for)", status=last.status
+                        f"{last} (retry-after {asked:g} s: not waited for)",
+                        status=last.status,
+                        retry_after_s=asked,
                     )
                 if deadline is not None:  # a wait that leaves no room for the attempt: stop now
                     self._check_time(deadline, f"{where}: {method}", last, wait_s=wait)
@@ -143,10 +145,12 @@ class _RestClient:
                 last, asked = GitHubUnavailable(f"{where}: {exc.error}", status=status), None
                 continue
             if self._policy.retryable(response.status_code, response.headers):
-                last = GitHubUnavailable(
-                    f"{where}: GitHub answered {response.status_code}", status=response.status_code
-                )
                 asked = self._asked_wait(response.headers)
+                last = GitHubUnavailable(
+                    f"{where}: GitHub answered {response.status_code}",
+                    status=response.status_code,
+                    retry_after_s=asked,
+                )
                 continue
             if missing_ok and response.status_code == 404:
                 return response
