@@ -120,6 +120,10 @@ class Config:
     reconcile_fanout_threshold: int = 500
     # Pending longer than this raises `operation_stuck` (below Gemini's 48 h expiry).
     stuck_after_s: int = 6 * 3600
+    # The GitHub delivery sweep (shared/recovery): how long a failed delivery is left to
+    # the ingress and a redelivery before the sweep acts, and a run's time budget.
+    github_sweep_grace_s: int = 120
+    github_sweep_budget_s: int = 120
     # Reconcile's per-operation backoff between checks of a still-pending operation.
     reconcile_backoff_first_s: float = 30.0
     reconcile_backoff_cap_s: float = 30 * 60.0
@@ -298,6 +302,9 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "RECONCILE_BACKOFF_FIRST_S",
         "RECONCILE_BACKOFF_CAP_S",
         "RECONCILE_BACKOFF_JITTER",
+        # The GitHub delivery sweep it runs on its own schedule (shared/recovery).
+        "GITHUB_SWEEP_GRACE_S",
+        "GITHUB_SWEEP_BUDGET_S",
         # Its check pages go by claim check when over 512 KiB.
         "CLAIMS_DATABASE",
         # Its check-page tasks carry the dispatch deadline too.

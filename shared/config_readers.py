@@ -195,6 +195,10 @@ def _reconcile(r: _Reader, d: Config, backoff: Mapping[str, float]) -> dict[str,
             "RECONCILE_FANOUT_THRESHOLD", d.reconcile_fanout_threshold, minimum=1
         ),
         "stuck_after_s": r.integer("STUCK_AFTER_S", d.stuck_after_s, minimum=1),
+        "github_sweep_grace_s": r.integer("GITHUB_SWEEP_GRACE_S", d.github_sweep_grace_s),
+        "github_sweep_budget_s": r.integer(
+            "GITHUB_SWEEP_BUDGET_S", d.github_sweep_budget_s, minimum=1
+        ),
         **backoff,
         "reconcile_backoff_jitter": r.fraction(
             "RECONCILE_BACKOFF_JITTER", d.reconcile_backoff_jitter

@@ -103,6 +103,8 @@ locals {
       GITHUB_APP_ID              = var.github_app_id
       GITHUB_CHECK_RUNS          = tostring(var.review.github_check_runs && var.github_app_id != "")
       GITHUB_COMMENTS            = tostring(var.review.github_comments)
+      GITHUB_SWEEP_BUDGET_S      = tostring(var.settings.github_sweep_budget_s)
+      GITHUB_SWEEP_GRACE_S       = tostring(var.settings.github_sweep_grace_s)
       GOOGLE_CLOUD_PROJECT       = var.project_id
       OIDC_AUDIENCE              = local.function_urls.reconcile
       RECONCILE_BACKOFF_CAP_S    = tostring(var.settings.reconcile_backoff_cap_s)

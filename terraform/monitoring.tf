@@ -37,6 +37,10 @@ locals {
       display_name = "hookledger: orphan batch not adopted (context incomplete)"
       runbook      = "Reconcile found an orphan batch whose kind needs context neither its claim nor the batch tells (e.g. the files of a review still running, claimed before claims carried them); it was not registered and is examined again each run. It is adopted once its rows tell; if it keeps alerting, `hookledger ops list` and the batch's tag name the push."
     }
+    github_delivery_unrecoverable = {
+      display_name = "hookledger: GitHub delivery not recovered within 3 days"
+      runbook      = "A GitHub App delivery failed and the sweep could not bring it back before GitHub's 3-day window closes (guid, event and repository in the log line). `hookledger deliveries recovered` shows its last_error; while GitHub still keeps it, redeliver it from the App's Advanced settings, or replay the push another way."
+    }
     writeback_failed = {
       display_name = "hookledger: write-back failed permanently"
       runbook      = "An operation's write-back failed for good: Firestore refused it (settled with writeback_error and no results), or it failed by its own fault 5 times (settled failed with reason writeback_failed). `hookledger ops show NAME --json` shows the reason."

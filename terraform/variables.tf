@@ -121,6 +121,26 @@ variable "github_app_id" {
   }
 }
 
+variable "github_sweep" {
+  description = "The Cloud Scheduler job calling reconcile's /github-deliveries route, the sweep that recovers GitHub App deliveries that failed (GitHub never retries; it keeps them 3 days). Created only with github_app_id: cron schedule, time zone and attempt deadline in seconds (above settings.github_sweep_budget_s)."
+  type = object({
+    schedule           = optional(string, "*/5 * * * *")
+    time_zone          = optional(string, "Etc/UTC")
+    attempt_deadline_s = optional(number, 180)
+  })
+  default = {}
+
+  validation {
+    condition     = length(split(" ", trimspace(var.github_sweep.schedule))) == 5
+    error_message = "github_sweep.schedule must be a five-field cron expression such as \"*/5 * * * *\"."
+  }
+
+  validation {
+    condition     = var.github_sweep.attempt_deadline_s >= 15 && var.github_sweep.attempt_deadline_s <= 1800
+    error_message = "github_sweep.attempt_deadline_s must be 15-1800 (Cloud Scheduler's limits for HTTP targets)."
+  }
+}
+
 variable "github_token_enabled" {
   description = "Create a GITHUB_TOKEN secret for the GitHub Contents and commit-comments APIs and give it to the worker and reconcile (needed for private repositories, higher rate limits and review.github_comments)."
   type        = bool
@@ -331,6 +351,7 @@ variable "scheduler" {
   }
 }
 
+
 # Each default here restates Config's (shared/config.py), the one source; the table in
 # tests/terraform/test_terraform_wiring.py (TERRAFORM_SETTINGS) fails on a drift.
 variable "settings" {
@@ -350,6 +371,8 @@ variable "settings" {
     reconcile_concurrency      = optional(number, 8)
     reconcile_fanout_threshold = optional(number, 500)
     reconcile_grace_s          = optional(number, 90)
+    github_sweep_grace_s       = optional(number, 120)
+    github_sweep_budget_s      = optional(number, 120)
     retention_days             = optional(number, 14)
     signature_tolerance_s      = optional(number, 300)
     stuck_after_s              = optional(number, 21600)
@@ -389,8 +412,9 @@ variable "settings" {
       for v in [
         var.settings.reconcile_budget_s, var.settings.reconcile_concurrency,
         var.settings.reconcile_fanout_threshold, var.settings.retention_days, var.settings.stuck_after_s,
+        var.settings.github_sweep_budget_s,
       ] : v >= 1 && floor(v) == v
-    ]) && var.settings.reconcile_grace_s >= 0 && var.settings.signature_tolerance_s >= 1 && var.settings.worker_max_retries >= 0
+    ]) && var.settings.reconcile_grace_s >= 0 && var.settings.github_sweep_grace_s >= 0 && var.settings.signature_tolerance_s >= 1 && var.settings.worker_max_retries >= 0
     error_message = "settings: budgets, concurrency, thresholds and retention are whole numbers >= 1; grace, tolerance and retries are >= 0."
   }
 

@@ -44,10 +44,12 @@ if TYPE_CHECKING:
     from shared.entrypoints.worker import Worker
     from shared.gemini import GeminiGateway
     from shared.github import CommentsClient, ContentsClient
+    from shared.github.app import AppCredentials
     from shared.github.auth import GitHubAuth
     from shared.github.checks import ChecksClient
     from shared.ledger import Ledger
     from shared.reconcile import Reconciler
+    from shared.recovery import DeliverySweep
     from shared.signatures.oidc import OidcVerifier
 
 T = TypeVar("T")
@@ -242,19 +244,26 @@ def build_github_auth(cfg: Config) -> GitHubAuth:
     token = TokenAuth(cfg.github_token)
     if not cfg.github_app_id:
         return token
-    from shared.github.app import AppAuth, AppCredentials, AppKeyError
+    from shared.github.app import AppAuth
 
-    try:
-        credentials = AppCredentials.from_pem(cfg.github_app_id, cfg.github_app_private_key)
-    except AppKeyError as exc:
-        raise ConfigError(f"GITHUB_APP_PRIVATE_KEY is unusable: {exc}") from None
     return AppAuth(
-        credentials,
+        app_credentials(cfg),
         cfg.github_api_url,
         timeout_s=cfg.http_timeout_s,
         clock=system_clock,
         fallback=token,
     )
+
+
+def app_credentials(cfg: Config) -> AppCredentials:
+    """The GitHub App's id and key (GITHUB_APP_ID is set); `ConfigError` naming
+    GITHUB_APP_PRIVATE_KEY when the key is unusable (never its value)."""
+    from shared.github.app import AppCredentials, AppKeyError
+
+    try:
+        return AppCredentials.from_pem(cfg.github_app_id, cfg.github_app_private_key)
+    except AppKeyError as exc:
+        raise ConfigError(f"GITHUB_APP_PRIVATE_KEY is unusable: {exc}") from None
 
 
 @once
@@ -391,6 +400,28 @@ def reconciler() -> Reconciler:
 
 
 @once
+def delivery_sweep() -> DeliverySweep | None:
+    """The GitHub delivery sweep (shared/recovery); None without a GitHub App: only an
+    App's deliveries can be listed with its JWT (docs/architecture.md, "Reconcile")."""
+    cfg = config()
+    if not cfg.github_app_id:
+        return None
+    from shared.github.hook_deliveries import HookDeliveriesClient
+    from shared.github.transport import github_policy
+    from shared.recovery import DeliverySweep, SweepSettings, WorkerHandOff
+
+    apps.load(cfg.apps)  # which GitHub events an app takes
+    client = HookDeliveriesClient(
+        cfg.github_api_url,
+        app_credentials(cfg),
+        timeout_s=cfg.http_timeout_s,
+        policy=github_policy(attempts=1),  # a run stops and resumes rather than waits
+    )
+    hand_off = WorkerHandOff(cfg, build_sealer(cfg), task_queue, system_clock)
+    return DeliverySweep(ledger(), client, hand_off, system_clock, SweepSettings.from_config(cfg))
+
+
+@once
 def reconcile_oidc() -> OidcVerifier | None:
     """The check on Cloud Scheduler's token; None when OIDC_AUDIENCE is not set."""
     return _oidc(config().scheduler_service_account)
@@ -401,7 +432,7 @@ def reconcile_endpoint() -> ReconcileEndpoint:
     """The reconcile function: it builds the reconciler on the first authorized run."""
     from shared.entrypoints.reconcile import ReconcileEndpoint
 
-    return ReconcileEndpoint(reconciler, oidc=reconcile_oidc())
+    return ReconcileEndpoint(reconciler, oidc=reconcile_oidc(), sweep=delivery_sweep)
 
 
 def check_startup(function: str) -> None:

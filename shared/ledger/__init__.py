@@ -70,6 +70,10 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     # ledger.runs (runs.py): .record(started_at, finished_at, counts, examined_ops=(),
     #   budget_s=None) -> run id; .recent(limit=20, after=None); .for_operation(name, limit=20)
     # ledger.watermark (runs.py): .get() -> datetime | None; .set(listed_at)
+    # ledger.recoveries (recoveries.py: GitHub deliveries the sweep found failed)
+    .checkpoint() / .save_checkpoint(checkpoint, **run); .open_once(recovery) -> bool
+    .open_page(limit=200) / .change(recovery, **fields) -> bool  # False: changed meanwhile
+    .get_many(guids) -> {guid: Recovery}; .count(status=None); .recent(limit=50)
     # ledger.installations (installations.py: GitHub App installations, out-of-order safe)
     .apply(event, *, received_at, delivery_id, end=None) -> Applied(changed, installation)
     .get(installation_id) -> Installation | None     # .refusal(repo): why a push is ignored
@@ -148,6 +152,7 @@ from shared.ledger.records import (
     delivery_from,
     submission_from,
 )
+from shared.ledger.recoveries import Recoveries, Recovery
 from shared.ledger.results import Results, ResultWrites, Writeback
 from shared.ledger.runs import (
     RECONCILE_RUNS,
@@ -198,6 +203,8 @@ __all__ = [
     "OutboxPolicy",
     "ReconcileRun",
     "Recorded",
+    "Recoveries",
+    "Recovery",
     "ResultWrites",
     "Results",
     "Settled",
@@ -232,6 +239,7 @@ class Ledger:
     runs: Runs
     watermark: AdoptionWatermark
     installations: Installations
+    recoveries: Recoveries
 
     def __init__(
         self,
@@ -263,6 +271,7 @@ class Ledger:
         self.runs = Runs(commits, retention=retention)
         self.watermark = AdoptionWatermark(commits)
         self.installations = Installations(commits, clock, self.deliveries)
+        self.recoveries = Recoveries(commits, clock, retention=retention)
 
     @property
     def clock(self) -> Clock:

@@ -1,0 +1,214 @@
+"""Acting on open recoveries: close what the ledger has, redeliver once, then hand over.
+
+For each open recovery, in this order (docs/architecture.md, "Reconcile"):
+
+    the ledger has the delivery        close: `recovered` (the sweep acted) or `accepted`
+    past GitHub's 3 days               close `unrecoverable` (alerting first if not yet)
+    within `horizon` of the 3 days     one `github_delivery_unrecoverable` alert
+    failed less than `grace` ago       wait (the ingress may have taken it)
+    not acted on yet                   ask GitHub to redeliver, once
+    redelivered `grace` ago, not here  read it from GitHub, hand it to the worker
+    handed off                         wait (Cloud Tasks delivers and retries)
+
+Every step that sends something first claims it on the recovery by a write conditional
+on the version read, so overlapping runs redeliver or hand off an event once.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from shared import handlers, logs
+from shared.clock import Clock
+from shared.errors import TransientError
+from shared.github.errors import GitHubError, GitHubRejected
+from shared.github.hook_deliveries import GITHUB_DELIVERY_WINDOW, HookDeliveriesClient
+from shared.ledger import Ledger, LedgerError, Recovery
+from shared.recovery.handoff import HandOff
+from shared.recovery.report import SweepReport, SweepSettings
+
+log = logs.get_logger("reconcile.github")
+ALERT = "github_delivery_unrecoverable"
+
+
+class RecoveryActions:
+    """Takes each open recovery one step (module docstring); one run's worth per call."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        github: HookDeliveriesClient,
+        hand_off: HandOff,
+        clock: Clock,
+        settings: SweepSettings,
+    ) -> None:
+        self._ledger = ledger
+        self._github = github
+        self._hand_off = hand_off
+        self._clock = clock
+        self._settings = settings
+
+    def step(self, recovery: Recovery, report: SweepReport, run: dict[str, Any]) -> None:
+        """One step for `recovery`; `run` names the sweep run (`sweep_run`, `trace_id`)."""
+        now = self._clock()
+        report.firestore_reads += 1
+        recorded = self._ledger.deliveries.get("github", recovery.guid)
+        if recorded is not None:
+            self._close_recorded(recovery, recorded.received_at, report)
+            return
+        expires = recovery.failed_at + GITHUB_DELIVERY_WINDOW
+        if now >= expires:
+            recovery = self._alert(recovery, report, now) or recovery
+            self._change(recovery, report, status="unrecoverable")
+            report.unrecoverable += 1
+            return
+        if now >= expires - self._settings.horizon and recovery.alerted_at is None:
+            recovery = self._alert(recovery, report, now) or recovery
+        if now < recovery.failed_at + self._settings.grace:
+            report.waiting += 1
+        elif recovery.via is None:
+            self._redeliver(recovery, report, now, run)
+        elif recovery.via == "redelivery" and _since(recovery.redelivered_at, now) >= (
+            self._settings.grace.total_seconds()
+        ):
+            self._take_over(recovery, report, now, run)
+        else:
+            report.waiting += 1
+
+    def _close_recorded(self, recovery: Recovery, at: datetime, report: SweepReport) -> None:
+        status = "recovered" if recovery.via else "accepted"
+        after_s = round((at - recovery.failed_at).total_seconds(), 3)
+        if self._change(recovery, report, status=status, recovered_at=at, after_s=after_s):
+            report.count(status)
+            logs.event(
+                log,
+                logging.INFO,
+                f"github delivery {recovery.guid} {status}"
+                + (f" by {recovery.via} after {after_s:g} s" if recovery.via else ""),
+                guid=recovery.guid,
+                delivery_event=recovery.event,
+                via=recovery.via,
+                after_s=after_s,
+                sweep_run=recovery.sweep_run,
+            )
+
+    def _redeliver(
+        self, recovery: Recovery, report: SweepReport, now: datetime, run: dict[str, Any]
+    ) -> None:
+        claimed = self._change(recovery, report, via="redelivery", redelivered_at=now, **run)
+        if not claimed:
+            return  # another run took this step
+        report.github_calls += 1
+        try:
+            self._github.redeliver(recovery.github_delivery_id)
+        except GitHubRejected as exc:
+            # e.g. GitHub no longer redelivers it: read it and hand it over now.
+            self._note(recovery, report, f"redelivery refused: {exc}")
+            self._take_over(self._reread(recovery, report), report, now, run)
+            return
+        except GitHubError as exc:
+            # Unknown whether GitHub sends it; the grace decides, then the hand-off.
+            self._note(recovery, report, f"redelivery failed: {exc}")
+            return
+        report.redelivered += 1
+        logs.event(
+            log,
+            logging.INFO,
+            f"github delivery {recovery.guid}: redelivery asked of GitHub",
+            guid=recovery.guid,
+            delivery_event=recovery.event,
+            github_delivery_id=recovery.github_delivery_id,
+        )
+
+    def _take_over(
+        self, recovery: Recovery, report: SweepReport, now: datetime, run: dict[str, Any]
+    ) -> None:
+        """Read the delivery from GitHub and hand it to the worker ourselves."""
+        report.github_calls += 1
+        try:
+            request = self._github.get(recovery.github_delivery_id)
+        except GitHubError as exc:
+            self._note(recovery, report, f"reading the delivery failed: {exc}", failed=True)
+            return
+        reason = handlers.refusal("github", request.delivery.event, request.payload)
+        if reason is not None:
+            if self._change(recovery, report, status="ignored", last_error=reason):
+                report.ignored += 1
+            return
+        try:
+            self._hand_off(request)
+        except (TransientError, ValueError) as exc:
+            self._note(recovery, report, f"hand-off failed: {exc}", failed=True)
+            return
+        if self._change(recovery, report, via="handoff", handed_off_at=now, **run):
+            report.handed_off += 1
+            logs.event(
+                log,
+                logging.WARNING,
+                f"github delivery {recovery.guid}: handed to the worker by the sweep "
+                "(GitHub's redelivery did not arrive)",
+                guid=recovery.guid,
+                delivery_event=recovery.event,
+            )
+
+    def _alert(self, recovery: Recovery, report: SweepReport, now: datetime) -> Recovery | None:
+        """Raise the alert once per recovery; the recovery as re-read, None if unchanged."""
+        if recovery.alerted_at is not None:
+            return None
+        if not self._change(recovery, report, alerted_at=now):
+            return None
+        report.alerts += 1
+        leaves = recovery.failed_at + GITHUB_DELIVERY_WINDOW
+        logs.event(
+            log,
+            logging.ERROR,
+            f"github delivery {recovery.guid} ({recovery.event}) is not recovered and leaves "
+            f"GitHub's 3-day window at {leaves:%Y-%m-%dT%H:%MZ}",
+            alert=ALERT,
+            guid=recovery.guid,
+            delivery_event=recovery.event,
+            action=recovery.action,
+            repository_id=recovery.repository_id,
+            installation_id=recovery.installation_id,
+            failed_at=recovery.failed_at.isoformat(),
+            last_error=recovery.last_error,
+        )
+        return self._reread(recovery, report)
+
+    def _note(
+        self, recovery: Recovery, report: SweepReport, error: str, *, failed: bool = False
+    ) -> None:
+        """Log `error` and keep it on the recovery; `failed`: counted as a run error."""
+        report.errors += int(failed)
+        logs.event(
+            log,
+            logging.ERROR if failed else logging.WARNING,
+            f"github delivery {recovery.guid}: {error}",
+            guid=recovery.guid,
+            delivery_event=recovery.event,
+        )
+        self._change(self._reread(recovery, report), report, last_error=error[:500])
+
+    def _reread(self, recovery: Recovery, report: SweepReport) -> Recovery:
+        report.firestore_reads += 1
+        return self._ledger.recoveries.get_many([recovery.guid]).get(recovery.guid, recovery)
+
+    def _change(self, recovery: Recovery, report: SweepReport, **fields: Any) -> bool:
+        report.firestore_writes += 1
+        try:
+            return self._ledger.recoveries.change(recovery, **fields)
+        except LedgerError as exc:
+            report.errors += 1
+            logs.event(
+                log,
+                logging.ERROR,
+                f"github delivery {recovery.guid}: recording {sorted(fields)} failed: {exc}",
+                guid=recovery.guid,
+            )
+            return False
+
+
+def _since(when: datetime | None, now: datetime) -> float:
+    return (now - when).total_seconds() if when is not None else float("inf")

@@ -1,0 +1,73 @@
+"""What one GitHub delivery sweep did (`SweepReport`), and its settings (`SweepSettings`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import timedelta
+from typing import Any
+
+from shared.config import DEFAULTS, Config
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """`grace`: how long a failed delivery is left alone first (the ingress may have taken
+    it, answering after GitHub's 10 s, and the worker not recorded it yet), and how long a
+    redelivery has to arrive before the sweep hands the delivery over itself; `budget_s`:
+    a run starts no GitHub call after this long; `overlap`: how far back past the last
+    listing's newest delivery a listing goes again (a delivery GitHub records late, after
+    its 10 s timeout, is still listed); `horizon`: how long before GitHub's 3 days pass an
+    unrecovered delivery raises its alert; `open_limit`: open recoveries acted on per run."""
+
+    grace: timedelta = timedelta(seconds=DEFAULTS.github_sweep_grace_s)
+    budget_s: float = float(DEFAULTS.github_sweep_budget_s)
+    overlap: timedelta = timedelta(seconds=60)
+    horizon: timedelta = timedelta(hours=6)
+    open_limit: int = 500
+
+    @classmethod
+    def from_config(cls, config: Config) -> SweepSettings:
+        return cls(
+            grace=timedelta(seconds=config.github_sweep_grace_s),
+            budget_s=float(config.github_sweep_budget_s),
+        )
+
+
+@dataclass
+class SweepReport:
+    """Counts of one run; `to_dict()` is JSON-ready (the reconcile function's answer)."""
+
+    run_id: str = ""
+    pages: int = 0  # listing pages read
+    listed: int = 0  # deliveries examined (newer than the listing's floor)
+    failed: int = 0  # events with no successful attempt in this listing, that an app takes
+    opened: int = 0  # of those, recoveries this run opened (the rest were open already)
+    skipped: int = 0  # failed deliveries of events no app takes (nothing to recover)
+    open: int = 0  # open recoveries looked at
+    waiting: int = 0  # left for a later run (in their grace, or handed off and queued)
+    redelivered: int = 0
+    handed_off: int = 0
+    recovered: int = 0  # closed: the ledger has the delivery the sweep brought back
+    accepted: int = 0  # closed: the ingress had taken it; GitHub counted it failed
+    ignored: int = 0  # closed: an event no app starts on (an action every app refuses)
+    unrecoverable: int = 0  # closed: past GitHub's 3 days
+    alerts: int = 0  # `github_delivery_unrecoverable` alerts raised
+    errors: int = 0
+    github_calls: int = 0
+    firestore_reads: int = 0
+    firestore_writes: int = 0
+    resumed: bool = False  # continued a listing an earlier run's budget stopped
+    stopped_early: bool = False
+    stopped_at: str = ""  # list | act | rate_limited | github
+    retry_after_s: float | None = None
+    elapsed_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def count(self, name: str) -> None:
+        setattr(self, name, getattr(self, name) + 1)
+
+    def stop(self, phase: str) -> None:
+        self.stopped_early = True
+        self.stopped_at = self.stopped_at or phase
