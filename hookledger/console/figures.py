@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from shared.ledger import DELIVERY_STATUSES, OPERATION_STATUSES, Ledger
+from shared.ledger.recoveries import RECOVERY_STATUSES
 
 HOURS = 24
 STUCK_SHOWN = 10
@@ -90,5 +91,7 @@ def overview(ledger: Ledger, now: datetime) -> dict[str, Any]:
         "stuck_count": ledger.queries.count_stuck_alerted(),
         "stuck": ledger.queries.stuck_alerted(STUCK_SHOWN),
         "dead": ledger.deliveries.listing("dead", DEAD_SHOWN),
+        # GitHub deliveries the sweep found failed, by what became of them (shared/recovery).
+        "recoveries": {s: ledger.recoveries.count(s) for s in RECOVERY_STATUSES},
         "hourly": hourly(ledger, now),
     }

@@ -17,7 +17,7 @@ from flask import Blueprint, abort, current_app, redirect, render_template, requ
 from markupsafe import Markup
 
 from apps.review.results import Reviews
-from hookledger.cli.deliveries import replay_headers
+from hookledger.cli.deliveries import recovery_summary, replay_headers
 from hookledger.cli.ops import app_of
 from hookledger.cli.output import CliError
 from hookledger.console import charts, check_run, cursors, figures, traces
@@ -169,6 +169,14 @@ def deliveries() -> str:
     rows = _ledger().deliveries.listing(
         status, PAGE, source=source, event=event, start_after=start_after
     )
+    recoveries = _ledger().recoveries.get_many(
+        d.delivery_id.partition("#")[0] for d in rows if d.source == "github"
+    )
+    recovered = {
+        d.doc_id: recovery_summary(recoveries.get(d.delivery_id.partition("#")[0]))
+        for d in rows
+        if d.source == "github"
+    }
     next_url = None
     if len(rows) == PAGE:
         last = rows[-1]
@@ -176,6 +184,7 @@ def deliveries() -> str:
     return render_template(
         "deliveries.html",
         rows=rows,
+        recovered=recovered,
         next_url=next_url,
         statuses=sorted(DELIVERY_STATUSES),
         args=request.args,
@@ -193,9 +202,13 @@ def _delivery(source: str, delivery_id: str) -> Delivery:
 def delivery(source: str, delivery_id: str) -> str:
     found = _delivery(source, delivery_id)
     text, cut = preview(found.payload)
+    guid = found.delivery_id.partition("#")[0]
+    recovery = _ledger().recoveries.get_many([guid]).get(guid) if source == "github" else None
     return render_template(
         "delivery.html",
         d=found,
+        recovery=recovery,
+        recovery_text=recovery_summary(recovery),
         headers=replay_headers(found),
         payload=text,
         cut=cut,

@@ -193,4 +193,6 @@ class DeliverySweep:
                 report.stop("act")
                 return
             report.open += 1
-            self._actions.step(recovery, report, run)
+            # The delivery's own span in this run's trace: its page shows the sweep run.
+            with tracing.span("github_sweep.recover", delivery_id=recovery.guid):
+                self._actions.step(recovery, report, run)

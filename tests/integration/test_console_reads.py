@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from google.cloud.firestore_v1.aggregation import AggregationQuery
+from google.cloud.firestore_v1.client import Client
 from google.cloud.firestore_v1.document import DocumentReference
 from google.cloud.firestore_v1.query import Query
 
@@ -23,6 +24,7 @@ from local.fakes import FakeClock
 from shared.ledger import DELIVERY_STATUSES as DELIVERY_ORDER
 from shared.ledger import OPERATION_STATUSES as OP_STATUSES
 from shared.ledger import Ledger, opnames
+from shared.ledger.recoveries import RECOVERY_STATUSES
 
 OPERATIONS = 10_000
 BATCH = 500
@@ -36,6 +38,7 @@ class Reads:
         self.counts = 0
         self._lock = threading.Lock()
         get, stream, count = DocumentReference.get, Query.stream, AggregationQuery.get
+        get_all = Client.get_all
         reads = self
 
         def counted_get(ref: Any, *args: Any, **kwargs: Any) -> Any:
@@ -53,7 +56,13 @@ class Reads:
             reads._add(counts=1)
             return count(query, *args, **kwargs)
 
+        def counted_get_all(client: Any, refs: Any, *args: Any, **kwargs: Any) -> Any:
+            refs = list(refs)
+            reads._add(documents=len(refs))  # each named document is billed, found or not
+            return get_all(client, refs, *args, **kwargs)
+
         monkeypatch.setattr(DocumentReference, "get", counted_get)
+        monkeypatch.setattr(Client, "get_all", counted_get_all)
         monkeypatch.setattr(Query, "stream", counted_stream)
         monkeypatch.setattr(AggregationQuery, "get", counted_count)
 
@@ -112,16 +121,18 @@ def test_each_page_reads_at_most_one_page_of_documents(firestore_client, monkeyp
     [cursor_row] = ledger.queries.list_operations(limit=1)
 
     bounds = {
-        # counts: one per operation status and per delivery status, stuck alerts, 48 chart buckets
+        # counts: one per operation, delivery and GitHub recovery status, stuck alerts, 48
+        # chart buckets
         "/": (
             1 + STUCK_SHOWN + DEAD_SHOWN + LATENCY_SAMPLE,
-            len(OP_STATUSES) + len(DELIVERY_ORDER) + 1 + 48,
+            len(OP_STATUSES) + len(DELIVERY_ORDER) + len(RECOVERY_STATUSES) + 1 + 48,
         ),
         "/operations": (PAGE, 0),
         "/operations?status=succeeded&settled_by=reconcile&age=24h": (PAGE, 0),
         "/operations/batches/op00001": (1 + RUNS_SHOWN + REVIEWS_SHOWN, 0),
-        "/deliveries?source=github": (PAGE, 0),
-        "/deliveries/github/d-1": (1, 0),
+        # A GitHub delivery's row also reads its recovery, if any (one batched read).
+        "/deliveries?source=github": (2 * PAGE, 0),
+        "/deliveries/github/d-1": (2, 0),
         "/reconcile": (RUNS_SHOWN, 0),
     }
     seen = {}
