@@ -13,15 +13,16 @@ The outcome is described as GitHub records it (`Answer`, see `hook_deliveries.py
 record): "Troubleshooting webhooks" names the errors `failed to connect to host` (the URL
 does not resolve, or the network forbids the connection), `failed to connect to network`
 (the server refused the connection), `timed out` (no answer within the timeout) and
-`invalid HTTP response` (a 4xx or 5xx answer). For an answer the status reads
-`Invalid HTTP Response: <code>` (as users quote GitHub's delivery log, e.g.
-"Invalid HTTP Response. 404"; the API's exact spelling is not documented) and `OK` for a
-2xx. Without an answer `status_code` is `NO_ANSWER` (0): GitHub does not document what it
-records then (the schema's property examples put "failed to connect" beside 502); 0
-keeps such a delivery out of both `status=success` (200-399) and `status=failure`
-(400-599), so a sweep that relies on that filter is caught here rather than in
-production. A connection that opens and then breaks without an answer is `invalid HTTP
-response` (our reading: no page covers it).
+`invalid HTTP response` (a 4xx or 5xx answer). For an answer the status reads `OK` for a
+2xx, else `Invalid HTTP Response: <code>` (a 3xx too: redirects are not followed);
+GitHub's webhook page shows "Invalid HTTP Response. 404", as quoted in
+ExperiDev1/T1basic130118#5, the API's exact spelling is not documented. Without an
+answer `status_code` is `NO_ANSWER` (0): GitHub does not document what it records then
+(the schema's property examples put "failed to connect" beside 502); 0 keeps such a
+delivery out of both `status=success` (200-399) and `status=failure` (400-599), so a
+sweep that relies on that filter is caught here rather than in production. A connection
+that opens and then breaks without an answer is `invalid HTTP response` (our reading: no
+page covers it).
 
 The HMAC is computed here with `hmac` directly, not with hookledger's own signer, so a
 test that sends this to the ingress cross-checks the two.
