@@ -7,7 +7,8 @@ google-genai client at it with `HttpOptions(base_url="http://127.0.0.1:8090")`.
 Modules: `state` (batches, operations, registered webhooks), `faults` (the fault model
 `/_sim/faults` sets), `injector` (its seeded draws and counts), `gemini` (the Gemini
 JSON shapes), `webhooks` (signed completion webhooks), `github` (Contents API files),
-`comments` (commit comments), `apps` (GitHub Apps: the App JWT, installations,
+`comments` (commit comments), `github_webhooks` / `hook_deliveries` (the App webhook
+GitHub sends, and its recorded deliveries), `apps` (GitHub Apps: the App JWT, installations,
 installation tokens, permissions), `ratelimits` (GitHub's rate limits and their
 headers), `traffic` (the request log), `engine` (what creating and completing an
 operation does), `app` / `github_routes` / `control` (HTTP routes; `control` documents

@@ -52,13 +52,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--github-webhook-url",
         default=os.environ.get("SIM_GITHUB_WEBHOOK_URL", ""),
-        help="where GitHub App webhooks (check_run rerequested) go (env SIM_GITHUB_WEBHOOK_URL), "
+        help="where GitHub App webhooks (check_run rerequested, /_sim/github/webhooks) go "
+        "(env SIM_GITHUB_WEBHOOK_URL), "
         "e.g. http://127.0.0.1:8080/github",
     )
     parser.add_argument(
         "--github-webhook-secret",
         default=None,
         help="secret signing GitHub webhooks (default: GITHUB_WEBHOOK_SECRETS' first)",
+    )
+    parser.add_argument(
+        "--github-webhook-timeout-s",
+        type=float,
+        default=10.0,
+        help="how long GitHub webhooks wait for an answer before `timed out` (GitHub: 10)",
     )
     parser.add_argument(
         "--auto-complete-s",
@@ -84,6 +91,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--webhook-secret must be a Standard Webhooks secret starting with whsec_")
     if args.auto_complete_s is not None and args.auto_complete_s < 0:
         parser.error("--auto-complete-s must be >= 0")
+    if args.github_webhook_timeout_s <= 0:
+        parser.error("--github-webhook-timeout-s must be > 0")
     if args.webhook_retries < 0 or args.webhook_backoff_s < 0 or args.webhook_timeout_s <= 0:
         parser.error("--webhook-retries/--webhook-backoff-s must be >= 0, --webhook-timeout-s > 0")
     return args
@@ -103,6 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         webhook_disable_after=args.webhook_disable_after,
         github_webhook_url=args.github_webhook_url,
         github_webhook_secret=args.github_webhook_secret,
+        github_webhook_timeout_s=args.github_webhook_timeout_s,
     )
     sim = Simulator(settings)
     try:

@@ -1,6 +1,6 @@
 """HTTP routes: the Gemini REST API (as google-genai calls it), GitHub's REST API (from
-`github_routes.py` and `check_run_routes.py`) and the local-only `/_sim/...` control API
-(from `control.py`).
+`github_routes.py`, `check_run_routes.py` and `hook_delivery_routes.py`) and the
+local-only `/_sim/...` control API (from `control.py` and those modules).
 Every API request (not `/_sim/`) is recorded in the request log first.
 
 Gemini paths are served under `v1`, `v1beta` and `v1alpha` alike: google-genai 3.x
@@ -30,7 +30,7 @@ from typing import Any
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from local.simulator import check_run_routes, control, github_routes
+from local.simulator import check_run_routes, control, github_routes, hook_delivery_routes
 from local.simulator.engine import Simulator
 from local.simulator.file_routes import files_routes
 from local.simulator.gemini import (
@@ -237,6 +237,7 @@ def create_app(sim: Simulator) -> Flask:
     app.register_blueprint(check_run_routes.control_blueprint(sim))
     github_api = github_routes.blueprint(sim)
     check_run_routes.add_api_routes(github_api, sim)  # the same caller check and rate limits
+    hook_delivery_routes.register(app, github_api, sim)
     app.register_blueprint(github_api)
 
     @app.before_request

@@ -20,8 +20,10 @@ Control (local only):
 - `POST /_sim/github/check-runs/{id}/rerequest` `{"url"?, "installation_id"?,
   "head_branch"?, "sender"?}`: sends the App's `check_run` webhook, action `rerequested`,
   signed with the simulator's GitHub webhook secret, to `url` or the simulator's
-  `--github-webhook-url`; answers the delivery: `{delivery_id, event, action, target,
-  status, ok, error, answer}` (one attempt: GitHub does not retry on its own)
+  `--github-webhook-url`, through the App webhook's one sender and delivery log
+  (`hook_deliveries.py`: recorded, listed by `GET /app/hook/deliveries`, throttled by its
+  fault); answers the delivery: `{delivery_id, event, action, target, status, ok, error,
+  answer, hook_delivery_id}` (one attempt: GitHub does not retry on its own)
 - the write fault `github_check_run_write` is a key of `POST /_sim/faults` (control.py)
 """
 
@@ -44,9 +46,9 @@ from local.simulator.github_routes import authorize
 from local.simulator.github_webhooks import (
     DEFAULT_INSTALLATION_ID,
     check_run_payload,
-    delivery_json,
-    send,
+    signed_request,
 )
+from local.simulator.hook_deliveries import outcome_json
 from local.simulator.state import BadRequest, NotFound
 from local.simulator.wire import json_response, read_json
 
@@ -223,13 +225,12 @@ def control_blueprint(sim: Simulator) -> Blueprint:
             head_branch=head_branch,
             sender=sender,
         )
-        delivery = send(
-            url,
-            sim.settings.github_webhook_secret,
-            "check_run",
-            payload,
-            timeout_s=sim.settings.github_webhook_timeout_s,
+        signed = signed_request(sim.settings.github_webhook_secret, "check_run", payload)
+        delivery = sim.hook_deliveries.send(
+            url, signed, timeout_s=sim.settings.github_webhook_timeout_s
         )
-        return json_response(delivery_json(delivery))
+        if delivery is None:
+            raise BadRequest("The simulator was reset while this webhook was being sent.")
+        return json_response(outcome_json(delivery))
 
     return bp

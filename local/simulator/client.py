@@ -18,6 +18,8 @@ from local.processes import Service, printed, start
 from shared.config import LOCAL_GEMINI_SECRET
 
 TIMEOUT_S = 10.0
+# A call that makes GitHub send a webhook waits for it: GitHub's own wait (10 s) and more.
+SEND_TIMEOUT_S = 60.0
 
 
 def start_simulator(
@@ -67,8 +69,8 @@ class SimulatorClient:
         self.url = url.rstrip("/")
         self.http = session or requests.Session()
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = self.http.request(method, self.url + path, timeout=TIMEOUT_S, **kwargs)
+    def _call(self, method: str, path: str, *, timeout: float = TIMEOUT_S, **kwargs: Any) -> Any:
+        response = self.http.request(method, self.url + path, timeout=timeout, **kwargs)
         if not response.ok:
             raise requests.HTTPError(
                 f"{method} {path} answered {response.status_code}: {response.text}",
@@ -189,9 +191,65 @@ class SimulatorClient:
         does when someone presses "Re-run"; `options` may hold `url` (default: the
         simulator's --github-webhook-url), `installation_id`, `head_branch`, `sender`.
         Returns the delivery: `{delivery_id, event, action, target, status, ok, error,
-        answer}`."""
+        answer, hook_delivery_id}` (recorded like every App webhook delivery)."""
         path = f"/_sim/github/check-runs/{int(check_run_id)}/rerequest"
-        return dict(self._call("POST", path, json=options))
+        return dict(self._call("POST", path, json=options, timeout=SEND_TIMEOUT_S))
+
+    def send_github_webhook(
+        self,
+        event: str,
+        payload: dict[str, Any],
+        *,
+        url: str | None = None,
+        guid: str | None = None,
+    ) -> dict[str, Any]:
+        """Make GitHub send the App's webhook `event` with `payload` (to `url`, default the
+        simulator's --github-webhook-url; `guid` as `X-GitHub-Delivery`, default a new one);
+        once the attempt is over, the recorded delivery as `GET /app/hook/deliveries/{id}`
+        shows it (`status` "OK", "Invalid HTTP Response: 503", "timed out", ...)."""
+        body: dict[str, Any] = {"event": event, "payload": payload}
+        if url is not None:
+            body["url"] = url
+        if guid is not None:
+            body["guid"] = guid
+        return dict(self._call("POST", "/_sim/github/webhooks", json=body, timeout=SEND_TIMEOUT_S))
+
+    def github_hook_deliveries(self, guid: str | None = None) -> list[dict[str, Any]]:
+        """Every recorded App webhook delivery (of `guid`), newest first, without a JWT: the
+        full delivery plus `expired` (past GitHub's 3 days) and `held` (throttled, unsent)."""
+        params = {"guid": guid} if guid else None
+        found = self._call("GET", "/_sim/github/webhooks/deliveries", params=params)
+        return list(found["deliveries"])
+
+    def wait_for_github_hook_deliveries(
+        self, guid: str, count: int = 1, timeout_s: float = 10.0
+    ) -> list[dict[str, Any]]:
+        """The deliveries of `guid`, newest first, once at least `count` are recorded (a
+        redelivery is sent in the background); `requests.HTTPError` (504) after
+        `timeout_s`."""
+        body: dict[str, Any] = {"guid": guid, "count": count, "timeout_s": timeout_s}
+        path = "/_sim/github/webhooks/deliveries/wait"
+        found = self._call("POST", path, json=body, timeout=timeout_s + TIMEOUT_S)
+        return list(found["deliveries"])
+
+    def age_github_hook_deliveries(self, seconds: float, ids: list[int] | None = None) -> int:
+        """Move `delivered_at` of the deliveries `ids` (default all) `seconds` back, e.g.
+        past GitHub's 3 days; how many were moved."""
+        body: dict[str, Any] = {"seconds": seconds}
+        if ids is not None:
+            body["ids"] = ids
+        return int(self._call("POST", "/_sim/github/webhooks/deliveries/age", json=body)["aged"])
+
+    def throttle_github_webhooks(self, count: int = 0, seconds: float = 0.0) -> dict[str, Any]:
+        """Throttle the next `count` App webhook sends and every send for `seconds` from now
+        (recorded with `throttled_at`, not sent); `(0, 0)` turns it off. `{"count", "until"}`."""
+        body = {"count": count, "seconds": seconds}
+        return dict(self._call("POST", "/_sim/github/webhooks/throttle", json=body))
+
+    def release_throttled_github_webhooks(self) -> list[dict[str, Any]]:
+        """Send the held (throttled) deliveries now; the updated deliveries."""
+        path = "/_sim/github/webhooks/release"
+        return list(self._call("POST", path, timeout=SEND_TIMEOUT_S)["deliveries"])
 
     def register_github_app(self, **fields: Any) -> dict[str, Any]:
         """Register a GitHub App (`app_id`, `client_id`, `public_key`, `slug`, each optional):

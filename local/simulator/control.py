@@ -41,6 +41,10 @@
 - `GET /_sim/github/check-runs[?repo=&sha=]` and `POST /_sim/github/check-runs/{id}/rerequest`
   (`check_run_routes.py`): every check run with its annotations and writes; the App's
   `check_run` `rerequested` webhook, signed like GitHub
+- `POST /_sim/github/webhooks` `{"event", "payload", "url"?, "guid"?}` and
+  `/_sim/github/webhooks/...` (`hook_delivery_routes.py`): GitHub sends the App's webhook;
+  every send is a delivery of `GET /app/hook/deliveries`; inspect, wait for, age and
+  throttle them
 - `GET /_sim/requests`: the last ~1000 GitHub and Gemini requests `{method, path, query}`
 - `POST /_sim/reset`: empties everything, faults included (hung GETs are let go)
 - `GET /_sim/webhook-deliveries[?operation=NAME]`, `GET /_sim/batches`, `GET /_sim/health`

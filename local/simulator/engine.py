@@ -2,7 +2,8 @@
 telling webhooks, through the fault model.
 
 `Simulator` ties the store (`World`), the webhook sender (`Dispatcher`), the fault
-injector, the GitHub file, commit-comment and check-run stores and the request log together; the
+injector, the GitHub file, commit-comment and check-run stores, the App webhook's delivery log
+(`hook_deliveries.py`) and the request log together; the
 HTTP layer (`app.py`, `control.py`, `github_routes.py`) only parses and answers.
 """
 
@@ -19,6 +20,7 @@ from local.simulator.comments import CommitComments
 from local.simulator.files import FileStore
 from local.simulator.gemini import build_rows, result_lines
 from local.simulator.github import Contents
+from local.simulator.hook_deliveries import HookDeliveries
 from local.simulator.injector import FaultInjector
 from local.simulator.ratelimits import RateLimits
 from local.simulator.state import (
@@ -68,8 +70,8 @@ class Settings:
     running_after_s: float = 10.0
     # Cancelling is asynchronous: the batch ends CANCELLED this long after the cancel call.
     cancel_after_s: float = 0.2
-    # Where GitHub App webhooks (a check run's "Re-run") go, signed with this secret; GitHub
-    # waits this long for an answer.
+    # Where GitHub App webhooks (a check run's "Re-run", `POST /_sim/github/webhooks`) go,
+    # signed with this secret; GitHub waits this long for an answer.
     github_webhook_url: str = ""
     github_webhook_secret: str = LOCAL_GITHUB_SECRET
     github_webhook_timeout_s: float = 10.0
@@ -85,6 +87,7 @@ class Simulator:
         self.contents = Contents()
         self.comments = CommitComments(clock)
         self.check_runs = CheckRuns(clock)
+        self.hook_deliveries = HookDeliveries(clock)
         self.apps = Apps(clock)
         self.rate_limits = RateLimits(clock)
         self.requests = RequestLog()
@@ -110,6 +113,7 @@ class Simulator:
         self.contents.reset()
         self.comments.reset()
         self.check_runs.reset()
+        self.hook_deliveries.reset()
         self.apps.reset()
         self.rate_limits.reset()
         self.requests.reset()
