@@ -83,7 +83,13 @@ def blueprint(sim: Simulator) -> Blueprint:
     def caller_and_rate_limits() -> Response | None:
         g.github_caller = sim.apps.caller(request.headers.get("Authorization"))
         if request.path.startswith("/app/"):
-            return None  # an App's own (JWT) calls do not spend its installations' budget
+            # An App's own (JWT) calls spend no installation's budget; a secondary limit
+            # refuses them all the same.
+            refused = sim.rate_limits.secondary()
+            if refused is None:
+                return None
+            g.github_rate_limit = refused.headers
+            return json_response(refused.body, refused.status or 403)
         verdict = sim.rate_limits.take(g.github_caller.rate_limit_subject)
         g.github_rate_limit = verdict.headers
         if verdict.status is not None:

@@ -3,7 +3,8 @@
 Every GitHub answer on a repository route carries the primary limit's headers:
 `x-ratelimit-limit`, `-remaining`, `-used`, `-reset` (Unix seconds) and `-resource`
 (`core`). Each such request spends one unit of the current window (one window for every
-caller here); an App's own JWT calls (`/app/...`, minting tokens) are not counted.
+caller here); an App's own JWT calls (`/app/...`, minting tokens, its webhook deliveries)
+are not counted, but the secondary fault refuses them too.
 
 - Primary limit (`github_rate_limit` in `POST /_sim/faults`: `{"remaining", "limit"?,
   "reset_in_s"?}`): from then on the budget is enforced. A request made with nothing
@@ -131,6 +132,18 @@ class RateLimits:
                 },
                 "github_rate_limited": dict(self._refused),
             }
+
+    def secondary(self) -> Verdict | None:
+        """The secondary fault alone, for an App's own JWT calls (which spend no installation's
+        budget but are limited all the same); None when it does not refuse this request."""
+        with self._lock:
+            if self._secondary <= 0:
+                return None
+            self._secondary -= 1
+            self._refused["secondary"] += 1
+            headers = {"retry-after": str(self._retry_after_s)}
+            body = {"message": SECONDARY_MESSAGE, "documentation_url": SECONDARY_DOCS}
+            return Verdict(headers, self._secondary_status, body)
 
     def take(self, subject: str) -> Verdict:
         """Spend one request of the window for `subject` (named in the primary's message)."""

@@ -85,7 +85,8 @@ class DeliverySweep:
     def _list(self, checkpoint: Checkpoint, report: SweepReport, started: float) -> Checkpoint:
         """Resume the stopped listing, then list from the newest delivery down to the last
         listing's newest (less the overlap); the checkpoint to store."""
-        report.resumed = checkpoint.scan is not None
+        # A listing stopped before its first page resumes as what it is: a fresh listing.
+        report.resumed = checkpoint.scan is not None and checkpoint.scan.next_url is not None
         ok: set[str] = set()
         failed: set[str] = set()
         for _listing in range(2):  # the stopped one, if any, then a fresh one

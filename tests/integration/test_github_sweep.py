@@ -1,0 +1,361 @@
+"""The GitHub delivery sweep (shared/recovery) against the simulator's GitHub, which sends
+the App's webhooks and records each attempt as GitHub does, and the Firestore emulator.
+
+The App webhook's receiver is a loopback server each test scripts (an answer, or down);
+a delivery the ledger records is what the worker would record. The sweep's clock is a
+`FakeClock` started now (GitHub's `delivered_at` is the simulator's real time) and moved
+by the tests; the 3-day window is the simulator's control call that ages its log. A
+run's budget is counted on a fake monotonic clock that ticks once per look, so where a
+run stops never depends on how fast the machine is.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from local.fakes import FakeClock
+from shared import apps
+from shared.config import Config
+from shared.github.hook_deliveries import HookDeliveriesClient
+from shared.github.transport import github_policy
+from shared.handoff.envelope import EnvelopeSealer
+from shared.handoff.tasks import TaskQueue, ensure_queue, make_client
+from shared.ledger import Ledger
+from shared.logs import _FIELDS_ATTR as FIELDS_ATTR
+from shared.recovery import ALERT, DeliverySweep, SweepSettings, WorkerHandOff
+from shared.recovery.act import RecoveryActions
+from shared.recovery.handoff import recovered_task_id
+from shared.recovery.report import SweepReport
+from tests.ports import refusing_port
+
+GRACE = timedelta(seconds=30)
+DAY_S = 86400
+ENVELOPE_KEY = "sweep-test-envelope-key"
+QUEUE = "projects/demo-hookledger/locations/us-central1/queues/sweep-test"
+
+
+class Ticks:
+    """A monotonic clock that moves one second each time it is read."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+class Setup:
+    """The simulator's App, its receiver, the ledger and a sweep factory."""
+
+    def __init__(self, simulator: Any, target: Any, ledger: Ledger, clock: FakeClock) -> None:
+        self.sim = simulator.control
+        self.target = target
+        self.ledger = ledger
+        self.clock = clock
+        app = self.sim.register_github_app()
+        self.client = HookDeliveriesClient(
+            simulator.url,
+            _credentials(app),
+            timeout_s=5.0,
+            policy=github_policy(attempts=1),
+        )
+        self.handed: list[Any] = []
+        self.url = f"{target.url}/github"
+
+    def sweep(self, *, budget_s: float = 1000.0, hand_off: Any = None, **settings: Any) -> Any:
+        return DeliverySweep(
+            self.ledger,
+            self.client,
+            hand_off or self.handed.append,
+            self.clock,
+            SweepSettings(grace=GRACE, budget_s=budget_s, **settings),
+            monotonic=Ticks(),
+        )
+
+    def push(self, n: int, *, url: str | None = None, event: str = "push") -> dict[str, Any]:
+        """GitHub sends push `n` (one attempt, no retry); its recorded delivery."""
+        payload = {
+            "ref": "refs/heads/main",
+            "after": f"{n:040x}",
+            "repository": {"id": 8150, "full_name": "octo/docs", "default_branch": "main"},
+            "installation": {"id": 4711},
+            "commits": [],
+        }
+        return dict(
+            self.sim.send_github_webhook(event, payload, url=url or self.url, guid=f"guid-{n}")
+        )
+
+    def pass_grace(self) -> None:
+        """Move the sweep's clock past the grace of every delivery sent so far (sent after
+        the clock started, by a few real milliseconds)."""
+        self.clock.advance(GRACE.total_seconds() + 5)
+
+    def worker_records(self, guid: str) -> None:
+        """The delivery reached the worker (the ingress handed it off, or a redelivery)."""
+        self.ledger.deliveries.record("github", guid, "push", payload="{}")
+
+    def attempts(self, guid: str) -> list[dict[str, Any]]:
+        return list(self.sim.github_hook_deliveries(guid=guid))
+
+
+def _credentials(app: dict[str, Any]) -> Any:
+    from shared.github.app import AppCredentials
+
+    return AppCredentials.from_pem(app["client_id"], app["private_key"])
+
+
+@pytest.fixture
+def setup(simulator: Any, task_target: Any, firestore_client: Any) -> Iterator[Setup]:
+    apps.load(("apps.review",))  # the review takes `push`: a failed push is worth recovering
+    clock = FakeClock(datetime.now(UTC))
+    yield Setup(simulator, task_target, Ledger(firestore_client, clock=clock), clock)
+
+
+def test_a_failed_push_is_opened_once_and_a_success_is_not(setup: Setup) -> None:
+    setup.target.respond(503)
+    failed = setup.push(1)
+    setup.target.respond(200)
+    setup.push(2)
+    assert (failed["status_code"], failed["status"].startswith("Invalid HTTP Response")) == (
+        503,
+        True,
+    )
+
+    report = setup.sweep().run()
+
+    assert (report.listed, report.failed, report.opened, report.pages) == (2, 1, 1, 1)
+    [recovery] = setup.ledger.recoveries.recent()
+    assert (recovery.guid, recovery.status, recovery.event) == ("guid-1", "open", "push")
+    assert recovery.github_delivery_id == failed["id"]
+    again = setup.sweep().run()  # within the overlap: listed again, opened no second time
+    assert (again.failed, again.opened) == (1, 0)
+
+
+def test_the_checkpoint_leaves_no_gap_and_scans_nothing_twice(setup: Setup) -> None:
+    down = f"http://127.0.0.1:{refusing_port()}/github"
+    for n in range(3):
+        setup.push(n, url=down)
+    first = setup.sweep().run()
+    assert (first.listed, first.opened) == (3, 3)
+    checkpoint = setup.ledger.recoveries.checkpoint()
+    assert checkpoint.scan is None and checkpoint.covered_to is not None
+
+    # Those three are now older than the overlap: the next listing stops before them.
+    setup.sim.age_github_hook_deliveries(120)
+    setup.push(10, url=down)
+    setup.push(11, url=down)
+    second = setup.sweep().run()
+    assert (second.listed, second.opened, second.pages) == (2, 2, 1)
+
+    # A delivery GitHub records late, older than the last listing's newest but within the
+    # overlap, is still listed: no gap between two runs.
+    late = setup.push(12, url=down)
+    setup.sim.age_github_hook_deliveries(20, ids=[late["id"]])
+    setup.sim.age_github_hook_deliveries(120, ids=[d["id"] for d in _all(setup, 10, 11)])
+    third = setup.sweep().run()
+    assert (third.listed, third.opened) == (1, 1)
+    assert {r.guid for r in setup.ledger.recoveries.recent()} == {
+        "guid-0",
+        "guid-1",
+        "guid-2",
+        "guid-10",
+        "guid-11",
+        "guid-12",
+    }
+
+
+def _all(setup: Setup, *numbers: int) -> list[dict[str, Any]]:
+    return [d for n in numbers for d in setup.attempts(f"guid-{n}")]
+
+
+def test_a_run_stops_at_its_budget_and_the_next_resumes_where_it_stopped(setup: Setup) -> None:
+    down = f"http://127.0.0.1:{refusing_port()}/github"
+    for n in range(230):  # three pages of 100
+        setup.push(n, url=down)
+
+    # One tick at the run's start, one at each look before a page: 1.5 s lets one page in.
+    first = setup.sweep(budget_s=1.5).run()
+    assert (first.pages, first.listed, first.stopped_at) == (1, 100, "list")
+    assert setup.ledger.recoveries.checkpoint().scan is not None
+
+    # Out of the overlap now: the fresh listing after the resumed one re-reads none of them.
+    setup.sim.age_github_hook_deliveries(120)
+    second = setup.sweep().run()
+    assert second.resumed and second.stopped_early is False
+    # The rest of the stopped listing (2 pages), then a fresh one whose first page starts
+    # below its floor (the stopped listing's newest less the overlap).
+    assert (second.pages, second.listed, second.opened) == (3, 130, 130)
+    assert setup.ledger.recoveries.count() == 230
+    assert setup.ledger.recoveries.checkpoint().scan is None
+
+
+def test_a_delivery_the_ingress_took_after_githubs_timeout_is_not_redelivered(
+    setup: Setup,
+) -> None:
+    setup.target.respond(503)
+    setup.push(1)
+    setup.worker_records("guid-1")  # GitHub counted it failed; the worker has it
+    setup.pass_grace()
+
+    report = setup.sweep().run()
+
+    assert (report.accepted, report.redelivered, report.handed_off) == (1, 0, 0)
+    assert len(setup.attempts("guid-1")) == 1
+    [recovery] = setup.ledger.recoveries.recent()
+    assert (recovery.status, recovery.via) == ("accepted", None)
+
+
+def test_a_failed_push_is_redelivered_once_after_its_grace_then_closed(setup: Setup) -> None:
+    setup.target.respond(503)
+    setup.push(1)
+    waiting = setup.sweep().run()
+    assert (waiting.opened, waiting.waiting, waiting.redelivered) == (1, 1, 0)
+
+    setup.target.respond(200)  # the ingress is back
+    setup.pass_grace()
+    asked = setup.sweep().run()
+    assert asked.redelivered == 1
+    attempts = setup.sim.wait_for_github_hook_deliveries("guid-1", count=2)
+    assert [a["redelivery"] for a in attempts] == [True, False]  # newest first
+    assert attempts[0]["status"] == "OK"
+    setup.worker_records("guid-1")
+
+    closed = setup.sweep().run()
+    assert (closed.recovered, closed.redelivered) == (1, 0)
+    [recovery] = setup.ledger.recoveries.recent()
+    assert (recovery.status, recovery.via, recovery.sweep_run) == (
+        "recovered",
+        "redelivery",
+        asked.run_id,
+    )
+    assert recovery.after_s is not None and recovery.after_s >= GRACE.total_seconds()
+    assert len(setup.attempts("guid-1")) == 2  # one redelivery, never a second
+
+
+def test_an_overlapping_run_does_not_redeliver_a_second_time(setup: Setup) -> None:
+    setup.target.respond(503)
+    setup.push(1)
+    setup.sweep().run()
+    setup.pass_grace()
+    [stale] = setup.ledger.recoveries.open_page()  # what a slower run read
+
+    setup.sweep().run()  # the faster run redelivers
+    late = RecoveryActions(
+        setup.ledger, setup.client, setup.handed.append, setup.clock, SweepSettings(grace=GRACE)
+    )
+    report = SweepReport()
+    late.step(stale, report, {"sweep_run": "late", "trace_id": None})
+
+    assert report.redelivered == 0
+    setup.sim.wait_for_github_hook_deliveries("guid-1", count=2)
+    assert len(setup.attempts("guid-1")) == 2
+
+
+def test_when_the_redelivery_does_not_arrive_the_sweep_hands_the_push_to_the_worker(
+    setup: Setup, cloudtasks_emulator: Any
+) -> None:
+    queue = TaskQueue(make_client(cloudtasks_emulator.host), QUEUE, timeout_s=10.0)
+    ensure_queue(make_client(cloudtasks_emulator.host), QUEUE)
+    config = Config(worker_url=f"{setup.target.url}/worker", queue="sweep-test")
+    sealer = EnvelopeSealer((ENVELOPE_KEY,))
+    hand_off = WorkerHandOff(config, sealer, lambda: queue, setup.clock)
+    setup.target.respond(503)  # the ingress stays down: the redelivery fails too
+    sent = setup.push(1)
+    setup.pass_grace()
+    assert setup.sweep(hand_off=hand_off).run().redelivered == 1
+    setup.sim.wait_for_github_hook_deliveries("guid-1", count=2)
+
+    setup.pass_grace()
+    report = setup.sweep(hand_off=hand_off).run()
+
+    assert (report.handed_off, report.redelivered) == (1, 0)
+    [task] = [r for r in setup.target.wait_for(3) if r.path == "/worker"]
+    envelope = sealer.open(task.body)
+    assert (envelope.source, envelope.event, envelope.delivery_id) == ("github", "push", "guid-1")
+    assert envelope.body is not None
+    assert json.loads(envelope.body)["after"] == sent["request"]["payload"]["after"]
+    assert hand_off(setup.client.get(sent["id"])).status == "duplicate"  # one task per guid
+    assert recovered_task_id("guid-1") in hand_off(setup.client.get(sent["id"])).task_name
+
+    setup.worker_records("guid-1")
+    closed = setup.sweep(hand_off=hand_off).run()
+    [recovery] = setup.ledger.recoveries.recent()
+    assert closed.recovered == 1
+    assert (recovery.status, recovery.via) == ("recovered", "handoff")
+
+
+def test_an_unrecovered_delivery_alerts_once_before_githubs_3_days_then_closes(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    down = f"http://127.0.0.1:{refusing_port()}/github"
+    setup.push(1, url=down)
+    setup.sim.age_github_hook_deliveries(3 * DAY_S - 3600)  # an hour left at GitHub
+    handed: list[Any] = []
+
+    def refused(request: Any) -> Any:
+        handed.append(request)
+        raise ValueError("the worker's queue refuses it")  # so it stays unrecovered
+
+    caplog.set_level(logging.ERROR, logger="hookledger.reconcile.github")
+    setup.sweep(hand_off=refused).run()  # opens it, alerts, asks a redelivery
+    setup.pass_grace()
+    setup.sweep(hand_off=refused).run()  # the hand-off fails: still open, no new alert
+
+    alerts = [r for r in caplog.records if _fields(r).get("alert") == ALERT]
+    assert len(alerts) == 1, [r.getMessage() for r in alerts]
+    fields = _fields(alerts[0])
+    assert (fields["guid"], fields["delivery_event"], fields["repository_id"]) == (
+        "guid-1",
+        "push",
+        8150,
+    )
+    assert len(handed) == 1
+    setup.clock.advance(3600)
+    closing = setup.sweep(hand_off=refused).run()
+    [recovery] = setup.ledger.recoveries.recent()
+    assert (closing.unrecoverable, closing.alerts, recovery.status) == (1, 0, "unrecoverable")
+
+
+def _fields(record: logging.LogRecord) -> dict[str, Any]:
+    return dict(getattr(record, FIELDS_ATTR, None) or {})
+
+
+def test_events_no_app_takes_are_not_recovered_and_throttled_ones_are(setup: Setup) -> None:
+    setup.target.respond(503)
+    setup.push(1, event="issues")  # no app loaded here takes issues
+    setup.sim.throttle_github_webhooks(count=1)
+    setup.target.respond(200)
+    throttled = setup.push(2)
+    assert throttled["throttled_at"] is not None
+
+    report = setup.sweep().run()
+
+    assert (report.skipped, report.opened) == (1, 1)
+    assert [r.guid for r in setup.ledger.recoveries.recent()] == ["guid-2"]
+
+
+def test_githubs_retry_after_stops_the_listing_until_it_passes(setup: Setup) -> None:
+    setup.target.respond(503)
+    setup.push(1)
+    limit = {"count": 1, "status": 429, "retry_after_s": 120}
+    setup.sim.set_fault_model(github_secondary_limit=limit)
+
+    limited = setup.sweep().run()
+    assert (limited.stopped_at, limited.retry_after_s, limited.listed) == ("rate_limited", 120, 0)
+    resume_after = setup.ledger.recoveries.checkpoint().resume_after
+    assert resume_after == setup.clock() + timedelta(seconds=120)
+
+    setup.clock.advance(60)
+    waiting = setup.sweep().run()  # GitHub's wait has not passed: not one call
+    assert (waiting.github_calls, waiting.stopped_at) == (0, "rate_limited")
+
+    setup.clock.advance(61)
+    resumed = setup.sweep().run()
+    assert (resumed.listed, resumed.opened, resumed.stopped_early) == (1, 1, False)
