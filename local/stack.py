@@ -1,8 +1,10 @@
 """`make run`: the whole pipeline on this machine, in the foreground.
 
 Starts the official Firestore emulator, the local Cloud Tasks emulator (queue created),
-the Gemini + GitHub simulator, the three functions under functions-framework, and a
-scheduler loop calling reconcile every `RECONCILE_EVERY_S` seconds. Prints one line
+the Gemini + GitHub simulator (GitHub's sending side too: its App webhooks go to the
+ingress's /github and are recorded as deliveries), the three functions under
+functions-framework, and a scheduler loop calling reconcile and the GitHub delivery sweep
+(reconcile's /github-deliveries) every `RECONCILE_EVERY_S` seconds. Prints one line
 containing `hookledger ready` with the URLs, then one compact line per thing that
 happens. Ctrl-C / SIGTERM stops every child by PID.
 
@@ -160,6 +162,8 @@ def function_env(
         "GEMINI_API_KEY": base.get("GEMINI_API_KEY") or "local-simulator-key",
         "GITHUB_API_URL": sim,
         "RECONCILE_GRACE_S": base.get("RECONCILE_GRACE_S", "10"),
+        # A failed GitHub delivery is recovered within a minute or so, not GitHub's 2.
+        "GITHUB_SWEEP_GRACE_S": base.get("GITHUB_SWEEP_GRACE_S", "20"),
         "CONSOLE_URL": base.get("CONSOLE_URL") or f"http://127.0.0.1:{ports.console}",
     }
     if app is not None:
@@ -209,6 +213,8 @@ class Stack:
                 p.simulator,
                 webhook_url=f"http://127.0.0.1:{p.ingress}/gemini",
                 webhook_secret=secret,
+                # GitHub's sending side too: the App's webhooks, recorded as deliveries.
+                github_webhook_url=f"http://127.0.0.1:{p.ingress}/github",
                 echo=_echo,
             )
         )
@@ -263,24 +269,25 @@ class Stack:
         )
 
     def schedule_reconcile(self, every_s: float) -> None:
-        """Call reconcile every `every_s` seconds, as Cloud Scheduler does in production.
+        """Call reconcile and the GitHub delivery sweep every `every_s` seconds, as Cloud
+        Scheduler does in production.
 
         What a run did is in reconcile's own log; only a failed call is reported here.
         """
-        url = f"http://127.0.0.1:{self.ports.reconcile}/"
+        base = f"http://127.0.0.1:{self.ports.reconcile}/"
+        # Reconcile, then the GitHub delivery sweep (its own job in production).
+        calls = (("reconcile", base), ("github delivery sweep", f"{base}github-deliveries"))
         while not self.stopping.wait(every_s):
-            try:
-                response = requests.post(url, json={}, timeout=max(every_s, 30))
-                failure = None if response.status_code == 200 else f"HTTP {response.status_code}"
-            except requests.RequestException as exc:
-                failure = f"{type(exc).__name__}: {exc}"
-            if failure is not None and not self.stopping.is_set():
-                _echo(
-                    "scheduler",
-                    json.dumps(
-                        {"severity": "WARNING", "message": f"reconcile call failed: {failure}"}
-                    ),
-                )
+            for what, url in calls:
+                try:
+                    response = requests.post(url, json={}, timeout=max(every_s, 30))
+                    ok = response.status_code == 200
+                    failure = None if ok else f"HTTP {response.status_code}"
+                except requests.RequestException as exc:
+                    failure = f"{type(exc).__name__}: {exc}"
+                if failure is not None and not self.stopping.is_set():
+                    message = f"{what} call failed: {failure}"
+                    _echo("scheduler", json.dumps({"severity": "WARNING", "message": message}))
 
     def stop(self) -> None:
         self.stopping.set()

@@ -16,6 +16,7 @@ import pytest
 import requests
 
 from local.processes import free_port, port_accepts
+from local.simulator.client import SimulatorClient
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,7 +45,13 @@ def _ports() -> dict[str, int]:
 
 @contextlib.contextmanager
 def _make_run(ports: dict[str, int], extra: dict[str, str]):
-    env = {**make_run_env(ports), "RECONCILE_EVERY_S": "2", "RECONCILE_GRACE_S": "1", **extra}
+    env = {
+        **make_run_env(ports),
+        "RECONCILE_EVERY_S": "2",
+        "RECONCILE_GRACE_S": "1",
+        "GITHUB_SWEEP_GRACE_S": "1",
+        **extra,
+    }
     process = subprocess.Popen(
         ["make", "--no-print-directory", "run"],
         cwd=REPO,
@@ -139,6 +146,8 @@ def test_make_run_comes_up_settles_a_dropped_webhook_and_stops_cleanly(make_run)
     html = _wait("the operation's trace drawn", drawn_to_the_check, lines)
     assert 'data-name="ingress.request"' in html and 'data-name="gemini.batches.create"' in html
 
+    _a_push_github_failed_to_deliver_is_recovered_by_the_sweep(ports, lines)
+
     os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
     assert process.wait(60) in (
         0,
@@ -159,6 +168,38 @@ def test_make_run_comes_up_settles_a_dropped_webhook_and_stops_cleanly(make_run)
         text=True,
     ).stdout.split()
     assert leftovers == []
+
+
+def _a_push_github_failed_to_deliver_is_recovered_by_the_sweep(ports, lines) -> None:
+    """GitHub (the simulator) sends a push where nothing answers, as during a deploy, and
+    never retries: make run's sweep loop redelivers it (to the same dead address), then
+    hands it to the worker itself; `deliveries recovered` says so."""
+    sim = SimulatorClient(f"http://127.0.0.1:{ports['sim']}")
+    guid = f"lost-{uuid.uuid4()}"
+    payload = {
+        "ref": "refs/heads/main",
+        "after": uuid.uuid4().hex + "0" * 8,
+        "repository": {"full_name": "octo-org/docs", "default_branch": "main"},
+        "commits": [],
+    }
+    dead = f"http://127.0.0.1:{free_port()}/github"
+    sent = sim.send_github_webhook("push", payload, url=dead, guid=guid)
+    assert sent["status"] != "OK"
+
+    def recovered() -> dict | None:
+        listed = subprocess.run(
+            [str(REPO / ".venv" / "bin" / "hookledger"), "deliveries", "recovered", "--json"],
+            env=make_run_env(ports),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        found = [r for r in json.loads(listed.stdout or "[]") if r["guid"] == guid]
+        return found[0] if found and found[0]["status"] == "recovered" else None
+
+    recovery = _wait("the lost push recovered by the sweep", recovered, lines, timeout=120)
+    assert recovery["via"] == "handoff"  # its redelivery went to the same dead address
+    assert len(sim.github_hook_deliveries(guid=guid)) == 2  # the push, one redelivery
 
 
 # An app of the user's own, outside the repository: it records the `issues` events it gets.
