@@ -3,10 +3,13 @@ invariants over the whole database. See README "Reliability".
 
     python -m local.chaos [--size full|reduced] [--scenario NAME ...] [--json]
 
-Parts: `stack` (every child killable, freezable, restartable on its port), `load` (signed
-pushes, completions through the simulator), `drivers` (reconcile every ~2 s, simulator
-fault model), `invariants` (the checks), `runner` (one scenario's frame and its row),
-`scenarios` (the faults), `report` (the table).
+Parts: `stack` (every child killable, freezable, restartable on its port), `slow_ack`
+(the proxy GitHub's webhooks reach the ingress through), `load` (signed pushes, or pushes
+the simulator's GitHub sends once, completions through the simulator), `drivers`
+(reconcile and the GitHub delivery sweep every ~2 s, simulator fault model), `invariants`
+(the checks), `runner` (one scenario's frame and its row), `scenarios` (the faults) and
+`github_scenarios` (those only the GitHub delivery sweep recovers from), `report` (the
+table).
 """
 
 from local.chaos.runner import Chaos, Row

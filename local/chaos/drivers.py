@@ -1,8 +1,11 @@
-"""The reconcile driver (Cloud Scheduler, every ~2 s) and simulator fault-model detection."""
+"""The reconcile driver (Cloud Scheduler, every ~2 s: reconcile, then the GitHub delivery
+sweep) and simulator fault-model detection."""
 
 from __future__ import annotations
 
 import threading
+import time
+from dataclasses import dataclass
 from typing import Any
 
 import requests
@@ -13,10 +16,21 @@ RECONCILE_EVERY_S = 2.0
 RECONCILE_CALL_TIMEOUT_S = 60.0
 
 
-class ReconcileDriver:
-    """POST reconcile every `every_s` seconds in a thread; a failed call is counted, not fatal.
+@dataclass(frozen=True)
+class SweepRun:
+    """One GitHub delivery sweep the driver called: when it started, and what it answered."""
 
-    `in_flight` is set while a call is running (a scenario kills reconcile mid-run by it).
+    started: float  # time.monotonic()
+    report: dict[str, Any]
+
+
+class ReconcileDriver:
+    """POST reconcile, then the GitHub delivery sweep (`/github-deliveries`), every
+    `every_s` seconds in a thread, as the two Cloud Scheduler jobs do; a failed call is
+    counted, not fatal.
+
+    `in_flight` is set while a reconcile call is running (a scenario kills reconcile
+    mid-run by it); `sweeps` lists the sweep runs in order.
     """
 
     def __init__(self, url: str, every_s: float = RECONCILE_EVERY_S) -> None:
@@ -25,6 +39,7 @@ class ReconcileDriver:
         self.in_flight = threading.Event()
         self.runs = 0
         self.failures = 0
+        self.sweeps: list[SweepRun] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="reconcile-driver", daemon=True)
 
@@ -49,6 +64,23 @@ class ReconcileDriver:
                 self.in_flight.clear()
             self.runs += 1
             self.failures += 0 if ok else 1
+            self._sweep(http)
+
+    def _sweep(self, http: requests.Session) -> None:
+        started = time.monotonic()
+        try:
+            answer = http.post(
+                f"{self.url.rstrip('/')}/github-deliveries",
+                json={},
+                timeout=RECONCILE_CALL_TIMEOUT_S,
+            )
+            report = answer.json() if answer.status_code == 200 else {}
+        except (requests.RequestException, ValueError):
+            report = {}
+        if report:
+            self.sweeps.append(SweepRun(started, report))
+        else:
+            self.failures += 1
 
 
 def set_fault_model(sim: SimulatorClient, **faults: Any) -> bool:

@@ -1,9 +1,14 @@
 """The load driver: signed pushes into the ingress, batch completions through the simulator.
 
 Each push has its own sha and two Markdown files stored in the simulator's GitHub, so it
-must end with exactly two reviews. `send` acts as GitHub plus an operator: a push answered
-5xx or not answered at all is redelivered (same delivery id) until it is accepted or its
-deadline passes; the number of redeliveries is reported, never hidden.
+must end with exactly two reviews. Two ways to send one:
+
+- `send` acts as GitHub plus an operator: a push answered 5xx or not answered at all is
+  redelivered (same delivery id) until it is accepted or its deadline passes; the number
+  of redeliveries is reported, never hidden;
+- `send_as_github` has the simulator's GitHub send it, as GitHub does: one attempt, a
+  10 s wait, never a retry, every attempt recorded as a delivery the GitHub delivery
+  sweep lists; a failed one is recovered by the sweep or not at all.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import requests
 
@@ -38,8 +44,8 @@ class Push:
     def tag(self) -> str:
         return review_tag(FULL_REPO, self.sha)
 
-    def payload(self, installation_id: int | None = None) -> bytes:
-        """The push's webhook body; with `installation_id`, as a GitHub App receives it."""
+    def body(self, installation_id: int | None = None) -> dict[str, Any]:
+        """The push event; with `installation_id`, as a GitHub App receives it."""
         commit = {"id": self.sha, "added": list(self.paths), "modified": [], "removed": []}
         body = {
             "ref": "refs/heads/main",
@@ -49,7 +55,11 @@ class Push:
             "repository": {"full_name": FULL_REPO, "default_branch": "main"},
             "commits": [commit],
         }
-        return json.dumps(with_installation(body, installation_id)).encode()
+        return with_installation(body, installation_id)
+
+    def payload(self, installation_id: int | None = None) -> bytes:
+        """The push's webhook body, as bytes."""
+        return json.dumps(self.body(installation_id)).encode()
 
 
 @dataclass
@@ -111,6 +121,16 @@ class LoadDriver:
         payload = push.payload(self.installation_id)
         for _ in range(copies):
             self._deliver(payload, str(uuid.uuid4()), deadline_s)
+
+    def send_as_github(self, push: Push, guid: str | None = None) -> dict[str, Any]:
+        """The simulator's GitHub sends `push` once, as GitHub does (as delivery `guid`, or
+        a new one); the recorded delivery (`status_code` 0: no answer). Its answer is
+        counted; nothing is ever resent."""
+        delivery = self.sim.send_github_webhook(
+            "push", push.body(self.installation_id), guid=guid or str(uuid.uuid4())
+        )
+        self.stats.count(int(delivery.get("status_code") or 0))
+        return dict(delivery)
 
     def send_all(self, pushes: Iterable[Push], copies: int = 1) -> None:
         for push in pushes:

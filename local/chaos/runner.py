@@ -146,10 +146,13 @@ class Chaos:
         stats = run.load.stats
         if stats.lost:
             problems.append(f"{len(stats.lost)} pushes never accepted: {stats.lost[:3]}")
-        answers = " ".join(f"{k}x{v}" for k, v in sorted(stats.statuses.items()))
+        # 0: GitHub (the simulator) got no answer at all.
+        answers = " ".join(
+            f"{k}x{v}" if k else f"no-answer x{v}" for k, v in sorted(stats.statuses.items())
+        )
         row.observed = (
             f"{census.operations} ops, {census.reviews} reviews, {census.deliveries} deliveries"
-            f"; ingress {answers}; {stats.redeliveries} redelivered"
+            f"; ingress {answers}; {stats.redeliveries} resent by the driver"
             + ("" if runs is None else f"; {_completed(runs)} check runs completed")
             + "".join(f"; {note}" for note in run.notes)
         )

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+from local.chaos import github_scenarios
 from local.chaos.drivers import fault_model_supported, set_fault_model
 from local.chaos.load import FULL_REPO, Push
 from local.chaos.runner import Chaos, Run, Skip, expected_text
@@ -293,6 +294,9 @@ SCENARIOS: dict[str, Scenario] = {
     "firestore-frozen": firestore_freeze,
     "early-webhook": early_webhook,
     "overlapping-redelivery": overlapping_redelivery,
+    "ingress-outage": github_scenarios.ingress_outage,
+    "handoff-outage": github_scenarios.handoff_outage,
+    "slow-ack": github_scenarios.slow_ack,
 }
 FULL_SIZES = {
     "duplicate-storm": 100,
@@ -304,5 +308,8 @@ FULL_SIZES = {
     "firestore-frozen": 20,
     "early-webhook": 10,
     "overlapping-redelivery": 10,
+    "ingress-outage": 20,
+    "handoff-outage": 20,
+    "slow-ack": 20,
 }
 REDUCED_SIZES = {name: 3 for name in SCENARIOS} | {"duplicate-storm": 4}

@@ -34,6 +34,7 @@ from typing import Any
 from google.api_core.exceptions import GoogleAPIError
 from google.cloud.tasks_v2 import types
 
+from local.chaos.slow_ack import SlowAckProxy
 from local.cloudtasks_emulator.launch import start_cloudtasks
 from local.firestore_emulator import reset as reset_firestore
 from local.firestore_emulator import start_firestore
@@ -55,6 +56,8 @@ CHAOS_ENV = {
     "RECONCILE_GRACE_S": "1",
     "RECONCILE_BACKOFF_FIRST_S": "1",
     "RECONCILE_BACKOFF_CAP_S": "4",
+    # The sweep acts on a failed GitHub delivery 2 s after it failed (production: 2 min).
+    "GITHUB_SWEEP_GRACE_S": "2",
     "HTTP_TIMEOUT_S": "5",
     # The shortest deadline Cloud Tasks takes, and a worker timeout just past it: a killed
     # worker's delivery lease (timeout + the 5 s margin) lets a retry take over in 25 s.
@@ -106,6 +109,8 @@ class ChaosStack:
         self._lines: dict[str, list[str]] = {}
         self._lock = threading.Lock()
         self.sim = SimulatorClient(f"http://127.0.0.1:{ports.simulator}")
+        # GitHub's webhooks reach the ingress through it (local/chaos/slow_ack.py).
+        self.github_proxy = SlowAckProxy(self.ingress_url)
         self.app_mode = app_mode(self.env)
         self.app: LocalApp | None = None
 
@@ -141,6 +146,7 @@ class ChaosStack:
     def stop_all(self) -> None:
         for name in reversed(list(self.children)):
             self.children.pop(name).stop()
+        self.github_proxy.close()
 
     def start(self, name: str) -> Service:
         """Start child `name` on its port; the Cloud Tasks queue is ensured after its start."""
@@ -169,6 +175,10 @@ class ChaosStack:
 
     def restart(self, name: str) -> Service:
         return self.start(name)
+
+    def stop(self, name: str) -> None:
+        """Stop child `name` cleanly (SIGTERM), as a deploy takes an instance away."""
+        self.children.pop(name).stop()
 
     def stop_and_start(self, name: str) -> Service:
         """Stop child `name` cleanly (SIGTERM) and start it again on its port."""
@@ -288,6 +298,8 @@ class ChaosStack:
                 p.simulator,
                 webhook_url=f"{self.ingress_url}/gemini",
                 webhook_secret=secret,
+                # GitHub's sending side: every push goes through the proxy to /github.
+                github_webhook_url=f"{self.github_proxy.url}/github",
                 echo=keep,
             ),
             "ingress": function("ingress", {}),
