@@ -22,7 +22,8 @@ What is counted, and how Firestore bills it (firebase.google.com/docs/firestore/
 - `gemini_calls`: each HTTP attempt sent to a Gemini API path (`/v1…`, `/upload/`,
   `/download/`) through httpx or httpx2, the transports google-genai speaks through
   (counted at their public `Client.send`, never inside the SDK's private client);
-- `github_calls`: each HTTP request through `requests` to a GitHub API path (`/repos/`).
+- `github_calls`: each HTTP request through `requests` to a GitHub API path (`/repos/`, or
+  the App's webhook deliveries, `/app/hook/`; minting installation tokens is not counted).
 
 Calls made on a thread inside `uncounted()` are not counted: a bench runs its own
 plumbing (seeding, waiting for a status) on its main thread and the functions on others.
@@ -216,7 +217,8 @@ class OperationCounter:
         send = requests.Session.send
 
         def wrapped(session: Any, request: Any, **kwargs: Any) -> Any:
-            if "/repos/" in str(getattr(request, "url", "")):
+            url = str(getattr(request, "url", ""))
+            if "/repos/" in url or "/app/hook/" in url:
                 counter.add("github_calls")
             return send(session, request, **kwargs)
 

@@ -150,3 +150,14 @@ def test_reconcile_at_scale_fans_out_and_reads_little_with_nothing_due() -> None
     assert scale["nothing_due"]["warm_process"]["documents_read"] <= 2
     assert scale["nothing_due"]["new_process"]["documents_read"] <= 3  # + the watermark
     assert scale["nothing_due"]["warm_process"]["examined"] == 0
+
+
+def test_the_github_sweep_costs_a_call_per_100_new_deliveries_and_reads_per_failed_one() -> None:
+    result = run_bench("sweep", "--quick")
+    by_size = {run["new_deliveries"]: run for run in result["runs"]}
+    assert set(by_size) == {0, 10, 250}
+    idle, most = by_size[0], by_size[250]
+    assert (idle["github_calls"], idle["firestore_reads"], idle["firestore_writes"]) == (1, 2, 1)
+    assert (most["pages"], most["github_calls"], most["opened"]) == (3, 3, most["failed"])
+    assert most["firestore_reads"] == 1 + 2 * most["failed"]  # never one per delivery listed
+    assert all(run["ok"] for run in result["runs"])

@@ -68,6 +68,7 @@ class Setup:
         )
         self.handed: list[Any] = []
         self.url = f"{target.url}/github"
+        self.down = ""
 
     def sweep(self, *, budget_s: float = 1000.0, hand_off: Any = None, **settings: Any) -> Any:
         return DeliverySweep(
@@ -115,7 +116,10 @@ def _credentials(app: dict[str, Any]) -> Any:
 def setup(simulator: Any, task_target: Any, firestore_client: Any) -> Iterator[Setup]:
     apps.load(("apps.review",))  # the review takes `push`: a failed push is worth recovering
     clock = FakeClock(datetime.now(UTC))
-    yield Setup(simulator, task_target, Ledger(firestore_client, clock=clock), clock)
+    with refusing_port() as port:
+        found = Setup(simulator, task_target, Ledger(firestore_client, clock=clock), clock)
+        found.down = f"http://127.0.0.1:{port}/github"  # where nothing answers
+        yield found
 
 
 def test_a_failed_push_is_opened_once_and_a_success_is_not(setup: Setup) -> None:
@@ -139,7 +143,7 @@ def test_a_failed_push_is_opened_once_and_a_success_is_not(setup: Setup) -> None
 
 
 def test_the_checkpoint_leaves_no_gap_and_scans_nothing_twice(setup: Setup) -> None:
-    down = f"http://127.0.0.1:{refusing_port()}/github"
+    down = setup.down
     for n in range(3):
         setup.push(n, url=down)
     first = setup.sweep().run()
@@ -176,7 +180,7 @@ def _all(setup: Setup, *numbers: int) -> list[dict[str, Any]]:
 
 
 def test_a_run_stops_at_its_budget_and_the_next_resumes_where_it_stopped(setup: Setup) -> None:
-    down = f"http://127.0.0.1:{refusing_port()}/github"
+    down = setup.down
     for n in range(230):  # three pages of 100
         setup.push(n, url=down)
 
@@ -294,7 +298,7 @@ def test_when_the_redelivery_does_not_arrive_the_sweep_hands_the_push_to_the_wor
 def test_an_unrecovered_delivery_alerts_once_before_githubs_3_days_then_closes(
     setup: Setup, caplog: pytest.LogCaptureFixture
 ) -> None:
-    down = f"http://127.0.0.1:{refusing_port()}/github"
+    down = setup.down
     setup.push(1, url=down)
     setup.sim.age_github_hook_deliveries(3 * DAY_S - 3600)  # an hour left at GitHub
     handed: list[Any] = []
