@@ -127,6 +127,7 @@ class Deployment:
     github_comments: bool  # review.github_comments
     reconcile_every_s: float  # scheduler.schedule
     reconcile_budget_s: float  # settings.reconcile_budget_s
+    github_sweep_every_s: float = 300.0  # github_sweep.schedule
 
     @classmethod
     def from_terraform(cls, terraform: Path = REPO / "terraform") -> Deployment:
@@ -151,6 +152,7 @@ class Deployment:
             github_comments=bool(d["review.github_comments"]),
             reconcile_every_s=cron_every_s(str(d["scheduler.schedule"])),
             reconcile_budget_s=float(d["settings.reconcile_budget_s"]),
+            github_sweep_every_s=cron_every_s(str(d["github_sweep.schedule"])),
         )
 
 
@@ -404,6 +406,12 @@ def limits(m: Measured, dep: Deployment, p: PerPush, a: Mapping[str, float]) -> 
             "a GitHub App (per-installation limits; not built)",
             lambda r: r * p.github_reads * 3600,
         ),
+        documented(
+            "github_app_jwt",
+            "listing only failed deliveries (`status=failure`; not built: GitHub does not "
+            "document where a delivery that got no answer falls)",
+            lambda r: github_sweep_calls_per_hour(r, dep, a),
+        ),
         documented("github_endpoint", "(per endpoint: none)", lambda r: r * p.github_reads * 60),
         documented(
             "github_concurrent",
@@ -421,6 +429,16 @@ def limits(m: Measured, dep: Deployment, p: PerPush, a: Mapping[str, float]) -> 
             lambda r: r * p.github_content * 3600,
         ),
     ]
+
+
+def github_sweep_calls_per_hour(rate: float, dep: Deployment, a: Mapping[str, float]) -> float:
+    """The GitHub delivery sweep's App-JWT calls an hour at `rate` pushes/s (one delivery
+    each): every delivery listed once, 100 a page, plus the overlap each run lists again,
+    and two calls per failed delivery (a redelivery, and a read if that fails too)."""
+    runs = 3600 / dep.github_sweep_every_s
+    listed = rate * 3600 + runs * rate * a["github_sweep_overlap_s"]
+    pages = listed / 100 + runs  # a run reads at least one page
+    return pages + rate * 3600 * a["github_failed_share"] * 2
 
 
 def binds_at(limit: Limit) -> float | None:

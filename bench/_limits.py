@@ -160,6 +160,16 @@ DOCUMENTED: tuple[Documented, ...] = (
         "12,500 (15,000 on Enterprise Cloud); GITHUB_TOKEN is one token",
     ),
     Documented(
+        "github_app_jwt",
+        "GitHub App's own requests (App JWT: its webhook deliveries)",
+        5000,
+        "requests/h",
+        GITHUB_LIMITS,
+        "no separate figure is documented for requests made with the App JWT; taken as the "
+        "documented minimum of an authenticated client, 5,000 an hour. The GitHub delivery "
+        "sweep lists every delivery (100 a page) and spends about two calls per failed one",
+    ),
+    Documented(
         "github_endpoint",
         "GitHub secondary limit: points per minute to one REST endpoint (a GET is 1)",
         900,
@@ -260,6 +270,13 @@ ASSUMED: dict[str, Assumed] = {
             4,
             'operation, submission, 2 deliveries expire (README "What it costs")',
         ),
+        Assumed(
+            "github_failed_share",
+            0.01,
+            "share of GitHub deliveries that fail (deploys, outages, slow answers): each costs "
+            "the sweep a redelivery and, if that fails too, a read of the delivery",
+        ),
+        Assumed("github_sweep_overlap_s", 60, "SweepSettings.overlap: listed again next run"),
         Assumed("burst_factor", 10, "the burst: 10x the tier's rate"),
         Assumed("burst_s", 60, "for one minute"),
     )

@@ -143,6 +143,17 @@ def test_github_comments_add_the_content_creation_limit() -> None:
     assert {limit["limit"]: limit["utilization"] for limit in without}["github_content_hour"] == 0
 
 
+@pytest.mark.parametrize("rate", [10, 100, 1000])
+def test_the_github_sweep_spends_the_apps_jwt_budget_in_proportion_to_pushes(rate: int) -> None:
+    limits = {
+        x["limit"]: x["utilization"] for x in row(model(measured(), deployment()), rate)["limits"]
+    }
+    # Each run (every 300 s) lists every delivery 100 a page plus 60 s of them again, and
+    # 1% of deliveries fail, at 2 calls each: per hour, against 5,000 App-JWT requests.
+    per_hour = (rate * 3600 + 12 * rate * 60) / 100 + 12 + rate * 3600 * 0.01 * 2
+    assert limits["github_app_jwt"] == pytest.approx(per_hour / 5000, rel=1e-3)
+
+
 def test_assumptions_can_be_overridden() -> None:
     slow = model(measured(), deployment(), assume={"gemini_batch_life_s": 3600})
     fast = model(measured(), deployment(), assume={"gemini_batch_life_s": 1})
