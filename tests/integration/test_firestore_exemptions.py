@@ -20,9 +20,10 @@ from local.fakes import FakeClock
 from shared.errors import PermanentError
 from shared.handoff.claims import FirestoreClaimStore
 from shared.ledger import Ledger
+from shared.ledger.recoveries import Checkpoint, ScanPosition
 from shared.ledger.submissions import Submissions
 from tests.firestore_indexes import capture_queries, load_spec, single_field_needs
-from tests.integration.test_ledger_indexes import exercise_every_read, seed
+from tests.integration.test_ledger_indexes import exercise_every_read, recovery, seed
 from tests.ledger_parts import emptied_clients, installation_event, ledger_parts
 
 # The ledger's collections and the claim store's, each with its database in firestore.tf.
@@ -35,6 +36,7 @@ LEDGER = (
     "reconcile_state",
     "installations",
     "bodies",
+    "github_recoveries",
 )
 CLAIMS = ("payloads", "chunks")
 MAX_FIELD_CONFIGS = 200  # per database: https://cloud.google.com/firestore/docs/ttl#limits
@@ -110,6 +112,19 @@ def write_every_field(parts: Ledger, clock: FakeClock) -> None:
 
     parts.runs.record(clock(), clock(), {"examined": 1}, examined_ops=["batches/w"], budget_s=60.0)
     parts.watermark.set(clock())
+
+    recoveries = parts.recoveries
+    recoveries.open_once(recovery("g-2", clock()))
+    [opened] = [r for r in recoveries.open_page() if r.guid == "g-2"]
+    fields = {"via": "redelivery", "redelivered_at": clock(), "handed_off_at": clock()}
+    fields |= {"sweep_run": "sweep-1", "trace_id": "t" * 32, "alerted_at": clock()}
+    recoveries.change(opened, last_error="e", **fields)
+    [changed] = recoveries.get_many(["g-2"]).values()
+    recoveries.change(changed, status="recovered", recovered_at=clock(), after_s=1.5)
+    position = ScanPosition("https://api.github.com/app/hook/deliveries?cursor=x", clock(), None)
+    recoveries.save_checkpoint(
+        Checkpoint(clock(), position, clock()), run_id="sweep-1", at=clock(), listed=1
+    )
 
     installations = parts.installations
     installations.apply(installation_event(8), received_at=clock(), delivery_id="d-i2")

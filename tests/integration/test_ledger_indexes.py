@@ -22,7 +22,7 @@ from google.cloud import firestore
 
 from apps.review.results import Reviews
 from local.fakes import FakeClock
-from shared.ledger import Ledger
+from shared.ledger import Ledger, Recovery
 from tests.firestore_indexes import (
     SPEC,
     QueryLog,
@@ -122,6 +122,26 @@ def exercise_every_read(parts: Ledger, clock: FakeClock) -> None:
         [first] = parts.installations.listing(status, 1)
         parts.installations.listing(status, 5, after=first.installation_id)
 
+    parts.recoveries.open_page(5)
+    parts.recoveries.recent(5)
+    parts.recoveries.count()
+    parts.recoveries.count("open")
+
+
+def recovery(guid: str, at: Any) -> Recovery:
+    """An open recovery of a failed GitHub push delivery."""
+    return Recovery(
+        guid=guid,
+        event="push",
+        action=None,
+        github_delivery_id=1,
+        repository_id=2,
+        installation_id=3,
+        failed_at=at,
+        found_at=at,
+        status="open",
+    )
+
 
 def seed(parts: Ledger, clock: FakeClock) -> None:
     parts.operations.register("batches/a", "k", {"sha": "s1", "display_name": "tag-1"})
@@ -132,6 +152,7 @@ def seed(parts: Ledger, clock: FakeClock) -> None:
     parts.installations.apply(
         installation_event(7, suspended=True), received_at=clock(), delivery_id="d-i1"
     )
+    parts.recoveries.open_once(recovery("g-1", clock()))
     clock.advance(3600)
 
 
