@@ -8,11 +8,12 @@ extract's `components` as the root its `$ref`s resolve against), `date-time` and
 formats included, and every violation is named with the endpoint and the field's place:
 
     GET /repos/{owner}/{repo}/check-runs/{check_run_id} answered 200 against GitHub's
-    documented schema (check-run), 1 violation:
+    documented schema (check-run), 1 violation(s):
       $.app: 'node_id' is a required property
 
-`documented_schema` gives the schema itself (the tests of the App webhook-delivery
-endpoints use it), `documented_json` validates a `requests.Response`.
+`documented_schema` gives the schema itself (e.g. of the App webhook-delivery endpoints,
+in the extract ahead of their simulator routes), `documented_json` validates a
+`requests.Response`.
 """
 
 from __future__ import annotations
