@@ -160,9 +160,11 @@ def generator_main(
     target: Path,
     description: str,
     generate: Callable[[], str],
+    how: str | None = None,
 ) -> int:
     """The command line of a generator in tools/: write `target` from `generate()`, or with
-    `--check` write nothing and exit 1 when it is stale (2 when it cannot be generated)."""
+    `--check` write nothing and exit 1 when it is stale (2 when it cannot be generated).
+    `how` is what a stale file's message says to run (default `make requirements`)."""
     parser = argparse.ArgumentParser(prog=f"python -m {module}", description=description)
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if stale")
     args = parser.parse_args(argv)
@@ -171,7 +173,7 @@ def generator_main(
     except GenerateError as exc:
         print(f"{module}: {exc}", file=sys.stderr)
         return 2
-    how = f"`make requirements` (python -m {module})"
+    how = how or f"`make requirements` (python -m {module})"
     return write_or_check(target, expected, check=args.check, how=how)
 
 

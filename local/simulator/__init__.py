@@ -9,7 +9,8 @@ Modules: `state` (batches, operations, registered webhooks), `faults` (the fault
 JSON shapes), `webhooks` (signed completion webhooks), `github` (Contents API files),
 `comments` (commit comments), `github_webhooks` / `hook_deliveries` (the App webhook
 GitHub sends, and its recorded deliveries), `apps` (GitHub Apps: the App JWT, installations,
-installation tokens, permissions), `ratelimits` (GitHub's rate limits and their
+installation tokens, permissions), `github_objects` (GitHub's shared objects, whole:
+accounts, the App, repositories), `ratelimits` (GitHub's rate limits and their
 headers), `traffic` (the request log), `engine` (what creating and completing an
 operation does), `app` / `github_routes` / `control` (HTTP routes; `control` documents
 the control API and the fault model).

@@ -52,6 +52,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 
+from local.simulator.github_objects import repository
 from local.simulator.state import BadRequest, NotFound
 from shared.clock import Clock, system_clock
 
@@ -382,7 +383,11 @@ class Apps:
             self.tokens_issued += 1
             return issued, installation
 
-    def token_json(self, issued: IssuedToken, installation: Installation) -> dict[str, Any]:
+    def token_json(
+        self, issued: IssuedToken, installation: Installation, base_url: str
+    ) -> dict[str, Any]:
+        """The "Installation Token" answer; an installation on selected repositories lists
+        them, each a whole "Repository" (`github_objects.repository`)."""
         body: dict[str, Any] = {
             "token": issued.token,
             "expires_at": _rfc3339(issued.expires_at),
@@ -391,8 +396,7 @@ class Apps:
         }
         if installation.repositories is not None:
             body["repositories"] = [
-                {"full_name": name, "name": name.split("/", 1)[-1]}
-                for name in installation.repositories
+                repository(base_url, name) for name in installation.repositories
             ]
         return body
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from local.simulator.github_objects import CREATED_AT, github_app
 from shared.clock import Clock, system_clock
 
 DOCS = "https://docs.github.com/rest/checks/runs"
@@ -55,14 +56,22 @@ MAX_OUTPUT_CHARS = 65535
 MAX_ANNOTATION_TITLE_CHARS = 255
 MAX_ANNOTATION_BYTES = 64 * 1024
 _SHA = re.compile(r"[0-9a-fA-F]{4,64}")
-# The App whose runs these are, as GitHub embeds it in a check run (`app`).
-APP = {
+# The App whose runs these are, as GitHub embeds it in a check run (`app`, a "GitHub
+# app"); `github_objects.github_app` makes its owner a whole "Simple User".
+APP: dict[str, Any] = {
     "id": 1,
     "slug": "hookledger",
     "node_id": "A_sim1",
+    "client_id": "Iv23li0000000001",
     "name": "hookledger",
+    "description": "Reviews pushed Markdown and reports it as a check run.",
     "owner": {"login": "hookledger", "id": 4242, "type": "Organization"},
+    "external_url": "https://hookledger.example",
     "html_url": "https://github.com/apps/hookledger",
+    "created_at": CREATED_AT,
+    "updated_at": CREATED_AT,
+    "permissions": {"checks": "write", "contents": "write", "metadata": "read"},
+    "events": ["check_run", "check_suite", "push"],
 }
 
 
@@ -286,7 +295,7 @@ def run_json(base_url: str, run: StoredRun) -> dict[str, Any]:
         },
         "name": run.name,
         "check_suite": {"id": run.suite_id},
-        "app": dict(APP),
+        "app": github_app(base_url, APP),
         "pull_requests": [],
     }
 

@@ -1,9 +1,10 @@
 """GitHub commit comments: stored per (owner, repo, sha), counted, and failed on demand.
 
-Shapes follow GitHub's REST API for commit comments: ids ascend in creation order (the
-order GitHub lists them in), `html_url` ends in `#commitcomment-{id}`, `user` is the
-token's account. A post fault (`fail` posts answer `status`, optionally after storing
-the comment) reproduces the case where GitHub created a comment but the answer was lost.
+Shapes follow GitHub's REST API for commit comments ("Commit comments": every field it
+documents as required): ids ascend in creation order (the order GitHub lists them in),
+`html_url` ends in `#commitcomment-{id}`, `user` is the token's account (a whole "Simple
+User"). A post fault (`fail` posts answer `status`, optionally after storing the
+comment) reproduces the case where GitHub created a comment but the answer was lost.
 A deleted comment is gone from listings; its commit counts `deletes`. An edited comment
 (`PATCH`) keeps its id, place and `created_at`, and takes the new body and `updated_at`.
 """
@@ -15,16 +16,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from local.simulator.github_objects import simple_user
 from shared.clock import Clock, system_clock
 
-USER = {
-    "login": "hookledger-bot",
-    "id": 4242,
-    "node_id": "MDM6Qm90NDI0Mg==",
-    "type": "Bot",
-    "site_admin": False,
-    "html_url": "https://github.com/hookledger-bot",
-}
+# The account every comment is posted as (made whole by `github_objects.simple_user`).
+USER: dict[str, Any] = {"login": "hookledger-bot", "id": 4242, "type": "Bot"}
 
 
 @dataclass(frozen=True)
@@ -68,7 +64,7 @@ def comment_json(base_url: str, comment: Comment) -> dict[str, Any]:
         "position": None,
         "line": None,
         "commit_id": comment.sha,
-        "user": dict(USER),
+        "user": simple_user(base_url, USER["login"], USER["id"], USER["type"]),
         "created_at": stamp,
         "updated_at": updated,
         "author_association": "NONE",

@@ -115,7 +115,8 @@ def blueprint(sim: Simulator) -> Blueprint:
         if permissions is not None and not isinstance(permissions, dict):
             raise GitHubRefusal(422, "permissions must be an object.")
         issued, installation = sim.apps.issue_token(app, installation_id, permissions)
-        return json_response(sim.apps.token_json(issued, installation), 201)
+        base_url = request.host_url.rstrip("/")
+        return json_response(sim.apps.token_json(issued, installation, base_url), 201)
 
     @bp.get("/repos/<owner>/<repo>/contents/<path:path>")
     def github_contents(owner: str, repo: str, path: str) -> Response:
