@@ -47,6 +47,7 @@ import requests
 from urllib3.exceptions import NewConnectionError
 
 from local.simulator.check_runs import APP, StoredRun, run_json
+from local.simulator.github_objects import github_app
 from shared.clock import monotonic
 
 HOOK_ID = 424242
@@ -97,7 +98,7 @@ def check_run_payload(
         "head_sha": run.head_sha,
         "status": "completed" if run.status == "completed" else "in_progress",
         "conclusion": run.conclusion,
-        "app": dict(APP),
+        "app": github_app(base_url, APP),  # whole, as the check run's own `app`
         "pull_requests": [],
     }
     return {

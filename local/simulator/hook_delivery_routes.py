@@ -213,7 +213,9 @@ def add_api_routes(bp: Blueprint, sim: Simulator) -> None:
             raise GitHubRefusal(404, "Not Found", REDELIVER_DOCS) from None
         except TooOld:
             refused = {**GitHubRefusal(422, "Validation Failed", REDELIVER_DOCS).body}
-            return json_response({**refused, "errors": [TOO_OLD]}, 422)
+            # GitHub's "validation-error": each error an object with at least a `code`.
+            error = {"resource": "HookDelivery", "code": "custom", "message": TOO_OLD}
+            return json_response({**refused, "errors": [error]}, 422)
         return json_response({}, 202)
 
 

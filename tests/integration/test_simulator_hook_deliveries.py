@@ -31,6 +31,7 @@ from local.simulator.apps import NOT_DECODED
 from local.simulator.client import SimulatorClient, start_simulator
 from shared.github.app import AppCredentials, app_jwt
 from shared.signatures.github import GitHubVerifier
+from tests.github_openapi import documented_json
 from tests.ports import refusing_port
 
 SECRET = "hook-deliveries-test-secret-0123456789"
@@ -404,7 +405,7 @@ def test_past_three_days_a_delivery_is_gone_and_cannot_be_redelivered(
     assert still.status_code == 202
     assert refused.status_code == 422
     assert refused.json()["message"] == "Validation Failed"
-    assert "older than 3 days" in refused.json()["errors"][0]
+    assert "older than 3 days" in refused.json()["errors"][0]["message"]
     assert api(sim, "GET", f"/app/hook/deliveries/{sent['id']}", auth).status_code == 404
     [fresh] = listed(sim, auth)  # the redelivery, still inside the window
     assert fresh["redelivery"] is True
@@ -493,3 +494,29 @@ def test_reset_forgets_every_delivery_and_the_throttle(sim: Sim) -> None:
 
     assert [d["id"] for d in sim.control.github_hook_deliveries()] == [fresh["id"]]
     assert (fresh["id"], fresh["status"]) == (first["id"], "OK")  # ids start over
+
+
+# --- GitHub's OpenAPI description -------------------------------------------------------------
+
+
+def test_every_answer_is_the_shape_githubs_openapi_description_documents(
+    sim: Sim, auth: dict[str, str]
+) -> None:
+    """List, one delivery, a redelivery and the refusals, held to `@octokit/openapi`'s
+    schemas (tests/fixtures/github_openapi.json): every field GitHub says is required."""
+    sim.receiver.answer_with(503)
+    failed = sim.control.send_github_webhook("push", push())
+    one = f"/app/hook/deliveries/{failed['id']}"
+
+    documented_json(api(sim, "GET", "/app/hook/deliveries", auth), "GET", "/app/hook/deliveries")
+    documented_json(api(sim, "GET", one, auth), "GET", "/app/hook/deliveries/{delivery_id}")
+    attempts = "/app/hook/deliveries/{delivery_id}/attempts"
+    documented_json(api(sim, "POST", f"{one}/attempts", auth), "POST", attempts)
+    sim.control.wait_for_github_hook_deliveries(failed["guid"], 2)
+    bad = api(sim, "GET", "/app/hook/deliveries", auth, params={"status": "failed"})
+    assert bad.status_code == 422
+    documented_json(bad, "GET", "/app/hook/deliveries")
+    sim.control.age_github_hook_deliveries(3 * DAY_S + 60, ids=[failed["id"]])
+    too_old = api(sim, "POST", f"{one}/attempts", auth)
+    assert too_old.status_code == 422
+    documented_json(too_old, "POST", attempts)
