@@ -1,9 +1,9 @@
 """The ingress decision: verify a webhook, hand it to Cloud Tasks, answer.
 
 It answers 2xx only once the task exists (or existed: a duplicate), so every failure
-before the hand-off is a 5xx/4xx: Gemini retries it for 24 h; GitHub never retries, records
-the delivery failed, and the GitHub delivery sweep (shared/recovery) recovers it. Status codes follow
-docs/architecture.md ("Contracts", ingress routes): 202 accepted, 200
+before the hand-off is a 5xx/4xx: Gemini retries it for 24 h; GitHub never retries,
+records the delivery failed, and the GitHub delivery sweep (shared/recovery) recovers it.
+Status codes follow docs/architecture.md ("Contracts", ingress routes): 202 accepted, 200
 ignored/duplicate/pong, 400 malformed, 401 signature, 404 route, 405 method, 413 size,
 503 hand-off failed. `/healthz`, 404 and 405 are answered by `Endpoint`.
 
