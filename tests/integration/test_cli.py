@@ -29,7 +29,7 @@ from shared.entrypoints import runtime
 from shared.entrypoints.worker import Worker
 from shared.handoff.envelope import EnvelopeSealer
 from shared.handoff.tasks import ensure_queue, make_client, task_id_for
-from shared.ledger import Ledger
+from shared.ledger import Ledger, Recovery
 from tests.ledger_parts import installation_event
 
 REPO = Path(__file__).resolve().parents[2]
@@ -301,6 +301,47 @@ def test_deliveries_list_and_show(cli: Any, capsys) -> None:
     code, out, _ = run(capsys, "deliveries", "list", "--status", "dead")
     assert out.splitlines()[0].split()[:4] == ["SOURCE", "DELIVERY", "EVENT", "STATUS"]
     assert "msg_2" in out.splitlines()[1]
+
+
+def test_deliveries_say_how_a_github_delivery_came_back(cli: Any, capsys) -> None:
+    """A GitHub delivery the sweep recovered: its row says how and after how long, `show`
+    carries the recovery, and `deliveries recovered` lists every failed one."""
+    ledger = _deliveries(cli)
+    at = T0 - timedelta(minutes=5)
+    failed = {"event": "push", "action": None, "github_delivery_id": 7, "repository_id": 1}
+    for guid in ("d-1", "lost"):
+        ledger.recoveries.open_once(
+            Recovery(
+                guid=guid,
+                installation_id=None,
+                failed_at=at,
+                found_at=at,
+                status="open",
+                **failed,
+            )
+        )
+    [opened] = [r for r in ledger.recoveries.open_page() if r.guid == "d-1"]
+    ledger.recoveries.change(opened, via="redelivery", sweep_run="sweep-1")
+    [redelivered] = ledger.recoveries.get_many(["d-1"]).values()
+    ledger.recoveries.change(redelivered, status="recovered", recovered_at=T0, after_s=300.0)
+
+    rows = {row["id"]: row for row in run_json(capsys, "deliveries", "list")}
+    assert rows["github:d-1"]["recovered"] == "by redelivery after 300 s"
+    assert rows["github:same"]["recovered"] is None  # never failed at GitHub
+    assert rows["gemini:msg_2"]["recovered"] is None
+    shown = run_json(capsys, "deliveries", "show", "github:d-1")["recovery"]
+    assert (shown["status"], shown["via"], shown["sweep_run"]) == (
+        "recovered",
+        "redelivery",
+        "sweep-1",
+    )
+    listed = run_json(capsys, "deliveries", "recovered")
+    assert sorted((r["guid"], r["status"]) for r in listed) == [
+        ("d-1", "recovered"),
+        ("lost", "open"),
+    ]
+    code, out, _ = run(capsys, "deliveries", "recovered")
+    assert code == 0 and out.splitlines()[0].split()[:3] == ["GUID", "EVENT", "STATUS"]
 
 
 @pytest.fixture
