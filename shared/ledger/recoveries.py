@@ -153,10 +153,15 @@ class Recoveries:
             raise StoreUnavailable(f"recovery {recovery.guid}: create failed: {exc}") from exc
         return True
 
-    def open_page(self, limit: int = 200) -> list[Recovery]:
-        """Open recoveries, at most `limit` (one read each); the oldest ids first."""
+    def open_page(self, limit: int = 200, after: str | None = None) -> list[Recovery]:
+        """Open recoveries, at most `limit` (one read each), by guid; `after`: the last
+        guid of the previous page."""
         check_limit(limit)
         query = self.collection().where(filter=firestore.FieldFilter("status", "==", OPEN))
+        if after is not None:
+            query = query.order_by("__name__").start_after(
+                {"__name__": self.collection().document(_doc_id(after))}
+            )
         snapshots = self._commits.stream(query.limit(limit), "open_github_recoveries")
         return [recovery_from(s.to_dict() or {}, s.update_time) for s in snapshots]
 

@@ -100,7 +100,6 @@ class RecoveryActions:
         claimed = self._change(recovery, report, via="redelivery", redelivered_at=now, **run)
         if not claimed:
             return  # another run took this step
-        report.github_calls += 1
         try:
             self._github.redeliver(recovery.github_delivery_id)
         except GitHubRejected as exc:
@@ -126,7 +125,6 @@ class RecoveryActions:
         self, recovery: Recovery, report: SweepReport, now: datetime, run: dict[str, Any]
     ) -> None:
         """Read the delivery from GitHub and hand it to the worker ourselves."""
-        report.github_calls += 1
         try:
             request = self._github.get(recovery.github_delivery_id)
         except GitHubError as exc:

@@ -17,13 +17,14 @@ class SweepSettings:
     a run starts no GitHub call after this long; `overlap`: how far back past the last
     listing's newest delivery a listing goes again (a delivery GitHub records late, after
     its 10 s timeout, is still listed); `horizon`: how long before GitHub's 3 days pass an
-    unrecovered delivery raises its alert; `open_limit`: open recoveries acted on per run."""
+    unrecovered delivery raises its alert; `open_page`: open recoveries read per query (a
+    run reads them all, page by page, within its budget)."""
 
     grace: timedelta = timedelta(seconds=DEFAULTS.github_sweep_grace_s)
     budget_s: float = float(DEFAULTS.github_sweep_budget_s)
     overlap: timedelta = timedelta(seconds=60)
     horizon: timedelta = timedelta(hours=6)
-    open_limit: int = 500
+    open_page: int = 200
 
     @classmethod
     def from_config(cls, config: Config) -> SweepSettings:

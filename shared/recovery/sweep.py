@@ -182,18 +182,23 @@ class DeliverySweep:
         if self._spent(started):
             report.stop("act")
             return
-        recoveries = self._ledger.recoveries.open_page(self._settings.open_limit)
-        report.firestore_reads += max(1, len(recoveries))  # a query costs at least one read
         traceparent = tracing.traceparent()
         run = {
             "sweep_run": report.run_id,
             "trace_id": traceparent.split("-")[1] if traceparent else None,
         }
-        for recovery in recoveries:
-            if self._spent(started):
-                report.stop("act")
+        after: str | None = None
+        while True:  # every open recovery, a page at a time, by guid
+            page = self._ledger.recoveries.open_page(self._settings.open_page, after)
+            report.firestore_reads += max(1, len(page))  # a query costs at least one read
+            for recovery in page:
+                if self._spent(started):
+                    report.stop("act")
+                    return
+                report.open += 1
+                # The delivery's own span in this run's trace: its page shows the sweep run.
+                with tracing.span("github_sweep.recover", delivery_id=recovery.guid):
+                    self._actions.step(recovery, report, run)
+            if len(page) < self._settings.open_page:
                 return
-            report.open += 1
-            # The delivery's own span in this run's trace: its page shows the sweep run.
-            with tracing.span("github_sweep.recover", delivery_id=recovery.guid):
-                self._actions.step(recovery, report, run)
+            after = page[-1].guid

@@ -142,6 +142,16 @@ def test_a_failed_push_is_opened_once_and_a_success_is_not(setup: Setup) -> None
     assert (again.failed, again.opened) == (1, 0)
 
 
+def test_every_open_recovery_is_looked_at_a_page_at_a_time(setup: Setup) -> None:
+    for n in range(5):
+        setup.push(n, url=setup.down)
+
+    report = setup.sweep(open_page=2).run()
+
+    assert (report.opened, report.open, report.waiting) == (5, 5, 5)
+    assert report.firestore_reads == 1 + 5 + 5  # the checkpoint; 5 documents, 5 ledger reads
+
+
 def test_the_checkpoint_leaves_no_gap_and_scans_nothing_twice(setup: Setup) -> None:
     down = setup.down
     for n in range(3):

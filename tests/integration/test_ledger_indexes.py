@@ -123,6 +123,7 @@ def exercise_every_read(parts: Ledger, clock: FakeClock) -> None:
         parts.installations.listing(status, 5, after=first.installation_id)
 
     parts.recoveries.open_page(5)
+    parts.recoveries.open_page(5, "g-1")
     parts.recoveries.recent(5)
     parts.recoveries.count()
     parts.recoveries.count("open")
