@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -52,21 +53,14 @@ def _send(run: Run, pushes: list[Push], sent: Sent, workers: int = 4) -> None:
 
 def ingress_outage(chaos: Chaos, size: int) -> None:
     """The ingress stopped for a deploy while a third of the pushes arrive."""
-    name = "ingress-outage"
-    with chaos.scenario(name, size) as run:
-        pushes = run.load.new_pushes(size, "ingout")
-        run.expect(pushes, expected_text(size))
-        before, during, after = _thirds(pushes)
-        sent = Sent()
-        _send(run, before, sent)
+
+    def start() -> None:
         chaos.stack.stop("ingress")
-        chaos.say(name, f"ingress stopped; GitHub sends {len(during)} pushes meanwhile")
-        _send(run, during, sent)
+
+    def end() -> None:
         chaos.stack.start("ingress")
-        chaos.say(name, "ingress started again")
-        _send(run, after, sent)
-        run.load.complete_all(pushes)
-        _recovered(chaos, run, sent, name)
+
+    _outage(chaos, size, "ingress-outage", (start, "ingress stopped"), (end, "ingress started"))
 
 
 def handoff_outage(chaos: Chaos, size: int) -> None:
@@ -76,17 +70,39 @@ def handoff_outage(chaos: Chaos, size: int) -> None:
         with chaos.scenario(name, size):
             raise Skip("needs the Cloud Tasks emulator's data_dir (tasks survive a restart)")
         return
+
+    def start() -> None:
+        chaos.stack.kill("cloudtasks")
+
+    def end() -> None:
+        chaos.stack.restart("cloudtasks")
+
+    _outage(
+        chaos,
+        size,
+        name,
+        (start, "cloudtasks SIGKILLed"),
+        (end, "cloudtasks restarted on its data dir"),
+    )
+
+
+Step = tuple[Callable[[], None], str]
+
+
+def _outage(chaos: Chaos, size: int, name: str, start: Step, end: Step) -> None:
+    """A third of the pushes sent, the outage `start`ed, a third sent into it, `end`, the
+    rest sent; then every failed one must come back (`_recovered`)."""
     with chaos.scenario(name, size) as run:
-        pushes = run.load.new_pushes(size, "hoout")
+        pushes = run.load.new_pushes(size, name.split("-")[0])
         run.expect(pushes, expected_text(size))
         before, during, after = _thirds(pushes)
         sent = Sent()
         _send(run, before, sent)
-        chaos.stack.kill("cloudtasks")
-        chaos.say(name, f"cloudtasks SIGKILLed; GitHub sends {len(during)} pushes meanwhile")
+        start[0]()
+        chaos.say(name, f"{start[1]}; GitHub sends {len(during)} pushes meanwhile")
         _send(run, during, sent)
-        chaos.stack.restart("cloudtasks")
-        chaos.say(name, "cloudtasks restarted on its data dir")
+        end[0]()
+        chaos.say(name, end[1])
         _send(run, after, sent)
         run.load.complete_all(pushes)
         _recovered(chaos, run, sent, name)

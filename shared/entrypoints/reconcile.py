@@ -62,15 +62,7 @@ class ReconcileEndpoint(Endpoint):
                 report = self._reconciler().run()
                 span.set(**{f"reconcile.{k}": v for k, v in _counts(report.to_dict()).items()})
         except Exception as exc:  # answer, and log it, rather than a bare 500 from Flask
-            status = 503 if retryable(exc) else 500
-            logs.event(
-                log,
-                logging.ERROR,
-                f"reconcile pass failed: {type(exc).__name__}: {exc}",
-                exc_info=True,
-                status=status,
-            )
-            return Reply(status, {"error": f"reconcile pass failed: {type(exc).__name__}"})
+            return _failed("reconcile pass", exc)
         return Reply(200, report.to_dict())
 
     def _run_sweep(self, headers: Mapping[str, str]) -> Reply:
@@ -82,16 +74,21 @@ class ReconcileEndpoint(Endpoint):
             with tracing.server_span("reconcile.github_deliveries", headers):
                 report = sweep.run()
         except Exception as exc:  # answer, and log it, rather than a bare 500 from Flask
-            status = 503 if retryable(exc) else 500
-            logs.event(
-                log,
-                logging.ERROR,
-                f"github delivery sweep failed: {type(exc).__name__}: {exc}",
-                exc_info=True,
-                status=status,
-            )
-            return Reply(status, {"error": f"github delivery sweep failed: {type(exc).__name__}"})
+            return _failed("github delivery sweep", exc)
         return Reply(200, report.to_dict())
+
+
+def _failed(what: str, exc: Exception) -> Reply:
+    """503 for a retryable failure, else 500; logged with its traceback."""
+    status = 503 if retryable(exc) else 500
+    logs.event(
+        log,
+        logging.ERROR,
+        f"{what} failed: {type(exc).__name__}: {exc}",
+        exc_info=True,
+        status=status,
+    )
+    return Reply(status, {"error": f"{what} failed: {type(exc).__name__}"})
 
 
 def _counts(report: Mapping[str, Any]) -> dict[str, int]:
