@@ -20,6 +20,7 @@ from shared.entrypoints.ingress import Ingress
 from shared.entrypoints.reconcile import ReconcileEndpoint
 from shared.errors import PermanentError, TransientError
 from shared.handlers.context import ClientFactories, HandlerContext
+from shared.recovery import SweepReport
 from shared.signatures import sign_standard_webhook
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,6 +103,40 @@ def test_a_failed_reconcile_run_answers_by_the_error_tree(error, status):
     reply = ReconcileEndpoint(lambda: FakeReconciler(error)).handle("POST", "/", {}, b"")
     assert reply.status == status
     assert reply.body == {"error": f"reconcile pass failed: {type(error).__name__}"}
+
+
+class FakeSweep:
+    """A GitHub delivery sweep that counts its runs (or fails with `error`)."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.runs = 0
+        self.error = error
+
+    def run(self) -> SweepReport:
+        self.runs += 1
+        if self.error is not None:
+            raise self.error
+        return SweepReport(run_id="sweep-1", listed=3)
+
+
+def test_the_github_deliveries_route_runs_the_sweep_not_reconcile():
+    reconciler, sweep = FakeReconciler(), FakeSweep()
+    endpoint = ReconcileEndpoint(lambda: reconciler, sweep=lambda: sweep)  # type: ignore[arg-type,return-value]
+
+    reply = endpoint.handle("POST", "/github-deliveries", {}, b"")
+
+    assert (reply.status, reply.body["run_id"], reply.body["listed"]) == (200, "sweep-1", 3)
+    assert (sweep.runs, reconciler.runs) == (1, 0)
+    assert endpoint.handle("POST", "/", {}, b"").status == 200 and reconciler.runs == 1
+
+
+def test_without_a_github_app_the_sweep_route_says_so_and_a_failed_sweep_is_answered():
+    no_app = ReconcileEndpoint(FakeReconciler, sweep=lambda: None)
+    reply = no_app.handle("POST", "/github-deliveries", {}, b"")
+    assert reply == Reply(200, {"skipped": "no GitHub App is configured (GITHUB_APP_ID)"})
+    failing = ReconcileEndpoint(FakeReconciler, sweep=lambda: FakeSweep(TransientError("down")))  # type: ignore[arg-type,return-value]
+    failed = failing.handle("POST", "/github-deliveries", {}, b"")
+    assert failed == Reply(503, {"error": "github delivery sweep failed: TransientError"})
 
 
 def test_the_handler_context_builds_each_client_once_and_only_when_used():
