@@ -41,6 +41,10 @@ locals {
       display_name = "hookledger: GitHub delivery not recovered within 3 days"
       runbook      = "A GitHub App delivery failed and the sweep could not bring it back before GitHub's 3-day window closes (guid, event and repository in the log line). `hookledger deliveries recovered` shows its last_error; while GitHub still keeps it, redeliver it from the App's Advanced settings, or replay the push another way."
     }
+    github_sweep_behind = {
+      display_name = "hookledger: GitHub delivery sweep behind"
+      runbook      = "The GitHub delivery sweep has not finished listing the App's deliveries for over 6 hours (listed_at in the log line), so failed deliveries may leave GitHub's 3 days unrecovered. Check the reconcile function's github-deliveries runs (stopped_at, errors): the App's key, GitHub's rate limit (retry-after), or a budget too small for the deliveries (GITHUB_SWEEP_BUDGET_S)."
+    }
     writeback_failed = {
       display_name = "hookledger: write-back failed permanently"
       runbook      = "An operation's write-back failed for good: Firestore refused it (settled with writeback_error and no results), or it failed by its own fault 5 times (settled failed with reason writeback_failed). `hookledger ops show NAME --json` shows the reason."

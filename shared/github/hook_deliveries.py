@@ -79,6 +79,9 @@ class HookDelivery:
 class DeliveryPage:
     deliveries: tuple[HookDelivery, ...]
     next_url: str | None  # the `Link` header's `rel="next"`, on the API's own host
+    # Items GitHub sent that could not be read (each said why), left out of `deliveries`:
+    # one bad item must not stop the page, or every later listing, at it.
+    malformed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -111,9 +114,16 @@ class HookDeliveriesClient(_RestClient):
         body = _json(response, where)
         if not isinstance(body, list):
             raise GitHubUnavailable(f"{where}: the answer is not a list of deliveries")
-        items = tuple(delivery_from(item, where) for item in body)
+        items: list[HookDelivery] = []
+        malformed: list[str] = []
+        for item in body:
+            try:
+                items.append(delivery_from(item, where))
+            except GitHubUnavailable as exc:
+                malformed.append(str(exc))
         following = response.links.get("next", {}).get("url")
-        return DeliveryPage(items, self._same_host(following, where) if following else None)
+        next_url = self._same_host(following, where) if following else None
+        return DeliveryPage(tuple(items), next_url, tuple(malformed))
 
     def get(self, delivery_id: int, *, deadline: Deadline | None = None) -> DeliveryRequest:
         """Delivery `delivery_id` with the headers and payload GitHub sent."""

@@ -246,10 +246,11 @@ class EnvelopeSealer:
         self._claims = claims
         self._threshold = claim_threshold_bytes
 
-    def seal(self, envelope: Envelope) -> bytes:
-        """Compact signed bytes for `envelope`, claim-checking a large body first."""
+    def seal(self, envelope: Envelope, *, claim_as: str | None = None) -> bytes:
+        """Compact signed bytes for `envelope`, claim-checking a large body first (stored
+        under its delivery id, or `claim_as` when another body may hold that key)."""
         if envelope.body is not None and len(envelope.body) > self._threshold:
-            envelope = self._claim(envelope)
+            envelope = self._claim(envelope, claim_as)
         fields = {
             "v": VERSION,
             "source": envelope.source,
@@ -284,7 +285,7 @@ class EnvelopeSealer:
             )
         return sealed
 
-    def _claim(self, envelope: Envelope) -> Envelope:
+    def _claim(self, envelope: Envelope, claim_as: str | None = None) -> Envelope:
         body = envelope.body or b""
         if len(body) > MAX_CLAIM_BYTES:
             raise EnvelopeTooLarge(
@@ -294,7 +295,8 @@ class EnvelopeSealer:
             raise EnvelopeTooLarge(
                 f"body of delivery {envelope.delivery_id} needs a claim check and no store is set"
             )
-        ref = self._claims.put(claim_key(envelope.source, envelope.delivery_id), body)
+        key = claim_key(envelope.source, claim_as or envelope.delivery_id)
+        ref = self._claims.put(key, body)
         return replace(envelope, body=None, claim=ref, body_sha256=hashlib.sha256(body).hexdigest())
 
     def open(self, data: bytes | str) -> Envelope:

@@ -13,11 +13,18 @@ from shared.handoff.tasks import EnqueueResult, TaskQueue
 
 
 def hand_to_worker(
-    config: Config, sealer: EnvelopeSealer, queue: TaskQueue, envelope: Envelope, task_id: str
+    config: Config,
+    sealer: EnvelopeSealer,
+    queue: TaskQueue,
+    envelope: Envelope,
+    task_id: str,
+    *,
+    claim_as: str | None = None,
 ) -> EnqueueResult:
     """Seal `envelope` and create task `task_id` posting it to the worker (`duplicate` when
-    the name is taken). Raises `EnvelopeTooLarge`, `EnqueueError` or `ClaimError`."""
-    sealed = sealer.seal(envelope)
+    the name is taken); a large body is claim-checked under `claim_as` when given. Raises
+    `EnvelopeTooLarge`, `EnqueueError` or `ClaimError`."""
+    sealed = sealer.seal(envelope, claim_as=claim_as)
     return queue.enqueue(
         config.worker_url,
         sealed,

@@ -271,7 +271,7 @@ class Ledger:
         self.runs = Runs(commits, retention=retention)
         self.watermark = AdoptionWatermark(commits)
         self.installations = Installations(commits, clock, self.deliveries)
-        self.recoveries = Recoveries(commits, clock, retention=retention)
+        self.recoveries = Recoveries(commits, retention=retention)
 
     @property
     def clock(self) -> Clock:

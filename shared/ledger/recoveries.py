@@ -24,7 +24,6 @@ from typing import Any
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
-from shared.clock import Clock
 from shared.ledger.commits import Commits
 from shared.ledger.errors import InvalidArgument, StoreUnavailable
 from shared.ledger.ids import check_limit
@@ -34,7 +33,6 @@ GITHUB_RECOVERIES = "github_recoveries"
 CHECKPOINT_ID = "github_deliveries"
 OPEN = "open"
 RECOVERY_STATUSES = (OPEN, "recovered", "accepted", "ignored", "unrecoverable")
-RECOVERY_VIA = ("redelivery", "handoff")
 
 
 @dataclass(frozen=True)
@@ -78,6 +76,7 @@ class ScanPosition:
     next_url: str | None
     floor_at: datetime
     top_at: datetime | None  # the newest delivery it saw: the next listing's floor
+    failures: int = 0  # runs in a row GitHub failed at `next_url`
 
 
 @dataclass(frozen=True)
@@ -85,15 +84,14 @@ class Checkpoint:
     covered_to: datetime | None = None  # newest delivery of the last complete listing
     scan: ScanPosition | None = None
     resume_after: datetime | None = None  # GitHub asked for a wait until then
-    update_time: Any = None
+    listed_at: datetime | None = None  # when the last complete listing ended
 
 
 class Recoveries:
     """`github_recoveries` and the sweep's checkpoint."""
 
-    def __init__(self, commits: Commits, clock: Clock, *, retention: timedelta) -> None:
+    def __init__(self, commits: Commits, *, retention: timedelta) -> None:
         self._commits = commits
-        self._clock = clock
         self._retention = retention
 
     def collection(self) -> Any:
@@ -111,12 +109,17 @@ class Recoveries:
         scan = data.get("scan")
         position = None
         if isinstance(scan, Mapping) and isinstance(scan.get("floor_at"), datetime):
-            position = ScanPosition(scan.get("next_url"), scan["floor_at"], scan.get("top_at"))
+            position = ScanPosition(
+                scan.get("next_url"),
+                scan["floor_at"],
+                scan.get("top_at"),
+                int(scan.get("failures") or 0),
+            )
         return Checkpoint(
             covered_to=data.get("covered_to"),
             scan=position,
             resume_after=data.get("resume_after"),
-            update_time=snapshot.update_time,
+            listed_at=data.get("listed_at"),
         )
 
     def save_checkpoint(self, checkpoint: Checkpoint, **run: Any) -> None:
@@ -129,6 +132,7 @@ class Recoveries:
             "covered_to": checkpoint.covered_to,
             "scan": None if scan is None else dict(scan.__dict__),
             "resume_after": checkpoint.resume_after,
+            "listed_at": checkpoint.listed_at,
             "last_run": dict(run),
         }
         where = f"{RECONCILE_STATE}/{CHECKPOINT_ID}"
@@ -169,9 +173,11 @@ class Recoveries:
         """Write `fields` on condition `recovery` is unchanged since it was read (1 write).
 
         False when another sweep changed it first (it acts on it, not this one)."""
-        unknown = set(fields) - set(Recovery.__dataclass_fields__) - {"update_time"}
+        unknown = set(fields) - (set(Recovery.__dataclass_fields__) - {"update_time"})
         if unknown or fields.get("status", OPEN) not in RECOVERY_STATUSES:
             raise InvalidArgument(f"recovery {recovery.guid}: cannot set {sorted(fields)}")
+        if recovery.update_time is None:  # no version read: the write would be unconditional
+            raise InvalidArgument(f"recovery {recovery.guid}: changed without a version read")
         ref = self.collection().document(_doc_id(recovery.guid))
         option = self._commits.client.write_option(last_update_time=recovery.update_time)
         try:

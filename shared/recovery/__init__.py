@@ -6,11 +6,11 @@ GitHub does not retry a failed delivery: one that met the ingress down (a deploy
 unless someone redelivers it within 3 days. A sweep run, on its own Cloud Scheduler job
 (the reconcile function's `/github-deliveries` route) with the App's JWT:
 
-1. lists the App's deliveries newest first (`GET /app/hook/deliveries`), from where the
-   last complete listing began down to its newest delivery less an overlap
-   (`SweepSettings.overlap`, so a delivery GitHub records late is not missed), resuming
-   a listing an earlier run's budget stopped; the position is the checkpoint,
-   `reconcile_state/github_deliveries`;
+1. lists the App's deliveries newest first (`GET /app/hook/deliveries`), from the newest
+   down to the newest delivery of the last complete listing less an overlap
+   (`SweepSettings.overlap`, so a delivery GitHub records late is not missed), after
+   finishing a listing an earlier run's budget stopped; the checkpoint,
+   `reconcile_state/github_deliveries`, keeps both;
 2. opens a recovery, `github_recoveries/{guid}` (created once), for each event with no
    successful attempt in the listing that an app takes: a failed or throttled attempt;
 3. takes every open recovery one step (`act.py`): closed when the ledger has the
@@ -18,14 +18,18 @@ unless someone redelivers it within 3 days. A sweep run, on its own Cloud Schedu
    brought it back); after `grace`, GitHub is asked once to redeliver it; if that has not
    arrived `grace` later, the sweep reads the delivery from GitHub and hands it to the
    worker itself (`handoff.py`, which says why that is as trustworthy as a signature);
-   one `github_delivery_unrecoverable` alert when it is about to leave GitHub's 3 days.
+   one `github_delivery_unrecoverable` alert when it is about to leave GitHub's 3 days;
+   one recovery's failure stops no other's step.
 
 A run costs O(new deliveries) GitHub calls (one per 100 listed, one per recovery step)
 and Firestore reads (the checkpoint, one per open recovery and its ledger check); it
 starts nothing after `budget_s` and does not call GitHub before a `retry-after` passes.
-Overlapping runs are safe: a recovery is opened by a create and every step that sends
-something is claimed by a conditional write; a delivery that arrives twice anyway is
-one delivery to the worker's ledger.
+GitHub's `retry-after` holds every GitHub call of the run and of later runs until it
+passes. A listing position GitHub refuses, or fails at 3 runs in a row, is dropped for a
+fresh listing down to the same floor; no finished listing for 6 h raises
+`github_sweep_behind`. Overlapping runs are safe: a recovery is opened by a create, a
+redelivery is claimed by a conditional write, a hand-off is a task named after the guid;
+a delivery that arrives twice anyway is one delivery to the worker's ledger.
 
 Modules: `report` (SweepReport, SweepSettings), `sweep` (DeliverySweep), `act`
 (RecoveryActions), `handoff` (WorkerHandOff).
@@ -33,14 +37,16 @@ Modules: `report` (SweepReport, SweepSettings), `sweep` (DeliverySweep), `act`
 
 from __future__ import annotations
 
-from shared.recovery.act import ALERT
+from shared.recovery.act import ALERT, RunContext
 from shared.recovery.handoff import WorkerHandOff, recovered_task_id
 from shared.recovery.report import SweepReport, SweepSettings
-from shared.recovery.sweep import DeliverySweep
+from shared.recovery.sweep import BEHIND_ALERT, DeliverySweep
 
 __all__ = [
     "ALERT",
+    "BEHIND_ALERT",
     "DeliverySweep",
+    "RunContext",
     "SweepReport",
     "SweepSettings",
     "WorkerHandOff",

@@ -1,30 +1,39 @@
 """Acting on open recoveries: close what the ledger has, redeliver once, then hand over.
 
-For each open recovery, in this order (docs/architecture.md, "Reconcile"):
+For each open recovery, in this order (docs/architecture.md, "GitHub deliveries"):
 
-    the ledger has the delivery        close: `recovered` (the sweep acted) or `accepted`
+    the ledger has the delivery        close: `recovered` (it arrived after the sweep acted)
+                                       or `accepted` (it was there before: the ingress
+                                       took it, answering after GitHub's 10 s)
+    handed off                         wait (Cloud Tasks delivers and retries; GitHub's 3
+                                       days no longer matter)
     past GitHub's 3 days               close `unrecoverable` (alerting first if not yet)
     within `horizon` of the 3 days     one `github_delivery_unrecoverable` alert
     failed less than `grace` ago       wait (the ingress may have taken it)
+    GitHub asked for a wait, or the    wait (no GitHub call now)
+    run's budget is spent
     not acted on yet                   ask GitHub to redeliver, once
     redelivered `grace` ago, not here  read it from GitHub, hand it to the worker
-    handed off                         wait (Cloud Tasks delivers and retries)
 
-Every step that sends something first claims it on the recovery by a write conditional
-on the version read, so overlapping runs redeliver or hand off an event once.
+A redelivery is claimed on the recovery first, by a write conditional on the version
+read, so overlapping runs ask GitHub once; a hand-off is named after the guid
+(`recovered_task_id`), so a second one is a duplicate task.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from shared import handlers, logs
 from shared.clock import Clock
 from shared.errors import TransientError
-from shared.github.errors import GitHubError, GitHubRejected
+from shared.github.errors import GitHubError, GitHubRejected, GitHubUnavailable
 from shared.github.hook_deliveries import GITHUB_DELIVERY_WINDOW, HookDeliveriesClient
+from shared.handoff.claims import ClaimError
 from shared.ledger import Ledger, LedgerError, Recovery
 from shared.recovery.handoff import HandOff
 from shared.recovery.report import SweepReport, SweepSettings
@@ -33,8 +42,32 @@ log = logs.get_logger("reconcile.github")
 ALERT = "github_delivery_unrecoverable"
 
 
+@dataclass
+class RunContext:
+    """What the steps of one run share: its name and trace, its budget, and until when
+    GitHub asked for no calls (`retry-after`; set by a step that met it)."""
+
+    sweep_run: str
+    trace_id: str | None
+    spent: Callable[[], bool]
+    paused_until: datetime | None = None
+
+    def github_blocked(self, now: datetime) -> bool:
+        return self.spent() or (self.paused_until is not None and now < self.paused_until)
+
+    def pause(self, exc: GitHubError, now: datetime) -> None:
+        """Honour GitHub's `retry-after` (when `exc` carries one) for the rest of the run."""
+        wait = exc.retry_after_s if isinstance(exc, GitHubUnavailable) else None
+        if wait:
+            until = now + timedelta(seconds=wait)
+            self.paused_until = max(until, self.paused_until or until)
+
+    def fields(self) -> dict[str, Any]:
+        return {"sweep_run": self.sweep_run, "trace_id": self.trace_id}
+
+
 class RecoveryActions:
-    """Takes each open recovery one step (module docstring); one run's worth per call."""
+    """Takes each open recovery one step (module docstring)."""
 
     def __init__(
         self,
@@ -50,35 +83,39 @@ class RecoveryActions:
         self._clock = clock
         self._settings = settings
 
-    def step(self, recovery: Recovery, report: SweepReport, run: dict[str, Any]) -> None:
-        """One step for `recovery`; `run` names the sweep run (`sweep_run`, `trace_id`)."""
+    def step(self, recovery: Recovery, report: SweepReport, run: RunContext) -> None:
+        """One step for `recovery` within `run`."""
         now = self._clock()
         report.firestore_reads += 1
         recorded = self._ledger.deliveries.get("github", recovery.guid)
         if recorded is not None:
             self._close_recorded(recovery, recorded.received_at, report)
             return
+        if recovery.via == "handoff":
+            report.waiting += 1
+            return
         expires = recovery.failed_at + GITHUB_DELIVERY_WINDOW
         if now >= expires:
             recovery = self._alert(recovery, report, now) or recovery
-            self._change(recovery, report, status="unrecoverable")
-            report.unrecoverable += 1
+            if self._change(recovery, report, status="unrecoverable"):
+                report.unrecoverable += 1
             return
         if now >= expires - self._settings.horizon and recovery.alerted_at is None:
             recovery = self._alert(recovery, report, now) or recovery
-        if now < recovery.failed_at + self._settings.grace:
+        grace = self._settings.grace
+        if now < recovery.failed_at + grace or run.github_blocked(now):
             report.waiting += 1
         elif recovery.via is None:
             self._redeliver(recovery, report, now, run)
-        elif recovery.via == "redelivery" and _since(recovery.redelivered_at, now) >= (
-            self._settings.grace.total_seconds()
-        ):
+        elif recovery.redelivered_at is None or now >= recovery.redelivered_at + grace:
             self._take_over(recovery, report, now, run)
         else:
             report.waiting += 1
 
     def _close_recorded(self, recovery: Recovery, at: datetime, report: SweepReport) -> None:
-        status = "recovered" if recovery.via else "accepted"
+        acted_at = recovery.redelivered_at or recovery.handed_off_at
+        # Recorded before the sweep acted: the ingress had it (a backlog, a late answer).
+        status = "recovered" if acted_at is not None and at >= acted_at else "accepted"
         after_s = round((at - recovery.failed_at).total_seconds(), 3)
         if self._change(recovery, report, status=status, recovered_at=at, after_s=after_s):
             report.count(status)
@@ -86,7 +123,7 @@ class RecoveryActions:
                 log,
                 logging.INFO,
                 f"github delivery {recovery.guid} {status}"
-                + (f" by {recovery.via} after {after_s:g} s" if recovery.via else ""),
+                + (f" by {recovery.via} after {after_s:g} s" if status == "recovered" else ""),
                 guid=recovery.guid,
                 delivery_event=recovery.event,
                 via=recovery.via,
@@ -95,21 +132,25 @@ class RecoveryActions:
             )
 
     def _redeliver(
-        self, recovery: Recovery, report: SweepReport, now: datetime, run: dict[str, Any]
+        self, recovery: Recovery, report: SweepReport, now: datetime, run: RunContext
     ) -> None:
-        claimed = self._change(recovery, report, via="redelivery", redelivered_at=now, **run)
+        claimed = self._change(
+            recovery, report, via="redelivery", redelivered_at=now, **run.fields()
+        )
         if not claimed:
             return  # another run took this step
         try:
             self._github.redeliver(recovery.github_delivery_id)
         except GitHubRejected as exc:
             # e.g. GitHub no longer redelivers it: read it and hand it over now.
-            self._note(recovery, report, f"redelivery refused: {exc}")
-            self._take_over(self._reread(recovery, report), report, now, run)
+            self._note(recovery, report, run, f"redelivery refused: {exc}")
+            if not run.github_blocked(now):
+                self._take_over(self._reread(recovery, report), report, now, run)
             return
         except GitHubError as exc:
             # Unknown whether GitHub sends it; the grace decides, then the hand-off.
-            self._note(recovery, report, f"redelivery failed: {exc}")
+            run.pause(exc, now)
+            self._note(recovery, report, run, f"redelivery failed: {exc}")
             return
         report.redelivered += 1
         logs.event(
@@ -119,16 +160,18 @@ class RecoveryActions:
             guid=recovery.guid,
             delivery_event=recovery.event,
             github_delivery_id=recovery.github_delivery_id,
+            sweep_run=run.sweep_run,
         )
 
     def _take_over(
-        self, recovery: Recovery, report: SweepReport, now: datetime, run: dict[str, Any]
+        self, recovery: Recovery, report: SweepReport, now: datetime, run: RunContext
     ) -> None:
         """Read the delivery from GitHub and hand it to the worker ourselves."""
         try:
             request = self._github.get(recovery.github_delivery_id)
         except GitHubError as exc:
-            self._note(recovery, report, f"reading the delivery failed: {exc}", failed=True)
+            run.pause(exc, now)
+            self._note(recovery, report, run, f"reading the delivery failed: {exc}", failed=True)
             return
         reason = handlers.refusal("github", request.delivery.event, request.payload)
         if reason is not None:
@@ -137,10 +180,10 @@ class RecoveryActions:
             return
         try:
             self._hand_off(request)
-        except (TransientError, ValueError) as exc:
-            self._note(recovery, report, f"hand-off failed: {exc}", failed=True)
+        except (TransientError, ClaimError, ValueError) as exc:
+            self._note(recovery, report, run, f"hand-off failed: {exc}", failed=True)
             return
-        if self._change(recovery, report, via="handoff", handed_off_at=now, **run):
+        if self._change(recovery, report, via="handoff", handed_off_at=now, **run.fields()):
             report.handed_off += 1
             logs.event(
                 log,
@@ -149,6 +192,7 @@ class RecoveryActions:
                 "(GitHub's redelivery did not arrive)",
                 guid=recovery.guid,
                 delivery_event=recovery.event,
+                sweep_run=run.sweep_run,
             )
 
     def _alert(self, recovery: Recovery, report: SweepReport, now: datetime) -> Recovery | None:
@@ -176,7 +220,13 @@ class RecoveryActions:
         return self._reread(recovery, report)
 
     def _note(
-        self, recovery: Recovery, report: SweepReport, error: str, *, failed: bool = False
+        self,
+        recovery: Recovery,
+        report: SweepReport,
+        run: RunContext,
+        error: str,
+        *,
+        failed: bool = False,
     ) -> None:
         """Log `error` and keep it on the recovery; `failed`: counted as a run error."""
         report.errors += int(failed)
@@ -186,6 +236,7 @@ class RecoveryActions:
             f"github delivery {recovery.guid}: {error}",
             guid=recovery.guid,
             delivery_event=recovery.event,
+            sweep_run=run.sweep_run,
         )
         self._change(self._reread(recovery, report), report, last_error=error[:500])
 
@@ -206,7 +257,3 @@ class RecoveryActions:
                 guid=recovery.guid,
             )
             return False
-
-
-def _since(when: datetime | None, now: datetime) -> float:
-    return (now - when).total_seconds() if when is not None else float("inf")

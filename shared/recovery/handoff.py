@@ -5,8 +5,9 @@ GitHub's API over TLS, in an answer to a request the sweep authenticated with th
 own JWT (`GET /app/hook/deliveries/{id}`), so GitHub vouches for them exactly as its
 HMAC does on a webhook; the envelope is then sealed with our key like any other. The
 body is GitHub's payload as JSON (its bytes may differ from the original POST's: the
-task is named after the guid in its own `recovered` namespace, and the worker's ledger
-dedupes by the delivery id).
+task is named after the guid in its own `recovered` namespace, which is what keeps two
+overlapping runs from handing it off twice, a large body is claim-checked under its own
+key, and the worker's ledger dedupes by the delivery id).
 """
 
 from __future__ import annotations
@@ -54,5 +55,14 @@ class WorkerHandOff:
             headers=kept,
             body=json.dumps(request.payload, separators=(",", ":")).encode(),
         )
-        task_id = recovered_task_id(request.delivery.guid)
-        return hand_to_worker(self._config, self._sealer, self._queue(), envelope, task_id)
+        guid = request.delivery.guid
+        # A large body is claim-checked under its own key: the ingress may have stored the
+        # original bytes under the guid's (a 503 after the claim), and these differ.
+        return hand_to_worker(
+            self._config,
+            self._sealer,
+            self._queue(),
+            envelope,
+            recovered_task_id(guid),
+            claim_as=f"recovered:{guid}",
+        )

@@ -59,7 +59,7 @@ class SweepReport:
     firestore_writes: int = 0
     resumed: bool = False  # continued a listing an earlier run's budget stopped
     stopped_early: bool = False
-    stopped_at: str = ""  # list | act | rate_limited | github
+    stopped_at: str = ""  # list | act | rate_limited | github | ledger
     retry_after_s: float | None = None
     elapsed_s: float = 0.0
 

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from shared import handlers, logs, tracing
 from shared.clock import Clock
 from shared.clock import monotonic as system_monotonic
-from shared.github.errors import GitHubError, GitHubUnavailable
+from shared.github.errors import GitHubError, GitHubRejected, GitHubUnavailable
 from shared.github.hook_deliveries import (
     GITHUB_DELIVERY_WINDOW,
     HookDeliveriesClient,
@@ -20,11 +20,15 @@ from shared.github.hook_deliveries import (
 )
 from shared.ledger import Ledger, LedgerError, Recovery
 from shared.ledger.recoveries import OPEN, Checkpoint, ScanPosition
-from shared.recovery.act import RecoveryActions
+from shared.recovery.act import RecoveryActions, RunContext
 from shared.recovery.handoff import HandOff
 from shared.recovery.report import SweepReport, SweepSettings
 
 log = logs.get_logger("reconcile.github")
+BEHIND_ALERT = "github_sweep_behind"
+# Runs in a row GitHub may fail at a stopped listing's position before the sweep lists
+# afresh from the newest delivery down to the same floor (a cursor GitHub no longer takes).
+MAX_POSITION_FAILURES = 3
 
 
 class DeliverySweep:
@@ -50,14 +54,9 @@ class DeliverySweep:
     def run(self) -> SweepReport:
         started = self._monotonic()
         report = SweepReport(run_id=f"sweep-{self._clock():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}")
-        calls_before = self._github.calls
+        calls_before = self._github.calls  # one run at a time per process (reconcile's)
         with tracing.span("github_sweep.run", sweep_run=report.run_id) as span:
-            try:
-                self._run(report, started)
-            except LedgerError as exc:
-                report.errors += 1
-                report.stop("ledger")
-                logs.event(log, logging.ERROR, f"github delivery sweep stopped: {exc}")
+            self._run(report, started)
             report.elapsed_s = round(self._monotonic() - started, 3)
             report.github_calls = self._github.calls - calls_before
             span.set(**{k: v for k, v in report.to_dict().items() if isinstance(v, int)})
@@ -68,28 +67,67 @@ class DeliverySweep:
         return self._monotonic() - started >= self._settings.budget_s
 
     def _run(self, report: SweepReport, started: float) -> None:
-        report.firestore_reads += 1
-        checkpoint = self._ledger.recoveries.checkpoint()
+        traceparent = tracing.traceparent()
+        run = RunContext(
+            sweep_run=report.run_id,
+            trace_id=traceparent.split("-")[1] if traceparent else None,
+            spent=lambda: self._spent(started),
+        )
         now = self._clock()
-        if checkpoint.resume_after is not None and now < checkpoint.resume_after:
-            report.stop("rate_limited")  # GitHub asked for a wait: no listing until then
-            report.retry_after_s = (checkpoint.resume_after - now).total_seconds()
-        else:
-            checkpoint = self._list(checkpoint, report, started)
+        checkpoint: Checkpoint | None = None
+        try:
+            report.firestore_reads += 1
+            checkpoint = self._ledger.recoveries.checkpoint()
+            if checkpoint.resume_after is not None and now < checkpoint.resume_after:
+                report.stop("rate_limited")  # GitHub asked for a wait: no call until then
+                report.retry_after_s = (checkpoint.resume_after - now).total_seconds()
+                run.paused_until = checkpoint.resume_after
+                checkpoint = None  # nothing listed: nothing to store
+            else:
+                checkpoint = self._list(checkpoint, report, started)
+                run.paused_until = checkpoint.resume_after  # a wait the listing was asked
+        except LedgerError as exc:
+            checkpoint = None  # the next run lists again from the stored checkpoint
+            self._failed(report, "ledger", f"listing stopped: {exc}")
+        self._act(report, started, run)
+        if checkpoint is not None:
+            self._save(checkpoint, report, run, now)
+
+    def _save(
+        self, checkpoint: Checkpoint, report: SweepReport, run: RunContext, now: datetime
+    ) -> None:
+        """Store how far this run listed, and a wait GitHub asked of any of its calls."""
+        waits = [w for w in (checkpoint.resume_after, run.paused_until) if w is not None]
+        checkpoint = replace(checkpoint, resume_after=max(waits) if waits else None)
+        try:
             report.firestore_writes += 1
             self._ledger.recoveries.save_checkpoint(
                 checkpoint, run_id=report.run_id, at=now, listed=report.listed
             )
-        self._act(report, started)
+        except LedgerError as exc:
+            self._failed(report, "ledger", f"checkpoint not stored: {exc}")
+        listed_at = checkpoint.listed_at
+        if listed_at is not None and now - listed_at > self._settings.horizon:
+            logs.event(
+                log,
+                logging.ERROR,
+                f"the GitHub delivery sweep has not finished a listing since "
+                f"{listed_at:%Y-%m-%dT%H:%MZ}: failed deliveries may leave GitHub's 3 days "
+                "unrecovered",
+                alert=BEHIND_ALERT,
+                listed_at=listed_at.isoformat(),
+                sweep_run=report.run_id,
+            )
 
     def _list(self, checkpoint: Checkpoint, report: SweepReport, started: float) -> Checkpoint:
-        """Resume the stopped listing, then list from the newest delivery down to the last
-        listing's newest (less the overlap); the checkpoint to store."""
+        """Finish a stopped listing first, then list from the newest delivery down to the
+        last complete listing's newest less the overlap; the checkpoint to store."""
         # A listing stopped before its first page resumes as what it is: a fresh listing.
         report.resumed = checkpoint.scan is not None and checkpoint.scan.next_url is not None
         ok: set[str] = set()
         failed: set[str] = set()
-        for _listing in range(2):  # the stopped one, if any, then a fresh one
+        listings = 2 if report.resumed else 1  # the stopped one, then a fresh one
+        for _ in range(listings):
             position = checkpoint.scan or ScanPosition(None, self._floor(checkpoint), None)
             while True:
                 if self._spent(started):
@@ -100,6 +138,8 @@ class DeliverySweep:
                 except GitHubError as exc:
                     return self._stopped_by_github(checkpoint, position, report, exc)
                 report.pages += 1
+                for problem in page.malformed:
+                    self._failed(report, "", f"a delivery GitHub listed is unreadable: {problem}")
                 top = position.top_at
                 if top is None and page.deliveries:
                     top = page.deliveries[0].delivered_at
@@ -112,11 +152,9 @@ class DeliverySweep:
                     self._examine(delivery, ok, failed, report)
                 if below_floor or page.next_url is None:
                     covered = max(filter(None, (checkpoint.covered_to, top)), default=None)
-                    checkpoint = Checkpoint(covered, None, None)
+                    checkpoint = Checkpoint(covered, None, None, listed_at=self._clock())
                     break
                 position = ScanPosition(page.next_url, position.floor_at, top)
-            if not report.resumed or _listing == 1:
-                return checkpoint
         return checkpoint
 
     def _floor(self, checkpoint: Checkpoint) -> datetime:
@@ -133,25 +171,40 @@ class DeliverySweep:
         report: SweepReport,
         exc: GitHubError,
     ) -> Checkpoint:
-        """Keep the position; with GitHub's `retry-after`, no listing before it passes."""
+        """Keep the position for the next run; with GitHub's `retry-after`, no call before
+        it passes. A position GitHub refuses (a cursor it no longer takes), or fails at
+        `MAX_POSITION_FAILURES` runs in a row, is dropped for a fresh listing down to the
+        same floor: more is listed again, nothing is skipped."""
         wait = exc.retry_after_s if isinstance(exc, GitHubUnavailable) else None
-        report.stop("rate_limited" if wait else "github")
-        report.errors += 0 if wait else 1
-        report.retry_after_s = wait
-        logs.event(
-            log,
-            logging.WARNING if isinstance(exc, GitHubUnavailable) else logging.ERROR,
-            f"github delivery listing stopped: {exc}",
-            retry_after_s=wait,
-        )
-        resume = self._clock() + timedelta(seconds=wait) if wait else None
-        return replace(checkpoint, scan=position, resume_after=resume)
+        if wait:
+            report.stop("rate_limited")
+            report.retry_after_s = wait
+            logs.event(log, logging.WARNING, f"github delivery listing paused: {exc}")
+            resume = self._clock() + timedelta(seconds=wait)
+            return replace(checkpoint, scan=position, resume_after=resume)
+        self._failed(report, "github", f"github delivery listing stopped: {exc}")
+        failures = position.failures + 1
+        if position.next_url is not None and (
+            isinstance(exc, GitHubRejected) or failures >= MAX_POSITION_FAILURES
+        ):
+            logs.event(
+                log,
+                logging.ERROR,
+                f"github delivery listing restarted from the newest delivery after {failures} "
+                "failure(s) at its position",
+                floor_at=position.floor_at.isoformat(),
+            )
+            position = ScanPosition(None, position.floor_at, None)
+        else:
+            position = replace(position, failures=failures)
+        return replace(checkpoint, scan=position, resume_after=None)
 
     def _examine(
         self, delivery: HookDelivery, ok: set[str], failed: set[str], report: SweepReport
     ) -> None:
-        """Open a recovery for a failed event; newest first, so an event's later success
-        (a redelivery) is seen before its failures."""
+        """Open a recovery for a failed event, unless a later attempt of it succeeded
+        (listed first: newest first). A success that is not seen here (a resumed listing
+        reads the older part first) is found in the ledger by the recovery's first step."""
         if delivery.succeeded:
             ok.add(delivery.guid)
             return
@@ -178,18 +231,19 @@ class DeliverySweep:
         )
         report.opened += int(opened)
 
-    def _act(self, report: SweepReport, started: float) -> None:
-        if self._spent(started):
-            report.stop("act")
-            return
-        traceparent = tracing.traceparent()
-        run = {
-            "sweep_run": report.run_id,
-            "trace_id": traceparent.split("-")[1] if traceparent else None,
-        }
+    def _act(self, report: SweepReport, started: float, run: RunContext) -> None:
+        """Every open recovery one step, a page at a time by guid, within the budget. One
+        that fails is logged and counted; the others still get their step."""
         after: str | None = None
-        while True:  # every open recovery, a page at a time, by guid
-            page = self._ledger.recoveries.open_page(self._settings.open_page, after)
+        while True:
+            if self._spent(started):
+                report.stop("act")
+                return
+            try:
+                page = self._ledger.recoveries.open_page(self._settings.open_page, after)
+            except LedgerError as exc:
+                self._failed(report, "ledger", f"open recoveries unreadable: {exc}")
+                return
             report.firestore_reads += max(1, len(page))  # a query costs at least one read
             for recovery in page:
                 if self._spent(started):
@@ -198,7 +252,25 @@ class DeliverySweep:
                 report.open += 1
                 # The delivery's own span in this run's trace: its page shows the sweep run.
                 with tracing.span("github_sweep.recover", delivery_id=recovery.guid):
-                    self._actions.step(recovery, report, run)
+                    try:
+                        self._actions.step(recovery, report, run)
+                    except Exception as exc:  # one recovery's fault stops no other's step
+                        self._failed(
+                            report,
+                            "",
+                            f"github delivery {recovery.guid}: step failed: "
+                            f"{type(exc).__name__}: {exc}",
+                            guid=recovery.guid,
+                        )
             if len(page) < self._settings.open_page:
                 return
             after = page[-1].guid
+
+    def _failed(
+        self, report: SweepReport, phase: str, message: str, guid: str | None = None
+    ) -> None:
+        """Count and log an error of this run; with `phase`, it also stopped there."""
+        report.errors += 1
+        if phase:
+            report.stop(phase)
+        logs.event(log, logging.ERROR, message, sweep_run=report.run_id, guid=guid)

@@ -27,9 +27,10 @@ from shared.github.transport import github_policy
 from shared.handoff.envelope import EnvelopeSealer
 from shared.handoff.tasks import TaskQueue, ensure_queue, make_client
 from shared.ledger import Ledger
+from shared.ledger.recoveries import Checkpoint, ScanPosition
 from shared.logs import _FIELDS_ATTR as FIELDS_ATTR
-from shared.recovery import ALERT, DeliverySweep, SweepSettings, WorkerHandOff
-from shared.recovery.act import RecoveryActions
+from shared.recovery import ALERT, BEHIND_ALERT, DeliverySweep, SweepSettings, WorkerHandOff
+from shared.recovery.act import RecoveryActions, RunContext
 from shared.recovery.handoff import recovered_task_id
 from shared.recovery.report import SweepReport
 from tests.ports import refusing_port
@@ -265,7 +266,7 @@ def test_an_overlapping_run_does_not_redeliver_a_second_time(setup: Setup) -> No
         setup.ledger, setup.client, setup.handed.append, setup.clock, SweepSettings(grace=GRACE)
     )
     report = SweepReport()
-    late.step(stale, report, {"sweep_run": "late", "trace_id": None})
+    late.step(stale, report, RunContext("late", None, spent=lambda: False))
 
     assert report.redelivered == 0
     setup.sim.wait_for_github_hook_deliveries("guid-1", count=2)
@@ -373,3 +374,80 @@ def test_githubs_retry_after_stops_the_listing_until_it_passes(setup: Setup) -> 
     setup.clock.advance(61)
     resumed = setup.sweep().run()
     assert (resumed.listed, resumed.opened, resumed.stopped_early) == (1, 1, False)
+
+
+def test_one_recovery_that_fails_stops_no_other(setup: Setup) -> None:
+    setup.push(1, url=setup.down)
+    setup.push(2, url=setup.down)
+    setup.sweep().run()
+    setup.pass_grace()
+    setup.sweep().run()  # both redelivered (to the same dead address)
+    setup.pass_grace()
+    handed: list[str] = []
+
+    def hand_off(request: Any) -> Any:
+        if request.delivery.guid == "guid-1":
+            raise RuntimeError("a fault of this one delivery")
+        handed.append(request.delivery.guid)
+
+    report = setup.sweep(hand_off=hand_off).run()
+
+    assert (handed, report.handed_off, report.errors) == (["guid-2"], 1, 1)
+    assert not report.stopped_early
+
+
+def test_a_position_github_refuses_is_listed_afresh_down_to_the_same_floor(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    setup.push(1, url=setup.down)
+    stale = ScanPosition(
+        f"{setup.client._api_url}/app/hook/deliveries?cursor=not-a-cursor",
+        setup.clock() - timedelta(hours=1),
+        setup.clock(),
+    )
+    long_ago = setup.clock() - timedelta(hours=7)  # no listing finished since
+    setup.ledger.recoveries.save_checkpoint(Checkpoint(scan=stale, listed_at=long_ago))
+    caplog.set_level(logging.ERROR, logger="hookledger.reconcile.github")
+
+    refused = setup.sweep().run()
+    assert (refused.stopped_at, refused.errors, refused.opened) == ("github", 1, 0)
+    behind = [r for r in caplog.records if _fields(r).get("alert") == BEHIND_ALERT]
+    assert len(behind) == 1 and _fields(behind[0])["listed_at"] == long_ago.isoformat()
+    position = setup.ledger.recoveries.checkpoint().scan
+    assert position is not None and position.next_url is None
+    assert position.floor_at == stale.floor_at
+
+    caplog.clear()
+    fresh = setup.sweep().run()
+    assert (fresh.listed, fresh.opened, fresh.stopped_early) == (1, 1, False)
+    assert not [r for r in caplog.records if _fields(r).get("alert") == BEHIND_ALERT]
+
+
+def test_a_wait_github_asks_of_the_listing_holds_every_call_of_the_run(setup: Setup) -> None:
+    setup.push(1, url=setup.down)
+    setup.sweep().run()  # opened, within its grace
+    setup.pass_grace()
+    setup.sim.set_fault_model(github_secondary_limit={"count": 1, "retry_after_s": 60})
+
+    paused = setup.sweep().run()
+
+    assert (paused.stopped_at, paused.github_calls, paused.redelivered) == ("rate_limited", 1, 0)
+    assert paused.waiting == 1
+    setup.clock.advance(61)
+    assert setup.sweep().run().redelivered == 1
+
+
+def test_a_delivery_recorded_before_the_sweep_acted_is_accepted_not_recovered(
+    setup: Setup,
+) -> None:
+    setup.push(1, url=setup.down)
+    setup.sweep().run()
+    [opened] = setup.ledger.recoveries.open_page()
+    acted_at = setup.clock() + timedelta(seconds=60)
+    setup.ledger.recoveries.change(opened, via="redelivery", redelivered_at=acted_at)
+    setup.worker_records("guid-1")  # at the clock's now: before the redelivery was asked
+
+    report = setup.sweep().run()
+
+    [closed] = setup.ledger.recoveries.recent()
+    assert (report.accepted, report.recovered, closed.status) == (1, 0, "accepted")
