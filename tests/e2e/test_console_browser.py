@@ -200,6 +200,24 @@ def rows(driver: Any, css: str) -> list[Any]:
     return list(driver.find_elements(By.CSS_SELECTOR, css))
 
 
+def gone(element: Any) -> bool:
+    """True once `element`'s document was replaced. Selenium's `staleness_of` expects a
+    StaleElementReferenceException only; chromedriver may instead answer an element of a
+    document being torn down with "Node with given id does not belong to the document"
+    (an unknown error), which means the same."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+
+    try:
+        element.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as exc:
+        if "does not belong to the document" in str(exc.msg or ""):
+            return True
+        raise
+    return False
+
+
 def click_through(driver: Any, element_id: str, lands_on: str) -> None:
     """Click `element_id` and return once the NEW page, whose URL contains `lands_on`, loaded.
 
@@ -208,13 +226,12 @@ def click_through(driver: Any, element_id: str, lands_on: str) -> None:
     for the old root to go stale, then for the new document to finish loading.
     """
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
     old_root = driver.find_element(By.TAG_NAME, "html")
     driver.find_element(By.ID, element_id).click()
     wait = WebDriverWait(driver, 60)
-    wait.until(ec.staleness_of(old_root), f"{element_id}: the page was never replaced")
+    wait.until(lambda _d: gone(old_root), f"{element_id}: the page was never replaced")
     wait.until(
         lambda d: (
             lands_on in d.current_url
