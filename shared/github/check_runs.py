@@ -10,12 +10,10 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-import requests
-
 from shared.github.check_state import MAX_OUTPUT_CHARS, CheckRun, _check_run
 from shared.github.errors import GitHubRejected, GitHubUnavailable
 from shared.github.names import _repo_url, check_sha
-from shared.github.transport import Deadline, _RestClient
+from shared.github.transport import Deadline, _RestClient, response_json
 
 MAX_ANNOTATIONS_PER_REQUEST = 50
 CHECK_RUNS_PER_PAGE = 100  # GitHub's maximum page size
@@ -28,13 +26,6 @@ MAX_ANNOTATION_PAGES = 50
 
 def _rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _json(response: requests.Response, where: str) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        raise GitHubUnavailable(f"{where}: GitHub answered non-JSON") from None
 
 
 def _check_output(output: Mapping[str, Any] | None, where: str) -> None:
@@ -106,7 +97,7 @@ class _CheckRunsClient(_RestClient):
             deadline=deadline,
             installation_id=installation_id,
         )
-        return _check_run(_json(response, where), where)
+        return _check_run(response_json(response, where), where)
 
     def update(
         self,
@@ -151,7 +142,7 @@ class _CheckRunsClient(_RestClient):
             deadline=deadline,
             installation_id=installation_id,
         )
-        return _check_run(_json(response, where), where)
+        return _check_run(response_json(response, where), where)
 
     def get(
         self,
@@ -166,7 +157,7 @@ class _CheckRunsClient(_RestClient):
         where = f"{repo}@{sha or '?'}: check run #{check_run_id}"
         url = f"{self._runs_url(repo)}/{int(check_run_id)}"
         response = self._send("GET", url, where, deadline=deadline, installation_id=installation_id)
-        return _check_run(_json(response, where), where)
+        return _check_run(response_json(response, where), where)
 
     def list_for_ref(
         self,
@@ -199,7 +190,7 @@ class _CheckRunsClient(_RestClient):
                 deadline=deadline,
                 installation_id=installation_id,
             )
-            body = _json(response, where)
+            body = response_json(response, where)
             runs = body.get("check_runs") if isinstance(body, Mapping) else None
             if not isinstance(runs, list):
                 raise GitHubUnavailable(f"{where}: the answer has no check_runs list")
@@ -234,7 +225,7 @@ class _CheckRunsClient(_RestClient):
             response = self._send(
                 "GET", url, where, params=params, deadline=deadline, installation_id=installation_id
             )
-            body = _json(response, where)
+            body = response_json(response, where)
             if not isinstance(body, list) or not all(isinstance(a, Mapping) for a in body):
                 raise GitHubUnavailable(f"{where}: the answer is not a list of annotations")
             found += body

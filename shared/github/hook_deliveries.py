@@ -29,7 +29,7 @@ from urllib.parse import quote
 from shared.clock import Clock, system_clock
 from shared.github.app import AppCredentials, app_jwt
 from shared.github.errors import GitHubUnavailable
-from shared.github.transport import Deadline, _RestClient
+from shared.github.transport import Deadline, _RestClient, response_json
 
 # How long GitHub keeps a delivery and lets it be redelivered ("Redelivering webhooks").
 GITHUB_DELIVERY_WINDOW = timedelta(days=3)
@@ -111,7 +111,7 @@ class HookDeliveriesClient(_RestClient):
         else:
             url, params = self._same_host(next_url, where), None
         response = self._counted("GET", url, where, params=params, deadline=deadline)
-        body = _json(response, where)
+        body = response_json(response, where)
         if not isinstance(body, list):
             raise GitHubUnavailable(f"{where}: the answer is not a list of deliveries")
         items: list[HookDelivery] = []
@@ -129,7 +129,7 @@ class HookDeliveriesClient(_RestClient):
         """Delivery `delivery_id` with the headers and payload GitHub sent."""
         where = f"GitHub App webhook delivery {int(delivery_id)}"
         response = self._counted("GET", self._url(delivery_id), where, deadline=deadline)
-        body = _json(response, where)
+        body = response_json(response, where)
         request = body.get("request") if isinstance(body, Mapping) else None
         headers = request.get("headers") if isinstance(request, Mapping) else None
         payload = request.get("payload") if isinstance(request, Mapping) else None
@@ -197,10 +197,3 @@ def _time(value: object) -> datetime:
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _json(response: Any, where: str) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        raise GitHubUnavailable(f"{where}: the answer is not JSON") from None

@@ -238,6 +238,15 @@ class _RestClient:
         )
 
 
+def response_json(response: requests.Response, where: str) -> Any:
+    """The JSON of a 2xx answer; a body that is not JSON is `GitHubUnavailable` (a proxy's
+    page, a truncated answer: worth a retry), naming `where`."""
+    try:
+        return response.json()
+    except ValueError:
+        raise GitHubUnavailable(f"{where}: GitHub answered non-JSON") from None
+
+
 # GitHub's error `message` (e.g. a 422's "No more than 50 items are allowed") is kept this
 # long in an error: it says what was refused and never holds the token.
 MAX_SAID_CHARS = 300
