@@ -1,10 +1,10 @@
 """GitHub's shared REST objects, whole: a user or organization ("Simple User"), a GitHub
 App ("GitHub app", as a check run embeds it) and a repository ("Repository", as an
-installation token lists it).
+installation token lists it, and as a webhook payload carries it).
 
 Every field GitHub's REST reference marks required is present (checked against GitHub's
 OpenAPI description by tests/integration/test_simulator_openapi.py). Values are stable:
-ids derive from the name (the same crc32 as `github_webhooks.repository_json`), times
+ids derive from the name (the crc32 of the lower-cased name), times
 are one fixed instant, counts are zero, and API URLs point at the simulator (`base_url`)
 while `html_url`s point at github.com, as the other simulated objects do.
 """

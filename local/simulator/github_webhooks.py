@@ -39,7 +39,6 @@ import hmac
 import json
 import socket
 import uuid
-import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +46,7 @@ import requests
 from urllib3.exceptions import NewConnectionError
 
 from local.simulator.check_runs import APP, StoredRun, run_json
-from local.simulator.github_objects import github_app
+from local.simulator.github_objects import github_app, repository
 from shared.clock import monotonic
 
 HOOK_ID = 424242
@@ -62,21 +61,6 @@ def signatures(secret: str, body: bytes) -> dict[str, str]:
     return {
         "X-Hub-Signature-256": "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest(),
         "X-Hub-Signature": "sha1=" + hmac.new(key, body, hashlib.sha1).hexdigest(),
-    }
-
-
-def repository_json(owner: str, repo: str, default_branch: str) -> dict[str, Any]:
-    """The `repository` object of a payload (ids derived from the name: stable per repo)."""
-    full = f"{owner}/{repo}"
-    return {
-        "id": zlib.crc32(full.lower().encode()),
-        "node_id": f"R_sim{zlib.crc32(full.encode())}",
-        "name": repo,
-        "full_name": full,
-        "private": False,
-        "owner": {"login": owner, "id": zlib.crc32(owner.lower().encode()), "type": "Organization"},
-        "html_url": f"https://github.com/{full}",
-        "default_branch": default_branch,
     }
 
 
@@ -104,7 +88,7 @@ def check_run_payload(
     return {
         "action": action,
         "check_run": check_run,
-        "repository": repository_json(run.owner, run.repo, head_branch),
+        "repository": repository(base_url, f"{run.owner}/{run.repo}", head_branch),
         "installation": {
             "id": installation_id,
             "node_id": f"MDIzOkludGVncmF0aW9u{installation_id}",

@@ -32,6 +32,7 @@ from local.simulator.client import SimulatorClient, start_simulator
 from shared.github.app import AppCredentials, app_jwt
 from shared.signatures.github import GitHubVerifier
 from tests.github_openapi import documented_json
+from tests.plugins.simulator import Received
 from tests.ports import refusing_port
 
 SECRET = "hook-deliveries-test-secret-0123456789"
@@ -39,13 +40,6 @@ TIMEOUT_S = 0.5
 HOLD_S = 10.0  # how long the receiver holds a request it is told to hold, at most
 DAY_S = 86400
 INSTALLATION, REPOSITORY = 4711, 8150
-
-
-@dataclass(frozen=True)
-class Received:
-    path: str
-    headers: dict[str, str]
-    body: bytes
 
 
 @dataclass
