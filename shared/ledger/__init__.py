@@ -72,7 +72,7 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     # ledger.watermark (runs.py): .get() -> datetime | None; .set(listed_at)
     # ledger.recoveries (recoveries.py: GitHub deliveries the sweep found failed)
     .checkpoint() / .save_checkpoint(checkpoint, **run); .open_once(recovery) -> bool
-    .open_page(limit=200) / .change(recovery, **fields) -> bool  # False: changed meanwhile
+    .open_page(limit=200, after=None) / .change(recovery, **fields) -> Recovery | None
     .get_many(guids) -> {guid: Recovery}; .count(status=None); .recent(limit=50)
     # ledger.installations (installations.py: GitHub App installations, out-of-order safe)
     .apply(event, *, received_at, delivery_id, end=None) -> Applied(changed, installation)

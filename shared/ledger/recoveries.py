@@ -17,7 +17,7 @@ asked the sweep to wait until (`retry-after`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -169,10 +169,11 @@ class Recoveries:
         snapshots = self._commits.stream(query.limit(limit), "open_github_recoveries")
         return [recovery_from(s.to_dict() or {}, s.update_time) for s in snapshots]
 
-    def change(self, recovery: Recovery, **fields: Any) -> bool:
-        """Write `fields` on condition `recovery` is unchanged since it was read (1 write).
+    def change(self, recovery: Recovery, **fields: Any) -> Recovery | None:
+        """Write `fields` on condition `recovery` is unchanged since it was read (1 write);
+        the recovery as written, with its new version (no read needed to change it again).
 
-        False when another sweep changed it first (it acts on it, not this one)."""
+        None when another sweep changed it first (it acts on it, not this one)."""
         unknown = set(fields) - (set(Recovery.__dataclass_fields__) - {"update_time"})
         if unknown or fields.get("status", OPEN) not in RECOVERY_STATUSES:
             raise InvalidArgument(f"recovery {recovery.guid}: cannot set {sorted(fields)}")
@@ -181,12 +182,12 @@ class Recoveries:
         ref = self.collection().document(_doc_id(recovery.guid))
         option = self._commits.client.write_option(last_update_time=recovery.update_time)
         try:
-            ref.update(fields, option=option, timeout=self._commits.timeout_s)
+            written = ref.update(fields, option=option, timeout=self._commits.timeout_s)
         except (gexc.FailedPrecondition, gexc.NotFound):
-            return False
+            return None
         except gexc.GoogleAPIError as exc:
             raise StoreUnavailable(f"recovery {recovery.guid}: update failed: {exc}") from exc
-        return True
+        return replace(recovery, **fields, update_time=written.update_time)
 
     def get_many(self, guids: Iterable[str]) -> dict[str, Recovery]:
         """The recoveries of those guids that have one (one batched read)."""

@@ -97,7 +97,7 @@ class RecoveryActions:
         expires = recovery.failed_at + GITHUB_DELIVERY_WINDOW
         if now >= expires:
             recovery = self._alert(recovery, report, now) or recovery
-            if self._change(recovery, report, status="unrecoverable"):
+            if self._change(recovery, report, status="unrecoverable") is not None:
                 report.unrecoverable += 1
             return
         if now >= expires - self._settings.horizon and recovery.alerted_at is None:
@@ -117,7 +117,8 @@ class RecoveryActions:
         # Recorded before the sweep acted: the ingress had it (a backlog, a late answer).
         status = "recovered" if acted_at is not None and at >= acted_at else "accepted"
         after_s = round((at - recovery.failed_at).total_seconds(), 3)
-        if self._change(recovery, report, status=status, recovered_at=at, after_s=after_s):
+        changed = self._change(recovery, report, status=status, recovered_at=at, after_s=after_s)
+        if changed is not None:
             report.count(status)
             logs.event(
                 log,
@@ -137,20 +138,20 @@ class RecoveryActions:
         claimed = self._change(
             recovery, report, via="redelivery", redelivered_at=now, **run.fields()
         )
-        if not claimed:
+        if claimed is None:
             return  # another run took this step
         try:
-            self._github.redeliver(recovery.github_delivery_id)
+            self._github.redeliver(claimed.github_delivery_id)
         except GitHubRejected as exc:
             # e.g. GitHub no longer redelivers it: read it and hand it over now.
-            self._note(recovery, report, run, f"redelivery refused: {exc}")
-            if not run.github_blocked(now):
-                self._take_over(self._reread(recovery, report), report, now, run)
+            noted = self._note(claimed, report, run, f"redelivery refused: {exc}")
+            if noted is not None and not run.github_blocked(now):
+                self._take_over(noted, report, now, run)
             return
         except GitHubError as exc:
             # Unknown whether GitHub sends it; the grace decides, then the hand-off.
             run.pause(exc, now)
-            self._note(recovery, report, run, f"redelivery failed: {exc}")
+            self._note(claimed, report, run, f"redelivery failed: {exc}")
             return
         report.redelivered += 1
         logs.event(
@@ -175,7 +176,7 @@ class RecoveryActions:
             return
         reason = handlers.refusal("github", request.delivery.event, request.payload)
         if reason is not None:
-            if self._change(recovery, report, status="ignored", last_error=reason):
+            if self._change(recovery, report, status="ignored", last_error=reason) is not None:
                 report.ignored += 1
             return
         try:
@@ -183,7 +184,8 @@ class RecoveryActions:
         except (TransientError, ClaimError, ValueError) as exc:
             self._note(recovery, report, run, f"hand-off failed: {exc}", failed=True)
             return
-        if self._change(recovery, report, via="handoff", handed_off_at=now, **run.fields()):
+        handed = self._change(recovery, report, via="handoff", handed_off_at=now, **run.fields())
+        if handed is not None:
             report.handed_off += 1
             logs.event(
                 log,
@@ -199,7 +201,8 @@ class RecoveryActions:
         """Raise the alert once per recovery; the recovery as re-read, None if unchanged."""
         if recovery.alerted_at is not None:
             return None
-        if not self._change(recovery, report, alerted_at=now):
+        alerted = self._change(recovery, report, alerted_at=now)
+        if alerted is None:
             return None
         report.alerts += 1
         leaves = recovery.failed_at + GITHUB_DELIVERY_WINDOW
@@ -217,7 +220,7 @@ class RecoveryActions:
             failed_at=recovery.failed_at.isoformat(),
             last_error=recovery.last_error,
         )
-        return self._reread(recovery, report)
+        return alerted
 
     def _note(
         self,
@@ -227,8 +230,9 @@ class RecoveryActions:
         error: str,
         *,
         failed: bool = False,
-    ) -> None:
-        """Log `error` and keep it on the recovery; `failed`: counted as a run error."""
+    ) -> Recovery | None:
+        """Log `error` and keep it on the recovery (as written, or None when another run
+        changed it first); `failed`: counted as a run error."""
         report.errors += int(failed)
         logs.event(
             log,
@@ -238,13 +242,9 @@ class RecoveryActions:
             delivery_event=recovery.event,
             sweep_run=run.sweep_run,
         )
-        self._change(self._reread(recovery, report), report, last_error=error[:500])
+        return self._change(recovery, report, last_error=error[:500])
 
-    def _reread(self, recovery: Recovery, report: SweepReport) -> Recovery:
-        report.firestore_reads += 1
-        return self._ledger.recoveries.get_many([recovery.guid]).get(recovery.guid, recovery)
-
-    def _change(self, recovery: Recovery, report: SweepReport, **fields: Any) -> bool:
+    def _change(self, recovery: Recovery, report: SweepReport, **fields: Any) -> Recovery | None:
         report.firestore_writes += 1
         try:
             return self._ledger.recoveries.change(recovery, **fields)
@@ -256,4 +256,4 @@ class RecoveryActions:
                 f"github delivery {recovery.guid}: recording {sorted(fields)} failed: {exc}",
                 guid=recovery.guid,
             )
-            return False
+            return None

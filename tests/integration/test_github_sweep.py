@@ -451,3 +451,18 @@ def test_a_delivery_recorded_before_the_sweep_acted_is_accepted_not_recovered(
 
     [closed] = setup.ledger.recoveries.recent()
     assert (report.accepted, report.recovered, closed.status) == (1, 0, "accepted")
+
+
+def test_a_change_returns_the_version_it_wrote_and_refuses_a_stale_one(setup: Setup) -> None:
+    setup.push(1, url=setup.down)
+    setup.sweep().run()
+    [read] = setup.ledger.recoveries.open_page()
+
+    written = setup.ledger.recoveries.change(read, last_error="first")
+
+    assert written is not None and written.last_error == "first"
+    assert written.update_time != read.update_time
+    assert setup.ledger.recoveries.change(read, last_error="stale") is None
+    again = setup.ledger.recoveries.change(written, last_error="second")  # no read between
+    assert again is not None
+    assert setup.ledger.recoveries.get_many(["guid-1"])["guid-1"].last_error == "second"
