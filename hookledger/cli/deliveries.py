@@ -13,6 +13,7 @@ later, never running beside it (docs/architecture.md, "Delivery lease").
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
 from typing import Any
 
 from hookledger.cli.ops import limit_arg
@@ -22,7 +23,7 @@ from shared.entrypoints import runtime
 from shared.handoff.envelope import SOURCES, Envelope
 from shared.handoff.tasks import task_id_for
 from shared.handoff.to_worker import hand_to_worker
-from shared.ledger import DELIVERY_STATUSES, Delivery, Recovery
+from shared.ledger import DELIVERY_STATUSES, Delivery, Ledger, Recovery
 
 LIST_COLUMNS = [
     ("SOURCE", "source"),
@@ -114,17 +115,22 @@ def recovery_summary(recovery: Recovery | None) -> str | None:
     return recovery.status
 
 
+def recoveries_of(ledger: Ledger, deliveries: Iterable[Delivery]) -> dict[str, Recovery]:
+    """The recovery of each GitHub delivery that has one, by the delivery's `doc_id` (an
+    app's record, `{guid}#{app}`, shares its delivery's); one batched read."""
+    github = {d.doc_id: d.delivery_id.partition("#")[0] for d in deliveries if d.source == "github"}
+    found = ledger.recoveries.get_many(github.values())
+    return {doc_id: found[guid] for doc_id, guid in github.items() if guid in found}
+
+
 def cmd_list(args: argparse.Namespace, out: Output) -> int:
     ledger = runtime.ledger()
     found = ledger.deliveries.listing(args.status, args.limit)
-    recoveries = ledger.recoveries.get_many(
-        d.delivery_id.partition("#")[0] for d in found if d.source == "github"
-    )
+    recoveries = recoveries_of(ledger, found)
     rows = [shown(d) for d in found]
     for row, delivery in zip(rows, found, strict=True):
         row.pop("payload", None)  # a list is for scanning; `show` prints the payload
-        recovery = recoveries.get(delivery.delivery_id.partition("#")[0])
-        row["recovered"] = recovery_summary(recovery) if delivery.source == "github" else None
+        row["recovered"] = recovery_summary(recoveries.get(delivery.doc_id))
     out.emit(rows, lambda: table(rows, LIST_COLUMNS) if rows else "no deliveries")
     return 0
 
@@ -133,8 +139,7 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
     delivery = find(args.id)
     data = shown(delivery)
     if delivery.source == "github":
-        guid = delivery.delivery_id.partition("#")[0]
-        recovery = runtime.ledger().recoveries.get_many([guid]).get(guid)
+        recovery = recoveries_of(runtime.ledger(), [delivery]).get(delivery.doc_id)
         data["recovery"] = recovery.to_dict() if recovery is not None else None
     out.emit(data, lambda: fields_block(data))
     return 0

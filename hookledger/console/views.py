@@ -17,7 +17,7 @@ from flask import Blueprint, abort, current_app, redirect, render_template, requ
 from markupsafe import Markup
 
 from apps.review.results import Reviews
-from hookledger.cli.deliveries import recovery_summary, replay_headers
+from hookledger.cli.deliveries import recoveries_of, recovery_summary, replay_headers
 from hookledger.cli.ops import app_of
 from hookledger.cli.output import CliError
 from hookledger.console import charts, check_run, cursors, figures, traces
@@ -169,13 +169,9 @@ def deliveries() -> str:
     rows = _ledger().deliveries.listing(
         status, PAGE, source=source, event=event, start_after=start_after
     )
-    recoveries = _ledger().recoveries.get_many(
-        d.delivery_id.partition("#")[0] for d in rows if d.source == "github"
-    )
     recovered = {
-        d.doc_id: recovery_summary(recoveries.get(d.delivery_id.partition("#")[0]))
-        for d in rows
-        if d.source == "github"
+        doc_id: recovery_summary(recovery)
+        for doc_id, recovery in recoveries_of(_ledger(), rows).items()
     }
     next_url = None
     if len(rows) == PAGE:
@@ -202,8 +198,7 @@ def _delivery(source: str, delivery_id: str) -> Delivery:
 def delivery(source: str, delivery_id: str) -> str:
     found = _delivery(source, delivery_id)
     text, cut = preview(found.payload)
-    guid = found.delivery_id.partition("#")[0]
-    recovery = _ledger().recoveries.get_many([guid]).get(guid) if source == "github" else None
+    recovery = recoveries_of(_ledger(), [found]).get(found.doc_id)
     return render_template(
         "delivery.html",
         d=found,
