@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from local.chaos.load import Push
-from local.chaos.runner import Chaos, Run, Skip, expected_text
+from local.chaos.runner import Chaos, Run, Skip, expected_text, wait_for
 from local.chaos.stack import tasks_persistence_supported
 from shared.ledger import LedgerError, Recovery
 
@@ -171,17 +171,18 @@ def _recovered(chaos: Chaos, run: Run, sent: Sent, name: str) -> None:
 def _closed(chaos: Chaos, run: Run, guids: list[str]) -> dict[str, Recovery]:
     """The recoveries of `guids` once none is open (the sweep closes them a run after the
     worker records them); what there is when `CLOSE_DEADLINE_S` passes."""
-    give_up = time.monotonic() + CLOSE_DEADLINE_S
     found: dict[str, Recovery] = {}
-    while time.monotonic() < give_up:
+
+    def all_closed() -> bool:
+        nonlocal found
         try:
             found = chaos.ledger.recoveries.get_many(guids)
         except LedgerError:
-            found = {}
-        if len(found) == len(set(guids)) and not any(r.open for r in found.values()):
-            return found
-        time.sleep(0.2)
-    run.fail(f"recoveries still open or missing after {CLOSE_DEADLINE_S:.0f} s")
+            return False  # a restarting store: ask again
+        return len(found) == len(set(guids)) and not any(r.open for r in found.values())
+
+    if not wait_for(all_closed, CLOSE_DEADLINE_S):
+        run.fail(f"recoveries still open or missing after {CLOSE_DEADLINE_S:.0f} s")
     return found
 
 

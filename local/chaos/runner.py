@@ -179,3 +179,13 @@ def _completed(runs: list[dict[str, object]]) -> int:
 
 def expected_text(pushes: int) -> str:
     return f"{pushes} ops, {2 * pushes} reviews, 0 queued/dead"
+
+
+def wait_for(condition: Callable[[], bool], deadline_s: float = 60.0) -> bool:
+    """Poll `condition` until it holds (True) or `deadline_s` passes (False)."""
+    give_up = time.monotonic() + deadline_s
+    while not condition():
+        if time.monotonic() >= give_up:
+            return False
+        time.sleep(0.05)
+    return True

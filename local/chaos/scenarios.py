@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from local.chaos import github_scenarios
 from local.chaos.drivers import fault_model_supported, set_fault_model
 from local.chaos.load import FULL_REPO, Push
-from local.chaos.runner import Chaos, Run, Skip, expected_text
+from local.chaos.runner import Chaos, Run, Skip, expected_text, wait_for
 from local.chaos.stack import tasks_persistence_supported
 from shared.ledger import LedgerError
 
@@ -64,7 +64,7 @@ def worker_kill(chaos: Chaos, size: int) -> None:
         pushes = run.load.new_pushes(size, "wkill")
         run.expect(pushes, expected_text(size))
         sender = _in_background(lambda: _send_concurrently(run, pushes, workers=2))
-        _wait_for(lambda: run.load.stats.accepted() >= max(1, size // 3))
+        wait_for(lambda: run.load.stats.accepted() >= max(1, size // 3))
         chaos.stack.kill("worker")
         chaos.say(name, "worker SIGKILLed during pushes")
         sender.join()
@@ -136,7 +136,7 @@ def _settle_some(chaos: Chaos, run: Run, count: int, deadline_s: float = 60.0) -
         except LedgerError:
             return False  # a restarting store: ask again
 
-    _wait_for(settled, deadline_s)
+    wait_for(settled, deadline_s)
 
 
 def tasks_outage(chaos: Chaos, size: int) -> None:
@@ -175,7 +175,7 @@ def firestore_freeze(chaos: Chaos, size: int) -> None:
         run.expect(pushes, expected_text(size))
         completer = _in_background(lambda: run.load.complete_all(pushes, deadline_s=180))
         sender = _in_background(lambda: _send_concurrently(run, pushes, workers=2))
-        _wait_for(lambda: run.load.stats.accepted() >= max(1, size // 3))
+        wait_for(lambda: run.load.stats.accepted() >= max(1, size // 3))
         chaos.stack.freeze("firestore")
         chaos.say(name, f"firestore SIGSTOPped for {freeze_s:.0f} s")
         time.sleep(freeze_s)
@@ -272,15 +272,6 @@ def _json_lines(lines: list[str], needle: str) -> Iterator[dict[str, object]]:
             continue
         if isinstance(entry, dict):
             yield entry
-
-
-def _wait_for(condition: Callable[[], bool], deadline_s: float = 60.0) -> bool:
-    give_up = time.monotonic() + deadline_s
-    while not condition():
-        if time.monotonic() >= give_up:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 Scenario = Callable[[Chaos, int], None]
