@@ -9,9 +9,12 @@ Every error answers JSON; nothing a client sends can crash the process. Gemini G
 (a batch, the batch list, an operation, an interaction) go through the fault model
 (`/_sim/faults`): added latency, then a hang past the client's timeout or an error.
 
-Batches as Gemini makes them: a create request over 20 MiB is refused with Gemini's
-400; a batch may come from an uploaded JSONL file (Files API, `files.py`) and then its
-results are a generated file, downloadable at `/{v}/files/{id}:download?alt=media`.
+Batches as Gemini makes them: a create request over 20 MiB (or the lower
+`gemini_inline_request_bytes` of `/_sim/quotas`) is refused with Gemini's 400; with the
+`gemini_batches_in_flight` quota set, a create beyond it is Gemini's 429
+RESOURCE_EXHAUSTED (`quotas.py`); a batch may come from an uploaded JSONL file (Files API,
+`files.py`) and then its results are a generated file, downloadable at
+`/{v}/files/{id}:download?alt=media`.
 `POST /_sim/files/{id}:fail-downloads` `{"times": N, "status": 503}` makes the next N
 downloads of that file fail.
 """
@@ -34,6 +37,8 @@ from local.simulator import check_run_routes, control, github_routes, hook_deliv
 from local.simulator.engine import Simulator
 from local.simulator.file_routes import files_routes
 from local.simulator.gemini import (
+    QUOTA_MESSAGE,
+    batch_quota_error_body,
     batch_resource,
     error_body,
     interaction_resource,
@@ -41,10 +46,12 @@ from local.simulator.gemini import (
     quota_error_body,
     rfc3339,
 )
+from local.simulator.quotas import INLINE_REQUEST_BYTES, MAX_INLINE_REQUEST_BYTES, inline_too_large
 from local.simulator.state import (
     WEBHOOK_EVENTS,
     WEBHOOK_STATES,
     BadRequest,
+    BatchQuotaExceeded,
     NotFound,
     RegisteredWebhook,
     SimError,
@@ -58,9 +65,8 @@ VERSION = "<any(v1, v1beta, v1alpha):version>"
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000
 MAX_BODY_BYTES = 32 * 1024 * 1024
-# Gemini refuses a create request (inline requests) over 20 MiB with this 400.
-MAX_INLINE_REQUEST_BYTES = 20 * 1024 * 1024
-INLINE_TOO_LARGE = f"Request payload size exceeds the limit: {MAX_INLINE_REQUEST_BYTES} bytes."
+# Gemini refuses a create request (inline requests) over 20 MiB with this 400 (quotas.py).
+INLINE_TOO_LARGE = inline_too_large(MAX_INLINE_REQUEST_BYTES)
 
 
 def page_args(size_name: str, token_name: str) -> tuple[int, int | None]:
@@ -85,12 +91,6 @@ def page_args(size_name: str, token_name: str) -> tuple[int, int | None]:
 
 def page_token(cursor: int) -> str:
     return base64.urlsafe_b64encode(f"after:{cursor}".encode()).decode()
-
-
-QUOTA_MESSAGE = (
-    "You exceeded your current quota, please check your plan and billing details. "
-    "For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits."
-)
 
 
 def inject_faults(sim: Simulator, what: str) -> None:
@@ -251,6 +251,9 @@ def create_app(sim: Simulator) -> Flask:
     def sim_error(exc: SimError) -> Response:
         if isinstance(exc, InjectedFault):
             return json_response(exc.body(), exc.status)
+        if isinstance(exc, BatchQuotaExceeded):
+            delay_s = sim.quotas.settings.batch_retry_delay_s
+            return json_response(batch_quota_error_body(exc.limit, delay_s), exc.status)
         return json_response(error_body(exc.status, exc.message), exc.status)
 
     @app.errorhandler(HTTPException)
@@ -274,8 +277,14 @@ def create_app(sim: Simulator) -> Flask:
 
     @app.post(f"/{VERSION}/models/<model>:batchGenerateContent")
     def create_batch(version: str, model: str) -> Response:
-        if (request.content_length or 0) > MAX_INLINE_REQUEST_BYTES:
-            raise BadRequest(INLINE_TOO_LARGE)
+        limit = sim.quotas.settings.inline_request_bytes
+        # Refused on its declared length, before a byte of it is read.
+        size = request.content_length
+        if size is None:
+            size = len(request.get_data())
+        if size > limit:
+            sim.quotas.count_refusal(INLINE_REQUEST_BYTES)
+            raise BadRequest(inline_too_large(limit))
         display_name, requests_, uris, user_metadata, input_file = parse_batch(read_json(), sim)
         batch = sim.create_batch(
             f"models/{model}", display_name, requests_, uris, user_metadata, input_file

@@ -140,6 +140,21 @@ class SimulatorClient:
         """The full fault state: every knob, `github_comment_post`, and `injected` counts."""
         return dict(self._call("GET", "/_sim/faults"))
 
+    def set_quotas(self, **quotas: Any) -> dict[str, Any]:
+        """Merge `quotas` into the Gemini quotas; returns the full state `quotas()` reports.
+
+        Keys as `POST /_sim/quotas` takes them (see `local/simulator/control.py`), e.g.
+        `set_quotas(gemini_batches_in_flight=5, gemini_batch_retry_delay_s=1)` or
+        `set_quotas(gemini_inline_request_bytes=10_000)`; `gemini_batches_in_flight=None`
+        turns that quota off. An unknown key or a bad value raises `requests.HTTPError`
+        and changes nothing.
+        """
+        return dict(self._call("POST", "/_sim/quotas", json=quotas))
+
+    def quotas(self) -> dict[str, Any]:
+        """Every quota setting, `in_flight` `{"gemini_batches"}` and the `refused` counts."""
+        return dict(self._call("GET", "/_sim/quotas"))
+
     def deliveries(self, operation: str | None = None) -> list[dict[str, Any]]:
         params = {"operation": operation} if operation else None
         return list(self._call("GET", "/_sim/webhook-deliveries", params=params)["deliveries"])

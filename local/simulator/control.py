@@ -31,6 +31,8 @@
 - a batch is deleted through the Gemini API itself: `DELETE /v1beta/batches/{id}`, after
   which it answers 404
 - `POST /_sim/faults`, `GET /_sim/faults`: the fault model, below
+- `POST /_sim/quotas`, `GET /_sim/quotas`: the Gemini quotas `batches.create` enforces,
+  below
 - `POST /_sim/webhook-mode`, `GET /_sim/webhook-mode`: `{"data_id": "name"|"bare"|"mixed",
   "cancel_events": bool}`, how completion webhooks name the operation (`batches/abc`, `abc`,
   or each in turn) and whether `*.cancelled` events are sent at all (off: like the
@@ -121,6 +123,29 @@ Completion webhooks:
 Example: `{"error_rates": {"429": 0.1, "503": 0.1}, "timeout_rate": 0.05,
 "timeout_hold_s": 30, "latency_ms": 50, "latency_jitter_ms": 30, "webhook_drop_rate": 0.3,
 "webhook_copies": 3, "seed": 7}`.
+
+Quotas
+------
+`POST /_sim/quotas` merges the keys it is given, like `/_sim/faults` (an unknown key or a
+bad value is a 400 naming it, and changes nothing); it and `GET /_sim/quotas` answer the
+full state. `POST /_sim/reset` restores the defaults and zeroes the counts.
+- `gemini_batches_in_flight` (null = off, the default; else 0..1000000): the concurrent
+  batch jobs of the project (Gemini: 100). In flight: not yet in a terminal state (PENDING
+  or RUNNING); a deleted batch leaves the count. A `batches.create` (`POST
+  /{v}/models/{m}:batchGenerateContent`, inline or from a file) beyond it creates nothing
+  and answers 429 `RESOURCE_EXHAUSTED`, its `details` a `google.rpc.QuotaFailure`
+  (`quotaId` `ConcurrentBatchJobsPerProject`, `quotaMetric`
+  `generativelanguage.googleapis.com/concurrent_batch_jobs`, `quotaValue` the limit: names
+  of ours, Gemini publishes none), a `google.rpc.Help` and a `google.rpc.RetryInfo`.
+  Lowering the limit below the count in flight refuses creates until enough batches end.
+- `gemini_batch_retry_delay_s` (0..3600, default 30): that 429's `RetryInfo.retryDelay`.
+- `gemini_inline_request_bytes` (1..20971520, default 20971520): a create request larger
+  than this is Gemini's 400 `INVALID_ARGUMENT` "Request payload size exceeds the limit: N
+  bytes." (N this value), before its body is read.
+The answer also holds `in_flight` `{"gemini_batches": N}` and `refused`
+`{"gemini_batches_in_flight": N, "gemini_inline_request_bytes": N}` (creates refused by
+each since the last reset). Example: `{"gemini_batches_in_flight": 5,
+"gemini_batch_retry_delay_s": 1}`.
 """
 
 from __future__ import annotations
@@ -461,6 +486,15 @@ def blueprint(sim: Simulator) -> Blueprint:
     @bp.get("/faults")
     def get_faults() -> Response:
         return json_response(fault_state())
+
+    @bp.post("/quotas")
+    def set_quotas() -> Response:
+        sim.quotas.update(read_json())
+        return json_response(sim.quotas.report(sim.world.batches_in_flight()))
+
+    @bp.get("/quotas")
+    def get_quotas() -> Response:
+        return json_response(sim.quotas.report(sim.world.batches_in_flight()))
 
     @bp.post("/webhook-mode")
     def set_webhook_mode() -> Response:

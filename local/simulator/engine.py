@@ -22,12 +22,14 @@ from local.simulator.gemini import build_rows, result_lines
 from local.simulator.github import Contents
 from local.simulator.hook_deliveries import HookDeliveries
 from local.simulator.injector import FaultInjector
+from local.simulator.quotas import BATCHES_IN_FLIGHT, Quotas
 from local.simulator.ratelimits import RateLimits
 from local.simulator.state import (
     BATCH_STATES,
     INTERACTION_API_STATUSES,
     WITH_ROWS,
     Batch,
+    BatchQuotaExceeded,
     Operation,
     SimError,
     World,
@@ -92,6 +94,7 @@ class Simulator:
         self.rate_limits = RateLimits(clock)
         self.requests = RequestLog()
         self.faults = FaultInjector()
+        self.quotas = Quotas()
         self.dispatcher = Dispatcher(
             self.world,
             retries=self.settings.webhook_retries,
@@ -109,6 +112,7 @@ class Simulator:
         self.world.reset()
         self.files.reset()
         self.faults.reset()
+        self.quotas.reset()
         self.dispatcher.reset()
         self.contents.reset()
         self.comments.reset()
@@ -130,7 +134,9 @@ class Simulator:
         input_file: str | None = None,
     ) -> Batch:
         """A new pending batch, as the create call answers it (`input_file`: the uploaded
-        file its `requests` came from; its results will be a file too).
+        file its `requests` came from; its results will be a file too), or
+        `BatchQuotaExceeded` when the `gemini_batches_in_flight` quota is reached
+        (`quotas.py`): nothing is created and the refusal is counted.
 
         With the `early_webhook` fault on, the batch succeeds at once and its webhook
         goes out before this returns (the creator cannot have registered it yet):
@@ -142,9 +148,19 @@ class Simulator:
             hold webhook_before_register_ms
             answer create: b, PENDING ──────────────────────────▶ registers b
         """
-        batch = self.world.create_batch(
-            model, display_name, requests, webhook_uris, user_metadata, input_file
-        )
+        try:
+            batch = self.world.create_batch(
+                model,
+                display_name,
+                requests,
+                webhook_uris,
+                user_metadata,
+                input_file,
+                max_in_flight=self.quotas.settings.batches_in_flight,
+            )
+        except BatchQuotaExceeded:
+            self.quotas.count_refusal(BATCHES_IN_FLIGHT)
+            raise
         hold_s = self.faults.take_early_webhook()
         if hold_s is None:
             return batch

@@ -52,6 +52,34 @@ def error_body(code: int, message: str) -> dict[str, Any]:
 
 QUOTA_DOCS = "https://ai.google.dev/gemini-api/docs/rate-limits"
 QUOTA_RETRY_DELAY = "22s"
+# The message every Gemini quota 429 opens with (batch creates refused included).
+QUOTA_MESSAGE = (
+    "You exceeded your current quota, please check your plan and billing details. "
+    f"For more information on this error, head to: {QUOTA_DOCS}."
+)
+# Gemini's "Rate limits" page (Batch API) gives 100 "concurrent batch requests" per project
+# but publishes no quotaId or metric for it: these two names are the simulator's own.
+BATCH_QUOTA_ID = "ConcurrentBatchJobsPerProject"
+BATCH_QUOTA_METRIC = "generativelanguage.googleapis.com/concurrent_batch_jobs"
+
+
+def duration(seconds: float) -> str:
+    """A google.protobuf.Duration as JSON: `"30s"`, `"1.5s"`."""
+    return format(seconds, ".9f").rstrip("0").rstrip(".") + "s"
+
+
+def _quota_429(message: str, violation: dict[str, Any], retry_delay: str) -> dict[str, Any]:
+    """RESOURCE_EXHAUSTED with google.rpc `details`: QuotaFailure, Help, RetryInfo."""
+    body = error_body(429, message)
+    body["error"]["details"] = [
+        {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [violation]},
+        {
+            "@type": "type.googleapis.com/google.rpc.Help",
+            "links": [{"description": "Learn more about Gemini API quotas", "url": QUOTA_DOCS}],
+        },
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": retry_delay},
+    ]
+    return body
 
 
 def quota_error_body(message: str, model: str = "gemini-2.5-flash") -> dict[str, Any]:
@@ -60,26 +88,40 @@ def quota_error_body(message: str, model: str = "gemini-2.5-flash") -> dict[str,
     The details carry a `QuotaFailure` naming the quota (`quotaId`, `quotaMetric`), a
     `Help` link and a `RetryInfo` whose `retryDelay` is a protobuf Duration string.
     """
-    body = error_body(429, message)
-    body["error"]["details"] = [
-        {
-            "@type": "type.googleapis.com/google.rpc.QuotaFailure",
-            "violations": [
-                {
-                    "quotaMetric": "generativelanguage.googleapis.com/generate_requests_per_model",
-                    "quotaId": "GenerateRequestsPerMinutePerProjectPerModel",
-                    "quotaDimensions": {"location": "global", "model": model},
-                    "quotaValue": "1000",
-                }
-            ],
-        },
-        {
-            "@type": "type.googleapis.com/google.rpc.Help",
-            "links": [{"description": "Learn more about Gemini API quotas", "url": QUOTA_DOCS}],
-        },
-        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": QUOTA_RETRY_DELAY},
-    ]
-    return body
+    violation = {
+        "quotaMetric": "generativelanguage.googleapis.com/generate_requests_per_model",
+        "quotaId": "GenerateRequestsPerMinutePerProjectPerModel",
+        "quotaDimensions": {"location": "global", "model": model},
+        "quotaValue": "1000",
+    }
+    return _quota_429(message, violation, QUOTA_RETRY_DELAY)
+
+
+def batch_quota_message(limit: int, retry_delay_s: float) -> str:
+    """The message of a batch create refused at `limit` batches in flight, in the shape of
+    Gemini's quota messages ("* Quota exceeded for metric: …, limit: …", "Please retry in …")."""
+    return (
+        f"{QUOTA_MESSAGE}\n* Quota exceeded for metric: {BATCH_QUOTA_METRIC}, limit: {limit}"
+        f"\nPlease retry in {duration(retry_delay_s)}."
+    )
+
+
+def batch_quota_error_body(limit: int, retry_delay_s: float) -> dict[str, Any]:
+    """The 429 of a `batches.create` beyond `limit` concurrent batch jobs per project.
+
+    The shape is the per-minute quota's (`quota_error_body`); the quota is named by
+    BATCH_QUOTA_ID / BATCH_QUOTA_METRIC (ours: the docs name none), per project (no model
+    dimension), `quotaValue` the limit, and `RetryInfo.retryDelay` `retry_delay_s`: how long
+    Gemini would have the caller wait is not published either (reports of real batch-create
+    429s show some with no QuotaFailure or RetryInfo at all; a caller must cope with both).
+    """
+    violation = {
+        "quotaMetric": BATCH_QUOTA_METRIC,
+        "quotaId": BATCH_QUOTA_ID,
+        "quotaDimensions": {"location": "global"},
+        "quotaValue": str(limit),
+    }
+    return _quota_429(batch_quota_message(limit, retry_delay_s), violation, duration(retry_delay_s))
 
 
 def prompt_text(request: dict[str, Any]) -> str:

@@ -75,6 +75,16 @@ class FailedPrecondition(SimError):
     status = 400
 
 
+class BatchQuotaExceeded(SimError):
+    """A create beyond the concurrent-batch quota: `limit` batches are already in flight."""
+
+    status = 429
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"{limit} batches are already in flight (the project's quota).")
+        self.limit = limit
+
+
 @dataclass
 class Batch:
     """One batch job. `rows` holds the inlined responses once it succeeded; a batch made
@@ -228,7 +238,11 @@ class World:
         webhook_uris: Iterable[str] = (),
         user_metadata: dict[str, Any] | None = None,
         input_file: str | None = None,
+        max_in_flight: int | None = None,
     ) -> Batch:
+        """A new PENDING batch; `BatchQuotaExceeded` when `max_in_flight` batches are
+        already in flight (counted and added under one lock, so racing creates cannot
+        pass the limit together). `max_in_flight=None`: no limit."""
         now = self.clock()
         batch = Batch(
             id=new_batch_id(),
@@ -242,10 +256,20 @@ class World:
             input_file=input_file,
         )
         with self._lock:
+            if max_in_flight is not None and self._in_flight() >= max_in_flight:
+                raise BatchQuotaExceeded(max_in_flight)
             self._seq += 1
             batch.seq = self._seq
             self._batches[batch.id] = batch
         return replace(batch)
+
+    def batches_in_flight(self) -> int:
+        """How many batches are not yet in a terminal state (PENDING or RUNNING)."""
+        with self._lock:
+            return self._in_flight()
+
+    def _in_flight(self) -> int:
+        return sum(1 for batch in self._batches.values() if not batch.done)
 
     def batch(self, batch_id: str) -> Batch:
         with self._lock:
