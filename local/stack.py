@@ -165,6 +165,8 @@ def function_env(
         # A failed GitHub delivery is recovered within a minute or so, not GitHub's 2.
         "GITHUB_SWEEP_GRACE_S": base.get("GITHUB_SWEEP_GRACE_S", "20"),
         "CONSOLE_URL": base.get("CONSOLE_URL") or f"http://127.0.0.1:{ports.console}",
+        # Pushes share batches as deployed, sealed within seconds rather than a minute.
+        "REVIEW_GROUP_WINDOW_S": base.get("REVIEW_GROUP_WINDOW_S", "5"),
     }
     if app is not None:
         env.update(app.env())

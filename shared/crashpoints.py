@@ -34,6 +34,11 @@ POINTS: dict[str, str] = {
     "rerun.created": "Gemini created the re-run's batch; the ledger does not know it",
     "rerun.registered": "the re-run's batch is current; the previous one superseded, not cancelled",
     "rerun.superseded": "an older press's batch is recorded superseded, not yet cancelled",
+    # shared batches (an item joining a group; the group's one sealer)
+    "group.item_joined": "the item's operation, its submission and the group are committed",
+    "group.sealed": "the group takes no more items; no batch yet",
+    "group.before_create": "the sealer holds the group's claim; the create was never sent",
+    "group.batch_created": "Gemini created the group's batch; the ledger does not know it",
     # settlement path (webhook or reconcile)
     "settle.before_fetch": "the settler is about to read the batch from Gemini",
     "settle.before_commit": "the batch was read; the settling commit was never sent",

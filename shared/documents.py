@@ -17,6 +17,9 @@ CORE_COLLECTIONS = frozenset(
         "reconcile_state",
         "payloads",
         "traces",
+        "batch_groups",
+        "group_heads",
+        "group_requests",
     }
 )
 

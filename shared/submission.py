@@ -34,6 +34,7 @@ from shared.settlement.cancel import cancel_item, supersede
 if TYPE_CHECKING:
     from shared.gemini import BatchSummary, GeminiGateway
     from shared.ledger import DeliveryEnd, OutboxItem
+    from shared.ledger.groups import Sharing
     from shared.ledger.protocols import PushLedger
     from shared.ledger.submissions import Claimed
 
@@ -97,6 +98,46 @@ class Submitter:
     @property
     def tag(self) -> str:
         return self._tag
+
+    @property
+    def deps(self) -> SubmitDeps:
+        return self._deps
+
+    @property
+    def attempt(self) -> Attempt:
+        return self._attempt
+
+    @property
+    def delivery_id(self) -> str:
+        return self._delivery_id
+
+    def join(
+        self,
+        requests: Sequence[tuple[str, str]],
+        context: dict[str, Any],
+        *,
+        model: str,
+        sharing: Sharing,
+        generation_config: Mapping[str, Any] | None = None,
+        end: DeliveryEnd | None = None,
+    ) -> str:
+        """After `claim(context)` returned None: add this item's requests to its kind's
+        open group instead of creating a batch of its own (shared/sharing/join.py). The
+        item's operation (`groups/{group}.{n}`) settles once its group's batch does, from
+        its own rows. What happened; `Deferred` when this run must wait to seal the group."""
+        from shared.sharing.join import join
+
+        return join(self, requests, context, model=model, sharing=sharing,
+                    generation_config=generation_config, end=end)  # fmt: skip
+
+    def start_items(self, context: Mapping[str, Any], name: str) -> list[Mapping[str, Any]]:
+        """The kind's items recorded with this submission's operation `name`."""
+        return self._start_items(context, name)
+
+    def deliver_started(self, name: str) -> None:
+        """Deliver what was recorded with the operation `name` (its start items), if any."""
+        if self._deps.start_items is not None:
+            self._deliver(name)
 
     def decided_before_fetch(self) -> str | None:
         """With a claim taken at the record: what was decided already (no fetch needed), or
@@ -242,6 +283,10 @@ class Submitter:
         if self._deps.ledger.operations.get(operation) is None:
             # Its record expired: settled long ago; never revive the batch.
             return f"{self._tag} was submitted as {operation}, whose record has expired"
+        from shared.sharing.join import group_of, seal_if_due
+
+        if group_of(operation) is not None:  # an item of a shared batch: its group may be due
+            return seal_if_due(self, operation)
         return f"already submitted as {operation}"
 
     def _tagged_batches(self) -> list[BatchSummary]:

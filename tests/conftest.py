@@ -15,6 +15,9 @@ import pytest
 # The functions' default (functions/main.py): tests that build the runtime in-process
 # run the review app unless they name their own.
 os.environ.setdefault("HOOKLEDGER_APPS", "apps.review")
+# One batch per push unless a test shares them (tests/integration/test_shared_batches.py,
+# the chaos `quota` scenario): most tests name the batch a push makes.
+os.environ.setdefault("REVIEW_GROUP_REQUESTS", "0")
 
 from shared import apps
 

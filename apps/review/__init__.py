@@ -43,6 +43,20 @@ SETTINGS = (
         help="show the review as a check run (unset: on with a GitHub App)",
     ),
     api.Setting(
+        "REVIEW_GROUP_REQUESTS",
+        type="int",
+        default=1000,
+        help="a shared batch is sealed at this many files' requests (0: a batch per push)",
+        check=lambda n: None if n >= 0 else "must be 0 or more",
+    ),
+    api.Setting(
+        "REVIEW_GROUP_WINDOW_S",
+        type="float",
+        default=60.0,
+        help="… or this many seconds after its first push joined, whichever comes first",
+        check=lambda s: None if s >= 0 else "must be 0 or more",
+    ),
+    api.Setting(
         "CONSOLE_URL",
         default="http://127.0.0.1:8099",
         help="the console's URL: a check run's Details link",
@@ -199,4 +213,11 @@ def deps(ctx: api.Context) -> Any:
         create_budget=timedelta(seconds=ctx.config.create_budget_s),
         options=ReviewOptions.from_settings(settings),
         deliver=ctx.deliver,
+        sharing=sharing(settings),
     )
+
+
+def sharing(settings: Mapping[str, Any]) -> api.Sharing | None:
+    """How pushes share batches, from the settings; None for one batch per push."""
+    size = settings["REVIEW_GROUP_REQUESTS"]
+    return api.Sharing(size, settings["REVIEW_GROUP_WINDOW_S"]) if size else None

@@ -111,6 +111,8 @@ class ReviewDeps:
     # recorded with the winner right after its commit (None: left to the outbox sweep).
     options: ReviewOptions = field(default_factory=ReviewOptions)
     deliver: Callable[[OutboxItem], None] | None = None
+    # Shared batches (`REVIEW_GROUP_REQUESTS`, `REVIEW_GROUP_WINDOW_S`); None: one per push.
+    sharing: api.Sharing | None = None
 
 
 def review_push(
@@ -161,6 +163,16 @@ def review_push(
     if decided is not None:
         return Done(decided)
     requests = [(path, prompt(path, files[path])) for path in submitted]
+    if deps.sharing is not None:  # the push's files join the open group: one batch for many
+        joined = run.join(
+            requests,
+            context,
+            model=deps.model,
+            sharing=deps.sharing,
+            generation_config=GENERATION_CONFIG,
+            end=end,
+        )
+        return Done(f"{joined}; {len(refused)} refused")
     try:
         crash_point("push.before_create")
         name = deps.gemini.create_batch(

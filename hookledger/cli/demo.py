@@ -131,6 +131,14 @@ def describe_run(run: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def group_batch(ledger: Any, gid: str) -> str | None:
+    """The batch registered for the shared batch's group `gid`; None until it is."""
+    from shared.ledger.groups import group_tag
+
+    submission = ledger.submissions.get(group_tag(gid))
+    return submission.operation if submission is not None and submission.operation else None
+
+
 def settled_record(ledger: Ledger, name: str) -> Operation | None:
     """The operation `name` once it is settled; None while it is pending or unknown."""
     record = ledger.operations.get(name)
@@ -215,8 +223,16 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
             check_run=runs[-1],
         )
 
-    sim.complete(name, state="succeeded", webhook="drop")
-    narrator.step(f"Gemini finished {name}; its webhook was dropped (lost)", operation=name)
+    batch = name
+    if op.group is not None:  # the push joined a shared batch: wait for its group's batch
+        batch = wait_for(
+            f"the shared batch of group {op.group} (sealed when its window ends)",
+            lambda: group_batch(ledger, op.group or ""),
+            60.0,
+        )
+        narrator.step(f"its group {op.group} was sealed as batch {batch}", operation=batch)
+    sim.complete(batch, state="succeeded", webhook="drop")
+    narrator.step(f"Gemini finished {batch}; its webhook was dropped (lost)", operation=batch)
 
     narrator.step(f"waiting for the reconcile loop to notice (up to {args.timeout:g} s)")
     settled = wait_for(

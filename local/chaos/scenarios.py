@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-from local.chaos import github_scenarios
+from local.chaos import github_scenarios, quota
 from local.chaos.drivers import fault_model_supported, set_fault_model
 from local.chaos.load import FULL_REPO, Push
 from local.chaos.runner import Chaos, Run, Skip, expected_text, wait_for
@@ -288,6 +288,7 @@ SCENARIOS: dict[str, Scenario] = {
     "ingress-outage": github_scenarios.ingress_outage,
     "handoff-outage": github_scenarios.handoff_outage,
     "slow-ack": github_scenarios.slow_ack,
+    "quota": quota.quota,
 }
 FULL_SIZES = {
     "duplicate-storm": 100,
@@ -302,5 +303,7 @@ FULL_SIZES = {
     "ingress-outage": 20,
     "handoff-outage": 20,
     "slow-ack": 20,
+    "quota": 300,
 }
-REDUCED_SIZES = {name: 3 for name in SCENARIOS} | {"duplicate-storm": 4}
+# `quota` needs more groups than the 5 batches it may have in flight: 12 pushes make 6.
+REDUCED_SIZES = {name: 3 for name in SCENARIOS} | {"duplicate-storm": 4, "quota": 12}

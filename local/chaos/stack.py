@@ -66,6 +66,9 @@ CHAOS_ENV = {
     # A worker SIGKILLed mid-publish holds its outbox claim (the check run's item) this
     # long, not production's 5 min (at least 3 GitHub calls of HTTP_TIMEOUT_S).
     "OUTBOX_LEASE_S": "30",
+    # One batch per push: the drivers complete each push's batch by its tag. The `quota`
+    # scenario turns shared batches on for itself (local/chaos/quota.py).
+    "REVIEW_GROUP_REQUESTS": "0",
 }
 # Cloud Tasks' default backoff tops out at an hour; a chaos run wants retries within seconds.
 RETRY = types.RetryConfig(

@@ -106,6 +106,7 @@ from shared.settlement.kinds import (
     register,
     register_deliverer,
 )
+from shared.sharing import Sharing
 from shared.submission import SubmitDeps, Submitter
 
 __all__ = [
@@ -133,6 +134,7 @@ __all__ = [
     "Refusal",
     "Setting",
     "Settings",
+    "Sharing",
     "SubmitDeps",
     "Submitter",
     "TransientError",

@@ -116,6 +116,7 @@ from shared.ledger.errors import (
     UnknownDelivery,
     WritebackFailed,
 )
+from shared.ledger.groups import Groups
 from shared.ledger.installations import Applied, Installation, Installations
 from shared.ledger.operations import Operations
 from shared.ledger.outbox import Outbox, OutboxPolicy
@@ -240,6 +241,7 @@ class Ledger:
     watermark: AdoptionWatermark
     installations: Installations
     recoveries: Recoveries
+    groups: Groups
 
     def __init__(
         self,
@@ -272,6 +274,7 @@ class Ledger:
         self.watermark = AdoptionWatermark(commits)
         self.installations = Installations(commits, clock, self.deliveries)
         self.recoveries = Recoveries(commits, retention=retention)
+        self.groups = Groups(commits, self.operations, self.deliveries, clock, retention=retention)
 
     @property
     def clock(self) -> Clock:

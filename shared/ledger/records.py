@@ -155,6 +155,8 @@ OUTCOME = "outcome"
 OUTBOX_DUE_AT = "outbox_due_at"
 # The traceparent of the span that registered an operation (shared/tracing).
 TRACE = "trace"
+# An item's group in a shared batch (groups.py); set on the item's operation when it joins.
+GROUP = "group"
 
 
 @dataclass(frozen=True)
@@ -191,6 +193,8 @@ class Operation:
     waiting_alerted_at: datetime | None = None
     # The W3C traceparent of the span that registered it (shared/tracing), when traced.
     trace: str | None = None
+    # An item of a shared batch: its group's id (shared/ledger/groups.py); None otherwise.
+    group: str | None = None
     update_time: datetime | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -225,6 +229,7 @@ class Operation:
             "outcome": self.outcome,
             "waiting_alerted_at": self.waiting_alerted_at,
             "trace": self.trace,
+            "group": self.group,
         }
 
 
@@ -369,6 +374,7 @@ def operation_from(data: Mapping[str, Any], doc_id: str, update_time: Any) -> Op
         not_found_at=data.get(NOT_FOUND_AT),
         outcome=dict(data.get(OUTCOME) or {}),
         waiting_alerted_at=data.get(WAITING_ALERTED_AT),
+        group=data.get(GROUP),
         update_time=update_time,
     )
 

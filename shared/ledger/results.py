@@ -115,6 +115,43 @@ class ResultWrites:
         return document
 
 
+class RecordedWrites:
+    """A stand-in transaction that records what a write-back stages, so a write-back too
+    large for one commit can be committed in pages (ledger/settling.py)."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, Any, dict[str, Any]]] = []
+
+    def set(self, ref: Any, doc: dict[str, Any]) -> None:
+        self.writes.append(("set", ref, doc))
+
+    def create(self, ref: Any, doc: dict[str, Any]) -> None:
+        self.writes.append(("create", ref, doc))
+
+    def pages(self, most: int, most_bytes: int) -> list[list[tuple[str, Any, dict[str, Any]]]]:
+        """The writes in order, in pages of at most `most` writes and about `most_bytes`."""
+        pages: list[list[tuple[str, Any, dict[str, Any]]]] = [[]]
+        size = 0
+        for write in self.writes:
+            cost = _approx_bytes(write[2])
+            if pages[-1] and (len(pages[-1]) >= most or size + cost > most_bytes):
+                pages.append([])
+                size = 0
+            pages[-1].append(write)
+            size += cost
+        return pages
+
+    @staticmethod
+    def write(transaction: Any, page: Any) -> None:
+        """Stage `page` on a real transaction (a page written again sets, never creates)."""
+        for _, ref, doc in page:
+            transaction.set(ref, doc)
+
+    def replay(self, writes: Any, page: Any) -> None:
+        """Stage `page` through a settlement's `ResultWrites` (its raw transaction)."""
+        self.write(writes.transaction, page)
+
+
 def _approx_bytes(value: Any) -> int:
     """Roughly Firestore's size of `value`: UTF-8 text, 8 bytes a scalar, keys counted."""
     if isinstance(value, str):

@@ -50,7 +50,7 @@ from shared.ledger.records import (
     Settlement,
     operation_from_snapshot,
 )
-from shared.ledger.results import ResultWrites, Writeback
+from shared.ledger.results import RecordedWrites, ResultWrites, Writeback
 from shared.logs import event as log_event
 from shared.logs import get_logger
 from shared.retry import find_cause
@@ -60,6 +60,11 @@ log = get_logger("ledger")
 # How many times a pending operation's write-back failed by its own fault (`WritebackFaulted`).
 # Ledger-owned; it belongs beside the other field names in records.py.
 WRITEBACK_FAILURES = "writeback_failures"
+# How many pages of a write-back too large for one commit were written before it settles.
+WRITEBACK_PAGES = "writeback_pages"
+# Firestore takes 500 writes and 10 MiB per commit: a page leaves room for the ledger's own.
+PAGE_WRITES = 400
+PAGE_BYTES = 8_000_000
 
 
 class WritebackFaulted(WritebackFailed):
@@ -113,6 +118,10 @@ class Settling:
         known: list[Operation] = []
         if expected is not None and expected.update_time is not None and expected.doc_id == ref.id:
             known.append(expected)  # the caller's own read of this very operation
+        if writeback is not None:
+            paged = self._pages_first(ref, name, writeback, known[0] if known else None)
+            if paged is not writeback:
+                writeback, known = paged, []  # the pages changed the operation: read it afresh
 
         def attempt() -> Settled:
             if known:  # first attempt only: trust the caller's fresh read
@@ -184,6 +193,59 @@ class Settling:
                 reason = f"Firestore refused the write-back: {exc}"
                 return self._settle_without_writeback(ref, snapshot, record, update, reason, staged)
             return Settled(Settlement.SETTLED, also_applied=staged is not None)
+
+        return self._commits.retrying(name, attempt)
+
+    def _pages_first(
+        self, ref: Any, name: str, writeback: Writeback, known: Operation | None
+    ) -> Writeback:
+        """The write-back for the settling commit: itself when its writes fit one commit;
+        else the last page, the pages before it committed first, each on condition the
+        operation is still pending (a write-back is the same on every retry, so a page
+        written again after a crash writes the same documents).
+
+        Firestore takes at most 500 writes (and 10 MiB) per commit; an item of 1,200 files
+        writes 1,200 documents. Until the settling commit, the operation stays `pending`:
+        documents written by the first pages show before it settles, never after another
+        caller settled it. A write-back that fails here is left to the settling commit,
+        which meets the same failure and handles it as always."""
+        record = known
+        if record is None:
+            snapshot = self._commits.read(ref, name)
+            if not snapshot.exists:
+                return writeback
+            record = operation_from_snapshot(snapshot)
+        if not record.pending:
+            return writeback
+        recorder = RecordedWrites()
+        try:
+            writeback(ResultWrites(recorder, self._commits.client, record), record)
+        except Exception:
+            return writeback
+        pages = recorder.pages(PAGE_WRITES, PAGE_BYTES)
+        if len(pages) <= 1:
+            return writeback
+        for number, page in enumerate(pages[:-1], start=1):
+            if not self._commit_page(ref, name, page, number):
+                return writeback  # settled meanwhile: the settling attempt says so
+        last = pages[-1]
+        return lambda writes, current: recorder.replay(writes, last)
+
+    def _commit_page(self, ref: Any, name: str, page: Sequence[Any], number: int) -> bool:
+        """Commit one page of a write-back while the operation is pending; False if not."""
+
+        def attempt() -> bool:
+            snapshot = self._commits.read(ref, name)
+            if not snapshot.exists or (snapshot.to_dict() or {}).get("status") != PENDING:
+                return False
+
+            def body(txn: Any) -> None:
+                RecordedWrites.write(txn, page)
+                mark = {WRITEBACK_PAGES: number}
+                txn.update(ref, mark, option=self._commits.unchanged_since(snapshot))
+
+            self._commits.commit(body, ref, snapshot)
+            return True
 
         return self._commits.retrying(name, attempt)
 

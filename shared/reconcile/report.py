@@ -35,6 +35,7 @@ class RunReport:
     stuck_alerts: int = 0
     waiting_alerts: int = 0  # `operation_waiting` alerts (an interaction waits on its caller)
     adopted: int = 0
+    sealed: int = 0  # shared batches' groups sealed by the run (reconcile/groups.py)
     swept: int = 0
     sweep_failed: int = 0
     pages: int = 0

@@ -19,6 +19,7 @@ from shared.ledger.protocols import ReconcileLedger
 from shared.reconcile import fanout
 from shared.reconcile.adoption import CLOCK_SKEW, OrphanAdopter
 from shared.reconcile.check import OperationCheck
+from shared.reconcile.groups import seal_due
 from shared.reconcile.outbox_sweep import Deliver, sweep
 from shared.reconcile.pool import check_all
 from shared.reconcile.report import Budget, Progress, RunReport
@@ -113,6 +114,17 @@ class Reconciler:
         report = RunReport()
         seen: set[str] = set()
         self._due(started_at, report, budget, progress, seen)
+        if not report.stopped_early:  # groups left unsealed: a sealer died or waited
+            seal_due(
+                self._ledger,
+                self._gemini,
+                started_at,
+                grace=s.grace,
+                limit=s.page_size,
+                report=report,
+                budget=budget,
+                deliver=self._deliver,
+            )
         # After the due pages: a batch just read there is known to the ledger, no read needed.
         if s.adopt_orphans and not report.stopped_early:
             if budget.spent():

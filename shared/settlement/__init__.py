@@ -111,6 +111,7 @@ class Settler:
         record: Operation | None = None,
         *,
         end: DeliveryEnd | None = None,
+        batch: BatchStatus | None = None,
     ) -> SettleResult:
         """Re-fetch `name` from Gemini and settle it if terminal. Gemini errors propagate,
         and so does `GeminiRowsUnread` for a succeeded batch whose rows are incomplete.
@@ -118,7 +119,9 @@ class Settler:
         `record` saves a read when the caller already holds the operation (reconcile's
         query). Either way the settlement commits only if the operation is unchanged
         since that read; a stale record costs a re-read, never a second settlement.
-        `end` (a webhook run's delivery) is marked done in the settling commit.
+        `end` (a webhook run's delivery) is marked done in the settling commit. `batch`:
+        what Gemini reported, read by the caller (a shared batch's fan-out reads its batch
+        once for many items), instead of a fetch.
         """
         from shared.ledger import Settlement
 
@@ -129,13 +132,15 @@ class Settler:
             return SettleResult(Settlement.ALREADY_SETTLED.value, record.status)
         # In the push's trace, however late and by whom (shared/tracing `span_in`).
         with tracing.span_in(record.trace, "settle", operation=record.name, settled_by=by) as span:
-            outcome = self._settle(record, by, end)
+            outcome = self._settle(record, by, end, batch)
             span.set(result=outcome.result, status=outcome.status, waits_for=outcome.waits_for)
         return outcome
 
-    def _settle(self, record: Operation, by: str, end: DeliveryEnd | None) -> SettleResult:
+    def _settle(
+        self, record: Operation, by: str, end: DeliveryEnd | None, given: BatchStatus | None
+    ) -> SettleResult:
         crash_point("settle.before_fetch")
-        batch = self._fetch(record)
+        batch = given if given is not None else self.status(record)
         status = batch.terminal_status
         if status is None:
             return SettleResult(RUNNING, waits_for=batch.waits_for)
@@ -242,6 +247,23 @@ class Settler:
                 reason=fault.reason,
             )
         return SettleResult(result.value, "failed")
+
+    def status(self, record: Operation) -> BatchStatus:
+        """What Gemini reports now of the operation: its own batch's, or, for an item of a
+        shared batch, its rows of its group's batch (still running while the group has
+        none registered)."""
+        if record.group is None:
+            return self._fetch(record)
+        from shared.sharing.members import item_status
+
+        return item_status(self.ledger, record, self.group_status)
+
+    def group_status(self, group: Operation) -> BatchStatus:
+        """A group batch's status with its rows placed under their items' keys."""
+        batch = self._fetch(group)
+        keys = kinds.get(group.kind).request_keys
+        placed = keys(group) if keys is not None else None
+        return batch.placed(placed) if placed else batch
 
     def _fetch(self, record: Operation) -> BatchStatus:
         """What Gemini reports now; a confirmed 404 (see the module docstring) is reported

@@ -68,6 +68,10 @@ def cancel_batch(item: OutboxItem, gemini: GeminiGateway) -> None:
     name = payload.get("name")
     if not isinstance(name, str) or not name:
         raise PermanentError(f"outbox item {item.idempotency_key}: not a {CANCEL} payload")
+    from shared.ledger.groups import MEMBER_PREFIX
+
+    if name.startswith(MEMBER_PREFIX):
+        return  # an item of a shared batch: its group's batch still answers the others
     crash_point("cancel.before_call")
     gemini.cancel_batch(name)
     crash_point("cancel.called")

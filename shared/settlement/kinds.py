@@ -235,3 +235,4 @@ class Deliverers:
 def _load_builtin() -> None:
     """Import the core's kind modules (they register themselves); cheap after the first call."""
     from shared.settlement import cancel  # noqa: F401
+    from shared.sharing import kind  # noqa: F401

@@ -37,6 +37,9 @@ LEDGER = (
     "installations",
     "bodies",
     "github_recoveries",
+    "batch_groups",
+    "group_heads",
+    "group_requests",
 )
 CLAIMS = ("payloads", "chunks")
 MAX_FIELD_CONFIGS = 200  # per database: https://cloud.google.com/firestore/docs/ttl#limits
@@ -126,6 +129,8 @@ def write_every_field(parts: Ledger, clock: FakeClock) -> None:
         Checkpoint(clock(), position, clock()), run_id="sweep-1", at=clock(), listed=1
     )
 
+    write_groups(parts, clock)
+
     installations = parts.installations
     installations.apply(installation_event(8), received_at=clock(), delivery_id="d-i2")
     installations.apply(
@@ -133,6 +138,46 @@ def write_every_field(parts: Ledger, clock: FakeClock) -> None:
         received_at=clock(),
         delivery_id="d-i3",
     )
+
+
+def write_groups(parts: Ledger, clock: FakeClock) -> None:
+    """A shared batch's group: an item joined, the group sealed, deferred, registered,
+    failed; and an item whose write-back takes more than one commit (written in pages)."""
+    from shared.ledger.groups import JoinRequest
+    from shared.sharing import Sharing
+
+    until = clock() + timedelta(minutes=10)
+    parts.submissions.claim(
+        "item-w", delivery_id="d-5", attempt="a5", lease_until=until, now=clock()
+    )
+    pages, size = parts.groups.store_requests("item-w", "a5", [("a.md", "review a.md")])
+    joined = parts.groups.join(
+        JoinRequest(
+            tag="item-w",
+            attempt="a5",
+            kind="review",
+            model="m",
+            generation_config={"temperature": 0},
+            sharing=Sharing(5, 60),
+            pages=pages,
+            requests=1,
+            bytes=size,
+            context={"repo": "o/r"},
+        )
+    )
+    assert joined.group is not None
+    gid = joined.group.gid
+    parts.groups.seal(gid)
+    parts.groups.defer(gid, clock())
+    parts.groups.registered(gid, "batches/g")
+    parts.groups.failed(gid, "refused")
+
+    def many(writes: Any, record: Any) -> None:
+        for n in range(401):
+            put_review(writes, "o/r", "s3", f"{n}.md", {"status": "ok", "text": "t"})
+
+    parts.operations.register("batches/paged", "review")
+    parts.operations.settle("batches/paged", "succeeded", "webhook", writeback=many)
 
 
 def field_paths(data: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:

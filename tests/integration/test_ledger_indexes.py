@@ -128,6 +128,8 @@ def exercise_every_read(parts: Ledger, clock: FakeClock) -> None:
     parts.recoveries.count()
     parts.recoveries.count("open")
 
+    parts.groups.due(clock(), 5)
+
 
 def recovery(guid: str, at: Any) -> Recovery:
     """An open recovery of a failed GitHub push delivery."""

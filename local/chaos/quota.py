@@ -1,0 +1,151 @@
+"""The `quota` chaos scenario: pushes share batches while Gemini allows 5 batches in flight.
+
+Each push (two files) joins a shared batch's group (`REVIEW_GROUP_REQUESTS`, here a sixth
+of the scenario's requests, so about six groups; `REVIEW_GROUP_WINDOW_S` 2 s); the
+simulator refuses a create past 5 batches in flight with Gemini's 429, and the driver
+completes a batch only once it is `HOLD_S` old, so the quota binds: a sealer is deferred
+and tries again. Besides the whole-database invariants: every push in exactly one group,
+every group batch at Gemini belonging to a group, and at most ceil(requests / N) + 5
+batches created (docs/architecture.md, "Shared batches").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import requests
+
+from local.chaos.load import Push
+from local.chaos.runner import Chaos, Run, expected_text
+from local.chaos.stack import ChaosStack
+from shared.ledger.groups import GROUPS, group_tag
+
+IN_FLIGHT = 5
+HOLD_S = 2.0  # a batch is completed this long after the driver first saw it
+WINDOW_S = 2.0
+GROUP_TAG_PREFIX = group_tag("")
+
+
+def group_requests(size: int) -> int:
+    """N: a sixth of the scenario's requests (two per push), at least four."""
+    return max(4, (2 * size) // 6)
+
+
+def quota(chaos: Chaos, size: int) -> None:
+    """`size` pushes sharing batches under a quota of 5 batches in flight."""
+    name = "quota"
+    with chaos.scenario(name, size) as run:
+        per_group = group_requests(size)
+        with _sharing(chaos.stack, per_group):
+            chaos.stack.sim.set_quotas(
+                gemini_batches_in_flight=IN_FLIGHT, gemini_batch_retry_delay_s=1
+            )
+            pushes = run.load.new_pushes(size, "quota")
+            run.expect(pushes, expected_text(size))
+            done = threading.Event()
+            sender = threading.Thread(target=lambda: _send(run, pushes, done), daemon=True)
+            sender.start()
+            completed = _complete_group_batches(chaos, run, pushes, done)
+            sender.join()
+            chaos.say(name, f"{completed} group batches completed")
+            _check(chaos, run, pushes, per_group)
+
+
+@contextlib.contextmanager
+def _sharing(stack: ChaosStack, per_group: int) -> Iterator[None]:
+    """The worker restarted with shared batches on; off again (the other scenarios') after."""
+    shared = {"REVIEW_GROUP_REQUESTS": str(per_group), "REVIEW_GROUP_WINDOW_S": str(WINDOW_S)}
+    previous = {key: stack.env.get(key) for key in shared}
+    stack.env.update(shared)
+    stack.stop_and_start("worker")
+    try:
+        yield
+    finally:
+        stack.sim.set_quotas(gemini_batches_in_flight=None)
+        for key, value in previous.items():
+            if value is None:
+                stack.env.pop(key, None)
+            else:
+                stack.env[key] = value
+        stack.stop_and_start("worker")
+
+
+def _send(run: Run, pushes: list[Push], done: threading.Event) -> None:
+    try:
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(run.load.send, pushes))
+    finally:
+        done.set()
+
+
+def _complete_group_batches(
+    chaos: Chaos, run: Run, pushes: list[Push], sent: threading.Event, deadline_s: float = 300.0
+) -> int:
+    """Complete every group batch `HOLD_S` after it appears, until every push's operation
+    is settled (or the deadline: the verdict then says what is left)."""
+    seen: dict[str, float] = {}
+    completed: set[str] = set()
+    give_up = time.monotonic() + deadline_s
+    while time.monotonic() < give_up:
+        try:
+            batches = chaos.stack.sim.batches()
+        except requests.RequestException:
+            time.sleep(0.3)
+            continue
+        now = time.monotonic()
+        for batch in batches:
+            batch_name = str(batch["name"])
+            if not str(batch.get("display_name")).startswith(GROUP_TAG_PREFIX):
+                continue
+            first = seen.setdefault(batch_name, now)
+            if batch_name in completed or now - first < HOLD_S:
+                continue
+            with contextlib.suppress(requests.RequestException):
+                chaos.stack.sim.complete(batch_name, "succeeded", "send")
+                completed.add(batch_name)
+        if sent.is_set() and _all_settled(chaos, pushes):
+            break
+        time.sleep(0.3)
+    return len(completed)
+
+
+def _all_settled(chaos: Chaos, pushes: list[Push]) -> bool:
+    for push in pushes:
+        op = chaos.ledger.queries.find_operation("context.sha", push.sha)
+        if op is None or op.pending:
+            return False
+    return True
+
+
+def _check(chaos: Chaos, run: Run, pushes: list[Push], per_group: int) -> None:
+    """Each push in exactly one group, each group batch a group's, and the batch count."""
+    groups = {s.id: s.to_dict() or {} for s in chaos.client.collection(GROUPS).stream()}
+    joined = Counter(str(m.get("tag")) for g in groups.values() for m in g.get("members") or [])
+    for push in pushes:
+        if joined[push.tag] != 1:
+            run.fail(f"push {push.sha[:10]}: in {joined[push.tag]} groups, expected 1")
+    batches = [
+        b
+        for b in chaos.stack.sim.batches()
+        if str(b.get("display_name")).startswith(GROUP_TAG_PREFIX)
+    ]
+    for batch in batches:
+        gid = str(batch["display_name"]).removeprefix(GROUP_TAG_PREFIX)
+        if gid not in groups:
+            run.fail(f"batch {batch['name']}: no group {gid}")
+    limit = math.ceil(2 * len(pushes) / per_group) + IN_FLIGHT
+    if len(batches) > limit:
+        run.fail(f"{len(batches)} batches created, at most {limit} allowed")
+    quotas: dict[str, Any] = chaos.stack.sim.quotas()
+    refused = (quotas.get("refused") or {}).get("gemini_batches_in_flight", 0)
+    run.note(
+        f"{len(groups)} groups of up to {per_group} requests, {len(batches)} batches "
+        f"(at most {limit}), {refused} creates refused by the quota of {IN_FLIGHT}"
+    )

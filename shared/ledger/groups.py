@@ -1,0 +1,533 @@
+"""Shared batches in the ledger: many items (e.g. pushes) in one Gemini batch, each once.
+
+One batch per push caps throughput at Gemini's batch jobs in flight per project divided by
+a batch's lifetime. A kind that shares lets its items join the open GROUP of its kind and
+model; the group is sealed when it holds enough requests or its window ends, and exactly
+one sealer creates its batch (docs/architecture.md, "Shared batches"). Three collections:
+
+- `batch_groups/{gid}`: one group: `kind` (its items' operation kind), `model`,
+  `generation_config`, `tag` (the batch's display name `hookledger:group:{gid}`),
+  `status` (`open` → `sealed`; `failed` when Gemini refused its batch), `opened_at`,
+  `seal_at` (the window's end), `members` (one entry per item, in join order: its
+  `tag`, `operation`, request count and request pages), `requests`, `bytes`,
+  `due_at` (when somebody must seal it or see its batch registered; cleared once it
+  is), `operation` (its batch, once registered);
+- `group_heads/{kind}~{config}`: the id of the group its items join now;
+- `group_requests/{…}`: one page of one item's requests (key, prompt), written before it
+  joins, read by the sealer, expired with the group.
+
+An item joins exactly once: its join is ONE commit that creates the item's operation
+(pending, `group` = gid, its outbox's start items), decides the item's submission with it,
+adds it to the group, and may carry the delivery's `done`; a retried or overlapping run
+of the item finds the submission decided and joins nothing. A sealed group takes no
+item: a joiner that finds the head's group sealed or full opens the next one::
+
+    join:  read submission (ours, undecided), head, group ─ commit on "all unchanged":
+             group open & fits → members += item          │ else → new group, head → it
+             operation created, submission decided, delivery done (when given)
+    seal:  group open → sealed (conditional) ─ the group's submission claimed
+             (shared/submission.py, keyed by the group's tag) ─ create ─ register
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
+
+from google.api_core import exceptions as gexc
+from google.cloud import firestore
+
+from shared.clock import Clock
+from shared.ledger.commits import REFUSED, Commits, Conflict
+from shared.ledger.deliveries import Deliveries
+from shared.ledger.errors import ContentionError, InvalidArgument, StoreUnavailable
+from shared.ledger.ids import check_time, submission_id
+from shared.ledger.operations import Operations
+from shared.ledger.records import GROUP, SUBMISSIONS, DeliveryEnd
+from shared.retry import Backoff, RetriesExhausted, Retry, find_cause, retrying
+from shared.sharing import Sharing
+
+GROUPS = "batch_groups"
+HEADS = "group_heads"
+REQUESTS = "group_requests"
+OPEN = "open"
+SEALED = "sealed"
+FAILED = "failed"
+GROUP_TAG = "group"  # the token of a group batch's display name, `hookledger:group:{gid}`
+# An item's operation name: `groups/{gid}.{index}` (never a Gemini name: settled through its
+# group's batch, shared/settlement).
+MEMBER_PREFIX = "groups/"
+# One page of an item's stored requests stays under Firestore's 1 MiB document limit.
+PAGE_BYTES = 900_000
+# A member is checked on its own this long after its group's window, should its group's
+# fan-out never reach it (shared/settlement settles it through the group's batch).
+MEMBER_BACKSTOP = timedelta(hours=6)
+# Joins of one kind contend on one document: retried with jitter, many times, briefly.
+JOIN_BACKOFF = Backoff(attempts=40, first_s=0.01, cap_s=0.4, jitter=1.0)
+
+
+def group_tag(gid: str) -> str:
+    return f"hookledger:{GROUP_TAG}:{gid}"
+
+
+def member_name(gid: str, index: int) -> str:
+    return f"{MEMBER_PREFIX}{gid}.{index}"
+
+
+def member_key(index: int, key: str) -> str:
+    """A request's key in the group's batch: the item's place, then its own key."""
+    return f"{index}/{key}"
+
+
+def split_member_key(key: str) -> tuple[int, str] | None:
+    """(item index, the item's own key) of a group batch's row key; None when not one."""
+    index, sep, own = key.partition("/")
+    return (int(index), own) if sep and index.isdigit() else None
+
+
+@dataclass(frozen=True)
+class Member:
+    tag: str
+    operation: str
+    requests: int
+    pages: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Group:
+    gid: str
+    kind: str
+    model: str
+    generation_config: dict[str, Any] | None
+    status: str
+    opened_at: datetime
+    seal_at: datetime
+    members: tuple[Member, ...]
+    requests: int
+    bytes: int
+    due_at: datetime | None = None
+    operation: str | None = None
+    update_time: Any = None
+
+    @property
+    def tag(self) -> str:
+        return group_tag(self.gid)
+
+    @property
+    def member_names(self) -> list[str]:
+        return [member.operation for member in self.members]
+
+
+class Joined(NamedTuple):
+    """`join`'s answer: the item's operation; `group` None when it had joined before
+    (`operation` is then what its submission decided); `full` when this join filled it."""
+
+    operation: str
+    group: Group | None
+    full: bool = False
+    opened: bool = False
+
+
+@dataclass(frozen=True)
+class JoinRequest:
+    """One item's join: `tag` (its submission), `attempt` (the attempt holding its claim),
+    its stored request `pages` with their `requests` count and `bytes`, its operation's
+    `kind` and `context`, the `model` and `generation_config` its batch needs, the kind's
+    `sharing`, `start_items(name)` recorded on its operation, and the delivery's `end`."""
+
+    tag: str
+    attempt: str
+    kind: str
+    model: str
+    generation_config: Mapping[str, Any] | None
+    sharing: Sharing
+    pages: tuple[str, ...]
+    requests: int
+    bytes: int
+    context: Mapping[str, Any]
+    start_items: Callable[[str], Sequence[Mapping[str, Any]]] = lambda _: ()
+    end: DeliveryEnd | None = None
+
+
+class Groups:
+    """The groups, their heads and their requests; see the module docstring."""
+
+    def __init__(
+        self,
+        commits: Commits,
+        operations: Operations,
+        deliveries: Deliveries,
+        clock: Clock,
+        *,
+        retention: timedelta,
+    ) -> None:
+        self._commits = commits
+        self._operations = operations
+        self._deliveries = deliveries
+        self._clock = clock
+        self._retention = retention
+
+    # -- requests -------------------------------------------------------------------------
+
+    def store_requests(
+        self, tag: str, attempt: str, requests: Sequence[tuple[str, str]]
+    ) -> tuple[tuple[str, ...], int]:
+        """Store an item's requests in pages named for this attempt, before it joins;
+        (page ids, bytes). Idempotent: a rerun of the attempt writes the same pages."""
+        if not requests:
+            raise InvalidArgument(f"item {tag}: no requests to store")
+        stem = hashlib.sha256(f"{tag}\x00{attempt}".encode("utf-8", "surrogatepass")).hexdigest()
+        pages: list[list[list[str]]] = [[]]
+        size = total = 0
+        for key, prompt in requests:
+            if not isinstance(key, str) or not key or not isinstance(prompt, str):
+                raise InvalidArgument(f"item {tag}: a request needs a key and a prompt")
+            cost = len(key.encode("utf-8", "surrogatepass")) + len(
+                prompt.encode("utf-8", "surrogatepass")
+            )
+            if pages[-1] and size + cost > PAGE_BYTES:
+                pages.append([])
+                size = 0
+            pages[-1].append([key, prompt])
+            size += cost
+            total += cost
+        expire_at = self._clock() + self._retention
+        ids = tuple(f"{stem[:40]}~{n}" for n in range(len(pages)))
+        try:
+            for page_id, page in zip(ids, pages, strict=True):
+                self._commits.collection(REQUESTS).document(page_id).set(
+                    {
+                        "tag": tag,
+                        "requests": [{"key": k, "prompt": p} for k, p in page],
+                        "expire_at": expire_at,
+                    },
+                    timeout=self._commits.timeout_s,
+                )
+        except gexc.GoogleAPIError as exc:
+            raise StoreUnavailable(f"item {tag}: storing its requests failed: {exc}") from exc
+        return ids, total
+
+    def requests(self, group: Group) -> list[tuple[str, str]]:
+        """Every request of the group's items in join order, keyed `member_key(i, key)`."""
+        out: list[tuple[str, str]] = []
+        for index, member in enumerate(group.members):
+            for page_id in member.pages:
+                ref = self._commits.collection(REQUESTS).document(page_id)
+                snapshot = self._commits.read(ref, f"group {group.gid} requests {page_id}")
+                if not snapshot.exists:
+                    raise StoreUnavailable(
+                        f"group {group.gid}: requests page {page_id} of {member.tag} is missing"
+                    )
+                for request in (snapshot.to_dict() or {}).get("requests") or []:
+                    out.append((member_key(index, request["key"]), request["prompt"]))
+        return out
+
+    # -- join -----------------------------------------------------------------------------
+
+    def join(self, request: JoinRequest) -> Joined:
+        """Add the item to its kind's open group, in ONE commit with its operation, its
+        submission's decision and (when given) the delivery's `done`; see the module
+        docstring. Raises `Conflict`-free errors only: `ContentionError` after many
+        contended attempts, `StoreUnavailable`, or `InvalidArgument`."""
+        head_ref = self._commits.collection(HEADS).document(_head_id(request))
+        sub_ref = self._commits.collection(SUBMISSIONS).document(submission_id(request.tag))
+
+        def attempt() -> Joined:
+            sub = self._commits.read(sub_ref, f"submission {request.tag}")
+            stored = (sub.to_dict() or {}) if sub.exists else None
+            if stored is not None and stored.get("operation"):
+                return Joined(str(stored["operation"]), None)
+            if stored is None or stored.get("attempt") != request.attempt:
+                raise ContentionError(
+                    f"item {request.tag}: attempt {request.attempt} no longer holds its claim"
+                )
+            now = self._clock()
+            head = self._commits.read(head_ref, f"group head {head_ref.id}")
+            current = (head.to_dict() or {}).get("group") if head.exists else None
+            snapshot = None
+            if current:
+                snapshot = self._commits.read(
+                    self._commits.collection(GROUPS).document(current), f"group {current}"
+                )
+            group = group_from(snapshot) if snapshot is not None and snapshot.exists else None
+            opened = group is None or not _fits(group, request)
+            if opened:
+                group = self._new_group(request, now)
+            assert group is not None
+            index = len(group.members)
+            name = member_name(group.gid, index)
+            requests = group.requests + request.requests
+            full = requests >= request.sharing.max_requests or (
+                group.bytes + request.bytes >= request.sharing.max_bytes
+            )
+            member = {
+                "tag": request.tag,
+                "operation": name,
+                "requests": request.requests,
+                "pages": list(request.pages),
+            }
+            op_id, op = self._operations.pending_fields(
+                name,
+                request.kind,
+                request.context,
+                submission=request.tag,
+                outbox=request.start_items(name),
+            )
+            op[GROUP] = group.gid
+            op["next_check_at"] = group.seal_at + MEMBER_BACKSTOP
+            # The delivery ends here unless it must still see the group sealed: the item
+            # that opened the group (its window) or filled it (shared/sharing/join.py).
+            ends = request.end is not None and not opened and not full
+            staged = self._deliveries.stage_end(request.end) if ends else None
+            group_ref = self._commits.collection(GROUPS).document(group.gid)
+            grown = {
+                "members": [_member_fields(m) for m in group.members] + [member],
+                "requests": requests,
+                "bytes": group.bytes + request.bytes,
+                **({"due_at": now} if full else {}),
+            }
+
+            def body(txn: Any) -> None:
+                if opened:
+                    fields = _group_fields(group, request)
+                    txn.create(group_ref, {**fields, **grown})
+                    if head.exists:
+                        txn.update(
+                            head_ref,
+                            {"group": group.gid},
+                            option=self._commits.unchanged_since(head),
+                        )
+                    else:
+                        txn.create(head_ref, {"group": group.gid, "kind": request.kind})
+                else:
+                    txn.update(group_ref, grown, option=self._commits.unchanged_since(snapshot))
+                txn.create(self._operations.collection().document(op_id), op)
+                decided = {
+                    "operation": name,
+                    "lease_until": None,
+                    "decided_at": now,
+                    GROUP: group.gid,
+                }
+                txn.update(sub_ref, decided, option=self._commits.unchanged_since(sub))
+                if staged is not None:
+                    if staged.create:
+                        txn.create(staged.ref, dict(staged.update))
+                    else:
+                        txn.update(
+                            staged.ref,
+                            dict(staged.update),
+                            option=self._commits.unchanged_since(staged.seen),
+                        )
+
+            self._commit(body, f"group {group.gid}")
+            if request.end is not None:
+                request.end.applied = staged is not None
+            self._operations.log_registered(name, request.kind)
+            joined = replace_group(
+                group, members=(*group.members, _member(member)), requests=requests
+            )
+            return Joined(name, joined, full=full, opened=opened)
+
+        return self._retrying(request.tag, attempt)
+
+    def _new_group(self, request: JoinRequest, now: datetime) -> Group:
+        return Group(
+            gid=f"{request.kind}-{uuid.uuid4().hex[:16]}",
+            kind=request.kind,
+            model=request.model,
+            generation_config=dict(request.generation_config or {}) or None,
+            status=OPEN,
+            opened_at=now,
+            seal_at=now + timedelta(seconds=request.sharing.window_s),
+            members=(),
+            requests=0,
+            bytes=0,
+        )
+
+    # -- seal -----------------------------------------------------------------------------
+
+    def get(self, gid: str) -> Group | None:
+        ref = self._commits.collection(GROUPS).document(_check_gid(gid))
+        snapshot = self._commits.read(ref, f"group {gid}")
+        return group_from(snapshot) if snapshot.exists else None
+
+    def seal(self, gid: str) -> Group:
+        """Close the group to new items (once; a sealed group is returned as it is)."""
+        ref = self._commits.collection(GROUPS).document(_check_gid(gid))
+
+        def attempt() -> Group:
+            snapshot = self._commits.read(ref, f"group {gid}")
+            if not snapshot.exists:
+                raise InvalidArgument(f"group {gid} does not exist")
+            group = group_from(snapshot)
+            if group.status != OPEN:
+                return group
+            now = self._clock()
+            update = {"status": SEALED, "sealed_at": now, "due_at": now}
+            self._commit(
+                lambda txn: txn.update(ref, update, option=self._commits.unchanged_since(snapshot)),
+                f"group {gid}",
+            )
+            return replace_group(group, status=SEALED, due_at=now)
+
+        return self._retrying(gid, attempt)
+
+    def registered(self, gid: str, operation: str) -> None:
+        """Record the group's batch and that nobody need seal it again (idempotent)."""
+        ref = self._commits.collection(GROUPS).document(_check_gid(gid))
+        try:
+            ref.update(
+                {"operation": operation, "due_at": None, "status": SEALED},
+                timeout=self._commits.timeout_s,
+            )
+        except gexc.GoogleAPIError as exc:
+            raise StoreUnavailable(
+                f"group {gid}: recording batch {operation} failed: {exc}"
+            ) from exc
+
+    def failed(self, gid: str, reason: str) -> None:
+        """Record that the group's batch can never be made (its items settled failed)."""
+        ref = self._commits.collection(GROUPS).document(_check_gid(gid))
+        try:
+            ref.update(
+                {"status": FAILED, "due_at": None, "error": reason[:4000]},
+                timeout=self._commits.timeout_s,
+            )
+        except gexc.GoogleAPIError as exc:
+            raise StoreUnavailable(f"group {gid}: recording its failure failed: {exc}") from exc
+
+    def defer(self, gid: str, until: datetime) -> None:
+        """Look at the group again at `until` (a sealer that must wait: Gemini's quota)."""
+        check_time(until, "until")
+        ref = self._commits.collection(GROUPS).document(_check_gid(gid))
+        try:
+            ref.update({"due_at": until}, timeout=self._commits.timeout_s)
+        except gexc.GoogleAPIError as exc:
+            raise StoreUnavailable(f"group {gid}: deferring failed: {exc}") from exc
+
+    def due(self, now: datetime, limit: int) -> list[Group]:
+        """Groups somebody must seal or see registered by `now`, earliest first."""
+        check_time(now, "now")
+        query = (
+            self._commits.collection(GROUPS)
+            .where(filter=firestore.FieldFilter("due_at", "<=", now))
+            .order_by("due_at")
+            .limit(limit)
+        )
+        return [group_from(s) for s in self._commits.stream(query, "due groups")]
+
+    # -- commits --------------------------------------------------------------------------
+
+    def _commit(self, body: Callable[[Any], None], subject: str) -> None:
+        try:
+            firestore.transactional(body)(self._commits.client.transaction(max_attempts=1))
+        except Exception as exc:
+            if find_cause(exc, REFUSED) and not find_cause(exc, gexc.Aborted):
+                raise Conflict(f"{subject}: changed since read") from exc
+            raise
+
+    def _retrying(self, subject: str, attempt: Callable[[], Any]) -> Any:
+        """Retry a contended join or seal with jitter: many joiners of one kind meet on
+        its open group, so a conflict waits a little rather than re-reading at once."""
+
+        def classify(exc: Exception) -> Retry | None:
+            if isinstance(exc, Conflict) or find_cause(exc, gexc.Aborted):
+                return Retry.LATER
+            return None
+
+        try:
+            return retrying(attempt, classify=classify, backoff=JOIN_BACKOFF)
+        except RetriesExhausted as exc:
+            raise ContentionError(
+                f"{subject}: still contended after {exc.attempts} attempts"
+            ) from exc.__cause__
+        except (InvalidArgument, StoreUnavailable, ContentionError):
+            raise
+        except gexc.GoogleAPIError as exc:
+            raise StoreUnavailable(f"{subject}: commit failed: {exc}") from exc
+
+
+def _fits(group: Group, request: JoinRequest) -> bool:
+    if group.status != OPEN or not group.members:
+        return group.status == OPEN
+    sharing = request.sharing
+    return (
+        group.requests + request.requests <= sharing.max_requests
+        and group.bytes + request.bytes <= sharing.max_bytes
+    )
+
+
+def _head_id(request: JoinRequest) -> str:
+    """One head per kind, model and generation config: a batch has one of each."""
+    config = json.dumps(request.generation_config or {}, sort_keys=True, default=str)
+    digest = hashlib.sha256(f"{request.model}\x00{config}".encode()).hexdigest()[:16]
+    return f"{request.kind}~{digest}"
+
+
+def _group_fields(group: Group, request: JoinRequest) -> dict[str, Any]:
+    return {
+        "kind": group.kind,
+        "model": group.model,
+        "generation_config": group.generation_config,
+        "tag": group.tag,
+        "status": OPEN,
+        "opened_at": group.opened_at,
+        "seal_at": group.seal_at,
+        "due_at": group.seal_at,
+        "operation": None,
+        "expire_at": group.opened_at + timedelta(days=14),
+    }
+
+
+def _member_fields(member: Member) -> dict[str, Any]:
+    return {
+        "tag": member.tag,
+        "operation": member.operation,
+        "requests": member.requests,
+        "pages": list(member.pages),
+    }
+
+
+def _member(data: Mapping[str, Any]) -> Member:
+    return Member(
+        tag=str(data.get("tag", "")),
+        operation=str(data.get("operation", "")),
+        requests=int(data.get("requests", 0)),
+        pages=tuple(str(p) for p in data.get("pages") or ()),
+    )
+
+
+def group_from(snapshot: Any) -> Group:
+    data = snapshot.to_dict() or {}
+    return Group(
+        gid=snapshot.id,
+        kind=str(data.get("kind", "")),
+        model=str(data.get("model", "")),
+        generation_config=data.get("generation_config"),
+        status=str(data.get("status", OPEN)),
+        opened_at=data["opened_at"],
+        seal_at=data["seal_at"],
+        members=tuple(_member(m) for m in data.get("members") or ()),
+        requests=int(data.get("requests", 0)),
+        bytes=int(data.get("bytes", 0)),
+        due_at=data.get("due_at"),
+        operation=data.get("operation"),
+        update_time=snapshot.update_time,
+    )
+
+
+def replace_group(group: Group, **changes: Any) -> Group:
+    from dataclasses import replace
+
+    return replace(group, **changes)
+
+
+def _check_gid(gid: str) -> str:
+    if not isinstance(gid, str) or not gid or "/" in gid:
+        raise InvalidArgument(f"group id must be a non-empty string without '/', got {gid!r}")
+    return gid

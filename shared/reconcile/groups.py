@@ -1,0 +1,76 @@
+"""Groups nobody sealed: reconcile seals each shared batch's group that is past its due time.
+
+The item that opens a group seals it when its window ends (its delivery waits for that),
+and the item that fills it seals it at once; either can die or be refused by Gemini's
+quota. A group is due (`batch_groups.due_at`) until its batch is registered, so one query
+finds every group left behind, and nothing else: O(groups due), never a listing. Sealing
+is the same idempotent path as the items' (shared/sharing/seal.py), so a run that races a
+late opener ends with one batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from shared import logs
+from shared.errors import Deferred
+from shared.handlers import Attempt
+from shared.reconcile.report import Budget, RunReport
+
+log = logs.get_logger("reconcile")
+
+# A sealing run's claim on a group's submission: as long as a worker attempt's lease.
+SEAL_LEASE = timedelta(minutes=10)
+
+
+def seal_due(
+    ledger: Any,
+    gemini: Any,
+    now: datetime,
+    *,
+    grace: timedelta,
+    limit: int,
+    report: RunReport,
+    budget: Budget,
+    deliver: Any = None,
+) -> None:
+    """Seal (or see registered) each group due `grace` ago; one group's failure is logged
+    and counted, and stops no other."""
+    from shared.sharing.seal import SealDeps, seal
+
+    try:
+        due = ledger.groups.due(now - grace, limit)
+    except Exception as exc:
+        report.add(errors=1)
+        logs.event(log, logging.ERROR, "reading due groups failed", reason=str(exc))
+        return
+    deps = SealDeps(ledger=ledger, gemini=gemini, clock=ledger.clock, deliver=deliver)
+    run = f"reconcile:{uuid.uuid4().hex[:12]}"
+    for group in due:
+        if budget.spent():
+            report.stop("groups", group.gid)
+            return
+        attempt = Attempt(f"{run}:{group.gid}", ledger.clock() + SEAL_LEASE)
+        try:
+            outcome = seal(deps, group.gid, delivery_id=run, attempt=attempt)
+        except Deferred as exc:  # Gemini's quota: the group says when to look again
+            report.add(deferred=1)
+            logs.event(
+                log, logging.INFO, f"group {group.gid} waits", group=group.gid, reason=str(exc)
+            )
+            continue
+        except Exception as exc:
+            report.add(errors=1)
+            logs.event(
+                log,
+                logging.ERROR,
+                f"sealing group {group.gid} failed",
+                group=group.gid,
+                reason=f"{type(exc).__name__}: {exc}",
+            )
+            continue
+        report.add(sealed=1)
+        logs.event(log, logging.INFO, outcome, group=group.gid)

@@ -1,0 +1,31 @@
+"""Shared batches: many items (e.g. pushes) in one Gemini batch, each settled once.
+
+- `Sharing` (here): how a kind's items share, set by the app from its settings;
+- shared/ledger/groups.py: the groups in Firestore (join, seal, requests);
+- join.py: an item's way in (`Submitter.join`); seal.py: the one sealer's way out;
+- kind.py: the core's kind of a group's batch; members.py: its fan-out, item by item.
+
+docs/architecture.md, "Shared batches", tells the whole story. This module stays light:
+apps import `Sharing` through shared/api at import time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """How a kind's items share batches: a group is sealed at `max_requests` requests or
+    `max_bytes` of prompts, or `window_s` after it opened, whichever comes first. An item
+    larger than either limit gets a group of its own."""
+
+    max_requests: int
+    window_s: float
+    max_bytes: int = 16_000_000  # under Gemini's 20 MB inline limit (larger: an input file)
+
+    def __post_init__(self) -> None:
+        if self.max_requests < 1 or self.window_s < 0 or self.max_bytes < 1:
+            raise ValueError(
+                f"sharing needs max_requests ≥ 1, window_s ≥ 0 and max_bytes ≥ 1, got {self}"
+            )

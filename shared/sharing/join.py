@@ -1,0 +1,106 @@
+"""An item's way into a shared batch: store its requests, join the open group, and see
+the group sealed when this item is the one to (docs/architecture.md, "Shared batches").
+
+    claim (the item's submission, as for a batch of its own) ─ store its requests ─ join:
+        ONE commit: the item's operation, its submission decided, the group grown
+        (and the delivery's `done`, unless this item must still see the group sealed)
+    filled the group        → seal now (shared/sharing/seal.py)
+    opened the group        → `Deferred` to its window's end; that run seals it
+    joined before (a retry) → nothing joins twice; if its group is due, seal it
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from shared.crashpoints import crash_point
+from shared.errors import Deferred
+from shared.ledger.groups import MEMBER_PREFIX, JoinRequest, Sharing
+
+if TYPE_CHECKING:
+    from shared.ledger import DeliveryEnd
+    from shared.submission import Submitter
+
+
+def join(
+    run: Submitter,
+    requests: Sequence[tuple[str, str]],
+    context: Mapping[str, Any],
+    *,
+    model: str,
+    sharing: Sharing,
+    generation_config: Mapping[str, Any] | None = None,
+    end: DeliveryEnd | None = None,
+) -> str:
+    """Join the item `run` holds the claim of to its kind's open group; what happened.
+    Raises `Deferred` when this run must wait to seal its group (see the module)."""
+    deps = run.deps
+    groups = deps.ledger.groups
+    try:
+        pages, size = groups.store_requests(run.tag, run.attempt.id, requests)
+        joined = groups.join(
+            JoinRequest(
+                tag=run.tag,
+                attempt=run.attempt.id,
+                kind=deps.kind,
+                model=model,
+                generation_config=generation_config,
+                sharing=sharing,
+                pages=pages,
+                requests=len(requests),
+                bytes=size,
+                context=dict(context),
+                start_items=lambda name: run.start_items(context, name),
+                end=end,
+            )
+        )
+    except Exception:
+        run.release()  # the next attempt joins at once
+        raise
+    crash_point("group.item_joined")
+    if joined.group is None:
+        return seal_if_due(run, joined.operation)
+    run.deliver_started(joined.operation)
+    group = joined.group
+    said = f"joined group {group.gid} as {joined.operation} ({len(requests)} request(s))"
+    if joined.full or (joined.opened and sharing.window_s <= 0):
+        return f"{said}; {_seal(run, group.gid)}"
+    if joined.opened:
+        wait = (group.seal_at - deps.clock()).total_seconds()
+        raise Deferred(f"{said}; it takes items until {group.seal_at.isoformat()}", after_s=wait)
+    return said
+
+
+def seal_if_due(run: Submitter, operation: str) -> str:
+    """For an item decided already: seal its group if nobody has and it is due (a re-run
+    of the item that opened it, at its window's end); else say where it stands."""
+    gid = group_of(operation)
+    if gid is None:
+        return f"already submitted as {operation}"
+    group = run.deps.ledger.groups.get(gid)
+    if group is None or group.operation or group.status == "failed":
+        return f"already joined as {operation}"
+    return f"already joined as {operation}; {_seal(run, gid)}"
+
+
+def group_of(operation: str) -> str | None:
+    """The group id of an item's operation name (`groups/{gid}.{index}`), else None."""
+    if not operation.startswith(MEMBER_PREFIX):
+        return None
+    gid, dot, index = operation.removeprefix(MEMBER_PREFIX).rpartition(".")
+    return gid if dot and gid and index.isdigit() else None
+
+
+def _seal(run: Submitter, gid: str) -> str:
+    from shared.sharing.seal import SealDeps, seal
+
+    deps = run.deps
+    sealer = SealDeps(
+        ledger=deps.ledger,
+        gemini=deps.gemini,
+        clock=deps.clock,
+        create_budget=deps.create_budget,
+        deliver=deps.deliver,
+    )
+    return seal(sealer, gid, delivery_id=run.delivery_id, attempt=run.attempt)

@@ -1,0 +1,141 @@
+"""A group's batch settled: each item then settles on its own, from its own rows.
+
+The group's operation settles once (its batch's status, no write-back); its outbox holds
+one `hookledger-members` item per page of items. Delivering one reads the batch once and
+settles each item of the page through the one settlement path (shared/settlement), its
+rows sliced from the batch, each in its own commit with its kind's write-back and outbox:
+a batch of thousands of rows never needs one commit, and an item settled already (a
+retry, a webhook racing reconcile) is `already_settled`, never settled twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from shared import logs
+from shared.errors import PermanentError, TransientError
+from shared.ledger.groups import group_tag, split_member_key
+from shared.ledger.records import CANCELLED, EXPIRED, FAILED
+from shared.settlement.kinds import DeliveryServices, register_deliverer
+
+if TYPE_CHECKING:
+    from shared.gemini import BatchStatus
+    from shared.ledger import Operation, OutboxItem
+    from shared.ledger.protocols import SettleLedger
+
+log = logs.get_logger("sharing")
+
+MEMBERS = "hookledger-members"
+# Items settled by one outbox item: one read of the batch for this many items' commits.
+MEMBERS_PER_ITEM = 50
+
+
+def member_items(record: Operation) -> list[dict[str, Any]]:
+    """The group operation's outbox: its items, a page per outbox item."""
+    members = [str(name) for name in record.context.get("members") or []]
+    return [
+        {
+            "kind": MEMBERS,
+            "group": record.context.get("group"),
+            "first": first,
+            "members": members[first : first + MEMBERS_PER_ITEM],
+        }
+        for first in range(0, len(members), MEMBERS_PER_ITEM)
+    ]
+
+
+def slice_rows(batch: BatchStatus, index: int, name: str) -> BatchStatus:
+    """The item at `index`'s part of its group's batch: its rows, keyed by its own keys."""
+    from shared.gemini.rows import Row
+
+    rows: list[Row] = []
+    for row in batch.rows:
+        split = split_member_key(row.key) if row.key else None
+        if split is not None and split[0] == index:
+            rows.append(replace(row, key=split[1]))
+    # Gemini's counts are the group's: an item's rows cannot be checked against them.
+    return replace(batch, name=name, rows=tuple(rows), stats=None)
+
+
+def item_status(
+    ledger: SettleLedger, record: Operation, group_status: Callable[[Operation], BatchStatus]
+) -> BatchStatus:
+    """An item's status through its group: still running while the group has no batch."""
+    from shared.gemini import BatchStatus
+
+    assert record.group is not None
+    submission = ledger.submissions.get(group_tag(record.group))
+    group = (
+        ledger.operations.get(submission.operation) if submission and submission.operation else None
+    )
+    if group is None:
+        return BatchStatus(name=record.name, state="JOB_STATE_PENDING")
+    return slice_rows(group_status(group), _index(record), record.name)
+
+
+def _index(record: Operation) -> int:
+    index = record.name.rpartition(".")[2]
+    if not index.isdigit():
+        raise PermanentError(f"operation {record.name}: not an item of a shared batch")
+    return int(index)
+
+
+# A group that did not succeed needs no second read: its items end as it did.
+_ENDED = {
+    FAILED: "JOB_STATE_FAILED",
+    CANCELLED: "JOB_STATE_CANCELLED",
+    EXPIRED: "JOB_STATE_EXPIRED",
+}
+
+
+def _settled_status(group: Operation) -> BatchStatus | None:
+    from shared.gemini import BatchStatus
+
+    state = _ENDED.get(group.status)
+    if state is None:
+        return None
+    error = group.error if isinstance(group.error, Mapping) else {"message": str(group.error)}
+    return BatchStatus(name=group.name, state=state, error=dict(error))
+
+
+@register_deliverer(MEMBERS)
+def deliver_members(item: OutboxItem, services: DeliveryServices) -> None:
+    """Settle the page of items the outbox item names, from one read of the group's batch."""
+    from shared.settlement import Settler
+    from shared.settlement.kinds import Deliverers
+
+    payload = item.payload if isinstance(item.payload, Mapping) else {}
+    names = payload.get("members")
+    if not isinstance(names, Sequence) or isinstance(names, str):
+        raise PermanentError(f"outbox item {item.idempotency_key}: not a {MEMBERS} payload")
+    ledger: Any = services.ledger
+    group = ledger.operations.get(item.operation)
+    if group is None:
+        raise PermanentError(f"outbox item {item.idempotency_key}: {item.operation} is gone")
+    settler = Settler(ledger, services.gemini, Deliverers(services), clock=ledger.clock)
+    batch = _settled_status(group) or settler.group_status(group)
+    by = group.settled_by or "reconcile"
+    failed: list[str] = []
+    for name in names:
+        record = ledger.operations.get(str(name))
+        if record is None or not record.pending:
+            continue
+        try:
+            settler.settle(
+                record.name, by, record, batch=slice_rows(batch, _index(record), record.name)
+            )
+        except Exception as exc:  # one item's failure holds back no other item
+            failed.append(record.name)
+            logs.event(
+                log,
+                logging.ERROR,
+                f"settling item {record.name} of group batch {group.name} failed",
+                operation=record.name,
+                group=group.name,
+                reason=f"{type(exc).__name__}: {exc}",
+            )
+    if failed:
+        raise TransientError(f"{group.name}: items not settled yet: {', '.join(failed)}")

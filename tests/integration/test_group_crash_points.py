@@ -1,0 +1,186 @@
+"""The crash-point sweep for shared batches: two pushes in one group, dying at each step.
+
+Two pushes (two Markdown files each, through a GitHub App: check runs and comments on)
+share one group of four requests: the first opens it (its delivery waits for the window),
+the second fills it and seals it. The process "dies" (`Crashed`) the first time it
+reaches the point; then Cloud Tasks' retries (the held tasks, deferrals included),
+Gemini's completion webhooks and reconcile runs go on, the clock moving past every lease
+and window, until nothing changes. The steps swept: an item joined, the group sealed,
+its batch created, the group settled (the settle points, reached by the group's
+operation first), each item settled, their outboxes. The invariants
+(docs/architecture.md, "Shared batches"):
+
+- every push reviewed once: its submission decided with its own item operation
+  (`groups/{gid}.{n}`), settled `succeeded`, each file's review written by it;
+- no item in two groups, and every push in one;
+- no batch without its group: every batch Gemini still runs is a group's registered
+  batch, any other one superseded and cancelled;
+- one completed check run and one commit comment per push, showing its item;
+- nothing pending, no delivery queued, no outbox item open.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from apps.review.kind import review_tag
+from apps.review.results import Reviews
+from shared import crashpoints
+from shared.crashpoints import POINTS, crashing_at
+from shared.ledger.groups import GROUPS, group_tag
+from tests.integration import test_crash_points as push_sweep
+from tests.integration.test_crash_points import FILES, REPO, ROUND, ROUNDS, World
+
+# The push sweep's settings (check runs and comments on) and handler registry, restored.
+registry = push_sweep.registry
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("registry", "sharing")]
+
+GROUP_POINTS = sorted(p for p in POINTS if p.startswith("group."))
+SWEPT = [
+    *GROUP_POINTS,
+    "push.submission.claimed",
+    "push.registered",
+    "push.before_done",
+    "settle.before_fetch",
+    "settle.before_commit",
+    "settle.committed",
+    "outbox.claimed",
+    "outbox.marked",
+]
+
+
+class GroupWorld(World):
+    """Two pushes sharing one group, with the worker, reconcile and GitHub of `World`."""
+
+    def __init__(self, firestore_client: Any, simulator: Any) -> None:
+        super().__init__(firestore_client, simulator)
+        # No stray batch of a push: items of shared batches never make one of their own
+        # (one left from before sharing was switched on would be adopted as the push's).
+        self.gemini.batches.clear()
+        self.gemini.created.clear()
+        self.gemini._listed.clear()
+        self.shas = [self.sha, self.sha[::-1]]
+        self.tags = [review_tag(REPO, sha) for sha in self.shas]
+
+    def push(self) -> None:
+        for n, sha in enumerate(self.shas):
+            body = {
+                "ref": "refs/heads/main",
+                "after": sha,
+                "repository": {"full_name": REPO, "default_branch": "main"},
+                "commits": [{"added": FILES, "modified": [], "removed": []}],
+                "installation": {"id": self.installation},
+            }
+            self.deliver("github", "push", f"push-{n}", body)
+        for sealed in list(self.tasks.held.values()):  # the opener's deferral, retries
+            self.survive(lambda sealed=sealed: self.worker.handle("POST", "/", {}, sealed))
+
+    def reruns(self) -> None:
+        return  # a re-run makes a batch of its own (tests/integration/test_crash_points.py)
+
+    def names(self) -> list[str]:
+        """Every batch made: the groups' and the stray one of the first push."""
+        return list(self.gemini.created)
+
+    def items(self) -> list[str | None]:
+        return [self.operation_of(tag) for tag in self.tags]
+
+    def quiet(self) -> bool:
+        deliveries = [self.ledger.deliveries.get("github", f"push-{n}") for n in range(2)]
+        names = [*self.names(), *(i for i in self.items() if i)]
+        records = [self.ledger.operations.get(name) for name in names]
+        return (
+            all(d is not None and d.status == "done" for d in deliveries)
+            and all(self.items())
+            and self.ledger.deliveries.count("queued") == 0
+            and all(r is not None and not r.pending and r.writeback_done for r in records)
+            and not any(i.open for r in records if r is not None for i in r.outbox)
+        )
+
+    def check_runs_of(self, sha: str) -> list[dict[str, Any]]:
+        found = self.simulator.control.check_runs(repo=REPO, sha=sha)
+        return [r for r in found if r["name"] == "hookledger review"]
+
+    def comments_of(self, sha: str) -> list[dict[str, Any]]:
+        seen = self.simulator.control.github_comments()
+        return [c for c in seen["comments"] if sha[:12] in c["body"]]
+
+
+def assert_each_push_once(world: GroupWorld, point: str) -> None:
+    """The invariants in the module docstring, after the world went quiet."""
+    groups = {s.id: s.to_dict() or {} for s in world.ledger._commits.collection(GROUPS).stream()}
+    joined = Counter(str(m.get("tag")) for g in groups.values() for m in g.get("members") or [])
+    registered = {g.get("operation") for g in groups.values()}
+    for tag, sha, item in zip(world.tags, world.shas, world.items(), strict=True):
+        assert joined[tag] == 1, (point, tag, joined)
+        assert item is not None and item.startswith("groups/"), (point, item)
+        record = world.ledger.operations.get(item)
+        assert record is not None and record.status == "succeeded", (point, record)
+        for path in FILES:
+            review = Reviews(world.ledger).get_review(REPO, sha, path)
+            assert review is not None and review["operation"] == item, (point, path, review)
+            assert review["status"] == "ok", (point, review)
+        [run] = world.check_runs_of(sha)
+        assert run["status"] == "completed" and run["details_url"].endswith(item), (point, run)
+        [comment] = world.comments_of(sha)  # the stand-in's answers name the batch
+        batch = groups[str(record.group)].get("operation")
+        assert batch and batch in comment["body"], (point, batch, comment["body"])
+    for name in world.names():
+        batch = world.gemini.batches[name]
+        record = world.ledger.operations.get(name)
+        assert record is not None, (point, name)
+        if batch.cancel_requested:
+            assert record.status == "superseded", (point, name, record.status)
+            continue
+        assert batch.display_name.startswith(group_tag("")), (point, name, batch.display_name)
+        assert name in registered, (point, name, registered)  # no batch without its group
+        assert record.kind == "hookledger-group" and record.status == "succeeded", (point, record)
+
+
+@pytest.fixture
+def sharing(monkeypatch):
+    monkeypatch.setenv("REVIEW_GROUP_REQUESTS", "4")
+    monkeypatch.setenv("REVIEW_GROUP_WINDOW_S", "60")
+
+
+@pytest.mark.parametrize("point", SWEPT)
+def test_a_crash_at_each_step_of_a_shared_batch_ends_with_each_push_once(
+    point, firestore_client, simulator
+):
+    simulator.control.reset()
+    world = GroupWorld(firestore_client, simulator)
+
+    with crashing_at(point) as reached:
+        for _ in range(ROUNDS):
+            world.push()
+            world.webhooks()
+            world.reconcile()
+            if world.quiet():
+                break
+            world.clock.advance(ROUND.total_seconds())
+
+    assert world.crashes == [point], f"{point}: the sweep never crashed there ({set(reached)})"
+    assert world.quiet(), f"{point}: not quiet after {ROUNDS} rounds"
+    assert_each_push_once(world, point)
+
+
+def test_every_group_point_is_reached_on_the_way_through(firestore_client, simulator):
+    simulator.control.reset()
+    world = GroupWorld(firestore_client, simulator)
+    reached: list[str] = []
+    crashpoints.install(reached.append)
+    try:
+        for _ in range(4):
+            world.push()
+            world.webhooks()
+            world.reconcile()
+            world.clock.advance(ROUND.total_seconds())
+    finally:
+        crashpoints.install(None)
+
+    assert set(SWEPT) - set(reached) == set()
+    assert world.quiet()
+    assert_each_push_once(world, "none")
