@@ -6,10 +6,11 @@ winner yet, or was taken over (shared/ledger/submissions.py, its open marks): ad
 reads those open claims (`open_claims`, one query, at most `OPEN_CLAIMS_PER_RUN`) whose
 last lease ended more than `margin` (grace + `CLOCK_SKEW`) ago, so their creators are done.
 With none open it lists nothing. Else it lists Gemini's batches newest first and stops at
-the first one created before the oldest claim's `open_since` minus `margin`: no batch of
-those claims is older. A batch whose `display_name` is an open claim's tag is registered
-as the kind the tag names (`register_orphan`: the submission decides the winner, the rest
-are superseded), then checked like any due operation; no other batch is touched.
+the end of the page holding the first one created before the oldest claim's `open_since`
+minus `margin`: no batch of those claims is older. A batch whose `display_name` is an open
+claim's tag is registered as the kind the tag names (`register_orphan`: the submission
+decides the winner, the rest are superseded), then checked like any due operation; no
+other batch is touched.
 
     worker    claim (open) ─ create B ─ crash                adopt_after = lease end
     run n     open_claims ∋ tag ─ list newest first … B … stop below open_since - margin
@@ -22,8 +23,9 @@ before the listing began, and a create is only sent with `CREATE_BUDGET` of leas
 
 The order: Gemini's `batches.list` reference documents no order. It lists newest first
 (as the simulator does, local/simulator/state.py), and the early stop relies on it; the
-adopter checks it while reading: a batch created more than `CLOCK_SKEW` after an older one
-listed before it means the order is not that, and the run lists to the end (WARNING).
+adopter checks it while reading, a fetched page always whole: a batch created more than
+`ORDER_TOLERANCE` after an older one listed before it means the order is not that, and the
+run lists to the end (WARNING).
 
 Claims from before the open marks: the deployment's last watermark
 (`reconcile_state/adoption`, left by the adoption that listed everything) makes one more
@@ -60,6 +62,11 @@ ORPHAN_WINDOW = timedelta(hours=72)
 CLOCK_SKEW = timedelta(minutes=2)
 # Open claims one run looks for (the longest ended first; the rest next run).
 OPEN_CLAIMS_PER_RUN = 500
+# Batches per listing call (the API's page size; a page is read whole).
+LIST_PAGE = 100
+# Create times in one listing are Gemini's own: a batch this much newer than one listed
+# before it means the listing is not newest first.
+ORDER_TOLERANCE = timedelta(seconds=5)
 
 
 class IncompleteContext(TransientError):
@@ -148,13 +155,16 @@ class OrphanAdopter:
         report: RunReport,
         budget: Budget,
     ) -> Listing:
-        """Gemini's batches, newest first, down to `floor` (or the end when they are not in
-        that order): the open tags' batches, and with a watermark every tagged batch
-        created since it minus the margin (but not mid-create)."""
+        """Gemini's batches, newest first, to the end of the page where they pass `floor`
+        (to the end when they are not in that order): the open tags' batches, and with a
+        watermark every tagged batch created since it minus the margin (not mid-create).
+
+        A fetched page is read whole (it costs no call), so the first page alone shows an
+        order that is not newest first, even when its first batch is past the floor."""
         listing = Listing()
-        ordered, oldest = True, None
-        batches = self._gemini.list_batches()  # lazy: one page at a time, within the budget
-        while True:
+        ordered, oldest, past_floor, read = True, None, False, 0
+        batches = self._gemini.list_batches(page_size=LIST_PAGE)  # lazy: a page at a time
+        while not (ordered and past_floor and read % LIST_PAGE == 0):
             if budget.spent():
                 report.stop("adopt", None)
                 listing.complete = False
@@ -174,9 +184,10 @@ class OrphanAdopter:
                 )
                 listing.complete = False
                 break
+            read += 1
             created = batch.create_time
             if created is not None:
-                if ordered and oldest is not None and created > oldest + CLOCK_SKEW:
+                if ordered and oldest is not None and created > oldest + ORDER_TOLERANCE:
                     ordered = False
                     logs.event(
                         log,
@@ -188,8 +199,8 @@ class OrphanAdopter:
                         listed_after=oldest.isoformat(),
                     )
                 oldest = created if oldest is None else min(oldest, created)
-                if ordered and created < floor:
-                    break  # newest first: every batch from here on is older still
+                # Newest first: every batch after this page is older still.
+                past_floor = past_floor or created < floor
             if not batch.name:
                 continue
             if batch.display_name in tags:
