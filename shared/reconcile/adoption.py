@@ -201,8 +201,8 @@ class OrphanAdopter:
                 oldest = created if oldest is None else min(oldest, created)
                 # Newest first: every batch after this page is older still.
                 past_floor = past_floor or created < floor
-            if not batch.name:
-                continue
+            if not batch.name or (created is not None and created < now - ORPHAN_WINDOW):
+                continue  # past Gemini's expiry: never adopted
             if batch.display_name in tags:
                 listing.by_tag[batch.display_name].append(batch)
             elif watermark is not None and _since(
