@@ -1,14 +1,17 @@
 """Test doubles shared by the tests and the benchmarks; dev-only, never deployed.
 
 - `FakeClock`: a clock that moves only when told (the code under test takes a `Clock`);
-- `MemoryClaimStore`: a `shared.handoff.claims.ClaimStore` in a dict, with the same contract.
+- `MemoryClaimStore`: a `shared.handoff.claims.ClaimStore` in a dict, with the same contract;
+- `ListedGateway`: Gemini's batch listing in memory (newest first, in pages), counted.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 
+from shared.gemini import BatchSummary
 from shared.handoff.claims import ClaimConflict, ClaimNotFound, check_put
 
 
@@ -48,3 +51,33 @@ class MemoryClaimStore:
                 return self._items[ref]
             except KeyError:
                 raise ClaimNotFound(f"no payload under claim {ref}") from None
+
+
+class ListedGateway:
+    """The listing side of `GeminiGateway`, in memory: `list_batches` yields `batches`
+    newest first, `page_size` to a page, as Gemini (and the simulator) list them. Counts
+    `pages` (list calls: one for an empty list) and `read` (batches yielded)."""
+
+    def __init__(self, batches: Iterable[BatchSummary] = ()) -> None:
+        self.batches = sorted(batches, key=_newest, reverse=True)
+        self.pages = 0
+        self.read = 0
+
+    def add(self, *batches: BatchSummary) -> None:
+        self.batches = sorted([*self.batches, *batches], key=_newest, reverse=True)
+
+    def list_batches(self, page_size: int = 100) -> Iterator[BatchSummary]:
+        start = 0
+        while True:
+            self.pages += 1
+            page = self.batches[start : start + page_size]
+            for batch in page:
+                self.read += 1
+                yield batch
+            start += page_size
+            if start >= len(self.batches):
+                return
+
+
+def _newest(batch: BatchSummary) -> datetime:
+    return batch.create_time or datetime.min.replace(tzinfo=UTC)

@@ -49,6 +49,7 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     # ledger.submissions (submissions.py: one winning batch per push)
     .claim(tag, *, delivery_id, attempt, lease_until, now, context) -> Claimed
     .take_over(stale, ...) / .release(tag, ...) / .get(tag)
+    .open_claims(before, limit) -> [OpenClaim]; .close_open(claim) -> bool  # adoption's
     .register_winner(tag, name, kind, context, *, end=None, outbox=()) -> Winner(won, operation)
     # ledger.deliveries (deliveries.py)
     .record(source, delivery_id, event, payload=None, payload_ref=None, *, attempt=None,
@@ -69,7 +70,7 @@ Public API (every method may raise the `LedgerError`s in `shared.ledger.errors`)
     # ledger.console (queries.py): .count_settled(by, start, end), .webhook_deliveries_since(...)
     # ledger.runs (runs.py): .record(started_at, finished_at, counts, examined_ops=(),
     #   budget_s=None) -> run id; .recent(limit=20, after=None); .for_operation(name, limit=20)
-    # ledger.watermark (runs.py): .get() -> datetime | None; .set(listed_at)
+    # ledger.watermark (runs.py, the old adoption's): .get() -> datetime | None; .clear()
     # ledger.recoveries (recoveries.py: GitHub deliveries the sweep found failed)
     .checkpoint() / .save_checkpoint(checkpoint, **run); .open_once(recovery) -> bool
     .open_page(limit=200, after=None) / .change(recovery, **fields) -> Recovery | None

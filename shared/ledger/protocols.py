@@ -22,7 +22,8 @@ methods promise is one suite every implementation must pass
                                                                     outbox.deliver
     PushLedger        Ledger         submission.Submitter           + operations.get, submissions,
                                                                     installations.get
-    AdoptionLedger    Ledger         reconcile.adoption             + watermark
+    AdoptionLedger    Ledger         reconcile.adoption             + submissions.open_claims,
+                                                                    close_open, watermark
     DeliveryLedger    Ledger         kinds.DeliveryServices         results.find,
                                                                     submissions.get (re-runs)
     ReconcileLedger   Ledger         reconcile.run.Reconciler       all of the reconcile ones
@@ -45,10 +46,11 @@ from shared.ledger.records import (
     SweepReport,
 )
 from shared.ledger.results import Writeback, Writes
-from shared.ledger.submissions import Claimed, Winner
+from shared.ledger.submissions import Claimed, OpenClaim, Winner
 
 __all__ = [
     "AdoptionLedger",
+    "AdoptionSubmissions",
     "AlertLedger",
     "DeferLedger",
     "DeliveryLedger",
@@ -171,9 +173,11 @@ class RunRecords(Protocol):
 
 
 class WatermarkStore(Protocol):
+    """The old adoption's watermark: read for its last listing, then cleared."""
+
     def get(self) -> datetime | None: ...
 
-    def set(self, listed_at: datetime) -> None: ...
+    def clear(self) -> None: ...
 
 
 class SubmissionReads(Protocol):
@@ -272,7 +276,20 @@ class PushLedger(SupersedeLedger, Protocol):
     def installations(self) -> InstallationReads: ...
 
 
+class AdoptionSubmissions(SubmissionStore, Protocol):
+    def open_claims(self, before: datetime, limit: int) -> list[OpenClaim]:
+        """Claims whose batch the ledger may not know, lease ended before `before`."""
+        ...
+
+    def close_open(self, claim: OpenClaim) -> bool:
+        """Nothing is missing for `claim` (a complete listing found none): stop looking."""
+        ...
+
+
 class AdoptionLedger(PushLedger, Protocol):
+    @property
+    def submissions(self) -> AdoptionSubmissions: ...
+
     @property
     def watermark(self) -> WatermarkStore: ...
 

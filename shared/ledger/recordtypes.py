@@ -122,7 +122,9 @@ class Submission:
     `lease_until`; `operation` is the winning batch, set once; `context` is the push's
     own context (paths, refused files), so whoever registers the winner uses it.
     `current` and `generation`: the operation its check run shows, after "Re-run"s
-    (generations.py); `current_operation` is the one to show either way.
+    (generations.py); `current_operation` is the one to show either way. `open_since`:
+    when the claims that may have left a batch the ledger does not know began (None once
+    nothing can be missing, or on a document from before it existed; submissions.py).
     """
 
     tag: str
@@ -136,6 +138,7 @@ class Submission:
     update_time: datetime | None = field(default=None, repr=False, compare=False)
     current: str | None = None
     generation: int = 0
+    open_since: datetime | None = None
 
     @property
     def current_operation(self) -> str | None:

@@ -6,8 +6,9 @@ the runs that checked it). Records expire with the ledger's retention (TTL `expi
 Listing is newest first by `finished_at`, one page at a time; nothing scans.
 
 `reconcile_state/adoption` holds one field, `listed_at`: when the last complete listing of
-Gemini's batches began (orphan adoption's watermark, shared/reconcile/adoption.py). It is
-one small document, read at most once per reconcile process and written once per run.
+Gemini's batches began, left by the adoption that listed every batch. Adoption now looks
+only for open claims (shared/reconcile/adoption.py); it reads this document once per
+process, makes one last listing from it, and deletes it.
 """
 
 from __future__ import annotations
@@ -128,7 +129,10 @@ class Runs:
 
 
 class AdoptionWatermark:
-    """The `reconcile_state/adoption` document: orphan adoption's watermark."""
+    """The `reconcile_state/adoption` document: the watermark of the adoption that listed
+    every batch (before the open marks on submissions). Only read now, for the one last
+    listing that looks for the orphans of claims made before the marks existed
+    (shared/reconcile/adoption.py), then cleared."""
 
     def __init__(self, commits: Commits) -> None:
         self._commits = commits
@@ -137,7 +141,7 @@ class AdoptionWatermark:
         return self._commits.collection(RECONCILE_STATE).document(ADOPTION_STATE_ID)
 
     def get(self) -> datetime | None:
-        """When the last complete listing began; None if none was ever recorded (1 read)."""
+        """When the last complete listing began; None if none is recorded (1 read)."""
         try:
             snapshot = self._ref().get(timeout=self._commits.timeout_s)
         except gexc.GoogleAPIError as exc:
@@ -147,15 +151,11 @@ class AdoptionWatermark:
         listed_at = (snapshot.to_dict() or {}).get("listed_at") if snapshot.exists else None
         return listed_at if isinstance(listed_at, datetime) else None
 
-    def set(self, listed_at: datetime) -> None:
-        """Record that a listing begun at `listed_at` went through every batch (1 write).
-
-        Last writer wins: an overlapping run may store an older time, which only makes the
-        next run examine more batches, never fewer.
-        """
+    def clear(self) -> None:
+        """Delete the watermark: its last listing is done (1 write; idempotent)."""
         try:
-            self._ref().set({"listed_at": listed_at}, timeout=self._commits.timeout_s)
+            self._ref().delete(timeout=self._commits.timeout_s)
         except gexc.GoogleAPIError as exc:
             raise StoreUnavailable(
-                f"{RECONCILE_STATE}/{ADOPTION_STATE_ID}: write failed: {exc}"
+                f"{RECONCILE_STATE}/{ADOPTION_STATE_ID}: delete failed: {exc}"
             ) from exc

@@ -6,7 +6,16 @@ second batch rare and then harmless (docs/architecture.md, "One winner per push"
 
 - the claim: `attempt` (one run of one delivery) holds it until `lease_until`;
 - the winner: `operation`, set once, in the same commit that registers it pending;
-- the push's own `context`, so whoever registers the winner registers the real one.
+- the push's own `context`, so whoever registers the winner registers the real one;
+- while a batch may exist that the ledger does not know, the open marks: `adopt_after`
+  (the last holder's lease end: its create ended before it) and `open_since` (when the
+  first of those holders claimed: no such batch is older). Set by every claim and
+  takeover, moved to now by a release; cleared by the winner's commit, or by reconcile's
+  adoption once a complete listing found no unknown batch with the tag
+  (shared/reconcile/adoption.py). A claim taken over keeps them through its winner's
+  commit: an earlier holder's batch may still show in the listing, to be superseded.
+  A document from before the marks existed has none, and is looked for once more by the
+  adoption watermark's last listing (adoption.py), or again once an attempt takes it over.
 
 Every change is ONE conditional write: a `create`, or an update on condition the document
 is unchanged since it was read. Timeline of the overlap it closes (A's lease expired while
@@ -17,6 +26,12 @@ A's create was in flight; B retries)::
           found  → register_winner(B_A)                                     │
           absent → take over ("unchanged since read") ─ create B_B ─────────┘
     register_winner: operation set only while empty → the second is `superseded`, cancelled
+
+Reconcile asks `open_claims(before)` for the claims whose batch it must look for:
+
+    claim/take over ─ create ✗ (crash) ·········· adopt_after + margin ─ open_claims ∋ it
+    adoption lists newest first down to open_since - margin ─ batch found → register_winner
+                                                             ─ none      → close_open
 """
 
 from __future__ import annotations
@@ -28,12 +43,13 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from google.api_core import exceptions as gexc
+from google.cloud import firestore
 
 from shared.ledger.commits import REFUSED, Commits, Conflict, Seen
 from shared.ledger.deliveries import Deliveries
 from shared.ledger.errors import ContentionError, InvalidArgument, StoreUnavailable
 from shared.ledger.generations import ORDER, next_generation, superseded_fields
-from shared.ledger.ids import check_time, submission_id
+from shared.ledger.ids import check_limit, check_time, submission_id
 from shared.ledger.operations import Operations
 from shared.ledger.records import (
     SUBMISSIONS,
@@ -43,6 +59,11 @@ from shared.ledger.records import (
     submission_from,
 )
 from shared.retry import find_cause
+
+# The open marks (module docstring): an indexed range on `adopt_after` finds the open claims.
+ADOPT_AFTER = "adopt_after"
+OPEN_SINCE = "open_since"
+_CLOSED = {ADOPT_AFTER: firestore.DELETE_FIELD, OPEN_SINCE: firestore.DELETE_FIELD}
 
 
 class Claim(StrEnum):
@@ -68,6 +89,14 @@ class Winner(NamedTuple):
     won: bool
     operation: str
     superseded_by: str | None = None
+
+
+class OpenClaim(NamedTuple):
+    """A submission whose batch the ledger may not know (`Submissions.open_claims`)."""
+
+    tag: str
+    open_since: datetime  # no batch of these claims was created before this
+    adopt_after: datetime  # the last holder's lease end: every create of theirs ended
 
 
 class Submissions:
@@ -131,6 +160,8 @@ class Submissions:
             "claimed_at": now,
             "lease_until": lease_until,
             "context": dict(context or {}),
+            OPEN_SINCE: now,
+            ADOPT_AFTER: lease_until,
         }
         return self._ref(tag), claim
 
@@ -153,14 +184,19 @@ class Submissions:
         """Hold a STALE claim, on condition nobody changed it since `stale` was read.
 
         Call only after a full listing found no batch with the tag. Refused: where the
-        submission stands now (another attempt took it over, or a winner was set).
+        submission stands now (another attempt took it over, or a winner was set). The
+        claim is open again until its winner (`open_since` kept from the earlier holders:
+        a batch of theirs may still show).
         """
         _check_holder(stale.tag, delivery_id, attempt)
+        check_time(lease_until, "lease_until")
         update = {
             "claimed_by": delivery_id,
             "attempt": attempt,
             "claimed_at": now,
             "lease_until": lease_until,
+            OPEN_SINCE: stale.open_since or stale.claimed_at or now,
+            ADOPT_AFTER: lease_until,
         }
         return self._conditional(stale, update, attempt, now)
 
@@ -178,11 +214,13 @@ class Submissions:
         return self._conditional(stored, {"context": dict(context)}, attempt, now)
 
     def release(self, tag: str, *, attempt: str, now: datetime) -> bool:
-        """End `attempt`'s lease early (its create failed); False if it no longer holds it."""
+        """End `attempt`'s lease early (its create failed); False if it no longer holds it.
+        Adoption may look for its batch from now on (a create that failed may have landed)."""
         stored = self.get(tag)
         if stored is None or stored.operation or stored.attempt != attempt:
             return False
-        state, _ = self._conditional(stored, {"lease_until": now}, attempt, now)
+        update = {"lease_until": now, ADOPT_AFTER: now, OPEN_SINCE: stored.open_since or now}
+        state, _ = self._conditional(stored, update, attempt, now)
         return state is not Claim.DECIDED
 
     def register_winner(
@@ -235,6 +273,8 @@ class Submissions:
                 name, kind, chosen, submission=tag, outbox=outbox
             )
             decided = {"operation": name, "lease_until": None, "decided_at": data["submitted_at"]}
+            if stored is not None and not _taken_over(stored):
+                decided.update(_CLOSED)  # nothing else may show: no other holder ever created
             op_ref = self._operations.collection().document(doc_id)
             staged = self._deliveries.stage_end(end) if end is not None else None
             nxt = None
@@ -278,6 +318,45 @@ class Submissions:
 
         return self._commits.retrying(tag, attempt)
 
+    def open_claims(self, before: datetime, limit: int) -> list[OpenClaim]:
+        """Up to `limit` submissions whose batch the ledger may not know and whose last
+        holder's lease ended before `before`, the longest ended first (one query).
+
+        Only documents with the open marks: see the module docstring for older ones."""
+        check_time(before, "before")
+        check_limit(limit)
+        query = (
+            self._commits.collection(SUBMISSIONS)
+            .where(filter=firestore.FieldFilter(ADOPT_AFTER, "<", before))
+            .order_by(ADOPT_AFTER)
+            .limit(limit)
+        )
+        found = []
+        for snapshot in self._commits.stream(query, "open_claims"):
+            data = snapshot.to_dict() or {}
+            tag, since, after = data.get("tag"), data.get(OPEN_SINCE), data.get(ADOPT_AFTER)
+            if isinstance(tag, str) and tag and isinstance(after, datetime):
+                found.append(OpenClaim(tag, since if isinstance(since, datetime) else after, after))
+        return found
+
+    def close_open(self, claim: OpenClaim) -> bool:
+        """Clear `claim`'s open marks: a complete listing begun after its `adopt_after`
+        found no batch the ledger does not know. On condition no attempt claimed, took
+        over or released it since (`adopt_after` unchanged); False when one did (it stays
+        open) or the document is gone."""
+        ref = self._ref(claim.tag)
+
+        def attempt_once() -> bool:
+            snapshot = self._commits.read(ref, f"submission {claim.tag}")
+            if not snapshot.exists or (snapshot.to_dict() or {}).get(ADOPT_AFTER) != (
+                claim.adopt_after
+            ):
+                return False
+            self._commits.update_if_unchanged(ref, snapshot, _CLOSED)
+            return True
+
+        return self._commits.retrying(claim.tag, attempt_once)  # a Conflict re-reads
+
     def get(self, tag: str) -> Submission | None:
         snapshot = self._commits.read(self._ref(tag), f"submission {tag}")
         if not snapshot.exists:
@@ -305,6 +384,13 @@ class Submissions:
             return Claimed(Claim.OWNED, replace(seen, update_time=None, **known))
 
         return self._commits.retrying(seen.tag, attempt_once)  # backs off on ABORTED only
+
+
+def _taken_over(stored: Submission) -> bool:
+    """True when the claim changed holders since it opened: an earlier holder may have
+    created a batch that no listing has shown yet (a document without marks: False)."""
+    since, claimed = stored.open_since, stored.claimed_at
+    return isinstance(since, datetime) and isinstance(claimed, datetime) and claimed > since
 
 
 def _standing(stored: Submission, attempt: str, now: datetime) -> Claim:

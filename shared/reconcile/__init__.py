@@ -11,10 +11,11 @@ called by Cloud Scheduler:
    not found or rejected → left pending, `attempts + 1`, `next_check_at` pushed back
    by `settings.backoff` (`shared.retry.Backoff`: capped, jittered, exponential;
    30 s → 30 min by default, `RECONCILE_BACKOFF_*`). Nothing is ever settled from an error;
-3. adopts orphans: Gemini batches from the last `ORPHAN_WINDOW` tagged `hookledger:`
-   (`gemini.TAG_PREFIX`) that are not in the ledger (a crash between create and
-   register) are registered, then checked; untagged batches are left alone, and batches
-   just read as due cost no second read;
+3. adopts orphans: for the submissions still open (claimed, no winner, lease over: a
+   crash between create and register may have left a batch), it lists Gemini's batches
+   newest first down to the oldest claim, registers the ones tagged with an open claim's
+   tag that the ledger does not know, then checks them; with no open claim it lists
+   nothing (`adoption`), and batches just read as due cost no second read;
 4. reports an operation pending longer than `stuck_after_s` with one ERROR log
    (`alert="operation_stuck"`, `operation`, `kind`, `age_s`) per alert window, recorded
    as `stuck_alerted_at` on the operation by a conditional write, so overlapping runs

@@ -1,30 +1,46 @@
-"""Orphan adoption: tagged Gemini batches that never reached the ledger get registered.
+"""Orphan adoption: batches the ledger is waiting for, found at Gemini and registered.
 
 A crash between creating a batch and registering it leaves a batch no webhook or run
-would settle. Batches tagged `hookledger:{kind}:…` (`kinds.TAG_PREFIX`) that the ledger
-does not know are registered as the kind the tag names (its adopter builds the context),
-then checked like any due operation; untagged batches are never touched.
+would settle. Such a batch can exist only where a submission was claimed and has no
+winner yet, or was taken over (shared/ledger/submissions.py, its open marks): adoption
+reads those open claims (`open_claims`, one query, at most `OPEN_CLAIMS_PER_RUN`) whose
+last lease ended more than `margin` (grace + `CLOCK_SKEW`) ago, so their creators are done.
+With none open it lists nothing. Else it lists Gemini's batches newest first and stops at
+the end of the page holding the first one created before the oldest claim's `open_since`
+minus `margin`: no batch of those claims is older. A batch whose `display_name` is an open
+claim's tag is registered as the kind the tag names (`register_orphan`: the submission
+decides the winner, the rest are superseded), then checked like any due operation; no
+other batch is touched.
 
-Which batches are examined (a ledger read each, unless the due pages just read them): those
-created after the watermark minus `margin`, and never older than `ORPHAN_WINDOW`. The
-watermark is when the last COMPLETE listing began (`ledger.watermark.get`, kept in
-memory after the process's first read), so a run with nothing new reads no operation:
+    worker    claim (open) ─ create B ─ crash                adopt_after = lease end
+    run n     open_claims ∋ tag ─ list newest first … B … stop below open_since - margin
+              B unknown → register_orphan(B): the winner, open marks cleared
+    run n+1   open_claims ∌ tag: no listing for it again
 
-    worker      creates batch B (t0) ── crashes before register
-    run n       listing begins at W_n ≤ t0 ... ends complete → watermark = W_n
-    run n+1     listing begins at W_n+1 > t0: examines created ≥ W_n - margin ∋ B
-                ledger has no B → adopted, checked now → watermark = W_n+1
-    run n+2     examines created ≥ W_n+1 - margin: B is no longer read
+A complete listing (not cut by the budget or an error) that found no unknown batch of an
+open claim closes it (`close_open`, on condition nobody claimed it since): its lease ended
+before the listing began, and a create is only sent with `CREATE_BUDGET` of lease left.
 
-`margin` (grace + `CLOCK_SKEW`) covers Gemini's clock against ours and a batch that a
-listing missed because it appeared just as the listing began. A listing cut short (budget,
-a listing error) or with a batch whose adoption failed leaves the watermark where it was:
-the next run examines the same batches again.
+The order: Gemini's `batches.list` reference documents no order. It lists newest first
+(as the simulator does, local/simulator/state.py), and the early stop relies on it; the
+adopter checks it while reading, a fetched page always whole: a batch created more than
+`ORDER_TOLERANCE` after an older one listed before it means the order is not that, and the
+run lists to the end (WARNING).
+
+Claims from before the open marks: the deployment's last watermark
+(`reconcile_state/adoption`, left by the adoption that listed everything) makes one more
+listing examine every tagged batch created since it, minus `margin`, as that adoption
+did; once that listing is complete, the watermark is deleted. Not covered: a tagged batch
+with no submission at all (`hookledger submit --kind` creates before it registers, and
+reports a failed registration to its operator; a process killed between the two leaves a
+batch no claim names).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -34,16 +50,23 @@ from shared.errors import PermanentError, TransientError
 from shared.gemini import BatchSummary, GeminiError, GeminiGateway
 from shared.ledger import LedgerError, Operation
 from shared.ledger.protocols import AdoptionLedger
+from shared.ledger.submissions import OpenClaim
 from shared.reconcile.report import Budget, RunReport
 from shared.settlement import kinds
 
 log = logs.get_logger("reconcile")
 
-# Orphans are looked for among batches this young: past Gemini's 48 h expiry with a day's
-# slack, so the reads per run stay bounded however many batches the project has made.
+# Never list further back than this: past Gemini's 48 h expiry with a day's slack.
 ORPHAN_WINDOW = timedelta(hours=72)
 # How far Gemini's create_time may run ahead of our clock (and the listing lag) we tolerate.
 CLOCK_SKEW = timedelta(minutes=2)
+# Open claims one run looks for (the longest ended first; the rest next run).
+OPEN_CLAIMS_PER_RUN = 500
+# Batches per listing call (the API's page size; a page is read whole).
+LIST_PAGE = 100
+# Create times in one listing are Gemini's own: a batch this much newer than one listed
+# before it means the listing is not newest first.
+ORDER_TOLERANCE = timedelta(seconds=5)
 
 
 class IncompleteContext(TransientError):
@@ -51,8 +74,19 @@ class IncompleteContext(TransientError):
     claim nor the batch tells): not registered, examined again next run."""
 
 
+@dataclass
+class Listing:
+    """What one listing found: each open tag's batches, the watermark's tagged batches,
+    and whether it read down to its floor (or the end) without a cut or an error."""
+
+    by_tag: dict[str, list[BatchSummary]] = field(default_factory=lambda: defaultdict(list))
+    since_watermark: list[BatchSummary] = field(default_factory=list)
+    complete: bool = True
+
+
 class OrphanAdopter:
-    """Finds and registers orphan batches; `register_orphan` decides what a tag means."""
+    """Finds and registers the batches open claims may have left; `register_orphan`
+    decides what a tag means."""
 
     def __init__(
         self,
@@ -61,32 +95,79 @@ class OrphanAdopter:
         clock: Clock,
         *,
         margin: timedelta = CLOCK_SKEW,
+        limit: int = OPEN_CLAIMS_PER_RUN,
     ) -> None:
         self._ledger = ledger
         self._gemini = gemini
         self._clock = clock
         self._margin = margin
-        # The watermark this process last read or wrote; None until the first run reads it.
+        self._limit = limit
+        # The old adoption's watermark, read once per process; None once its listing is done.
         self._watermark: datetime | None = None
-        self._loaded = False
+        self._watermark_read = False
 
     def adopt(self, report: RunReport, budget: Budget, known: set[str]) -> list[Operation]:
-        """Register tagged batches missing from the ledger; returns them, to check now.
+        """Register the batches open claims left unregistered; returns them, to check now.
 
-        Names in `known` were just read from the ledger and cost no second read; batches
-        created before the watermark minus the margin cost none either. Stops (and says so
-        in `report`) when the budget is spent; listing failures end adoption for this run,
-        one batch's failure skips that batch; either keeps the watermark where it was.
+        Names in `known` were just read from the ledger and cost no second read. Stops
+        (and says so in `report`) when the budget is spent; a failed query or listing ends
+        adoption for this run, one batch's failure skips its claim; either leaves the
+        claims open for the next run.
         """
-        adopted: list[Operation] = []
-        listed_at = self._clock()
-        cutoff = self._cutoff(listed_at)
-        complete = True
-        batches = self._gemini.list_batches()  # lazy: one page at a time, within the budget
-        while True:
+        now = self._clock()
+        claims = self._open_claims(now, report)
+        watermark = self._legacy_watermark()
+        if claims is None or (not claims and watermark is None):
+            return []  # nothing the ledger waits for: no listing at all
+        floors = [claim.open_since for claim in claims]
+        if watermark is not None:
+            floors.append(watermark)
+        floor = max(min(floors) - self._margin, now - ORPHAN_WINDOW)
+        listing = self._list({claim.tag for claim in claims}, floor, watermark, now, report, budget)
+        adopted, failed = self._register_found(listing, known, report, budget)
+        if listing.complete and not report.stopped_early:
+            self._close([claim for claim in claims if claim.tag not in failed])
+            if watermark is not None and WATERMARK not in failed:
+                self._retire_watermark()
+        return adopted
+
+    def _open_claims(self, now: datetime, report: RunReport) -> list[OpenClaim] | None:
+        """The claims to look for now; None (logged, counted) when the query failed."""
+        try:
+            return self._ledger.submissions.open_claims(now - self._margin, self._limit)
+        except LedgerError as exc:
+            report.add(errors=1)
+            logs.event(
+                log,
+                logging.ERROR,
+                "reading the open submissions failed; adoption skipped this run",
+                operation="submissions",
+                reason=str(exc),
+            )
+            return None
+
+    def _list(
+        self,
+        tags: set[str],
+        floor: datetime,
+        watermark: datetime | None,
+        now: datetime,
+        report: RunReport,
+        budget: Budget,
+    ) -> Listing:
+        """Gemini's batches, newest first, to the end of the page where they pass `floor`
+        (to the end when they are not in that order): the open tags' batches, and with a
+        watermark every tagged batch created since it minus the margin (not mid-create).
+
+        A fetched page is read whole (it costs no call), so the first page alone shows an
+        order that is not newest first, even when its first batch is past the floor."""
+        listing = Listing()
+        ordered, oldest, past_floor, read = True, None, False, 0
+        batches = self._gemini.list_batches(page_size=LIST_PAGE)  # lazy: a page at a time
+        while not (ordered and past_floor and read % LIST_PAGE == 0):
             if budget.spent():
                 report.stop("adopt", None)
-                complete = False
+                listing.complete = False
                 break
             try:
                 batch = next(batches)
@@ -98,79 +179,158 @@ class OrphanAdopter:
                     log,
                     logging.WARNING,
                     "listing Gemini batches failed; adoption stopped",
+                    operation="batches",
                     reason=str(exc),
                 )
-                complete = False
+                listing.complete = False
                 break
-            name, display_name = batch.name, batch.display_name
-            if not display_name.startswith(kinds.TAG_PREFIX) or not name:
-                continue  # not ours: never touched
-            if batch.create_time is not None and batch.create_time < cutoff:
-                continue  # examined by a complete listing already, or long expired
-            if batch.create_time is not None and batch.create_time > listed_at - self._margin:
-                continue  # maybe mid-create: its own attempt registers it (the watermark keeps it)
-            if name in known:
-                continue  # read from the ledger moments ago
-            try:
-                if self._ledger.operations.get(name) is not None:
-                    continue
-                record = register_orphan(self._ledger, self._gemini, batch)
-            except IncompleteContext:  # alerted on by register_orphan
-                report.add(errors=1)
-                complete = False  # examine it again next run: its rows may tell by then
-                continue
-            except (LedgerError, GeminiError) as exc:
-                report.add(errors=1)
-                complete = False  # examine it again next run
-                logs.event(
-                    log,
-                    logging.ERROR,
-                    f"adopting orphan batch {name} failed",
-                    operation=name,
-                    display_name=display_name,
-                    reason=str(exc),
-                )
-                continue
-            if record is not None:
-                report.add(adopted=1)
-                adopted.append(record)
-        if complete:
-            self._advance(listed_at)
-        return adopted
+            read += 1
+            created = batch.create_time
+            if created is not None:
+                if ordered and oldest is not None and created > oldest + ORDER_TOLERANCE:
+                    ordered = False
+                    logs.event(
+                        log,
+                        logging.WARNING,
+                        f"Gemini listed batch {batch.name} after an older one; "
+                        "adoption lists every batch this run",
+                        operation=batch.name,
+                        created=created.isoformat(),
+                        listed_after=oldest.isoformat(),
+                    )
+                oldest = created if oldest is None else min(oldest, created)
+                # Newest first: every batch after this page is older still.
+                past_floor = past_floor or created < floor
+            if not batch.name or (created is not None and created < now - ORPHAN_WINDOW):
+                continue  # past Gemini's expiry: never adopted
+            if batch.display_name in tags:
+                listing.by_tag[batch.display_name].append(batch)
+            elif watermark is not None and _since(
+                batch, watermark - self._margin, now, self._margin
+            ):
+                listing.since_watermark.append(batch)
+        return listing
 
-    def _cutoff(self, now: datetime) -> datetime:
-        """Batches created before this need no read: the window, or the watermark - margin."""
-        floor = now - ORPHAN_WINDOW
-        if not self._loaded:
+    def _register_found(
+        self, listing: Listing, known: set[str], report: RunReport, budget: Budget
+    ) -> tuple[list[Operation], set[str]]:
+        """Register what the listing found, each tag's batches oldest first (the oldest
+        wins an undecided claim, as `Submitter` decides). Returns the adopted operations and
+        the tags (or `WATERMARK`) one of whose batches could not be decided this run."""
+        adopted: list[Operation] = []
+        failed: set[str] = set()
+        groups = [(tag, found) for tag, found in listing.by_tag.items()]
+        groups.append((WATERMARK, listing.since_watermark))
+        for tag, found in groups:
+            for batch in sorted(found, key=_created):
+                if budget.spent():
+                    report.stop("adopt", None)
+                    return adopted, failed
+                if batch.name in known:
+                    continue  # read from the ledger moments ago
+                outcome = self._register_one(batch, report)
+                if outcome is _FAILED:
+                    failed.add(tag)
+                elif outcome is not None:
+                    report.add(adopted=1)
+                    adopted.append(outcome)
+        return adopted, failed
+
+    def _register_one(self, batch: BatchSummary, report: RunReport) -> Any:
+        """The adopted operation, None when there was nothing to adopt, `_FAILED` when it
+        must be examined again next run."""
+        try:
+            if self._ledger.operations.get(batch.name) is not None:
+                return None
+            return register_orphan(self._ledger, self._gemini, batch)
+        except IncompleteContext:  # alerted on by register_orphan
+            report.add(errors=1)
+            return _FAILED  # its rows may tell by the next run
+        except (LedgerError, GeminiError) as exc:
+            report.add(errors=1)
+            logs.event(
+                log,
+                logging.ERROR,
+                f"adopting orphan batch {batch.name} failed",
+                operation=batch.name,
+                display_name=batch.display_name,
+                reason=str(exc),
+            )
+            return _FAILED
+
+    def _close(self, claims: list[OpenClaim]) -> None:
+        """Stop looking for these claims: the complete listing decided each of them."""
+        for claim in claims:
             try:
-                self._watermark = self._ledger.watermark.get()
-                self._loaded = True
-            except LedgerError as exc:  # fall back to the whole window: more reads, no miss
+                closed = self._ledger.submissions.close_open(claim)
+            except LedgerError as exc:  # still open: looked for again next run
                 logs.event(
                     log,
                     logging.WARNING,
-                    "reading the adoption watermark failed; examining the whole window",
+                    f"closing the open submission {claim.tag} failed; it is looked for again",
+                    operation=claim.tag,
+                    reason=str(exc),
+                )
+                continue
+            if closed:
+                logs.event(
+                    log,
+                    logging.INFO,
+                    f"submission {claim.tag}: every batch it may have made is known; closed",
+                    operation=claim.tag,
+                    open_since=claim.open_since.isoformat(),
+                )
+
+    def _legacy_watermark(self) -> datetime | None:
+        """The old adoption's watermark, read once per process (None: none left)."""
+        if not self._watermark_read:
+            try:
+                self._watermark = self._ledger.watermark.get()
+                self._watermark_read = True
+            except LedgerError as exc:  # read again next run; the open claims go on
+                logs.event(
+                    log,
+                    logging.WARNING,
+                    "reading the adoption watermark failed; read again next run",
                     operation="reconcile_state/adoption",
                     reason=str(exc),
                 )
-        if self._watermark is None:
-            return floor
-        return max(floor, self._watermark - self._margin)
+        return self._watermark
 
-    def _advance(self, listed_at: datetime) -> None:
-        """Store the complete listing's start; a failed write only costs reads next time."""
+    def _retire_watermark(self) -> None:
+        """Its last listing is done: delete it (a failed delete: that listing once more)."""
         try:
-            self._ledger.watermark.set(listed_at)
+            self._ledger.watermark.clear()
         except LedgerError as exc:
             logs.event(
                 log,
                 logging.WARNING,
-                "storing the adoption watermark failed; the next run examines more batches",
+                "deleting the adoption watermark failed; its listing runs once more",
                 operation="reconcile_state/adoption",
                 reason=str(exc),
             )
-        # This process's own complete listing is a fact whether or not the write landed.
-        self._watermark, self._loaded = listed_at, True
+            return
+        self._watermark = None
+
+
+# The group of batches the watermark's listing found (no open tag names them).
+WATERMARK = "reconcile_state/adoption"
+_FAILED = object()
+
+
+def _created(batch: BatchSummary) -> tuple[bool, datetime | None, str]:
+    return (batch.create_time is None, batch.create_time, batch.name)
+
+
+def _since(batch: BatchSummary, floor: datetime, now: datetime, margin: timedelta) -> bool:
+    """A tagged batch the watermark's listing examines: created since `floor`, and old
+    enough that its creator is done with it."""
+    created = batch.create_time
+    return (
+        batch.display_name.startswith(kinds.TAG_PREFIX)
+        and created is not None
+        and floor <= created <= now - margin
+    )
 
 
 def _generation(ledger: AdoptionLedger, parsed: kinds.ParsedTag) -> dict[str, Any]:

@@ -147,9 +147,23 @@ def test_reconcile_at_scale_fans_out_and_reads_little_with_nothing_due() -> None
     scale = result["scale"]
     assert scale["settled"] == scale["due"] == 100
     assert scale["fan_out_run"]["fanned_out_ops"] == scale["due"]
-    assert scale["nothing_due"]["warm_process"]["documents_read"] <= 2
-    assert scale["nothing_due"]["new_process"]["documents_read"] <= 3  # + the watermark
+    # The due query, the open-submissions query, the outbox sweep's; + the old watermark.
+    assert scale["nothing_due"]["warm_process"]["documents_read"] <= 3
+    assert scale["nothing_due"]["new_process"]["documents_read"] <= 4
+    assert scale["nothing_due"]["warm_process"]["gemini_calls"] == 0  # nothing open: no listing
     assert scale["nothing_due"]["warm_process"]["examined"] == 0
+
+
+def test_adoption_reads_and_lists_the_same_whatever_gemini_lists() -> None:
+    result = run_bench("adoption", "--quick")
+    assert result["ok"] is True
+    rows = {(r["listed_at_gemini"], r["open_claims"]): r["passes"] for r in result["runs"]}
+    assert set(rows) == {(n, k) for n in (0, 100, 1000) for k in (0, 3)}
+    for n in (0, 100, 1000):
+        assert rows[(n, 0)][0]["gemini_list_calls"] == 0  # nothing open: nothing listed
+        assert rows[(n, 3)][0]["adopted"] == 3 and rows[(n, 3)][0]["gemini_list_calls"] == 1
+        assert rows[(n, 3)][1]["gemini_list_calls"] == 0  # adopted: closed
+    assert len({rows[(n, 3)][0]["firestore_reads"] for n in (0, 100, 1000)}) == 1
 
 
 def test_the_github_sweep_costs_a_call_per_100_new_deliveries_and_reads_per_failed_one() -> None:

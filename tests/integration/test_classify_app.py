@@ -265,8 +265,13 @@ def test_a_failed_batch_gives_every_item_an_error_document(
 def test_an_orphan_batch_is_adopted_by_reconcile_and_settled_with_its_write_back(
     ledger: Ledger, gateway: GeminiGateway, simulator: Any, firestore_client: Any
 ) -> None:
-    """Created, never registered (its creator died): reconcile adopts it from its tag."""
+    """Created, never registered (its creator died after claiming): reconcile adopts it
+    from its tag, once its rows name the items (this claim names none)."""
     labels = ["bug", "feature", "question", "other"]
+    now = system_clock()
+    ledger.submissions.claim(
+        classify_tag("sub-o"), delivery_id="d", attempt="dead", lease_until=now, now=now
+    )
     orphan = gateway.create_batch(
         MODEL,
         [(i["id"], prompt(i["text"], labels)) for i in ITEMS],

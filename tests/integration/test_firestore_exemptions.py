@@ -96,6 +96,7 @@ def write_every_field(parts: Ledger, clock: FakeClock) -> None:
         context={"repo": "o/r"},
     )
     subs.register_winner("tag-w", "batches/y", "review", {"repo": "o/r"})
+    subs.claim("tag-o", delivery_id="d-2", attempt="a1", lease_until=until, now=clock())  # open
     ops.record_superseded(
         "batches/z", "review", {"repo": "o/r"}, winner="batches/y", outbox=[{"cancel": 1}]
     )
@@ -114,7 +115,8 @@ def write_every_field(parts: Ledger, clock: FakeClock) -> None:
     deliveries.record("gemini", "d-3", "batch.succeeded", payload_ref="gemini:d-3")
 
     parts.runs.record(clock(), clock(), {"examined": 1}, examined_ops=["batches/w"], budget_s=60.0)
-    parts.watermark.set(clock())
+    # The old adoption's watermark: no code writes it now, old deployments hold it.
+    parts.watermark._ref().set({"listed_at": clock()})
 
     recoveries = parts.recoveries
     recoveries.open_once(recovery("g-2", clock()))

@@ -122,6 +122,8 @@ def exercise_every_read(parts: Ledger, clock: FakeClock) -> None:
         [first] = parts.installations.listing(status, 1)
         parts.installations.listing(status, 5, after=first.installation_id)
 
+    parts.submissions.open_claims(clock(), 5)  # adoption: open claims, longest ended first
+
     parts.recoveries.open_page(5)
     parts.recoveries.open_page(5, "g-1")
     parts.recoveries.recent(5)
@@ -156,6 +158,9 @@ def seed(parts: Ledger, clock: FakeClock) -> None:
         installation_event(7, suspended=True), received_at=clock(), delivery_id="d-i1"
     )
     parts.recoveries.open_once(recovery("g-1", clock()))
+    parts.submissions.claim(
+        "tag-2", delivery_id="d-1", attempt="a1", lease_until=clock(), now=clock()
+    )
     clock.advance(3600)
 
 

@@ -134,6 +134,28 @@ def submit(gateway: GeminiGateway, ledger: Ledger, count_: int, kind: str = COUN
         return list(pool.map(one, range(count_)))
 
 
+def claimed_then_died(ledger: Ledger, tag: str, context: dict[str, Any] | None = None) -> None:
+    """The push's claim, as its worker took it before the create; its lease ended now."""
+    now = system_clock()
+    ledger.submissions.claim(
+        tag, delivery_id="d", attempt="dead-run", lease_until=now, now=now, context=context
+    )
+
+
+def counting_listing(gateway: GeminiGateway) -> list[str]:
+    """Wrap `gateway.list_batches`: the returned list gets the tag of every batch listed."""
+    listed: list[str] = []
+    original = gateway.list_batches
+
+    def listing(page_size: int = 100) -> Iterator[Any]:
+        for batch in original(page_size):
+            listed.append(batch.display_name)
+            yield batch
+
+    gateway.list_batches = listing  # type: ignore[method-assign]
+    return listed
+
+
 def complete(simulator: Any, names: list[str], state: str = "succeeded", webhook: str = "drop"):
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda name: simulator.control.complete(name, state, webhook=webhook), names))
@@ -281,6 +303,7 @@ def test_orphan_with_our_tag_is_adopted_and_settled_untagged_is_left_alone(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
     tag = review_tag("octo/docs", "abc123")
+    claimed_then_died(ledger, tag, {"repo": "octo/docs", "sha": "abc123"})  # as with the record
     ours = gateway.create_batch(MODEL, [("docs/a.md", "x"), ("docs/b.md", "y")], display_name=tag)
     theirs = gateway.create_batch(MODEL, [("c.md", "z")], display_name="someone-else")
     complete(simulator, [ours, theirs])
@@ -364,7 +387,11 @@ def test_adoption_asks_the_push_submission_who_won(
 def test_an_orphan_of_a_cli_submitted_kind_is_adopted_as_that_kind(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger
 ) -> None:
+    """A generic kind's batch whose submission is open is adopted with the generic
+    behaviour (`hookledger submit` itself claims none: see shared/reconcile/adoption.py)."""
     tag = kinds.generic("nightly-eval").make_tag("1f2e3d4c5b6a")  # as `hookledger submit` tags
+    claimed_then_died(ledger, tag)
+    claimed_then_died(ledger, "hookledger:review:no-at")
     orphan = gateway.create_batch(MODEL, [("q1", "x")], display_name=tag)
     unknown_tag = gateway.create_batch(MODEL, [("q2", "y")], display_name="hookledger:review:no-at")
     complete(simulator, [orphan, unknown_tag])
@@ -410,6 +437,7 @@ def test_a_running_orphan_whose_files_nobody_knows_waits_for_its_rows(
     """No claim names its files and a running batch has no rows: it is not registered
     half (no paths: rows that echo no key could not be placed), but once its rows name
     its files it is adopted and settled with them."""
+    claimed_then_died(ledger, review_tag("o/r", "s3"))  # a claim from before claims named files
     running = gateway.create_batch(
         MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s3")
     )
@@ -499,65 +527,43 @@ def test_a_failed_video_generation_has_no_webhook_and_reconcile_settles_it_faile
 def test_adoption_does_not_read_again_what_the_due_pages_just_read(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
-    tagged = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s3"))
+    tag = review_tag("o/r", "s3")
+    claimed_then_died(ledger, tag)  # open, as if the registration were the submission's
+    tagged = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=tag)
     ledger.operations.register(
         tagged, REVIEW_KIND, {"repo": "o/r", "sha": "s3", "paths": ["docs/a.md"]}
     )
+    listed = counting_listing(gateway)
     looked_up: list[str] = []
     original_get = ledger.operations.get
     ledger.operations.get = lambda name: looked_up.append(name) or original_get(name)  # type: ignore[method-assign]
-
-    report = make_reconciler(ledger, gateway).run()
-
-    assert report.examined == 1 and report.adopted == 0, report
-    assert looked_up == []  # the due page's record served both the check and adoption
-
-
-def test_batches_a_complete_listing_examined_are_not_read_again(
-    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
-) -> None:
-    tagged = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s4"))
-    ledger.operations.register(
-        tagged, REVIEW_KIND, {"repo": "o/r", "sha": "s4", "paths": ["docs/a.md"]}
-    )
-    complete(simulator, [tagged])
-    clock = FakeClock(system_clock() + timedelta(minutes=10))  # past the margin
-    assert make_reconciler(ledger, gateway, clock).run().settled == 1
-    assert ledger.watermark.get() == clock()
-    looked_up: list[str] = []
-    original_get = ledger.operations.get
-    ledger.operations.get = lambda name: looked_up.append(name) or original_get(name)  # type: ignore[method-assign]
-
-    report = make_reconciler(ledger, gateway, clock).run()  # a new process reads the watermark
-
-    assert report.adopted == 0 and report.errors == 0 and report.examined == 0, report
-    assert looked_up == []  # listed by the first run: no ledger read for it
-
-
-def test_an_orphan_created_after_a_complete_listing_is_adopted_by_the_next_run(
-    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
-) -> None:
-    reconciler = make_reconciler(ledger, gateway)
-    reconciler.run()
-    first_watermark = ledger.watermark.get()
-    assert first_watermark is not None
-    # The worker created this batch, then crashed before registering it.
-    orphan = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s5"))
-    complete(simulator, [orphan])
 
     report = make_reconciler(ledger, gateway, past_min_age).run()
 
-    assert report.adopted == 1 and report.settled == 1, report
-    assert ledger.operations.get(orphan).settled_by == "reconcile"  # type: ignore[union-attr]
-    assert ledger.watermark.get() > first_watermark  # type: ignore[operator]
+    assert report.examined == 1 and report.adopted == 0, report
+    assert listed == [tag]  # listed for the open claim, and found
+    assert looked_up == []  # the due page's record served both the check and adoption
 
 
-def test_a_listing_cut_short_keeps_the_watermark_and_a_later_run_adopts(
+def test_with_nothing_open_a_run_lists_no_batch(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
-    make_reconciler(ledger, gateway).run()
-    watermark = ledger.watermark.get()
-    orphan = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s6"))
+    """Intentionally different from the adoption that listed every batch: a tagged batch
+    no open submission names (here: nobody claimed it) is not looked for."""
+    gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s4"))
+    listed = counting_listing(gateway)
+
+    report = make_reconciler(ledger, gateway, past_min_age).run()
+
+    assert report.adopted == 0 and report.errors == 0 and listed == [], report
+
+
+def test_a_listing_cut_short_keeps_the_claim_open_and_a_later_run_adopts(
+    simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
+) -> None:
+    tag = review_tag("o/r", "s6")
+    claimed_then_died(ledger, tag, {"repo": "o/r", "sha": "s6", "paths": ["docs/a.md"]})
+    orphan = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=tag)
     complete(simulator, [orphan])
     listing = gateway.list_batches
 
@@ -566,9 +572,9 @@ def test_a_listing_cut_short_keeps_the_watermark_and_a_later_run_adopts(
         raise GeminiError("list batches: 503 from the simulator")
 
     gateway.list_batches = failing_listing  # type: ignore[method-assign]
-    cut = make_reconciler(ledger, gateway).run()
+    cut = make_reconciler(ledger, gateway, past_min_age).run()
     assert cut.errors == 1 and cut.adopted == 0, cut
-    assert ledger.watermark.get() == watermark  # not advanced past the unseen batch
+    assert [c.tag for c in ledger.submissions.open_claims(past_min_age(), 10)] == [tag]
 
     gateway.list_batches = listing  # type: ignore[method-assign]
     report = make_reconciler(ledger, gateway, past_min_age).run()
@@ -773,6 +779,7 @@ def test_a_running_interaction_is_left_pending(
 def test_a_tagged_batch_older_than_the_orphan_window_is_not_read(
     simulator: Any, gateway: GeminiGateway, ledger: Ledger, firestore_client: Any
 ) -> None:
+    claimed_then_died(ledger, review_tag("o/r", "s1"))  # its holder died days ago
     old = gateway.create_batch(MODEL, [("docs/a.md", "x")], display_name=review_tag("o/r", "s1"))
     complete(simulator, [old])
     later = system_clock() + ORPHAN_WINDOW + timedelta(hours=1)
