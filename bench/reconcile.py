@@ -50,6 +50,12 @@ KIND = "bench"  # no write-back registered: the bench measures reads, not result
 NAIVE_PAGE = 1000  # the ledger's largest listing page
 
 
+# A run with nothing to do reads one empty answer per query it makes: due operations, open
+# claims (adoption), due groups (shared batches) and the outbox sweep's; a new process
+# reads the old adoption watermark once more.
+NOTHING_DUE_READS = 4
+
+
 def progress(message: str) -> None:
     print(f"[bench.reconcile] {message}", file=sys.stderr, flush=True)
 
@@ -482,13 +488,17 @@ def scale(args: argparse.Namespace, sim_url: str, tasks_host: str) -> tuple[dict
         "gemini_calls_run_and_pages": total_calls,
         "nothing_due": nothing,
         "goal": {
-            "nothing_due_reads_at_most": 3,
-            "met_warm": nothing["warm_process"]["documents_read"] <= 3,
-            "met_new_process": nothing["new_process"]["documents_read"] <= 4,
+            "nothing_due_reads_at_most": NOTHING_DUE_READS,
+            "met_warm": nothing["warm_process"]["documents_read"] <= NOTHING_DUE_READS,
+            "met_new_process": nothing["new_process"]["documents_read"] <= NOTHING_DUE_READS + 1,
         },
     }
     warm = nothing["warm_process"]
-    ok = settled == args.scale_due and warm["documents_read"] <= 3 and warm["gemini_calls"] == 0
+    ok = (
+        settled == args.scale_due
+        and warm["documents_read"] <= NOTHING_DUE_READS
+        and warm["gemini_calls"] == 0
+    )
     return result, ok
 
 

@@ -57,6 +57,13 @@ SETTINGS = (
         check=lambda s: None if s >= 0 else "must be 0 or more",
     ),
     api.Setting(
+        "REVIEW_GROUP_SHARDS",
+        type="int",
+        default=16,
+        help="shared batches open at once (each join writes its group's document)",
+        check=lambda n: None if n >= 1 else "must be 1 or more",
+    ),
+    api.Setting(
         "CONSOLE_URL",
         default="http://127.0.0.1:8099",
         help="the console's URL: a check run's Details link",
@@ -220,4 +227,7 @@ def deps(ctx: api.Context) -> Any:
 def sharing(settings: Mapping[str, Any]) -> api.Sharing | None:
     """How pushes share batches, from the settings; None for one batch per push."""
     size = settings["REVIEW_GROUP_REQUESTS"]
-    return api.Sharing(size, settings["REVIEW_GROUP_WINDOW_S"]) if size else None
+    if not size:
+        return None
+    window, shards = settings["REVIEW_GROUP_WINDOW_S"], settings["REVIEW_GROUP_SHARDS"]
+    return api.Sharing(size, window, shards=shards)

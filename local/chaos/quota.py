@@ -61,7 +61,11 @@ def quota(chaos: Chaos, size: int) -> None:
 @contextlib.contextmanager
 def _sharing(stack: ChaosStack, per_group: int) -> Iterator[None]:
     """The worker restarted with shared batches on; off again (the other scenarios') after."""
-    shared = {"REVIEW_GROUP_REQUESTS": str(per_group), "REVIEW_GROUP_WINDOW_S": str(WINDOW_S)}
+    shared = {
+        "REVIEW_GROUP_REQUESTS": str(per_group),
+        "REVIEW_GROUP_WINDOW_S": str(WINDOW_S),
+        "REVIEW_GROUP_SHARDS": "1",  # one open group: at most ceil(requests / N) + 5 batches
+    }
     previous = {key: stack.env.get(key) for key in shared}
     stack.env.update(shared)
     stack.stop_and_start("worker")

@@ -49,6 +49,7 @@ from shared.ledger.errors import ContentionError, InvalidArgument, StoreUnavaila
 from shared.ledger.ids import check_time, submission_id
 from shared.ledger.operations import Operations
 from shared.ledger.records import GROUP, SUBMISSIONS, DeliveryEnd
+from shared.ledger.submissions import closed_marks
 from shared.retry import Backoff, RetriesExhausted, Retry, find_cause, retrying
 from shared.sharing import Sharing
 
@@ -282,8 +283,8 @@ class Groups:
             op["next_check_at"] = group.seal_at + MEMBER_BACKSTOP
             # The delivery ends here unless it must still see the group sealed: the item
             # that opened the group (its window) or filled it (shared/sharing/join.py).
-            ends = request.end is not None and not opened and not full
-            staged = self._deliveries.stage_end(request.end) if ends else None
+            end = request.end if not opened and not full else None
+            staged = self._deliveries.stage_end(end) if end is not None else None
             group_ref = self._commits.collection(GROUPS).document(group.gid)
             grown = {
                 "members": [_member_fields(m) for m in group.members] + [member],
@@ -312,6 +313,7 @@ class Groups:
                     "lease_until": None,
                     "decided_at": now,
                     GROUP: group.gid,
+                    **closed_marks(stored),  # adoption looks no more (submissions.py)
                 }
                 txn.update(sub_ref, decided, option=self._commits.unchanged_since(sub))
                 if staged is not None:
@@ -463,10 +465,11 @@ def _fits(group: Group, request: JoinRequest) -> bool:
 
 
 def _head_id(request: JoinRequest) -> str:
-    """One head per kind, model and generation config: a batch has one of each."""
+    """One head per kind, model, generation config (a batch has one of each) and shard."""
     config = json.dumps(request.generation_config or {}, sort_keys=True, default=str)
     digest = hashlib.sha256(f"{request.model}\x00{config}".encode()).hexdigest()[:16]
-    return f"{request.kind}~{digest}"
+    shard = int(hashlib.sha256(request.tag.encode("utf-8", "surrogatepass")).hexdigest(), 16)
+    return f"{request.kind}~{digest}~{shard % request.sharing.shards}"
 
 
 def _group_fields(group: Group, request: JoinRequest) -> dict[str, Any]:

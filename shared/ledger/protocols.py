@@ -36,6 +36,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from shared.clock import Clock
+from shared.ledger.groups import Groups
 from shared.ledger.installations import Installation
 from shared.ledger.records import (
     Deliver,
@@ -101,6 +102,10 @@ class SettleLedger(Protocol):
 
     @property
     def operations(self) -> OperationMarks: ...
+
+    @property
+    def submissions(self) -> SubmissionReads:  # an item of a shared batch: its group's batch
+        ...
 
     def settle(
         self,
@@ -275,6 +280,9 @@ class PushLedger(SupersedeLedger, Protocol):
     @property
     def installations(self) -> InstallationReads: ...
 
+    @property
+    def groups(self) -> Groups: ...  # shared batches (shared/sharing/join.py)
+
 
 class AdoptionSubmissions(SubmissionStore, Protocol):
     def open_claims(self, before: datetime, limit: int) -> list[OpenClaim]:
@@ -331,6 +339,9 @@ class ReconcileLedger(SettleLedger, AdoptionLedger, Protocol):
 
     @property
     def operations(self) -> ReconcileOperations: ...
+
+    @property
+    def submissions(self) -> AdoptionSubmissions: ...
 
     @property
     def outbox(self) -> ReconcileOutbox: ...

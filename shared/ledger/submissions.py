@@ -386,6 +386,14 @@ class Submissions:
         return self._commits.retrying(seen.tag, attempt_once)  # backs off on ABORTED only
 
 
+def closed_marks(data: Mapping[str, Any]) -> dict[str, Any]:
+    """What a decision's commit writes of the open marks of the stored `data`: their
+    deletion, unless the claim changed holders (an earlier one's batch may still show)."""
+    since, claimed = data.get(OPEN_SINCE), data.get("claimed_at")
+    taken = isinstance(since, datetime) and isinstance(claimed, datetime) and claimed > since
+    return {} if taken else dict(_CLOSED)
+
+
 def _taken_over(stored: Submission) -> bool:
     """True when the claim changed holders since it opened: an earlier holder may have
     created a batch that no listing has shown yet (a document without marks: False)."""

@@ -18,14 +18,18 @@ from dataclasses import dataclass
 class Sharing:
     """How a kind's items share batches: a group is sealed at `max_requests` requests or
     `max_bytes` of prompts, or `window_s` after it opened, whichever comes first. An item
-    larger than either limit gets a group of its own."""
+    larger than either limit gets a group of its own. `shards` groups are open at once,
+    an item joining the one its key hashes to: each join writes its group's document, and
+    Firestore sustains about one write a second to one document."""
 
     max_requests: int
     window_s: float
     max_bytes: int = 16_000_000  # under Gemini's 20 MB inline limit (larger: an input file)
+    shards: int = 1
 
     def __post_init__(self) -> None:
-        if self.max_requests < 1 or self.window_s < 0 or self.max_bytes < 1:
+        if self.max_requests < 1 or self.window_s < 0 or self.max_bytes < 1 or self.shards < 1:
             raise ValueError(
-                f"sharing needs max_requests ≥ 1, window_s ≥ 0 and max_bytes ≥ 1, got {self}"
+                "sharing needs max_requests ≥ 1, window_s ≥ 0, max_bytes ≥ 1 and shards ≥ 1, "
+                f"got {self}"
             )

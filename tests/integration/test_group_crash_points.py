@@ -144,6 +144,7 @@ def assert_each_push_once(world: GroupWorld, point: str) -> None:
 def sharing(monkeypatch):
     monkeypatch.setenv("REVIEW_GROUP_REQUESTS", "4")
     monkeypatch.setenv("REVIEW_GROUP_WINDOW_S", "60")
+    monkeypatch.setenv("REVIEW_GROUP_SHARDS", "1")  # both pushes in the one open group
 
 
 @pytest.mark.parametrize("point", SWEPT)
