@@ -317,5 +317,6 @@ class SimulatorClient:
         ]
 
     def requests_log(self) -> list[dict[str, Any]]:
-        """The last ~1000 GitHub and Gemini requests, oldest first: `{method, path, query}`."""
+        """The last ~1000 GitHub and Gemini requests, oldest first: `{method, path, query}`,
+        and for a GitHub GraphQL query its `files` ("REF:PATH", in order)."""
         return list(self._call("GET", "/_sim/requests")["requests"])

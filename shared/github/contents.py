@@ -92,8 +92,8 @@ class ContentsClient(_RestClient):
         for path in wanted:
             try:
                 readable.append(check_path(path))
-            except GitHubRejected as exc:
-                fetched.refused[path] = GitHubRejected(f"{_where(repo, path, ref)}: {exc}")
+            except GitHubRejected as exc:  # its message names the path (up to 4 kB) already
+                fetched.refused[path] = exc
         for start in range(0, len(readable), FILES_PER_QUERY):
             chunk = readable[start : start + FILES_PER_QUERY]
             if fetched.unavailable:  # GitHub is failing or limiting us: ask nothing more
