@@ -58,7 +58,8 @@ class FetchedFiles:
     `texts`: the file's text (UTF-8, undecodable bytes replaced); `refused`: a permanent
     reason (missing, a folder, binary, too large, no access), each naming its file;
     `unavailable`: a transient one (timeout, 5xx, rate limit: worth a retry), each naming
-    its file; `requests`: the requests sent (GraphQL queries and Contents reads).
+    its file; `requests`: the GraphQL queries and Contents reads made (a retry of one, as
+    every GitHub call retries, is not counted again).
     """
 
     texts: dict[str, str] = field(default_factory=dict)
