@@ -39,7 +39,8 @@ class EventCost:
     transactions: float = 0
     create_task: float = 0
     gemini: float = 0
-    github: float = 0
+    github: float = 0  # every GitHub request, GraphQL included
+    github_graphql: float = 0  # of which GraphQL queries (a push's files, 50 a query)
     writes_by_collection: Mapping[str, float] = field(default_factory=dict)
     reads_by_collection: Mapping[str, float] = field(default_factory=dict)
 
@@ -54,6 +55,7 @@ class EventCost:
             create_task=float(figure.get("tasks_create_task", 0)),
             gemini=float(figure.get("gemini_calls", 0)),
             github=float(figure.get("github_calls", 0)),
+            github_graphql=float(figure.get("github_graphql_calls", 0)),
             writes_by_collection={
                 k.split(":", 1)[1]: float(v) for k, v in by.items() if k.startswith("writes:")
             },
@@ -192,7 +194,9 @@ class PerPush:
     ops_by_collection: Mapping[str, float]
     batches: float
     gemini_calls: float
-    github_reads: float
+    github_reads: float  # every GitHub request of a push: REST calls and GraphQL queries
+    github_rest: float  # of which REST calls (a file GraphQL cut short, comments, checks)
+    github_graphql: float  # of which GraphQL queries: ceil(Markdown files / 50)
     github_content: float
     ingress_request_s: float
     worker_request_s: float  # mean over the push's worker requests
@@ -239,6 +243,8 @@ def per_push(m: Measured, dep: Deployment, a: Mapping[str, float]) -> PerPush:
         batches=push.gemini,  # the push's one batches.create
         gemini_calls=push.gemini + settle.gemini,
         github_reads=push.github + settle.github,
+        github_rest=push.github + settle.github - push.github_graphql - settle.github_graphql,
+        github_graphql=push.github_graphql + settle.github_graphql,
         github_content=1.0 if dep.github_comments else 0.0,
         ingress_request_s=m.ingress_cpu_s + a["tasks_create_s"],
         worker_request_s=(push_s * push.create_task + settle_s * settle.create_task) / tasks,
@@ -404,7 +410,12 @@ def limits(m: Measured, dep: Deployment, p: PerPush, a: Mapping[str, float]) -> 
         documented(
             "github_primary",
             "a GitHub App (per-installation limits; not built)",
-            lambda r: r * p.github_reads * 3600,
+            lambda r: r * p.github_rest * 3600,
+        ),
+        documented(
+            "github_graphql_primary",
+            "a GitHub App (per-installation limits; not built)",
+            lambda r: r * p.github_graphql * 3600,
         ),
         documented(
             "github_app_jwt",
@@ -412,7 +423,12 @@ def limits(m: Measured, dep: Deployment, p: PerPush, a: Mapping[str, float]) -> 
             "document where a delivery that got no answer falls)",
             lambda r: github_sweep_calls_per_hour(r, dep, a),
         ),
-        documented("github_endpoint", "(per endpoint: none)", lambda r: r * p.github_reads * 60),
+        documented("github_endpoint", "(per endpoint: none)", lambda r: r * p.github_rest * 60),
+        documented(
+            "github_graphql_endpoint",
+            "(one endpoint: none; up to 50 files a query already)",
+            lambda r: r * p.github_graphql * 60,
+        ),
         documented(
             "github_concurrent",
             "(none)",

@@ -22,8 +22,10 @@ What is counted, and how Firestore bills it (firebase.google.com/docs/firestore/
 - `gemini_calls`: each HTTP attempt sent to a Gemini API path (`/v1…`, `/upload/`,
   `/download/`) through httpx or httpx2, the transports google-genai speaks through
   (counted at their public `Client.send`, never inside the SDK's private client);
-- `github_calls`: each HTTP request through `requests` to a GitHub API path (`/repos/`, or
-  the App's webhook deliveries, `/app/hook/`; minting installation tokens is not counted).
+- `github_calls`: each HTTP request through `requests` to a GitHub API path (`/repos/`,
+  the App's webhook deliveries, `/app/hook/`, or GraphQL, `/graphql`; minting installation
+  tokens is not counted); `github_graphql_calls`: those of them to `/graphql` (GitHub
+  limits that endpoint apart).
 
 Calls made on a thread inside `uncounted()` are not counted: a bench runs its own
 plumbing (seeding, waiting for a status) on its main thread and the functions on others.
@@ -220,6 +222,9 @@ class OperationCounter:
             url = str(getattr(request, "url", ""))
             if "/repos/" in url or "/app/hook/" in url:
                 counter.add("github_calls")
+            elif url.endswith("/graphql"):
+                counter.add("github_calls")
+                counter.add("github_graphql_calls")
             return send(session, request, **kwargs)
 
         requests.Session.send = wrapped  # type: ignore[method-assign,assignment]

@@ -38,6 +38,9 @@ FIRESTORE_NOTES = "https://cloud.google.com/firestore/docs/release-notes"
 FIRESTORE_TRANSACTIONS = "https://cloud.google.com/firestore/docs/manage-data/transactions"
 GEMINI_LIMITS = "https://ai.google.dev/gemini-api/docs/rate-limits"
 GITHUB_LIMITS = "https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api"
+GITHUB_GRAPHQL_LIMITS = (
+    "https://docs.github.com/graphql/overview/rate-limits-and-query-limits-for-the-graphql-api"
+)
 
 DOCUMENTED: tuple[Documented, ...] = (
     Documented(
@@ -175,6 +178,24 @@ DOCUMENTED: tuple[Documented, ...] = (
         900,
         "points/min",
         GITHUB_LIMITS,
+        "a push reads REST only for a file GraphQL cuts short (over ~500 kB)",
+    ),
+    Documented(
+        "github_graphql_endpoint",
+        "GitHub secondary limit: points per minute to the GraphQL endpoint (a query is 1)",
+        2000,
+        "points/min",
+        GITHUB_LIMITS,
+        "a push's files are read by GraphQL, up to 50 a query (shared/github/blobs.py)",
+    ),
+    Documented(
+        "github_graphql_primary",
+        "GitHub GraphQL primary rate limit, personal token",
+        5000,
+        "points/h",
+        GITHUB_GRAPHQL_LIMITS,
+        "a query with no connection costs 1 point; apart from the REST limit. A GitHub App "
+        "installation gets 5,000 rising to 12,500 as for REST",
     ),
     Documented(
         "github_concurrent",
@@ -251,7 +272,7 @@ ASSUMED: dict[str, Assumed] = {
         Assumed("firestore_read_s", 0.02, "per document read (lookups, small queries)"),
         Assumed("firestore_begin_s", 0.02, "BeginTransaction round trip"),
         Assumed("tasks_create_s", 0.05, "one CreateTask round trip"),
-        Assumed("github_call_s", 0.3, "one Contents API read"),
+        Assumed("github_call_s", 0.3, "one GitHub read: a GraphQL query of a push's files"),
         Assumed("gemini_create_s", 1.0, "batches.create with 2 inline requests"),
         Assumed("gemini_get_s", 0.3, "batches.get (status, rows, raw stats)"),
         Assumed(

@@ -54,7 +54,7 @@ MINIMUM: dict[str, dict[str, int]] = {
         "firestore_deletes": 0,
         "tasks_create_task": 1,  # the durable hand-off before the 202
         "gemini_calls": 1,  # one batch for the push
-        "github_calls": 2,  # one Contents read per Markdown file
+        "github_calls": 1,  # one GraphQL query reads up to 50 Markdown files
     },
     "settled_by_webhook": {
         "firestore_commits": 1,  # settlement, write-back, outbox and the delivery's done

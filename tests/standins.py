@@ -13,13 +13,14 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from shared.gemini import BatchStatus, BatchSummary, Row
 from shared.gemini.errors import GeminiNotFound
+from shared.github import FetchedFiles
 
 Visible = Literal["during", "after"]
 
@@ -123,6 +124,13 @@ class StandInContents:
 
     def fetch(self, repo: str, path: str, sha: str, *, installation_id: int | None = None) -> bytes:
         return f"# {path}\n\nAt {sha[:7]}.\n".encode()
+
+    def fetch_many(
+        self, repo: str, paths: Iterable[str], sha: str, *, installation_id: int | None = None
+    ) -> FetchedFiles:
+        """Every path read, in one request (as `ContentsClient.fetch_many` for small files)."""
+        texts = {path: self.fetch(repo, path, sha).decode() for path in paths}
+        return FetchedFiles(texts=texts, requests=1)
 
 
 class ScriptedGemini:

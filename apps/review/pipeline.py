@@ -56,7 +56,6 @@ from shared.api.github import (
     MARKDOWN_SUFFIXES,
     ContentsClient,
     GitHubRejected,
-    GitHubUnavailable,
     Push,
     check_path,
     check_repo,
@@ -271,27 +270,23 @@ def _fetch_all(
 ) -> tuple[dict[str, str], dict[str, str]]:
     """(text by path, refusal reason by path); `TransientError` if any fetch was transient.
 
-    A path `check_path` refuses is never fetched; a 4xx refuses only its own file. Each
-    fetch uses the push's installation token (GITHUB_TOKEN without one).
+    One request per 50 files (`ContentsClient.fetch_many`: GraphQL, the Contents API for a
+    file over ~500 kB). A path `check_path` refuses is never fetched; a missing, binary or
+    otherwise unreadable file refuses only itself. Each request uses the push's
+    installation token (GITHUB_TOKEN without one).
     """
-    repo, sha, app = push.repo, push.sha, push.installation_id
-    files: dict[str, str] = {}
+    repo, sha = push.repo, push.sha
+    fetched = github.fetch_many(repo, paths, sha, installation_id=push.installation_id)
     refused: dict[str, str] = {}
-    transient: list[str] = []
-    for path in paths:
-        try:
-            check_path(path)
-            data = github.fetch(repo, path, sha, installation_id=app)
-            files[path] = data.decode("utf-8", errors="replace")
-        except GitHubUnavailable as exc:
-            _log_fetch(logging.ERROR, "fetch failed", repo, sha, path, delivery_id, exc)
-            transient.append(path)
-        except GitHubRejected as exc:
-            _log_fetch(logging.WARNING, "fetch refused", repo, sha, path, delivery_id, exc)
-            refused[path] = str(exc)
-    if transient:
-        raise TransientError(f"{repo}@{sha[:12]}: could not fetch {', '.join(transient)}")
-    return files, refused
+    for path, rejected in fetched.refused.items():
+        _log_fetch(logging.WARNING, "fetch refused", repo, sha, path, delivery_id, rejected)
+        refused[path] = str(rejected)
+    for path, failed in fetched.unavailable.items():
+        _log_fetch(logging.ERROR, "fetch failed", repo, sha, path, delivery_id, failed)
+    if fetched.unavailable:
+        names = ", ".join(_storable(path) for path in fetched.unavailable)
+        raise TransientError(f"{repo}@{sha[:12]}: could not fetch {names}")
+    return dict(fetched.texts), refused
 
 
 def _log_fetch(

@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import parse_qs
 
 from local.chaos import github_scenarios, quota
 from local.chaos.drivers import fault_model_supported, set_fault_model
@@ -203,8 +204,8 @@ def early_webhook(chaos: Chaos, size: int) -> None:
 
 
 # Cloud Tasks runs 10x faster (a 15 s dispatch deadline lasts 1.5 s) while every GitHub
-# contents GET takes 2 s: each push's first attempt outlives its deadline, so Cloud Tasks'
-# retries arrive while it still runs.
+# file read (a GraphQL query, a contents GET) takes 2 s: each push's first attempt outlives
+# its deadline, so Cloud Tasks' retries arrive while it still runs.
 OVERLAP_TIME_SCALE = 0.1
 OVERLAP_GITHUB_LATENCY_MS = 2000
 
@@ -245,14 +246,10 @@ def _overlap_problems(chaos: Chaos, pushes: list[Push]) -> list[str]:
     """Each push's files fetched once (its handler ran once) and one batch per push at
     Gemini; no `delivery_dead` alert from any attempt."""
     problems = []
-    fetched = Counter(
-        entry["path"]
-        for entry in chaos.stack.sim.requests_log()
-        if entry.get("method") == "GET" and "/contents/" in str(entry.get("path"))
-    )
+    fetched = _file_reads(chaos.stack.sim.requests_log())
     batches = Counter(str(batch.get("display_name")) for batch in chaos.stack.sim.batches())
     for push in pushes:
-        runs = {fetched[f"/repos/{FULL_REPO}/contents/{path}"] for path in push.paths}
+        runs = {fetched[f"{push.sha}:{path}"] for path in push.paths}
         if runs != {1}:
             problems.append(f"push {push.sha[:10]}: files fetched {sorted(runs)} times, not once")
         if batches[push.tag] != 1:
@@ -260,6 +257,23 @@ def _overlap_problems(chaos: Chaos, pushes: list[Push]) -> list[str]:
     dead = list(_json_lines(chaos.stack.lines("worker"), "delivery_dead"))
     problems += [f"delivery_dead alert: {entry.get('message')}" for entry in dead]
     return problems
+
+
+def _file_reads(log: list[dict[str, object]]) -> Counter[str]:
+    """How many times each "SHA:PATH" was read: a GraphQL query counts each file it names
+    (`files`), a Contents GET its own path at its `ref`."""
+    reads: Counter[str] = Counter()
+    contents = f"/repos/{FULL_REPO}/contents/"
+    for entry in log:
+        path = str(entry.get("path"))
+        if entry.get("method") == "POST" and path == "/graphql":
+            files = entry.get("files")
+            if isinstance(files, list):
+                reads.update(str(f) for f in files)
+        elif entry.get("method") == "GET" and path.startswith(contents):
+            ref = parse_qs(str(entry.get("query", ""))).get("ref", [""])[0]
+            reads[f"{ref}:{path.removeprefix(contents)}"] += 1
+    return reads
 
 
 def _json_lines(lines: list[str], needle: str) -> Iterator[dict[str, object]]:

@@ -228,6 +228,16 @@ def parse_batch(
     return display_name, requests_, uris, user_metadata, input_file
 
 
+def graphql_files() -> list[str]:
+    """The "REF:PATH" expressions a GitHub GraphQL request names (`fN` variables), in order."""
+    body = request.get_json(silent=True)
+    variables = body.get("variables") if isinstance(body, dict) else None
+    if not isinstance(variables, dict):
+        return []
+    named = [k for k in variables if isinstance(k, str) and k[:1] == "f" and k[1:].isdigit()]
+    return [str(variables[k]) for k in sorted(named, key=lambda k: int(k[1:]))]
+
+
 def create_app(sim: Simulator) -> Flask:
     """The WSGI app serving `sim`; `app.config["SIMULATOR"]` is `sim`."""
     app = Flask("local.simulator")
@@ -243,8 +253,9 @@ def create_app(sim: Simulator) -> Flask:
     @app.before_request
     def log_api_request() -> None:
         if not request.path.startswith("/_sim/"):
+            files = graphql_files() if request.path == "/graphql" else None
             sim.requests.record(
-                request.method, request.path, request.query_string.decode("latin-1")
+                request.method, request.path, request.query_string.decode("latin-1"), files
             )
 
     @app.errorhandler(SimError)

@@ -312,6 +312,26 @@ class SimulatorClient:
         """Apps, installations and `tokens_issued` / `tokens_live`."""
         return dict(self._call("GET", "/_sim/github/apps"))
 
+    def set_github_endpoint_limit(self, **limit: Any) -> dict[str, Any]:
+        """Turn GitHub's secondary per-endpoint limit on (`enabled=False`: off), e.g.
+        `rest_points_per_minute=900, graphql_points_per_minute=2000, status=403`; returns
+        the limit's state as `faults()` reports it."""
+        state = self._call("POST", "/_sim/faults", json={"github_endpoint_limit": limit})
+        return dict(state["github_endpoint_limit"])
+
+    def github_reads(self, repo: str | None = None) -> list[dict[str, Any]]:
+        """The GitHub requests that read files, oldest first, from `requests_log()`: each
+        GraphQL query (`POST /graphql`) and each Contents GET (of `repo` only, when given;
+        a GraphQL query names no repository in its path and is always kept)."""
+        contents = f"/repos/{repo}/contents/" if repo else "/contents/"
+        return [
+            r
+            for r in self.requests_log()
+            if (r["method"], r["path"]) == ("POST", "/graphql")
+            or (r["method"] == "GET" and contents in r["path"] and r["path"].startswith("/repos/"))
+        ]
+
     def requests_log(self) -> list[dict[str, Any]]:
-        """The last ~1000 GitHub and Gemini requests, oldest first: `{method, path, query}`."""
+        """The last ~1000 GitHub and Gemini requests, oldest first: `{method, path, query}`,
+        and for a GitHub GraphQL query its `files` ("REF:PATH", in order)."""
         return list(self._call("GET", "/_sim/requests")["requests"])

@@ -48,12 +48,14 @@
   every send is a delivery of `GET /app/hook/deliveries`; inspect, wait for, age and
   throttle them
 - `GET /_sim/requests`: the last ~1000 GitHub and Gemini requests `{method, path, query}`
+  (a GraphQL query is one `POST /graphql`, whatever the number of files it reads)
 - `POST /_sim/reset`: empties everything, faults included (hung GETs are let go)
 - `GET /_sim/webhook-deliveries[?operation=NAME]`, `GET /_sim/batches`, `GET /_sim/health`
 - `PUT /_sim/github/{owner}/{repo}/contents/{path}?ref=SHA` (raw bytes),
   `POST /_sim/github/faults` `{"path", "status"?, "count"?}`, and
-  `POST /_sim/github/latency` `{"latency_ms"}` (0..60000): every contents GET waits that
-  long before answering, until set back to 0 or reset
+  `POST /_sim/github/latency` `{"latency_ms"}` (0..60000): every contents GET (and every
+  GraphQL read of files) waits that long before answering, until set back to 0 or reset;
+  a path's faults apply to it in a GraphQL query too (`graphql.py`)
 - GitHub Apps (`apps.py`): `POST /_sim/github/apps` `{"app_id"?, "client_id"?,
   "public_key"?, "slug"?}` registers an App (201 `{"id", "client_id", "slug"}`; without
   `public_key` the simulator makes the key pair and answers its `private_key` PEM, once,
@@ -119,6 +121,13 @@ Completion webhooks:
   with `x-ratelimit-remaining: 0` until `x-ratelimit-reset` (`ratelimits.py`).
 - `github_secondary_limit` `{"count", "status"?: 403|429, "retry_after_s"?: 60}`: the next
   `count` GitHub requests answer a secondary rate limit with `retry-after`.
+- `github_endpoint_limit` `{"enabled"?: true, "rest_points_per_minute"?: 900,
+  "graphql_points_per_minute"?: 2000, "status"?: 403|429}`: GitHub's secondary limit per
+  endpoint, enforced while enabled (off by default; a key left out keeps its value): a
+  request that would spend more than the budget of its method and route in the last
+  minute (a REST GET 1 point, a write 5; a GraphQL query 1, a mutation 5) answers `status`
+  with `retry-after`. Reported with the points each endpoint `used` this minute; refusals
+  are counted in `github_rate_limited.endpoint` (`ratelimits.py`).
 
 Example: `{"error_rates": {"429": 0.1, "503": 0.1}, "timeout_rate": 0.05,
 "timeout_hold_s": 30, "latency_ms": 50, "latency_jitter_ms": 30, "webhook_drop_rate": 0.3,
@@ -178,7 +187,10 @@ COMMENT_FAULT = "github_comment_post"
 CHECK_RUN_FAULT = "github_check_run_write"
 RATE_LIMIT = "github_rate_limit"
 SECONDARY_LIMIT = "github_secondary_limit"
-GITHUB_FAULTS = frozenset({COMMENT_FAULT, CHECK_RUN_FAULT, RATE_LIMIT, SECONDARY_LIMIT})
+ENDPOINT_LIMIT = "github_endpoint_limit"
+GITHUB_FAULTS = frozenset(
+    {COMMENT_FAULT, CHECK_RUN_FAULT, RATE_LIMIT, SECONDARY_LIMIT, ENDPOINT_LIMIT}
+)
 
 
 def _is_int(value: Any) -> bool:
@@ -472,6 +484,8 @@ def blueprint(sim: Simulator) -> Blueprint:
             trial.set_primary(body[RATE_LIMIT])
         if SECONDARY_LIMIT in body:
             trial.set_secondary(body[SECONDARY_LIMIT])
+        if ENDPOINT_LIMIT in body:
+            trial.set_endpoint(body[ENDPOINT_LIMIT])
         sim.faults.update({key: value for key, value in body.items() if key not in GITHUB_FAULTS})
         if comment_fault is not None:
             sim.comments.set_fault(**comment_fault)
@@ -481,6 +495,8 @@ def blueprint(sim: Simulator) -> Blueprint:
             sim.rate_limits.set_primary(body[RATE_LIMIT])
         if SECONDARY_LIMIT in body:
             sim.rate_limits.set_secondary(body[SECONDARY_LIMIT])
+        if ENDPOINT_LIMIT in body:
+            sim.rate_limits.set_endpoint(body[ENDPOINT_LIMIT])
         return json_response(fault_state())
 
     @bp.get("/faults")

@@ -13,12 +13,15 @@
   is no such comment
 - `POST /app/installations/{installation_id}/access_tokens` with an App JWT: 201 with an
   installation token (`apps.py`: the JWT rules, installations, permissions)
+- `POST /graphql`: hookledger's one GraphQL query, many files of a commit by alias
+  (`graphql.py`)
 
 Every route here answers as GitHub does to its caller (`apps.py`): an installation token
 must be live, cover the repository and hold the route's permission (401 / 403 with
 GitHub's bodies); no token or a personal token is served as before. Every repository
 answer carries GitHub's `x-ratelimit-*` headers and may be refused by the rate limits of
-the fault model (`ratelimits.py`).
+the fault model (`ratelimits.py`), the per-endpoint secondary limit included: each request
+spends its points on its method and route (`endpoint_spend`).
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ from typing import TYPE_CHECKING
 
 from flask import Blueprint, Response, g, request
 
+from local.simulator import graphql
 from local.simulator.apps import Caller, GitHubRefusal
 from local.simulator.comments import comment_json
 from local.simulator.github import DEFAULT_REF, file_body, not_found, tree_body
+from local.simulator.ratelimits import Spend, rest_points
 from local.simulator.wire import json_response, read_json
 
 if TYPE_CHECKING:
@@ -76,25 +81,43 @@ def authorize(sim: Simulator, owner: str, repo: str, permission: str, level: str
     sim.apps.authorize(caller, owner, repo, permission, level)
 
 
+def endpoint_spend() -> Spend:
+    """This request's claim on the per-endpoint limit: its method and route (Flask's rule,
+    e.g. `GET /repos/<owner>/<repo>/contents/<path:path>`), and its points."""
+    rule = request.url_rule.rule if request.url_rule is not None else request.path
+    endpoint = f"{request.method} {rule}"
+    if request.path == "/graphql":
+        body = request.get_json(silent=True)
+        query = body.get("query") if isinstance(body, dict) else None
+        return Spend(endpoint, graphql.points(query), graphql=True)
+    return Spend(endpoint, rest_points(request.method))
+
+
 def blueprint(sim: Simulator) -> Blueprint:
     bp = Blueprint("github_api", __name__)
 
     @bp.before_request
     def caller_and_rate_limits() -> Response | None:
         g.github_caller = sim.apps.caller(request.headers.get("Authorization"))
+        spend = endpoint_spend()
         if request.path.startswith("/app/"):
-            # An App's own (JWT) calls spend no installation's budget; a secondary limit
-            # refuses them all the same.
-            refused = sim.rate_limits.secondary()
+            # An App's own (JWT) calls spend no installation's budget; the secondary limits
+            # refuse them all the same.
+            refused = sim.rate_limits.secondary(spend)
             if refused is None:
                 return None
             g.github_rate_limit = refused.headers
             return json_response(refused.body, refused.status or 403)
-        verdict = sim.rate_limits.take(g.github_caller.rate_limit_subject)
+        verdict = sim.rate_limits.take(g.github_caller.rate_limit_subject, spend)
         g.github_rate_limit = verdict.headers
-        if verdict.status is not None:
-            return json_response(verdict.body, verdict.status)
-        return None
+        if verdict.status is None:
+            return None
+        if spend.graphql and verdict.status == 403 and "retry-after" not in verdict.headers:
+            # GitHub's GraphQL answers a spent primary limit in its own errors, with 200.
+            assert verdict.body is not None
+            error = {"type": "RATE_LIMITED", "message": verdict.body["message"]}
+            return json_response({"errors": [error]}, 200)
+        return json_response(verdict.body, verdict.status)
 
     @bp.after_request
     def rate_limit_headers(response: Response) -> Response:
@@ -117,6 +140,14 @@ def blueprint(sim: Simulator) -> Blueprint:
         issued, installation = sim.apps.issue_token(app, installation_id, permissions)
         base_url = request.host_url.rstrip("/")
         return json_response(sim.apps.token_json(issued, installation, base_url), 201)
+
+    @bp.post("/graphql")
+    def github_graphql() -> Response:
+        if sim.contents.latency_ms:  # a slow GitHub: file reads wait first, by any API
+            time.sleep(sim.contents.latency_ms / 1000)
+        caller = g.get("github_caller") or Caller()
+        answered = graphql.answer(sim, caller, request.get_json(silent=True))
+        return json_response(answered.body, answered.status)
 
     @bp.get("/repos/<owner>/<repo>/contents/<path:path>")
     def github_contents(owner: str, repo: str, path: str) -> Response:

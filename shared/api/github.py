@@ -6,6 +6,7 @@
     github.check_repo(push.repo); github.check_sha(push.sha)
     paths = github.select_paths(push.changed, "docs", (".md",))
     text = ctx.github.fetch(push.repo, paths[0], push.sha, installation_id=push.installation_id)
+    many = ctx.github.fetch_many(push.repo, paths, push.sha)  # FetchedFiles: few requests
     ctx.github_api.request("POST", f"/repos/{push.repo}/issues", json={...})
 
 Errors: `GitHubRejected` (a 4xx, or input refused before sending: permanent) and
@@ -21,6 +22,7 @@ from shared.github import (
     CommentsClient,
     ContentsClient,
     Deadline,
+    FetchedFiles,
     GitHubError,
     GitHubRejected,
     GitHubUnavailable,
@@ -59,6 +61,7 @@ __all__ = [
     "CommentsClient",
     "ContentsClient",
     "Deadline",
+    "FetchedFiles",
     "GitHubApi",
     "GitHubError",
     "GitHubRejected",

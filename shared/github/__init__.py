@@ -9,7 +9,8 @@ The modules, each one concept:
 - `push.py`: a `push` payload read (`parse_push`, `Push`);
 - `transport.py`: the REST transport every client shares (`_RestClient`), the retry policy
   (`github_policy`, `github_rate_limits`), `Deadline`, `Ownership` and `OwnershipLost`;
-- `contents.py`: `ContentsClient`, file bytes at a commit;
+- `contents.py`, `blobs.py`: `ContentsClient`, file bytes at a commit, and a push's files in
+  few requests (`fetch_many`: GraphQL, `FetchedFiles`);
 - `comments.py`: `CommentsClient`, one commit comment per marker (`PublishResult`);
 - `check_state.py`, `check_runs.py`, `checks.py`: check runs (`CheckRunState`; the REST
   calls; `ChecksClient` and its exactly-once `publish`);
@@ -22,6 +23,7 @@ shared.github import X` keeps working.
 
 from __future__ import annotations
 
+from shared.github.blobs import FILES_PER_QUERY, FetchedFiles
 from shared.github.comments import (
     COMMENTS_PER_PAGE,
     MAX_COMMENT_CHARS,
@@ -57,6 +59,7 @@ from shared.github.transport import _RestClient as _RestClient
 # clients beside this package imported them from it before its split: they stay here.
 __all__ = [
     "COMMENTS_PER_PAGE",
+    "FILES_PER_QUERY",
     "MARKDOWN_SUFFIXES",
     "MAX_COMMENT_CHARS",
     "MAX_COMMENT_PAGES",
@@ -67,6 +70,7 @@ __all__ = [
     "CommentsClient",
     "ContentsClient",
     "Deadline",
+    "FetchedFiles",
     "GitHubError",
     "GitHubRejected",
     "GitHubUnavailable",

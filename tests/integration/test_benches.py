@@ -61,7 +61,7 @@ def test_cost_counts_each_event() -> None:
     accepted = result["accepted_push"]
     assert accepted["tasks_create_task"] == 1
     assert accepted["gemini_calls"] == 1
-    assert accepted["github_calls"] == 2  # one Contents read per Markdown file
+    assert accepted["github_calls"] == accepted["github_graphql_calls"] == 1  # 2 files, 1 query
     assert result["settled_by_webhook"]["by_collection"]["writes:reviews"] == 2
     assert result["settled_by_reconcile"]["by_collection"]["writes:reviews"] == 2
     redelivered = result["redelivered_push"]

@@ -124,5 +124,5 @@ def test_a_push_the_installation_does_not_cover_is_refused_not_fetched_with_anot
         return found[0] if found and found[0].status == "dead" else None
 
     delivery = wait_until(dead, 60, "the push to be refused", every=0.1)
-    assert "403" in (delivery.last_error or "")
+    assert "FORBIDDEN: Resource not accessible by integration" in (delivery.last_error or "")
     assert ledger.queries.list_operations(limit=1) == []

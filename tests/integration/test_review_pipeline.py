@@ -222,11 +222,13 @@ LONG_NAME_PATH = "docs/" + "n" * 792 + ".md"
 
 
 def github_fetches(simulator) -> list[str]:
-    """The Contents API paths the simulator was asked for, in order."""
+    """The file reads the simulator's GitHub was asked for, one entry per request, in order:
+    a Contents GET as its path, a GraphQL query as `graphql` and the files it named."""
     return [
         entry["path"]
-        for entry in simulator.control.requests_log()
-        if entry["path"].startswith("/repos/")
+        if entry["path"] != "/graphql"
+        else "graphql " + " ".join(f.partition(":")[2] for f in entry.get("files", []))
+        for entry in simulator.control.github_reads()
     ]
 
 
@@ -260,7 +262,7 @@ def test_a_file_with_an_800_character_path_is_an_error_review_and_the_push_settl
     record = deps.ledger.operations.get(batch["name"])
     assert record.context["paths"] == ["docs/a.md"]
     assert [r["path"] for r in record.context["refused"]] == [LONG_NAME_PATH]
-    assert github_fetches(simulator) == [f"/repos/{REPO}/contents/docs/a.md"]
+    assert github_fetches(simulator) == ["graphql docs/a.md"]
 
     simulator.control.complete(batch["name"], webhook="drop")  # the webhook is lost
     clock.advance(91)
@@ -297,7 +299,7 @@ def test_refused_paths_are_never_fetched_and_become_error_reviews(deps, simulato
     outcome = review_push(payload([*bad, "docs/b.md"]), "d-dots", deps)
 
     assert isinstance(outcome, Done), outcome
-    assert github_fetches(simulator) == [f"/repos/{REPO}/contents/docs/b.md"]
+    assert github_fetches(simulator) == ["graphql docs/b.md"]
     [batch] = simulator.control.batches()
     simulator.control.complete(batch["name"], webhook="drop")
     from shared.settlement import Settler
@@ -317,7 +319,9 @@ def test_a_missing_file_among_others_is_an_error_review_not_a_dead_push(deps, si
     record = deps.ledger.operations.get(batch["name"])
     assert record.context["paths"] == ["docs/a.md"]
     assert record.context["refused"][0]["path"] == "docs/missing.md"
-    assert "404" in record.context["refused"][0]["error"]
+    assert record.context["refused"][0]["error"] == (
+        f"{REPO}:docs/missing.md@{SHA[:12]}: not found at this commit"
+    )
 
 
 @pytest.mark.parametrize(
@@ -353,7 +357,7 @@ def test_an_unlisted_repo_is_ignored_before_any_fetch(deps, simulator):
     assert isinstance(outcome, Ignored) and "GITHUB_REPOSITORIES" in outcome.detail
     assert simulator.control.requests_log() == []
     assert isinstance(review_push(payload(["docs/a.md"]), "d-listed", listed), Done)
-    assert github_fetches(simulator) == [f"/repos/{REPO}/contents/docs/a.md"]
+    assert github_fetches(simulator) == ["graphql docs/a.md"]
 
 
 def test_a_markdown_file_over_one_megabyte_is_fetched_raw_and_reviewed(deps, simulator):

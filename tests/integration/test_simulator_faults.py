@@ -74,7 +74,14 @@ def test_defaults_are_off_and_reported_in_full(simulator: Any) -> None:
             "enforced": False,
         },
         "github_secondary_limit": {"count": 0, "status": 403, "retry_after_s": 60},
-        "github_rate_limited": {"primary": 0, "secondary": 0},
+        "github_endpoint_limit": {
+            "enabled": False,
+            "rest_points_per_minute": 900,
+            "graphql_points_per_minute": 2000,
+            "status": 403,
+            "used": {},
+        },
+        "github_rate_limited": {"primary": 0, "secondary": 0, "endpoint": 0},
     }
     assert state["injected"]["gets"] == 0
 

@@ -177,3 +177,44 @@ def test_queue_fits_worker(
 def test_terraform_units() -> None:
     assert memory_gib("1Gi") == 1 and memory_gib("512Mi") == 0.5
     assert cron_every_s("*/5 * * * *") == 300 and cron_every_s("0 * * * *") == 3600
+
+
+def binds(result: dict) -> dict[str, float | None]:
+    return {limit["key"]: limit["binds_at_pushes_per_s"] for limit in result["limits"]}
+
+
+def test_contents_reads_per_file_met_the_rest_endpoint_limit_at_seven_and_a_half_pushes() -> None:
+    """The recorded fixture predates GraphQL: 2 Contents reads per push of 2 files, against
+    900 points a minute to one REST endpoint (issue 36)."""
+    result = model(measured(), deployment())
+    assert result["per_push"]["github_rest"] == 2 and result["per_push"]["github_graphql"] == 0
+    assert binds(result)["github_endpoint"] == 7.5
+    assert binds(result)["github_graphql_endpoint"] is None
+
+
+def test_one_graphql_query_per_push_moves_githubs_limit_to_the_graphql_endpoint() -> None:
+    """Today's push of 2 files: 1 GraphQL query (bench/cost.py's `github_graphql_calls`),
+    1 point of the GraphQL endpoint's 2,000 a minute and of its 5,000-point hour."""
+    graphql = replace(measured().push, github=1, github_graphql=1)
+    result = model(measured(push=graphql), deployment())
+    per_push = result["per_push"]
+    assert (per_push["github_reads"], per_push["github_rest"], per_push["github_graphql"]) == (
+        1,
+        0,
+        1,
+    )
+    at = binds(result)
+    assert at["github_endpoint"] is None  # no REST read left per push
+    assert at["github_graphql_endpoint"] == pytest.approx(2000 / 60, abs=0.01)
+    assert at["github_graphql_primary"] == pytest.approx(5000 / 3600, abs=0.01)
+    assert at["github_primary"] is None
+    limits = {x["limit"]: x["utilization"] for x in row(result, 10)["limits"]}
+    assert limits["github_graphql_endpoint"] == pytest.approx(10 * 60 / 2000)
+
+
+def test_the_graphql_count_is_read_from_the_cost_json() -> None:
+    cost = json.loads(COST_FIXTURE.read_text())
+    cost["accepted_push"] = {**cost["accepted_push"], "github_calls": 1, "github_graphql_calls": 1}
+    m = Measured.from_benches(cost, ingress_cpu_s=0.003, worker_cpu_s=0.02)
+    assert (m.push.github, m.push.github_graphql) == (1, 1)
+    assert Measured.from_json(json.loads(json.dumps(m.to_json()))) == m
