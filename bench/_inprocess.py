@@ -47,6 +47,9 @@ BASE_ENV = {
     "REVIEW_PATH": "docs",
     "RECONCILE_GRACE_S": "0",
     "HTTP_TIMEOUT_S": "10",
+    # One batch per push, the path these benches count; bench.e2e measures shared batches
+    # beside it (docs/architecture.md, "Shared batches").
+    "REVIEW_GROUP_REQUESTS": "0",
 }
 RETRY = types.RetryConfig(
     min_backoff=timedelta(seconds=0.1), max_backoff=timedelta(seconds=2), max_doublings=4

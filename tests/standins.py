@@ -82,6 +82,17 @@ class RacingGemini:
         for b in listed:
             yield BatchSummary(b.name, b.display_name, b.state, b.created_at)
 
+    def hide(self, name: str) -> None:
+        """Leave `name` out of `list_batches` (a create that shows late)."""
+        with self._lock:
+            self._listed.remove(name)
+
+    def reveal(self, name: str) -> None:
+        """List `name` from now on (no-op when listed already)."""
+        with self._lock:
+            if name not in self._listed:
+                self._listed.append(name)
+
     def cancel_batch(self, name: str) -> None:
         with self._lock:
             batch = self.batches.get(name)

@@ -53,7 +53,7 @@ SETTINGS = (
         "REVIEW_GROUP_WINDOW_S",
         type="float",
         default=60.0,
-        help="… or this many seconds after its first push joined, whichever comes first",
+        help="a shared batch is also sealed this many seconds after its first push joined",
         check=lambda s: None if s >= 0 else "must be 0 or more",
     ),
     api.Setting(

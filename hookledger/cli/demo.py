@@ -209,7 +209,8 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
         30.0,
     )
     name = op.name
-    narrator.step(f"the worker submitted batch {name} and registered it as pending", operation=name)
+    what = "joined a shared batch as" if op.group is not None else "submitted batch"
+    narrator.step(f"the worker {what} {name}, registered as pending", operation=name)
     runs: list[dict[str, Any]] = []
     if installation is not None:
         started = wait_for(
@@ -228,7 +229,7 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
         batch = wait_for(
             f"the shared batch of group {op.group} (sealed when its window ends)",
             lambda: group_batch(ledger, op.group or ""),
-            60.0,
+            float(os.environ.get("REVIEW_GROUP_WINDOW_S") or 60) + 30.0,
         )
         narrator.step(f"its group {op.group} was sealed as batch {batch}", operation=batch)
     sim.complete(batch, state="succeeded", webhook="drop")

@@ -67,6 +67,16 @@ fields)` in the same commit as the status; `outbox(record, result)` returns item
 batch whose creator died before registering it is adopted by reconcile from its tag
 (`adopt(key, batch, gemini)` gives its context; `needs` lists what it must hold).
 
+SHARED BATCHES. To put many events' requests in one batch (Gemini allows about 100 batch
+jobs in flight), a handler joins instead of creating: after `claim(context)` returned None,
+`run.join(requests, context, model=..., sharing=Sharing(max_requests, window_s, shards=),
+generation_config=..., end=event.end)`. The event's operation (`groups/{group}.{n}`) is
+created at once with the kind's start items; the group's one batch is made when it holds
+`max_requests` requests or `window_s` after it opened; when that batch ends, each event's
+operation settles on its own, through the kind's `writeback` and `outbox`, from its own
+rows (keys as the handler gave them). `join` may raise `Deferred`: this run seals the group
+when its window ends. Guide: docs/apps.md; the design: docs/architecture.md, "Shared batches".
+
 Everything else in `shared/` is private and may change; tests/unit/test_app_imports.py
 fails when an app imports it.
 """

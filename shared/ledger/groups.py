@@ -295,7 +295,7 @@ class Groups:
 
             def body(txn: Any) -> None:
                 if opened:
-                    fields = _group_fields(group, request)
+                    fields = _group_fields(group, request, self._retention)
                     txn.create(group_ref, {**fields, **grown})
                     if head.exists:
                         txn.update(
@@ -472,7 +472,7 @@ def _head_id(request: JoinRequest) -> str:
     return f"{request.kind}~{digest}~{shard % request.sharing.shards}"
 
 
-def _group_fields(group: Group, request: JoinRequest) -> dict[str, Any]:
+def _group_fields(group: Group, request: JoinRequest, retention: timedelta) -> dict[str, Any]:
     return {
         "kind": group.kind,
         "model": group.model,
@@ -483,7 +483,8 @@ def _group_fields(group: Group, request: JoinRequest) -> dict[str, Any]:
         "seal_at": group.seal_at,
         "due_at": group.seal_at,
         "operation": None,
-        "expire_at": group.opened_at + timedelta(days=14),
+        # With its items' request pages, whatever the retention (store_requests).
+        "expire_at": group.opened_at + retention,
     }
 
 

@@ -116,8 +116,8 @@ class ResultWrites:
 
 
 class RecordedWrites:
-    """A stand-in transaction that records what a write-back stages, so a write-back too
-    large for one commit can be committed in pages (ledger/settling.py)."""
+    """What a write-back staged, recorded, so a write-back too large for one commit can be
+    committed in pages (ledger/settling.py)."""
 
     def __init__(self) -> None:
         self.writes: list[tuple[str, Any, dict[str, Any]]] = []
@@ -150,6 +150,36 @@ class RecordedWrites:
     def replay(self, writes: Any, page: Any) -> None:
         """Stage `page` through a settlement's `ResultWrites` (its raw transaction)."""
         self.write(writes.transaction, page)
+
+
+class PagingTransaction:
+    """The settle transaction as a write-back sees it: writes go to it while they fit one
+    page, and are all recorded; past the page, `overflowed`, and the settle writes them in
+    pages instead (ledger/settling.py). Reads and anything else go to the transaction."""
+
+    def __init__(self, transaction: Any, most: int, most_bytes: int) -> None:
+        self._transaction = transaction
+        self._most, self._most_bytes = most, most_bytes
+        self._bytes = 0
+        self.recorded = RecordedWrites()
+        self.overflowed = False
+
+    def set(self, ref: Any, doc: dict[str, Any]) -> None:
+        self._write("set", ref, doc)
+
+    def create(self, ref: Any, doc: dict[str, Any]) -> None:
+        self._write("create", ref, doc)
+
+    def _write(self, how: str, ref: Any, doc: dict[str, Any]) -> None:
+        self.recorded.writes.append((how, ref, doc))
+        self._bytes += _approx_bytes(doc)
+        if len(self.recorded.writes) > self._most or self._bytes > self._most_bytes:
+            self.overflowed = True
+        if not self.overflowed:
+            getattr(self._transaction, how)(ref, doc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transaction, name)
 
 
 def _approx_bytes(value: Any) -> int:

@@ -35,7 +35,7 @@ from google.api_core import exceptions as gexc
 from shared.clock import Clock
 from shared.errors import HookledgerError, PermanentError, TransientError, retryable
 from shared.ledger.commits import REFUSED, Commits, Conflict, Seen, Staged
-from shared.ledger.errors import InvalidArgument, WritebackFailed
+from shared.ledger.errors import InvalidArgument, StoreUnavailable, WritebackFailed
 from shared.ledger.ids import clip_error
 from shared.ledger.records import (
     OUTBOX_DUE_AT,
@@ -50,7 +50,7 @@ from shared.ledger.records import (
     Settlement,
     operation_from_snapshot,
 )
-from shared.ledger.results import RecordedWrites, ResultWrites, Writeback
+from shared.ledger.results import PagingTransaction, RecordedWrites, ResultWrites, Writeback
 from shared.logs import event as log_event
 from shared.logs import get_logger
 from shared.retry import find_cause
@@ -118,10 +118,8 @@ class Settling:
         known: list[Operation] = []
         if expected is not None and expected.update_time is not None and expected.doc_id == ref.id:
             known.append(expected)  # the caller's own read of this very operation
-        if writeback is not None:
-            paged = self._pages_first(ref, name, writeback, known[0] if known else None)
-            if paged is not writeback:
-                writeback, known = paged, []  # the pages changed the operation: read it afresh
+        # Set once a write-back proved too large for one commit: its last page, replayed.
+        last_page: list[Writeback] = []
 
         def attempt() -> Settled:
             if known:  # first attempt only: trust the caller's fresh read
@@ -167,13 +165,41 @@ class Settling:
             staged = also() if also is not None else None
 
             def body(txn: Any) -> None:
-                if writeback is not None:
-                    _stage(writeback, ResultWrites(txn, self._commits.client, record), record)
+                if last_page:
+                    last_page[0](ResultWrites(txn, self._commits.client, record), record)
+                elif writeback is not None:
+                    paging = PagingTransaction(txn, PAGE_WRITES, PAGE_BYTES)
+                    _stage(writeback, ResultWrites(paging, self._commits.client, record), record)
+                    if paging.overflowed:
+                        raise _TooLarge(paging.recorded)
                 txn.update(ref, update, option=self._commits.unchanged_since(snapshot))
                 self.expire_submission(txn, record.submission, update.get("expire_at"))
 
             try:
                 self._commits.commit(body, ref, snapshot, also=staged)
+            except _TooLarge as exc:
+                # Written in pages first, each while the operation is pending; then its last
+                # page commits with the settlement (a fresh read: the pages changed it).
+                recorded = exc.recorded
+                pages = recorded.pages(PAGE_WRITES, PAGE_BYTES)
+                for number, page in enumerate(pages[:-1], start=1):
+                    try:
+                        if not self._commit_page(ref, name, page, number):
+                            break  # settled meanwhile: the next attempt says so
+                    except StoreUnavailable as refused:
+                        if not find_cause(refused, gexc.InvalidArgument):
+                            raise
+                        # Firestore refused a page: no retry could write it (as below).
+                        fresh = self._commits.read(ref, name)
+                        if (fresh.to_dict() or {}).get("status") != PENDING:
+                            raise Conflict(f"operation {name}: settled meanwhile") from refused
+                        reason = f"Firestore refused the write-back: {refused}"
+                        return self._settle_without_writeback(
+                            ref, fresh, record, update, reason, staged
+                        )
+                last = pages[-1]
+                last_page.append(lambda writes, current: recorded.replay(writes, last))
+                raise Conflict(f"operation {name}: its write-back was written in pages") from exc
             except _WritebackRejected as exc:
                 return self._settle_without_writeback(
                     ref, snapshot, record, update, exc.reason, staged
@@ -196,43 +222,13 @@ class Settling:
 
         return self._commits.retrying(name, attempt)
 
-    def _pages_first(
-        self, ref: Any, name: str, writeback: Writeback, known: Operation | None
-    ) -> Writeback:
-        """The write-back for the settling commit: itself when its writes fit one commit;
-        else the last page, the pages before it committed first, each on condition the
-        operation is still pending (a write-back is the same on every retry, so a page
-        written again after a crash writes the same documents).
+    def _commit_page(self, ref: Any, name: str, page: Sequence[Any], number: int) -> bool:
+        """Commit one page of a write-back while the operation is pending; False if not.
 
         Firestore takes at most 500 writes (and 10 MiB) per commit; an item of 1,200 files
-        writes 1,200 documents. Until the settling commit, the operation stays `pending`:
-        documents written by the first pages show before it settles, never after another
-        caller settled it. A write-back that fails here is left to the settling commit,
-        which meets the same failure and handles it as always."""
-        record = known
-        if record is None:
-            snapshot = self._commits.read(ref, name)
-            if not snapshot.exists:
-                return writeback
-            record = operation_from_snapshot(snapshot)
-        if not record.pending:
-            return writeback
-        recorder = RecordedWrites()
-        try:
-            writeback(ResultWrites(recorder, self._commits.client, record), record)
-        except Exception:
-            return writeback
-        pages = recorder.pages(PAGE_WRITES, PAGE_BYTES)
-        if len(pages) <= 1:
-            return writeback
-        for number, page in enumerate(pages[:-1], start=1):
-            if not self._commit_page(ref, name, page, number):
-                return writeback  # settled meanwhile: the settling attempt says so
-        last = pages[-1]
-        return lambda writes, current: recorder.replay(writes, last)
-
-    def _commit_page(self, ref: Any, name: str, page: Sequence[Any], number: int) -> bool:
-        """Commit one page of a write-back while the operation is pending; False if not."""
+        writes 1,200 documents. A write-back is the same on every attempt, so a page written
+        again after a crash writes the same documents; until the settling commit the
+        operation stays pending, and no page is written once another caller settled it."""
 
         def attempt() -> bool:
             snapshot = self._commits.read(ref, name)
@@ -301,6 +297,15 @@ class Settling:
             alert="writeback_failed",
         )
         return Settled(Settlement.SETTLED, also_applied=staged is not None)
+
+
+class _TooLarge(Exception):
+    """The write-back staged more than one commit takes: raised inside the settle
+    transaction (rolling it back) with every write it recorded, to be written in pages."""
+
+    def __init__(self, recorded: RecordedWrites) -> None:
+        super().__init__(f"{len(recorded.writes)} writes")
+        self.recorded = recorded
 
 
 class _WritebackFault(TransientError):

@@ -113,18 +113,20 @@ class Reconciler:
         budget = Budget.starting_now(s.budget_s, s.drain_s, self._sources.monotonic)
         report = RunReport()
         seen: set[str] = set()
-        self._due(started_at, report, budget, progress, seen)
-        if not report.stopped_early:  # groups left unsealed: a sealer died or waited
-            seal_due(
-                self._ledger,
-                self._gemini,
-                started_at,
-                grace=s.grace,
-                limit=s.page_size,
-                report=report,
-                budget=budget,
-                deliver=self._deliver,
-            )
+        # First, groups left unsealed (a sealer died or waited): their items wait on them,
+        # however many operations are due.
+        seal_due(
+            self._ledger,
+            self._gemini,
+            started_at,
+            grace=s.grace,
+            limit=s.page_size,
+            report=report,
+            budget=budget,
+            deliver=self._deliver,
+        )
+        if not report.stopped_early:
+            self._due(started_at, report, budget, progress, seen)
         # After the due pages: a batch just read there is known to the ledger, no read needed.
         if s.adopt_orphans and not report.stopped_early:
             if budget.spent():

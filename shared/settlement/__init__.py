@@ -256,7 +256,9 @@ class Settler:
             return self._fetch(record)
         from shared.sharing.members import item_status
 
-        return item_status(self.ledger, record, self.group_status)
+        return item_status(
+            self.ledger, record, self.group_status, gone=lambda exc: self.not_found(record, exc)
+        )
 
     def group_status(self, group: Operation) -> BatchStatus:
         """A group batch's status with its rows placed under their items' keys."""
@@ -268,34 +270,41 @@ class Settler:
     def _fetch(self, record: Operation) -> BatchStatus:
         """What Gemini reports now; a confirmed 404 (see the module docstring) is reported
         as a failed status with reason `gone`, an unconfirmed one raises GeminiNotFound."""
-        from shared.gemini import BatchStatus, GeminiNotFound
+        from shared.gemini import GeminiNotFound
 
         try:
             batch = self.gemini.fetch(record.name)
         except GeminiNotFound as exc:
-            now = self.clock()
-            first = self.ledger.operations.mark_not_found(record.name, now)
-            if first is None:  # settled (or removed) meanwhile: nothing to decide here
-                raise
-            waited = now - first
-            if waited < self.gone_after:
-                remaining = (self.gone_after - waited).total_seconds()
-                raise GeminiNotFound(
-                    f"{exc}; first 404 at {first.isoformat()}, settled gone if Gemini "
-                    f"still answers 404 in {remaining:g} s",
-                    recheck_after_s=remaining,
-                ) from exc
-            error = {
-                "code": 404,
-                "reason": GONE,
-                "message": f"{record.name} is gone: Gemini answered 404 at "
-                f"{first.isoformat()} and again {int(waited.total_seconds())} s later "
-                "(deleted, or aged out)",
-            }
-            return BatchStatus(name=record.name, state="JOB_STATE_FAILED", error=error)
+            return self.not_found(record, exc)
         if record.not_found_at is not None:
             self.ledger.operations.clear_not_found(record.name)  # a passing 404: forget it
         return batch
+
+    def not_found(self, record: Operation, exc: Exception) -> BatchStatus:
+        """Gemini answered 404 for `record`'s batch: the failed status with reason `gone`
+        once confirmed (see the module docstring), else `GeminiNotFound` to wait."""
+        from shared.gemini import BatchStatus, GeminiNotFound
+
+        now = self.clock()
+        first = self.ledger.operations.mark_not_found(record.name, now)
+        if first is None:  # settled (or removed) meanwhile: nothing to decide here
+            raise exc
+        waited = now - first
+        if waited < self.gone_after:
+            remaining = (self.gone_after - waited).total_seconds()
+            raise GeminiNotFound(
+                f"{exc}; first 404 at {first.isoformat()}, settled gone if Gemini "
+                f"still answers 404 in {remaining:g} s",
+                recheck_after_s=remaining,
+            ) from exc
+        error = {
+            "code": 404,
+            "reason": GONE,
+            "message": f"{record.name} is gone: Gemini answered 404 at "
+            f"{first.isoformat()} and again {int(waited.total_seconds())} s later "
+            "(deleted, or aged out)",
+        }
+        return BatchStatus(name=record.name, state="JOB_STATE_FAILED", error=error)
 
     def _unread(self, record: Operation, batch: BatchStatus) -> BatchStatus:
         """Raise `GeminiRowsUnread` (stay pending) while the results file may still be read;

@@ -61,19 +61,33 @@ def slice_rows(batch: BatchStatus, index: int, name: str) -> BatchStatus:
 
 
 def item_status(
-    ledger: SettleLedger, record: Operation, group_status: Callable[[Operation], BatchStatus]
+    ledger: SettleLedger,
+    record: Operation,
+    group_status: Callable[[Operation], BatchStatus],
+    gone: Callable[[Exception], BatchStatus],
 ) -> BatchStatus:
-    """An item's status through its group: still running while the group has no batch."""
-    from shared.gemini import BatchStatus
+    """An item's status through its group: still running while the group has no batch; as
+    its group ended when that was not a success; else its rows of the group's batch. A 404
+    for a batch whose group settled is the item's own to confirm (`gone(exc)`): its group
+    will never ask again."""
+    from shared.gemini import BatchStatus, GeminiNotFound
 
     assert record.group is not None
     submission = ledger.submissions.get(group_tag(record.group))
-    group = (
-        ledger.operations.get(submission.operation) if submission and submission.operation else None
-    )
+    decided = submission.operation if submission is not None else None
+    group = ledger.operations.get(decided) if decided else None
     if group is None:
         return BatchStatus(name=record.name, state="JOB_STATE_PENDING")
-    return slice_rows(group_status(group), _index(record), record.name)
+    ended = _settled_status(group)
+    if ended is not None:
+        return replace(ended, name=record.name)
+    try:
+        batch = group_status(group)
+    except GeminiNotFound as exc:
+        if group.pending:
+            raise
+        return gone(exc)
+    return slice_rows(batch, _index(record), record.name)
 
 
 def _index(record: Operation) -> int:
@@ -116,7 +130,12 @@ def deliver_members(item: OutboxItem, services: DeliveryServices) -> None:
     if group is None:
         raise PermanentError(f"outbox item {item.idempotency_key}: {item.operation} is gone")
     settler = Settler(ledger, services.gemini, Deliverers(services), clock=ledger.clock)
-    batch = _settled_status(group) or settler.group_status(group)
+    from shared.gemini import GeminiNotFound
+
+    try:
+        batch = _settled_status(group) or settler.group_status(group)
+    except GeminiNotFound as exc:  # try again later; each item's own check decides `gone`
+        raise TransientError(f"{group.name}: Gemini answered 404 ({exc})") from exc
     by = group.settled_by or "reconcile"
     failed: list[str] = []
     for name in names:

@@ -11,7 +11,8 @@ it created but never registered is adopted by reconcile like any orphan.
 
 Gemini's quota on batches in flight answers 429: the group is deferred to the time the
 answer names and the sealer's delivery waits as long (`Deferred`), spending no retry.
-A batch Gemini refuses for good (400) fails every item of the group with the reason.
+A batch Gemini refuses for good (a 400, or a 404 for its model) fails every item of the
+group with the reason.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def seal(deps: SealDeps, gid: str, *, delivery_id: str, attempt: Attempt) -> str
     """Seal the group `gid` and see its batch registered; what happened. Raises
     `Deferred` while its window is open or Gemini's quota is full, `TransientError`
     while another sealer holds it (retry)."""
-    from shared.gemini import GeminiRateLimited, GeminiRejected
+    from shared.gemini import GeminiRateLimited
     from shared.sharing.kind import GROUP_KIND
     from shared.submission import SubmitDeps, Submitter
 
@@ -62,6 +63,8 @@ def seal(deps: SealDeps, gid: str, *, delivery_id: str, attempt: Attempt) -> str
     if group is None:
         raise PermanentError(f"group {gid} does not exist")
     if group.operation:
+        if group.due_at is not None:  # a late deferral after its registration
+            groups.registered(gid, group.operation)
         return f"group {gid} is {group.operation}"
     if group.status == "failed":
         return f"group {gid} failed"
@@ -98,13 +101,15 @@ def seal(deps: SealDeps, gid: str, *, delivery_id: str, attempt: Attempt) -> str
             generation_config=group.generation_config,
         )
     except GeminiRateLimited as exc:
-        run.release()
         wait = exc.retry_after_s or QUOTA_WAIT.total_seconds()
-        groups.defer(gid, deps.clock() + timedelta(seconds=wait))
-        raise Deferred(f"group {gid}: Gemini's batch quota is full ({exc})", after_s=wait) from exc
-    except GeminiRejected as exc:
+        groups.defer(gid, deps.clock() + timedelta(seconds=wait))  # while the claim is ours
         run.release()
-        return _fail(deps, group, f"Gemini refused the group's batch: {exc}")
+        raise Deferred(f"group {gid}: Gemini's batch quota is full ({exc})", after_s=wait) from exc
+    except PermanentError as exc:  # refused (400), or a model Gemini does not know (404)
+        try:
+            return _fail(deps, group, f"Gemini refused the group's batch: {exc}")
+        finally:
+            run.release()
     except Exception:
         run.release()  # the next sealer lists before it creates: a made batch is found
         raise
@@ -149,10 +154,10 @@ def _fail(deps: SealDeps, group: Group, reason: str) -> str:
         items=len(group.members),
         reason=reason,
     )
+    deps.ledger.groups.failed(group.gid, reason)  # first, while the claim is ours
     settler = Settler(deps.ledger, deps.gemini, deps.deliver, clock=deps.clock)
     error = {"message": reason, "reason": "group_refused"}
     for name in group.member_names:
         failed = BatchStatus(name=name, state="JOB_STATE_FAILED", error=error)
         settler.settle(name, "reconcile", batch=failed)
-    deps.ledger.groups.failed(group.gid, reason)
     return f"group {group.gid} failed: {reason}"

@@ -23,10 +23,10 @@ nothing changes, the clock moving past every lease a dead attempt left. The inva
   gets the push through its own task and record, both done, and the push's delivery done
   when both apps are (docs/architecture.md, "Apps"); the worker's tasks are held and
   delivered again each round, as Cloud Tasks does. The other points run with the review
-  alone: the stray batch here has no claim record (no real one lacks it: a claim is taken
-  before any create), and with the push's claim taken by the review's own task rather than
-  with the delivery's record, reconcile may adopt that stray first, without the push's
-  installation, so no check run would show.
+  alone. The stray batch is a lost run's: its claim is an hour old, and its create shows
+  at Gemini only once the push's own batch has won, so the push's run takes the claim
+  over, and reconcile's adoption (it looks only for claims still open, and a claim taken
+  over stays open until a listing past it) finds the stray and supersedes it.
 """
 
 from __future__ import annotations
@@ -139,10 +139,21 @@ class World:
         )
         self.services = self.worker._context  # what the outbox deliverers use
         self.crashes: list[str] = []
-        # A stray batch for this push, made long ago by a run that lost its claim.
-        self.stray = self.gemini.create_batch(
-            "m", [(p, "") for p in FILES], self.tag, created_at=self.clock() - timedelta(hours=1)
+        # A stray batch for this push, made by a run that lost its claim: it claimed an
+        # hour ago, its lease ran out, and its create shows at Gemini only after the push's
+        # own batch won (shown by the first reconcile run once the push has its winner).
+        lost = self.clock() - timedelta(hours=1)
+        self.ledger.submissions.claim(
+            self.tag,
+            delivery_id="lost",
+            attempt="lost-run",
+            lease_until=lost + timedelta(minutes=10),
+            now=lost,
         )
+        self.stray = self.gemini.create_batch(
+            "m", [(p, "") for p in FILES], self.tag, created_at=lost
+        )
+        self.gemini.hide(self.stray)
 
     def deliver(
         self,
@@ -195,6 +206,8 @@ class World:
             self.deliver("gemini", "batch.succeeded", f"wh-{name}", event)
 
     def reconcile(self) -> None:
+        if self.operation_of(self.tag):
+            self.gemini.reveal(self.stray)
         settings = ReconcileSettings(grace_s=0, concurrency=1, budget_s=60, page_size=50)
         reconciler = Reconciler(
             self.ledger,

@@ -17,7 +17,7 @@ from apps.review.pipeline import ReviewDeps, review_push
 from apps.review.results import Reviews
 from local.fakes import FakeClock
 from shared.errors import Deferred
-from shared.gemini import GeminiGateway, make_client
+from shared.gemini import GeminiGateway, GeminiNotFound, make_client
 from shared.github import ContentsClient
 from shared.handlers import Attempt, Done
 from shared.ledger import Ledger
@@ -248,3 +248,45 @@ def test_overlapping_runs_of_many_pushes_join_each_once(deps, simulator, clock):
     batches = simulator.control.batches()
     assert len(batches) == len(groups) <= math.ceil(40 / 8) + 1
     assert sorted(b["name"] for b in batches) == sorted(g["operation"] for g in groups)
+
+
+def test_an_item_whose_settled_group_batch_is_gone_settles_gone_on_its_own(deps, simulator, clock):
+    """The group settled, its fan-out never reached the item, and Gemini forgot the batch:
+    the item's own check (its 6 h backstop) confirms the 404 twice and settles it `gone`."""
+    store(simulator, 1, ["docs/a.md", "docs/b.md", "docs/c.md", "docs/d.md"])
+    run(deps, 1, ["docs/a.md", "docs/b.md", "docs/c.md", "docs/d.md"], "run-1")  # fills it
+    [batch] = simulator.control.batches()
+    simulator.control.complete(batch["name"], webhook="drop")
+    assert Settler(deps.ledger, deps.gemini).settle(batch["name"], "reconcile").result == (
+        "settled"
+    )  # no deliverer: the fan-out item stays undelivered
+    simulator.control.delete_batch(batch["name"])
+    item = deps.ledger.operations.get(member_name(_group(deps, 1), 0))
+    assert item is not None and item.pending
+
+    settler = Settler(deps.ledger, deps.gemini, clock=clock)
+    with pytest.raises(GeminiNotFound):
+        settler.settle(item.name, "reconcile")  # the first 404 is recorded on the item
+    clock.advance(60)
+    assert settler.settle(item.name, "reconcile").result == "settled"
+    settled = deps.ledger.operations.get(item.name)
+    assert settled is not None and settled.status == "failed"
+    assert settled.error["reason"] == "gone"
+
+
+def test_a_late_deferral_of_a_registered_group_is_cleared_by_the_next_seal(deps, simulator, clock):
+    """A sealer refused by the quota defers the group after another registered its batch:
+    the next look at the group clears it, so the due query stops returning it."""
+    from shared.sharing.seal import SealDeps, seal
+
+    store(simulator, 1, ["docs/a.md", "docs/b.md", "docs/c.md", "docs/d.md"])
+    run(deps, 1, ["docs/a.md", "docs/b.md", "docs/c.md", "docs/d.md"], "run-1")
+    gid = _group(deps, 1)
+    deps.ledger.groups.defer(gid, clock())  # the late sealer's deferral
+    assert [g.gid for g in deps.ledger.groups.due(clock(), 10)] == [gid]
+
+    sealer = SealDeps(ledger=deps.ledger, gemini=deps.gemini, clock=clock)
+    said = seal(sealer, gid, delivery_id="reconcile", attempt=Attempt("r", clock()))
+    assert "is batches/" in said
+    assert deps.ledger.groups.due(clock(), 10) == []
+    assert len(simulator.control.batches()) == 1
