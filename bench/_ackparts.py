@@ -28,8 +28,11 @@ SERVER_THREADS = "8"  # functions-framework's default on 2 cores (cpu_count * 4)
 SERVER_WORKERS = "1"
 OVERHEAD_GOAL = 1.25
 CPU_GOAL = 1.3  # ingress CPU per accepted delivery / (bare handler + one CreateTask)
+FLOOR_GOAL = 1.15  # ingress CPU per accepted delivery / the floor's (issue 36, point 7)
 MEMORY_GOAL = 2.0  # peak RSS over idle / (clients x body) under the large-body burst
 BURST_BODY_BYTES = 1 << 20
+# The account the bench's ingresses name in each task's OIDC token, as Terraform sets one.
+TASKS_ACCOUNT = "hookledger-tasks@demo-hookledger.iam.gserviceaccount.com"
 
 BARE_SOURCE = '''\
 """The baseline: functions-framework, read the body, answer 200 with a small JSON body."""
@@ -70,6 +73,39 @@ def bare_enqueue(request: flask.Request) -> tuple[flask.Response, int]:
         {"Content-Type": "application/json"},
         task_id=task_id_for("github", uuid.uuid4().hex),
     )
+    return flask.jsonify({"status": "accepted"}), 202
+'''
+
+
+FLOOR_SOURCE = '''\
+"""The floor: the least an ingress can do. Read the body, one plain CreateTask, answer 202.
+
+The stock google-cloud-tasks client on a plain insecure channel to the emulator; the
+request built on the raw protobuf (the cheapest way the client takes it), carrying the
+body as is: no task name, no OIDC token, no dispatch deadline, no wrapper, no tracing.
+"""
+
+import os
+
+import flask
+import functions_framework
+import grpc
+from google.cloud.tasks_v2 import CloudTasksClient, HttpMethod, types
+from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
+
+_channel = grpc.insecure_channel(os.environ["CLOUD_TASKS_EMULATOR_HOST"])
+_client = CloudTasksClient(transport=CloudTasksGrpcTransport(channel=_channel))
+_queue = os.environ["BENCH_QUEUE"]
+
+
+@functions_framework.http
+def floor(request: flask.Request) -> tuple[flask.Response, int]:
+    raw = types.CreateTaskRequest.pb()(parent=_queue)
+    http = raw.task.http_request
+    http.url = "http://127.0.0.1:9/worker"
+    http.http_method = HttpMethod.POST
+    http.body = request.get_data(cache=False)
+    _client.create_task(request=types.CreateTaskRequest.wrap(raw), timeout=5.0)
     return flask.jsonify({"status": "accepted"}), 202
 '''
 

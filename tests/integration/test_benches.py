@@ -83,11 +83,15 @@ def test_ack_reports_cpu_memory_cold_start_and_tracing() -> None:
     # --compare HEAD: a worktree of this revision's commit, served beside this tree.
     result = run_bench("ack", "--quick", "--clients", "8", "--compare", "HEAD")
     assert result["ok"] is True
-    for scenario in ("bare", "enqueue", "ingress", "bare_enqueue"):
+    for scenario in ("bare", "enqueue", "ingress", "bare_enqueue", "floor"):
         assert result[scenario]["errors"] == 0, scenario
-    assert result["cpu"]["ingress_server_s_per_1000"] > 0
-    assert result["cpu"]["baseline_server_s_per_1000"] > 0
-    assert len(result["cpu"]["round_ratios"]) == result["setup"]["rounds"]
+    cpu = result["cpu"]
+    for key in ("ingress", "floor", "baseline"):
+        assert cpu[f"{key}_server_s_per_1000"] > 0, key
+    # The ingress against the floor (issue 36) and against the baseline, each per round.
+    for versus in ("vs_floor", "vs_baseline"):
+        assert cpu[versus]["ratio"] > 0, versus
+        assert len(cpu[versus]["round_ratios"]) == result["setup"]["rounds"], versus
     memory = result["memory"]
     assert memory["errors"] == 0 and memory["requests"] == memory["clients"]
     assert memory["peak_rss_mib"] >= memory["idle_rss_mib"] > 0

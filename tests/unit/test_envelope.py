@@ -19,6 +19,7 @@ from local.fakes import FakeClock, MemoryClaimStore
 from shared.config import LOCAL_ENVELOPE_KEY
 from shared.handoff.claims import ClaimCorrupt, ClaimError, claim_key
 from shared.handoff.envelope import (
+    _DOMAIN_V2,
     DEFAULT_MAX_AGE_S,
     KEPT_HEADERS,
     MAX_SEALED_BYTES,
@@ -58,6 +59,17 @@ def sealer(keys=(OLD_KEY,), clock=None, **options) -> EnvelopeSealer:
     return EnvelopeSealer(list(keys), clock=clock or FakeClock(), **options)
 
 
+def _split(data: bytes) -> tuple[dict, bytes]:
+    """A version 2 envelope's signed line, parsed, and the body after it."""
+    line, newline, body = data.partition(b"\n")
+    assert newline, "a version 2 envelope has a line end"
+    return json.loads(line), body
+
+
+def _join(outer: dict, body: bytes) -> bytes:
+    return json.dumps(outer).encode() + b"\n" + body
+
+
 def test_seal_then_open_returns_the_same_envelope():
     clock = FakeClock()
     original = envelope()
@@ -68,7 +80,43 @@ def test_seal_then_open_returns_the_same_envelope():
     assert opened == original
     assert opened.body == BODY
     assert opened.sealed_at == clock()
-    assert json.loads(data)["v"] == 1
+    outer, body = _split(data)
+    assert outer["v"] == 2
+    assert body == BODY, "the body travels as is, after the signed line"
+    assert json.loads(outer["payload"])["body_sha256"] == hashlib.sha256(BODY).hexdigest()
+
+
+def test_the_body_is_sealed_by_its_digest_not_copied():
+    body = b"x" * 100_000
+    data = sealer().seal(envelope(body=body))
+
+    assert len(data) < len(body) + 1_000, "no base64, no second copy"
+    assert data.count(b"x" * 1000) == 100
+
+
+@pytest.mark.parametrize(
+    ("name", "change"),
+    [
+        ("a byte changed", lambda body: body.replace(b"main", b"evil")),
+        ("a byte added", lambda body: body + b" "),
+        ("a byte cut", lambda body: body[:-1]),
+        ("the body removed", lambda body: b""),
+    ],
+)
+def test_a_tampered_body_is_refused(name, change):
+    outer, body = _split(sealer().seal(envelope()))
+
+    with pytest.raises(EnvelopeError, match="sha256"):
+        sealer().open(_join(outer, change(body)))
+
+
+def test_a_claim_checked_envelope_with_a_body_is_refused():
+    data = sealer(claims=MemoryClaimStore(), claim_threshold_bytes=8).seal(envelope())
+    outer, body = _split(data)
+    assert body == b""
+
+    with pytest.raises(EnvelopeError, match="claim-checked"):
+        sealer().open(_join(outer, BODY))
 
 
 def test_a_binary_body_and_unicode_fields_round_trip():
@@ -78,11 +126,19 @@ def test_a_binary_body_and_unicode_fields_round_trip():
     assert sealer(clock=clock).open(sealer(clock=clock).seal(original)) == original
 
 
-def test_reserializing_the_outer_json_does_not_break_the_signature():
-    data = sealer().seal(envelope())
+def test_reserializing_the_signed_line_does_not_break_the_signature():
+    outer, body = _split(sealer().seal(envelope()))
+    reformatted = json.dumps(outer, sort_keys=True, ensure_ascii=False).encode()
+
+    assert sealer().open(reformatted + b"\n" + body) == envelope()
+
+
+def test_reserializing_a_legacy_envelope_does_not_break_its_signature():
+    clock = FakeClock()
+    data = _legacy_seal(envelope(), int(clock().timestamp()), OLD_KEY)
     reformatted = json.dumps(json.loads(data), indent=4, sort_keys=True, ensure_ascii=False)
 
-    assert sealer().open(reformatted.encode()) == envelope()
+    assert sealer(clock=clock).open(reformatted.encode()) == envelope()
 
 
 def test_select_headers_keeps_delivery_headers_and_drops_every_secret():
@@ -130,10 +186,10 @@ def test_an_envelope_refuses_bad_fields(name, changes):
 
 
 def _tamper_payload(data: bytes, old: str, new: str) -> bytes:
-    outer = json.loads(data)
+    outer, body = _split(data)
     assert old in outer["payload"]
     outer["payload"] = outer["payload"].replace(old, new)
-    return json.dumps(outer).encode()
+    return _join(outer, body)
 
 
 def test_a_tampered_payload_is_rejected():
@@ -144,29 +200,62 @@ def test_a_tampered_payload_is_rejected():
 
 
 def test_a_tampered_signature_is_rejected():
-    outer = json.loads(sealer().seal(envelope()))
+    outer, body = _split(sealer().seal(envelope()))
     sig = outer["sig"]
     outer["sig"] = ("B" if sig[0] == "A" else "A") + sig[1:]
 
     with pytest.raises(EnvelopeError, match="signature"):
-        sealer().open(json.dumps(outer).encode())
+        sealer().open(_join(outer, body))
+
+
+def test_a_digest_swapped_for_the_tampered_bodys_is_rejected():
+    tampered = BODY.replace(b"main", b"evil")
+    data = _tamper_payload(
+        sealer().seal(envelope()),
+        hashlib.sha256(BODY).hexdigest(),
+        hashlib.sha256(tampered).hexdigest(),
+    )
+    outer, _ = _split(data)
+
+    with pytest.raises(EnvelopeError, match="signature"):
+        sealer().open(_join(outer, tampered))
 
 
 @settings(max_examples=80, deadline=None)
 @given(data=st.data())
 def test_any_single_character_change_to_the_payload_is_rejected(data):
-    outer = json.loads(sealer().seal(envelope()))
+    outer, body = _split(sealer().seal(envelope()))
     payload = outer["payload"]
     index = data.draw(st.integers(0, len(payload) - 1))
     char = data.draw(st.characters(codec="ascii").filter(lambda c: c != payload[index]))
     outer["payload"] = payload[:index] + char + payload[index + 1 :]
 
     with pytest.raises(EnvelopeError):
-        sealer().open(json.dumps(outer).encode())
+        sealer().open(_join(outer, body))
 
 
 def _reference_seal(original: Envelope, sealed_at: int, key: str) -> bytes:
-    """The wire format as its module docstring states it, built the plain way."""
+    """The wire format (version 2) as its module docstring states it, built the plain way."""
+    body = original.body
+    fields = {
+        "v": 2,
+        "source": original.source,
+        "event": original.event,
+        "delivery_id": original.delivery_id,
+        "received_at": original.received_at.astimezone(UTC).isoformat(),
+        "sealed_at": sealed_at,
+        "headers": dict(original.headers),
+        "claim": original.claim,
+        "body_sha256": original.body_sha256 if body is None else hashlib.sha256(body).hexdigest(),
+    }
+    payload = _canonical(fields)
+    sig = base64.urlsafe_b64encode(_mac(key.encode(), payload, _DOMAIN_V2)).rstrip(b"=").decode()
+    outer = {"v": 2, "payload": payload.decode("ascii"), "sig": sig}
+    return json.dumps(outer, separators=(",", ":")).encode("ascii") + b"\n" + (body or b"")
+
+
+def _legacy_seal(original: Envelope, sealed_at: int, key: str) -> bytes:
+    """A version 1 envelope, as sealers wrote them before version 2 (tasks still queued)."""
     fields = {
         "v": 1,
         "source": original.source,
@@ -217,6 +306,9 @@ def test_seal_is_byte_for_byte_the_plain_construction(
 
     assert sealed == _reference_seal(original, int(clock().timestamp()), OLD_KEY)
     assert sealer(clock=clock).open(sealed) == original
+    # A version 1 envelope of the same delivery, queued before version 2, still opens.
+    legacy = _legacy_seal(original, int(clock().timestamp()), OLD_KEY)
+    assert sealer(clock=clock).open(legacy) == original
 
 
 # ------------------------------------------------------------------------- rotation
@@ -298,7 +390,10 @@ def _signed_raw(payload: bytes, key: str = OLD_KEY) -> bytes:
     return json.dumps({"v": 1, "payload": payload.decode(), "sig": sig}).encode()
 
 
-GOOD_FIELDS = json.loads(json.loads(sealer().seal(envelope()))["payload"])
+# The malformed table is of version 1 envelopes (the legacy path), then of version 2.
+GOOD_FIELDS = json.loads(
+    json.loads(_legacy_seal(envelope(), int(FakeClock()().timestamp()), OLD_KEY))["payload"]
+)
 
 
 def _fields(**changes: object) -> dict[str, object]:
@@ -367,6 +462,49 @@ def test_the_signed_table_rows_differ_from_a_valid_envelope_only_in_their_change
 def test_arbitrary_input_raises_only_envelope_error(data):
     with pytest.raises(EnvelopeError):
         sealer().open(data)
+
+
+def _signed_v2(fields: dict[str, object], body: bytes = BODY, key: str = OLD_KEY) -> bytes:
+    """A version 2 envelope signed with a real key, whose payload is whatever `fields` says."""
+    payload = _canonical(fields)
+    sig = base64.urlsafe_b64encode(_mac(key.encode(), payload, _DOMAIN_V2)).decode().rstrip("=")
+    return json.dumps({"v": 2, "payload": payload.decode(), "sig": sig}).encode() + b"\n" + body
+
+
+GOOD_V2 = json.loads(_split(sealer().seal(envelope()))[0]["payload"])
+
+MALFORMED_V2 = [
+    ("signed line of version 1 fields", _signed_v2(GOOD_FIELDS)),
+    ("signed inline body field", _signed_v2({**GOOD_V2, "body": "e30="})),
+    ("signed payload version 1", _signed_v2({**GOOD_V2, "v": 1})),
+    (
+        "signed without the digest",
+        _signed_v2({k: v for k, v in GOOD_V2.items() if k != "body_sha256"}),
+    ),
+    ("signed digest not text", _signed_v2({**GOOD_V2, "body_sha256": 5})),
+    ("signed digest of another body", _signed_v2(GOOD_V2, body=b"{}")),
+    ("signed claim with a body", _signed_v2({**GOOD_V2, "claim": "claims/x"})),
+    (
+        "signed claim with a bad digest",
+        _signed_v2({**GOOD_V2, "claim": "claims/x", "body_sha256": "x"}, b""),
+    ),
+    (
+        "signed with the version 1 tag",
+        _signed_raw(_canonical(GOOD_V2)).replace(b'"v": 1', b'"v": 2') + b"\n" + BODY,
+    ),
+    ("signed with an unknown key", _signed_v2(GOOD_V2, key="some-other-key-0123456789")),
+    ("line not JSON", b'{"v":2,"payload":\n' + BODY),
+]
+
+
+@pytest.mark.parametrize(("name", "data"), MALFORMED_V2, ids=[c[0] for c in MALFORMED_V2])
+def test_malformed_version_2_envelopes_raise_only_envelope_error(name, data):
+    with pytest.raises(EnvelopeError):
+        sealer().open(data)
+
+
+def test_the_version_2_table_rows_differ_from_a_valid_envelope_only_in_their_change():
+    assert sealer().open(_signed_v2(GOOD_V2)) == envelope()
 
 
 # ------------------------------------------------------------------------ claim check
