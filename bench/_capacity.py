@@ -901,4 +901,29 @@ def render_markdown(result: Mapping[str, Any]) -> str:
         source = limit["source"] if limit["kind"] != "documented" else f"<{limit['source']}>"
         note = f" ({limit['note']})" if limit["note"] else ""
         lines.append(f"| {limit['what']}{note} | {value} | {binds} | {source} |")
+    lines += render_sharing(result["sharing"])
     return "\n".join(lines) + "\n"
+
+
+def render_sharing(sharing: Mapping[str, Any]) -> list[str]:
+    """The review's sharing settings, and at 100 pushes/s what window and shards trade."""
+    settings = ", ".join(f"{k} = {_num(v)}" for k, v in sharing["settings"].items())
+    if not sharing["at_100_pushes_per_s"]:
+        return ["", f"Shared batches off ({settings}): one batch per push."]
+    lines = [
+        "",
+        f"Shared batches as deployed: {settings}; "
+        f"{_num(sharing['files_per_push'])} requests per push. At 100 pushes/s sustained:",
+        "",
+        "| window_s | shards | batches/s | batches in flight (limit 100) "
+        "| writes/s per group document (limit 1) | a push waits for its group up to |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in sharing["at_100_pushes_per_s"]:
+        lines.append(
+            f"| {_num(row['window_s'])} | {_num(row['shards'])} | {_num(row['batches_per_s'])} "
+            f"| {_num(row['batches_in_flight'])} ({_pct(row['gemini_batches_utilization'])}) "
+            f"| {_num(row['group_document_writes_per_s'])} "
+            f"({_pct(row['group_document_utilization'])}) | {_num(row['added_wait_s'])} s |"
+        )
+    return lines
