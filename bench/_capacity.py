@@ -11,6 +11,13 @@ ingress once and the worker once (one Cloud Task each). Operations per event com
 bench/cost.py's output; CPU seconds per request from bench/ack.py or bench/e2e.py; the
 latencies of production services, which no bench here can measure, from ASSUMED
 (bench/_limits.py). Utilization = demand / limit: 1 or more binds.
+
+Shared batches (docs/architecture.md "Shared batches") are derived, not measured: the
+benches count one batch per push (REVIEW_GROUP_REQUESTS=0), and the model scales what a
+batch costs (its create, its completion webhook through the ingress and the worker, its
+fetches, the opener's deferred re-run) by the batches per push the review's sharing
+settings give at a rate (`batches_per_push`); each push still joins and settles in its
+own commits, so its Firestore operations stay the measured ones plus the join's writes.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +34,10 @@ from bench._limits import ASSUMED, DOCUMENTED, PRICES, Documented
 REPO = Path(__file__).resolve().parents[1]
 TIERS = (10, 100, 1000)  # pushes per second, sustained
 GEMINI_LIST_PAGE = 100  # batches per batches.list page (shared/gemini: page_size)
+MEMBERS_PER_ITEM = 50  # items one members delivery settles, one batch read (shared/sharing)
+# The 100 pushes/s sharing table: windows (s) x shards (README "Scale").
+SHARING_WINDOWS_S = (60.0, 300.0, 600.0)
+SHARING_SHARDS = (16, 100)
 
 
 @dataclass(frozen=True)
@@ -130,12 +141,19 @@ class Deployment:
     reconcile_every_s: float  # scheduler.schedule
     reconcile_budget_s: float  # settings.reconcile_budget_s
     github_sweep_every_s: float = 300.0  # github_sweep.schedule
+    # The review's shared batches (apps/review SETTINGS, or var.app_settings when it sets
+    # them): sealed at `group_requests` requests or `group_window_s` after opening, with
+    # `group_shards` groups open at once. 0 requests: one batch per push.
+    group_requests: int = 0
+    group_window_s: float = 60.0
+    group_shards: int = 1
 
     @classmethod
     def from_terraform(cls, terraform: Path = REPO / "terraform") -> Deployment:
         from bench._terraform import variable_defaults
 
         d = variable_defaults(terraform / "variables.tf")
+        sharing = review_sharing(d.get("app_settings") or {})
 
         def sizing(name: str) -> Sizing:
             return Sizing(
@@ -155,7 +173,39 @@ class Deployment:
             reconcile_every_s=cron_every_s(str(d["scheduler.schedule"])),
             reconcile_budget_s=float(d["settings.reconcile_budget_s"]),
             github_sweep_every_s=cron_every_s(str(d["github_sweep.schedule"])),
+            group_requests=int(sharing["REVIEW_GROUP_REQUESTS"]),
+            group_window_s=float(sharing["REVIEW_GROUP_WINDOW_S"]),
+            group_shards=int(sharing["REVIEW_GROUP_SHARDS"]),
         )
+
+    @property
+    def sharing(self) -> bool:
+        return self.group_requests > 0
+
+
+SHARING_SETTINGS = ("REVIEW_GROUP_REQUESTS", "REVIEW_GROUP_WINDOW_S", "REVIEW_GROUP_SHARDS")
+
+
+def review_sharing(app_settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The review's sharing settings as deployed: the app's defaults (apps/review
+    SETTINGS), overridden by Terraform's var.app_settings where it names them."""
+    from apps.review import SETTINGS
+
+    defaults = {s.name: s.default for s in SETTINGS if s.name in SHARING_SETTINGS}
+    return defaults | {k: v for k, v in app_settings.items() if k in SHARING_SETTINGS}
+
+
+def batches_per_push(rate: float, dep: Deployment, files_per_push: float) -> float:
+    """Gemini batches per push at `rate` pushes/s, sustained. Without sharing, one. With it,
+    a group seals when full (rate x files / group_requests a second) or at its window (each
+    of the `group_shards` open groups at least once per window while items arrive), and
+    never more than one batch per push."""
+    if not dep.sharing:
+        return 1.0
+    if rate <= 0:
+        return 1.0  # the limit as pushes grow rare: each waits its window alone
+    per_s = max(rate * files_per_push / dep.group_requests, dep.group_shards / dep.group_window_s)
+    return min(rate, per_s) / rate
 
 
 def memory_gib(memory: str) -> float:
@@ -192,7 +242,7 @@ class PerPush:
     ttl_deletes: float
     writes_by_collection: Mapping[str, float]
     ops_by_collection: Mapping[str, float]
-    batches: float
+    batches: float  # Gemini batches per push: 1, or a share of a group's (derived)
     gemini_calls: float
     github_reads: float  # every GitHub request of a push: REST calls and GraphQL queries
     github_rest: float  # of which REST calls (a file GraphQL cut short, comments, checks)
@@ -203,6 +253,8 @@ class PerPush:
     push_request_s: float
     settle_request_s: float
     largest_commit_writes: float
+    worker_cpu_s: float  # worker CPU seconds per push: measured, the same with sharing
+    group_document_writes: float = 0.0  # joins: each writes its group's document
 
 
 def request_seconds(event: EventCost, gemini_call_s: float, a: Mapping[str, float]) -> float:
@@ -216,8 +268,21 @@ def request_seconds(event: EventCost, gemini_call_s: float, a: Mapping[str, floa
     )
 
 
-def per_push(m: Measured, dep: Deployment, a: Mapping[str, float]) -> PerPush:
+def files_per_push(m: Measured) -> float:
+    """Requests a push puts in a batch: the reviews its settlement writes (bench.cost's
+    pushes carry 2 Markdown files)."""
+    return max(1.0, m.settle.writes_by_collection.get("reviews", 1.0))
+
+
+def per_push(m: Measured, dep: Deployment, a: Mapping[str, float], rate: float = 0.0) -> PerPush:
+    """One push at `rate` pushes/s: the measured push and settlement, and with sharing what
+    its share `b` of a batch costs (derived): per batch, its create (the opener's deferred
+    re-run seals it: one more task and worker request), its completion webhook (ingress,
+    task, worker) and its fetches; per push, the join (no Gemini call; 2 more writes: the
+    group's document and the push's requests page) and its own settling commit."""
     push, settle = m.push, m.settle
+    files = files_per_push(m)
+    b = batches_per_push(rate, dep, files)
     collections = set(push.writes_by_collection) | set(settle.writes_by_collection)
     collections |= set(push.reads_by_collection) | set(settle.reads_by_collection)
     writes_by = {
@@ -230,27 +295,51 @@ def per_push(m: Measured, dep: Deployment, a: Mapping[str, float]) -> PerPush:
     }
     push_s = request_seconds(push, a["gemini_create_s"], a)
     settle_s = request_seconds(settle, a["gemini_get_s"], a)
-    tasks = push.create_task + settle.create_task
+    gemini = push.gemini + settle.gemini
+    writes, join_writes, group_writes = push.writes + settle.writes, 0.0, 0.0
+    if dep.sharing:
+        # Per batch: the opener's re-run (a task) that seals it, its completion webhook.
+        tasks = push.create_task + b * (1 + settle.create_task)
+        join_s = request_seconds(replace(push, gemini=0), 0.0, a)
+        # The item's own settling commit runs in its group's webhook request.
+        item_s = settle.commits * a["firestore_commit_s"]
+        worker_s = join_s + b * (push_s + settle_s) + item_s
+        # One read of the batch per members delivery (50 items), at least one per batch.
+        member_reads = b * math.ceil(1 / (b * MEMBERS_PER_ITEM) - 1e-9)
+        gemini = b * (push.gemini + settle.gemini) + member_reads
+        join_writes = group_writes = 1.0
+        writes += 2 * join_writes
+        for c in ("batch_groups", "group_requests"):
+            writes_by[c] = writes_by.get(c, 0) + join_writes
+            ops_by[c] = ops_by.get(c, 0) + join_writes
+        ingress = push.create_task + b * settle.create_task
+    else:
+        tasks = push.create_task + settle.create_task
+        worker_s = push_s * push.create_task + settle_s * settle.create_task
+        ingress = tasks
     return PerPush(
-        ingress_requests=tasks,
+        ingress_requests=ingress,
         worker_requests=tasks,
         create_task=tasks,
         reads=push.reads + settle.reads,
-        writes=push.writes + settle.writes,
+        writes=writes,
         ttl_deletes=a["ttl_deletes_per_push"],
         writes_by_collection=writes_by,
         ops_by_collection=ops_by,
-        batches=push.gemini,  # the push's one batches.create
-        gemini_calls=push.gemini + settle.gemini,
+        batches=b,
+        gemini_calls=gemini,
         github_reads=push.github + settle.github,
         github_rest=push.github + settle.github - push.github_graphql - settle.github_graphql,
         github_graphql=push.github_graphql + settle.github_graphql,
         github_content=1.0 if dep.github_comments else 0.0,
         ingress_request_s=m.ingress_cpu_s + a["tasks_create_s"],
-        worker_request_s=(push_s * push.create_task + settle_s * settle.create_task) / tasks,
+        worker_request_s=worker_s / tasks,
         push_request_s=push_s,
         settle_request_s=settle_s,
         largest_commit_writes=max(push.writes, settle.writes),
+        # Measured with one batch per push; shared, each push still joins and settles.
+        worker_cpu_s=m.worker_cpu_s * (push.create_task + settle.create_task),
+        group_document_writes=group_writes,
     )
 
 
@@ -270,9 +359,18 @@ class Limit:
     demand: Callable[[float], float] | None  # pushes/s -> demand in `unit`
 
 
-def limits(m: Measured, dep: Deployment, p: PerPush, a: Mapping[str, float]) -> list[Limit]:
+def limits(
+    m: Measured, dep: Deployment, at: Callable[[float], PerPush], a: Mapping[str, float]
+) -> list[Limit]:
+    """Every limit with its demand at r pushes/s; `at(r)` is one push at that rate."""
     doc = {d.key: d for d in DOCUMENTED}
-    dispatches = p.worker_requests
+    p = at(0.0)  # what does not vary with the rate
+
+    def dispatches(r: float) -> float:
+        return r * at(r).worker_requests
+
+    def worker_flight(r: float) -> float:
+        return dispatches(r) * at(r).worker_request_s
 
     def documented(key: str, moves: str, demand: Callable[[float], float] | None) -> Limit:
         d: Documented = doc[key]
@@ -292,7 +390,7 @@ def limits(m: Measured, dep: Deployment, p: PerPush, a: Mapping[str, float]) -> 
             "",
             "setting",
             "queue.max_dispatches_per_second (up to 500)",
-            lambda r: r * dispatches,
+            dispatches,
         ),
         Limit(
             "queue_concurrency",
@@ -303,7 +401,7 @@ def limits(m: Measured, dep: Deployment, p: PerPush, a: Mapping[str, float]) -> 
             "",
             "setting",
             "queue.max_concurrent_dispatches (up to 5,000)",
-            lambda r: r * dispatches * p.worker_request_s,
+            worker_flight,
         ),
         Limit(
             "worker_in_flight",
@@ -314,7 +412,7 @@ def limits(m: Measured, dep: Deployment, p: PerPush, a: Mapping[str, float]) -> 
             "beyond it Cloud Run refuses; Cloud Tasks retries with backoff",
             "setting",
             "worker_function.max_instances or .concurrency",
-            lambda r: r * dispatches * p.worker_request_s,
+            worker_flight,
         ),
         Limit(
             "worker_cpu",
@@ -325,7 +423,7 @@ def limits(m: Measured, dep: Deployment, p: PerPush, a: Mapping[str, float]) -> 
             "",
             "setting",
             "worker_function.max_instances or .cpu",
-            lambda r: r * dispatches * m.worker_cpu_s,
+            lambda r: r * p.worker_cpu_s,
         ),
         Limit(
             "ingress_in_flight",
@@ -336,7 +434,7 @@ def limits(m: Measured, dep: Deployment, p: PerPush, a: Mapping[str, float]) -> 
             "beyond it senders get 429/503: GitHub does not retry (Redeliver by hand)",
             "setting",
             "ingress_function.max_instances (concurrency is bound by memory)",
-            lambda r: r * p.ingress_requests * p.ingress_request_s,
+            lambda r: r * at(r).ingress_requests * p.ingress_request_s,
         ),
         Limit(
             "ingress_cpu",
@@ -347,7 +445,7 @@ def limits(m: Measured, dep: Deployment, p: PerPush, a: Mapping[str, float]) -> 
             "",
             "setting",
             "ingress_function.max_instances or .cpu",
-            lambda r: r * p.ingress_requests * m.ingress_cpu_s,
+            lambda r: r * at(r).ingress_requests * m.ingress_cpu_s,
         ),
         Limit(
             "reconcile_listing",
@@ -355,28 +453,27 @@ def limits(m: Measured, dep: Deployment, p: PerPush, a: Mapping[str, float]) -> 
             dep.reconcile_budget_s,
             "seconds per run",
             "shared/reconcile/adoption.py, within var.settings.reconcile_budget_s",
-            "adoption pages through every batch Gemini still lists; a listing cut short "
-            "leaves the watermark where it was, so the next run lists it all again",
+            "adoption lists Gemini only while a claim is open (a crash between create and "
+            "register), newest first, and stops past the oldest open one: none open, no "
+            "listing; one crash, about one page. It no longer grows with pushes",
             "code",
-            "stopping the listing at the watermark (not built)",
-            lambda r: (
-                r * p.batches * a["gemini_listed_s"] / GEMINI_LIST_PAGE * a["gemini_list_page_s"]
-            ),
+            "(does not grow with pushes)",
+            lambda r: a["gemini_list_page_s"],
         ),
-        documented("tasks_queue_rate", "a second queue (not built)", lambda r: r * dispatches),
+        documented("tasks_queue_rate", "a second queue (not built)", dispatches),
         documented(
             "tasks_queue_concurrency",
             "a second queue (not built)",
-            lambda r: r * dispatches * p.worker_request_s,
+            worker_flight,
         ),
-        documented("tasks_api", "a quota increase", lambda r: r * p.create_task * 60),
+        documented("tasks_api", "a quota increase", lambda r: r * at(r).create_task * 60),
         documented("run_concurrency", "(caps a setting)", None),
         documented(
             "run_regional_cpu",
             "a regional CPU quota increase",
             lambda r: (
-                math.ceil(r * p.ingress_requests * p.ingress_request_s / i.concurrency) * i.cpu
-                + math.ceil(r * dispatches * p.worker_request_s / w.concurrency) * w.cpu
+                math.ceil(r * at(r).ingress_requests * p.ingress_request_s / i.concurrency) * i.cpu
+                + math.ceil(worker_flight(r) / w.concurrency) * w.cpu
             ),
         ),
         documented(
@@ -395,6 +492,18 @@ def limits(m: Measured, dep: Deployment, p: PerPush, a: Mapping[str, float]) -> 
             "(no per-push hot document)",
             lambda r: reconcile_doc_writes / dep.reconcile_every_s,
         ),
+        Limit(
+            "firestore_group_document",
+            "Firestore sustained writes to one shared batch's group document (every join "
+            "writes its group's)",
+            doc["firestore_document"].value,
+            "writes/s per group",
+            doc["firestore_document"].source,
+            "pushes/s / REVIEW_GROUP_SHARDS: each shard's open group takes its share",
+            "documented",
+            "REVIEW_GROUP_SHARDS",
+            lambda r: r * p.group_document_writes / dep.group_shards,
+        ),
         documented(
             "firestore_commit",
             "(per commit: grows with files per push)",
@@ -403,18 +512,19 @@ def limits(m: Measured, dep: Deployment, p: PerPush, a: Mapping[str, float]) -> 
         documented("firestore_database", "", None),
         documented(
             "gemini_batches",
-            "a quota increase, or several pushes per batch (not built)",
-            lambda r: r * p.batches * a["gemini_batch_life_s"],
+            "a quota increase, or pushes per batch: REVIEW_GROUP_REQUESTS, "
+            "REVIEW_GROUP_WINDOW_S, REVIEW_GROUP_SHARDS",
+            lambda r: r * at(r).batches * a["gemini_batch_life_s"],
         ),
         documented("gemini_tokens", "a higher usage tier", None),
         documented(
             "github_primary",
-            "a GitHub App (per-installation limits; not built)",
+            "a GitHub App: each installation has its own",
             lambda r: r * p.github_rest * 3600,
         ),
         documented(
             "github_graphql_primary",
-            "a GitHub App (per-installation limits; not built)",
+            "a GitHub App: each installation has its own",
             lambda r: r * p.github_graphql * 3600,
         ),
         documented(
@@ -457,15 +567,24 @@ def github_sweep_calls_per_hour(rate: float, dep: Deployment, a: Mapping[str, fl
     return pages + rate * 3600 * a["github_failed_share"] * 2
 
 
+MAX_RATE = 1e6  # pushes/s: past it, a limit is taken never to bind
+
+
 def binds_at(limit: Limit) -> float | None:
-    """Pushes/s at which `limit` reaches 1 (its demand grows linearly); None if it never
-    does or does not grow with pushes."""
+    """Pushes/s at which `limit` reaches 1; None if it never does or does not grow with
+    pushes. Demands grow with the rate, not always linearly (a shared batch's share of a
+    push falls as pushes fill groups faster), so the rate is found by bisection."""
     if limit.demand is None or not limit.value:
         return None
-    slope = (limit.demand(1000.0) - limit.demand(0.0)) / 1000.0
-    if slope <= 0:
+    low, high = 0.0, MAX_RATE
+    if limit.demand(high) <= limit.demand(low) or limit.demand(high) < limit.value:
         return None
-    return round((limit.value - limit.demand(0.0)) / slope, 2)
+    if limit.demand(low) >= limit.value:
+        return 0.0
+    while high - low > 1e-4:
+        middle = (low + high) / 2
+        low, high = (middle, high) if limit.demand(middle) < limit.value else (low, middle)
+    return round(high, 2)
 
 
 def utilization(limit: Limit, rate: float) -> float | None:
@@ -500,8 +619,12 @@ def queue_capacity(dep: Deployment, p: PerPush, m: Measured) -> float:
         500.0,
         dep.queue_concurrent / p.worker_request_s,
         w.max_instances * w.concurrency / p.worker_request_s,
-        w.max_instances * w.cpu / m.worker_cpu_s if m.worker_cpu_s else math.inf,
+        w.max_instances * w.cpu / worker_cpu_per_request(p),
     )
+
+
+def worker_cpu_per_request(p: PerPush) -> float:
+    return p.worker_cpu_s / p.worker_requests if p.worker_cpu_s else 1e-12
 
 
 def cost_per_hour(rate: float, m: Measured, dep: Deployment, p: PerPush) -> dict[str, float]:
@@ -517,7 +640,7 @@ def cost_per_hour(rate: float, m: Measured, dep: Deployment, p: PerPush) -> dict
     run = 0.0
     for sizing, requests, request_s, cpu_s in (
         (dep.ingress, p.ingress_requests, p.ingress_request_s, m.ingress_cpu_s),
-        (dep.worker, p.worker_requests, p.worker_request_s, m.worker_cpu_s),
+        (dep.worker, p.worker_requests, p.worker_request_s, worker_cpu_per_request(p)),
     ):
         billed = billed_instances(rate * requests * request_s, rate * requests * cpu_s, sizing)
         run += (
@@ -557,10 +680,11 @@ def tier(
     seconds: float | None,
     m: Measured,
     dep: Deployment,
-    p: PerPush,
+    at: Callable[[float], PerPush],
     all_limits: list[Limit],
 ) -> dict[str, Any]:
     """One row: `rate` pushes/s, sustained (`seconds` None) or for `seconds` over `base`."""
+    p = at(rate)
     ranked = _ranked((limit, utilization(limit, rate)) for limit in all_limits)
     first = ranked[0]
     first_ours = next(row for row in ranked if row["kind"] == "setting")
@@ -570,7 +694,7 @@ def tier(
         backlog = {"grows_per_s": round(max(0.0, demand - capacity), 1)}
     else:
         left = max(0.0, (demand - capacity) * seconds)
-        spare = capacity - base * p.worker_requests
+        spare = capacity - base * at(base).worker_requests
         backlog = {
             "after_burst": round(left),
             "drain_s": round(left / spare) if left and spare > 0 else (0 if not left else None),
@@ -587,7 +711,7 @@ def tier(
             "ingress": instances(
                 ingress_flight, rate * p.ingress_requests * m.ingress_cpu_s, dep.ingress
             ),
-            "worker": instances(worker_flight, demand * m.worker_cpu_s, dep.worker),
+            "worker": instances(worker_flight, rate * p.worker_cpu_s, dep.worker),
             "reconcile": 1,  # one Scheduler call per interval
             "max": {"ingress": dep.ingress.max_instances, "worker": dep.worker.max_instances},
         },
@@ -601,6 +725,73 @@ def tier(
     }
 
 
+def pushes_at(m: Measured, dep: Deployment, a: Mapping[str, float]) -> Callable[[float], PerPush]:
+    """`per_push` as a function of the rate alone, remembered (limits ask it many times)."""
+    seen: dict[float, PerPush] = {}
+
+    def at(rate: float) -> PerPush:
+        if rate not in seen:
+            seen[rate] = per_push(m, dep, a, rate)
+        return seen[rate]
+
+    return at
+
+
+def added_wait_s(rate: float, dep: Deployment, files: float) -> float:
+    """The longest a push waits for its group to seal at `rate`: the window, or less when
+    its shard's group fills first (group_requests / that shard's requests a second)."""
+    if not dep.sharing:
+        return 0.0
+    if rate <= 0:
+        return dep.group_window_s
+    fill_s = dep.group_requests * dep.group_shards / (rate * files)
+    return min(dep.group_window_s, fill_s)
+
+
+def sharing_at(rate: float, m: Measured, dep: Deployment, a: Mapping[str, float]) -> dict[str, Any]:
+    """What one setting of the review's sharing gives at `rate` pushes/s, sustained."""
+    files = files_per_push(m)
+    b = batches_per_push(rate, dep, files)
+    gemini = next(d for d in DOCUMENTED if d.key == "gemini_batches").value or 0
+    document = next(d for d in DOCUMENTED if d.key == "firestore_document").value or 0
+    in_flight = rate * b * a["gemini_batch_life_s"]
+    writes = rate / dep.group_shards if dep.sharing else 0.0
+    return {
+        "window_s": dep.group_window_s,
+        "shards": dep.group_shards,
+        "batches_per_push": round(b, 4),
+        "batches_per_s": round(rate * b, 3),
+        "batches_in_flight": round(in_flight, 1),
+        "gemini_batches_utilization": round(in_flight / gemini, 3),
+        "group_document_writes_per_s": round(writes, 2),
+        "group_document_utilization": round(writes / document, 3),
+        "added_wait_s": round(added_wait_s(rate, dep, files), 1),
+    }
+
+
+def sharing_summary(m: Measured, dep: Deployment, a: Mapping[str, float]) -> dict[str, Any]:
+    """The review's sharing as deployed, per tier, and at 100 pushes/s the windows x shards
+    table (README "Scale"): batches in flight against the group documents' writes and the
+    wait a longer window adds."""
+    rate = 100.0
+    return {
+        "settings": {
+            "REVIEW_GROUP_REQUESTS": dep.group_requests,
+            "REVIEW_GROUP_WINDOW_S": dep.group_window_s,
+            "REVIEW_GROUP_SHARDS": dep.group_shards,
+        },
+        "files_per_push": files_per_push(m),
+        "tiers": [sharing_at(r, m, dep, a) | {"pushes_per_s": r} for r in TIERS],
+        "at_100_pushes_per_s": [
+            sharing_at(rate, m, replace(dep, group_window_s=window, group_shards=shards), a)
+            for window in SHARING_WINDOWS_S
+            for shards in SHARING_SHARDS
+        ]
+        if dep.sharing
+        else [],
+    }
+
+
 def model(
     m: Measured,
     dep: Deployment,
@@ -610,17 +801,23 @@ def model(
 ) -> dict[str, Any]:
     """The whole answer, as plain data (JSON-ready); pure in its inputs."""
     a = {key: item.value for key, item in ASSUMED.items()} | dict(assume or {})
-    p = per_push(m, dep, a)
-    all_limits = limits(m, dep, p, a)
+    at = pushes_at(m, dep, a)
+    all_limits = limits(m, dep, at, a)
     factor, burst_s = a["burst_factor"], a["burst_s"]
+    tiers = tuple(tiers)
     rows = []
     for rate in tiers:
-        rows.append(tier(rate, rate, None, m, dep, p, all_limits))
-        rows.append(tier(rate * factor, rate, burst_s, m, dep, p, all_limits))
+        rows.append(tier(rate, rate, None, m, dep, at, all_limits))
+        rows.append(tier(rate * factor, rate, burst_s, m, dep, at, all_limits))
     return {
-        "per_push": {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(p).items()},
+        # At the first tier's rate: with sharing, a push's share of a batch depends on it.
+        "per_push_at": tiers[0],
+        "per_push": {
+            k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(at(tiers[0])).items()
+        },
         "assumed": a,
         "deployment": asdict(dep),
+        "sharing": sharing_summary(m, dep, a),
         "queue_fits_worker": queue_fits_worker(
             dep.queue_rate, dep.worker_request_s, dep.worker.max_instances, dep.worker.concurrency
         ),
@@ -704,4 +901,29 @@ def render_markdown(result: Mapping[str, Any]) -> str:
         source = limit["source"] if limit["kind"] != "documented" else f"<{limit['source']}>"
         note = f" ({limit['note']})" if limit["note"] else ""
         lines.append(f"| {limit['what']}{note} | {value} | {binds} | {source} |")
+    lines += render_sharing(result["sharing"])
     return "\n".join(lines) + "\n"
+
+
+def render_sharing(sharing: Mapping[str, Any]) -> list[str]:
+    """The review's sharing settings, and at 100 pushes/s what window and shards trade."""
+    settings = ", ".join(f"{k} = {_num(v)}" for k, v in sharing["settings"].items())
+    if not sharing["at_100_pushes_per_s"]:
+        return ["", f"Shared batches off ({settings}): one batch per push."]
+    lines = [
+        "",
+        f"Shared batches as deployed: {settings}; "
+        f"{_num(sharing['files_per_push'])} requests per push. At 100 pushes/s sustained:",
+        "",
+        "| window_s | shards | batches/s | batches in flight (limit 100) "
+        "| writes/s per group document (limit 1) | a push waits for its group up to |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in sharing["at_100_pushes_per_s"]:
+        lines.append(
+            f"| {_num(row['window_s'])} | {_num(row['shards'])} | {_num(row['batches_per_s'])} "
+            f"| {_num(row['batches_in_flight'])} ({_pct(row['gemini_batches_utilization'])}) "
+            f"| {_num(row['group_document_writes_per_s'])} "
+            f"({_pct(row['group_document_utilization'])}) | {_num(row['added_wait_s'])} s |"
+        )
+    return lines

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -43,12 +44,19 @@ def progress(message: str) -> None:
     print(f"[bench.capacity] {message}", file=sys.stderr, flush=True)
 
 
+# The benches count one batch per push; the model derives shared batches from it
+# (bench/_capacity.py). bench.cost completes each push's batch by the push's operation.
+ONE_BATCH_PER_PUSH = {"REVIEW_GROUP_REQUESTS": "0"}
+
+
 def run_bench(name: str, *args: str) -> dict[str, Any]:
-    """`python -m bench.NAME ARGS` in its own process; its stdout is one JSON object."""
+    """`python -m bench.NAME ARGS` in its own process, one batch per push; its stdout is
+    one JSON object."""
     progress(f"running python -m bench.{name} {' '.join(args)}")
     done = subprocess.run(
         [sys.executable, "-m", f"bench.{name}", *args],
         cwd=REPO,
+        env=os.environ | ONE_BATCH_PER_PUSH,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -77,7 +85,7 @@ def measure(args: argparse.Namespace) -> Measured:
         cost_from = f"python -m bench.cost --events {cost.get('events_per_figure')} (saved)"
     else:
         cost = run_bench("cost", "--events", str(args.events))
-        cost_from = f"python -m bench.cost --events {args.events}"
+        cost_from = f"REVIEW_GROUP_REQUESTS=0 python -m bench.cost --events {args.events}"
     tasks = sum(
         float(cost[event].get("tasks_create_task", 0))
         for event in ("accepted_push", "settled_by_webhook")
@@ -86,8 +94,8 @@ def measure(args: argparse.Namespace) -> Measured:
         e2e = load(args.e2e_json)
         e2e_from = f"python -m bench.e2e --pushes {e2e['webhook']['pushes']} (saved)"
     else:
-        e2e = run_bench("e2e", "--pushes", str(args.e2e_pushes))
-        e2e_from = f"python -m bench.e2e --pushes {args.e2e_pushes}"
+        e2e = run_bench("e2e", "--pushes", str(args.e2e_pushes), "--rounds", "webhook")
+        e2e_from = f"python -m bench.e2e --pushes {args.e2e_pushes} --rounds webhook"
     cpu = cpu_from_e2e(e2e, tasks)
     ingress_from = f"{e2e_from} (webhook round, cpu_s_by_process)"
     if args.ack_json:

@@ -2,6 +2,8 @@
 
     python -m bench.e2e [--pushes 1000] [--senders 16] [--quick] [--rounds webhook,reconcile]
                         [--worker-concurrency N] [--compare REV [--repeat K]]
+                        [--sharing both|off] [--group-requests 100] [--group-window-s 2]
+                        [--group-shards 1]
 
 Starts the whole stack on free loopback ports (local/chaos/stack.py: Firestore emulator,
 Cloud Tasks emulator, simulator, ingress, worker and reconcile under functions-framework;
@@ -16,7 +18,19 @@ the last settlement), and p50/p99 of push sent -> settled, push sent -> batch su
 and batch completed -> settled. The round asserts, over the whole database, that every
 push ends with exactly one operation and its two reviews (local/chaos/invariants.py), and
 reports the CPU each process used (ingress, worker, reconcile, the emulators, the
-simulator, this process): seconds, cores (seconds per wall second) and ms per push.
+simulator, this process): seconds, cores (seconds per wall second) and ms per push, the
+batches the simulator was asked to create per push, and accepted -> settled (the 202 at
+the ingress -> the push's operation settled) p50/p95/max.
+
+Shared batches side by side (`--sharing both`, the default): the rounds above run with one
+batch per push (REVIEW_GROUP_REQUESTS=0, their figures at the top level as before), then
+the worker and reconcile are restarted with shared batches on and the same rounds run
+again with as many pushes of the same shape (`shared`; new shas, since the ingress takes
+a body it enqueued within the hour for a duplicate): by default REVIEW_GROUP_REQUESTS=100,
+REVIEW_GROUP_WINDOW_S=2, REVIEW_GROUP_SHARDS=1, the review's defaults (1,000 requests,
+60 s, 16 shards) scaled down to a run of seconds. There each group's batch is completed
+once registered; a push's operation is `groups/{gid}.{n}`, settled by its group's fan-out
+(docs/architecture.md, "Shared batches"). `sharing` sets both side by side per round.
 
 `--compare REV` checks REV out in a temporary git worktree (removed at the end, also on
 Ctrl-C or SIGTERM) and runs the same load (the same pushes) against REV's functions and
@@ -53,6 +67,7 @@ import requests
 
 from bench._loadgen import percentile, stop_on_sigterm
 from bench._revision import CompareError, check_served_tree, git, revision_worktree
+from hookledger.cli.demo import group_batch
 from local.chaos.drivers import ReconcileDriver
 from local.chaos.invariants import all_operations, check, wait_quiet
 from local.chaos.load import LoadDriver, Push
@@ -61,11 +76,17 @@ from local.functions_server import REPO
 from local.stack import Ports
 from shared.config import DEFAULTS
 from shared.ledger import LedgerError
+from shared.ledger.groups import group_tag
+from shared.sharing.kind import GROUP_KIND
 
 QUICK_PUSHES = 6
 # Whose CPU per push the side-by-side shows (every process's is in each round's figures).
 CPU_SHOWN = ("ingress", "worker", "reconcile", "firestore", "cloudtasks")
 QUIET_DEADLINE_S = 900.0
+# Shared batches' settings for the side-by-side rounds: the review's defaults (1,000
+# requests, 60 s, 16 shards) scaled down to a run of seconds.
+GROUP_REQUESTS, GROUP_WINDOW_S, GROUP_SHARDS = 100, 2.0, 1
+GROUP_BATCH_PREFIX = group_tag("")
 
 
 def progress(message: str) -> None:
@@ -86,19 +107,30 @@ def own_cpu_s() -> float:
 
 
 class Completer:
-    """Completes each push's batch once it is registered; remembers when (epoch s).
+    """Completes each push's batch once it is registered; remembers when (epoch s), by
+    push sha (`completed_at`) and by batch name (`batch_completed_at`). `shared`: the
+    batches are groups' (display name `hookledger:group:{gid}`), completed until stopped.
 
     Only registered batches: a real batch runs for minutes, so its webhook never beats
     the registration; completing it at once could (the webhook is then ignored and only
     reconcile, absent from the webhook round, would settle it).
     """
 
-    def __init__(self, stack: ChaosStack, ledger: Any, pushes: list[Push], webhook: str) -> None:
+    def __init__(
+        self,
+        stack: ChaosStack,
+        ledger: Any,
+        pushes: list[Push],
+        webhook: str,
+        shared: bool = False,
+    ) -> None:
         self.sim = stack.sim
         self.ledger = ledger
         self.pending = {push.tag: push for push in pushes}
         self.completed_at: dict[str, float] = {}
+        self.batch_completed_at: dict[str, float] = {}
         self.webhook = webhook
+        self.shared = shared
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="completer", daemon=True)
 
@@ -111,31 +143,41 @@ class Completer:
         self._thread.join(timeout=30)
 
     def _loop(self) -> None:
-        while self.pending and not self._stop.is_set():
+        while (self.pending or self.shared) and not self._stop.is_set():
             try:
                 batches = self.sim.batches()
             except requests.RequestException:
                 batches = []  # asked again on the next round
             for batch in batches:
-                push = self.pending.get(str(batch.get("display_name")))
-                if push is None or batch.get("state") != "BATCH_STATE_PENDING":
+                display = str(batch.get("display_name"))
+                push = self.pending.get(display)
+                ours = push is not None or (self.shared and display.startswith(GROUP_BATCH_PREFIX))
+                if not ours or batch.get("state") != "BATCH_STATE_PENDING":
                     continue
                 name = str(batch["name"])
                 name = name if name.startswith("batches/") else f"batches/{name}"
+                if name in self.batch_completed_at:
+                    continue  # the simulator may list it pending a moment longer
                 try:
                     if self.ledger.operations.get(name) is None:
                         continue  # not registered yet
                     self.sim.complete(name, "succeeded", self.webhook)
                 except (requests.RequestException, LedgerError):
                     continue  # tried again on the next round
-                del self.pending[push.tag]
-                self.completed_at[push.sha] = time.time()
+                self.batch_completed_at[name] = time.time()
+                if push is not None:
+                    del self.pending[push.tag]
+                    self.completed_at[push.sha] = self.batch_completed_at[name]
             self._stop.wait(0.2)
 
 
-def send_all(stack: ChaosStack, pushes: list[Push], senders: int) -> dict[str, float]:
-    """Send every push (redelivered on 5xx, as GitHub's operator would); sent times by sha."""
+def send_all(
+    stack: ChaosStack, pushes: list[Push], senders: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Send every push (redelivered on 5xx, as GitHub's operator would); by sha, when each
+    was sent and when the ingress accepted it (its answer came back)."""
     sent: dict[str, float] = {}
+    accepted: dict[str, float] = {}
     local = threading.local()
 
     def one(push: Push) -> None:
@@ -143,10 +185,11 @@ def send_all(stack: ChaosStack, pushes: list[Push], senders: int) -> dict[str, f
             local.driver = LoadDriver(stack.ingress_url, stack.sim, random.Random())
         sent[push.sha] = time.time()
         local.driver.send(push)
+        accepted[push.sha] = time.time()
 
     with ThreadPoolExecutor(senders) as pool:
         list(pool.map(one, pushes))
-    return sent
+    return sent, accepted
 
 
 def round_figures(
@@ -157,13 +200,15 @@ def round_figures(
     rng: random.Random,
     quiet_deadline_s: float = QUIET_DEADLINE_S,
     label: str = "",
+    shared: bool = False,
 ) -> tuple[dict[str, Any], list[str]]:
     from local.chaos.runner import _client
     from shared.ledger import Ledger
 
     stack.reset_data()  # the simulator too: the round's files are stored after this
     stack.clear_lines()
-    pushes = LoadDriver(stack.ingress_url, stack.sim, rng).new_pushes(count, f"e2e-{mode}")
+    name = f"e2e-shared-{mode}" if shared else f"e2e-{mode}"
+    pushes = LoadDriver(stack.ingress_url, stack.sim, rng).new_pushes(count, name)
     client = _client(stack.env["FIRESTORE_EMULATOR_HOST"])
     ledger = Ledger(client, grace=timedelta(seconds=1), timeout_s=30.0)
     cpu_before = {name: process_cpu_s(child.pid) for name, child in stack.children.items()}
@@ -171,11 +216,11 @@ def round_figures(
     webhook = "send" if mode == "webhook" else "drop"
     began = time.time()
     reconciling = ReconcileDriver(stack.reconcile_url) if mode == "reconcile" else None
-    with Completer(stack, ledger, pushes, webhook) as completer:
+    with Completer(stack, ledger, pushes, webhook, shared) as completer:
         if reconciling is not None:
             reconciling.__enter__()
         try:
-            sent = send_all(stack, pushes, senders)
+            sent, accepted = send_all(stack, pushes, senders)
             accepted_s = time.time() - began
             progress(f"{label} {mode}: {len(pushes)} pushes accepted in {accepted_s:.1f} s")
             quiet = wait_quiet(ledger, pushes, quiet_deadline_s)
@@ -188,12 +233,15 @@ def round_figures(
         for name, child in stack.children.items()
     }
     cpu["bench"] = round(own_cpu_s() - cpu_before["bench"], 2)
+    batches = len(stack.sim.batches())  # reset with the round: this round's creates
     lines = stack.lines("worker") + stack.lines("reconcile")
     problems, census = check(ledger, client, pushes, lines)
     if not quiet:
         problems.insert(0, f"not quiet after {quiet_deadline_s:.0f} s")
-    ops = {str(op.context.get("sha")): op for op in all_operations(ledger)}
+    operations = list(all_operations(ledger))
+    ops = {str(op.context.get("sha")): op for op in operations if op.group or not shared}
     to_settled, to_submitted, completion_to_settled, settled_at = [], [], [], []
+    accepted_to_settled = []
     by = {"webhook": 0, "reconcile": 0}
     for sha, at in sent.items():
         op = ops.get(sha)
@@ -203,9 +251,11 @@ def round_figures(
         settled_at.append(done)
         by[str(op.settled_by)] = by.get(str(op.settled_by), 0) + 1
         to_settled.append((done - at) * 1000)
+        accepted_to_settled.append((done - accepted[sha]) * 1000)
         to_submitted.append((op.submitted_at.timestamp() - at) * 1000)
-        if sha in completer.completed_at:
-            completion_to_settled.append((done - completer.completed_at[sha]) * 1000)
+        completed = completed_at(completer, ledger, sha, op)
+        if completed is not None:
+            completion_to_settled.append((done - completed) * 1000)
     settle_s = (max(settled_at) - began) if settled_at else None
     return {
         "pushes": len(pushes),
@@ -216,8 +266,14 @@ def round_figures(
         "push_to_settled_ms": _p(to_settled),
         "push_to_submitted_ms": _p(to_submitted),
         "completed_to_settled_ms": _p(completion_to_settled),
+        # The 202 at the ingress -> the push's operation settled (a shared push's includes
+        # its wait for the group to seal).
+        "accepted_to_settled_ms": _spread(accepted_to_settled),
+        "batches_created": batches,
+        "batches_per_push": round(batches / len(pushes), 3),
         "census": {
             "operations": census.operations,
+            "groups": sum(1 for op in operations if op.kind == GROUP_KIND),
             "reviews": census.reviews,
             "deliveries": census.deliveries,
         },
@@ -256,6 +312,23 @@ def _p(values: list[float]) -> dict[str, float]:
     return {"p50": round(percentile(values, 50), 1), "p99": round(percentile(values, 99), 1)}
 
 
+def _spread(values: list[float]) -> dict[str, float]:
+    return {
+        "p50": round(percentile(values, 50), 1),
+        "p95": round(percentile(values, 95), 1),
+        "max": round(max(values), 1) if values else float("nan"),
+    }
+
+
+def completed_at(completer: Completer, ledger: Any, sha: str, op: Any) -> float | None:
+    """When the push's batch was completed: its own, or its group's (found through the
+    group's submission, hookledger/cli/demo.py `group_batch`)."""
+    if op.group is None:
+        return completer.completed_at.get(sha)
+    batch = group_batch(ledger, op.group)
+    return None if batch is None else completer.batch_completed_at.get(batch)
+
+
 # ----------------------------------------------------------------- one tree, one stack
 
 
@@ -268,9 +341,12 @@ def run_tree(
     worker_threads: int,
     quiet_deadline_s: float,
     dispatch_limit: int | None = None,
+    sharing: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """Every round of `modes` against the functions of `root`, on a stack of its own (fresh
-    emulators on free loopback ports, stopped by PID at the end); figures by mode."""
+    emulators on free loopback ports, stopped by PID at the end); figures by mode. With
+    `sharing` (REVIEW_GROUP_* settings), the same rounds again with shared batches on,
+    as many pushes of the same shape, under `shared`."""
     from bench._inprocess import distinct_free_ports
 
     data_dir = tempfile.mkdtemp(prefix="hookledger-bench-e2e-")
@@ -288,19 +364,69 @@ def run_tree(
     try:
         progress(f"{label}: starting the whole stack (functions from {root})")
         stack.start_all()
-        rng = random.Random(15)  # the same pushes (shas, files) for every tree
-        for mode in modes:
+        for seed, mode in enumerate(modes, start=15):
+            # The same pushes (shas, files) for every tree.
             progress(f"{label} {mode}: {pushes_n} pushes, {senders} senders")
             figures, problems = round_figures(
-                stack, pushes_n, mode, senders, rng, quiet_deadline_s, label
+                stack, pushes_n, mode, senders, random.Random(seed), quiet_deadline_s, label
             )
             rounds[mode] = figures
             ok = ok and not problems
             progress(f"{label} {mode}: {json.dumps(figures)}")
+        if sharing:
+            share(stack, sharing)
+            rounds["shared"] = {"settings": sharing}
+            # Pushes of the same shape, not the same bodies: the ingress takes a body it
+            # enqueued within the hour (a task name's tombstone) for a duplicate.
+            for seed, mode in enumerate(modes, start=115):
+                progress(f"{label} shared {mode}: {pushes_n} pushes, {sharing}")
+                figures, problems = round_figures(
+                    stack,
+                    pushes_n,
+                    mode,
+                    senders,
+                    random.Random(seed),
+                    quiet_deadline_s,
+                    f"{label} shared",
+                    shared=True,
+                )
+                rounds["shared"][mode] = figures
+                ok = ok and not problems
+                progress(f"{label} shared {mode}: {json.dumps(figures)}")
+            rounds["sharing"] = side_by_side_sharing(rounds, modes)
     finally:
         stack.stop_all()
         shutil.rmtree(data_dir, ignore_errors=True)
     return rounds, ok
+
+
+def share(stack: ChaosStack, sharing: dict[str, str]) -> None:
+    """The worker and reconcile restarted with shared batches on (local/chaos/quota.py does
+    the same); ChaosStack's environment otherwise makes one batch per push."""
+    stack.env.update(sharing)
+    for name in ("worker", "reconcile"):
+        stack.stop_and_start(name)
+
+
+def side_by_side_sharing(rounds: dict[str, Any], modes: tuple[str, ...]) -> dict[str, Any]:
+    """Per round, one batch per push (`off`) beside shared batches (`on`): batches created
+    per push, accepted -> settled, and the functions' CPU."""
+
+    def headline(figures: dict[str, Any]) -> dict[str, Any]:
+        cpu = figures["cpu_s_by_process"]
+        per_push = figures["cpu_ms_per_push"]
+        return {
+            "batches_per_push": figures["batches_per_push"],
+            "accepted_to_settled_ms": figures["accepted_to_settled_ms"],
+            "cpu_s": {name: cpu.get(name, 0.0) for name in ("ingress", "worker")},
+            "cpu_ms_per_push": {name: per_push.get(name, 0.0) for name in ("ingress", "worker")},
+        }
+
+    return {
+        mode: {"off": headline(rounds[mode]), "on": headline(rounds["shared"][mode])}
+        for mode in modes
+        if mode in rounds and mode in rounds["shared"]
+    }
 
 
 # ----------------------------------------------------------------- --compare REV
@@ -398,6 +524,31 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="with --compare: runs of each tree, alternating (medians, min and max reported)",
     )
+    parser.add_argument(
+        "--sharing",
+        choices=("both", "off"),
+        default="both",
+        help="both: the rounds with one batch per push, then again with shared batches "
+        "(`shared`, side by side in `sharing`); off: one batch per push only (--compare: off)",
+    )
+    parser.add_argument(
+        "--group-requests",
+        type=int,
+        default=GROUP_REQUESTS,
+        help="REVIEW_GROUP_REQUESTS of the shared rounds",
+    )
+    parser.add_argument(
+        "--group-window-s",
+        type=float,
+        default=GROUP_WINDOW_S,
+        help="REVIEW_GROUP_WINDOW_S of the shared rounds",
+    )
+    parser.add_argument(
+        "--group-shards",
+        type=int,
+        default=GROUP_SHARDS,
+        help="REVIEW_GROUP_SHARDS of the shared rounds",
+    )
     args = parser.parse_args(argv)
     pushes_n = QUICK_PUSHES if args.quick else args.pushes
     modes = tuple(m.strip() for m in args.rounds.split(",") if m.strip())
@@ -407,6 +558,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--pushes, --senders, --worker-concurrency, --repeat, --dispatch-limit > 0")
     if not modes or set(modes) - {"webhook", "reconcile"}:
         parser.error("--rounds takes webhook and/or reconcile")
+    if min(args.group_requests, args.group_shards) < 1 or args.group_window_s <= 0:
+        parser.error("--group-requests, --group-shards and --group-window-s > 0")
+    # Another revision may not share batches: --compare measures one batch per push.
+    sharing = (
+        {
+            "REVIEW_GROUP_REQUESTS": str(args.group_requests),
+            "REVIEW_GROUP_WINDOW_S": str(args.group_window_s),
+            "REVIEW_GROUP_SHARDS": str(args.group_shards),
+        }
+        if args.sharing == "both" and args.compare is None
+        else None
+    )
     stop_on_sigterm()  # run the `finally` that stops every child and removes the worktree
     started = time.monotonic()
     deadline = 180.0 if args.quick else QUIET_DEADLINE_S
@@ -421,6 +584,7 @@ def main(argv: list[str] | None = None) -> int:
             args.worker_concurrency,
             deadline,
             args.dispatch_limit,
+            sharing if root == REPO else None,
         )
 
     setup = {
@@ -430,6 +594,7 @@ def main(argv: list[str] | None = None) -> int:
         "reconcile_every_s": 2,
         "worker_concurrency": args.worker_concurrency,
         "max_concurrent_dispatches": args.dispatch_limit or "emulator default (1000)",
+        "shared_batches": sharing or "off",
         "functions": (
             "functions-framework (gunicorn), 1 process each (local/chaos/stack.py); the "
             f"worker with THREADS={args.worker_concurrency}, the others with "

@@ -54,6 +54,24 @@ def test_e2e_reviews_every_push_exactly_once() -> None:
         assert {"ingress", "worker", "firestore", "cloudtasks"} <= set(figures["cpu_s_by_process"])
     # The worker was served with the concurrency Terraform gives it.
     assert result["setup"]["worker_concurrency"] == DEFAULTS.worker_concurrency
+    # The same rounds with shared batches: every push reviewed once, in fewer batches.
+    shared = result["shared"]
+    assert shared["settings"]["REVIEW_GROUP_REQUESTS"] == "100"
+    for mode in ("webhook", "reconcile"):
+        figures, alone = shared[mode], result[mode]
+        pushes = figures["pushes"]
+        assert pushes == alone["pushes"], mode
+        assert figures["violations"] == [], mode
+        assert figures["census"]["reviews"] == 2 * pushes, mode
+        assert figures["census"]["operations"] == pushes + figures["census"]["groups"], mode
+        assert figures["settled_by"][mode] == pushes, mode
+        assert alone["batches_created"] == pushes, mode  # one batch per push
+        assert 1 <= figures["batches_created"] < pushes, mode
+        side = result["sharing"][mode]
+        assert side["on"]["batches_per_push"] < side["off"]["batches_per_push"] == 1, mode
+        for sharing in ("off", "on"):
+            latency = side[sharing]["accepted_to_settled_ms"]
+            assert 0 < latency["p50"] <= latency["p95"] <= latency["max"], (mode, sharing)
 
 
 def test_cost_counts_each_event() -> None:
