@@ -3,8 +3,8 @@
 Each push (two files) joins a shared batch's group (`REVIEW_GROUP_REQUESTS`, here a sixth
 of the scenario's requests, so about six groups; `REVIEW_GROUP_WINDOW_S` 10 s); the
 simulator refuses a create past 5 batches in flight with Gemini's 429, and the driver
-completes a batch only once it is `HOLD_S` old, so the quota binds: a sealer is deferred
-and tries again. Besides the whole-database invariants: every push in exactly one group,
+holds every batch until the quota refused a create, so it binds: a sealer is deferred and
+tries again. Besides the whole-database invariants: every push in exactly one group,
 every group batch at Gemini belonging to a group, and at most ceil(requests / N) + 5
 batches created (docs/architecture.md, "Shared batches").
 """
@@ -94,24 +94,33 @@ def _send(run: Run, pushes: list[Push], done: threading.Event) -> None:
 def _complete_group_batches(
     chaos: Chaos, run: Run, pushes: list[Push], sent: threading.Event, deadline_s: float = 300.0
 ) -> int:
-    """Complete every group batch `HOLD_S` after it appears, until every push's operation
-    is settled (or the deadline: the verdict then says what is left)."""
+    """Hold every group batch until the quota refused a create (or every push joined a
+    group and a window and more went by), so the quota binds; then complete each `HOLD_S`
+    after it appears, until every push's operation is settled (or the deadline: the
+    verdict then says what is left)."""
     seen: dict[str, float] = {}
     completed: set[str] = set()
+    holding = True
+    joined_at: float | None = None
     give_up = time.monotonic() + deadline_s
     while time.monotonic() < give_up:
         try:
             batches = chaos.stack.sim.batches()
+            refused = _refused(chaos)
         except requests.RequestException:
             time.sleep(0.3)
             continue
         now = time.monotonic()
+        if holding and joined_at is None and sent.is_set() and _joined(chaos) >= len(pushes):
+            joined_at = now
+        if holding:
+            holding = not refused and (joined_at is None or now - joined_at < WINDOW_S + 5)
         for batch in batches:
             batch_name = str(batch["name"])
             if not str(batch.get("display_name")).startswith(GROUP_TAG_PREFIX):
                 continue
             first = seen.setdefault(batch_name, now)
-            if batch_name in completed or now - first < HOLD_S:
+            if holding or batch_name in completed or now - first < HOLD_S:
                 continue
             with contextlib.suppress(requests.RequestException):
                 chaos.stack.sim.complete(batch_name, "succeeded", "send")
@@ -120,6 +129,18 @@ def _complete_group_batches(
             break
         time.sleep(0.3)
     return len(completed)
+
+
+def _joined(chaos: Chaos) -> int:
+    """Items in every group so far."""
+    groups = chaos.client.collection(GROUPS).stream()
+    return sum(len((g.to_dict() or {}).get("members") or []) for g in groups)
+
+
+def _refused(chaos: Chaos) -> int:
+    """Creates the simulator refused for the batches in flight."""
+    quotas: dict[str, Any] = chaos.stack.sim.quotas()
+    return int((quotas.get("refused") or {}).get("gemini_batches_in_flight", 0))
 
 
 def _all_settled(chaos: Chaos, pushes: list[Push]) -> bool:
@@ -149,8 +170,9 @@ def _check(chaos: Chaos, run: Run, pushes: list[Push], per_group: int) -> None:
     limit = math.ceil(2 * len(pushes) / per_group) + IN_FLIGHT
     if len(batches) > limit:
         run.fail(f"{len(batches)} batches created, at most {limit} allowed")
-    quotas: dict[str, Any] = chaos.stack.sim.quotas()
-    refused = (quotas.get("refused") or {}).get("gemini_batches_in_flight", 0)
+    refused = _refused(chaos)
+    if refused == 0 and len(batches) > IN_FLIGHT:
+        run.fail(f"{len(batches)} batches and the quota of {IN_FLIGHT} never refused one")
     run.note(
         f"{len(groups)} groups of up to {per_group} requests, {len(batches)} batches "
         f"(at most {limit}), {refused} creates refused by the quota of {IN_FLIGHT}"
