@@ -37,6 +37,10 @@ locals {
       display_name = "hookledger: orphan batch not adopted (context incomplete)"
       runbook      = "Reconcile found an orphan batch whose kind needs context neither its claim nor the batch tells (e.g. the files of a review still running, claimed before claims carried them); it was not registered and is examined again each run. It is adopted once its rows tell; if it keeps alerting, `hookledger ops list` and the batch's tag name the push."
     }
+    group_failed = {
+      display_name = "hookledger: a shared batch refused by Gemini"
+      runbook      = "Gemini refused a shared batch's create for good (a 400, or a 404 for its model: reason in the log line), so every item of the group (group, items) was settled failed with reason group_refused and error reviews. Fix the cause (REVIEW_MODEL, a request Gemini refuses), then replay the pushes: `hookledger deliveries replay ID`."
+    }
     github_delivery_unrecoverable = {
       display_name = "hookledger: GitHub delivery not recovered within 3 days"
       runbook      = "A GitHub App delivery failed and the sweep could not bring it back before GitHub's 3-day window closes (guid, event and repository in the log line). `hookledger deliveries recovered` shows its last_error; while GitHub still keeps it, redeliver it from the App's Advanced settings, or replay the push another way."
