@@ -34,6 +34,7 @@ from apps.review.checks import CHECK_NAME
 from apps.review.results import REVIEWS
 from local.chaos.load import FULL_REPO, Push
 from shared.ledger import PENDING, Delivery, Ledger, LedgerError, Operation
+from shared.sharing.kind import GROUP_KIND
 
 PAGE = 200
 
@@ -136,7 +137,9 @@ def check(
                 f"delivery {delivery.source}:{delivery.delivery_id} left {delivery.status}"
                 f" ({delivery.last_error or 'no error'})"
             )
-    return problems, Census(len(operations), len(reviews), deliveries)
+    # The pushes' operations: a shared batch's own (its group's) is counted by its scenario.
+    pushes_ops = sum(1 for op in operations.values() if op.kind != GROUP_KIND)
+    return problems, Census(pushes_ops, len(reviews), deliveries)
 
 
 def check_run_problems(push: Push, op: Operation, check_runs: list[dict[str, Any]]) -> list[str]:

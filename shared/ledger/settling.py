@@ -299,7 +299,7 @@ class Settling:
         return Settled(Settlement.SETTLED, also_applied=staged is not None)
 
 
-class _TooLarge(Exception):
+class _TooLarge(HookledgerError):
     """The write-back staged more than one commit takes: raised inside the settle
     transaction (rolling it back) with every write it recorded, to be written in pages."""
 

@@ -56,12 +56,9 @@ class GroupWorld(World):
     """Two pushes sharing one group, with the worker, reconcile and GitHub of `World`."""
 
     def __init__(self, firestore_client: Any, simulator: Any) -> None:
-        super().__init__(firestore_client, simulator)
         # No stray batch of a push: items of shared batches never make one of their own
         # (one left from before sharing was switched on would be adopted as the push's).
-        self.gemini.batches.clear()
-        self.gemini.created.clear()
-        self.gemini._listed.clear()
+        super().__init__(firestore_client, simulator, stray=False)
         self.shas = [self.sha, self.sha[::-1]]
         self.tags = [review_tag(REPO, sha) for sha in self.shas]
 
