@@ -1,8 +1,9 @@
-"""The review app: a push's Markdown files reviewed by one Gemini batch, shown on GitHub.
+"""The review app: a push's Markdown files reviewed by Gemini's Batch API, shown on GitHub.
 
 A push to the default branch → the changed Markdown files under `REVIEW_PATH` fetched at
-the pushed commit → one Gemini batch (one request per file, key = path), submitted
-exactly once → settled by Gemini's webhook or reconcile → one `reviews` document per
+the pushed commit → one request per file (key = path), joined to a shared batch with
+other pushes' (`REVIEW_GROUP_*`; docs/architecture.md, "Shared batches") or, with
+`REVIEW_GROUP_REQUESTS=0`, a batch of the push's own, submitted exactly once → settled by Gemini's webhook or reconcile → one `reviews` document per
 file in the settling commit → the check run "hookledger review" and, with
 `GITHUB_COMMENTS`, one commit comment. "Re-run" on the check run reviews the commit
 again (reruns.py). Built on the public API only (shared/api); see docs/apps.md.
@@ -74,7 +75,7 @@ app = api.App(
     "review",
     settings=SETTINGS,
     collections=["reviews"],
-    description="a push's Markdown files reviewed by one Gemini batch, on GitHub",
+    description="a push's Markdown files reviewed by Gemini batches, shown on GitHub",
 )
 
 KIND = "github-review"
@@ -124,7 +125,7 @@ REVIEW = app.kind(
         request_keys=api.context_keys("paths"),
         generation_of=_generation_of,
         needs=("repo", "sha", "paths"),  # the files reviewed: rows may echo no key
-        description="a push's Markdown files reviewed by one Gemini batch",
+        description="a push's Markdown files reviewed (its own batch, or its share of one)",
     )
 )
 
