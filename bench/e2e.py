@@ -272,7 +272,7 @@ def round_figures(
         "batches_created": batches,
         "batches_per_push": round(batches / len(pushes), 3),
         "census": {
-            "operations": census.operations,
+            "operations": census.operations,  # the pushes' (local/chaos/invariants.py)
             "groups": sum(1 for op in operations if op.kind == GROUP_KIND),
             "reviews": census.reviews,
             "deliveries": census.deliveries,
