@@ -257,35 +257,38 @@ def round_figures(
         if completed is not None:
             completion_to_settled.append((done - completed) * 1000)
     settle_s = (max(settled_at) - began) if settled_at else None
-    return {
-        "pushes": len(pushes),
-        "accepted_per_s": round(len(pushes) / accepted_s, 1),
-        "settled_per_s": round(len(pushes) / settle_s, 1) if settle_s else None,
-        "wall_s": round(wall_s, 1),
-        "settled_by": by,
-        "push_to_settled_ms": _p(to_settled),
-        "push_to_submitted_ms": _p(to_submitted),
-        "completed_to_settled_ms": _p(completion_to_settled),
-        # The 202 at the ingress -> the push's operation settled (a shared push's includes
-        # its wait for the group to seal).
-        "accepted_to_settled_ms": _spread(accepted_to_settled),
-        "batches_created": batches,
-        "batches_per_push": round(batches / len(pushes), 3),
-        "census": {
-            "operations": census.operations,  # the pushes' (local/chaos/invariants.py)
-            "groups": sum(1 for op in operations if op.kind == GROUP_KIND),
-            "reviews": census.reviews,
-            "deliveries": census.deliveries,
+    return (
+        {
+            "pushes": len(pushes),
+            "accepted_per_s": round(len(pushes) / accepted_s, 1),
+            "settled_per_s": round(len(pushes) / settle_s, 1) if settle_s else None,
+            "wall_s": round(wall_s, 1),
+            "settled_by": by,
+            "push_to_settled_ms": _p(to_settled),
+            "push_to_submitted_ms": _p(to_submitted),
+            "completed_to_settled_ms": _p(completion_to_settled),
+            # The 202 at the ingress -> the push's operation settled (a shared push's includes
+            # its wait for the group to seal).
+            "accepted_to_settled_ms": _spread(accepted_to_settled),
+            "batches_created": batches,
+            "batches_per_push": round(batches / len(pushes), 3),
+            "census": {
+                "operations": census.operations,  # the pushes' (groups apart)
+                "groups": sum(1 for op in operations if op.kind == GROUP_KIND),
+                "reviews": census.reviews,
+                "deliveries": census.deliveries,
+            },
+            "cpu_s_by_process": dict(sorted(cpu.items(), key=lambda kv: -kv[1])),
+            # CPU seconds per wall second: 1.0 is one core busy for the whole round.
+            "cores_by_process": {name: round(used / wall_s, 2) for name, used in cpu.items()},
+            "cpu_ms_per_push": {
+                name: round(1000 * used / len(pushes), 1) for name, used in cpu.items() if used
+            },
+            "dispatches": dispatch_outcomes(stack.lines("cloudtasks")),
+            "violations": problems[:20],
         },
-        "cpu_s_by_process": dict(sorted(cpu.items(), key=lambda kv: -kv[1])),
-        # CPU seconds per wall second: 1.0 is one core busy for the whole round.
-        "cores_by_process": {name: round(used / wall_s, 2) for name, used in cpu.items()},
-        "cpu_ms_per_push": {
-            name: round(1000 * used / len(pushes), 1) for name, used in cpu.items() if used
-        },
-        "dispatches": dispatch_outcomes(stack.lines("cloudtasks")),
-        "violations": problems[:20],
-    }, problems
+        problems,
+    )
 
 
 def dispatch_outcomes(lines: list[str]) -> dict[str, int]:

@@ -3,8 +3,9 @@
 A push to the default branch → the changed Markdown files under `REVIEW_PATH` fetched at
 the pushed commit → one request per file (key = path), joined to a shared batch with
 other pushes' (`REVIEW_GROUP_*`; docs/architecture.md, "Shared batches") or, with
-`REVIEW_GROUP_REQUESTS=0`, a batch of the push's own, submitted exactly once → settled by Gemini's webhook or reconcile → one `reviews` document per
-file in the settling commit → the check run "hookledger review" and, with
+`REVIEW_GROUP_REQUESTS=0`, a batch of the push's own, submitted exactly once → settled
+by Gemini's webhook or reconcile → one `reviews` document per file in the push's
+settling commit → the check run "hookledger review" and, with
 `GITHUB_COMMENTS`, one commit comment. "Re-run" on the check run reviews the commit
 again (reruns.py). Built on the public API only (shared/api); see docs/apps.md.
 
