@@ -35,7 +35,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -330,9 +330,7 @@ class Groups:
             if request.end is not None:
                 request.end.applied = staged is not None
             self._operations.log_registered(name, request.kind)
-            joined = replace_group(
-                group, members=(*group.members, _member(member)), requests=requests
-            )
+            joined = replace(group, members=(*group.members, _member(member)), requests=requests)
             return Joined(name, joined, full=full, opened=opened)
 
         return self._retrying(request.tag, attempt)
@@ -375,7 +373,7 @@ class Groups:
                 lambda txn: txn.update(ref, update, option=self._commits.unchanged_since(snapshot)),
                 f"group {gid}",
             )
-            return replace_group(group, status=SEALED, due_at=now)
+            return replace(group, status=SEALED, due_at=now)
 
         return self._retrying(gid, attempt)
 
@@ -455,8 +453,12 @@ class Groups:
 
 
 def _fits(group: Group, request: JoinRequest) -> bool:
-    if group.status != OPEN or not group.members:
-        return group.status == OPEN
+    """An open group takes the item if it is empty (an item larger than the limits gets a
+    group of its own) or the item keeps it within them."""
+    if group.status != OPEN:
+        return False
+    if not group.members:
+        return True
     sharing = request.sharing
     return (
         group.requests + request.requests <= sharing.max_requests
@@ -523,12 +525,6 @@ def group_from(snapshot: Any) -> Group:
         operation=data.get("operation"),
         update_time=snapshot.update_time,
     )
-
-
-def replace_group(group: Group, **changes: Any) -> Group:
-    from dataclasses import replace
-
-    return replace(group, **changes)
 
 
 def _check_gid(gid: str) -> str:
