@@ -319,6 +319,21 @@ class SimulatorClient:
         state = self._call("POST", "/_sim/faults", json={"github_endpoint_limit": limit})
         return dict(state["github_endpoint_limit"])
 
+    def github_errors(self, status: int = 503, count: int = 1) -> dict[str, Any]:
+        """The next `count` GitHub API requests, any route, answer `status` (500..599);
+        returns the fault's state `{"count" (left), "status", "injected"}`."""
+        body = {"github_errors": {"count": count, "status": status}}
+        return dict(self._call("POST", "/_sim/faults", json=body)["github_errors"])
+
+    def github_rate_limited(
+        self, count: int = 1, status: int = 403, retry_after_s: int = 60
+    ) -> dict[str, Any]:
+        """The next `count` GitHub requests answer GitHub's secondary rate limit (`status`
+        403 or 429, `retry-after: retry_after_s`); returns that limit's state."""
+        limit = {"count": count, "status": status, "retry_after_s": retry_after_s}
+        state = self._call("POST", "/_sim/faults", json={"github_secondary_limit": limit})
+        return dict(state["github_secondary_limit"])
+
     def github_reads(self, repo: str | None = None) -> list[dict[str, Any]]:
         """The GitHub requests that read files, oldest first, from `requests_log()`: each
         GraphQL query (`POST /graphql`) and each Contents GET (of `repo` only, when given;

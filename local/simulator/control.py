@@ -128,6 +128,10 @@ Completion webhooks:
   minute (a REST GET 1 point, a write 5; a GraphQL query 1, a mutation 5) answers `status`
   with `retry-after`. Reported with the points each endpoint `used` this minute; refusals
   are counted in `github_rate_limited.endpoint` (`ratelimits.py`).
+- `github_errors` `{"count", "status"?: 503}`: the next `count` GitHub API requests, any
+  route (the App's JWT calls and GraphQL too), answer `status` (500..599) with GitHub's
+  error body, before rate limits or authorization; reported as `{"count" (left), "status",
+  "injected"}` (`github_errors.py`).
 
 Example: `{"error_rates": {"429": 0.1, "503": 0.1}, "timeout_rate": 0.05,
 "timeout_hold_s": 30, "latency_ms": 50, "latency_jitter_ms": 30, "webhook_drop_rate": 0.3,
@@ -174,6 +178,8 @@ from local.simulator.gemini import (
     prompt_text,
 )
 from local.simulator.github import DEFAULT_REF
+from local.simulator.github_errors import KEY as GITHUB_ERRORS
+from local.simulator.github_errors import GitHubErrors
 from local.simulator.ratelimits import RateLimits
 from local.simulator.state import BATCH_STATES, INTERACTION_API_STATUSES, WITH_ROWS, BadRequest
 from local.simulator.webhooks import DATA_ID_FORMS
@@ -189,7 +195,7 @@ RATE_LIMIT = "github_rate_limit"
 SECONDARY_LIMIT = "github_secondary_limit"
 ENDPOINT_LIMIT = "github_endpoint_limit"
 GITHUB_FAULTS = frozenset(
-    {COMMENT_FAULT, CHECK_RUN_FAULT, RATE_LIMIT, SECONDARY_LIMIT, ENDPOINT_LIMIT}
+    {COMMENT_FAULT, CHECK_RUN_FAULT, RATE_LIMIT, SECONDARY_LIMIT, ENDPOINT_LIMIT, GITHUB_ERRORS}
 )
 
 
@@ -465,6 +471,7 @@ def blueprint(sim: Simulator) -> Blueprint:
             COMMENT_FAULT: sim.comments.fault(),
             CHECK_RUN_FAULT: sim.check_runs.fault(),
             **sim.rate_limits.report(),
+            GITHUB_ERRORS: sim.github_errors.report(),
         }
 
     @bp.post("/faults")
@@ -486,6 +493,8 @@ def blueprint(sim: Simulator) -> Blueprint:
             trial.set_secondary(body[SECONDARY_LIMIT])
         if ENDPOINT_LIMIT in body:
             trial.set_endpoint(body[ENDPOINT_LIMIT])
+        if GITHUB_ERRORS in body:
+            GitHubErrors.check(body[GITHUB_ERRORS])
         sim.faults.update({key: value for key, value in body.items() if key not in GITHUB_FAULTS})
         if comment_fault is not None:
             sim.comments.set_fault(**comment_fault)
@@ -497,6 +506,8 @@ def blueprint(sim: Simulator) -> Blueprint:
             sim.rate_limits.set_secondary(body[SECONDARY_LIMIT])
         if ENDPOINT_LIMIT in body:
             sim.rate_limits.set_endpoint(body[ENDPOINT_LIMIT])
+        if GITHUB_ERRORS in body:
+            sim.github_errors.set(body[GITHUB_ERRORS])
         return json_response(fault_state())
 
     @bp.get("/faults")

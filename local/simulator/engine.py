@@ -20,6 +20,7 @@ from local.simulator.comments import CommitComments
 from local.simulator.files import FileStore
 from local.simulator.gemini import build_rows, result_lines
 from local.simulator.github import Contents
+from local.simulator.github_errors import GitHubErrors
 from local.simulator.hook_deliveries import HookDeliveries
 from local.simulator.injector import FaultInjector
 from local.simulator.quotas import BATCHES_IN_FLIGHT, Quotas
@@ -92,6 +93,7 @@ class Simulator:
         self.hook_deliveries = HookDeliveries(clock)
         self.apps = Apps(clock)
         self.rate_limits = RateLimits(clock)
+        self.github_errors = GitHubErrors()
         self.requests = RequestLog()
         self.faults = FaultInjector()
         self.quotas = Quotas()
@@ -120,6 +122,7 @@ class Simulator:
         self.hook_deliveries.reset()
         self.apps.reset()
         self.rate_limits.reset()
+        self.github_errors.reset()
         self.requests.reset()
 
     # --- creation ------------------------------------------------------------------

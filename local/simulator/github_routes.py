@@ -21,7 +21,8 @@ must be live, cover the repository and hold the route's permission (401 / 403 wi
 GitHub's bodies); no token or a personal token is served as before. Every repository
 answer carries GitHub's `x-ratelimit-*` headers and may be refused by the rate limits of
 the fault model (`ratelimits.py`), the per-endpoint secondary limit included: each request
-spends its points on its method and route (`endpoint_spend`).
+spends its points on its method and route (`endpoint_spend`). The `github_errors` fault
+(`github_errors.py`) fails a request before any of that.
 """
 
 from __future__ import annotations
@@ -98,6 +99,9 @@ def blueprint(sim: Simulator) -> Blueprint:
 
     @bp.before_request
     def caller_and_rate_limits() -> Response | None:
+        failing = sim.github_errors.take()
+        if failing is not None:  # GitHub itself failing, before it looks at anything else
+            return json_response(failing[1], failing[0])
         g.github_caller = sim.apps.caller(request.headers.get("Authorization"))
         spend = endpoint_spend()
         if request.path.startswith("/app/"):

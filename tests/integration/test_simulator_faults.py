@@ -82,6 +82,7 @@ def test_defaults_are_off_and_reported_in_full(simulator: Any) -> None:
             "used": {},
         },
         "github_rate_limited": {"primary": 0, "secondary": 0, "endpoint": 0},
+        "github_errors": {"count": 0, "status": 503, "injected": 0},
     }
     assert state["injected"]["gets"] == 0
 
@@ -125,8 +126,21 @@ def test_unknown_keys_are_a_400_naming_them_and_change_nothing(simulator: Any) -
         {"timeout_hold_s": -1},
         {"latency_jitter_ms": "30"},
         {"error_rates": {"429": 0.1}, "github_comment_post": {"fail": -1}},
+        {"latency_ms": 5, "github_errors": {"count": 1, "status": 404}},
+        {"github_errors": {"count": -1}},
+        {"github_errors": {"count": 1, "retry": True}},
     ],
-    ids=["rate", "rates sum", "copies", "hold", "jitter", "comment part"],
+    ids=[
+        "rate",
+        "rates sum",
+        "copies",
+        "hold",
+        "jitter",
+        "comment part",
+        "github error not 5xx",
+        "github errors count",
+        "github errors key",
+    ],
 )
 def test_a_bad_value_is_a_400_and_changes_nothing(simulator: Any, body: dict[str, Any]) -> None:
     before = fault_state(simulator)
@@ -360,3 +374,40 @@ def test_webhook_before_register_ms_means_an_early_webhook(simulator: Any) -> No
     batch = create_batch(simulator.genai())
 
     assert [json.loads(r.body)["data"]["id"] for r in simulator.receiver.snapshot()] == [batch.name]
+
+
+# --- GitHub failing on any route (`github_errors`) -------------------------------------
+
+
+def test_github_errors_fail_the_next_requests_on_any_route_then_github_answers(
+    simulator: Any,
+) -> None:
+    simulator.control.put_file("octo-org", "handbook", "docs/a.md", "a" * 40, b"# A\n")
+    contents = f"{simulator.url}/repos/octo-org/handbook/contents/docs/a.md?ref={'a' * 40}"
+    tree = f"{simulator.url}/repos/octo-org/handbook/git/trees/{'a' * 40}"
+
+    state = simulator.control.github_errors(status=502, count=2)
+
+    assert state == {"count": 2, "status": 502, "injected": 0}
+    first, second = requests.get(contents, timeout=10), requests.get(tree, timeout=10)
+    assert (first.status_code, second.status_code) == (502, 502)
+    assert first.json()["message"] == "Server Error"
+    assert requests.get(contents, timeout=10).status_code == 200
+    assert fault_state(simulator)["github_errors"] == {"count": 0, "status": 502, "injected": 2}
+
+
+def test_github_errors_fail_the_apps_own_calls_too(simulator: Any) -> None:
+    simulator.control.github_errors(count=1)
+
+    answer = requests.post(f"{simulator.url}/app/installations/1/access_tokens", timeout=10)
+
+    assert answer.status_code == 503
+    assert answer.json()["message"] == "Service Unavailable"
+
+
+def test_reset_turns_github_errors_off(simulator: Any) -> None:
+    simulator.control.github_errors(count=5)
+
+    simulator.control.reset()
+
+    assert fault_state(simulator)["github_errors"] == {"count": 0, "status": 503, "injected": 0}
