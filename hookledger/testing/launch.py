@@ -1,0 +1,212 @@
+"""Start the kit's stack: every process of the pipeline on free loopback ports.
+
+The official Firestore emulator, the local Cloud Tasks emulator (faithful timing and
+tombstones), the Gemini + GitHub simulator (its completion webhooks and GitHub App
+webhooks go to the ingress), and ingress, worker and reconcile under functions-framework,
+served from local/crashing_main.py (functions/main.py with the crash plan's hook). The
+functions run as a GitHub App registered in the simulator (local/github_app.py), installed
+on the demo accounts and on `Codertocat`, the account of GitHub's example payloads, as
+installation 1, the id those payloads carry. Each process is stopped by PID
+(`Launched.stop`), also when a later one fails to start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from local.cloudtasks_emulator.launch import start_cloudtasks
+from local.crash_plan import CRASH_PLAN_VARIABLE
+from local.firestore_emulator import start_firestore
+from local.functions_server import REPO, start_function
+from local.github_app import DEMO_ACCOUNTS, LocalApp
+from local.processes import Service, ServiceError, free_port, port_was_taken, start_on_free_ports
+from local.simulator.client import SimulatorClient, start_simulator
+from local.stack import Ports, function_env
+from shared.config import LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET
+
+PROJECT = "demo-hookledger"
+QUEUE_ID = "hookledger-kit"
+CRASHING_MAIN = REPO / "local" / "crashing_main.py"
+# GitHub's example payloads (hookledger/testing/payloads) come from this account, installation 1.
+EXAMPLES_ACCOUNT, EXAMPLES_INSTALLATION = "Codertocat", 1
+# Test-friendly behaviour, explicit: the session's environment cannot change these.
+KIT_SETTINGS = {
+    "GOOGLE_CLOUD_PROJECT": PROJECT,
+    "TASKS_QUEUE": QUEUE_ID,
+    "GITHUB_WEBHOOK_SECRETS": LOCAL_GITHUB_SECRET,
+    "GEMINI_WEBHOOK_SECRETS": LOCAL_GEMINI_SECRET,
+    "GEMINI_API_KEY": "local-simulator-key",  # never a real key, even if the shell has one
+    "GITHUB_TOKEN": "",
+    "HTTP_TIMEOUT_S": "5",
+    # A crashed attempt's delivery lease (timeout + its margin over the deadline) ends in
+    # 21 s rather than 10 min, so the retry after a `crash_at` runs within a test.
+    "WORKER_TIMEOUT_S": "18",
+    "TASK_DISPATCH_DEADLINE_S": "15",
+    "RECONCILE_GRACE_S": "0",  # `reconcile()` looks at an operation however young
+    "TRACING": "off",
+}
+
+
+@dataclass
+class Launched:
+    """The running processes, their URLs and the environment the functions got."""
+
+    firestore_host: str
+    tasks_host: str
+    sim: SimulatorClient
+    app: LocalApp
+    ingress_url: str
+    worker_url: str
+    reconcile_url: str
+    env: dict[str, str]
+    services: list[Service] = field(default_factory=list)
+
+    @property
+    def queue_path(self) -> str:
+        return f"projects/{PROJECT}/locations/us-central1/queues/{QUEUE_ID}"
+
+    def fresh_queue(self, client: Any) -> None:
+        """Delete the queue and create it again: no task, no remembered task name."""
+        from google.api_core import exceptions
+        from google.cloud.tasks_v2 import types
+        from google.protobuf import duration_pb2
+
+        from shared.handoff.tasks import ensure_queue
+
+        with contextlib.suppress(exceptions.NotFound):
+            client.delete_queue(name=self.queue_path, timeout=10)
+        # Retries at most 2 s apart: a retry waiting on a crashed attempt's lease comes soon
+        # after the lease ends.
+        retry = types.RetryConfig(
+            max_attempts=-1,
+            min_backoff=duration_pb2.Duration(nanos=100_000_000),
+            max_backoff=duration_pb2.Duration(seconds=2),
+        )
+        ensure_queue(client, self.queue_path, retry_config=retry)
+
+    def stop(self) -> None:
+        for service in reversed(self.services):
+            service.stop()
+        self.services.clear()
+
+
+def registrations(apps: Sequence[str], root: Path) -> dict[str, list[str]]:
+    """`{"source:event": [app, …]}` of the handlers `apps` register, learnt in a child
+    process so the test session's own handler registry is left alone."""
+    code = (
+        "import json\n"
+        "from shared import apps, handlers\n"
+        "apps.load()\n"
+        "print(json.dumps({f'{s}:{e}': [r.app for r in handlers.registrations(s, e)]"
+        " for s, e in handlers.registered()}))\n"
+    )
+    env = {**os.environ, "HOOKLEDGER_APPS": ",".join(apps), "PYTHONPATH": _pythonpath(root)}
+    done = subprocess.run(  # noqa: S603 (this interpreter, fixed code)
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise ServiceError(f"the apps {list(apps)} cannot be loaded:\n{done.stderr.strip()}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def _pythonpath(root: Path) -> str:
+    """The user's project first (its apps import), then hookledger's own tree."""
+    parts = [str(root), str(REPO), os.environ.get("PYTHONPATH", "")]
+    return os.pathsep.join(dict.fromkeys(p for p in parts if p))
+
+
+def launch(apps: Sequence[str], *, root: Path, workdir: Path) -> Launched:
+    """Start everything for `apps` (module names); `root` is the project whose apps load,
+    `workdir` holds the crash plan. Raises ServiceError naming what failed to start."""
+    services: list[Service] = []
+    try:
+        firestore, (fs_port,) = start_on_free_ports(start_firestore)
+        services.append(firestore)
+        tasks, (tasks_port, jwks_port) = start_on_free_ports(start_cloudtasks, count=2)
+        services.append(tasks)
+        base = {
+            **os.environ,
+            **KIT_SETTINGS,
+            "HOOKLEDGER_APPS": ",".join(apps),
+            "PYTHONPATH": _pythonpath(root),
+            CRASH_PLAN_VARIABLE: str(workdir / "crash-plan.json"),
+        }
+        for attempt in range(1, 4):
+            sim_port, ingress_port, worker_port, reconcile_port = (free_port() for _ in range(4))
+            ports = Ports(
+                firestore=fs_port,
+                tasks=tasks_port,
+                jwks=jwks_port,
+                simulator=sim_port,
+                ingress=ingress_port,
+                worker=worker_port,
+                reconcile=reconcile_port,
+                console=0,  # no console: only the check runs' Details link names it
+            )
+            try:
+                return _start_functions(ports, base, services)
+            except ServiceError as exc:
+                for service in services[2:]:
+                    service.stop()
+                del services[2:]
+                if attempt == 3 or not port_was_taken(exc):
+                    raise
+        raise AssertionError("unreachable: the last attempt returns or raises")
+    except BaseException:
+        for service in reversed(services):
+            service.stop()
+        raise
+
+
+def _start_functions(ports: Ports, base: Mapping[str, str], services: list[Service]) -> Launched:
+    """The simulator, the App, then the three functions on `ports` (appended to `services`)."""
+    ingress = f"http://127.0.0.1:{ports.ingress}"
+    services.append(
+        start_simulator(
+            ports.simulator,
+            webhook_url=f"{ingress}/gemini",
+            github_webhook_url=f"{ingress}/github",
+        )
+    )
+    sim = SimulatorClient(f"http://127.0.0.1:{ports.simulator}")
+    app = register_app(sim)
+    env = function_env(ports, base, app=app)
+    for target, port, extra in (
+        ("ingress", ports.ingress, {}),
+        ("worker", ports.worker, {"OIDC_AUDIENCE": env["WORKER_URL"]}),
+        ("reconcile", ports.reconcile, {"OIDC_AUDIENCE": ""}),  # the kit calls it directly
+    ):
+        services.append(start_function(target, port, {**env, **extra}, source=CRASHING_MAIN))
+    return Launched(
+        firestore_host=env["FIRESTORE_EMULATOR_HOST"],
+        tasks_host=env["CLOUD_TASKS_EMULATOR_HOST"],
+        sim=sim,
+        app=app,
+        ingress_url=ingress,
+        worker_url=env["WORKER_URL"].rstrip("/"),
+        reconcile_url=env["RECONCILE_URL"].rstrip("/"),
+        env=env,
+        services=services,
+    )
+
+
+def register_app(sim: SimulatorClient) -> LocalApp:
+    """The functions' App, installed on the demo accounts and on the examples' account."""
+    registered = LocalApp.register(sim, DEMO_ACCOUNTS)
+    sim.install_github_app(registered.app_id, EXAMPLES_ACCOUNT, id=EXAMPLES_INSTALLATION)
+    installations = (*registered.installations, (EXAMPLES_ACCOUNT, EXAMPLES_INSTALLATION))
+    return LocalApp(registered.app_id, registered.client_id, registered.private_key, installations)

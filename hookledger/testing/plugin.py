@@ -1,0 +1,101 @@
+"""The pytest plugin of hookledger's test kit (entry point `pytest11: hookledger`).
+
+    pytestmark = pytest.mark.hookledger_apps("apps.myapp")
+
+    def test_push(hookledger):
+        sent = hookledger.send_github("push", github_example("push-with-new-branch"))
+        assert hookledger.wait_handled(sent) == {"myapp": "done"}
+
+The marker names the apps under test (module names, as HOOKLEDGER_APPS takes them); the
+session's one stack loads the union of every collected test's marked apps, started when
+the first test asks for the `hookledger` fixture and stopped by PID at the end of the
+session. Importing this module starts nothing and imports nothing of hookledger's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from hookledger.testing.stack import Stack
+
+MARKER = "hookledger_apps"
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_APPS = pytest.StashKey[list[str]]()
+# How much of each function's output a failing test's report shows.
+SHOWN_OUTPUT_CHARS = 6000
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(*modules): the apps the `hookledger` fixture's stack loads "
+        "(module names, as HOOKLEDGER_APPS takes them)",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The union of the collected tests' marked apps, in first-seen order."""
+    apps: list[str] = []
+    for item in items:
+        for mark in item.iter_markers(MARKER):
+            for module in mark.args:
+                if not isinstance(module, str) or not _MODULE.fullmatch(module):
+                    raise pytest.UsageError(
+                        f"{item.nodeid}: {MARKER} takes module names such as 'apps.myapp', "
+                        f"got {module!r}"
+                    )
+                if module not in apps:
+                    apps.append(module)
+    config.stash[_APPS] = apps
+
+
+@pytest.fixture(scope="session")
+def hookledger_stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    """The session's stack, started once for the union of the marked apps."""
+    from hookledger.testing.launch import launch, registrations
+    from hookledger.testing.stack import Stack
+    from local.processes import ServiceError
+
+    apps = request.config.stash.get(_APPS, [])
+    root = Path(request.config.rootpath)
+    try:
+        handlers = registrations(apps, root)
+        launched = launch(apps, root=root, workdir=tmp_path_factory.mktemp("hookledger"))
+    except ServiceError as exc:
+        pytest.fail(f"the hookledger test stack did not start: {exc}", pytrace=False)
+    stack = Stack(launched, handlers)
+    try:
+        yield stack
+    finally:
+        stack.close()
+
+
+@pytest.fixture
+def hookledger(hookledger_stack: Stack) -> Stack:
+    """The session's stack, emptied for this test (hookledger/testing/stack.py)."""
+    hookledger_stack.reset()
+    return hookledger_stack
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failing test that used the stack shows what its functions printed last."""
+    report = yield
+    stack = getattr(item, "funcargs", {}).get("hookledger")
+    if report.failed and stack is not None:
+        for name in ("ingress", "worker", "reconcile"):
+            report.sections.append(
+                (f"hookledger {name} output", stack.output(name)[-SHOWN_OUTPUT_CHARS:])
+            )
+    return report

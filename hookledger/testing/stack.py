@@ -1,0 +1,358 @@
+"""`Stack`: what a test drives through the `hookledger` fixture (docs/apps.md, "Testing an app").
+
+One stack per test session (hookledger/testing/launch.py starts it), emptied before each
+test by `reset()`: both Firestore databases, the simulator (faults included; the App is
+registered again with the same key and ids), the crash plan, and the Cloud Tasks queue,
+deleted and created again. That last step is what lets two tests send the same recorded
+payload: the ingress names a GitHub task after its body and Cloud Tasks keeps a task's name
+taken for about an hour after it ran, so the second test would be answered `duplicate`.
+The local emulator forgets a deleted queue's tasks and tombstones (Cloud Tasks itself would
+refuse the name for days), so each test starts with a fresh queue under the same name,
+while within a test a re-sent body is still a `duplicate`, as deployed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from hookledger.sending import Sent, send_event
+from hookledger.testing.launch import Launched
+from hookledger.testing.waiting import wait_for
+from local.crash_plan import CRASH_PLAN_VARIABLE, check_point, read_plan, write_plan
+from local.firestore_emulator import reset as reset_firestore
+from shared.config import LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET, Config
+from shared.ledger.records import (
+    DELIVERIES,
+    FINISHED_DELIVERY_STATUSES,
+    OPERATIONS,
+    SUPERSEDED,
+    TERMINAL_STATUSES,
+)
+
+Payload = Mapping[str, Any] | bytes | str | Path
+TIMEOUT_S = 10.0  # every call the kit makes to a process of the stack
+
+
+@dataclass(frozen=True)
+class Crashes:
+    """What a `crash_at` plan did so far: `crashed` lists `{"pid", "point"}` per death."""
+
+    plan_path: Path
+
+    @property
+    def crashed(self) -> list[dict[str, Any]]:
+        return list(read_plan(self.plan_path).get("crashed", []))
+
+
+class Stack:
+    """The session's running pipeline; see the module docstring and docs/apps.md."""
+
+    def __init__(self, launched: Launched, handlers: Mapping[str, list[str]]) -> None:
+        self._launched = launched
+        self._handlers = dict(handlers)
+        self.sim = launched.sim  # the simulator's whole control API (SimulatorClient)
+        self.ingress_url = launched.ingress_url
+        self.worker_url = launched.worker_url
+        self.reconcile_url = launched.reconcile_url
+        self.env = dict(launched.env)  # what the functions were started with
+        self._plan = Path(launched.env[CRASH_PLAN_VARIABLE])
+        self._claims_database = Config().claims_database
+        self._client: Any = None
+        self._tasks: Any = None
+
+    # --- the session ---------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Empty everything a test may have left (the module docstring)."""
+        write_plan(self._plan, None)
+        self._fresh_queue()
+        project = self.env["GOOGLE_CLOUD_PROJECT"]
+        reset_firestore(self._launched.firestore_host, project)
+        reset_firestore(self._launched.firestore_host, project, self._claims_database)
+        self.sim.reset()
+        self._launched.app.restore(self.sim)
+
+    def _fresh_queue(self) -> None:
+        if self._tasks is None:
+            from shared.handoff.tasks import make_client
+
+            self._tasks = make_client(self._launched.tasks_host)
+        self._launched.fresh_queue(self._tasks)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+        self._launched.stop()
+
+    def output(self, name: str) -> str:
+        """The last lines a process printed (`firestore`, `cloudtasks`, `simulator`,
+        `ingress`, `worker`, `reconcile`): for a failing test's message."""
+        for service in self._launched.services:
+            if service.name == name:
+                return service.output()
+        raise KeyError(f"no process named {name!r} in the stack")
+
+    # --- sending -------------------------------------------------------------------------
+
+    def send_github(self, event: str, payload: Payload, *, delivery_id: str | None = None) -> Sent:
+        """POST `payload` to the ingress as GitHub's `event`, signed as GitHub signs it."""
+        return send_event(
+            self.ingress_url,
+            "github",
+            event,
+            _body(payload),
+            secret=LOCAL_GITHUB_SECRET,
+            delivery_id=delivery_id,
+        )
+
+    def send_gemini(self, event: str, payload: Payload, *, delivery_id: str | None = None) -> Sent:
+        """POST `payload` (its `type` must be `event`) as a Gemini static webhook."""
+        return send_event(
+            self.ingress_url,
+            "gemini",
+            event,
+            _body(payload),
+            secret=LOCAL_GEMINI_SECRET,
+            delivery_id=delivery_id,
+        )
+
+    def wait_handled(
+        self, sent_or_delivery_id: Sent | str, *, source: str = "github", timeout_s: float = 60.0
+    ) -> dict[str, str]:
+        """Wait until every app's record of the delivery is final; app name -> status
+        (`done`, `ignored`, `dead`, `unresolved`). `{}` when the ingress itself ignored it
+        (no app takes the event, or every app refused its payload): nothing was queued."""
+        if isinstance(sent_or_delivery_id, Sent):
+            sent = sent_or_delivery_id
+            status = sent.answer.get("status") if isinstance(sent.answer, dict) else None
+            if sent.status == 200 and status in ("ignored", "pong"):
+                return {}
+            if sent.status != 202:
+                raise AssertionError(
+                    f"delivery {sent.delivery_id} was not accepted: the ingress answered "
+                    f"{sent.status} {sent.answer!r}"
+                )
+            delivery_id = sent.delivery_id
+        else:
+            delivery_id = sent_or_delivery_id
+        seen: dict[str, Any] = {}
+
+        def finished() -> dict[str, str] | None:
+            record = self._delivery(source, delivery_id)
+            seen["record"] = record
+            if record is None or record.get("status") not in FINISHED_DELIVERY_STATUSES:
+                return None
+            apps = self._handlers.get(f"{source}:{record.get('event')}", [])
+            if len(apps) <= 1:  # one app runs under the delivery's own record
+                return {(apps[0] if apps else "?"): str(record["status"])}
+            ends = {app: self._delivery(source, f"{delivery_id}#{app}") for app in apps}
+            return {app: str(end["status"]) for app, end in ends.items() if end is not None}
+
+        return wait_for(
+            finished,
+            timeout_s=timeout_s,
+            what=lambda: (
+                f"{source} delivery {delivery_id} to be handled; "
+                f"its record: {_brief(seen.get('record'))}"
+            ),
+        )
+
+    def _delivery(self, source: str, delivery_id: str) -> dict[str, Any] | None:
+        from shared.ledger.ids import delivery_id as doc_id
+
+        snapshot = self.firestore.collection(DELIVERIES).document(doc_id(source, delivery_id)).get()
+        return snapshot.to_dict() if snapshot.exists else None
+
+    # --- GitHub and Gemini at the simulator ----------------------------------------------
+
+    def put_file(self, repo: str, path: str, sha: str, data: bytes) -> str:
+        """Store `data` as `path` of `repo` ("owner/name") at commit `sha`; its blob sha."""
+        owner, _, name = repo.partition("/")
+        if not owner or not name:
+            raise ValueError(f"repo must be 'owner/name', got {repo!r}")
+        return self.sim.put_file(owner, name, path, sha, data)
+
+    def batches(self) -> list[dict[str, Any]]:
+        """Every batch the simulator holds, each with its requests' `keys`."""
+        return [_with_keys(batch) for batch in self.sim.batches()]
+
+    def wait_batch(self, display_name_prefix: str, *, timeout_s: float = 60.0) -> dict[str, Any]:
+        """The first batch whose display name starts with the prefix, once created."""
+
+        def found() -> dict[str, Any] | None:
+            return next(
+                (b for b in self.batches() if b["display_name"].startswith(display_name_prefix)),
+                None,
+            )
+
+        return wait_for(
+            found,
+            timeout_s=timeout_s,
+            what=lambda: (
+                f"a batch named {display_name_prefix}…; the simulator holds "
+                f"{[b['display_name'] for b in self.batches()]}"
+            ),
+        )
+
+    def complete_batch(
+        self, name: str, *, rows: Any = None, webhook: str = "send"
+    ) -> dict[str, Any]:
+        """Batch `name` succeeds (`rows`: per-request results, local/simulator/control.py);
+        `webhook`: "send", "drop" (reconcile must find it) or "duplicate"."""
+        extra = {} if rows is None else {"rows": rows}
+        return self.sim.complete(name, "succeeded", _webhook(webhook), **extra)
+
+    def fail_batch(self, name: str, *, webhook: str = "send") -> dict[str, Any]:
+        """Batch `name` fails as a whole."""
+        error = {"code": 13, "message": "the batch failed (hookledger test kit)"}
+        return self.sim.complete(name, "failed", _webhook(webhook), error=error)
+
+    def wait_settled(self, name: str, *, timeout_s: float = 60.0) -> dict[str, Any]:
+        """Operation `name`'s record once terminal (or superseded) with its write-back done."""
+        seen: dict[str, Any] = {}
+
+        def settled() -> dict[str, Any] | None:
+            record = self.operation(name)
+            seen["record"] = record
+            if record is None:
+                return None
+            final = record["status"] in TERMINAL_STATUSES or record["status"] == SUPERSEDED
+            return record if final and record.get("writeback_done") else None
+
+        return wait_for(
+            settled,
+            timeout_s=timeout_s,
+            what=lambda: f"operation {name} to settle; its record: {_brief(seen.get('record'))}",
+        )
+
+    def reconcile(self) -> dict[str, Any]:
+        """One reconcile run, as Cloud Scheduler starts it; its report."""
+        answer = requests.post(f"{self.reconcile_url}/", json={}, timeout=120)
+        if answer.status_code != 200:
+            raise AssertionError(f"reconcile answered {answer.status_code}: {answer.text[:500]}")
+        return dict(answer.json())
+
+    # --- faults --------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def crash_at(self, point: str, times: int = 1) -> Iterator[Crashes]:
+        """The functions' processes die for real (os._exit) the first `times` times any of
+        them reaches crash point `point` (shared/crashpoints.py); KeyError for a name that
+        is not one. gunicorn starts a new worker process; Cloud Tasks retries the request."""
+        write_plan(self._plan, check_point(point), times)
+        try:
+            yield Crashes(self._plan)
+        finally:
+            write_plan(self._plan, None)
+
+    def github_errors(self, status: int = 503, times: int = 1) -> dict[str, Any]:
+        """GitHub answers `status` (500..599) to the next `times` calls, whatever the route."""
+        return self.sim.github_errors(status=status, count=times)
+
+    def github_rate_limited(self, times: int = 1, *, status: int = 403) -> dict[str, Any]:
+        """GitHub's secondary rate limit (403 or 429, `retry-after: 1`) on the next `times`
+        calls, whatever the route."""
+        return self.sim.github_rate_limited(count=times, status=status, retry_after_s=1)
+
+    # --- what is stored ------------------------------------------------------------------
+
+    @property
+    def firestore(self) -> Any:
+        """A Firestore client on the stack's emulator (the ledger's database)."""
+        if self._client is None:
+            self._client = _client_on(self._launched.firestore_host, self.env)
+        return self._client
+
+    def documents(self, collection: str) -> dict[str, dict[str, Any]]:
+        """Every document of `collection`, by id."""
+        return {s.id: s.to_dict() for s in self.firestore.collection(collection).stream()}
+
+    def operation(self, name: str) -> dict[str, Any] | None:
+        """Operation `name` (`batches/abc`) as the ledger reads it, or None."""
+        from shared.ledger.ids import operation_id
+        from shared.ledger.records import operation_from_snapshot
+
+        snapshot = self.firestore.collection(OPERATIONS).document(operation_id(name)).get()
+        return operation_from_snapshot(snapshot).to_dict() if snapshot.exists else None
+
+    def operations(self, kind: str | None = None) -> list[dict[str, Any]]:
+        """Every operation (of `kind`), as the ledger reads it, oldest first."""
+        from shared.ledger.records import operation_from_snapshot
+
+        found = [
+            operation_from_snapshot(s).to_dict()
+            for s in self.firestore.collection(OPERATIONS).stream()
+        ]
+        chosen = [op for op in found if kind is None or op["kind"] == kind]
+        return sorted(chosen, key=lambda op: (op["submitted_at"], op["name"]))
+
+    def queued_tasks(self) -> list[str]:
+        """The names of the tasks waiting in the stack's Cloud Tasks queue."""
+        if self._tasks is None:
+            from shared.handoff.tasks import make_client
+
+            self._tasks = make_client(self._launched.tasks_host)
+        tasks = self._tasks.list_tasks(parent=self._launched.queue_path, timeout=TIMEOUT_S)
+        return [task.name for task in tasks]
+
+    def cli(self, *args: str, input_text: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run `hookledger ARGS…` against the stack (its environment); never raises on a
+        non-zero exit: look at `returncode`, `stdout`, `stderr`."""
+        code = "import sys; from hookledger.cli import main; sys.exit(main())"
+        return subprocess.run(  # noqa: S603 (this interpreter running the CLI)
+            [sys.executable, "-c", code, *args],
+            env={**os.environ, **self.env},
+            input=input_text,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+
+def _body(payload: Payload) -> bytes | str | Mapping[str, Any]:
+    """A recorded body's bytes for a path; anything else as `send_event` takes it."""
+    return payload.read_bytes() if isinstance(payload, Path) else payload
+
+
+def _webhook(webhook: str) -> str:
+    if webhook not in ("send", "drop", "duplicate"):
+        raise ValueError(f'webhook must be "send", "drop" or "duplicate", got {webhook!r}')
+    return webhook
+
+
+def _with_keys(batch: Mapping[str, Any]) -> dict[str, Any]:
+    keys = [(r.get("metadata") or {}).get("key") for r in batch.get("requests", [])]
+    return {**batch, "keys": keys}
+
+
+def _brief(record: Mapping[str, Any] | None) -> str:
+    if record is None:
+        return "none yet"
+    shown = ("status", "event", "attempts", "last_error", "writeback_done", "error")
+    return repr({k: record[k] for k in shown if record.get(k) is not None})
+
+
+def _client_on(host: str, env: Mapping[str, str]) -> Any:
+    """A Firestore client on the emulator at `host`, whatever this process's environment
+    says (the client reads FIRESTORE_EMULATOR_HOST when it is built)."""
+    from google.cloud import firestore
+
+    saved = os.environ.get("FIRESTORE_EMULATOR_HOST")
+    os.environ["FIRESTORE_EMULATOR_HOST"] = host
+    try:
+        return firestore.Client(project=env["GOOGLE_CLOUD_PROJECT"])
+    finally:
+        if saved is None:
+            os.environ.pop("FIRESTORE_EMULATOR_HOST", None)
+        else:
+            os.environ["FIRESTORE_EMULATOR_HOST"] = saved
