@@ -40,7 +40,7 @@ def test_a_push_syncs_one_document_per_article(hookledger: Stack) -> None:
     assert_nothing_pending(hookledger)
 
 
-def test_github_failing_at_first_is_retried_until_every_article_is_synced(hookledger: Stack) -> None:
+def test_github_failing_at_first_is_retried_until_every_article_synced(hookledger: Stack) -> None:
     put_commit(hookledger)
     hookledger.github_errors(status=503, times=2)
 
