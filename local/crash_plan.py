@@ -71,6 +71,13 @@ def write_plan(path: Path, point: str | None, times: int = 1) -> None:
         _write(handle, {"point": point, "left": times if point else 0, "crashed": []})
 
 
+def disarm(path: Path) -> None:
+    """Crash nowhere from now on; the `crashed` record stays for the test to read."""
+    with _locked(path) as handle:
+        plan = _read(handle)
+        _write(handle, {"point": None, "left": 0, "crashed": plan.get("crashed", [])})
+
+
 def read_plan(path: Path) -> dict[str, Any]:
     """The plan as it stands: `point`, `left` and the `crashed` processes so far."""
     if not path.exists():

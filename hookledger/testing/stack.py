@@ -27,7 +27,7 @@ import requests
 from hookledger.sending import Sent, send_event
 from hookledger.testing.launch import Launched
 from hookledger.testing.waiting import wait_for
-from local.crash_plan import CRASH_PLAN_VARIABLE, check_point, read_plan, write_plan
+from local.crash_plan import CRASH_PLAN_VARIABLE, check_point, disarm, read_plan, write_plan
 from local.firestore_emulator import reset as reset_firestore
 from shared.config import LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET, Config
 from shared.ledger.records import (
@@ -44,7 +44,8 @@ TIMEOUT_S = 10.0  # every call the kit makes to a process of the stack
 
 @dataclass(frozen=True)
 class Crashes:
-    """What a `crash_at` plan did so far: `crashed` lists `{"pid", "point"}` per death."""
+    """What a `crash_at` plan did: `crashed` lists `{"pid", "point"}` per death, also
+    after the `with` block (until the next test)."""
 
     plan_path: Path
 
@@ -252,7 +253,7 @@ class Stack:
         try:
             yield Crashes(self._plan)
         finally:
-            write_plan(self._plan, None)
+            disarm(self._plan)
 
     def github_errors(self, status: int = 503, times: int = 1) -> dict[str, Any]:
         """GitHub answers `status` (500..599) to the next `times` calls, whatever the route."""

@@ -1,0 +1,160 @@
+"""The test kit (hookledger/testing) on its own stack: what each helper promises.
+
+Its apps are the repository's (articles on pushes, classify's batches); the session's stack
+also loads every other marked app, so each test reads its app's entry of `wait_handled`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from hookledger.testing import (
+    Stack,
+    assert_nothing_pending,
+    assert_one_result_per_item,
+    github_example,
+    github_example_path,
+)
+
+pytestmark = pytest.mark.hookledger_apps("apps.articles", "apps.classify")
+
+REPO = "Codertocat/Hello-World"
+SHA = "6113728f27ae82c7b1a177c8d03f9e96e0adf246"  # push-with-new-branch's commit
+ITEMS = {"a": "The app crashes.", "b": "Add a dark mode."}
+ROWS = {
+    "a": {"text": '{"label": "bug", "confidence": 0.9}'},
+    "b": {"text": '{"label": "feature", "confidence": 0.8}'},
+}
+
+
+def put_article(hookledger: Stack) -> None:
+    hookledger.put_file(REPO, "articles/hello.md", SHA, b"# Hello\n")
+
+
+def submit(hookledger: Stack, tmp_path: Path, submission: str) -> str:
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps({"id": k, "text": t}) + "\n" for k, t in ITEMS.items()))
+    done = hookledger.cli("submit", "--app", "classify", "--input", str(items), "--id", submission)
+    assert done.returncode == 0, done.stderr
+    return str(hookledger.wait_batch(f"hookledger:classify:{submission}")["name"])
+
+
+# --- the same recorded payload in two tests ---------------------------------------------
+# The ingress names a GitHub task after its body; each test gets a fresh queue.
+
+
+@pytest.mark.parametrize("turn", ["first", "second"])
+def test_every_test_may_send_the_same_recorded_payload(hookledger: Stack, turn: str) -> None:
+    put_article(hookledger)
+
+    sent = hookledger.send_github("push", github_example_path("push-with-new-branch"))
+
+    assert (sent.status, sent.answer["status"]) == (202, "accepted"), turn
+    assert hookledger.wait_handled(sent)["articles"] == "done"
+
+
+def test_within_a_test_the_same_body_again_is_a_duplicate(hookledger: Stack) -> None:
+    put_article(hookledger)
+    first = hookledger.send_github("push", github_example("push-with-new-branch"))
+    hookledger.wait_handled(first)
+
+    again = hookledger.send_github("push", github_example("push-with-new-branch"))
+
+    assert (again.status, again.answer["status"]) == (200, "duplicate")
+    with pytest.raises(AssertionError, match="was not accepted: the ingress answered 200"):
+        hookledger.wait_handled(again)
+
+
+def test_an_event_no_app_takes_is_handled_by_nobody(hookledger: Stack) -> None:
+    sent = hookledger.send_github("ping", github_example("ping"))
+
+    assert hookledger.wait_handled(sent) == {}
+
+
+def test_a_push_the_app_ignores_is_reported_ignored(hookledger: Stack) -> None:
+    sent = hookledger.send_github("push", github_example("push"))  # deletes a tag
+
+    assert hookledger.wait_handled(sent)["articles"] == "ignored"
+
+
+# --- crashes ---------------------------------------------------------------------------
+
+
+def test_an_unknown_crash_point_is_refused_at_once(hookledger: Stack) -> None:
+    with (
+        pytest.raises(KeyError, match=r"no crash point named 'settle\.befor_commit'"),
+        hookledger.crash_at("settle.befor_commit"),
+    ):
+        pass
+
+
+@pytest.mark.slow
+def test_a_worker_dying_before_the_settling_commit_still_settles_once(
+    hookledger: Stack, tmp_path: Path
+) -> None:
+    name = submit(hookledger, tmp_path, "crash-1")
+
+    with hookledger.crash_at("settle.before_commit") as crashes:
+        hookledger.complete_batch(name, rows=ROWS)
+        settled = hookledger.wait_settled(name)
+
+    # The process that reached the point is gone (os._exit): gunicorn started another
+    # worker, Cloud Tasks retried the webhook's delivery once the dead attempt's lease ended.
+    assert [c["point"] for c in crashes.crashed] == ["settle.before_commit"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(crashes.crashed[0]["pid"], 0)
+    assert (settled["status"], settled["settled_by"]) == ("succeeded", "webhook")
+    assert_one_result_per_item(hookledger, "classifications", ITEMS)
+    assert_nothing_pending(hookledger)
+
+
+# --- GitHub faults ---------------------------------------------------------------------
+
+
+def test_a_rate_limited_github_call_is_retried(hookledger: Stack) -> None:
+    put_article(hookledger)
+    hookledger.github_rate_limited(times=1)
+
+    sent = hookledger.send_github("push", github_example("push-with-new-branch"))
+
+    assert hookledger.wait_handled(sent)["articles"] == "done"
+    assert hookledger.sim.faults()["github_rate_limited"]["secondary"] == 1
+    assert_one_result_per_item(hookledger, "articles", ["articles/hello.md"], field="path")
+
+
+def test_the_faults_of_one_test_are_gone_in_the_next(hookledger: Stack) -> None:
+    faults = hookledger.sim.faults()
+
+    assert faults["github_errors"]["count"] == 0
+    assert faults["github_secondary_limit"]["count"] == 0
+
+
+# --- settling and reconcile ------------------------------------------------------------
+
+
+def test_a_failed_batch_settles_failed_with_every_item_in_error(
+    hookledger: Stack, tmp_path: Path
+) -> None:
+    name = submit(hookledger, tmp_path, "fail-1")
+
+    hookledger.fail_batch(name)
+
+    assert hookledger.wait_settled(name)["status"] == "failed"
+    assert [op["name"] for op in hookledger.operations("batch-review-classify")] == [name]
+    assert hookledger.operations("no-such-kind") == []
+    assert_nothing_pending(hookledger)
+
+
+def test_the_helpers_name_a_missing_result_and_a_pending_operation(
+    hookledger: Stack, tmp_path: Path
+) -> None:
+    name = submit(hookledger, tmp_path, "pending-1")
+
+    with pytest.raises(AssertionError, match=f"operation {name} .* is pending"):
+        assert_nothing_pending(hookledger)
+    with pytest.raises(AssertionError, match="item 'a' has 0 results"):
+        assert_one_result_per_item(hookledger, "classifications", ITEMS)
