@@ -146,7 +146,8 @@ locals {
   # apps/__init__.py only with an app to ship, and only if present (apps/ may be a namespace package).
   app_files = concat(
     [for f in fileset(local.repo_root, "apps/__init__.py") : f if length(local.app_packages) > 0],
-    flatten([for name in local.app_packages : [for f in fileset("${local.repo_root}/apps/${name}", "**/*.py") : "apps/${name}/${f}"]]),
+    # An app's own tests (apps/<name>/tests/, run with the test kit) are never shipped.
+    flatten([for name in local.app_packages : [for f in fileset("${local.repo_root}/apps/${name}", "**/*.py") : "apps/${name}/${f}" if !startswith(f, "tests/")]]),
   )
   source_files = merge(
     { for f in fileset("${local.repo_root}/functions", "*.py") : f => "${local.repo_root}/functions/${f}" },

@@ -11,12 +11,28 @@
         assert_nothing_pending(hookledger)
 
 The plugin (hookledger/testing/plugin.py) gives the `hookledger` fixture, a `Stack`
-(hookledger/testing/stack.py). Importing this package starts nothing.
+(hookledger/testing/stack.py). Importing this package starts nothing and loads the stack's
+modules only when one of their names is first used (pytest imports the plugin in every
+project that has hookledger installed).
 """
 
-from hookledger.testing.asserts import assert_nothing_pending, assert_one_result_per_item
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from hookledger.testing.examples import github_example, github_example_path
-from hookledger.testing.stack import Crashes, Stack
+
+if TYPE_CHECKING:
+    from hookledger.testing.asserts import assert_nothing_pending, assert_one_result_per_item
+    from hookledger.testing.stack import Crashes, Stack
+
+_LAZY = {
+    "Crashes": "hookledger.testing.stack",
+    "Stack": "hookledger.testing.stack",
+    "assert_nothing_pending": "hookledger.testing.asserts",
+    "assert_one_result_per_item": "hookledger.testing.asserts",
+}
 
 __all__ = [
     "Crashes",
@@ -26,3 +42,9 @@ __all__ = [
     "github_example",
     "github_example_path",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'hookledger.testing' has no attribute {name!r}")

@@ -69,7 +69,17 @@ def forbidden_imports(path: Path, root: Path = REPO) -> list[str]:
 
 
 def _deployed_sources(root: Path) -> list[Path]:
-    return sorted(p for d in DEPLOYED_DIRS for p in (root / d).rglob("*.py") if p.is_file())
+    """Every .py Terraform may ship; an app's own tests (apps/<name>/tests/) are not."""
+    return sorted(
+        p
+        for d in DEPLOYED_DIRS
+        for p in (root / d).rglob("*.py")
+        if p.is_file() and not _app_test(p.relative_to(root))
+    )
+
+
+def _app_test(rel: Path) -> bool:
+    return len(rel.parts) > 3 and rel.parts[0] == "apps" and rel.parts[2] == "tests"
 
 
 def test_deployed_code_never_imports_the_cli_or_local() -> None:

@@ -144,11 +144,13 @@ def _evaluate(module: Path, expression: str, tfvars: dict[str, Any], tmp_path: P
 
 
 def _expected_archive(root: Path, packages: list[str]) -> set[str]:
-    """main.py's neighbours, requirements.txt, shared/**.py and each package's **.py."""
+    """main.py's neighbours, requirements.txt, shared/**.py and each package's **.py but
+    its own tests (apps/<name>/tests/)."""
     names = {p.name for p in (root / "functions").glob("*.py")} | {"requirements.txt"}
     names |= {f"shared/{name}" for name in _py(root / "shared")}
     for package in packages:
-        names |= {f"apps/{package}/{name}" for name in _py(root / "apps" / package)}
+        shipped = (n for n in _py(root / "apps" / package) if not n.startswith("tests/"))
+        names |= {f"apps/{package}/{name}" for name in shipped}
     if packages and (root / "apps" / "__init__.py").is_file():
         names.add("apps/__init__.py")
     return names
@@ -199,6 +201,7 @@ def test_an_app_package_ships_whole_and_only_its_python(tmp_path: Path) -> None:
         "apps/__init__.py",
         "apps/review/__init__.py",
         "apps/review/sub/deep.py",
+        "apps/review/tests/test_review.py",  # its kit tests (docs/apps.md) stay home
         "apps/review/prompt.txt",
         "apps/review/__pycache__/deep.cpython-312.pyc",
         "apps/other/__init__.py",
