@@ -53,10 +53,13 @@ GENERATORS = (
 )
 SUBPROCESS_TIMEOUT_S = 300.0
 EXAMPLE_PUSH = "hookledger/testing/payloads/github/push-with-new-branch.json"
-# Imports the named app modules as the functions do; prints an AppError as one line.
+# Imports the named app modules as the functions do; prints an AppError as one line. The
+# core's own kinds first: an app's kind is checked against those registered before it.
 LOAD_CHECK = """
 import sys
 from shared import apps
+from shared.settlement import kinds
+kinds.registered()
 try:
     apps.load(sys.argv[1:])
 except apps.AppError as exc:
@@ -157,6 +160,7 @@ def _python(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`python ARGS` in `root`, with `root` first on the import path (its shared/, apps/)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(root), env.get("PYTHONPATH"))))
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # a refused app leaves not even a __pycache__
     return subprocess.run(  # noqa: S603  this interpreter, with our own arguments
         [sys.executable, *args],
         cwd=root,
