@@ -160,7 +160,9 @@ def shared_imports(path: Path) -> list[str]:
     return [name for name in found if name.split(".")[0] == "shared"]
 
 
-def test_the_app_imports_only_the_public_api(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_app_imports_only_the_public_api(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert run(capsys, "new", "myapp", "--dir", str(root))[0] == 0
     imported = shared_imports(root / "apps" / "myapp" / "__init__.py")
     assert "shared.api" in imported
