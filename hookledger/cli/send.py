@@ -27,6 +27,8 @@ from hookledger.cli.localenv import ingress_url
 from hookledger.cli.output import CliError, Output, fields_block
 from hookledger.sending import SOURCES, SendError, send_event
 from shared.config import Config
+from shared.errors import ConfigError
+from shared.signatures import SecretError
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -73,14 +75,14 @@ def read_payload(name: str, limit: int) -> bytes:
 def cmd_send(args: argparse.Namespace, out: Output) -> int:
     if args.source not in SOURCES:  # before reading anything: the limit depends on it
         raise CliError(f"unknown source {args.source!r}; one of: {', '.join(SOURCES)}", 2)
-    config = Config.from_env(os.environ)
+    try:
+        config = Config.from_env(os.environ)
+    except ConfigError as exc:
+        raise CliError(f"configuration: {exc}", 2) from None
     body = read_payload(args.payload, body_limit(args.source, config))
-    secrets = (
+    secrets = (  # never empty: Config refuses a variable that holds no secret
         config.github_webhook_secrets if args.source == "github" else config.gemini_webhook_secrets
     )
-    if not secrets:
-        variable = f"{args.source.upper()}_WEBHOOK_SECRETS"
-        raise CliError(f"{variable} is empty: nothing to sign the {args.source} event with", 2)
     url = (args.ingress or ingress_url(os.environ)).rstrip("/")
     try:
         sent = send_event(
@@ -88,6 +90,8 @@ def cmd_send(args: argparse.Namespace, out: Output) -> int:
         )
     except SendError as exc:
         raise CliError(str(exc), 2) from None
+    except SecretError as exc:  # signing refused the secret: nothing was sent
+        raise CliError(f"configuration: {exc}", 2) from None
     except requests.RequestException as exc:
         raise CliError(
             f"the ingress at {url} does not answer ({type(exc).__name__}); "
