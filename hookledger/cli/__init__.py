@@ -4,7 +4,9 @@
 
 Commands: submit, ops list|show, deliveries list|show|replay, reconcile --once,
 webhooks register|list|rotate|ping|update, demo, status, installations (GitHub App
-installations), console (the web console in a browser).
+installations), console (the web console in a browser), config (the apps' settings),
+new NAME (scaffold an app and its test), send SOURCE EVENT PAYLOAD.json (post a signed
+webhook to the ingress).
 Output is aligned tables for people and one JSON document with `--json`. Exit status:
 0 done, 1 failed (one line on stderr), 2 bad arguments (one line on stderr). With a
 `demo-` project (the default) the CLI talks to the local stack's emulators; with a real
@@ -28,8 +30,10 @@ from hookledger.cli import (
     deliveries,
     demo,
     installations,
+    new_app,
     ops,
     reconcile_cmd,
+    send,
     status,
     webhooks,
 )
@@ -38,6 +42,8 @@ from hookledger.cli.output import CliError, Output
 from hookledger.console import server as console
 
 PROG = "hookledger"
+# The commands that never read the ledger: no Firestore emulator needed to run them.
+NO_LEDGER = ("webhooks", "config", "new", "send")
 
 
 class Parser(argparse.ArgumentParser):
@@ -60,7 +66,18 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=Parser
     )
-    commands = (ops, deliveries, reconcile_cmd, webhooks, demo, status, installations, config_cmd)
+    commands = (
+        ops,
+        deliveries,
+        reconcile_cmd,
+        webhooks,
+        demo,
+        status,
+        installations,
+        config_cmd,
+        new_app,
+        send,
+    )
     for module in (*commands, console):
         module.add_parsers(sub, common)
     return parser
@@ -126,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     apply_local_defaults(os.environ)
     _configure_logs()
     try:
-        if args.command not in ("webhooks", "config"):  # every other one reads the ledger
+        if args.command not in NO_LEDGER:
             check_reachable("FIRESTORE_EMULATOR_HOST", os.environ)
         return int(args.func(args, out))
     except CliError as exc:
