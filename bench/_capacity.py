@@ -771,8 +771,8 @@ def sharing_at(rate: float, m: Measured, dep: Deployment, a: Mapping[str, float]
 
 def sharing_summary(m: Measured, dep: Deployment, a: Mapping[str, float]) -> dict[str, Any]:
     """The review's sharing as deployed, per tier, and at 100 pushes/s the windows x shards
-    table (docs/performance.md "Scale"): batches in flight against the group documents' writes and the
-    wait a longer window adds."""
+    table (docs/performance.md "Scale"): batches in flight against the group documents'
+    writes and the wait a longer window adds."""
     rate = 100.0
     return {
         "settings": {
@@ -863,7 +863,7 @@ def _backlog(row: Mapping[str, Any]) -> str:
 
 
 def render_markdown(result: Mapping[str, Any]) -> str:
-    """docs/performance.md "Scale": the tiers, then every limit with where it binds and its source."""
+    """docs/performance.md "Scale": the tiers, then every limit, where it binds, its source."""
     lines = [
         "| pushes/s | binds first (demand / limit): what moves it | first of our settings "
         "| instances ingress / worker (max) | queue dispatches/s (takes); backlog "

@@ -232,15 +232,16 @@ class Price:
     source: str
 
 
+COSTS_PAGE = 'docs/performance.md "What it costs"'
 # US regional (e.g. us-central1): docs/performance.md "What it costs" figures and sources, plus
 # Cloud Run's request-based billing (CPU only during requests, the functions' default).
 # Free tiers are left out: at these rates they are noise.
 PRICES: dict[str, Price] = {
     p.key: p
     for p in (
-        Price("firestore_read", 0.03, 100_000, "document reads", 'docs/performance.md "What it costs"'),
-        Price("firestore_write", 0.09, 100_000, "document writes", 'docs/performance.md "What it costs"'),
-        Price("firestore_delete", 0.01, 100_000, "TTL deletes", 'docs/performance.md "What it costs"'),
+        Price("firestore_read", 0.03, 100_000, "document reads", COSTS_PAGE),
+        Price("firestore_write", 0.09, 100_000, "document writes", COSTS_PAGE),
+        Price("firestore_delete", 0.01, 100_000, "TTL deletes", COSTS_PAGE),
         Price(
             "tasks_operation",
             0.40,

@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inputs", help="measured inputs recorded by --save-inputs")
     parser.add_argument("--save-inputs", help="record the measured inputs to this file")
     parser.add_argument("--assume", type=assumption, action="append", default=[])
-    parser.add_argument("--markdown", action="store_true", help="docs/performance.md's tables, not JSON")
+    parser.add_argument("--markdown", action="store_true", help="Scale tables, not JSON")
     args = parser.parse_args(argv)
     measured = Measured.from_json(load(args.inputs)) if args.inputs else measure(args)
     if args.save_inputs:

@@ -40,7 +40,9 @@ def test_every_documented_limit_in_the_doc_has_a_source_url() -> None:
     tables = scale_tables()
     for limit in DOCUMENTED:
         assert limit.source.startswith("https://"), limit.key
-        assert f"<{limit.source}>" in tables, f"{limit.key}: its source is not in docs/performance.md"
+        assert f"<{limit.source}>" in tables, (
+            f"{limit.key}: its source is not in docs/performance.md"
+        )
 
 
 def test_the_cli_prints_one_json_object_from_recorded_inputs() -> None:
