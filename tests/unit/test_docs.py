@@ -218,6 +218,22 @@ def test_every_inline_hookledger_command_names_real_commands_and_flags(
     assert not unknown, f"{where}: `{span}`: {' '.join(path)} has no {sorted(unknown)}"
 
 
+# --- links -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("doc", USER_DOCS, ids=rel)
+def test_every_relative_link_names_a_file_that_exists(doc: Path) -> None:
+    text = re.sub(r"```.*?```", "", doc.read_text(encoding="utf-8"), flags=re.DOTALL)
+    targets = re.findall(r"\]\(([^)\s]+)\)", text)
+    missing = [
+        t
+        for t in targets
+        if not t.startswith(("http://", "https://", "#", "mailto:"))
+        and not (doc.parent / t.split("#", 1)[0]).exists()
+    ]
+    assert not missing, f"{rel(doc)} links to files that do not exist: {missing}"
+
+
 # --- tables ---------------------------------------------------------------------------------
 
 
