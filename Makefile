@@ -1,4 +1,6 @@
-# Every target installs what it needs: a fresh clone needs only Python 3.11+, Java 17+ and the gcloud CLI.
+# Every target installs what it needs into .venv. `make run` needs Python 3.11+, Java 17+ and the gcloud
+# CLI with the Firestore emulator; `make test` also Terraform >= 1.5 and Debian's chromium and
+# chromium-driver (`make browser`), as README.md "What `make test` needs" says.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -12,9 +14,9 @@ help:
 	@echo "make test    - install into $(VENV), the provider schema and the test browser if needed, run ruff and pytest"
 	@echo "make provider-schema - download the pinned Google provider schema wheel (tools/tfschema/requirements.txt)"
 	@echo "make browser - install Debian's chromium + chromium-driver for the console's browser tests"
-	@echo "make lint    - ruff, ruff format and mypy"
+	@echo "make lint    - ruff, ruff format, mypy and the generated docs tables (tools/config_tables.py)"
 	@echo "make bench   - run the benchmarks, each printing one JSON object"
-	@echo "make chaos   - the chaos scenarios at full size against the whole local stack (README \"Reliability\")"
+	@echo "make chaos   - the chaos scenarios at full size against the whole local stack (docs/reliability.md)"
 	@echo "make plan / make deploy PROJECT_ID=... - Terraform (see terraform/README.md)"
 
 $(BIN)/python:
@@ -60,11 +62,13 @@ browser:
 	  { echo "make browser: installed, but $(CHROMIUM) / $(CHROMEDRIVER) are not there" >&2; exit 1; }
 
 # What is generated from pyproject.toml and the apps in apps/ (tools/requirements.py,
-# tools/app_settings.py); tests/terraform fail while either file is stale.
+# tools/app_settings.py; tests/terraform fail while either file is stale), and the
+# configuration tables of docs/configuration.md (tools/config_tables.py).
 .PHONY: requirements
 requirements: $(STAMP)
 	$(BIN)/python -m tools.requirements
 	$(BIN)/python -m tools.app_settings
+	$(BIN)/python -m tools.config_tables
 
 run: $(STAMP)
 	$(BIN)/python -m local.stack
@@ -77,6 +81,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/python -m tools.config_tables --check
 
 bench: $(STAMP)
 	@for b in bench/*.py; do \

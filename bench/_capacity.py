@@ -3,10 +3,10 @@
     measured = Measured.from_benches(cost_json, ingress_cpu_s=..., worker_cpu_s=...)
     deployment = Deployment.from_terraform()          # terraform/variables.tf defaults
     result = model(measured, deployment)              # pure: same inputs, same answer
-    render_markdown(result)                           # README "Scale"
+    render_markdown(result)                           # docs/performance.md "Scale"
 
 One push, as the model counts it, is the GitHub push accepted and handled plus its
-completion webhook settled by webhook (README "What it costs"): each goes through the
+completion webhook settled by webhook (docs/performance.md "What it costs"): each goes through the
 ingress once and the worker once (one Cloud Task each). Operations per event come from
 bench/cost.py's output; CPU seconds per request from bench/ack.py or bench/e2e.py; the
 latencies of production services, which no bench here can measure, from ASSUMED
@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 TIERS = (10, 100, 1000)  # pushes per second, sustained
 GEMINI_LIST_PAGE = 100  # batches per batches.list page (shared/gemini: page_size)
 MEMBERS_PER_ITEM = 50  # items one members delivery settles, one batch read (shared/sharing)
-# The 100 pushes/s sharing table: windows (s) x shards (README "Scale").
+# The 100 pushes/s sharing table: windows (s) x shards (docs/performance.md "Scale").
 SHARING_WINDOWS_S = (60.0, 300.0, 600.0)
 SHARING_SHARDS = (16, 100)
 
@@ -771,8 +771,8 @@ def sharing_at(rate: float, m: Measured, dep: Deployment, a: Mapping[str, float]
 
 def sharing_summary(m: Measured, dep: Deployment, a: Mapping[str, float]) -> dict[str, Any]:
     """The review's sharing as deployed, per tier, and at 100 pushes/s the windows x shards
-    table (README "Scale"): batches in flight against the group documents' writes and the
-    wait a longer window adds."""
+    table (docs/performance.md "Scale"): batches in flight against the group documents'
+    writes and the wait a longer window adds."""
     rate = 100.0
     return {
         "settings": {
@@ -863,7 +863,7 @@ def _backlog(row: Mapping[str, Any]) -> str:
 
 
 def render_markdown(result: Mapping[str, Any]) -> str:
-    """README "Scale": the tiers, then every limit with where it binds and its source."""
+    """docs/performance.md "Scale": the tiers, then every limit, where it binds, its source."""
     lines = [
         "| pushes/s | binds first (demand / limit): what moves it | first of our settings "
         "| instances ingress / worker (max) | queue dispatches/s (takes); backlog "

@@ -1,6 +1,6 @@
 """The documented limits, prices and planning assumptions bench/capacity.py's model uses.
 
-Every limit carries the page it was read from (README "Scale" prints them); where two
+Every limit carries the page it was read from (docs/performance.md "Scale" prints them); where two
 Google pages or an SDK and a page disagree, `note` says so. Read 2026-12-01; check them
 before planning. Nothing here is measured: what a bench measures (operations per event,
 CPU seconds) comes from the benches' own output (bench/_capacity.py, `Measured`).
@@ -232,15 +232,16 @@ class Price:
     source: str
 
 
-# US regional (e.g. us-central1): the README's "What it costs" figures and sources, plus
+COSTS_PAGE = 'docs/performance.md "What it costs"'
+# US regional (e.g. us-central1): docs/performance.md "What it costs" figures and sources, plus
 # Cloud Run's request-based billing (CPU only during requests, the functions' default).
 # Free tiers are left out: at these rates they are noise.
 PRICES: dict[str, Price] = {
     p.key: p
     for p in (
-        Price("firestore_read", 0.03, 100_000, "document reads", 'README "What it costs"'),
-        Price("firestore_write", 0.09, 100_000, "document writes", 'README "What it costs"'),
-        Price("firestore_delete", 0.01, 100_000, "TTL deletes", 'README "What it costs"'),
+        Price("firestore_read", 0.03, 100_000, "document reads", COSTS_PAGE),
+        Price("firestore_write", 0.09, 100_000, "document writes", COSTS_PAGE),
+        Price("firestore_delete", 0.01, 100_000, "TTL deletes", COSTS_PAGE),
         Price(
             "tasks_operation",
             0.40,
@@ -289,7 +290,7 @@ ASSUMED: dict[str, Assumed] = {
         Assumed(
             "ttl_deletes_per_push",
             4,
-            'operation, submission, 2 deliveries expire (README "What it costs")',
+            'operation, submission, 2 deliveries expire (docs/performance.md "What it costs")',
         ),
         Assumed(
             "github_failed_share",

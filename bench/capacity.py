@@ -19,7 +19,7 @@ Combines (bench/_capacity.py):
 For each tier it prints the limit that binds first and what moves it, the first of our own
 Terraform settings to bind, instances per function, the queue's backlog and the cost per
 hour (US regional). `--inputs` reads the measured figures recorded by `--save-inputs`,
-so the README's "Scale" tables (`--markdown`) can be re-made without re-measuring.
+so the "Scale" tables of docs/performance.md (`--markdown`) can be re-made without re-measuring.
 Progress goes to stderr; one JSON object (or, with `--markdown`, the tables) to stdout.
 """
 
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inputs", help="measured inputs recorded by --save-inputs")
     parser.add_argument("--save-inputs", help="record the measured inputs to this file")
     parser.add_argument("--assume", type=assumption, action="append", default=[])
-    parser.add_argument("--markdown", action="store_true", help="README's tables, not JSON")
+    parser.add_argument("--markdown", action="store_true", help="Scale tables, not JSON")
     args = parser.parse_args(argv)
     measured = Measured.from_json(load(args.inputs)) if args.inputs else measure(args)
     if args.save_inputs:

@@ -20,9 +20,9 @@ the work it started is finished (delivery `done`, operation settled and written 
 - `replayed_delivery`: `hookledger deliveries replay` of a finished push delivery;
 - `reconcile_nothing_due`: one reconcile run with every operation settled.
 
-Each figure is printed next to the minimum the design needs (MINIMUM below, and README
-"What it costs" for why). Progress goes to stderr; one JSON object to stdout. Exit status
-1 if an event did not finish.
+Each figure is printed next to the minimum the design needs (MINIMUM below, and
+docs/performance.md "What it costs" for why). Progress goes to stderr; one JSON object to
+stdout. Exit status 1 if an event did not finish.
 """
 
 from __future__ import annotations
@@ -44,8 +44,9 @@ from bench._inprocess import InProcessStack
 from bench._loadgen import stop_on_sigterm
 
 FIGURES = ("firestore_reads", "firestore_writes", "firestore_deletes", "tasks_create_task")
-# The fewest operations each event can take and keep the design's promises (README
-# "What it costs" says why each is needed); Gemini/GitHub calls are per push of 2 files.
+# The fewest operations each event can take and keep the design's promises
+# (docs/performance.md "What it costs" says why each is needed); Gemini/GitHub calls are
+# per push of 2 files.
 MINIMUM: dict[str, dict[str, int]] = {
     "accepted_push": {
         "firestore_commits": 2,  # delivery + claim before the batch; winner + done after it
@@ -91,7 +92,8 @@ MINIMUM: dict[str, dict[str, int]] = {
         "tasks_create_task": 0,
     },
 }
-# Each operation above the minimum, and the failure it prevents (README "What it costs").
+# Each operation above the minimum, and the failure it prevents (docs/performance.md,
+# "What it costs").
 ABOVE_MINIMUM_BECAUSE: dict[str, dict[str, str]] = {
     "accepted_push": {
         "firestore_reads": "the winner's commit reads the submission (no winner set yet: "

@@ -1,5 +1,5 @@
 """Names for result documents, light enough for the ingress: ids, the delete mark, and
-the collections that are the core's own (docs/architecture.md, "Firestore collections")."""
+the collections that are the core's own (docs/architecture.md, "Data model")."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ resource "google_cloud_tasks_queue" "deliveries" {
     precondition {
       # Little's law: what the queue may send each second, held for one worker request,
       # must fit the worker's requests in flight, or Cloud Run refuses and tasks back off
-      # (README "Scale"; bench/_capacity.py queue_fits_worker is the same rule).
+      # (docs/performance.md "Scale"; bench/_capacity.py queue_fits_worker is the same rule).
       condition     = var.queue.max_dispatches_per_second * var.worker_request_seconds <= var.worker_function.max_instances * var.worker_function.concurrency
       error_message = "queue.max_dispatches_per_second x worker_request_seconds must not exceed worker_function.max_instances x worker_function.concurrency: the worker cannot absorb that rate."
     }

@@ -220,7 +220,7 @@ variable "project_id" {
   }
 }
 
-# The rate limits are chosen from the capacity model (README "Scale", bench/capacity.py):
+# The rate limits are chosen from the capacity model (docs/performance.md "Scale", bench/capacity.py):
 # a push is 2 dispatches (the push, then its completion webhook), so 10 pushes/s is 20/s;
 # 50/s leaves 2.5x headroom and drains a 10x one-minute burst in ~5 min. In flight: 50/s x
 # worker_request_seconds (2) = 100, which the worker's sizing holds (tasks.tf checks it).
@@ -449,7 +449,7 @@ variable "tracing" {
 }
 
 # max_instances x concurrency (20 x 8 = 160 requests in flight) holds the queue's 50
-# dispatches/s x worker_request_seconds with room (README "Scale", bench/capacity.py).
+# dispatches/s x worker_request_seconds with room (docs/performance.md "Scale", bench/capacity.py).
 variable "worker_function" {
   description = "Sizing of the private worker function: memory, CPU, timeout, requests per instance and instance bounds."
   type = object({
@@ -486,7 +486,7 @@ variable "worker_function" {
 
 # What one worker request takes, for the plan-time check in tasks.tf (queue rate x this <=
 # worker requests in flight). bench/capacity.py models ~1.3 s from bench.cost's calls per
-# request and its stated latencies (README "Scale"); 2 rounds it up. Measure yours (Cloud
+# request and its stated latencies (docs/performance.md "Scale"); 2 rounds it up. Measure yours (Cloud
 # Run request latency) and set it.
 variable "worker_request_seconds" {
   description = "Planning figure: seconds one worker request takes in this deployment; the queue's max_dispatches_per_second times this must fit worker_function.max_instances x concurrency."

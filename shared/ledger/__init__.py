@@ -2,7 +2,7 @@
 
 The only code in hookledger that names Firestore collections and fields (besides the
 claim-check store, shared/handoff/claims.py); everything else asks it. Layout (docs/architecture.md,
-"Ledger"): `records` (types, statuses, converters; it re-exports `recordtypes`, the types
+"Code map"): `records` (types, statuses, converters; it re-exports `recordtypes`, the types
 that need no status or field name), `errors`, `ids` (document ids and input checks),
 `commits` (conditional commits and retries), one module per collection (`operations`,
 whose settle commit is the `settling` mixin; `deliveries` with its `bodies` markers, whose

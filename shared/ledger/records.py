@@ -1,7 +1,7 @@
 """The ledger's words, its stored records, and snapshot → record converters.
 
 Collections and fields are named here and nowhere else in hookledger (see
-docs/architecture.md, "Firestore collections"), and so are the status words; records are
+docs/architecture.md, "Data model"), and so are the status words; records are
 what callers hold. Here: the words, the records that read them (`Operation`, `Delivery` and
 a delivery's answers: `Recorded`, `DeliveryRead`, `DeliveryEnd`, `Marked`) and the
 converters (`*_from`). The record types that need no word (settlement's answer, outbox

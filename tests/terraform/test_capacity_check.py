@@ -5,7 +5,7 @@ worker_request_seconds <= worker max_instances x concurrency (Little's law: requ
 flight), and max_concurrent_dispatches within the same bound. These tests find them in
 the parsed HCL, evaluate their expressions in Python for several settings and compare
 with bench/_capacity.py's `queue_fits_worker`, and check that the defaults in
-terraform/variables.tf are the ones the model (README "Scale") chose.
+terraform/variables.tf are the ones the model (docs/performance.md "Scale") chose.
 """
 
 from __future__ import annotations
@@ -138,4 +138,4 @@ def test_the_defaults_are_the_ones_the_capacity_model_chose() -> None:
     text = (TERRAFORM / "variables.tf").read_text()
     for variable in ("queue", "worker_function", "worker_request_seconds"):
         block = text.split(f'variable "{variable}"')[0].rsplit("}\n", 1)[-1]
-        assert 'README "Scale"' in block and "bench/capacity.py" in block, variable
+        assert 'docs/performance.md "Scale"' in block and "bench/capacity.py" in block, variable

@@ -3,7 +3,7 @@
 GitHub's "Registering a GitHub App from a manifest" takes `name`, `url`, `hook_attributes`
 (`url`, `active`), `redirect_url`, `public`, `default_permissions` (permission → access)
 and `default_events`. Every App receives `installation` and `installation_repositories`
-without subscribing to them, so they are not listed (README "Run it as a GitHub App").
+without subscribing to them, so they are not listed (docs/github-app.md).
 """
 
 from __future__ import annotations
