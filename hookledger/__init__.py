@@ -1,7 +1,8 @@
 """Operator tools that run beside the deployment, never inside it: the `hookledger` CLI
-(`hookledger.cli`) and, later, the web console.
+(`hookledger.cli`), the web console (`hookledger.console`) and the test kit for apps
+(`hookledger.testing`, a pytest plugin).
 
-They may import `shared` and `local`; nothing deployed (`shared/`, `functions/`) may import
-them, and the functions' source archive holds only `functions/` and `shared/`
-(docs/architecture.md, "Layout"; tests/terraform/test_deployed_imports.py checks both).
+They may import `shared` and `local`; nothing deployed (`shared/`, `functions/`, `apps/`)
+may import them, and the functions' source archive never holds them (docs/architecture.md,
+"Code map"; tests/terraform/test_deployed_imports.py checks both).
 """

@@ -1,5 +1,5 @@
 """Chaos suite (dev-only, never deployed): faults against the whole local stack, then the
-invariants over the whole database. See README "Reliability".
+invariants over the whole database. See docs/reliability.md.
 
     python -m local.chaos [--size full|reduced] [--scenario NAME ...] [--json]
 

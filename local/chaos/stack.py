@@ -49,7 +49,7 @@ from shared.handoff.tasks import ensure_queue, make_client
 PROJECT = "demo-hookledger"
 QUEUE = f"projects/{PROJECT}/locations/us-central1/queues/hookledger-deliveries"
 FUNCTIONS = ("ingress", "worker", "reconcile")
-# Short reconcile timing so a lost webhook is found within seconds (see README "Reliability").
+# Short reconcile timing so a lost webhook is found within seconds (see docs/reliability.md).
 CHAOS_ENV = {
     "GOOGLE_CLOUD_PROJECT": PROJECT,
     "REVIEW_PATH": "docs",
