@@ -6,8 +6,12 @@ webhooks go to the ingress), and ingress, worker and reconcile under functions-f
 served from local/crashing_main.py (functions/main.py with the crash plan's hook). The
 functions run as a GitHub App registered in the simulator (local/github_app.py), installed
 on the demo accounts and on `Codertocat`, the account of GitHub's example payloads, as
-installation 1, the id those payloads carry. Each process is stopped by PID
-(`Launched.stop`), also when a later one fails to start.
+installation 1, the id those payloads carry.
+
+The two emulators start once per session (`start_stores`); the simulator and the functions
+start for one set of apps (`launch`) and start again when a test names other apps. Each
+process is stopped by PID (`Stores.stop`, `Launched.stop`), also when a later one fails to
+start.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from shared.config import LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET
 
 PROJECT = "demo-hookledger"
 QUEUE_ID = "hookledger-kit"
+CRASH_PLAN_FILE = "crash-plan.json"  # in the session's work directory
 CRASHING_MAIN = REPO / "local" / "crashing_main.py"
 # GitHub's example payloads (hookledger/testing/payloads) come from this account, installation 1.
 EXAMPLES_ACCOUNT, EXAMPLES_INSTALLATION = "Codertocat", 1
@@ -56,9 +61,26 @@ KIT_SETTINGS = {
 
 
 @dataclass
-class Launched:
-    """The running processes, their URLs and the environment the functions got."""
+class Stores:
+    """The Firestore and Cloud Tasks emulators: started once per session, whatever apps run."""
 
+    firestore_host: str
+    tasks_host: str
+    jwks_port: int
+    services: list[Service] = field(default_factory=list)
+
+    def stop(self) -> None:
+        for service in reversed(self.services):
+            service.stop()
+        self.services.clear()
+
+
+@dataclass
+class Launched:
+    """The simulator and the three functions running one set of apps: their URLs, the
+    environment the functions got, and the processes (stopped by `stop`)."""
+
+    apps: tuple[str, ...]
     firestore_host: str
     tasks_host: str
     sim: SimulatorClient
@@ -129,50 +151,63 @@ def _pythonpath(root: Path) -> str:
     return os.pathsep.join(dict.fromkeys(p for p in parts if p))
 
 
-def launch(apps: Sequence[str], *, root: Path, workdir: Path) -> Launched:
-    """Start everything for `apps` (module names); `root` is the project whose apps load,
-    `workdir` holds the crash plan. Raises ServiceError naming what failed to start."""
-    services: list[Service] = []
+def start_stores() -> Stores:
+    """The Firestore emulator and the Cloud Tasks emulator on free ports; ServiceError
+    naming what failed to start (nothing is left running then)."""
+    stores = Stores("", "", 0)
     try:
         firestore, (fs_port,) = start_on_free_ports(start_firestore)
-        services.append(firestore)
+        stores.services.append(firestore)
         tasks, (tasks_port, jwks_port) = start_on_free_ports(start_cloudtasks, count=2)
-        services.append(tasks)
-        base = {
-            **os.environ,
-            **KIT_SETTINGS,
-            "HOOKLEDGER_APPS": ",".join(apps),
-            "PYTHONPATH": _pythonpath(root),
-            CRASH_PLAN_VARIABLE: str(workdir / "crash-plan.json"),
-        }
-        for attempt in range(1, 4):
-            sim_port, ingress_port, worker_port, reconcile_port = (free_port() for _ in range(4))
-            ports = Ports(
-                firestore=fs_port,
-                tasks=tasks_port,
-                jwks=jwks_port,
-                simulator=sim_port,
-                ingress=ingress_port,
-                worker=worker_port,
-                reconcile=reconcile_port,
-                console=0,  # no console: only the check runs' Details link names it
-            )
-            try:
-                return _start_functions(ports, base, services)
-            except ServiceError as exc:
-                for service in services[2:]:
-                    service.stop()
-                del services[2:]
-                if attempt == 3 or not port_was_taken(exc):
-                    raise
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        stores.services.append(tasks)
     except BaseException:
-        for service in reversed(services):
-            service.stop()
+        stores.stop()
         raise
+    stores.firestore_host = f"127.0.0.1:{fs_port}"
+    stores.tasks_host = f"127.0.0.1:{tasks_port}"
+    stores.jwks_port = jwks_port
+    return stores
 
 
-def _start_functions(ports: Ports, base: Mapping[str, str], services: list[Service]) -> Launched:
+def launch(stores: Stores, apps: Sequence[str], *, root: Path, workdir: Path) -> Launched:
+    """Start the simulator and the three functions running `apps` (module names) beside
+    `stores`; `root` is the project whose apps load, `workdir` holds the crash plan.
+    Raises ServiceError naming what failed to start (nothing of it is left running)."""
+    base = {
+        **os.environ,
+        **KIT_SETTINGS,
+        "HOOKLEDGER_APPS": ",".join(apps),
+        "PYTHONPATH": _pythonpath(root),
+        CRASH_PLAN_VARIABLE: str(workdir / CRASH_PLAN_FILE),
+    }
+    fs_port = int(stores.firestore_host.rsplit(":", 1)[1])
+    tasks_port = int(stores.tasks_host.rsplit(":", 1)[1])
+    for attempt in range(1, 4):
+        sim_port, ingress_port, worker_port, reconcile_port = (free_port() for _ in range(4))
+        ports = Ports(
+            firestore=fs_port,
+            tasks=tasks_port,
+            jwks=stores.jwks_port,
+            simulator=sim_port,
+            ingress=ingress_port,
+            worker=worker_port,
+            reconcile=reconcile_port,
+            console=0,  # no console: only the check runs' Details link names it
+        )
+        services: list[Service] = []
+        try:
+            return _start_functions(tuple(apps), ports, base, services)
+        except BaseException as exc:
+            for service in reversed(services):
+                service.stop()
+            if attempt == 3 or not isinstance(exc, ServiceError) or not port_was_taken(exc):
+                raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _start_functions(
+    apps: tuple[str, ...], ports: Ports, base: Mapping[str, str], services: list[Service]
+) -> Launched:
     """The simulator, the App, then the three functions on `ports` (appended to `services`)."""
     ingress = f"http://127.0.0.1:{ports.ingress}"
     services.append(
@@ -192,6 +227,7 @@ def _start_functions(ports: Ports, base: Mapping[str, str], services: list[Servi
     ):
         services.append(start_function(target, port, {**env, **extra}, source=CRASHING_MAIN))
     return Launched(
+        apps=apps,
         firestore_host=env["FIRESTORE_EMULATOR_HOST"],
         tasks_host=env["CLOUD_TASKS_EMULATOR_HOST"],
         sim=sim,

@@ -6,9 +6,11 @@
         sent = hookledger.send_github("push", github_example("push-with-new-branch"))
         assert hookledger.wait_handled(sent) == {"myapp": "done"}
 
-The marker names the apps under test (module names, as HOOKLEDGER_APPS takes them); the
-session's one stack loads the union of every collected test's marked apps, started when
-the first test asks for the `hookledger` fixture and stopped by PID at the end of the
+The marker names the apps under test (module names, as HOOKLEDGER_APPS takes them), on a
+module (`pytestmark`), a class or a test; a test gets exactly the apps its markers name.
+The emulators start when the first test asks for the `hookledger` fixture and run until
+the end of the session; the simulator and the functions start again only when a test
+names other apps than the one before it. Everything is stopped by PID at the end of the
 session. Importing this module starts nothing and imports nothing of hookledger's.
 """
 
@@ -26,7 +28,6 @@ if TYPE_CHECKING:
 
 MARKER = "hookledger_apps"
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
-_APPS = pytest.StashKey[list[str]]()
 # How much of each function's output a failing test's report shows.
 SHOWN_OUTPUT_CHARS = 6000
 
@@ -41,38 +42,44 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The union of the collected tests' marked apps, in first-seen order."""
-    apps: list[str] = []
+    """A bad marker is a usage error before any test runs."""
     for item in items:
-        for mark in item.iter_markers(MARKER):
-            for module in mark.args:
-                if not isinstance(module, str) or not _MODULE.fullmatch(module):
-                    raise pytest.UsageError(
-                        f"{item.nodeid}: {MARKER} takes module names such as 'apps.myapp', "
-                        f"got {module!r}"
-                    )
-                if module not in apps:
-                    apps.append(module)
-    config.stash[_APPS] = apps
+        marked_apps(item)
+
+
+def marked_apps(item: pytest.Item) -> tuple[str, ...]:
+    """The apps `item`'s markers name (test, class, module), in first-seen order."""
+    apps: list[str] = []
+    for mark in item.iter_markers(MARKER):
+        for module in mark.args:
+            if not isinstance(module, str) or not _MODULE.fullmatch(module):
+                raise pytest.UsageError(
+                    f"{item.nodeid}: {MARKER} takes module names such as 'apps.myapp', "
+                    f"got {module!r}"
+                )
+            if module not in apps:
+                apps.append(module)
+    return tuple(apps)
 
 
 @pytest.fixture(scope="session")
 def hookledger_stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
-    """The session's stack, started once for the union of the marked apps."""
-    from hookledger.testing.launch import launch, registrations
+    """The session's stack: its emulators started, no apps running yet."""
+    from hookledger.testing.launch import start_stores
     from hookledger.testing.stack import Stack
     from local.processes import ServiceError
 
-    apps = request.config.stash.get(_APPS, [])
-    root = Path(request.config.rootpath)
     try:
-        handlers = registrations(apps, root)
-        launched = launch(apps, root=root, workdir=tmp_path_factory.mktemp("hookledger"))
+        stores = start_stores()
     except ServiceError as exc:
         pytest.fail(f"the hookledger test stack did not start: {exc}", pytrace=False)
-    stack = Stack(launched, handlers)
+    stack = Stack(
+        stores,
+        root=Path(request.config.rootpath),
+        workdir=tmp_path_factory.mktemp("hookledger"),
+    )
     try:
         yield stack
     finally:
@@ -80,8 +87,22 @@ def hookledger_stack(
 
 
 @pytest.fixture
-def hookledger(hookledger_stack: Stack) -> Stack:
-    """The session's stack, emptied for this test (hookledger/testing/stack.py)."""
+def hookledger(request: pytest.FixtureRequest, hookledger_stack: Stack) -> Stack:
+    """The session's stack running this test's marked apps, emptied for this test
+    (hookledger/testing/stack.py)."""
+    from local.processes import ServiceError
+
+    apps = marked_apps(request.node)
+    if not apps:
+        pytest.fail(
+            f"{request.node.nodeid} uses the `hookledger` fixture but names no app: mark it "
+            f"(or its module) with pytest.mark.{MARKER}('apps.NAME')",
+            pytrace=False,
+        )
+    try:
+        hookledger_stack.use(apps)
+    except ServiceError as exc:
+        pytest.fail(f"the hookledger test stack could not run {list(apps)}: {exc}", pytrace=False)
     hookledger_stack.reset()
     return hookledger_stack
 

@@ -1,14 +1,17 @@
 """`Stack`: what a test drives through the `hookledger` fixture (docs/apps.md, "Testing an app").
 
-One stack per test session (hookledger/testing/launch.py starts it), emptied before each
-test by `reset()`: both Firestore databases, the simulator (faults included; the App is
-registered again with the same key and ids), the crash plan, and the Cloud Tasks queue,
-deleted and created again. That last step is what lets two tests send the same recorded
-payload: the ingress names a GitHub task after its body and Cloud Tasks keeps a task's name
-taken for about an hour after it ran, so the second test would be answered `duplicate`.
-The local emulator forgets a deleted queue's tasks and tombstones (Cloud Tasks itself would
-refuse the name for days), so each test starts with a fresh queue under the same name,
-while within a test a re-sent body is still a `duplicate`, as deployed.
+One stack per test session (hookledger/testing/launch.py starts it). The emulators run
+for the whole session; the simulator and the functions run the apps the test is marked
+with (`use`), started again when a test names other apps, so each app is tested with
+exactly the apps its test names. Before each test, `reset()` empties both Firestore
+databases, the simulator (faults included; the App is registered again with the same key
+and ids), the crash plan, and the Cloud Tasks queue, deleted and created again. That last
+step is what lets two tests send the same recorded payload: the ingress names a GitHub
+task after its body and Cloud Tasks keeps a task's name taken for about an hour after it
+ran, so the second test would be answered `duplicate`. The local emulator forgets a
+deleted queue's tasks and tombstones (Cloud Tasks itself would refuse the name for days),
+so each test starts with a fresh queue under the same name, while within a test a re-sent
+body is still a `duplicate`, as deployed.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,10 +28,18 @@ from typing import Any
 import requests
 
 from hookledger.sending import Sent, send_event
-from hookledger.testing.launch import Launched
+from hookledger.testing.launch import (
+    CRASH_PLAN_FILE,
+    PROJECT,
+    Launched,
+    Stores,
+    launch,
+    registrations,
+)
 from hookledger.testing.waiting import wait_for
-from local.crash_plan import CRASH_PLAN_VARIABLE, check_point, disarm, read_plan, write_plan
+from local.crash_plan import check_point, disarm, read_plan, write_plan
 from local.firestore_emulator import reset as reset_firestore
+from local.simulator.client import SimulatorClient
 from shared.config import LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET, Config
 from shared.ledger.records import (
     DELIVERIES,
@@ -57,47 +68,95 @@ class Crashes:
 class Stack:
     """The session's running pipeline; see the module docstring and docs/apps.md."""
 
-    def __init__(self, launched: Launched, handlers: Mapping[str, list[str]]) -> None:
-        self._launched = launched
-        self._handlers = dict(handlers)
-        self.sim = launched.sim  # the simulator's whole control API (SimulatorClient)
-        self.ingress_url = launched.ingress_url
-        self.worker_url = launched.worker_url
-        self.reconcile_url = launched.reconcile_url
-        self.env = dict(launched.env)  # what the functions were started with
-        self._plan = Path(launched.env[CRASH_PLAN_VARIABLE])
+    def __init__(self, stores: Stores, *, root: Path, workdir: Path) -> None:
+        self._stores = stores
+        self._root = root
+        self._plan = workdir / CRASH_PLAN_FILE
+        self._launched: Launched | None = None
+        self._handlers: dict[str, list[str]] = {}
         self._claims_database = Config().claims_database
         self._client: Any = None
         self._tasks: Any = None
 
     # --- the session ---------------------------------------------------------------------
 
+    def use(self, apps: Sequence[str]) -> None:
+        """Run `apps` (module names): the simulator and the functions start again when the
+        apps differ from those running; the emulators, and what they hold, stay."""
+        if self._launched is not None and self._launched.apps == tuple(apps):
+            return
+        handlers = registrations(apps, self._root)  # a broken app fails here, named
+        if self._launched is not None:
+            self._launched.stop()
+            self._launched = None
+        self._launched = launch(self._stores, apps, root=self._root, workdir=self._plan.parent)
+        self._handlers = dict(handlers)
+
+    @property
+    def apps(self) -> tuple[str, ...]:
+        """The apps the functions run now (module names)."""
+        return self._running.apps
+
+    @property
+    def sim(self) -> SimulatorClient:
+        """The simulator's whole control API."""
+        return self._running.sim
+
+    @property
+    def ingress_url(self) -> str:
+        return self._running.ingress_url
+
+    @property
+    def worker_url(self) -> str:
+        return self._running.worker_url
+
+    @property
+    def reconcile_url(self) -> str:
+        return self._running.reconcile_url
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What the functions were started with."""
+        return dict(self._running.env)
+
+    @property
+    def _running(self) -> Launched:
+        if self._launched is None:
+            raise RuntimeError("no apps are running: the `hookledger` fixture starts them")
+        return self._launched
+
     def reset(self) -> None:
         """Empty everything a test may have left (the module docstring)."""
         write_plan(self._plan, None)
         self._fresh_queue()
-        project = self.env["GOOGLE_CLOUD_PROJECT"]
-        reset_firestore(self._launched.firestore_host, project)
-        reset_firestore(self._launched.firestore_host, project, self._claims_database)
+        project = self._running.env["GOOGLE_CLOUD_PROJECT"]
+        reset_firestore(self._stores.firestore_host, project)
+        reset_firestore(self._stores.firestore_host, project, self._claims_database)
         self.sim.reset()
-        self._launched.app.restore(self.sim)
+        self._running.app.restore(self.sim)
 
     def _fresh_queue(self) -> None:
+        self._running.fresh_queue(self._tasks_client())
+
+    def _tasks_client(self) -> Any:
         if self._tasks is None:
             from shared.handoff.tasks import make_client
 
-            self._tasks = make_client(self._launched.tasks_host)
-        self._launched.fresh_queue(self._tasks)
+            self._tasks = make_client(self._stores.tasks_host)
+        return self._tasks
 
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
-        self._launched.stop()
+        if self._launched is not None:
+            self._launched.stop()
+        self._stores.stop()
 
     def output(self, name: str) -> str:
         """The last lines a process printed (`firestore`, `cloudtasks`, `simulator`,
         `ingress`, `worker`, `reconcile`): for a failing test's message."""
-        for service in self._launched.services:
+        running = self._launched.services if self._launched is not None else []
+        for service in [*self._stores.services, *running]:
             if service.name == name:
                 return service.output()
         raise KeyError(f"no process named {name!r} in the stack")
@@ -270,7 +329,7 @@ class Stack:
     def firestore(self) -> Any:
         """A Firestore client on the stack's emulator (the ledger's database)."""
         if self._client is None:
-            self._client = _client_on(self._launched.firestore_host, self.env)
+            self._client = _client_on(self._stores.firestore_host, PROJECT)
         return self._client
 
     def documents(self, collection: str) -> dict[str, dict[str, Any]]:
@@ -298,11 +357,8 @@ class Stack:
 
     def queued_tasks(self) -> list[str]:
         """The names of the tasks waiting in the stack's Cloud Tasks queue."""
-        if self._tasks is None:
-            from shared.handoff.tasks import make_client
-
-            self._tasks = make_client(self._launched.tasks_host)
-        tasks = self._tasks.list_tasks(parent=self._launched.queue_path, timeout=TIMEOUT_S)
+        client = self._tasks_client()
+        tasks = client.list_tasks(parent=self._running.queue_path, timeout=TIMEOUT_S)
         return [task.name for task in tasks]
 
     def cli(self, *args: str, input_text: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -343,7 +399,7 @@ def _brief(record: Mapping[str, Any] | None) -> str:
     return repr({k: record[k] for k in shown if record.get(k) is not None})
 
 
-def _client_on(host: str, env: Mapping[str, str]) -> Any:
+def _client_on(host: str, project: str) -> Any:
     """A Firestore client on the emulator at `host`, whatever this process's environment
     says (the client reads FIRESTORE_EMULATOR_HOST when it is built)."""
     from google.cloud import firestore
@@ -351,7 +407,7 @@ def _client_on(host: str, env: Mapping[str, str]) -> Any:
     saved = os.environ.get("FIRESTORE_EMULATOR_HOST")
     os.environ["FIRESTORE_EMULATOR_HOST"] = host
     try:
-        return firestore.Client(project=env["GOOGLE_CLOUD_PROJECT"])
+        return firestore.Client(project=project)
     finally:
         if saved is None:
             os.environ.pop("FIRESTORE_EMULATOR_HOST", None)

@@ -1,5 +1,5 @@
-"""The kit's pytest plugin without a stack: light at import, the marker's union, the
-crash plan's file (hookledger/testing/plugin.py, local/crash_plan.py)."""
+"""The kit's pytest plugin without a stack: light at import, the apps a test's markers
+name, the crash plan's file (hookledger/testing/plugin.py, local/crash_plan.py)."""
 
 from __future__ import annotations
 
@@ -40,17 +40,19 @@ def mark(*args: Any) -> Any:
     return SimpleNamespace(name=plugin.MARKER, args=args)
 
 
-def test_the_stack_loads_the_union_of_the_marked_apps_in_first_seen_order() -> None:
-    config = SimpleNamespace(stash=pytest.Stash())
+def test_a_test_gets_the_apps_its_own_markers_name_in_first_seen_order() -> None:
+    # iter_markers yields the closest first: the test's own, its class's, its module's.
     items = [
         Item(nodeid="a", marks=[mark("apps.one", "apps.two")]),
         Item(nodeid="b", marks=[]),
-        Item(nodeid="c", marks=[mark("apps.two"), mark("my_project.apps.three")]),
+        Item(nodeid="c", marks=[mark("apps.two"), mark("my_project.apps.three", "apps.two")]),
     ]
 
-    plugin.pytest_collection_modifyitems(config, items)  # type: ignore[arg-type]
-
-    assert config.stash[plugin._APPS] == ["apps.one", "apps.two", "my_project.apps.three"]
+    assert [plugin.marked_apps(item) for item in items] == [  # type: ignore[arg-type]
+        ("apps.one", "apps.two"),
+        (),
+        ("apps.two", "my_project.apps.three"),
+    ]
 
 
 @pytest.mark.parametrize("module", ["apps/one", "", "apps.", 3])
