@@ -8,7 +8,8 @@ Every rule cites the Cloud Tasks v2 reference (`HttpRequest`, `RetryConfig`, and
 from __future__ import annotations
 
 import email.utils
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from local.cloudtasks_emulator.model import RetryPolicy, TaskRecord
 
@@ -58,6 +59,9 @@ class DispatchJob:
     deadline_s: float  # already scaled
     oidc_email: str | None
     oidc_audience: str | None
+    # The task as created: a result for it never touches a later task of the same name
+    # (its queue deleted and created again while this attempt ran).
+    record: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
