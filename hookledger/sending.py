@@ -34,11 +34,13 @@ class SendError(ValueError):
 
 @dataclass(frozen=True)
 class Sent:
-    """What the ingress answered: its status, its JSON answer (or text), the delivery id."""
+    """What the ingress answered: its status, its JSON answer (or text), the delivery id,
+    and the source it was sent as."""
 
     status: int
     answer: Any
     delivery_id: str
+    source: str = "github"
 
     @property
     def accepted(self) -> bool:
@@ -137,4 +139,4 @@ def send_event(
         answer = response.text.strip()
     if isinstance(answer, dict) and isinstance(answer.get("delivery_id"), str):
         delivery = answer["delivery_id"]  # the ingress's own word (a JWT's id for Gemini)
-    return Sent(response.status_code, answer, delivery)
+    return Sent(response.status_code, answer, delivery, source)

@@ -1,8 +1,10 @@
-"""functions/main.py's entry points with the crash plan's hook installed (local only).
+"""functions/main.py's entry points with the crash plan's hook installed, each request
+marked while it runs (local only).
 
 Served by functions-framework (`--source=local/crashing_main.py`) in place of
 functions/main.py when a test may make the functions really die at a crash point
-(local/crash_plan.py; the test kit's `crash_at`). Never deployed: Terraform zips
+(local/crash_plan.py; the test kit's `crash_at`), and where the kit must know when the
+functions are idle (local/inflight.py). Never deployed: Terraform zips
 functions/, shared/ and apps/ only.
 """
 
@@ -13,6 +15,7 @@ import sys
 
 from local.crash_plan import hook
 from local.functions_server import MAIN
+from local.inflight import tracked
 from shared import crashpoints
 
 crashpoints.install(hook)
@@ -24,6 +27,6 @@ _main = importlib.util.module_from_spec(_spec)
 sys.modules["main"] = _main
 _spec.loader.exec_module(_main)
 
-ingress = _main.ingress
-worker = _main.worker
-reconcile = _main.reconcile
+ingress = tracked(_main.ingress)
+worker = tracked(_main.worker)
+reconcile = tracked(_main.reconcile)

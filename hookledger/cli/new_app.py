@@ -5,7 +5,7 @@ kind with its write-back, and a GitHub push handler submitting one Gemini batch 
 once) and `apps/NAME/tests/test_NAME.py` (the test kit, hookledger/testing), from the
 templates in hookledger/cli/templates/app/. NAME is refused (one line, exit 2, nothing
 written) unless it is lowercase letters, digits and underscores starting with a letter,
-at most 32 characters, no Python keyword, no module an app or its test imports, not an
+at most 32 characters, no Python keyword, none of the repository's packages, not an
 existing `apps/NAME`, and the app loads beside the repository's others (no setting,
 collection, kind or tag clash). The files are written to a temporary directory renamed
 into place, so a failure leaves nothing. Inside a hookledger repository the generated
@@ -34,18 +34,21 @@ from hookledger.cli.output import CliError, Output
 # Within every name the app derives: App ([a-z][a-z0-9_-]{0,39}), setting NAME_MODEL,
 # kind `NAME-summary` and tag (shared/settlement/kinds.py: at most 40 characters).
 NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
-# An app named after one of these would be mistaken for it by a reader, or by an import.
-SHADOWED = frozenset(sys.stdlib_module_names) | {
-    "apps",
-    "bench",
-    "functions",
-    "hookledger",
-    "local",
-    "pytest",
-    "shared",
-    "tests",
-    "tools",
-}
+# The repository's top-level packages (and pytest): `apps/tests/`, say, would be read as
+# the suite. A standard-library name is fine: `apps.json` shadows nothing.
+SHADOWED = frozenset(
+    {
+        "apps",
+        "bench",
+        "functions",
+        "hookledger",
+        "local",
+        "pytest",
+        "shared",
+        "tests",
+        "tools",
+    }
+)
 # What `make requirements` regenerates from apps/ (Makefile), in its order.
 GENERATORS = (
     ("tools.requirements", "functions/requirements.txt"),
@@ -101,7 +104,7 @@ def name_problem(name: str, root: Path) -> str | None:
     if keyword.iskeyword(name):
         return f"app name {name!r} is a Python keyword"
     if name in SHADOWED:
-        return f"app name {name!r} is the name of a module apps use; choose another"
+        return f"app name {name!r} is the name of one of the repository's packages; choose another"
     if not (root / "apps" / "__init__.py").is_file():
         return f"{root} has no apps/__init__.py: run this in a hookledger repository, or --dir"
     if (root / "apps" / name).exists():
@@ -207,7 +210,7 @@ def next_steps(name: str) -> list[dict[str, str]]:
     upper = name.upper()
     return [
         {"step": "test it", "command": f".venv/bin/python -m pytest apps/{name}"},
-        {"step": "run it", "command": f"HOOKLEDGER_APPS=apps.review,apps.{name} make run"},
+        {"step": "run it", "command": f"HOOKLEDGER_APPS=apps.{name} make run"},
         {
             "step": "send it a push",
             "command": f".venv/bin/hookledger send github push {EXAMPLE_PUSH}",

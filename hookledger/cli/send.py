@@ -80,9 +80,12 @@ def cmd_send(args: argparse.Namespace, out: Output) -> int:
     except ConfigError as exc:
         raise CliError(f"configuration: {exc}", 2) from None
     body = read_payload(args.payload, body_limit(args.source, config))
-    secrets = (  # never empty: Config refuses a variable that holds no secret
+    variable = f"{args.source.upper()}_WEBHOOK_SECRETS"
+    secrets = (
         config.github_webhook_secrets if args.source == "github" else config.gemini_webhook_secrets
     )
+    if not secrets:  # outside a `demo-` project the local secrets are not the default
+        raise CliError(f"{variable} is not set: nothing to sign the {args.source} event with", 2)
     url = (args.ingress or ingress_url(os.environ)).rstrip("/")
     try:
         sent = send_event(

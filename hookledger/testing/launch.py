@@ -31,6 +31,7 @@ from local.crash_plan import CRASH_PLAN_VARIABLE
 from local.firestore_emulator import start_firestore
 from local.functions_server import REPO, start_function
 from local.github_app import DEMO_ACCOUNTS, LocalApp
+from local.inflight import INFLIGHT_VARIABLE
 from local.processes import Service, ServiceError, free_port, port_was_taken, start_on_free_ports
 from local.simulator.client import SimulatorClient, start_simulator
 from local.stack import Ports, function_env
@@ -39,6 +40,7 @@ from shared.config import LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET
 PROJECT = "demo-hookledger"
 QUEUE_ID = "hookledger-kit"
 CRASH_PLAN_FILE = "crash-plan.json"  # in the session's work directory
+INFLIGHT_DIR = "inflight"  # likewise: the requests the functions serve now
 CRASHING_MAIN = REPO / "local" / "crashing_main.py"
 # GitHub's example payloads (hookledger/testing/payloads) come from this account, installation 1.
 EXAMPLES_ACCOUNT, EXAMPLES_INSTALLATION = "Codertocat", 1
@@ -95,16 +97,21 @@ class Launched:
     def queue_path(self) -> str:
         return f"projects/{PROJECT}/locations/us-central1/queues/{QUEUE_ID}"
 
+    def drop_queue(self, client: Any) -> None:
+        """Delete the queue: nothing more is dispatched, no task name is remembered."""
+        from google.api_core import exceptions
+
+        with contextlib.suppress(exceptions.NotFound):
+            client.delete_queue(name=self.queue_path, timeout=10)
+
     def fresh_queue(self, client: Any) -> None:
         """Delete the queue and create it again: no task, no remembered task name."""
-        from google.api_core import exceptions
         from google.cloud.tasks_v2 import types
         from google.protobuf import duration_pb2
 
         from shared.handoff.tasks import ensure_queue
 
-        with contextlib.suppress(exceptions.NotFound):
-            client.delete_queue(name=self.queue_path, timeout=10)
+        self.drop_queue(client)
         # Retries at most 2 s apart: a retry waiting on a crashed attempt's lease comes soon
         # after the lease ends.
         retry = types.RetryConfig(
@@ -179,7 +186,9 @@ def launch(stores: Stores, apps: Sequence[str], *, root: Path, workdir: Path) ->
         "HOOKLEDGER_APPS": ",".join(apps),
         "PYTHONPATH": _pythonpath(root),
         CRASH_PLAN_VARIABLE: str(workdir / CRASH_PLAN_FILE),
+        INFLIGHT_VARIABLE: str(workdir / INFLIGHT_DIR),
     }
+    (workdir / INFLIGHT_DIR).mkdir(exist_ok=True)
     fs_port = int(stores.firestore_host.rsplit(":", 1)[1])
     tasks_port = int(stores.tasks_host.rsplit(":", 1)[1])
     for attempt in range(1, 4):

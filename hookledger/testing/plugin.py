@@ -75,11 +75,12 @@ def hookledger_stack(
         stores = start_stores()
     except ServiceError as exc:
         pytest.fail(f"the hookledger test stack did not start: {exc}", pytrace=False)
-    stack = Stack(
-        stores,
-        root=Path(request.config.rootpath),
-        workdir=tmp_path_factory.mktemp("hookledger"),
-    )
+    try:
+        workdir = tmp_path_factory.mktemp("hookledger")
+    except BaseException:
+        stores.stop()
+        raise
+    stack = Stack(stores, root=Path(request.config.rootpath), workdir=workdir)
     try:
         yield stack
     finally:

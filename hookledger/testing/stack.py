@@ -39,6 +39,7 @@ from hookledger.testing.launch import (
 from hookledger.testing.waiting import wait_for
 from local.crash_plan import check_point, disarm, read_plan, write_plan
 from local.firestore_emulator import reset as reset_firestore
+from local.inflight import INFLIGHT_VARIABLE, busy
 from local.simulator.client import SimulatorClient
 from shared.config import LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET, Config
 from shared.ledger.records import (
@@ -51,6 +52,8 @@ from shared.ledger.records import (
 
 Payload = Mapping[str, Any] | bytes | str | Path
 TIMEOUT_S = 10.0  # every call the kit makes to a process of the stack
+# How long a test's leftover requests may run on before the functions are started again.
+QUIET_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,9 @@ class Stack:
         self._launched: Launched | None = None
         self._handlers: dict[str, list[str]] = {}
         self._claims_database = Config().claims_database
+        # How long `reset` lets a request a test left running go on before it starts the
+        # functions again.
+        self.quiet_s = QUIET_S
         self._client: Any = None
         self._tasks: Any = None
 
@@ -126,14 +132,38 @@ class Stack:
         return self._launched
 
     def reset(self) -> None:
-        """Empty everything a test may have left (the module docstring)."""
+        """Empty everything a test may have left (the module docstring), once the work it
+        started has stopped: the simulator sends no more webhooks, the queue dispatches
+        no more tasks, and no function serves a request (else, after `quiet_s`, the
+        functions are started again)."""
         write_plan(self._plan, None)
+        self.sim.reset()
+        self._running.drop_queue(self._tasks_client())
+        if not self._quiet(self.quiet_s):
+            apps = self._running.apps
+            self._running.stop()
+            self._launched = None
+            self.use(apps)
         self._fresh_queue()
         project = self._running.env["GOOGLE_CLOUD_PROJECT"]
         reset_firestore(self._stores.firestore_host, project)
         reset_firestore(self._stores.firestore_host, project, self._claims_database)
-        self.sim.reset()
+        self.sim.reset()  # again: a request that just ended may have written to it
         self._running.app.restore(self.sim)
+
+    def _quiet(self, timeout_s: float) -> bool:
+        """True once no function serves a request; False if one still does after
+        `timeout_s`."""
+        directory = Path(self._running.env[INFLIGHT_VARIABLE])
+        try:
+            wait_for(
+                lambda: True if not busy(directory) else None,
+                timeout_s=timeout_s,
+                what=lambda: f"the functions to finish {busy(directory)}",
+            )
+        except AssertionError:
+            return False
+        return True
 
     def _fresh_queue(self) -> None:
         self._running.fresh_queue(self._tasks_client())
@@ -190,9 +220,11 @@ class Stack:
     ) -> dict[str, str]:
         """Wait until every app's record of the delivery is final; app name -> status
         (`done`, `ignored`, `dead`, `unresolved`). `{}` when the ingress itself ignored it
-        (no app takes the event, or every app refused its payload): nothing was queued."""
+        (no app takes the event, or every app refused its payload): nothing was queued.
+        `source` is for a bare delivery id; a `Sent` knows where it was sent."""
         if isinstance(sent_or_delivery_id, Sent):
             sent = sent_or_delivery_id
+            source = sent.source
             status = sent.answer.get("status") if isinstance(sent.answer, dict) else None
             if sent.status == 200 and status in ("ignored", "pong"):
                 return {}

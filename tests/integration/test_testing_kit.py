@@ -1,7 +1,7 @@
 """The test kit (hookledger/testing) on its own stack: what each helper promises.
 
-Its apps are the repository's (articles on pushes, classify's batches); the session's stack
-also loads every other marked app, so each test reads its app's entry of `wait_handled`.
+Its apps are the repository's (articles on pushes, classify's batches), both loaded for
+every test of this module; tests/integration/test_testing_kit_reset.py covers the reset.
 """
 
 from __future__ import annotations
@@ -127,8 +127,14 @@ def test_a_rate_limited_github_call_is_retried(hookledger: Stack) -> None:
 
 
 def test_the_faults_of_one_test_are_gone_in_the_next(hookledger: Stack) -> None:
-    faults = hookledger.sim.faults()
+    hookledger.github_errors(status=502, times=5)
+    hookledger.github_rate_limited(times=5)
+    armed = hookledger.sim.faults()
+    assert (armed["github_errors"]["count"], armed["github_secondary_limit"]["count"]) == (5, 5)
 
+    hookledger.reset()  # what the next test's fixture does first
+
+    faults = hookledger.sim.faults()
     assert faults["github_errors"]["count"] == 0
     assert faults["github_secondary_limit"]["count"] == 0
 

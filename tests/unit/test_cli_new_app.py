@@ -53,9 +53,8 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
         ("_app", "starting with a letter"),
         ("a" * 33, "at most 32 characters"),
         ("class", "is a Python keyword"),
-        ("json", "the name of a module apps use"),
-        ("shared", "the name of a module apps use"),
-        ("tests", "the name of a module apps use"),
+        ("shared", "the name of one of the repository's packages"),
+        ("tests", "the name of one of the repository's packages"),
         ("classify", "apps/classify exists already"),
         ("group", "batch tag 'group' is already registered"),  # the core's tag
     ],
@@ -91,7 +90,7 @@ def test_the_app_written_loads_with_its_kind_and_handler(
     assert result["regenerated"] == []  # no generators in this root
     commands = {step["step"]: step["command"] for step in result["next_steps"]}
     assert commands["test it"] == ".venv/bin/python -m pytest apps/myapp"
-    assert commands["run it"] == "HOOKLEDGER_APPS=apps.review,apps.myapp make run"
+    assert commands["run it"] == "HOOKLEDGER_APPS=apps.myapp make run"
     assert commands["send it a push"].startswith(".venv/bin/hookledger send github push ")
     assert Path(REPO / commands["send it a push"].split()[-1]).is_file()
     assert [p.name for p in (root / "apps").iterdir() if p.name.startswith(".")] == []
@@ -117,7 +116,7 @@ def test_the_human_output_lists_the_files_and_the_next_steps(
         "wrote apps/myapp/tests/test_myapp.py",
     ]
     assert lines[3] == "next:"
-    assert any("HOOKLEDGER_APPS=apps.review,apps.myapp make run" in line for line in lines)
+    assert any("HOOKLEDGER_APPS=apps.myapp make run" in line for line in lines)
 
 
 def registered(root: Path, module: str) -> dict[str, Any]:

@@ -141,6 +141,12 @@ def test_an_ingress_that_does_not_answer_exits_1_naming_it(
             "configuration: GITHUB_WEBHOOK_SECRETS is set but holds no secret",
         ),
         (
+            "a real project with no secret set",
+            ["github", "push", str(PUSH)],
+            {"GOOGLE_CLOUD_PROJECT": "acme-prod", "GITHUB_WEBHOOK_SECRETS": None},
+            "GITHUB_WEBHOOK_SECRETS is not set: nothing to sign the github event with",
+        ),
+        (
             "a secret too short to sign with",
             ["github", "push", str(PUSH)],
             {"GITHUB_WEBHOOK_SECRETS": "short"},
@@ -154,12 +160,16 @@ def test_a_bad_argument_exits_2_and_sends_nothing(
     tmp_path: Path,
     name: str,
     argv: list[str],
-    env: dict[str, str],
+    env: dict[str, str | None],
     reason: str,
 ) -> None:
     body = tmp_path / "gemini.json"
     body.write_text(json.dumps({"type": "batch.failed", "data": {"id": "batches/1"}}))
-    os.environ.update(env)
+    for variable, value in env.items():  # None: unset
+        if value is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = value
     code, out, err = run(capsys, "send", *[str(body) if a == "BODY" else a for a in argv])
     assert (code, out) == (2, ""), name
     assert reason in err and err.count("\n") == 1, f"{name}: {err}"
