@@ -13,11 +13,16 @@ What is counted, and how Firestore bills it (firebase.google.com/docs/firestore/
   answer is billed as one read), `GetDocument`/`ListDocuments` per document, and an
   aggregation query as one read per 1,000 index entries matched (at least one);
 - `firestore_writes` / `firestore_deletes`: each `Write` in a `Commit` or `BatchWrite`
-  (a set, update, create or transform is one write; a delete is one delete). A commit that
-  fails is still counted: the bench's paths do not fail;
+  that Firestore applied (a set, update, create or transform is one write; a delete is one
+  delete);
+- `firestore_refused_writes`: each `Write` of a commit Firestore refused (a create that
+  found its document, a precondition that no longer held: nothing was written), counted
+  apart: the pricing page does not say whether a refused commit is billed, and a retried
+  or replayed delivery takes the first run's creates and has them refused by design;
 - `reads:<collection>`, `writes:<collection>`, `deletes:<collection>`: the same, by the
   collection named in the request (where the cost goes);
-- `firestore_commits`, `firestore_transactions` (BeginTransaction, not billed): context;
+- `firestore_commits` (refused ones included), `firestore_transactions` (BeginTransaction,
+  not billed): context;
 - `tasks_<method>`: each Cloud Tasks RPC by name (CreateTask is what Cloud Tasks bills);
 - `gemini_calls`: each HTTP attempt sent to a Gemini API path (`/v1…`, `/upload/`,
   `/download/`) through httpx or httpx2, the transports google-genai speaks through
@@ -104,18 +109,25 @@ class OperationCounter:
 
         counter = self
 
-        def commit_counts(request: Any) -> None:
+        def commit_counts(request: Any, applied: bool) -> None:
             for write in _field(request, "writes") or []:
                 kind = "deletes" if _which(write) == "delete" else "writes"
-                counter.add(f"firestore_{kind}")
                 name = write.delete if kind == "deletes" else write.update.name
+                if not applied:
+                    kind = f"refused_{kind}"
+                counter.add(f"firestore_{kind}")
                 counter.add(f"{kind}:{_collection(name)}")
 
         def wrap_commit(method: Callable[..., Any], name: str) -> Callable[..., Any]:
             def wrapped(client: Any, request: Any = None, *args: Any, **kwargs: Any) -> Any:
                 counter.add(name)
-                commit_counts(request if request is not None else kwargs)
-                return method(client, request, *args, **kwargs)
+                try:
+                    result = method(client, request, *args, **kwargs)
+                except Exception:
+                    commit_counts(request if request is not None else kwargs, applied=False)
+                    raise
+                commit_counts(request if request is not None else kwargs, applied=True)
+                return result
 
             return wrapped
 

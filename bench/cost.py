@@ -23,6 +23,10 @@ the work it started is finished (delivery `done`, operation settled and written 
 Each figure is printed next to the minimum the design needs (MINIMUM below, and
 docs/performance.md "What it costs" for why). Progress goes to stderr; one JSON object to
 stdout. Exit status 1 if an event did not finish.
+
+It measures the review with a batch of each push's own (REVIEW_GROUP_REQUESTS=0,
+bench/_inprocess.py), not the shared batches the review defaults to in production; the
+JSON's `mode` says both (bench.e2e runs shared batches beside it).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import time
 import uuid
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from bench._counting import Counts, OperationCounter
@@ -53,6 +58,7 @@ MINIMUM: dict[str, dict[str, int]] = {
         "firestore_reads": 1,  # the delivery: Cloud Tasks delivers at least once
         "firestore_writes": 3,  # submission claim before the batch, operation, delivery done
         "firestore_deletes": 0,
+        "firestore_refused_writes": 0,
         "tasks_create_task": 1,  # the durable hand-off before the 202
         "gemini_calls": 1,  # one batch for the push
         "github_calls": 1,  # one GraphQL query reads up to 50 Markdown files
@@ -62,6 +68,7 @@ MINIMUM: dict[str, dict[str, int]] = {
         "firestore_reads": 2,  # the delivery (dedupe; the done mark's condition), the operation
         "firestore_writes": 4,  # delivery done; the operation flipped; 2 reviews
         "firestore_deletes": 0,
+        "firestore_refused_writes": 0,
         "tasks_create_task": 1,
         "gemini_calls": 1,  # re-fetch: the webhook body is only a hint
     },
@@ -70,6 +77,7 @@ MINIMUM: dict[str, dict[str, int]] = {
         "firestore_reads": 1,  # its row of the due query (the settle commit is conditional)
         "firestore_writes": 3,  # the operation flipped; 2 reviews
         "firestore_deletes": 0,
+        "firestore_refused_writes": 0,
         "tasks_create_task": 0,
         "gemini_calls": 1,  # the poll
     },
@@ -77,18 +85,21 @@ MINIMUM: dict[str, dict[str, int]] = {
         "firestore_reads": 0,
         "firestore_writes": 0,
         "firestore_deletes": 0,
+        "firestore_refused_writes": 0,
         "tasks_create_task": 1,  # refused by name: the dedupe costs one call, no Firestore
     },
     "replayed_delivery": {
         "firestore_reads": 3,  # the stored delivery; the worker's dedupe; the earlier submission
         "firestore_writes": 2,  # back to queued; done again
         "firestore_deletes": 0,
+        "firestore_refused_writes": 0,
         "tasks_create_task": 1,
     },
     "reconcile_nothing_due": {
         "firestore_reads": 1,  # one empty due query is billed one read
         "firestore_writes": 1,  # the run record (console)
         "firestore_deletes": 0,
+        "firestore_refused_writes": 0,
         "tasks_create_task": 0,
     },
 }
@@ -108,14 +119,25 @@ ABOVE_MINIMUM_BECAUSE: dict[str, dict[str, str]] = {
         "push's submission",
         "firestore_writes": "the push's submission gets the operation's expiry in the "
         "same commit (both leave together by TTL)",
-        "gemini_calls": "the batch's rows are a second request (the file it names)",
     },
     "settled_by_reconcile": {
         "firestore_writes": "the push's submission gets the operation's expiry",
     },
+    "replayed_delivery": {
+        "firestore_reads": "the reopen's update is conditional on a read of its own (a "
+        "lease taken since the CLI's read is not overwritten); the decided submission's "
+        "operation is read (an expired record is never revived); the done mark reads the "
+        "delivery (only while this attempt holds the lease)",
+        "firestore_writes": "the worker takes the delivery's lease (two runs of one "
+        "delivery never overlap)",
+        "firestore_refused_writes": "the worker runs a push as its first run does, paying "
+        "no read for it: the one commit of delivery, claim and body marker, then the "
+        "delivery with its marker, then the claim, each refused as already there",
+    },
     "reconcile_nothing_due": {
         "firestore_reads": "each of the run's other queries answers empty, billed one read "
-        "each: open claims (orphan adoption), groups due (shared batches), outboxes due",
+        "each: open claims (orphan adoption), groups due (shared batches), outboxes due; "
+        "a process's first run also reads the old adoption watermark once",
     },
 }
 WAIT_S = 60.0
@@ -265,8 +287,9 @@ def figures(run: CostRun) -> dict[str, Any]:
         "replayed_delivery": per_event(w["replayed_delivery"]),
         "reconcile_nothing_due": per_event(w["reconcile_nothing_due"]),
     }
-    # The empty run before it lists the same settled batches for adoption as this one does.
-    empty = w["reconcile_nothing_due"][0]
+    # The empty run after it: a process's first run reads the old adoption watermark once
+    # (shared/reconcile/adoption.py), which the run with due operations does not.
+    empty = w["reconcile_nothing_due"][-1]
     with_due = w["reconcile_with_due"][0]
     # An empty due query bills 1 read, a non-empty one its rows: add that read back.
     empty_due_query = Counts({"firestore_reads": 1, "reads:operations": 1})
@@ -299,7 +322,23 @@ def measure(counter: OperationCounter, events: int, profile: tuple[str, ...]) ->
             progress(f"profile of {target} (cumulative, top 25):")
             stats.stream = sys.stderr
             stats.sort_stats("cumulative").print_stats(25)
-        return figures(run)
+        return {"mode": mode(stack.env), **figures(run)}
+
+
+def mode(env: dict[str, str]) -> dict[str, Any]:
+    """The review's batching as measured here, and as Terraform deploys it by default (the
+    app's defaults under var.app_settings: bench/_capacity.py `review_sharing`)."""
+    from bench._capacity import SHARING_SETTINGS, review_sharing
+    from bench._terraform import variable_defaults
+
+    measured = {name: env[name] for name in SHARING_SETTINGS if name in env}
+    variables = variable_defaults(Path(__file__).resolve().parents[1] / "terraform/variables.tf")
+    shared = str(measured.get("REVIEW_GROUP_REQUESTS", "0")) != "0"
+    return {
+        "measured": "shared batches" if shared else "a batch per push",
+        "settings": measured,
+        "production_default": review_sharing(variables.get("app_settings") or {}),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,8 +33,8 @@ from google import genai
 from google.genai import types
 
 from shared import logs, tracing
+from shared.gemini.batches import BatchStats as BatchStats  # re-exported
 from shared.gemini.batches import (
-    BatchStats,
     BatchStatus,
     BatchSummary,
     batch_name,
@@ -51,7 +51,7 @@ from shared.gemini.errors import (
     GeminiUnavailable,
     mapped,
 )
-from shared.gemini.raw import get_body
+from shared.gemini.raw import batch_job, get_body
 from shared.gemini.requests import HOOKLEDGER_ID as HOOKLEDGER_ID  # re-exported
 from shared.gemini.requests import create_config, inline_requests
 from shared.gemini.rows import (
@@ -260,24 +260,28 @@ class GeminiGateway:
 
     @_traced("gemini.batches.get")
     def fetch_batch(self, name: str) -> BatchStatus:
-        """The batch's state and, once terminal, its rows and top-level error.
+        """The batch's state and, once terminal, its rows and top-level error: one GET.
 
         Rows come from the inlined responses or, streamed, from the results file. When
         they cannot all be read, the status says why in `rows_unread` (and the reason is
         logged naming the batch and the file); nothing is raised for it.
         """
         name = batch_name(name)
-        with mapped(name):
-            job = self._client.batches.get(name=name)
+        # One read gives the typed job and what the SDK drops from it (`error`, `batchStats`).
+        body = self._raw(name)
+        try:
+            job = batch_job(body)
+        except ValueError as exc:
+            raise GeminiUnavailable(f"{name}: Gemini answered a batch the SDK cannot read") from exc
         state = job.state.value if job.state is not None else "JOB_STATE_UNSPECIFIED"
         meaning = meaning_of(state)
         status = meaning.status if meaning.kind == TERMINAL else None
         error = None
         stats = completion_stats(job)
         if status is not None and status != "succeeded":  # ended unsuccessfully
-            error = self._raw_error(name)
+            error = body.get("error") if isinstance(body.get("error"), dict) else None
         elif status == "succeeded" and stats is None:
-            stats = self._raw_stats(name)
+            stats = raw_batch_stats(body.get("metadata"))  # best effort: a cross-check
         rows, unread = self._rows(name, job, status)
         return BatchStatus(
             name=name,
@@ -372,27 +376,6 @@ class GeminiGateway:
         elif status == "succeeded":
             rows = (Row(key=name, text=str(body.get("output_text") or "")),)
         return BatchStatus(name=name, state=state, error=error, rows=rows)
-
-    def _raw_error(self, name: str) -> dict[str, Any] | None:
-        # The SDK drops a failed batch's top-level `error`: read the resource as sent.
-        error = self._raw(name).get("error")
-        return error if isinstance(error, dict) else None
-
-    def _raw_stats(self, name: str) -> BatchStats | None:
-        """`metadata.batchStats` from the raw JSON (the SDK drops it); None when Gemini gave
-        none or the read failed: the counts are a cross-check, never a reason to wait."""
-        try:
-            metadata = self._raw(name).get("metadata")
-        except GeminiError as exc:
-            logs.event(
-                log,
-                logging.WARNING,
-                f"batchStats of {name} could not be read; its counts go unchecked",
-                operation=name,
-                reason=str(exc),
-            )
-            return None
-        return raw_batch_stats(metadata)
 
     def _raw(self, name: str) -> dict[str, Any]:
         """The resource as Gemini sent it, through the SDK's own transport (auth, timeout)."""

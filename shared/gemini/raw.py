@@ -2,11 +2,13 @@
 
 Why it exists: the SDK drops fields hookledger must read. `batches.get` maps only the
 fields its `_BatchJob_from_mldev` names, so a failed batch's top-level `error` (the
-reason) never reaches `types.BatchJob`; generic operations and interactions have no
-typed getter that keeps their raw body. No public SDK call returns a resource as sent
-(checked against google-genai 3.x: `HttpOptions` and `GetBatchJobConfig` have no
-"return the raw body" switch), so this module sends the GET through the client's own
-transport (auth, base URL, timeout, retry options) with `Client._api_client.request`.
+reason) and `metadata.batchStats` never reach `types.BatchJob`; generic operations and
+interactions have no typed getter that keeps their raw body. No public SDK call returns a
+resource as sent (checked against google-genai 3.x: `HttpOptions` and `GetBatchJobConfig`
+have no "return the raw body" switch), so this module sends the GET through the client's
+own transport (auth, base URL, timeout, retry options) with `Client._api_client.request`,
+and `batch_job` maps a batch's body to the SDK's typed job as `batches.get` does: one GET
+gives both (a second GET per batch was a second Gemini request on every settlement).
 
 The contract relied on, pinned by the SDK's major in pyproject.toml and checked by
 tests/unit/test_gemini_raw_contract.py (which fails with `SdkContractError`'s message
@@ -14,6 +16,7 @@ when a release changes it):
 
     client._api_client.request(http_method, path, request_dict, http_options)
         -> an object with `.body` (str, the JSON text as sent)
+    google.genai.batches._BatchJob_from_mldev(body) -> the dict `types.BatchJob` reads
 
 Nothing outside this module may touch `_api_client` (docs/gemini-coverage.md).
 """
@@ -24,12 +27,16 @@ import inspect
 from typing import Any
 
 from google import genai
+from google.genai import batches as sdk_batches
+from google.genai import types
 
 from shared.errors import ConfigError
 
 # The google-genai major this adapter was written against; pyproject.toml pins the same.
 SDK_MAJOR = 3
 _REQUEST_PARAMETERS = ("http_method", "path", "request_dict", "http_options")
+# What `batches.get` maps a Gemini API batch's JSON with (google-genai 3.x batches.py).
+_BATCH_MAPPER = "_BatchJob_from_mldev"
 
 
 class SdkContractError(ConfigError):
@@ -56,6 +63,11 @@ def check_contract(client: genai.Client) -> None:
             f"google-genai: `Client._api_client.request` now takes {names}, "
             f"shared/gemini/raw.py calls it with {_REQUEST_PARAMETERS}"
         )
+    if not callable(getattr(sdk_batches, _BATCH_MAPPER, None)):
+        raise SdkContractError(
+            f"google-genai: `google.genai.batches.{_BATCH_MAPPER}` is gone; "
+            "shared/gemini/raw.py must find another way to map a batch's raw JSON"
+        )
 
 
 def get_body(client: genai.Client, path: str) -> str:
@@ -71,3 +83,13 @@ def get_body(client: genai.Client, path: str) -> str:
             f"google-genai: the raw response's `.body` is {type(body).__name__}, not str"
         )
     return body or ""
+
+
+def batch_job(body: dict[str, Any]) -> types.BatchJob:
+    """The SDK's typed batch from a Gemini API batch's raw JSON, mapped as `batches.get`
+    maps it. A body the SDK's types refuse raises pydantic's `ValidationError` (a
+    `ValueError`): the caller maps it."""
+    mapper = getattr(sdk_batches, _BATCH_MAPPER, None)
+    if not callable(mapper):
+        raise SdkContractError(f"google-genai: `google.genai.batches.{_BATCH_MAPPER}` is gone")
+    return types.BatchJob._from_response(response=mapper(body), kwargs={})

@@ -275,3 +275,39 @@ def test_a_file_input_batch_reports_its_results_as_a_downloadable_jsonl_file(
 
     assert [line["key"] for line in lines] == ["docs/000.md", "docs/001.md"]
     assert "response" in lines[0] and lines[1]["error"]["code"] == 3
+
+
+def batch_reads(simulator: Any, name: str) -> int:
+    """How many GETs of batch `name` the simulator has answered."""
+    return sum(
+        1
+        for r in simulator.control.requests_log()
+        if r["method"] == "GET" and r["path"].endswith(f"/{name}")
+    )
+
+
+@pytest.mark.parametrize(
+    ("outcome", "extra"),
+    [("succeeded", {"rows": {"docs/b.md": "safety"}}), ("failed", {})],
+    ids=["succeeded", "failed"],
+)
+def test_a_finished_batch_is_read_with_one_get_its_stats_and_error_included(
+    simulator: Any, gateway: GeminiGateway, outcome: str, extra: dict[str, Any]
+) -> None:
+    paths = ["docs/a.md", "docs/b.md", "docs/c.md"]
+    name = gateway.create_batch(MODEL, [(p, f"# {p}") for p in paths], review_tag(REPO, "6" * 40))
+    simulator.control.complete(name, outcome, webhook="drop", **extra)
+    before = batch_reads(simulator, name)
+
+    status = gateway.fetch_batch(name)
+
+    # The SDK's typed batch drops `batchStats` and a failed batch's `error`: both come from
+    # the same body, not from a second GET (bench.cost, settled_by_reconcile gemini_calls).
+    assert batch_reads(simulator, name) - before == 1
+    assert status.terminal_status == outcome
+    if outcome == "succeeded":
+        assert status.stats is not None and status.stats.requests == 3
+        assert [row.key for row in status.rows] == paths
+        assert status.error is None
+    else:
+        assert status.error is not None and status.error.get("message")

@@ -52,6 +52,37 @@ def test_a_changed_sdk_fails_the_contract_with_a_clear_message(client: Any, says
     assert says in str(caught.value)
 
 
+def test_an_sdk_without_its_batch_mapper_fails_the_contract_and_the_mapping(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delattr(gemini_raw.sdk_batches, "_BatchJob_from_mldev")
+
+    with pytest.raises(SdkContractError) as caught:
+        check_contract(make_client("contract-test", "http://127.0.0.1:9"))
+    assert "`google.genai.batches._BatchJob_from_mldev` is gone" in str(caught.value)
+    with pytest.raises(SdkContractError):
+        gemini_raw.batch_job({"name": "batches/b1"})
+
+
+def test_a_batchs_raw_json_maps_to_the_sdks_typed_job() -> None:
+    body = {
+        "name": "batches/b1",
+        "metadata": {
+            "displayName": "review:o/r@abc",
+            "state": "BATCH_STATE_SUCCEEDED",
+            "batchStats": {"requestCount": "2"},
+            "output": {"inlinedResponses": {"inlinedResponses": [{"metadata": {"key": "a"}}]}},
+        },
+    }
+
+    job = gemini_raw.batch_job(body)
+
+    assert (job.name, job.display_name) == ("batches/b1", "review:o/r@abc")
+    assert job.state is not None and job.state.value == "JOB_STATE_SUCCEEDED"
+    assert job.dest is not None and job.dest.inlined_responses is not None
+    assert [r.metadata for r in job.dest.inlined_responses] == [{"key": "a"}]
+
+
 # Every package of the repository that ships or runs code (tests/ holds this check itself).
 PACKAGES = ("shared", "apps", "functions", "hookledger", "local", "bench", "tools")
 ADAPTER = Path("shared") / "gemini" / "raw.py"
