@@ -19,10 +19,11 @@ os.environ.setdefault("HOOKLEDGER_APPS", "apps.review")
 # the chaos `quota` scenario): most tests name the batch a push makes.
 os.environ.setdefault("REVIEW_GROUP_REQUESTS", "0")
 
-from shared import apps
+from shared import apps, handlers
 
 # Loaded before any test snapshots the handler registry, so a test's restore keeps them.
 apps.load(["apps.review"])
+_REVIEW_ONLY = handlers.snapshot()
 
 pytest_plugins = [
     "tests.plugins.firestore",
@@ -34,6 +35,13 @@ pytest_plugins = [
 
 SLOW_S = 5.0
 _unmarked_slow: list[tuple[str, float]] = []
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """An app's own tests (apps/NAME/tests, run by the test kit) may import their app, which
+    registers its handlers in this process too; the suite under tests/ runs the review
+    alone in-process, so its tests never fan an event out to an app they do not know."""
+    handlers.restore(_REVIEW_ONLY)
 
 
 @pytest.fixture(autouse=True)

@@ -132,7 +132,6 @@ def render(name: str) -> Scaffold:
         name,
         {
             f"apps/{name}/__init__.py": fill("__init__.py.tmpl"),
-            f"apps/{name}/tests/__init__.py": "",
             f"apps/{name}/tests/test_{name}.py": fill("tests/test_app.py.tmpl"),
         },
     )

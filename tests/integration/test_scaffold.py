@@ -1,6 +1,8 @@
 """The scaffold cannot rot: `hookledger new` in a copy of this repository, then the test it
 generated, run as a user would run it (`python -m pytest apps/NAME`), passes; the
-generated files are up to date and the new app type-checks.
+generated files are up to date and the new app type-checks; and the suite's in-process
+tests still pass beside it (an app's test, imported in pytest's process, must not lend the
+app's push handler to the review's tests: tests/conftest.py `pytest_collection_finish`).
 
 The generated test uses the test kit (hookledger.testing, a pytest plugin found through
 its `pytest11` entry point): it starts its own emulators, simulator and functions.
@@ -75,3 +77,12 @@ def test_a_scaffolded_apps_own_test_passes_in_a_fresh_copy(
     done = python(root, "-m", "pytest", f"apps/{NAME}", "-q", "-p", "no:cacheprovider", timeout=900)
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     assert done.returncode == 0 and "2 passed" in summary, f"{done.stdout}{done.stderr}"
+
+    # A user's app test may import its app (registering its push handler in pytest's
+    # process): the review's in-process push tests, collected with it, must not see it.
+    test_file = root / "apps" / NAME / "tests" / f"test_{NAME}.py"
+    test_file.write_text(test_file.read_text() + f"\nimport apps.{NAME}  # noqa: E402, F401\n")
+    beside = ("tests/integration/test_claims_database.py", f"apps/{NAME}")
+    done = python(root, "-m", "pytest", *beside, "-q", "-p", "no:cacheprovider", timeout=900)
+    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    assert done.returncode == 0 and " passed" in summary, f"{done.stdout}{done.stderr}"

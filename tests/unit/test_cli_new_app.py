@@ -83,7 +83,6 @@ def test_the_app_written_loads_with_its_kind_and_handler(
     result = json.loads(out)
     assert result["files"] == [
         "apps/myapp/__init__.py",
-        "apps/myapp/tests/__init__.py",
         "apps/myapp/tests/test_myapp.py",
     ]
     assert all((root / path).is_file() for path in result["files"])
@@ -110,12 +109,11 @@ def test_the_human_output_lists_the_files_and_the_next_steps(
     code, out, _ = run(capsys, "new", "myapp", "--dir", str(root))
     assert code == 0
     lines = out.splitlines()
-    assert lines[:3] == [
+    assert lines[:2] == [
         "wrote apps/myapp/__init__.py",
-        "wrote apps/myapp/tests/__init__.py",
         "wrote apps/myapp/tests/test_myapp.py",
     ]
-    assert lines[3] == "next:"
+    assert lines[2] == "next:"
     assert any("HOOKLEDGER_APPS=apps.myapp make run" in line for line in lines)
 
 
