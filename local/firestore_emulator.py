@@ -7,6 +7,7 @@ import shutil
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from local.processes import Service, ServiceError, printed, start
 
@@ -72,3 +73,19 @@ def reset(host_port: str, project: str, database: str = "(default)") -> None:
     # The emulator's first request warms its JVM: seconds on a loaded machine, hence 30 s.
     with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (loopback)
         response.read()
+
+
+def client_on(host_port: str, project: str) -> Any:
+    """A Firestore client on the emulator at `host_port`, whatever this process's
+    environment says (the client reads FIRESTORE_EMULATOR_HOST when it is built)."""
+    from google.cloud import firestore
+
+    previous = os.environ.get("FIRESTORE_EMULATOR_HOST")
+    os.environ["FIRESTORE_EMULATOR_HOST"] = host_port
+    try:
+        return firestore.Client(project=project)
+    finally:
+        if previous is None:
+            os.environ.pop("FIRESTORE_EMULATOR_HOST", None)
+        else:
+            os.environ["FIRESTORE_EMULATOR_HOST"] = previous

@@ -38,6 +38,7 @@ from hookledger.testing.launch import (
 )
 from hookledger.testing.waiting import wait_for
 from local.crash_plan import check_point, disarm, read_plan, write_plan
+from local.firestore_emulator import client_on
 from local.firestore_emulator import reset as reset_firestore
 from local.inflight import INFLIGHT_VARIABLE, busy
 from local.simulator.client import SimulatorClient
@@ -361,7 +362,7 @@ class Stack:
     def firestore(self) -> Any:
         """A Firestore client on the stack's emulator (the ledger's database)."""
         if self._client is None:
-            self._client = _client_on(self._stores.firestore_host, PROJECT)
+            self._client = client_on(self._stores.firestore_host, PROJECT)
         return self._client
 
     def documents(self, collection: str) -> dict[str, dict[str, Any]]:
@@ -429,19 +430,3 @@ def _brief(record: Mapping[str, Any] | None) -> str:
         return "none yet"
     shown = ("status", "event", "attempts", "last_error", "writeback_done", "error")
     return repr({k: record[k] for k in shown if record.get(k) is not None})
-
-
-def _client_on(host: str, project: str) -> Any:
-    """A Firestore client on the emulator at `host`, whatever this process's environment
-    says (the client reads FIRESTORE_EMULATOR_HOST when it is built)."""
-    from google.cloud import firestore
-
-    saved = os.environ.get("FIRESTORE_EMULATOR_HOST")
-    os.environ["FIRESTORE_EMULATOR_HOST"] = host
-    try:
-        return firestore.Client(project=project)
-    finally:
-        if saved is None:
-            os.environ.pop("FIRESTORE_EMULATOR_HOST", None)
-        else:
-            os.environ["FIRESTORE_EMULATOR_HOST"] = saved

@@ -11,7 +11,6 @@ chaos.rows[-1]  # a Row: scenario, size, expected, observed, seconds, passed
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -24,6 +23,7 @@ from local.chaos.drivers import ReconcileDriver, clear_faults
 from local.chaos.invariants import check, wait_quiet
 from local.chaos.load import FULL_REPO, LoadDriver, Push
 from local.chaos.stack import FUNCTIONS, PROJECT, ChaosStack
+from local.firestore_emulator import client_on
 from shared.ledger import Ledger
 
 QUIET_DEADLINE_S = 240.0
@@ -161,16 +161,8 @@ class Chaos:
 
 
 def _client(emulator_host: str) -> firestore.Client:
-    """A Firestore client on the stack's emulator (the client reads the host at creation)."""
-    previous = os.environ.get("FIRESTORE_EMULATOR_HOST")
-    os.environ["FIRESTORE_EMULATOR_HOST"] = emulator_host
-    try:
-        return firestore.Client(project=PROJECT)
-    finally:
-        if previous is None:
-            os.environ.pop("FIRESTORE_EMULATOR_HOST", None)
-        else:
-            os.environ["FIRESTORE_EMULATOR_HOST"] = previous
+    """A Firestore client on the stack's emulator."""
+    return client_on(emulator_host, PROJECT)
 
 
 def _completed(runs: list[dict[str, object]]) -> int:
