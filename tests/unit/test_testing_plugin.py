@@ -111,3 +111,41 @@ def test_a_process_at_the_planned_point_exits_and_is_recorded(tmp_path: Path) ->
     plan = crash_plan.read_plan(path)
     assert plan["left"] == 0
     assert [c["point"] for c in plan["crashed"]] == ["outbox.posted"]
+
+
+def test_processes_reaching_the_point_together_crash_only_as_often_as_planned(
+    tmp_path: Path,
+) -> None:
+    path, go = tmp_path / "plan.json", tmp_path / "go"
+    crash_plan.write_plan(path, "outbox.posted", times=1)
+    code = (
+        "import pathlib, sys, time\n"
+        "from local import crash_plan\n"
+        "print('ready', flush=True)\n"
+        "while not pathlib.Path(sys.argv[1]).exists():\n"
+        "    time.sleep(0.001)\n"
+        "crash_plan.hook('outbox.posted')\n"
+        "print('survived')\n"
+    )
+    env = {"PATH": "", crash_plan.CRASH_PLAN_VARIABLE: str(path)}
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(go)],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    for racer in racers:  # every one waits at the line before the hook
+        assert racer.stdout is not None and racer.stdout.readline().strip() == "ready"
+    go.touch()
+    ends = sorted(racer.wait(timeout=60) for racer in racers)
+    for racer in racers:
+        assert racer.stdout is not None
+        racer.stdout.close()
+
+    assert ends == [0, 0, 0, crash_plan.CRASH_EXIT_CODE]
+    plan = crash_plan.read_plan(path)
+    assert (plan["left"], len(plan["crashed"])) == (0, 1)
