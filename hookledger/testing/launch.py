@@ -104,14 +104,13 @@ class Launched:
         with contextlib.suppress(exceptions.NotFound):
             client.delete_queue(name=self.queue_path, timeout=10)
 
-    def fresh_queue(self, client: Any) -> None:
-        """Delete the queue and create it again: no task, no remembered task name."""
+    def create_queue(self, client: Any) -> None:
+        """Create the queue (after `drop_queue`: no task, no remembered task name)."""
         from google.cloud.tasks_v2 import types
         from google.protobuf import duration_pb2
 
         from shared.handoff.tasks import ensure_queue
 
-        self.drop_queue(client)
         # Retries at most 2 s apart: a retry waiting on a crashed attempt's lease comes soon
         # after the lease ends.
         retry = types.RetryConfig(

@@ -92,12 +92,15 @@ class Stack:
         apps differ from those running; the emulators, and what they hold, stay."""
         if self._launched is not None and self._launched.apps == tuple(apps):
             return
-        handlers = registrations(apps, self._root)  # a broken app fails here, named
+        self._handlers = dict(registrations(apps, self._root))  # a broken app fails here
+        self._relaunch(apps)
+
+    def _relaunch(self, apps: Sequence[str]) -> None:
+        """Stop the simulator and the functions, if running, and start them with `apps`."""
         if self._launched is not None:
             self._launched.stop()
             self._launched = None
         self._launched = launch(self._stores, apps, root=self._root, workdir=self._plan.parent)
-        self._handlers = dict(handlers)
 
     @property
     def apps(self) -> tuple[str, ...]:
@@ -141,11 +144,8 @@ class Stack:
         self.sim.reset()
         self._running.drop_queue(self._tasks_client())
         if not self._quiet(self.quiet_s):
-            apps = self._running.apps
-            self._running.stop()
-            self._launched = None
-            self.use(apps)
-        self._fresh_queue()
+            self._relaunch(self.apps)
+        self._running.create_queue(self._tasks_client())
         project = self._running.env["GOOGLE_CLOUD_PROJECT"]
         reset_firestore(self._stores.firestore_host, project)
         reset_firestore(self._stores.firestore_host, project, self._claims_database)
@@ -165,9 +165,6 @@ class Stack:
         except AssertionError:
             return False
         return True
-
-    def _fresh_queue(self) -> None:
-        self._running.fresh_queue(self._tasks_client())
 
     def _tasks_client(self) -> Any:
         if self._tasks is None:
