@@ -61,7 +61,7 @@ class DispatchJob:
     oidc_audience: str | None
     # The task as created: a result for it never touches a later task of the same name
     # (its queue deleted and created again while this attempt ran).
-    record: Any = field(default=None, compare=False, repr=False)
+    record: Any = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -361,7 +361,7 @@ class Store:
             queue_path, _ = parse_task(job.task_name)
             queue = self._queues.get(queue_path)
             task = queue.tasks.get(job.task_name) if queue else None
-            if queue is None or task is None or (job.record is not None and task is not job.record):
+            if queue is None or task is None or task is not job.record:
                 return "gone"
             queue.running = max(0, queue.running - 1)
             task.running = max(0, task.running - 1)
