@@ -63,11 +63,7 @@ def check_contract(client: genai.Client) -> None:
             f"google-genai: `Client._api_client.request` now takes {names}, "
             f"shared/gemini/raw.py calls it with {_REQUEST_PARAMETERS}"
         )
-    if not callable(getattr(sdk_batches, _BATCH_MAPPER, None)):
-        raise SdkContractError(
-            f"google-genai: `google.genai.batches.{_BATCH_MAPPER}` is gone; "
-            "shared/gemini/raw.py must find another way to map a batch's raw JSON"
-        )
+    _batch_mapper()
 
 
 def get_body(client: genai.Client, path: str) -> str:
@@ -89,7 +85,15 @@ def batch_job(body: dict[str, Any]) -> types.BatchJob:
     """The SDK's typed batch from a Gemini API batch's raw JSON, mapped as `batches.get`
     maps it. A body the SDK's types refuse raises pydantic's `ValidationError` (a
     `ValueError`): the caller maps it."""
+    return types.BatchJob._from_response(response=_batch_mapper()(body), kwargs={})
+
+
+def _batch_mapper() -> Any:
+    """The SDK's mapper of a batch's JSON; SdkContractError when a release dropped it."""
     mapper = getattr(sdk_batches, _BATCH_MAPPER, None)
     if not callable(mapper):
-        raise SdkContractError(f"google-genai: `google.genai.batches.{_BATCH_MAPPER}` is gone")
-    return types.BatchJob._from_response(response=mapper(body), kwargs={})
+        raise SdkContractError(
+            f"google-genai: `google.genai.batches.{_BATCH_MAPPER}` is gone; "
+            "shared/gemini/raw.py must find another way to map a batch's raw JSON"
+        )
+    return mapper
