@@ -18,7 +18,6 @@ import json
 import os
 import secrets
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -27,9 +26,9 @@ import requests
 from apps.review.results import Reviews
 from hookledger.cli.localenv import SIMULATOR_URL, ingress_url
 from hookledger.cli.output import CliError, Output
+from hookledger.sending import send_event
 from shared.entrypoints import runtime
 from shared.ledger import Ledger, Operation
-from shared.signatures import sign_github
 
 T = TypeVar("T")
 REPO = "hookledger/demo"
@@ -182,19 +181,18 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
         installation = installation_for(sim, REPO)
     except requests.RequestException as exc:
         raise CliError(f"demo: the simulator at {sim.url} does not answer: {exc}") from exc
-    body = push_body(sha, installation)
-    delivery = str(uuid.uuid4())
-    headers = {
-        "X-GitHub-Event": "push",
-        "X-GitHub-Delivery": delivery,
-        "X-Hub-Signature-256": sign_github(cfg.github_webhook_secrets[0], body),
-        "Content-Type": "application/json",
-    }
-    answer = requests.post(f"{ingress}/github", data=body, headers=headers, timeout=HTTP_TIMEOUT_S)
-    if answer.status_code != 202:
+    sent = send_event(
+        ingress,
+        "github",
+        "push",
+        push_body(sha, installation),
+        secret=cfg.github_webhook_secrets[0],
+        timeout_s=HTTP_TIMEOUT_S,
+    )
+    delivery = sent.delivery_id
+    if not sent.accepted:
         raise CliError(
-            f"demo: the ingress answered {answer.status_code} to push {delivery}: "
-            f"{answer.text.strip()}"
+            f"demo: the ingress answered {sent.status} to push {delivery}: {sent.answer}"
         )
     how = f"as GitHub App installation {installation}" if installation else "token mode"
     narrator.step(
