@@ -36,7 +36,7 @@ from hookledger.testing.launch import (
     launch,
     registrations,
 )
-from hookledger.testing.waiting import wait_for
+from hookledger.testing.waiting import WaitTimeout, wait_for
 from local.crash_plan import check_point, disarm, read_plan, write_plan
 from local.firestore_emulator import client_on
 from local.firestore_emulator import reset as reset_firestore
@@ -162,7 +162,7 @@ class Stack:
                 timeout_s=timeout_s,
                 what=lambda: f"the functions to finish {busy(directory)}",
             )
-        except AssertionError:
+        except WaitTimeout:
             return False
         return True
 
