@@ -15,6 +15,10 @@ Batches as Gemini makes them: a create request over 20 MiB (or the lower
 RESOURCE_EXHAUSTED (`quotas.py`); a batch may come from an uploaded JSONL file (Files API,
 `files.py`) and then its results are a generated file, downloadable at
 `/{v}/files/{id}:download?alt=media`.
+A create may also be refused as Gemini refuses a deployment (403 PERMISSION_DENIED,
+401 UNAUTHENTICATED, 400 API_KEY_INVALID) or a poisoned request (400 INVALID_ARGUMENT
+naming it), as `/_sim/gemini/create-refusal` and `/_sim/gemini/poison` ask
+(`create_refusals.py`); nothing is created.
 `POST /_sim/files/{id}:fail-downloads` `{"times": N, "status": 503}` makes the next N
 downloads of that file fail.
 """
@@ -33,7 +37,14 @@ from typing import Any
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from local.simulator import check_run_routes, control, github_routes, hook_delivery_routes
+from local.simulator import (
+    check_run_routes,
+    control,
+    create_refusal_routes,
+    github_routes,
+    hook_delivery_routes,
+)
+from local.simulator.create_refusals import Caller, RefusedCreate
 from local.simulator.engine import Simulator
 from local.simulator.file_routes import files_routes
 from local.simulator.gemini import (
@@ -245,6 +256,7 @@ def create_app(sim: Simulator) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.register_blueprint(control.blueprint(sim))
     app.register_blueprint(check_run_routes.control_blueprint(sim))
+    app.register_blueprint(create_refusal_routes.control_blueprint(sim))
     github_api = github_routes.blueprint(sim)
     check_run_routes.add_api_routes(github_api, sim)  # the same caller check and rate limits
     hook_delivery_routes.register(app, github_api, sim)
@@ -262,6 +274,8 @@ def create_app(sim: Simulator) -> Flask:
     def sim_error(exc: SimError) -> Response:
         if isinstance(exc, InjectedFault):
             return json_response(exc.body(), exc.status)
+        if isinstance(exc, RefusedCreate):
+            return json_response(exc.body, exc.status)
         if isinstance(exc, BatchQuotaExceeded):
             delay_s = sim.quotas.settings.batch_retry_delay_s
             return json_response(batch_quota_error_body(exc.limit, delay_s), exc.status)
@@ -288,6 +302,9 @@ def create_app(sim: Simulator) -> Flask:
 
     @app.post(f"/{VERSION}/models/<model>:batchGenerateContent")
     def create_batch(version: str, model: str) -> Response:
+        # Google checks the caller first: a refused deployment answers before size or body.
+        api_key = request.headers.get("x-goog-api-key") or request.args.get("key", "")
+        sim.create_refusals.check_caller(Caller(api_key, version))
         limit = sim.quotas.settings.inline_request_bytes
         # Refused on its declared length, before a byte of it is read.
         size = request.content_length
@@ -297,6 +314,7 @@ def create_app(sim: Simulator) -> Flask:
             sim.quotas.count_refusal(INLINE_REQUEST_BYTES)
             raise BadRequest(inline_too_large(limit))
         display_name, requests_, uris, user_metadata, input_file = parse_batch(read_json(), sim)
+        sim.create_refusals.check_requests(requests_)  # a poisoned request (poison)
         batch = sim.create_batch(
             f"models/{model}", display_name, requests_, uris, user_metadata, input_file
         )

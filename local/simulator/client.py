@@ -155,6 +155,49 @@ class SimulatorClient:
         """Every quota setting, `in_flight` `{"gemini_batches"}` and the `refused` counts."""
         return dict(self._call("GET", "/_sim/quotas"))
 
+    def refuse_creates(
+        self, status: int = 403, count: int | None = None, reason: str | None = None
+    ) -> dict[str, Any]:
+        """Make Gemini refuse every `batches.create` (the next `count` only, when given) with
+        `status` 403, 401 or 400 and the real API's body for `reason` (default per status:
+        CONSUMER_SUSPENDED, ACCESS_TOKEN_TYPE_UNSUPPORTED, API_KEY_INVALID; see
+        `local/simulator/create_refusals.py`); nothing is created. Returns the state
+        `create_refusal_state()` reports. A bad value raises `requests.HTTPError` (400)
+        and changes nothing."""
+        body: dict[str, Any] = {"status": status}
+        if count is not None:
+            body["count"] = count
+        if reason is not None:
+            body["reason"] = reason
+        return dict(self._call("POST", "/_sim/gemini/create-refusal", json=body))
+
+    def stop_refusing_creates(self) -> dict[str, Any]:
+        """Creates are taken again; returns the state (`refused` keeps its count)."""
+        return dict(self._call("DELETE", "/_sim/gemini/create-refusal"))
+
+    def create_refusal_state(self) -> dict[str, Any]:
+        """`{"status", "reason", "count", "refused"}`: the refusal set (all null when off;
+        `count` the refusals left, null until stopped) and the creates refused since the
+        last reset."""
+        return dict(self._call("GET", "/_sim/gemini/create-refusal"))
+
+    def poison(self, marker: str, name_index: bool = True) -> dict[str, Any]:
+        """Make Gemini refuse a `batches.create` with a request whose text holds `marker`:
+        400 INVALID_ARGUMENT naming each such request's index (`requests[i]`, a file's
+        line position too), or Gemini's bare "Request contains an invalid argument." when
+        not `name_index`; nothing is created. Returns the state `poison_state()` reports."""
+        body = {"marker": marker, "name_index": name_index}
+        return dict(self._call("POST", "/_sim/gemini/poison", json=body))
+
+    def clear_poison(self) -> dict[str, Any]:
+        """No request is poisoned any more; returns the state (`refused` keeps its count)."""
+        return dict(self._call("DELETE", "/_sim/gemini/poison"))
+
+    def poison_state(self) -> dict[str, Any]:
+        """`{"marker" (null when off), "name_index", "refused"}`: the poison set and the
+        creates it refused since the last reset."""
+        return dict(self._call("GET", "/_sim/gemini/poison"))
+
     def deliveries(self, operation: str | None = None) -> list[dict[str, Any]]:
         params = {"operation": operation} if operation else None
         return list(self._call("GET", "/_sim/webhook-deliveries", params=params)["deliveries"])

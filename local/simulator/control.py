@@ -33,6 +33,27 @@
 - `POST /_sim/faults`, `GET /_sim/faults`: the fault model, below
 - `POST /_sim/quotas`, `GET /_sim/quotas`: the Gemini quotas `batches.create` enforces,
   below
+- `POST /_sim/gemini/create-refusal` `{"status": 403|401|400|null, "reason"?, "count"?}`,
+  `DELETE` and `GET` on it (`create_refusal_routes.py`): Gemini refusing the deployment.
+  While set, every `batches.create` creates nothing and answers `status` with Gemini's body
+  for `reason` (`create_refusals.REFUSALS`): 403 PERMISSION_DENIED `CONSUMER_SUSPENDED`
+  (default; "Permission denied: Consumer 'api_key:KEY' has been suspended."),
+  `SERVICE_DISABLED` or `PERMISSION_DENIED` ("The caller does not have permission"); 401
+  UNAUTHENTICATED `ACCESS_TOKEN_TYPE_UNSUPPORTED` (default) or `CREDENTIALS_MISSING`; 400
+  INVALID_ARGUMENT `API_KEY_INVALID` ("API key not valid. Please pass a valid API key.",
+  `details` a google.rpc.ErrorInfo). `count` N (1..1000000; default null, until stopped)
+  refuses the next N creates, then stops by itself; `{"status": null}` or `DELETE` stops.
+  Each answers `{"status", "reason", "count" (left), "refused"}` (creates refused since
+  the last reset)
+- `POST /_sim/gemini/poison` `{"marker": "…"|null, "name_index"?: true}`, `DELETE` and `GET`
+  on it: a create any of whose requests (inline, or lines of its input file) has a text
+  part holding `marker` creates nothing and answers 400 INVALID_ARGUMENT, one message line
+  per such request `* BatchGenerateContentRequest.batch.input_config.requests.requests[i]
+  .request.contents[c].parts[p].text: …` and a google.rpc.BadRequest `fieldViolations`
+  entry each (a file's request is named by its 0-based position in the file: the
+  simulator's choice); with `name_index` false, Gemini's bare "Request contains an invalid
+  argument." without details. `{"marker": null}` or `DELETE` clears; each answers
+  `{"marker", "name_index", "refused"}`
 - `POST /_sim/webhook-mode`, `GET /_sim/webhook-mode`: `{"data_id": "name"|"bare"|"mixed",
   "cancel_events": bool}`, how completion webhooks name the operation (`batches/abc`, `abc`,
   or each in turn) and whether `*.cancelled` events are sent at all (off: like the
@@ -49,7 +70,8 @@
   throttle them
 - `GET /_sim/requests`: the last ~1000 GitHub and Gemini requests `{method, path, query}`
   (a GraphQL query is one `POST /graphql`, whatever the number of files it reads)
-- `POST /_sim/reset`: empties everything, faults included (hung GETs are let go)
+- `POST /_sim/reset`: empties everything, faults, quotas, create refusals and poison
+  included (hung GETs are let go)
 - `GET /_sim/webhook-deliveries[?operation=NAME]`, `GET /_sim/batches`, `GET /_sim/health`
 - `PUT /_sim/github/{owner}/{repo}/contents/{path}?ref=SHA` (raw bytes),
   `POST /_sim/github/faults` `{"path", "status"?, "count"?}`, and

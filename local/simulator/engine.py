@@ -17,6 +17,7 @@ from typing import Any
 from local.simulator.apps import Apps
 from local.simulator.check_runs import CheckRuns
 from local.simulator.comments import CommitComments
+from local.simulator.create_refusals import CreateRefusals
 from local.simulator.files import FileStore
 from local.simulator.gemini import build_rows, result_lines
 from local.simulator.github import Contents
@@ -97,6 +98,7 @@ class Simulator:
         self.requests = RequestLog()
         self.faults = FaultInjector()
         self.quotas = Quotas()
+        self.create_refusals = CreateRefusals()
         self.dispatcher = Dispatcher(
             self.world,
             retries=self.settings.webhook_retries,
@@ -115,6 +117,7 @@ class Simulator:
         self.files.reset()
         self.faults.reset()
         self.quotas.reset()
+        self.create_refusals.reset()
         self.dispatcher.reset()
         self.contents.reset()
         self.comments.reset()
