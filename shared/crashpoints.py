@@ -39,6 +39,7 @@ POINTS: dict[str, str] = {
     "group.sealed": "the group takes no more items; no batch yet",
     "group.before_create": "the sealer holds the group's claim; the create was never sent",
     "group.batch_created": "Gemini created the group's batch; the ledger does not know it",
+    "group.item_failed": "one failed item of a group settled; the group's cursor not moved",
     # settlement path (webhook or reconcile)
     "settle.before_fetch": "the settler is about to read the batch from Gemini",
     "settle.before_commit": "the batch was read; the settling commit was never sent",

@@ -186,7 +186,7 @@ class Submitter:
             now = self._deps.clock()
             if state is Claim.STALE:
                 assert stored is not None
-                found = self._tagged_batches()
+                found = [] if stored.vacant else self._tagged_batches()  # vacant: none exists
                 if found:
                     return self._settle_found(found, context)
                 claimed = self._submissions.take_over(
@@ -204,7 +204,7 @@ class Submitter:
             # create but this check, so the create ends before anyone may take over.
             if self._lease_until(now) - now >= self._deps.create_budget:
                 return None
-            self.release()
+            self.release(created_nothing=True)  # no create was sent
             raise TransientError(
                 f"{self._tag}: too little of attempt {self._attempt.id}'s lease is left "
                 "to create the batch; the next attempt will"
@@ -260,15 +260,22 @@ class Submitter:
                 reason=str(exc),
             )
 
-    def release(self) -> None:
-        """End this attempt's claim early; a failure only means waiting for the lease."""
+    def release(self, *, created_nothing: bool = False) -> None:
+        """End this attempt's claim early; a failure only means waiting for the lease.
+        `created_nothing`: no create was sent, or Gemini refused it outright (a 4xx or a
+        429): the next holder may then create without listing Gemini's batches first."""
         from shared.ledger import LedgerError
 
         if not self._holds:
             return
         self._holds = False
         try:
-            self._submissions.release(self._tag, attempt=self._attempt.id, now=self._deps.clock())
+            self._submissions.release(
+                self._tag,
+                attempt=self._attempt.id,
+                now=self._deps.clock(),
+                created_nothing=created_nothing,
+            )
         except LedgerError as exc:
             logs.event(
                 log,

@@ -6,7 +6,10 @@
     │   │                       `quota_kind` per_minute | per_day | spend | unknown
     │   └── GeminiRowsUnread    a terminal batch's result rows could not all be read
     ├── GeminiNotFound      404: the operation does not exist (yet, or any more)
-    └── GeminiRejected      any other 4xx
+    └── GeminiRejected      any other 4xx: `status`, `reason` (ErrorInfo), and the batch
+        │                   requests it names (`request_indices`, from `requests[i]`)
+        └── GeminiRefusedDeployment   the deployment, not the request: 401, 403 (billing,
+                                      permission) or an API key refused (400 API_KEY_*)
 
 `mapped(what)` is the context manager every Gemini call runs in; messages name `what`.
 """
@@ -14,6 +17,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -59,7 +63,37 @@ class GeminiNotFound(GeminiError, PermanentError):
 
 
 class GeminiRejected(GeminiError, PermanentError):
-    """Gemini refused the request (4xx other than 404 and 429)."""
+    """Gemini refused the request (4xx other than 404 and 429). `status` is the HTTP
+    status, `reason` the `google.rpc.ErrorInfo` reason (e.g. `API_KEY_INVALID`), and
+    `request_indices` the indices of a batch's requests the answer names as invalid
+    (`…requests[3]…` in its message or its `BadRequest` field violations), empty when it
+    names none."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        reason: str | None = None,
+        request_indices: Sequence[int] = (),
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.request_indices = tuple(sorted(set(request_indices)))
+
+
+class GeminiRefusedDeployment(GeminiRejected):
+    """Gemini refused the deployment, whatever the request: its key, billing or permission
+    (401, 403, or a 400 whose ErrorInfo reason is an API key's). Fixed by an operator, not
+    by changing the request: work waits for it rather than failing."""
+
+
+# ErrorInfo reasons of a 400 that is about the key, not the request (Gemini
+# "Troubleshooting": an invalid key is 400 INVALID_ARGUMENT with reason API_KEY_INVALID).
+_KEY_REASONS = frozenset({"API_KEY_INVALID", "API_KEY_EXPIRED", "API_KEY_SERVICE_BLOCKED"})
+# How Google APIs name a batch's bad request: `…requests[3].request.contents…`.
+_REQUEST_INDEX = re.compile(r"requests\[(\d+)\]")
 
 
 # Seconds to wait before re-reading after a per-day quota ran out: it resets daily, so an
@@ -178,6 +212,29 @@ def _quota_metrics(body: Any) -> tuple[str, ...]:
     return tuple(metrics)
 
 
+def _details(body: Any) -> list[dict[str, Any]]:
+    error = body.get("error") if isinstance(body, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    return [d for d in details if isinstance(d, dict)] if isinstance(details, list) else []
+
+
+def refusal_details(body: Any, message: str) -> tuple[str | None, tuple[int, ...]]:
+    """`(ErrorInfo reason, indices of the batch requests named)` of a 4xx error body; the
+    indices come from the message and from `BadRequest.fieldViolations[].field`."""
+    reason: str | None = None
+    texts = [message]
+    for detail in _details(body):
+        kind = str(detail.get("@type", ""))
+        if kind.endswith("google.rpc.ErrorInfo") and detail.get("reason"):
+            reason = str(detail["reason"])
+        elif kind.endswith("google.rpc.BadRequest"):
+            for violation in detail.get("fieldViolations") or []:
+                if isinstance(violation, dict):
+                    texts.append(str(violation.get("field", "")))
+    indices = {int(found) for text in texts for found in _REQUEST_INDEX.findall(text)}
+    return reason, tuple(sorted(indices))
+
+
 def _status_error(what: str, code: int, message: str, body: Any) -> GeminiError:
     """The GeminiError for an HTTP error answer `code`, naming `what`."""
     text = f"{what}: Gemini answered {code}: {message}"
@@ -189,7 +246,10 @@ def _status_error(what: str, code: int, message: str, body: Any) -> GeminiError:
         return GeminiRateLimited(text, retry_after_s=delay, quota_ids=quotas, quota_kind=kind)
     if retryable_status(code):  # 408, any 5xx: the one policy (shared/retry.py)
         return GeminiUnavailable(text)
-    return GeminiRejected(text)
+    reason, indices = refusal_details(body, message)
+    if code in (401, 403) or reason in _KEY_REASONS:
+        return GeminiRefusedDeployment(text, status=code, reason=reason)
+    return GeminiRejected(text, status=code, reason=reason, request_indices=indices)
 
 
 class mapped:

@@ -46,6 +46,22 @@ from shared.clock import Clock
 from shared.ledger.commits import REFUSED, Commits, Conflict
 from shared.ledger.deliveries import Deliveries
 from shared.ledger.errors import ContentionError, InvalidArgument, StoreUnavailable
+from shared.ledger.group_records import (
+    FAILED,
+    GROUP_TAG,
+    MEMBER_PREFIX,
+    OPEN,
+    SEALED,
+    Group,
+    Member,
+    Part,
+    group_from,
+    group_tag,
+    member_fields,
+    member_from,
+    member_name,
+    part_fields,
+)
 from shared.ledger.ids import check_time, submission_id
 from shared.ledger.operations import Operations
 from shared.ledger.records import GROUP, SUBMISSIONS, DeliveryEnd
@@ -53,16 +69,29 @@ from shared.ledger.submissions import closed_marks
 from shared.retry import Backoff, RetriesExhausted, Retry, find_cause, retrying
 from shared.sharing import Sharing
 
+__all__ = [
+    "FAILED",
+    "GROUP_TAG",
+    "MEMBER_PREFIX",
+    "OPEN",
+    "SEALED",
+    "Group",
+    "Groups",
+    "JoinRequest",
+    "Joined",
+    "Member",
+    "Part",
+    "group_from",
+    "group_tag",
+    "member_key",
+    "member_name",
+    "split_member_key",
+]
+
 GROUPS = "batch_groups"
 HEADS = "group_heads"
 REQUESTS = "group_requests"
-OPEN = "open"
-SEALED = "sealed"
-FAILED = "failed"
-GROUP_TAG = "group"  # the token of a group batch's display name, `hookledger:group:{gid}`
-# An item's operation name: `groups/{gid}.{index}` (never a Gemini name: settled through its
-# group's batch, shared/settlement).
-MEMBER_PREFIX = "groups/"
+ALERTS = "group_alerts"
 # One page of an item's stored requests stays under Firestore's 1 MiB document limit.
 PAGE_BYTES = 900_000
 # A member is checked on its own this long after its group's window, should its group's
@@ -70,14 +99,6 @@ PAGE_BYTES = 900_000
 MEMBER_BACKSTOP = timedelta(hours=6)
 # Joins of one kind contend on one document: retried with jitter, many times, briefly.
 JOIN_BACKOFF = Backoff(attempts=40, first_s=0.01, cap_s=0.4, jitter=1.0)
-
-
-def group_tag(gid: str) -> str:
-    return f"hookledger:{GROUP_TAG}:{gid}"
-
-
-def member_name(gid: str, index: int) -> str:
-    return f"{MEMBER_PREFIX}{gid}.{index}"
 
 
 def member_key(index: int, key: str) -> str:
@@ -89,39 +110,6 @@ def split_member_key(key: str) -> tuple[int, str] | None:
     """(item index, the item's own key) of a group batch's row key; None when not one."""
     index, sep, own = key.partition("/")
     return (int(index), own) if sep and index.isdigit() else None
-
-
-@dataclass(frozen=True)
-class Member:
-    tag: str
-    operation: str
-    requests: int
-    pages: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Group:
-    gid: str
-    kind: str
-    model: str
-    generation_config: dict[str, Any] | None
-    status: str
-    opened_at: datetime
-    seal_at: datetime
-    members: tuple[Member, ...]
-    requests: int
-    bytes: int
-    due_at: datetime | None = None
-    operation: str | None = None
-    update_time: Any = None
-
-    @property
-    def tag(self) -> str:
-        return group_tag(self.gid)
-
-    @property
-    def member_names(self) -> list[str]:
-        return [member.operation for member in self.members]
 
 
 class Joined(NamedTuple):
@@ -213,10 +201,13 @@ class Groups:
             raise StoreUnavailable(f"item {tag}: storing its requests failed: {exc}") from exc
         return ids, total
 
-    def requests(self, group: Group) -> list[tuple[str, str]]:
-        """Every request of the group's items in join order, keyed `member_key(i, key)`."""
+    def requests(self, group: Group, indices: Sequence[int] | None = None) -> list[tuple[str, str]]:
+        """Every request of the group's items (those at `indices`, default all) in join
+        order, keyed `member_key(i, key)`."""
         out: list[tuple[str, str]] = []
-        for index, member in enumerate(group.members):
+        chosen = range(len(group.members)) if indices is None else indices
+        for index in chosen:
+            member = group.members[index]
             for page_id in member.pages:
                 ref = self._commits.collection(REQUESTS).document(page_id)
                 snapshot = self._commits.read(ref, f"group {group.gid} requests {page_id}")
@@ -287,7 +278,7 @@ class Groups:
             staged = self._deliveries.stage_end(end) if end is not None else None
             group_ref = self._commits.collection(GROUPS).document(group.gid)
             grown = {
-                "members": [_member_fields(m) for m in group.members] + [member],
+                "members": [member_fields(m) for m in group.members] + [member],
                 "requests": requests,
                 "bytes": group.bytes + request.bytes,
                 **({"due_at": now} if full else {}),
@@ -330,7 +321,8 @@ class Groups:
             if request.end is not None:
                 request.end.applied = staged is not None
             self._operations.log_registered(name, request.kind)
-            joined = replace(group, members=(*group.members, _member(member)), requests=requests)
+            grown_members = (*group.members, member_from(member))
+            joined = replace(group, members=grown_members, requests=requests)
             return Joined(name, joined, full=full, opened=opened)
 
         return self._retrying(request.tag, attempt)
@@ -377,38 +369,132 @@ class Groups:
 
         return self._retrying(gid, attempt)
 
-    def registered(self, gid: str, operation: str) -> None:
-        """Record the group's batch and that nobody need seal it again (idempotent)."""
-        ref = self._commits.collection(GROUPS).document(_check_gid(gid))
-        try:
-            ref.update(
-                {"operation": operation, "due_at": None, "status": SEALED},
-                timeout=self._commits.timeout_s,
-            )
-        except gexc.GoogleAPIError as exc:
-            raise StoreUnavailable(
-                f"group {gid}: recording batch {operation} failed: {exc}"
-            ) from exc
+    def registered(self, gid: str, part: Part, operation: str) -> Group:
+        """Record a part's batch (idempotent); the group is no longer held."""
 
-    def failed(self, gid: str, reason: str) -> None:
-        """Record that the group's batch can never be made (its items settled failed)."""
-        ref = self._commits.collection(GROUPS).document(_check_gid(gid))
-        try:
-            ref.update(
-                {"status": FAILED, "due_at": None, "error": reason[:4000]},
-                timeout=self._commits.timeout_s,
-            )
-        except gexc.GoogleAPIError as exc:
-            raise StoreUnavailable(f"group {gid}: recording its failure failed: {exc}") from exc
+        def change(group: Group) -> dict[str, Any] | None:
+            parts = _with(group, part, operation=operation)
+            if parts is None:
+                return None
+            fields: dict[str, Any] = {"parts": parts, "held_since": None, "holds": 0}
+            if (part.lo, part.hi) == (0, len(group.members)):
+                fields["operation"] = operation
+            return fields
+
+        return self._change(gid, change)
+
+    def part_failed(self, gid: str, part: Part, reason: str) -> Group:
+        """Record that a part's batch can never be made: its items fail with `reason`."""
+
+        def change(group: Group) -> dict[str, Any] | None:
+            parts = _with(group, part, failed=reason[:4000])
+            if parts is None:
+                return None
+            whole = (part.lo, part.hi) == (0, len(group.members))
+            return {
+                "parts": parts,
+                "fail_cursor": min(group.fail_cursor, part.lo),
+                **({"status": FAILED, "error": reason[:4000]} if whole else {}),
+            }
+
+        return self._change(gid, change)
+
+    def split(self, gid: str, part: Part) -> Group:
+        """Replace a pending part of two or more items by its two halves."""
+
+        def change(group: Group) -> dict[str, Any] | None:
+            if part not in group.parts or not part.pending or part.hi - part.lo < 2:
+                return None
+            middle = (part.lo + part.hi) // 2
+            halves = [Part(part.lo, middle), Part(middle, part.hi)]
+            parts: list[Part] = []
+            for current in group.parts:
+                parts.extend(halves if current == part else [current])
+            return {"parts": [part_fields(p) for p in parts]}
+
+        return self._change(gid, change)
+
+    def refuse(self, gid: str, reasons: Mapping[int, str]) -> Group:
+        """Record items whose requests Gemini refused: each fails alone with its reason."""
+
+        def change(group: Group) -> dict[str, Any] | None:
+            fresh = {i: r for i, r in reasons.items() if i not in group.refused}
+            if not fresh:
+                return None
+            refused = {str(i): r[:2000] for i, r in {**group.refused, **fresh}.items()}
+            return {"refused": refused, "fail_cursor": min(group.fail_cursor, *fresh)}
+
+        return self._change(gid, change)
+
+    def failed_through(self, gid: str, cursor: int) -> None:
+        """Every item before `cursor` whose failure was recorded has settled it."""
+        self._update(gid, {"fail_cursor": cursor}, "recording its failed items")
+
+    def finished(self, gid: str) -> None:
+        """Nobody need look at the group again: every part decided, every failure settled."""
+        self._update(gid, {"due_at": None}, "recording it finished")
 
     def defer(self, gid: str, until: datetime) -> None:
         """Look at the group again at `until` (a sealer that must wait: Gemini's quota)."""
         check_time(until, "until")
+        self._update(gid, {"due_at": until}, "deferring")
+
+    def hold(self, gid: str, until: datetime, reason: str) -> Group:
+        """Gemini refuses the deployment: look again at `until`; `held_since` is kept from
+        the first refusal until a create is accepted."""
+        check_time(until, "until")
+
+        def change(group: Group) -> dict[str, Any]:
+            return {
+                "due_at": until,
+                "held_since": group.held_since or self._clock(),
+                "holds": group.holds + 1,
+                "hold_reason": reason[:2000],
+            }
+
+        return self._change(gid, change)
+
+    def first_alert(self, name: str, now: datetime, window: timedelta) -> bool:
+        """True for the first caller in each `window` for `name` (one document created per
+        window): an alert about the deployment fires once, not once per group."""
+        check_time(now, "now")
+        bucket = int(now.timestamp() // window.total_seconds())
+        ref = self._commits.collection(ALERTS).document(f"{name}~{bucket}")
+        try:
+            ref.create({"name": name, "at": now, "expire_at": now + self._retention})
+        except gexc.AlreadyExists:
+            return False
+        except gexc.GoogleAPIError as exc:
+            raise StoreUnavailable(f"alert {name}: recording it failed: {exc}") from exc
+        return True
+
+    def _update(self, gid: str, fields: dict[str, Any], what: str) -> None:
         ref = self._commits.collection(GROUPS).document(_check_gid(gid))
         try:
-            ref.update({"due_at": until}, timeout=self._commits.timeout_s)
+            ref.update(fields, timeout=self._commits.timeout_s)
         except gexc.GoogleAPIError as exc:
-            raise StoreUnavailable(f"group {gid}: deferring failed: {exc}") from exc
+            raise StoreUnavailable(f"group {gid}: {what} failed: {exc}") from exc
+
+    def _change(self, gid: str, change: Callable[[Group], dict[str, Any] | None]) -> Group:
+        """Read the group, apply `change(group)` on condition it is unchanged since; the
+        group as it stands after (unchanged when `change` says None)."""
+        ref = self._commits.collection(GROUPS).document(_check_gid(gid))
+
+        def attempt() -> Group:
+            snapshot = self._commits.read(ref, f"group {gid}")
+            if not snapshot.exists:
+                raise InvalidArgument(f"group {gid} does not exist")
+            group = group_from(snapshot)
+            fields = change(group)
+            if fields is None:
+                return group
+            self._commit(
+                lambda txn: txn.update(ref, fields, option=self._commits.unchanged_since(snapshot)),
+                f"group {gid}",
+            )
+            return group_from(self._commits.read(ref, f"group {gid}"))
+
+        return self._retrying(gid, attempt)
 
     def due(self, now: datetime, limit: int) -> list[Group]:
         """Groups somebody must seal or see registered by `now`, earliest first."""
@@ -490,41 +576,12 @@ def _group_fields(group: Group, request: JoinRequest, retention: timedelta) -> d
     }
 
 
-def _member_fields(member: Member) -> dict[str, Any]:
-    return {
-        "tag": member.tag,
-        "operation": member.operation,
-        "requests": member.requests,
-        "pages": list(member.pages),
-    }
-
-
-def _member(data: Mapping[str, Any]) -> Member:
-    return Member(
-        tag=str(data.get("tag", "")),
-        operation=str(data.get("operation", "")),
-        requests=int(data.get("requests", 0)),
-        pages=tuple(str(p) for p in data.get("pages") or ()),
-    )
-
-
-def group_from(snapshot: Any) -> Group:
-    data = snapshot.to_dict() or {}
-    return Group(
-        gid=snapshot.id,
-        kind=str(data.get("kind", "")),
-        model=str(data.get("model", "")),
-        generation_config=data.get("generation_config"),
-        status=str(data.get("status", OPEN)),
-        opened_at=data["opened_at"],
-        seal_at=data["seal_at"],
-        members=tuple(_member(m) for m in data.get("members") or ()),
-        requests=int(data.get("requests", 0)),
-        bytes=int(data.get("bytes", 0)),
-        due_at=data.get("due_at"),
-        operation=data.get("operation"),
-        update_time=snapshot.update_time,
-    )
+def _with(group: Group, part: Part, **changes: Any) -> list[dict[str, Any]] | None:
+    """The group's parts with `part` changed (None when it is decided already, or gone)."""
+    found = next((p for p in group.parts if (p.lo, p.hi) == (part.lo, part.hi)), None)
+    if found is None or not found.pending:
+        return None
+    return [part_fields(replace(p, **changes) if p is found else p) for p in group.parts]
 
 
 def _check_gid(gid: str) -> str:

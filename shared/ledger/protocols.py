@@ -107,6 +107,9 @@ class SettleLedger(Protocol):
     def submissions(self) -> SubmissionReads:  # an item of a shared batch: its group's batch
         ...
 
+    @property
+    def groups(self) -> Groups: ...  # an item of a shared batch: its group's parts
+
     def settle(
         self,
         name: str,
@@ -217,7 +220,9 @@ class SubmissionStore(SubmissionReads, Protocol):
         self, tag: str, context: Mapping[str, Any], *, attempt: str, now: datetime
     ) -> Claimed: ...
 
-    def release(self, tag: str, *, attempt: str, now: datetime) -> bool: ...
+    def release(
+        self, tag: str, *, attempt: str, now: datetime, created_nothing: bool = False
+    ) -> bool: ...
 
     def register_winner(
         self,

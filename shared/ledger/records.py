@@ -434,4 +434,5 @@ def submission_from(data: Mapping[str, Any], tag: str, update_time: Any = None) 
         current=data.get("current") or None,
         generation=int(data.get("generation") or 0),
         open_since=data.get("open_since") or None,
+        vacant=data.get("vacant") is True,
     )

@@ -125,6 +125,8 @@ class Submission:
     (generations.py); `current_operation` is the one to show either way. `open_since`:
     when the claims that may have left a batch the ledger does not know began (None once
     nothing can be missing, or on a document from before it existed; submissions.py).
+    `vacant`: no batch exists for it and none is being made (its last holder's create was
+    refused outright), so the next holder needs no listing before it creates.
     """
 
     tag: str
@@ -139,6 +141,7 @@ class Submission:
     current: str | None = None
     generation: int = 0
     open_since: datetime | None = None
+    vacant: bool = False
 
     @property
     def current_operation(self) -> str | None:

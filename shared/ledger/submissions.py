@@ -183,20 +183,23 @@ class Submissions:
     ) -> Claimed:
         """Hold a STALE claim, on condition nobody changed it since `stale` was read.
 
-        Call only after a full listing found no batch with the tag. Refused: where the
-        submission stands now (another attempt took it over, or a winner was set). The
-        claim is open again until its winner (`open_since` kept from the earlier holders:
-        a batch of theirs may still show).
+        Call only after a full listing found no batch with the tag, or on a `vacant`
+        claim. Refused: where the submission stands now (another attempt took it over, or
+        a winner was set). The claim is open again until its winner (`open_since` kept
+        from the earlier holders: a batch of theirs may still show; a vacant claim's
+        holders made none, so it opens afresh).
         """
         _check_holder(stale.tag, delivery_id, attempt)
         check_time(lease_until, "lease_until")
+        since = now if stale.vacant else stale.open_since or stale.claimed_at or now
         update = {
             "claimed_by": delivery_id,
             "attempt": attempt,
             "claimed_at": now,
             "lease_until": lease_until,
-            OPEN_SINCE: stale.open_since or stale.claimed_at or now,
+            OPEN_SINCE: since,
             ADOPT_AFTER: lease_until,
+            "vacant": firestore.DELETE_FIELD,
         }
         return self._conditional(stale, update, attempt, now)
 
@@ -213,13 +216,23 @@ class Submissions:
             return Claimed(_standing(stored, attempt, now), stored)
         return self._conditional(stored, {"context": dict(context)}, attempt, now)
 
-    def release(self, tag: str, *, attempt: str, now: datetime) -> bool:
+    def release(
+        self, tag: str, *, attempt: str, now: datetime, created_nothing: bool = False
+    ) -> bool:
         """End `attempt`'s lease early (its create failed); False if it no longer holds it.
-        Adoption may look for its batch from now on (a create that failed may have landed)."""
+        Adoption may look for its batch from now on (a create that failed may have landed).
+
+        `created_nothing`: Gemini refused the create outright (a 4xx, a 429), or none was
+        sent. If no earlier holder may have created either, the claim becomes `vacant`:
+        its open marks are cleared and the next holder takes it without a listing."""
         stored = self.get(tag)
         if stored is None or stored.operation or stored.attempt != attempt:
             return False
-        update = {"lease_until": now, ADOPT_AFTER: now, OPEN_SINCE: stored.open_since or now}
+        update: dict[str, Any]
+        if created_nothing and stored.open_since is not None and not _taken_over(stored):
+            update = {"lease_until": now, "vacant": True, **_CLOSED}
+        else:
+            update = {"lease_until": now, ADOPT_AFTER: now, OPEN_SINCE: stored.open_since or now}
         state, _ = self._conditional(stored, update, attempt, now)
         return state is not Claim.DECIDED
 
@@ -380,7 +393,13 @@ class Submissions:
                         f"submission {seen.tag} vanished while claiming"
                     ) from None
                 return Claimed(_standing(stored, attempt, now), stored)
-            known = {k: v for k, v in update.items() if k in Submission.__dataclass_fields__}
+            known: dict[str, Any] = {
+                k: (None if v is firestore.DELETE_FIELD else v)
+                for k, v in update.items()
+                if k in Submission.__dataclass_fields__
+            }
+            if "vacant" in known:
+                known["vacant"] = known["vacant"] is True
             return Claimed(Claim.OWNED, replace(seen, update_time=None, **known))
 
         return self._commits.retrying(seen.tag, attempt_once)  # backs off on ABORTED only

@@ -37,9 +37,11 @@ def seal_due(
     budget: Budget,
     deliver: Any = None,
 ) -> None:
-    """Seal (or see registered) each group due `grace` ago; one group's failure is logged
-    and counted, and stops no other."""
-    from shared.sharing.seal import SealDeps, seal
+    """Seal (or go on failing the items of) each group due `grace` ago, step by step while
+    `budget` lasts; one group's failure is logged and counted, and stops no other. Once
+    Gemini's quota refuses one group, the others wait for the next run: each create would
+    be refused the same way."""
+    from shared.sharing.seal import SealDeps, seal_step
 
     try:
         due = ledger.groups.due(now - grace, limit)
@@ -55,13 +57,16 @@ def seal_due(
             return
         attempt = Attempt(f"{run}:{group.gid}", ledger.clock() + SEAL_LEASE)
         try:
-            outcome = seal(deps, group.gid, delivery_id=run, attempt=attempt)
+            more = True
+            while more and not budget.spent():
+                outcome, more = seal_step(deps, group.gid, delivery_id=run, attempt=attempt)
+                logs.event(log, logging.INFO, outcome, group=group.gid)
         except Deferred as exc:  # Gemini's quota: the group says when to look again
             report.add(deferred=1)
             logs.event(
                 log, logging.INFO, f"group {group.gid} waits", group=group.gid, reason=str(exc)
             )
-            continue
+            return  # the quota refuses every group alike: the rest wait for the next run
         except Exception as exc:
             report.add(errors=1)
             logs.event(
@@ -73,4 +78,3 @@ def seal_due(
             )
             continue
         report.add(sealed=1)
-        logs.event(log, logging.INFO, outcome, group=group.gid)

@@ -85,6 +85,11 @@ class Budget:
     ) -> Budget:
         return cls(monotonic() + budget_s, drain_s, monotonic)
 
+    def share(self, fraction: float) -> Budget:
+        """A budget for one pass: `fraction` of the time left, ending no later than this."""
+        now = self.monotonic()
+        return Budget(now + fraction * max(0.0, self.deadline - now), 0.0, self.monotonic)
+
     def spent(self) -> bool:
         """True once no new work may start."""
         return self.monotonic() >= self.deadline

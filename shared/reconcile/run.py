@@ -31,6 +31,9 @@ from shared.settlement.kinds import Deliverers
 
 log = logs.get_logger("reconcile")
 
+# The share of a run's budget that sealing groups may spend before due operations.
+SEAL_SHARE = 0.25
+
 
 @dataclass(frozen=True)
 class Sources:
@@ -113,8 +116,8 @@ class Reconciler:
         budget = Budget.starting_now(s.budget_s, s.drain_s, self._sources.monotonic)
         report = RunReport()
         seen: set[str] = set()
-        # First, groups left unsealed (a sealer died or waited): their items wait on them,
-        # however many operations are due.
+        # First, groups left unsealed (a sealer died or waited): their items wait on them.
+        # On a share of the budget: groups held by a quota never starve due operations.
         seal_due(
             self._ledger,
             self._gemini,
@@ -122,13 +125,12 @@ class Reconciler:
             grace=s.grace,
             limit=s.page_size,
             report=report,
-            budget=budget,
+            budget=budget.share(SEAL_SHARE),
             deliver=self._deliver,
         )
-        if not report.stopped_early:
-            self._due(started_at, report, budget, progress, seen)
+        self._due(started_at, report, budget, progress, seen)
         # After the due pages: a batch just read there is known to the ledger, no read needed.
-        if s.adopt_orphans and not report.stopped_early:
+        if s.adopt_orphans and report.stopped_at in ("", "groups"):
             if budget.spent():
                 report.stop("adopt", None)  # listing Gemini's batches takes time too
             elif adopted := self._adopter.adopt(report, budget, seen):

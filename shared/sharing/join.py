@@ -56,7 +56,7 @@ def join(
             )
         )
     except Exception:
-        run.release()  # the next attempt joins at once
+        run.release(created_nothing=True)  # a join creates no batch: the next one joins at once
         raise
     crash_point("group.item_joined")
     if joined.group is None:
@@ -79,7 +79,7 @@ def seal_if_due(run: Submitter, operation: str) -> str:
     if gid is None:
         return f"already submitted as {operation}"
     group = run.deps.ledger.groups.get(gid)
-    if group is None or group.operation or group.status == "failed":
+    if group is None or (group.due_at is None and group.status != "open"):
         return f"already joined as {operation}"
     return f"already joined as {operation}; {_seal(run, gid)}"
 

@@ -24,6 +24,7 @@ from shared.settlement.kinds import DeliveryServices, register_deliverer
 if TYPE_CHECKING:
     from shared.gemini import BatchStatus
     from shared.ledger import Operation, OutboxItem
+    from shared.ledger.groups import Group
     from shared.ledger.protocols import SettleLedger
 
 log = logs.get_logger("sharing")
@@ -66,28 +67,43 @@ def item_status(
     group_status: Callable[[Operation], BatchStatus],
     gone: Callable[[Exception], BatchStatus],
 ) -> BatchStatus:
-    """An item's status through its group: still running while the group has no batch; as
-    its group ended when that was not a success; else its rows of the group's batch. A 404
-    for a batch whose group settled is the item's own to confirm (`gone(exc)`): its group
-    will never ask again."""
+    """An item's status through its group: failed with the reason when its request or its
+    part was refused; still running while its part has no batch, or its part's batch
+    runs (the part's own check polls Gemini: an item never does, however old); as its
+    part's batch ended when that was not a success; else its rows of that batch. A 404
+    for a batch whose operation settled is the item's own to confirm (`gone(exc)`)."""
     from shared.gemini import BatchStatus, GeminiNotFound
 
     assert record.group is not None
-    submission = ledger.submissions.get(group_tag(record.group))
-    decided = submission.operation if submission is not None else None
-    group = ledger.operations.get(decided) if decided else None
-    if group is None:
+    index = _index(record)
+    group = ledger.groups.get(record.group)
+    part = group.part_of(index) if group is not None else None
+    failure = group.failure_of(index) if group is not None else None
+    if group is not None and failure is not None:
+        error = {"message": failure, "reason": _failure_reason(group, index)}
+        return BatchStatus(name=record.name, state="JOB_STATE_FAILED", error=error)
+    decided = part.operation if part is not None else None
+    if decided is None:
+        tag = group.part_tag(part) if group is not None and part is not None else None
+        submission = ledger.submissions.get(tag or group_tag(record.group))
+        decided = submission.operation if submission is not None else None
+    batch_op = ledger.operations.get(decided) if decided else None
+    if batch_op is None or batch_op.pending:
         return BatchStatus(name=record.name, state="JOB_STATE_PENDING")
-    ended = _settled_status(group)
+    ended = _settled_status(batch_op)
     if ended is not None:
         return replace(ended, name=record.name)
     try:
-        batch = group_status(group)
+        batch = group_status(batch_op)
     except GeminiNotFound as exc:
-        if group.pending:
-            raise
         return gone(exc)
-    return slice_rows(batch, _index(record), record.name)
+    return slice_rows(batch, index, record.name)
+
+
+def _failure_reason(group: Group, index: int) -> str:
+    from shared.sharing.seal import DEPLOYMENT_REFUSED, REQUEST_REFUSED
+
+    return REQUEST_REFUSED if index in group.refused else DEPLOYMENT_REFUSED
 
 
 def _index(record: Operation) -> int:

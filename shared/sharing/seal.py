@@ -1,18 +1,28 @@
-"""Sealing a group: closing it to new items and creating its one batch, exactly once.
+"""Sealing a group: closing it to new items and creating its batch, exactly once.
 
 Whoever finds a group due seals it: the item that filled it, the item that opened it when
 its window ends (its delivery waits for that, `Deferred`), or reconcile, for a group
 nobody sealed. Sealing is idempotent: the group goes `open` → `sealed` once (a
-conditional write), then the group's batch goes through the one-winner submission keyed
-by the group's tag (shared/submission.py): a live claim makes a second sealer wait, a
-stale one lists Gemini for a batch already made, and of two batches exactly one is
-registered, the other superseded and cancelled. A sealer that dies is taken over; a batch
-it created but never registered is adopted by reconcile like any orphan.
+conditional write), then each of its parts (the whole group, unless split) goes through
+the one-winner submission keyed by the part's tag (shared/submission.py): a live claim
+makes a second sealer wait, a stale one lists Gemini for a batch already made, and of two
+batches exactly one is registered, the other superseded and cancelled. A sealer that dies
+is taken over; a batch it created but never registered is adopted by reconcile.
 
-Gemini's quota on batches in flight answers 429: the group is deferred to the time the
-answer names and the sealer's delivery waits as long (`Deferred`), spending no retry.
-A batch Gemini refuses for good (a 400, or a 404 for its model) fails every item of the
-group with the reason.
+A refused create never fails more than it must (docs/reliability.md, "Shared batches"):
+
+    429 (quota)                → the group waits the time Gemini names; the claim is left
+                                 vacant (nothing was made), so the next sealer lists nothing
+    401, 403, 400 API_KEY_*    → the deployment is refused, not the request: the group is
+    404 (its model)              held with backoff under one alert per deployment, and made
+                                 once Gemini accepts; past HOLD_LIMIT its items fail
+    400 naming requests[i]     → those items fail alone, with the reason; the rest are made
+    400 naming none            → the part is split in halves, each made on its own, down to
+                                 the one item Gemini refuses
+
+Items that fail are settled page by page (FAIL_PAGE per step, each in its own commit),
+from a cursor kept on the group: a step cut anywhere is resumed by the next, and the group
+stays due until every part is decided and every failure settled.
 """
 
 from __future__ import annotations
@@ -20,28 +30,46 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shared import logs
 from shared.clock import Clock, system_clock
 from shared.crashpoints import crash_point
 from shared.errors import Deferred, PermanentError
 from shared.handlers import Attempt
+from shared.ledger.group_records import OPEN
 
 if TYPE_CHECKING:
     from shared.gemini import GeminiGateway
-    from shared.ledger.groups import Group
+    from shared.ledger.groups import Group, Part
+    from shared.submission import Submitter
 
 log = logs.get_logger("sharing")
 
 # Without a RetryInfo on Gemini's 429, look again this much later.
 QUOTA_WAIT = timedelta(seconds=60)
+# A refused deployment is looked at again after 30 s, doubling up to 10 minutes.
+HOLD_FIRST = timedelta(seconds=30)
+HOLD_CAP = timedelta(minutes=10)
+# Held this long, a group's items fail: Gemini's own target for a batch, and well inside
+# the orphan adoption window (shared/reconcile/adoption.py, 72 h).
+HOLD_LIMIT = timedelta(hours=24)
+# One alert a deployment per window while Gemini refuses it, however many groups wait.
+HOLD_ALERT_WINDOW = timedelta(minutes=30)
+HOLD_ALERT = "gemini_refused_deployment"
+# Creates one step may send (narrowing a refused part by halves takes two per level).
+CREATES_PER_STEP = 8
+# Failed items one step settles, each in its own commit.
+FAIL_PAGE = 100
+# Error reasons a failed item carries (its app shows them).
+REQUEST_REFUSED = "request_refused"
+DEPLOYMENT_REFUSED = "deployment_refused"
 
 
 @dataclass(frozen=True)
 class SealDeps:
     """What a sealer needs: the ledger, Gemini, the clock, the create's lease margin, and
-    how to deliver outbox items (the failed items' own, when Gemini refuses the batch)."""
+    how to deliver outbox items (the failed items' own)."""
 
     ledger: Any
     gemini: GeminiGateway
@@ -50,30 +78,90 @@ class SealDeps:
     deliver: Any = None
 
 
-def seal(deps: SealDeps, gid: str, *, delivery_id: str, attempt: Attempt) -> str:
-    """Seal the group `gid` and see its batch registered; what happened. Raises
-    `Deferred` while its window is open or Gemini's quota is full, `TransientError`
-    while another sealer holds it (retry)."""
-    from shared.gemini import GeminiRateLimited
-    from shared.sharing.kind import GROUP_KIND
-    from shared.submission import SubmitDeps, Submitter
+class Step(NamedTuple):
+    """One sealing step: what happened, and whether the group needs another step now."""
 
+    said: str
+    more: bool
+
+
+def seal(deps: SealDeps, gid: str, *, delivery_id: str, attempt: Attempt) -> str:
+    """Seal the group `gid` and see its batches registered; what happened. Raises
+    `Deferred` while its window is open or Gemini's quota is full, `TransientError` while
+    another sealer holds it (retry). What one step leaves (a large group's failed items,
+    a hold) stays due for reconcile."""
+    return seal_step(deps, gid, delivery_id=delivery_id, attempt=attempt).said
+
+
+def seal_step(deps: SealDeps, gid: str, *, delivery_id: str, attempt: Attempt) -> Step:
+    """`seal`, saying whether the group needs another step at once (`Step.more`)."""
     groups = deps.ledger.groups
     group = groups.get(gid)
     if group is None:
         raise PermanentError(f"group {gid} does not exist")
-    if group.operation:
-        if group.due_at is not None:  # a late deferral after its registration
-            groups.registered(gid, group.operation)
-        return f"group {gid} is {group.operation}"
-    if group.status == "failed":
-        return f"group {gid} failed"
+    if group.due_at is None and group.status != OPEN:
+        return Step(f"group {gid} is settled ({_parts_said(group)})", False)
     now = deps.clock()
-    if group.status == "open" and not _due(group, now):
-        wait = (group.seal_at - now).total_seconds()
-        raise Deferred(f"group {gid} takes items until {group.seal_at.isoformat()}", after_s=wait)
-    group = groups.seal(gid)
-    crash_point("group.sealed")
+    if group.status == OPEN:
+        if not _due(group, now):
+            wait = (group.seal_at - now).total_seconds()
+            raise Deferred(
+                f"group {gid} takes items until {group.seal_at.isoformat()}", after_s=wait
+            )
+        group = groups.seal(gid)
+        crash_point("group.sealed")
+    said: list[str] = []
+    for _ in range(CREATES_PER_STEP):
+        part = next((p for p in group.parts if p.pending), None)
+        if part is None:
+            break
+        outcome, go_on = _make(deps, group, part, delivery_id, attempt)
+        said.append(outcome)
+        group = groups.get(gid)
+        if not go_on:
+            break
+    failed, group = _fail_page(deps, group)
+    if failed:
+        said.append(f"{failed} item(s) settled failed")
+    told = f"group {gid}: " + "; ".join(said) if said else f"group {gid} is {_parts_said(group)}"
+    if group.settled_parts and group.unfailed_from is None:
+        groups.finished(gid)
+        return Step(told, False)
+    if group.due_at is not None and group.due_at > deps.clock():
+        return Step(told, False)  # held: it says when to look again
+    groups.defer(gid, deps.clock())  # still due: the next step goes on from here
+    return Step(told, True)
+
+
+def _due(group: Group, now: datetime) -> bool:
+    """Full (its filler set `due_at` to its join) or past its window."""
+    return now >= group.seal_at or (group.due_at is not None and group.due_at < group.seal_at)
+
+
+def _parts_said(group: Group) -> str:
+    return ", ".join(p.operation or f"failed: {p.failed}" for p in group.parts if not p.pending)
+
+
+def _make(
+    deps: SealDeps, group: Group, part: Part, delivery_id: str, attempt: Attempt
+) -> tuple[str, bool]:
+    """Claim, create and register one part's batch, or decide what its refusal means;
+    (what happened, whether the step may go on to the next part)."""
+    from shared.gemini import (
+        GeminiNotFound,
+        GeminiRateLimited,
+        GeminiRefusedDeployment,
+        GeminiRejected,
+    )
+    from shared.sharing.kind import GROUP_KIND
+    from shared.submission import SubmitDeps, Submitter
+
+    groups = deps.ledger.groups
+    tag = group.part_tag(part)
+    live = group.live(part)
+    if not live:
+        groups.part_failed(group.gid, part, "every item's request was refused")
+        return f"items {part.lo}..{part.hi - 1}: every request refused", True
     submit = SubmitDeps(
         ledger=deps.ledger,
         gemini=deps.gemini,
@@ -81,35 +169,41 @@ def seal(deps: SealDeps, gid: str, *, delivery_id: str, attempt: Attempt) -> str
         clock=deps.clock,
         create_budget=deps.create_budget,
     )
-    run = Submitter(submit, group.tag, delivery_id, attempt)
-    requests = groups.requests(group)
+    run = Submitter(submit, tag, delivery_id, attempt)
+    requests = groups.requests(group, live)
     context = {
-        "group": gid,
+        "group": group.gid,
         "kind": group.kind,
-        "members": group.member_names,
+        "members": [group.members[i].operation for i in live],
         "keys": [key for key, _ in requests],
+        "part": [part.lo, part.hi],
     }
     decided = run.claim(context)
     if decided is not None:
-        return _registered(deps, group, decided)
+        return _registered(deps, group, part, tag, decided), True
+    now_group = groups.get(group.gid)
+    if part not in now_group.parts or now_group.live(part) != live:  # split or narrowed since
+        run.release(created_nothing=True)
+        return f"{tag} changed while claimed", True
     try:
         crash_point("group.before_create")
         name = deps.gemini.create_batch(
             group.model,
             requests,
-            display_name=group.tag,
+            display_name=tag,
             generation_config=group.generation_config,
         )
     except GeminiRateLimited as exc:
         wait = exc.retry_after_s or QUOTA_WAIT.total_seconds()
-        groups.defer(gid, deps.clock() + timedelta(seconds=wait))  # while the claim is ours
-        run.release()
-        raise Deferred(f"group {gid}: Gemini's batch quota is full ({exc})", after_s=wait) from exc
-    except PermanentError as exc:  # refused (400), or a model Gemini does not know (404)
-        try:
-            return _fail(deps, group, f"Gemini refused the group's batch: {exc}")
-        finally:
-            run.release()
+        groups.defer(group.gid, deps.clock() + timedelta(seconds=wait))  # while the claim is ours
+        run.release(created_nothing=True)
+        raise Deferred(
+            f"group {group.gid}: Gemini's batch quota is full ({exc})", after_s=wait
+        ) from exc
+    except (GeminiRefusedDeployment, GeminiNotFound) as exc:  # a key, billing, the model
+        return _held(deps, group, part, run, exc), False
+    except GeminiRejected as exc:  # about the requests: narrow it down to them
+        return _narrowed(deps, group, part, live, run, exc), True
     except Exception:
         run.release()  # the next sealer lists before it creates: a made batch is found
         raise
@@ -120,44 +214,130 @@ def seal(deps: SealDeps, gid: str, *, delivery_id: str, attempt: Attempt) -> str
         logging.INFO,
         "group batch submitted",
         operation=name,
-        group=gid,
-        items=len(group.members),
+        group=group.gid,
+        items=len(live),
         requests=len(requests),
     )
-    return _registered(deps, group, outcome or f"submitted {name}")
+    return _registered(deps, group, part, tag, outcome or f"submitted {name}"), True
 
 
-def _due(group: Group, now: datetime) -> bool:
-    """Full (its filler set `due_at` to its join) or past its window."""
-    return now >= group.seal_at or (group.due_at is not None and group.due_at < group.seal_at)
-
-
-def _registered(deps: SealDeps, group: Group, outcome: str) -> str:
-    stored = deps.ledger.submissions.get(group.tag)
+def _registered(deps: SealDeps, group: Group, part: Part, tag: str, outcome: str) -> str:
+    stored = deps.ledger.submissions.get(tag)
     if stored is not None and stored.operation:
-        deps.ledger.groups.registered(group.gid, stored.operation)
-        return f"group {group.gid}: {outcome}"
-    return f"group {group.gid}: {outcome} (not registered yet)"
+        deps.ledger.groups.registered(group.gid, part, stored.operation)
+        return outcome
+    return f"{outcome} (not registered yet)"
 
 
-def _fail(deps: SealDeps, group: Group, reason: str) -> str:
-    """Settle every item of a group whose batch can never be made `failed` with `reason`."""
+def _narrowed(
+    deps: SealDeps, group: Group, part: Part, live: list[int], run: Submitter, exc: Any
+) -> str:
+    """A 400 about the requests: fail the items it names, or split the part to find them.
+    Nothing was made, so the part's claim is left vacant for its next create."""
+    groups = deps.ledger.groups
+    reason = f"Gemini refused this item's request: {exc}"
+    named = _items_named(groups, group, live, exc.request_indices)
+    try:
+        if named:
+            groups.refuse(group.gid, dict.fromkeys(named, reason))
+            said = f"items {', '.join(map(str, named))} refused by Gemini"
+        elif len(live) > 1 and part.hi - part.lo > 1:
+            groups.split(group.gid, part)
+            said = f"items {part.lo}..{part.hi - 1} split in halves to find a refused request"
+        else:
+            groups.refuse(group.gid, dict.fromkeys(live, reason))
+            said = f"item {live[0]} refused by Gemini"
+    finally:
+        run.release(created_nothing=True)
+    logs.event(
+        log,
+        logging.WARNING,
+        f"group {group.gid}: {said}",
+        group=group.gid,
+        items=len(live),
+        reason=str(exc),
+    )
+    return said
+
+
+def _items_named(groups: Any, group: Group, live: list[int], indices: tuple[int, ...]) -> list[int]:
+    """The items whose requests are at `indices` of the create's requests (in order)."""
+    if not indices:
+        return []
+    keys = [key for key, _ in groups.requests(group, live)]
+    from shared.ledger.groups import split_member_key
+
+    split = [split_member_key(keys[i]) for i in indices if 0 <= i < len(keys)]
+    return sorted({found[0] for found in split if found is not None})
+
+
+def _held(deps: SealDeps, group: Group, part: Part, run: Submitter, exc: Exception) -> str:
+    """Gemini refuses the deployment: hold the group with backoff under one alert a
+    deployment, and fail its part only once held past HOLD_LIMIT."""
+    groups = deps.ledger.groups
+    now = deps.clock()
+    try:
+        if group.held_since is not None and now - group.held_since >= HOLD_LIMIT:
+            reason = (
+                f"Gemini refused this deployment's batches for {HOLD_LIMIT} (an API key, "
+                f"billing or permission problem of the deployment); the last answer: {exc}"
+            )
+            groups.part_failed(group.gid, part, reason)
+            logs.event(
+                log,
+                logging.ERROR,
+                f"group {group.gid}: held past {HOLD_LIMIT}; its items fail",
+                alert=HOLD_ALERT,
+                group=group.gid,
+                items=part.hi - part.lo,
+                reason=str(exc),
+            )
+            return f"items {part.lo}..{part.hi - 1} failed: held past {HOLD_LIMIT}"
+        wait = min(HOLD_FIRST * 2 ** min(group.holds, 16), HOLD_CAP)
+        held = groups.hold(group.gid, now + wait, str(exc))
+    finally:
+        run.release(created_nothing=True)
+    loud = groups.first_alert(HOLD_ALERT, now, HOLD_ALERT_WINDOW)
+    alert: dict[str, Any] = {"alert": HOLD_ALERT} if loud else {}
+    logs.event(
+        log,
+        logging.ERROR if loud else logging.WARNING,
+        "Gemini refuses this deployment's batches; shared batches wait until it accepts",
+        **alert,
+        group=group.gid,
+        held_since=held.held_since,
+        next_try_s=wait.total_seconds(),
+        reason=str(exc),
+    )
+    # Reconcile tries again when the hold ends: no delivery waits on it.
+    return f"held: Gemini refuses the deployment ({exc}); tried again in {wait}"
+
+
+def _fail_page(deps: SealDeps, group: Group) -> tuple[int, Group]:
+    """Settle up to FAIL_PAGE of the group's failed items from its cursor, each in its own
+    commit, then move the cursor; (how many settled now, the group after)."""
     from shared.gemini import BatchStatus
     from shared.settlement import Settler
 
-    logs.event(
-        log,
-        logging.ERROR,
-        f"group {group.gid}: {reason}",
-        alert="group_failed",
-        group=group.gid,
-        items=len(group.members),
-        reason=reason,
-    )
-    deps.ledger.groups.failed(group.gid, reason)  # first, while the claim is ours
+    start = group.unfailed_from
+    if start is None:
+        return 0, group
     settler = Settler(deps.ledger, deps.gemini, deps.deliver, clock=deps.clock)
-    error = {"message": reason, "reason": "group_refused"}
-    for name in group.member_names:
-        failed = BatchStatus(name=name, state="JOB_STATE_FAILED", error=error)
-        settler.settle(name, "reconcile", batch=failed)
-    return f"group {group.gid} failed: {reason}"
+    settled = 0
+    index = start
+    while index < len(group.members) and settled < FAIL_PAGE:
+        reason = group.failure_of(index)
+        if reason is not None:
+            name = group.members[index].operation
+            refused = index in group.refused
+            error = {
+                "message": reason,
+                "reason": REQUEST_REFUSED if refused else DEPLOYMENT_REFUSED,
+            }
+            failed = BatchStatus(name=name, state="JOB_STATE_FAILED", error=error)
+            settler.settle(name, "reconcile", batch=failed)
+            crash_point("group.item_failed")
+            settled += 1
+        index += 1
+    deps.ledger.groups.failed_through(group.gid, index)
+    return settled, deps.ledger.groups.get(group.gid)

@@ -17,6 +17,10 @@ operation first), each item settled, their outboxes. The invariants
   batch, any other one superseded and cancelled;
 - one completed check run and one commit comment per push, showing its item;
 - nothing pending, no delivery queued, no outbox item open.
+
+The poisoned sweep: Gemini refuses the first push's requests by index (a 400 naming
+them); that push's item fails once with the reason, its check run completed, and the
+other push is reviewed once from a batch without it.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from apps.review.kind import review_tag
 from apps.review.results import Reviews
 from shared import crashpoints
 from shared.crashpoints import POINTS, crashing_at
+from shared.gemini import GeminiRejected
 from shared.ledger.groups import GROUPS, group_tag
 from tests.integration import test_crash_points as push_sweep
 from tests.integration.test_crash_points import FILES, REPO, ROUND, ROUNDS, World
@@ -38,7 +43,9 @@ from tests.integration.test_crash_points import FILES, REPO, ROUND, ROUNDS, Worl
 registry = push_sweep.registry
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("registry", "sharing")]
 
-GROUP_POINTS = sorted(p for p in POINTS if p.startswith("group."))
+# Reached only when an item fails (the poisoned sweep below).
+FAILING_POINTS = ["group.item_failed"]
+GROUP_POINTS = sorted(p for p in POINTS if p.startswith("group.") and p not in FAILING_POINTS)
 SWEPT = [
     *GROUP_POINTS,
     "push.submission.claimed",
@@ -182,3 +189,71 @@ def test_every_group_point_is_reached_on_the_way_through(firestore_client, simul
     assert set(SWEPT) - set(reached) == set()
     assert world.quiet()
     assert_each_push_once(world, "none")
+
+
+class PoisonedWorld(GroupWorld):
+    """The first push's requests are refused by Gemini, by index, in any batch."""
+
+    def __init__(self, firestore_client: Any, simulator: Any) -> None:
+        super().__init__(firestore_client, simulator)
+        create = self.gemini.create_batch
+
+        def refusing(model: str, requests: Any, display_name: str, **kw: Any) -> str:
+            bad = [i for i, (key, _) in enumerate(requests) if key.startswith("0/")]
+            if bad:
+                where = "".join(f"* requests[{i}].request: refused\n" for i in bad)
+                raise GeminiRejected(f"create batch {display_name}: 400 {where}",
+                                     status=400, request_indices=bad)  # fmt: skip
+            return create(model, requests, display_name, **kw)
+
+        self.gemini.create_batch = refusing  # type: ignore[method-assign]
+
+
+POISON_SWEPT = [
+    *FAILING_POINTS,
+    "group.sealed",
+    "group.before_create",
+    "group.batch_created",
+    "settle.before_commit",
+    "settle.committed",
+    "outbox.claimed",
+]
+
+
+def assert_poisoned_push_failed_once(world: PoisonedWorld, point: str) -> None:
+    failed_item, good_item = world.items()
+    failed = world.ledger.operations.get(str(failed_item))
+    assert failed is not None and failed.status == "failed", (point, failed)
+    assert failed.error["reason"] == "request_refused", (point, failed.error)
+    good = world.ledger.operations.get(str(good_item))
+    assert good is not None and good.status == "succeeded", (point, good)
+    for sha in world.shas:
+        [run] = world.check_runs_of(sha)
+        assert run["status"] == "completed", (point, run)
+    for name in world.names():
+        batch = world.gemini.batches[name]
+        assert all(not key.startswith("0/") for key in batch.keys), (point, batch.keys)
+        if not batch.cancel_requested:
+            record = world.ledger.operations.get(name)
+            assert record is not None and record.status == "succeeded", (point, record)
+
+
+@pytest.mark.parametrize("point", POISON_SWEPT)
+def test_a_crash_at_each_step_of_a_poisoned_group_fails_the_poisoned_push_once(
+    point, firestore_client, simulator
+):
+    simulator.control.reset()
+    world = PoisonedWorld(firestore_client, simulator)
+
+    with crashing_at(point) as reached:
+        for _ in range(ROUNDS):
+            world.push()
+            world.webhooks()
+            world.reconcile()
+            if world.quiet():
+                break
+            world.clock.advance(ROUND.total_seconds())
+
+    assert world.crashes == [point], f"{point}: the sweep never crashed there ({set(reached)})"
+    assert world.quiet(), f"{point}: not quiet after {ROUNDS} rounds"
+    assert_poisoned_push_failed_once(world, point)

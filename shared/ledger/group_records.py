@@ -1,0 +1,188 @@
+"""A shared batch's group as read from `batch_groups/{gid}`: its items, parts and faults.
+
+A sealed group's batch is made per PART, a range of its items: one part, the whole group,
+unless Gemini refused a create without naming a request, which splits the refused part in
+halves until the bad request is alone (docs/architecture.md, "Shared batches"). An item is
+`refused` when Gemini named its request as invalid: it fails alone, with the reason, and
+its part is made without it. A group held by a refusal of the deployment (a key, billing
+or permission) keeps `held_since` until a create is accepted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+OPEN = "open"
+SEALED = "sealed"
+FAILED = "failed"
+GROUP_TAG = "group"  # the token of a group batch's display name, `hookledger:group:{gid}`
+# An item's operation name: `groups/{gid}.{index}` (never a Gemini name: settled through its
+# group's batch, shared/settlement).
+MEMBER_PREFIX = "groups/"
+
+
+def group_tag(gid: str) -> str:
+    return f"hookledger:{GROUP_TAG}:{gid}"
+
+
+def member_name(gid: str, index: int) -> str:
+    return f"{MEMBER_PREFIX}{gid}.{index}"
+
+
+@dataclass(frozen=True)
+class Member:
+    tag: str
+    operation: str
+    requests: int
+    pages: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Part:
+    """Items `lo` ≤ i < `hi` of a group, made as one batch: `operation` once registered,
+    `failed` (the reason) when it never can be."""
+
+    lo: int
+    hi: int
+    operation: str | None = None
+    failed: str | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.operation is None and self.failed is None
+
+    def holds(self, index: int) -> bool:
+        return self.lo <= index < self.hi
+
+
+@dataclass(frozen=True)
+class Group:
+    gid: str
+    kind: str
+    model: str
+    generation_config: dict[str, Any] | None
+    status: str
+    opened_at: datetime
+    seal_at: datetime
+    members: tuple[Member, ...]
+    requests: int
+    bytes: int
+    due_at: datetime | None = None
+    operation: str | None = None
+    update_time: Any = None
+    stored_parts: tuple[Part, ...] = ()
+    refused: Mapping[int, str] = field(default_factory=dict)
+    fail_cursor: int = 0
+    error: str | None = None
+    held_since: datetime | None = None
+    holds: int = 0
+
+    @property
+    def tag(self) -> str:
+        return group_tag(self.gid)
+
+    @property
+    def member_names(self) -> list[str]:
+        return [member.operation for member in self.members]
+
+    @property
+    def parts(self) -> tuple[Part, ...]:
+        """The group's parts: as split, else one, the whole group (its `operation`)."""
+        if self.stored_parts:
+            return self.stored_parts
+        failed = (self.error or "refused") if self.status == FAILED else None
+        return (Part(0, len(self.members), self.operation, failed),)
+
+    def part_tag(self, part: Part) -> str:
+        """The submission tag of a part's batch: the group's own for the whole group."""
+        if (part.lo, part.hi) == (0, len(self.members)):
+            return self.tag
+        return group_tag(f"{self.gid}~{part.lo}-{part.hi}")
+
+    def part_of(self, index: int) -> Part | None:
+        return next((part for part in self.parts if part.holds(index)), None)
+
+    def live(self, part: Part) -> list[int]:
+        """The indices of a part's items that go into its batch (none refused)."""
+        return [i for i in range(part.lo, part.hi) if i not in self.refused]
+
+    def failure_of(self, index: int) -> str | None:
+        """Why item `index` fails without a batch: its request refused, or its part; None
+        while its batch may still be made or was."""
+        if index in self.refused:
+            return self.refused[index]
+        part = self.part_of(index)
+        return part.failed if part is not None else None
+
+    @property
+    def settled_parts(self) -> bool:
+        """Every part has its batch registered or failed."""
+        return not any(part.pending for part in self.parts)
+
+    @property
+    def unfailed_from(self) -> int | None:
+        """The first item at or past the fail cursor whose failure is still to settle."""
+        for index in range(self.fail_cursor, len(self.members)):
+            if self.failure_of(index) is not None:
+                return index
+        return None
+
+
+def _part(data: Mapping[str, Any]) -> Part:
+    return Part(
+        lo=int(data.get("lo", 0)),
+        hi=int(data.get("hi", 0)),
+        operation=data.get("operation") or None,
+        failed=data.get("failed") or None,
+    )
+
+
+def part_fields(part: Part) -> dict[str, Any]:
+    return {"lo": part.lo, "hi": part.hi, "operation": part.operation, "failed": part.failed}
+
+
+def member_fields(member: Member) -> dict[str, Any]:
+    return {
+        "tag": member.tag,
+        "operation": member.operation,
+        "requests": member.requests,
+        "pages": list(member.pages),
+    }
+
+
+def member_from(data: Mapping[str, Any]) -> Member:
+    return Member(
+        tag=str(data.get("tag", "")),
+        operation=str(data.get("operation", "")),
+        requests=int(data.get("requests", 0)),
+        pages=tuple(str(p) for p in data.get("pages") or ()),
+    )
+
+
+def group_from(snapshot: Any) -> Group:
+    data = snapshot.to_dict() or {}
+    refused = data.get("refused") or {}
+    return Group(
+        gid=snapshot.id,
+        kind=str(data.get("kind", "")),
+        model=str(data.get("model", "")),
+        generation_config=data.get("generation_config"),
+        status=str(data.get("status", OPEN)),
+        opened_at=data["opened_at"],
+        seal_at=data["seal_at"],
+        members=tuple(member_from(m) for m in data.get("members") or ()),
+        requests=int(data.get("requests", 0)),
+        bytes=int(data.get("bytes", 0)),
+        due_at=data.get("due_at"),
+        operation=data.get("operation"),
+        update_time=snapshot.update_time,
+        stored_parts=tuple(_part(p) for p in data.get("parts") or ()),
+        refused={int(k): str(v) for k, v in refused.items() if str(k).isdigit()},
+        fail_cursor=int(data.get("fail_cursor") or 0),
+        error=data.get("error") or None,
+        held_since=data.get("held_since"),
+        holds=int(data.get("holds") or 0),
+    )
