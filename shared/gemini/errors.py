@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from http import HTTPStatus
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -247,7 +248,7 @@ def _status_error(what: str, code: int, message: str, body: Any) -> GeminiError:
     if retryable_status(code):  # 408, any 5xx: the one policy (shared/retry.py)
         return GeminiUnavailable(text)
     reason, indices = refusal_details(body, message)
-    if code in (401, 403) or reason in _KEY_REASONS:
+    if code in (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN) or reason in _KEY_REASONS:
         return GeminiRefusedDeployment(text, status=code, reason=reason)
     return GeminiRejected(text, status=code, reason=reason, request_indices=indices)
 

@@ -1,6 +1,7 @@
 """Stuck and waiting alerts: one ERROR log per operation per alert window; never a close.
 
-`operation_stuck`: pending longer than STUCK_AFTER_S. `operation_waiting`: Gemini says
+`operation_stuck`: pending longer than STUCK_AFTER_S; a shared batch alerts once for its
+items (naming how many), an item of it never alerts on its own. `operation_waiting`: Gemini says
 the operation waits on its caller (an interaction's requires_action,
 requires_continuation or idle; a paused job), alerted at once, naming what it waits for
 (docs/architecture.md, "Reconcile")."""
@@ -40,10 +41,12 @@ class StuckAlerts:
         """
         now = self._clock()
         age = now - record.submitted_at
-        if age < self._stuck_after:
+        if age < self._stuck_after or record.group is not None:  # its group's batch alerts
             return False
         if not self._ledger.mark_stuck_alerted(record.name, now, self._window):
             return False
+        members = record.context.get("members") if isinstance(record.context, dict) else None
+        items = {"items": len(members)} if isinstance(members, list) else {}
         logs.event(
             log,
             logging.ERROR,
@@ -54,6 +57,7 @@ class StuckAlerts:
             age_s=int(age.total_seconds()),
             attempts=record.attempts,
             submitted_at=record.submitted_at,
+            **items,
         )
         return True
 

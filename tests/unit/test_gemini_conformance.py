@@ -16,6 +16,7 @@ from shared.gemini import (
     GeminiGateway,
     GeminiNotFound,
     GeminiRateLimited,
+    GeminiRefusedDeployment,
     GeminiRejected,
     GeminiUnavailable,
     rate_limit_details,
@@ -235,7 +236,8 @@ def api_error(code: int, body: dict[str, Any] | None = None) -> genai_errors.API
     ("code", "kind", "is_retryable"),
     [
         (400, GeminiRejected, False),
-        (403, GeminiRejected, False),
+        (401, GeminiRefusedDeployment, False),
+        (403, GeminiRefusedDeployment, False),
         (404, GeminiNotFound, False),
         (408, GeminiUnavailable, True),
         (429, GeminiRateLimited, True),

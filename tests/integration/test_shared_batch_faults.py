@@ -1,0 +1,242 @@
+"""A shared batch under Gemini's refusals is as safe as a batch of one (docs/reliability.md,
+"Shared batches under faults"): a refused request fails its push alone, a refusal naming
+no request is narrowed down by halves, a refused deployment holds the group (no push
+failed, one alert), a quota answer costs no listing, and a step cut while failing items
+is finished by the next.
+
+The review pipeline called directly, the real google-genai client against the simulator
+(whose create refusals are Gemini's own bodies), the ledger on the Firestore emulator.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from apps.review.results import Reviews
+from shared import crashpoints
+from shared.crashpoints import Crashed
+from shared.errors import Deferred
+from shared.handlers import Attempt
+from shared.ledger.groups import GROUPS
+from shared.reconcile import Reconciler, ReconcileSettings
+from shared.sharing.seal import FAIL_PAGE, HOLD_ALERT, HOLD_LIMIT, SealDeps, seal_step
+from tests.integration.test_shared_batches import REPO, deps, push, settle_all, sha
+
+__all__ = ["deps"]
+
+POISON = "POISON-REQUEST"
+
+
+@pytest.fixture
+def clock():
+    from local.fakes import FakeClock
+
+    return FakeClock()
+
+
+def _store(simulator: Any, n: int, text: str) -> None:
+    simulator.control.put_file("octo-org", "handbook", f"docs/{n}.md", sha(n), text.encode())
+
+
+def _push(deps: Any, n: int) -> str:
+    """Push `n` (one file); what its run said (an opener's wait is said, not raised)."""
+    from apps.review.pipeline import review_push
+
+    lease = Attempt(f"run-{n}", deps.clock() + timedelta(minutes=10))
+    try:
+        return str(review_push(push(n, [f"docs/{n}.md"]), f"delivery-{n}", deps, lease).detail)
+    except Deferred as exc:
+        return str(exc)
+
+
+def _item(deps: Any, n: int) -> Any:
+    submission = deps.ledger.submissions.get(f"hookledger:review:{REPO}@{sha(n)}")
+    assert submission is not None and submission.operation, n
+    return deps.ledger.operations.get(submission.operation)
+
+
+def _fill_group(deps: Any, simulator: Any, poisoned: frozenset[int] = frozenset()) -> None:
+    """Four one-file pushes fill one group of four requests; the fourth seals it."""
+    for n in range(1, 5):
+        _store(simulator, n, f"# {n}\n{POISON if n in poisoned else 'fine'}\n")
+        _push(deps, n)
+
+
+def _reconciler(deps: Any, clock: Any) -> Reconciler:
+    settings = ReconcileSettings(grace_s=0, adopt_orphans=False)
+    return Reconciler(deps.ledger, deps.gemini, clock, settings)
+
+
+def _reviewed(deps: Any, n: int) -> list[dict[str, Any]]:
+    return Reviews(deps.ledger).reviews_for_push(REPO, sha(n))
+
+
+def test_a_request_gemini_names_fails_its_push_alone(deps, simulator):
+    simulator.control.poison(POISON)
+    _fill_group(deps, simulator, poisoned=frozenset({2}))
+
+    [batch] = simulator.control.batches()  # made at once without the refused request
+    assert len(batch["requests"]) == 3
+    failed = _item(deps, 2)
+    assert failed.status == "failed" and failed.error["reason"] == "request_refused"
+    assert "requests[1]" in failed.error["message"]  # Gemini's own words, naming it
+    settle_all(deps, simulator)
+    for n in (1, 3, 4):
+        assert _item(deps, n).status == "succeeded"
+        assert [r["status"] for r in _reviewed(deps, n)] == ["ok"]
+    assert [r["status"] for r in _reviewed(deps, 2)] == ["error"]
+
+
+def test_a_refusal_naming_no_request_is_narrowed_down_by_halves(deps, simulator):
+    simulator.control.poison(POISON, name_index=False)
+    _fill_group(deps, simulator, poisoned=frozenset({2}))
+
+    made = simulator.control.batches()
+    assert sorted(len(b["requests"]) for b in made) == [1, 2]  # item 1 alone, items 3-4
+    assert simulator.control.poison_state()["refused"] == 3  # the whole, 1-2, then 2 alone
+    assert _item(deps, 2).status == "failed"
+    settle_all(deps, simulator)
+    assert [_item(deps, n).status for n in (1, 3, 4)] == ["succeeded"] * 3
+
+
+def _alerts(caplog: pytest.LogCaptureFixture, name: str) -> list[dict[str, Any]]:
+    fields = [getattr(r, "hookledger_fields", {}) for r in caplog.records]
+    return [f for f in fields if f.get("alert") == name]
+
+
+def test_a_refused_deployment_holds_every_group_under_one_alert_and_fails_nothing(
+    deps, simulator, clock, caplog
+):
+    caplog.set_level(logging.INFO, logger="hookledger")
+    simulator.control.refuse_creates(403)
+    _fill_group(deps, simulator)
+    for n in range(5, 9):  # a second group, refused too
+        _store(simulator, n, f"# {n}\n")
+        _push(deps, n)
+
+    assert simulator.control.batches() == []
+    assert [_item(deps, n).status for n in range(1, 9)] == ["pending"] * 8
+    assert len(_alerts(caplog, HOLD_ALERT)) == 1  # one for the deployment, not per group
+
+    simulator.control.stop_refusing_creates()
+    clock.advance(60)  # past the first hold
+    report = _reconciler(deps, clock).run()
+    assert report.sealed == 2 and len(simulator.control.batches()) == 2
+    settle_all(deps, simulator)
+    assert [_item(deps, n).status for n in range(1, 9)] == ["succeeded"] * 8
+
+
+def test_a_deployment_refused_past_the_hold_limit_fails_its_pushes_with_the_reason(
+    deps, simulator, clock
+):
+    simulator.control.refuse_creates(400, reason="API_KEY_INVALID")
+    _fill_group(deps, simulator)
+    reconciler = _reconciler(deps, clock)
+    clock.advance(60)  # the first hold's end: refused again, still held
+    reconciler.run()
+    assert [_item(deps, n).status for n in range(1, 5)] == ["pending"] * 4
+    clock.advance(HOLD_LIMIT.total_seconds())
+    reconciler.run()
+
+    assert simulator.control.batches() == []
+
+    for n in range(1, 5):
+        item = _item(deps, n)
+        assert item.status == "failed" and item.error["reason"] == "deployment_refused"
+        assert "API key not valid" in item.error["message"]
+
+
+class CountingGemini:
+    """The gateway, counting the listings of Gemini's batches (a takeover's)."""
+
+    def __init__(self, gemini: Any) -> None:
+        self._gemini = gemini
+        self.listings = 0
+
+    def list_batches(self, *args: Any, **kwargs: Any) -> Any:
+        self.listings += 1
+        return self._gemini.list_batches(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._gemini, name)
+
+
+def test_a_quota_refusal_costs_no_listing_and_one_create_a_run(deps, simulator, clock):
+    from dataclasses import replace
+
+    counting = CountingGemini(deps.gemini)
+    deps = replace(deps, gemini=counting)
+    simulator.control.set_quotas(gemini_batches_in_flight=0)
+    _fill_group(deps, simulator)
+    for n in range(5, 9):
+        _store(simulator, n, f"# {n}\n")
+        _push(deps, n)
+    refused = simulator.control.quotas()["refused"]["gemini_batches_in_flight"]
+    assert refused == 2  # each filler tried once
+
+    clock.advance(600)  # past Gemini's RetryInfo
+    reconciler = Reconciler(
+        deps.ledger, counting, clock, ReconcileSettings(grace_s=0, adopt_orphans=False)
+    )
+    report = reconciler.run()
+    assert report.deferred >= 1
+    after = simulator.control.quotas()["refused"]["gemini_batches_in_flight"]
+    assert after == refused + 1  # the second group waits for the next run, no create
+
+    simulator.control.set_quotas(gemini_batches_in_flight=None)
+    clock.advance(600)
+    reconciler.run()
+    assert len(simulator.control.batches()) == 2
+    assert counting.listings == 0  # every claim left vacant: no takeover listed
+
+
+@pytest.mark.slow
+def test_failing_a_large_group_cut_part_way_is_finished_by_the_next_step(
+    deps, simulator, clock, firestore_client
+):
+    """A group of 2.5 pages of items whose batch is held past its limit: the step failing
+    them dies after its 150th; the next steps settle the rest, each item once."""
+    from dataclasses import replace
+
+    from shared.sharing import Sharing
+
+    items = 2 * FAIL_PAGE + FAIL_PAGE // 2
+    deps = replace(deps, sharing=Sharing(max_requests=items, window_s=300))
+    simulator.control.refuse_creates(403)
+    for n in range(1, items + 1):
+        _store(simulator, n, f"# {n}\n")
+        _push(deps, n)
+    [snapshot] = list(firestore_client.collection(GROUPS).stream())
+    gid = snapshot.id
+    sealer = SealDeps(ledger=deps.ledger, gemini=deps.gemini, clock=clock)
+    attempt = Attempt("r", clock() + timedelta(hours=30))
+    clock.advance(HOLD_LIMIT.total_seconds() + 60)
+
+    failed = 0
+
+    def die_at_150(point: str) -> None:
+        nonlocal failed
+        if point == "group.item_failed":
+            failed += 1
+            if failed == 150:
+                raise Crashed(point)
+
+    crashpoints.install(die_at_150)
+    try:
+        with pytest.raises(Crashed):
+            while seal_step(sealer, gid, delivery_id="r", attempt=attempt).more:
+                pass
+    finally:
+        crashpoints.install(None)
+    assert sum(_item(deps, n).status == "failed" for n in range(1, items + 1)) == 150
+
+    steps = 0
+    while seal_step(sealer, gid, delivery_id="r", attempt=attempt).more:
+        steps += 1
+    statuses = [_item(deps, n).status for n in range(1, items + 1)]
+    assert statuses == ["failed"] * items
+    assert deps.ledger.groups.get(gid).due_at is None  # nobody need look again
