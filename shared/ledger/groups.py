@@ -7,14 +7,18 @@ one sealer creates its batch (docs/architecture.md, "Shared batches"). Three col
 
 - `batch_groups/{gid}`: one group: `kind` (its items' operation kind), `model`,
   `generation_config`, `tag` (the batch's display name `hookledger:group:{gid}`),
-  `status` (`open` → `sealed`; `failed` when Gemini refused its batch), `opened_at`,
+  `status` (`open` → `sealed`; `failed` when its whole batch never can be made), `opened_at`,
   `seal_at` (the window's end), `members` (one entry per item, in join order: its
   `tag`, `operation`, request count and request pages), `requests`, `bytes`,
-  `due_at` (when somebody must seal it or see its batch registered; cleared once it
-  is), `operation` (its batch, once registered);
+  `due_at` (when somebody must seal it, see its batches registered or settle its failed
+  items; cleared once nothing is left), `operation` (its batch, once registered whole),
+  `parts` (`lo`, `hi`, `operation`, `failed`: the batches it is made as, group_records.py),
+  `refused` (item index → Gemini's reason), `fail_cursor` (failures settled before it),
+  `held_since`, `holds`, `hold_reason` (Gemini refusing the deployment);
 - `group_heads/{kind}~{config}`: the id of the group its items join now;
 - `group_requests/{…}`: one page of one item's requests (key, prompt), written before it
-  joins, read by the sealer, expired with the group.
+  joins, read by the sealer, expired with the group;
+- `group_alerts/{name}~{window}`: created by the first alert of its kind in a window.
 
 An item joins exactly once: its join is ONE commit that creates the item's operation
 (pending, `group` = gid, its outbox's start items), decides the item's submission with it,
