@@ -29,7 +29,10 @@ a register that an event changes only when the event's order is newer than the o
 installation, so a later event never carries an earlier `updated_at`. It has whole seconds
 and GitHub does not move it for every change (its published `added` example carries the
 `created` time), so ties fall to `received_at`, the ingress's stamp when the delivery
-reached us (sealed in the envelope), then to the delivery id, so two events always compare.
+reached us (sealed in the envelope; for a delivery the GitHub sweep recovered, GitHub's
+`delivered_at` of its first attempt, shared/recovery/handoff.py, so an event recovered
+late still sorts before a later one taken live), then to the delivery id, so two events
+always compare.
 A duplicate has its original's order and changes nothing; so does an operator's replay of
 an event that changed the installation (`hookledger deliveries replay` seals a new
 `received_at`): its delivery id finds its original order in `recent_orders`. A replay of

@@ -51,6 +51,9 @@ class Recovery:
     via: str | None = None  # how it came back: redelivery | handoff
     redelivered_at: datetime | None = None
     handed_off_at: datetime | None = None
+    # When GitHub first sent the event: the oldest `delivered_at` of its attempts the sweep
+    # listed (a redelivery is an attempt of its own, sent later); None on older records.
+    first_sent_at: datetime | None = None
     recovered_at: datetime | None = None  # when the ledger recorded the delivery
     after_s: float | None = None  # recovered_at - failed_at
     sweep_run: str | None = None  # the sweep run that redelivered or handed it off
@@ -62,6 +65,12 @@ class Recovery:
     @property
     def open(self) -> bool:
         return self.status == OPEN
+
+    @property
+    def sent_at(self) -> datetime:
+        """When GitHub first sent the event, as far as the sweep saw: what orders it among
+        live deliveries once recovered (`failed_at` on a record from before `first_sent_at`)."""
+        return self.first_sent_at or self.failed_at
 
     def to_dict(self) -> dict[str, Any]:
         fields = dict(self.__dict__)
@@ -174,11 +183,7 @@ class Recoveries:
         the recovery as written, with its new version (no read needed to change it again).
 
         None when another sweep changed it first (it acts on it, not this one)."""
-        unknown = set(fields) - (set(Recovery.__dataclass_fields__) - {"update_time"})
-        if unknown or fields.get("status", OPEN) not in RECOVERY_STATUSES:
-            raise InvalidArgument(f"recovery {recovery.guid}: cannot set {sorted(fields)}")
-        if recovery.update_time is None:  # no version read: the write would be unconditional
-            raise InvalidArgument(f"recovery {recovery.guid}: changed without a version read")
+        check_change(recovery, fields)
         ref = self.collection().document(_doc_id(recovery.guid))
         option = self._commits.client.write_option(last_update_time=recovery.update_time)
         try:
@@ -216,6 +221,16 @@ class Recoveries:
         query = self.collection().order_by("found_at", direction=firestore.Query.DESCENDING)
         snapshots = self._commits.stream(query.limit(limit), "recent_github_recoveries")
         return [recovery_from(s.to_dict() or {}, s.update_time) for s in snapshots]
+
+
+def check_change(recovery: Recovery, fields: Mapping[str, Any]) -> None:
+    """`InvalidArgument` unless `fields` may be written on `recovery` by `change`: known
+    fields, a known status, and a version read to make the write conditional on."""
+    unknown = set(fields) - (set(Recovery.__dataclass_fields__) - {"update_time"})
+    if unknown or fields.get("status", OPEN) not in RECOVERY_STATUSES:
+        raise InvalidArgument(f"recovery {recovery.guid}: cannot set {sorted(fields)}")
+    if recovery.update_time is None:  # no version read: the write would be unconditional
+        raise InvalidArgument(f"recovery {recovery.guid}: changed without a version read")
 
 
 def _doc_id(guid: str) -> str:

@@ -17,7 +17,9 @@ unless someone redelivers it within 3 days. A sweep run, on its own Cloud Schedu
    delivery (`accepted` if the ingress had taken it after all, `recovered` if the sweep
    brought it back); after `grace`, GitHub is asked once to redeliver it; if that has not
    arrived `grace` later, the sweep reads the delivery from GitHub and hands it to the
-   worker itself (`handoff.py`, which says why that is as trustworthy as a signature);
+   worker itself (`handoff.py`, which says why that is as trustworthy as a signature),
+   stamped with when GitHub first sent it (installation events, which are ordered by
+   that time, are handed off at once, never redelivered);
    one `github_delivery_unrecoverable` alert when it is about to leave GitHub's 3 days;
    one recovery's failure stops no other's step.
 
@@ -32,13 +34,13 @@ redelivery is claimed by a conditional write, a hand-off is a task named after t
 a delivery that arrives twice anyway is one delivery to the worker's ledger.
 
 Modules: `report` (SweepReport, SweepSettings), `sweep` (DeliverySweep), `act`
-(RecoveryActions), `handoff` (WorkerHandOff).
+(RecoveryActions), `handoff` (WorkerHandOff, Recovered).
 """
 
 from __future__ import annotations
 
 from shared.recovery.act import ALERT, RunContext
-from shared.recovery.handoff import WorkerHandOff, recovered_task_id
+from shared.recovery.handoff import Recovered, WorkerHandOff, recovered_task_id
 from shared.recovery.report import SweepReport, SweepSettings
 from shared.recovery.sweep import BEHIND_ALERT, DeliverySweep
 
@@ -46,6 +48,7 @@ __all__ = [
     "ALERT",
     "BEHIND_ALERT",
     "DeliverySweep",
+    "Recovered",
     "RunContext",
     "SweepReport",
     "SweepSettings",

@@ -12,12 +12,17 @@ For each open recovery, in this order (docs/architecture.md, "GitHub deliveries"
     failed less than `grace` ago       wait (the ingress may have taken it)
     GitHub asked for a wait, or the    wait (no GitHub call now)
     run's budget is spent
-    not acted on yet                   ask GitHub to redeliver, once
+    not acted on yet                   ask GitHub to redeliver, once; an installation
+                                       event is handed off at once instead (below)
     redelivered `grace` ago, not here  read it from GitHub, hand it to the worker
 
 A redelivery is claimed on the recovery first, by a write conditional on the version
 read, so overlapping runs ask GitHub once; a hand-off is named after the guid
-(`recovered_task_id`), so a second one is a duplicate task.
+(`recovered_task_id`), so a second one is a duplicate task. A hand-off carries when GitHub
+first sent the delivery (`Recovery.sent_at`), which a redelivery cannot: it reaches the
+ingress, which stamps its own clock. So the events ordered by that time, `ORDERED_EVENTS`,
+are never redelivered: a `removed` recovered after a later `added` was taken live would
+otherwise win (shared/ledger/installations.py, ORDER).
 """
 
 from __future__ import annotations
@@ -35,11 +40,14 @@ from shared.github.errors import GitHubError, GitHubRejected, GitHubUnavailable
 from shared.github.hook_deliveries import GITHUB_DELIVERY_WINDOW, HookDeliveriesClient
 from shared.handoff.claims import ClaimError
 from shared.ledger import Ledger, LedgerError, Recovery
-from shared.recovery.handoff import HandOff
+from shared.recovery.handoff import HandOff, Recovered, recovered_task_id
 from shared.recovery.report import SweepReport, SweepSettings
 
 log = logs.get_logger("reconcile.github")
 ALERT = "github_delivery_unrecoverable"
+# Events a handler orders by their `received_at` (installations): handed off, never
+# redelivered, so they carry the time GitHub first sent them (module docstring).
+ORDERED_EVENTS = frozenset({"installation", "installation_repositories"})
 
 
 @dataclass
@@ -105,6 +113,8 @@ class RecoveryActions:
         grace = self._settings.grace
         if now < recovery.failed_at + grace or run.github_blocked(now):
             report.waiting += 1
+        elif recovery.via is None and recovery.event in ORDERED_EVENTS:
+            self._take_over(recovery, report, now, run)  # GitHub's time, not the ingress's
         elif recovery.via is None:
             self._redeliver(recovery, report, now, run)
         elif recovery.redelivered_at is None or now >= recovery.redelivered_at + grace:
@@ -167,7 +177,7 @@ class RecoveryActions:
     def _take_over(
         self, recovery: Recovery, report: SweepReport, now: datetime, run: RunContext
     ) -> None:
-        """Read the delivery from GitHub and hand it to the worker ourselves."""
+        """Read the delivery from GitHub and hand it to the worker ourselves, as first sent."""
         try:
             request = self._github.get(recovery.github_delivery_id)
         except GitHubError as exc:
@@ -179,21 +189,28 @@ class RecoveryActions:
             if self._change(recovery, report, status="ignored", last_error=reason) is not None:
                 report.ignored += 1
             return
+        sent_at = min(recovery.sent_at, request.delivery.delivered_at)
         try:
-            self._hand_off(request)
+            self._hand_off(Recovered(request, sent_at, recovered_task_id(recovery.guid)))
         except (TransientError, ClaimError, ValueError) as exc:
             self._note(recovery, report, run, f"hand-off failed: {exc}", failed=True)
             return
         handed = self._change(recovery, report, via="handoff", handed_off_at=now, **run.fields())
         if handed is not None:
             report.handed_off += 1
+            why = (
+                "an event ordered by when GitHub sent it"
+                if recovery.event in ORDERED_EVENTS
+                else "GitHub's redelivery did not arrive"
+            )
             logs.event(
                 log,
                 logging.WARNING,
-                f"github delivery {recovery.guid}: handed to the worker by the sweep "
-                "(GitHub's redelivery did not arrive)",
+                f"github delivery {recovery.guid}: handed to the worker by the sweep ({why})",
                 guid=recovery.guid,
                 delivery_event=recovery.event,
+                github_delivery_id=recovery.github_delivery_id,
+                sent_at=sent_at.isoformat(),
                 sweep_run=run.sweep_run,
             )
 

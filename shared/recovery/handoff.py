@@ -8,12 +8,18 @@ body is GitHub's payload as JSON (its bytes may differ from the original POST's:
 task is named after the guid in its own `recovered` namespace, which is what keeps two
 overlapping runs from handing it off twice, a large body is claim-checked under its own
 key, and the worker's ledger dedupes by the delivery id).
+
+The envelope's `received_at` is when GitHub first sent the delivery, not when the sweep
+read it back: handlers order events by it (installations, shared/ledger/installations.py),
+so a delivery recovered late still sorts before a later event the ingress took live.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
 
 from shared import tracing
 from shared.clock import Clock
@@ -23,16 +29,38 @@ from shared.handoff.envelope import Envelope, EnvelopeSealer, select_headers
 from shared.handoff.tasks import EnqueueResult, TaskQueue, task_id_for
 from shared.handoff.to_worker import hand_to_worker
 
-HandOff = Callable[[DeliveryRequest], EnqueueResult]
-
 
 def recovered_task_id(guid: str) -> str:
     """The task of a recovered delivery: one per guid, whichever run hands it off."""
     return task_id_for("github", "recovered", guid)
 
 
+@dataclass(frozen=True)
+class Recovered:
+    """What the sweep hands to the worker: GitHub's delivery `request`, when GitHub first
+    sent it (`sent_at`, an aware datetime: the envelope's `received_at`), and the task to
+    create (`task_id`, `recovered_task_id` of the guid)."""
+
+    request: DeliveryRequest
+    sent_at: datetime
+    task_id: str
+
+    def __post_init__(self) -> None:
+        guid = self.request.delivery.guid
+        if not isinstance(self.sent_at, datetime) or self.sent_at.tzinfo is None:
+            raise ValueError(f"recovered delivery {guid}: sent_at must be an aware datetime")
+        if self.task_id != recovered_task_id(guid):
+            raise ValueError(
+                f"recovered delivery {guid}: task {self.task_id[:80]!r} is not one of its own"
+            )
+
+
+HandOff = Callable[[Recovered], EnqueueResult]
+
+
 class WorkerHandOff:
-    """`hand_off(request)`: an envelope of GitHub's delivery `request`, to the worker."""
+    """`hand_off(recovered)`: an envelope of GitHub's delivery, to the worker, as GitHub
+    first sent it (module docstring)."""
 
     def __init__(
         self, config: Config, sealer: EnvelopeSealer, queue: Callable[[], TaskQueue], clock: Clock
@@ -42,7 +70,8 @@ class WorkerHandOff:
         self._queue = queue
         self._clock = clock
 
-    def __call__(self, request: DeliveryRequest) -> EnqueueResult:
+    def __call__(self, recovered: Recovered) -> EnqueueResult:
+        request = recovered.request
         kept = select_headers(request.headers)
         current = tracing.traceparent()
         if current is not None:  # the worker's run continues the sweep run's trace
@@ -51,7 +80,8 @@ class WorkerHandOff:
             source="github",
             event=request.delivery.event,
             delivery_id=request.delivery.guid,
-            received_at=self._clock(),
+            # Never after now: a GitHub clock ahead of ours must not sort it after a live one.
+            received_at=min(recovered.sent_at, self._clock()),
             headers=kept,
             body=json.dumps(request.payload, separators=(",", ":")).encode(),
         )
@@ -63,6 +93,6 @@ class WorkerHandOff:
             self._sealer,
             self._queue(),
             envelope,
-            recovered_task_id(guid),
+            recovered.task_id,
             claim_as=f"recovered:{guid}",
         )

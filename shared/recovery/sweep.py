@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from shared import handlers, logs, tracing
@@ -29,6 +29,27 @@ BEHIND_ALERT = "github_sweep_behind"
 # Runs in a row GitHub may fail at a stopped listing's position before the sweep lists
 # afresh from the newest delivery down to the same floor (a cursor GitHub no longer takes).
 MAX_POSITION_FAILURES = 3
+
+
+@dataclass
+class Listed:
+    """What one run's listing saw of the events it examined: each event with a successful
+    attempt (`ok`), each one without that an app takes (`failed`), and for those the
+    oldest attempt seen (`first_sent`) against the attempt its recovery was opened with
+    (`opened_at`): listed newest first, the original comes after its redeliveries."""
+
+    ok: set[str] = field(default_factory=set)
+    failed: set[str] = field(default_factory=set)
+    opened_at: dict[str, datetime] = field(default_factory=dict)
+    first_sent: dict[str, datetime] = field(default_factory=dict)
+
+    def attempt(self, guid: str, at: datetime) -> None:
+        if guid in self.opened_at:
+            self.first_sent[guid] = min(at, self.first_sent.get(guid, at))
+
+    def earlier(self) -> dict[str, datetime]:
+        """The events an older attempt than their recovery's was seen of, and its time."""
+        return {g: at for g, at in self.first_sent.items() if at < self.opened_at[g]}
 
 
 class DeliverySweep:
@@ -75,6 +96,7 @@ class DeliverySweep:
         )
         now = self._clock()
         checkpoint: Checkpoint | None = None
+        listed = Listed()
         try:
             report.firestore_reads += 1
             checkpoint = self._ledger.recoveries.checkpoint()
@@ -84,11 +106,12 @@ class DeliverySweep:
                 run.paused_until = checkpoint.resume_after
                 checkpoint = None  # nothing listed: nothing to store
             else:
-                checkpoint = self._list(checkpoint, report, started)
+                checkpoint = self._list(checkpoint, report, started, listed)
                 run.paused_until = checkpoint.resume_after  # a wait the listing was asked
         except LedgerError as exc:
             checkpoint = None  # the next run lists again from the stored checkpoint
             self._failed(report, "ledger", f"listing stopped: {exc}")
+        self._first_sent(listed, report)
         self._act(report, started, run)
         if checkpoint is not None:
             self._save(checkpoint, report, run, now)
@@ -119,13 +142,13 @@ class DeliverySweep:
                 sweep_run=report.run_id,
             )
 
-    def _list(self, checkpoint: Checkpoint, report: SweepReport, started: float) -> Checkpoint:
+    def _list(
+        self, checkpoint: Checkpoint, report: SweepReport, started: float, listed: Listed
+    ) -> Checkpoint:
         """Finish a stopped listing first, then list from the newest delivery down to the
         last complete listing's newest less the overlap; the checkpoint to store."""
         # A listing stopped before its first page resumes as what it is: a fresh listing.
         report.resumed = checkpoint.scan is not None and checkpoint.scan.next_url is not None
-        ok: set[str] = set()
-        failed: set[str] = set()
         listings = 2 if report.resumed else 1  # the stopped one, then a fresh one
         for _ in range(listings):
             position = checkpoint.scan or ScanPosition(None, self._floor(checkpoint), None)
@@ -149,7 +172,7 @@ class DeliverySweep:
                         below_floor = True
                         break
                     report.listed += 1
-                    self._examine(delivery, ok, failed, report)
+                    self._examine(delivery, listed, report)
                 if below_floor or page.next_url is None:
                     covered = max(filter(None, (checkpoint.covered_to, top)), default=None)
                     checkpoint = Checkpoint(covered, None, None, listed_at=self._clock())
@@ -199,18 +222,17 @@ class DeliverySweep:
             position = replace(position, failures=failures)
         return replace(checkpoint, scan=position, resume_after=None)
 
-    def _examine(
-        self, delivery: HookDelivery, ok: set[str], failed: set[str], report: SweepReport
-    ) -> None:
+    def _examine(self, delivery: HookDelivery, listed: Listed, report: SweepReport) -> None:
         """Open a recovery for a failed event, unless a later attempt of it succeeded
         (listed first: newest first). A success that is not seen here (a resumed listing
         reads the older part first) is found in the ledger by the recovery's first step."""
+        listed.attempt(delivery.guid, delivery.delivered_at)
         if delivery.succeeded:
-            ok.add(delivery.guid)
+            listed.ok.add(delivery.guid)
             return
-        if delivery.guid in ok or delivery.guid in failed:
+        if delivery.guid in listed.ok or delivery.guid in listed.failed:
             return
-        failed.add(delivery.guid)
+        listed.failed.add(delivery.guid)
         if not handlers.handled("github", delivery.event):
             report.skipped += 1  # no app takes it: its loss loses nothing
             return
@@ -227,9 +249,37 @@ class DeliverySweep:
                 failed_at=delivery.delivered_at,
                 found_at=self._clock(),
                 status=OPEN,
+                first_sent_at=delivery.delivered_at,
             )
         )
         report.opened += int(opened)
+        listed.opened_at[delivery.guid] = listed.first_sent[delivery.guid] = delivery.delivered_at
+
+    def _first_sent(self, listed: Listed, report: SweepReport) -> None:
+        """Move each open recovery's `first_sent_at` back to the oldest attempt of its event
+        the listing saw, so a hand-off carries when GitHub first sent it (1 read per event
+        with an older attempt, 1 write per recovery moved; a conflict: re-read once)."""
+        earlier = listed.earlier()
+        for _ in range(2):
+            if not earlier:
+                return
+            try:
+                report.firestore_reads += len(earlier)
+                found = self._ledger.recoveries.get_many(earlier)
+                moved = [r for r in found.values() if r.open and earlier[r.guid] < r.sent_at]
+                conflicts: dict[str, datetime] = {}
+                for recovery in moved:
+                    report.firestore_writes += 1
+                    at = earlier[recovery.guid]
+                    if self._ledger.recoveries.change(recovery, first_sent_at=at) is None:
+                        conflicts[recovery.guid] = at  # another run changed it since the read
+            except LedgerError as exc:
+                self._failed(report, "", f"first-sent times of {_named(earlier)} not stored: {exc}")
+                return
+            earlier = conflicts
+        if earlier:  # their hand-offs carry a newer attempt's time; the next listing may fix it
+            message = f"first-sent times of {_named(earlier)} not stored: changed by another run"
+            self._failed(report, "", message)
 
     def _act(self, report: SweepReport, started: float, run: RunContext) -> None:
         """Every open recovery one step, a page at a time by guid, within the budget. One
@@ -274,3 +324,10 @@ class DeliverySweep:
         if phase:
             report.stop(phase)
         logs.event(log, logging.ERROR, message, sweep_run=report.run_id, guid=guid)
+
+
+def _named(guids: Iterable[str]) -> str:
+    """A few guids for a log line: `github deliveries a, b, c (+4 more)`."""
+    names = sorted(guids)
+    more = f" (+{len(names) - 3} more)" if len(names) > 3 else ""
+    return f"github deliveries {', '.join(names[:3])}{more}"

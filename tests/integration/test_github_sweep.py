@@ -15,6 +15,7 @@ import json
 import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +30,14 @@ from shared.handoff.tasks import TaskQueue, ensure_queue, make_client
 from shared.ledger import Ledger
 from shared.ledger.recoveries import Checkpoint, ScanPosition
 from shared.logs import _FIELDS_ATTR as FIELDS_ATTR
-from shared.recovery import ALERT, BEHIND_ALERT, DeliverySweep, SweepSettings, WorkerHandOff
+from shared.recovery import (
+    ALERT,
+    BEHIND_ALERT,
+    DeliverySweep,
+    Recovered,
+    SweepSettings,
+    WorkerHandOff,
+)
 from shared.recovery.act import RecoveryActions, RunContext
 from shared.recovery.handoff import recovered_task_id
 from shared.recovery.report import SweepReport
@@ -296,8 +304,12 @@ def test_when_the_redelivery_does_not_arrive_the_sweep_hands_the_push_to_the_wor
     assert (envelope.source, envelope.event, envelope.delivery_id) == ("github", "push", "guid-1")
     assert envelope.body is not None
     assert json.loads(envelope.body)["after"] == sent["request"]["payload"]["after"]
-    assert hand_off(setup.client.get(sent["id"])).status == "duplicate"  # one task per guid
-    assert recovered_task_id("guid-1") in hand_off(setup.client.get(sent["id"])).task_name
+    # Stamped with when GitHub first sent it, not when the sweep read it back.
+    first_sent = datetime.fromisoformat(sent["delivered_at"].replace("Z", "+00:00"))
+    assert envelope.received_at == first_sent < setup.clock()
+    again = Recovered(setup.client.get(sent["id"]), first_sent, recovered_task_id("guid-1"))
+    assert hand_off(again).status == "duplicate"  # one task per guid
+    assert recovered_task_id("guid-1") in hand_off(again).task_name
 
     setup.worker_records("guid-1")
     closed = setup.sweep(hand_off=hand_off).run()
@@ -385,10 +397,10 @@ def test_one_recovery_that_fails_stops_no_other(setup: Setup) -> None:
     setup.pass_grace()
     handed: list[str] = []
 
-    def hand_off(request: Any) -> Any:
-        if request.delivery.guid == "guid-1":
+    def hand_off(recovered: Any) -> Any:
+        if recovered.request.delivery.guid == "guid-1":
             raise RuntimeError("a fault of this one delivery")
-        handed.append(request.delivery.guid)
+        handed.append(recovered.request.delivery.guid)
 
     report = setup.sweep(hand_off=hand_off).run()
 
@@ -466,3 +478,24 @@ def test_a_change_returns_the_version_it_wrote_and_refuses_a_stale_one(setup: Se
     again = setup.ledger.recoveries.change(written, last_error="second")  # no read between
     assert again is not None
     assert setup.ledger.recoveries.get_many(["guid-1"])["guid-1"].last_error == "second"
+
+
+def test_an_installation_event_is_handed_off_as_github_first_sent_it_never_redelivered(
+    setup: Setup,
+) -> None:
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "github"
+    payload = json.loads((fixture / "installation_repositories-removed.payload.json").read_text())
+    sent = setup.sim.send_github_webhook(
+        "installation_repositories", payload, url=setup.down, guid="guid-i"
+    )
+    setup.pass_grace()
+
+    report = setup.sweep().run()
+
+    # A redelivery would reach the ingress, which stamps its own clock: it would be ordered
+    # after every installation event taken since (shared/ledger/installations.py).
+    assert (report.handed_off, report.redelivered) == (1, 0)
+    assert len(setup.attempts("guid-i")) == 1
+    [recovered] = setup.handed
+    first_sent = datetime.fromisoformat(sent["delivered_at"].replace("Z", "+00:00"))
+    assert (recovered.sent_at, recovered.task_id) == (first_sent, recovered_task_id("guid-i"))
