@@ -54,6 +54,8 @@ class Recovery:
     # When GitHub first sent the event: the oldest `delivered_at` of its attempts the sweep
     # listed (a redelivery is an attempt of its own, sent later); None on older records.
     first_sent_at: datetime | None = None
+    rehanded_at: datetime | None = None  # handed off again: no ledger record after a bound
+    unrecorded_at: datetime | None = None  # when `github_recovery_unrecorded` was raised
     recovered_at: datetime | None = None  # when the ledger recorded the delivery
     after_s: float | None = None  # recovered_at - failed_at
     sweep_run: str | None = None  # the sweep run that redelivered or handed it off

@@ -19,7 +19,9 @@ unless someone redelivers it within 3 days. A sweep run, on its own Cloud Schedu
    arrived `grace` later, the sweep reads the delivery from GitHub and hands it to the
    worker itself (`handoff.py`, which says why that is as trustworthy as a signature),
    stamped with when GitHub first sent it (installation events, which are ordered by
-   that time, are handed off at once, never redelivered);
+   that time, are handed off at once, never redelivered); a handed-off delivery still
+   not in the ledger `unrecorded_after` later is handed off once more, and
+   `unrecorded_after` after that raises one `github_recovery_unrecorded` alert;
    one `github_delivery_unrecoverable` alert when it is about to leave GitHub's 3 days;
    one recovery's failure stops no other's step.
 
@@ -39,14 +41,15 @@ Modules: `report` (SweepReport, SweepSettings), `sweep` (DeliverySweep), `act`
 
 from __future__ import annotations
 
-from shared.recovery.act import ALERT, RunContext
-from shared.recovery.handoff import Recovered, WorkerHandOff, recovered_task_id
+from shared.recovery.act import ALERT, UNRECORDED_ALERT, RunContext
+from shared.recovery.handoff import Recovered, WorkerHandOff, recovered_task_id, rehanded_task_id
 from shared.recovery.report import SweepReport, SweepSettings
 from shared.recovery.sweep import BEHIND_ALERT, DeliverySweep
 
 __all__ = [
     "ALERT",
     "BEHIND_ALERT",
+    "UNRECORDED_ALERT",
     "DeliverySweep",
     "Recovered",
     "RunContext",
@@ -54,4 +57,5 @@ __all__ = [
     "SweepSettings",
     "WorkerHandOff",
     "recovered_task_id",
+    "rehanded_task_id",
 ]

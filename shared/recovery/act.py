@@ -6,7 +6,10 @@ For each open recovery, in this order (docs/architecture.md, "GitHub deliveries"
                                        or `accepted` (it was there before: the ingress
                                        took it, answering after GitHub's 10 s)
     handed off                         wait (Cloud Tasks delivers and retries; GitHub's 3
-                                       days no longer matter)
+                                       days no longer matter); `unrecorded_after` later
+                                       still not in the ledger: handed off once more (a
+                                       task of its own name); `unrecorded_after` after
+                                       that: one `github_recovery_unrecorded` alert
     past GitHub's 3 days               close `unrecoverable` (alerting first if not yet)
     within `horizon` of the 3 days     one `github_delivery_unrecoverable` alert
     failed less than `grace` ago       wait (the ingress may have taken it)
@@ -22,7 +25,8 @@ read, so overlapping runs ask GitHub once; a hand-off is named after the guid
 first sent the delivery (`Recovery.sent_at`), which a redelivery cannot: it reaches the
 ingress, which stamps its own clock. So the events ordered by that time, `ORDERED_EVENTS`,
 are never redelivered: a `removed` recovered after a later `added` was taken live would
-otherwise win (shared/ledger/installations.py, ORDER).
+otherwise win (shared/ledger/installations.py, ORDER). An alert is recorded on the
+recovery before it is logged, so overlapping runs raise it once.
 """
 
 from __future__ import annotations
@@ -40,11 +44,12 @@ from shared.github.errors import GitHubError, GitHubRejected, GitHubUnavailable
 from shared.github.hook_deliveries import GITHUB_DELIVERY_WINDOW, HookDeliveriesClient
 from shared.handoff.claims import ClaimError
 from shared.ledger import Ledger, LedgerError, Recovery
-from shared.recovery.handoff import HandOff, Recovered, recovered_task_id
+from shared.recovery.handoff import HandOff, Recovered, recovered_task_id, rehanded_task_id
 from shared.recovery.report import SweepReport, SweepSettings
 
 log = logs.get_logger("reconcile.github")
 ALERT = "github_delivery_unrecoverable"
+UNRECORDED_ALERT = "github_recovery_unrecorded"
 # Events a handler orders by their `received_at` (installations): handed off, never
 # redelivered, so they carry the time GitHub first sent them (module docstring).
 ORDERED_EVENTS = frozenset({"installation", "installation_repositories"})
@@ -100,7 +105,7 @@ class RecoveryActions:
             self._close_recorded(recovery, recorded.received_at, report)
             return
         if recovery.via == "handoff":
-            report.waiting += 1
+            self._watch(recovery, report, now, run)
             return
         expires = recovery.failed_at + GITHUB_DELIVERY_WINDOW
         if now >= expires:
@@ -175,44 +180,107 @@ class RecoveryActions:
         )
 
     def _take_over(
-        self, recovery: Recovery, report: SweepReport, now: datetime, run: RunContext
-    ) -> None:
-        """Read the delivery from GitHub and hand it to the worker ourselves, as first sent."""
+        self,
+        recovery: Recovery,
+        report: SweepReport,
+        now: datetime,
+        run: RunContext,
+        *,
+        again: bool = False,
+    ) -> Recovery | None:
+        """Read the delivery from GitHub and hand it to the worker ourselves, as first sent
+        (`again`: the one re-hand of a delivery the ledger never recorded). The recovery as
+        this step last wrote it; None when another run changed it first."""
         try:
             request = self._github.get(recovery.github_delivery_id)
         except GitHubError as exc:
             run.pause(exc, now)
-            self._note(recovery, report, run, f"reading the delivery failed: {exc}", failed=True)
-            return
+            error = f"reading the delivery failed: {exc}"
+            return self._note(recovery, report, run, error, failed=True)
         reason = handlers.refusal("github", request.delivery.event, request.payload)
         if reason is not None:
-            if self._change(recovery, report, status="ignored", last_error=reason) is not None:
-                report.ignored += 1
-            return
+            ignored = self._change(recovery, report, status="ignored", last_error=reason)
+            report.ignored += int(ignored is not None)
+            return ignored
+        task_id = (rehanded_task_id if again else recovered_task_id)(recovery.guid)
         sent_at = min(recovery.sent_at, request.delivery.delivered_at)
         try:
-            self._hand_off(Recovered(request, sent_at, recovered_task_id(recovery.guid)))
+            self._hand_off(Recovered(request, sent_at, task_id))
         except (TransientError, ClaimError, ValueError) as exc:
-            self._note(recovery, report, run, f"hand-off failed: {exc}", failed=True)
-            return
-        handed = self._change(recovery, report, via="handoff", handed_off_at=now, **run.fields())
-        if handed is not None:
-            report.handed_off += 1
+            return self._note(recovery, report, run, f"hand-off failed: {exc}", failed=True)
+        if again:
+            changed = self._change(recovery, report, rehanded_at=now, **run.fields())
+            why = f"not in the ledger {self._settings.unrecorded_after} after its hand-off"
+        else:
+            changed = self._change(
+                recovery, report, via="handoff", handed_off_at=now, **run.fields()
+            )
             why = (
                 "an event ordered by when GitHub sent it"
                 if recovery.event in ORDERED_EVENTS
                 else "GitHub's redelivery did not arrive"
             )
+        if changed is not None:
+            report.count("rehanded" if again else "handed_off")
             logs.event(
                 log,
                 logging.WARNING,
-                f"github delivery {recovery.guid}: handed to the worker by the sweep ({why})",
+                f"github delivery {recovery.guid}: handed to the worker by the sweep"
+                f"{' again' if again else ''} ({why})",
                 guid=recovery.guid,
                 delivery_event=recovery.event,
                 github_delivery_id=recovery.github_delivery_id,
                 sent_at=sent_at.isoformat(),
+                task_id=task_id,
                 sweep_run=run.sweep_run,
             )
+        return changed
+
+    def _watch(
+        self, recovery: Recovery, report: SweepReport, now: datetime, run: RunContext
+    ) -> None:
+        """A handed-off delivery the ledger has not recorded: handed off again once
+        `unrecorded_after` after the hand-off; one alert `unrecorded_after` after the
+        re-hand (or after it was due, when GitHub could not give the delivery again)."""
+        bound = self._settings.unrecorded_after
+        rehand_due = (recovery.handed_off_at or recovery.found_at) + bound
+        if recovery.rehanded_at is None and now >= rehand_due and not run.github_blocked(now):
+            written = self._take_over(recovery, report, now, run, again=True)
+            if written is None or written.rehanded_at is not None or not written.open:
+                return  # re-handed, closed, or another run's to act on
+            recovery = written  # the re-hand failed (noted): the alert still comes when due
+        alert_due = (recovery.rehanded_at or rehand_due) + bound
+        if recovery.unrecorded_at is None and now >= alert_due:
+            self._alert_unrecorded(recovery, report, now, run)
+        report.waiting += 1
+
+    def _alert_unrecorded(
+        self, recovery: Recovery, report: SweepReport, now: datetime, run: RunContext
+    ) -> None:
+        if self._change(recovery, report, unrecorded_at=now) is None:
+            return  # another run raised it, or the write failed (logged): not twice
+        report.unrecorded += 1
+        handed = recovery.handed_off_at
+        times = "twice" if recovery.rehanded_at else "once (GitHub did not give it again)"
+        logs.event(
+            log,
+            logging.ERROR,
+            f"github delivery {recovery.guid} ({recovery.event}, GitHub delivery "
+            f"{recovery.github_delivery_id}) was handed to the worker {times}"
+            + (f", first at {handed:%Y-%m-%dT%H:%MZ}," if handed else "")
+            + " and the ledger still has no record of it",
+            alert=UNRECORDED_ALERT,
+            guid=recovery.guid,
+            github_delivery_id=recovery.github_delivery_id,
+            delivery_event=recovery.event,
+            action=recovery.action,
+            repository_id=recovery.repository_id,
+            installation_id=recovery.installation_id,
+            handed_off_at=handed.isoformat() if handed else None,
+            rehanded_at=recovery.rehanded_at.isoformat() if recovery.rehanded_at else None,
+            last_error=recovery.last_error,
+            sweep_run=run.sweep_run,
+        )
 
     def _alert(self, recovery: Recovery, report: SweepReport, now: datetime) -> Recovery | None:
         """Raise the alert once per recovery; the recovery as re-read, None if unchanged."""

@@ -35,11 +35,17 @@ def recovered_task_id(guid: str) -> str:
     return task_id_for("github", "recovered", guid)
 
 
+def rehanded_task_id(guid: str) -> str:
+    """The task of the one re-hand of a delivery the ledger never recorded: a name of its
+    own, since Cloud Tasks refuses a task name for about an hour after its task ran."""
+    return task_id_for("github", "recovered-again", guid)
+
+
 @dataclass(frozen=True)
 class Recovered:
     """What the sweep hands to the worker: GitHub's delivery `request`, when GitHub first
     sent it (`sent_at`, an aware datetime: the envelope's `received_at`), and the task to
-    create (`task_id`, `recovered_task_id` of the guid)."""
+    create (`task_id`, `recovered_task_id` or `rehanded_task_id` of the guid)."""
 
     request: DeliveryRequest
     sent_at: datetime
@@ -49,7 +55,7 @@ class Recovered:
         guid = self.request.delivery.guid
         if not isinstance(self.sent_at, datetime) or self.sent_at.tzinfo is None:
             raise ValueError(f"recovered delivery {guid}: sent_at must be an aware datetime")
-        if self.task_id != recovered_task_id(guid):
+        if self.task_id not in (recovered_task_id(guid), rehanded_task_id(guid)):
             raise ValueError(
                 f"recovered delivery {guid}: task {self.task_id[:80]!r} is not one of its own"
             )

@@ -17,14 +17,23 @@ class SweepSettings:
     a run starts no GitHub call after this long; `overlap`: how far back past the last
     listing's newest delivery a listing goes again (a delivery GitHub records late, after
     its 10 s timeout, is still listed); `horizon`: how long before GitHub's 3 days pass an
-    unrecovered delivery raises its alert; `open_page`: open recoveries read per query (a
-    run reads them all, page by page, within its budget)."""
+    unrecovered delivery raises its alert; `unrecorded_after`: how long a handed-off
+    delivery may stay unrecorded in the ledger before it is handed off again, and again
+    after that before `github_recovery_unrecorded`; `open_page`: open recoveries read per
+    query (a run reads them all, page by page, within its budget)."""
 
     grace: timedelta = timedelta(seconds=DEFAULTS.github_sweep_grace_s)
     budget_s: float = float(DEFAULTS.github_sweep_budget_s)
     overlap: timedelta = timedelta(seconds=60)
     horizon: timedelta = timedelta(hours=6)
+    # 15 min > 480 s dispatch deadline + 7 queue retries (254 s): a live task is recorded by then.
+    unrecorded_after: timedelta = timedelta(minutes=15)
     open_page: int = 200
+
+    def __post_init__(self) -> None:
+        for name in ("grace", "overlap", "horizon", "unrecorded_after"):
+            if getattr(self, name) < timedelta(0):
+                raise ValueError(f"SweepSettings.{name} must not be negative")
 
     @classmethod
     def from_config(cls, config: Config) -> SweepSettings:
@@ -48,11 +57,13 @@ class SweepReport:
     waiting: int = 0  # left for a later run (in their grace, or handed off and queued)
     redelivered: int = 0
     handed_off: int = 0
+    rehanded: int = 0  # handed off again: no ledger record `unrecorded_after` the hand-off
     recovered: int = 0  # closed: the ledger has the delivery the sweep brought back
     accepted: int = 0  # closed: the ingress had taken it; GitHub counted it failed
     ignored: int = 0  # closed: an event no app starts on (an action every app refuses)
     unrecoverable: int = 0  # closed: past GitHub's 3 days
     alerts: int = 0  # `github_delivery_unrecoverable` alerts raised
+    unrecorded: int = 0  # `github_recovery_unrecorded` alerts raised
     errors: int = 0
     github_calls: int = 0
     firestore_reads: int = 0
