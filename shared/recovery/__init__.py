@@ -26,8 +26,10 @@ unless someone redelivers it within 3 days. A sweep run, on its own Cloud Schedu
    one recovery's failure stops no other's step.
 
 A run costs O(new deliveries) GitHub calls (one per 100 listed, one per recovery step)
-and Firestore reads (the checkpoint, one per open recovery and its ledger check); it
-starts nothing after `budget_s` and does not call GitHub before a `retry-after` passes.
+and Firestore reads (the checkpoint, one per open recovery and its ledger check). The
+listing and the acting each have a budget (`RunBudget`: the listing's from the run's
+start, the acting's from its own start plus what the listing left), so a long catch-up
+listing never stops redeliveries; no GitHub call is made before a `retry-after` passes.
 GitHub's `retry-after` holds every GitHub call of the run and of later runs until it
 passes. A listing position GitHub refuses, or fails at 3 runs in a row, is dropped for a
 fresh listing down to the same floor; no finished listing for 6 h raises
@@ -35,7 +37,7 @@ fresh listing down to the same floor; no finished listing for 6 h raises
 redelivery is claimed by a conditional write, a hand-off is a task named after the guid;
 a delivery that arrives twice anyway is one delivery to the worker's ledger.
 
-Modules: `report` (SweepReport, SweepSettings), `sweep` (DeliverySweep), `act`
+Modules: `report` (SweepReport, SweepSettings, RunBudget), `sweep` (DeliverySweep), `act`
 (RecoveryActions), `handoff` (WorkerHandOff, Recovered).
 """
 
@@ -43,7 +45,7 @@ from __future__ import annotations
 
 from shared.recovery.act import ALERT, UNRECORDED_ALERT, RunContext
 from shared.recovery.handoff import Recovered, WorkerHandOff, recovered_task_id, rehanded_task_id
-from shared.recovery.report import SweepReport, SweepSettings
+from shared.recovery.report import RunBudget, SweepReport, SweepSettings
 from shared.recovery.sweep import BEHIND_ALERT, DeliverySweep
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
     "UNRECORDED_ALERT",
     "DeliverySweep",
     "Recovered",
+    "RunBudget",
     "RunContext",
     "SweepReport",
     "SweepSettings",

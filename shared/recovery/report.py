@@ -1,7 +1,9 @@
-"""What one GitHub delivery sweep did (`SweepReport`), and its settings (`SweepSettings`)."""
+"""What one GitHub delivery sweep did (`SweepReport`), its settings (`SweepSettings`), and
+its time budgets (`RunBudget`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import timedelta
 from typing import Any
@@ -13,17 +15,20 @@ from shared.config import DEFAULTS, Config
 class SweepSettings:
     """`grace`: how long a failed delivery is left alone first (the ingress may have taken
     it, answering after GitHub's 10 s, and the worker not recorded it yet), and how long a
-    redelivery has to arrive before the sweep hands the delivery over itself; `budget_s`:
-    a run starts no GitHub call after this long; `overlap`: how far back past the last
-    listing's newest delivery a listing goes again (a delivery GitHub records late, after
-    its 10 s timeout, is still listed); `horizon`: how long before GitHub's 3 days pass an
-    unrecovered delivery raises its alert; `unrecorded_after`: how long a handed-off
-    delivery may stay unrecorded in the ledger before it is handed off again, and again
-    after that before `github_recovery_unrecorded`; `open_page`: open recoveries read per
-    query (a run reads them all, page by page, within its budget)."""
+    redelivery has to arrive before the sweep hands the delivery over itself;
+    `list_budget_s`: the listing starts no GitHub call after this long from the run's
+    start; `act_budget_s`: acting on open recoveries starts no step after this long from
+    its own start, plus whatever the listing left unused (`RunBudget`); `overlap`: how far
+    back past the last listing's newest delivery a listing goes again (a delivery GitHub
+    records late, after its 10 s timeout, is still listed); `horizon`: how long before
+    GitHub's 3 days pass an unrecovered delivery raises its alert; `unrecorded_after`: how
+    long a handed-off delivery may stay unrecorded in the ledger before it is handed off
+    again, and again after that before `github_recovery_unrecorded`; `open_page`: open
+    recoveries read per query (a run reads them all, page by page, within its budget)."""
 
     grace: timedelta = timedelta(seconds=DEFAULTS.github_sweep_grace_s)
-    budget_s: float = float(DEFAULTS.github_sweep_budget_s)
+    list_budget_s: float = DEFAULTS.github_sweep_budget_s / 2
+    act_budget_s: float = DEFAULTS.github_sweep_budget_s / 2
     overlap: timedelta = timedelta(seconds=60)
     horizon: timedelta = timedelta(hours=6)
     # 15 min > 480 s dispatch deadline + 7 queue retries (254 s): a live task is recorded by then.
@@ -31,16 +36,51 @@ class SweepSettings:
     open_page: int = 200
 
     def __post_init__(self) -> None:
+        for name in ("list_budget_s", "act_budget_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"SweepSettings.{name} must be above 0, got {getattr(self, name)}")
         for name in ("grace", "overlap", "horizon", "unrecorded_after"):
             if getattr(self, name) < timedelta(0):
                 raise ValueError(f"SweepSettings.{name} must not be negative")
 
     @classmethod
     def from_config(cls, config: Config) -> SweepSettings:
+        # GITHUB_SWEEP_BUDGET_S is the whole run's (below the Scheduler's attempt deadline):
+        # half is the listing's, half the acting's, so a catch-up listing never takes it all.
+        whole = float(config.github_sweep_budget_s)
         return cls(
             grace=timedelta(seconds=config.github_sweep_grace_s),
-            budget_s=float(config.github_sweep_budget_s),
+            list_budget_s=whole / 2,
+            act_budget_s=whole / 2,
         )
+
+
+class RunBudget:
+    """When one run stops starting work, on a monotonic clock read at each look.
+
+    The listing stops after `list_budget_s` from the run's start. Acting stops after
+    `act_budget_s` from its own start plus what the listing left unused: a first run's
+    3-day listing never starves the redeliveries, and a short listing leaves acting the
+    whole run. A run ends within `list_budget_s + act_budget_s` (plus the call under way)."""
+
+    def __init__(self, settings: SweepSettings, monotonic: Callable[[], float]) -> None:
+        self._settings = settings
+        self._monotonic = monotonic
+        self.started = monotonic()
+        self._act_until: float | None = None
+
+    def elapsed_s(self) -> float:
+        return self._monotonic() - self.started
+
+    def listing_spent(self) -> bool:
+        return self.elapsed_s() >= self._settings.list_budget_s
+
+    def acting_spent(self) -> bool:
+        now = self._monotonic()
+        if self._act_until is None:  # the first look starts the acting's budget
+            listing_end = self.started + self._settings.list_budget_s
+            self._act_until = max(listing_end, now) + self._settings.act_budget_s
+        return now >= self._act_until
 
 
 @dataclass

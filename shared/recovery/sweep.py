@@ -1,5 +1,6 @@
 """One sweep run: list what GitHub delivered since the checkpoint, open a recovery for
-each failed event, then take every open recovery one step (`act.py`)."""
+each failed event, then take every open recovery one step (`act.py`), each part within
+its own budget (`RunBudget`)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from shared.ledger import Ledger, LedgerError, Recovery
 from shared.ledger.recoveries import OPEN, Checkpoint, ScanPosition
 from shared.recovery.act import RecoveryActions, RunContext
 from shared.recovery.handoff import HandOff
-from shared.recovery.report import SweepReport, SweepSettings
+from shared.recovery.report import RunBudget, SweepReport, SweepSettings
 
 log = logs.get_logger("reconcile.github")
 BEHIND_ALERT = "github_sweep_behind"
@@ -73,26 +74,23 @@ class DeliverySweep:
         self._actions = RecoveryActions(ledger, github, hand_off, clock, self._settings)
 
     def run(self) -> SweepReport:
-        started = self._monotonic()
+        budget = RunBudget(self._settings, self._monotonic)
         report = SweepReport(run_id=f"sweep-{self._clock():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}")
         calls_before = self._github.calls  # one run at a time per process (reconcile's)
         with tracing.span("github_sweep.run", sweep_run=report.run_id) as span:
-            self._run(report, started)
-            report.elapsed_s = round(self._monotonic() - started, 3)
+            self._run(report, budget)
+            report.elapsed_s = round(budget.elapsed_s(), 3)
             report.github_calls = self._github.calls - calls_before
             span.set(**{k: v for k, v in report.to_dict().items() if isinstance(v, int)})
         logs.event(log, logging.INFO, "github delivery sweep finished", **report.to_dict())
         return report
 
-    def _spent(self, started: float) -> bool:
-        return self._monotonic() - started >= self._settings.budget_s
-
-    def _run(self, report: SweepReport, started: float) -> None:
+    def _run(self, report: SweepReport, budget: RunBudget) -> None:
         traceparent = tracing.traceparent()
         run = RunContext(
             sweep_run=report.run_id,
             trace_id=traceparent.split("-")[1] if traceparent else None,
-            spent=lambda: self._spent(started),
+            spent=budget.acting_spent,
         )
         now = self._clock()
         checkpoint: Checkpoint | None = None
@@ -106,13 +104,13 @@ class DeliverySweep:
                 run.paused_until = checkpoint.resume_after
                 checkpoint = None  # nothing listed: nothing to store
             else:
-                checkpoint = self._list(checkpoint, report, started, listed)
+                checkpoint = self._list(checkpoint, report, budget, listed)
                 run.paused_until = checkpoint.resume_after  # a wait the listing was asked
         except LedgerError as exc:
             checkpoint = None  # the next run lists again from the stored checkpoint
             self._failed(report, "ledger", f"listing stopped: {exc}")
         self._first_sent(listed, report)
-        self._act(report, started, run)
+        self._act(report, budget, run)
         if checkpoint is not None:
             self._save(checkpoint, report, run, now)
 
@@ -143,7 +141,7 @@ class DeliverySweep:
             )
 
     def _list(
-        self, checkpoint: Checkpoint, report: SweepReport, started: float, listed: Listed
+        self, checkpoint: Checkpoint, report: SweepReport, budget: RunBudget, listed: Listed
     ) -> Checkpoint:
         """Finish a stopped listing first, then list from the newest delivery down to the
         last complete listing's newest less the overlap; the checkpoint to store."""
@@ -153,7 +151,7 @@ class DeliverySweep:
         for _ in range(listings):
             position = checkpoint.scan or ScanPosition(None, self._floor(checkpoint), None)
             while True:
-                if self._spent(started):
+                if budget.listing_spent():
                     report.stop("list")
                     return replace(checkpoint, scan=position, resume_after=None)
                 try:
@@ -281,12 +279,12 @@ class DeliverySweep:
             message = f"first-sent times of {_named(earlier)} not stored: changed by another run"
             self._failed(report, "", message)
 
-    def _act(self, report: SweepReport, started: float, run: RunContext) -> None:
+    def _act(self, report: SweepReport, budget: RunBudget, run: RunContext) -> None:
         """Every open recovery one step, a page at a time by guid, within the budget. One
         that fails is logged and counted; the others still get their step."""
         after: str | None = None
         while True:
-            if self._spent(started):
+            if budget.acting_spent():
                 report.stop("act")
                 return
             try:
@@ -296,7 +294,7 @@ class DeliverySweep:
                 return
             report.firestore_reads += max(1, len(page))  # a query costs at least one read
             for recovery in page:
-                if self._spent(started):
+                if budget.acting_spent():
                     report.stop("act")
                     return
                 report.open += 1

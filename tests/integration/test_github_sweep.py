@@ -79,13 +79,21 @@ class Setup:
         self.url = f"{target.url}/github"
         self.down = ""
 
-    def sweep(self, *, budget_s: float = 1000.0, hand_off: Any = None, **settings: Any) -> Any:
+    def sweep(
+        self,
+        *,
+        list_budget_s: float = 1000.0,
+        act_budget_s: float = 1000.0,
+        hand_off: Any = None,
+        **settings: Any,
+    ) -> Any:
+        budgets = dict(list_budget_s=list_budget_s, act_budget_s=act_budget_s)
         return DeliverySweep(
             self.ledger,
             self.client,
             hand_off or self.handed.append,
             self.clock,
-            SweepSettings(grace=GRACE, budget_s=budget_s, **settings),
+            SweepSettings(grace=GRACE, **budgets, **settings),
             monotonic=Ticks(),
         )
 
@@ -204,7 +212,7 @@ def test_a_run_stops_at_its_budget_and_the_next_resumes_where_it_stopped(setup: 
         setup.push(n, url=down)
 
     # One tick at the run's start, one at each look before a page: 1.5 s lets one page in.
-    first = setup.sweep(budget_s=1.5).run()
+    first = setup.sweep(list_budget_s=1.5).run()
     assert (first.pages, first.listed, first.stopped_at) == (1, 100, "list")
     assert setup.ledger.recoveries.checkpoint().scan is not None
 
