@@ -37,9 +37,13 @@ locals {
       display_name = "hookledger: orphan batch not adopted (context incomplete)"
       runbook      = "Reconcile found an orphan batch whose kind needs context neither its claim nor the batch tells (e.g. the files of a review still running, claimed before claims carried them); it was not registered and is examined again each run. It is adopted once its rows tell; if it keeps alerting, `hookledger ops list` and the batch's tag name the push."
     }
-    group_failed = {
-      display_name = "hookledger: a shared batch refused by Gemini"
-      runbook      = "Gemini refused a shared batch's create for good (a 400, or a 404 for its model: reason in the log line), so every item of the group (group, items) was settled failed with reason group_refused and error reviews. Fix the cause (REVIEW_MODEL, a request Gemini refuses), then replay the pushes: `hookledger deliveries replay ID`."
+    gemini_refused_deployment = {
+      display_name = "hookledger: Gemini refuses this deployment's batches"
+      runbook      = "Gemini refused a shared batch's create for the deployment, not the request: an invalid or expired API key (400 API_KEY_INVALID), 401, billing or permission (403), or a model it does not know (404); reason in the log line. No push has failed: every group waits (30 s, doubling to 10 min) and is created once Gemini accepts. Fix the key, billing, permission or REVIEW_MODEL; only after 24 h held do a group's pushes fail, with this reason. One alert per 30 min for the whole deployment."
+    }
+    github_recovery_unrecorded = {
+      display_name = "hookledger: recovered GitHub delivery never recorded"
+      runbook      = "The GitHub delivery sweep handed a failed delivery to the worker, handed it again 15 min later, and 15 min after that the ledger still has no record of it (guid and github_delivery_id in the log line). Check the Cloud Tasks queue (paused, tasks failing) and the worker's logs for that delivery id; `hookledger deliveries recovered` shows the recovery."
     }
     github_delivery_unrecoverable = {
       display_name = "hookledger: GitHub delivery not recovered within 3 days"

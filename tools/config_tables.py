@@ -189,7 +189,8 @@ CORE: tuple[Variable, ...] = (
     Variable(
         "GITHUB_SWEEP_BUDGET_S",
         "github_sweep_budget_s",
-        "a sweep run's time budget; the next run resumes",
+        "a sweep run's time budget, half for listing and half for acting (acting also "
+        "gets what listing leaves); the next run resumes",
     ),
     Variable(
         "RECONCILE_BACKOFF_FIRST_S",

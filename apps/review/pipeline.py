@@ -143,7 +143,7 @@ def review_push(
     run = Submitter(deps, tag, delivery_id, attempt or Attempt(f"{delivery_id}:direct"), claimed)
     unwanted = installation_refusal(payload, push.repo, deps.ledger.installations, delivery_id)
     if unwanted is not None:  # a deleted or suspended installation, or a repo it left
-        run.release()
+        run.release(created_nothing=True)
         return unwanted
     decided = run.decided_before_fetch()
     if decided is not None:
@@ -153,8 +153,8 @@ def review_push(
         if not files:
             reasons = "; ".join(f"{path}: {error}" for path, error in refused.items())
             raise PermanentError(f"{push.repo}@{push.sha[:12]}: every file was refused ({reasons})")
-    except Exception:
-        run.release()  # a claim taken with the record: the next attempt may claim at once
+    except Exception:  # a claim taken with the record: the next attempt claims at once
+        run.release(created_nothing=True)  # and, no create sent, without a listing
         raise
     submitted = [path for path in paths if path in files]
     context = _context(push, submitted, refused)

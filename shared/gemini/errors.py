@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import importlib
 import re
-from http import HTTPStatus
 from collections.abc import Sequence
+from http import HTTPStatus
 from typing import Any, Literal
 
 from google.genai import errors as genai_errors

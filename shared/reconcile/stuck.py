@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from typing import Any
 
 from shared import logs
 from shared.clock import Clock
@@ -46,7 +47,7 @@ class StuckAlerts:
         if not self._ledger.mark_stuck_alerted(record.name, now, self._window):
             return False
         members = record.context.get("members") if isinstance(record.context, dict) else None
-        items = {"items": len(members)} if isinstance(members, list) else {}
+        items: dict[str, Any] = {"items": len(members)} if isinstance(members, list) else {}
         logs.event(
             log,
             logging.ERROR,
