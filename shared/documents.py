@@ -20,6 +20,8 @@ CORE_COLLECTIONS = frozenset(
         "batch_groups",
         "group_heads",
         "group_requests",
+        "group_rows",
+        "group_alerts",
     }
 )
 

@@ -117,6 +117,7 @@ from shared.ledger.errors import (
     UnknownDelivery,
     WritebackFailed,
 )
+from shared.ledger.group_rows import GroupRows
 from shared.ledger.groups import Groups
 from shared.ledger.installations import Applied, Installation, Installations
 from shared.ledger.operations import Operations
@@ -243,6 +244,7 @@ class Ledger:
     installations: Installations
     recoveries: Recoveries
     groups: Groups
+    group_rows: GroupRows
 
     def __init__(
         self,
@@ -276,6 +278,7 @@ class Ledger:
         self.installations = Installations(commits, clock, self.deliveries)
         self.recoveries = Recoveries(commits, retention=retention)
         self.groups = Groups(commits, self.operations, self.deliveries, clock, retention=retention)
+        self.group_rows = GroupRows(commits, clock, retention=retention)
 
     @property
     def clock(self) -> Clock:

@@ -36,6 +36,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from shared.clock import Clock
+from shared.ledger.group_rows import GroupRows
 from shared.ledger.groups import Groups
 from shared.ledger.installations import Installation
 from shared.ledger.records import (
@@ -109,6 +110,9 @@ class SettleLedger(Protocol):
 
     @property
     def groups(self) -> Groups: ...  # an item of a shared batch: its group's parts
+
+    @property
+    def group_rows(self) -> GroupRows: ...  # a group batch's rows, kept per item
 
     def settle(
         self,

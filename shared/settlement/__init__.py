@@ -165,6 +165,8 @@ class Settler:
             if kind.writeback is not None:
                 kind.writeback(_app_writes(kind, writes), current, batch)
 
+        if status == "succeeded":
+            _keep_rows(self.ledger, record, batch)
         outbox = list(kind.outbox(record, batch)) if kind.outbox else []
         error = batch.error if status != "succeeded" else None
         if error is None and status != "succeeded":
@@ -339,6 +341,17 @@ class Settler:
             error={"message": reason, "reason": UNREADABLE},
             rows=(),
         )
+
+
+def _keep_rows(ledger: SettleLedger, record: Operation, batch: BatchStatus) -> None:
+    """A shared batch's rows, stored per item before its settling commit: its items settle
+    from them, never from Gemini's copy (kept 48 h; shared/sharing/members.py)."""
+    from shared.sharing.kind import GROUP_KIND
+
+    if record.kind == GROUP_KIND:
+        from shared.sharing.members import keep_rows
+
+        keep_rows(ledger, record, batch)
 
 
 def _checked_counts(record: Operation, batch: BatchStatus) -> dict[str, Any] | None:

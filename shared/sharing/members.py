@@ -1,11 +1,13 @@
 """A group's batch settled: each item then settles on its own, from its own rows.
 
-The group's operation settles once (its batch's status, no write-back); its outbox holds
-one `hookledger-members` item per page of items. Delivering one reads the batch once and
-settles each item of the page through the one settlement path (shared/settlement), its
-rows sliced from the batch, each in its own commit with its kind's write-back and outbox:
-a batch of thousands of rows never needs one commit, and an item settled already (a
-retry, a webhook racing reconcile) is `already_settled`, never settled twice.
+The group's operation settles once (its batch's status, no write-back); before its
+settling commit its rows are stored, one document per item (`keep_rows`,
+shared/ledger/group_rows.py), so an item never needs Gemini's copy, which is gone after
+48 h. Its outbox holds one `hookledger-members` item per page of items. Delivering one
+settles each item of the page through the one settlement path (shared/settlement) from
+its stored rows, each in its own commit with its kind's write-back and outbox: a batch of
+thousands of rows never needs one commit, and an item settled already (a retry, a webhook
+racing reconcile) is `already_settled`, never settled twice.
 """
 
 from __future__ import annotations
@@ -61,6 +63,35 @@ def slice_rows(batch: BatchStatus, index: int, name: str) -> BatchStatus:
     return replace(batch, name=name, rows=tuple(rows), stats=None)
 
 
+def keep_rows(ledger: SettleLedger, record: Operation, batch: BatchStatus) -> int:
+    """Store the ended group batch's rows per item of `record` (its context's `members`),
+    before the commit that settles it; how many documents were written."""
+    items: dict[int, list[Any]] = {}
+    for name in record.context.get("members") or []:
+        items[_index_of(str(name))] = []
+    for row in batch.rows:
+        split = split_member_key(row.key) if row.key else None
+        if split is not None and split[0] in items:
+            items[split[0]].append(replace(row, key=split[1]))
+    return ledger.group_rows.store(record.name, batch.state, batch.ended_at, items)
+
+
+def stored_status(
+    ledger: SettleLedger, batch_op: Operation, index: int, name: str
+) -> BatchStatus | None:
+    """Item `index`'s part of the ended batch `batch_op` as stored (`keep_rows`), as the
+    item `name`'s status; None when its rows were not stored."""
+    from shared.gemini import BatchStatus, Row
+    from shared.ledger.group_rows import row_fields
+
+    stored = ledger.group_rows.item(batch_op.name, index)
+    if stored is None:
+        return None
+    known = Row.__dataclass_fields__
+    rows = tuple(Row(**row_fields(row, known)) for row in stored.rows)
+    return BatchStatus(name=name, state=stored.state, rows=rows, ended_at=stored.ended_at)
+
+
 def item_status(
     ledger: SettleLedger,
     record: Operation,
@@ -93,7 +124,10 @@ def item_status(
     ended = _settled_status(batch_op)
     if ended is not None:
         return replace(ended, name=record.name)
-    try:
+    stored = stored_status(ledger, batch_op, index, record.name)
+    if stored is not None:
+        return stored
+    try:  # settled before its rows were kept: Gemini's copy, while it lasts
         batch = group_status(batch_op)
     except GeminiNotFound as exc:
         return gone(exc)
@@ -107,9 +141,13 @@ def _failure_reason(group: Group, index: int) -> str:
 
 
 def _index(record: Operation) -> int:
-    index = record.name.rpartition(".")[2]
+    return _index_of(record.name)
+
+
+def _index_of(name: str) -> int:
+    index = name.rpartition(".")[2]
     if not index.isdigit():
-        raise PermanentError(f"operation {record.name}: not an item of a shared batch")
+        raise PermanentError(f"operation {name}: not an item of a shared batch")
     return int(index)
 
 
@@ -146,12 +184,26 @@ def deliver_members(item: OutboxItem, services: DeliveryServices) -> None:
     if group is None:
         raise PermanentError(f"outbox item {item.idempotency_key}: {item.operation} is gone")
     settler = Settler(ledger, services.gemini, Deliverers(services), clock=ledger.clock)
-    from shared.gemini import GeminiNotFound
+    ended = _settled_status(group)
+    fetched: list[BatchStatus] = []
 
-    try:
-        batch = _settled_status(group) or settler.group_status(group)
-    except GeminiNotFound as exc:  # try again later; each item's own check decides `gone`
-        raise TransientError(f"{group.name}: Gemini answered 404 ({exc})") from exc
+    def status_of(record: Operation) -> BatchStatus:
+        """The item's part: as its group ended, else its stored rows, else (a batch settled
+        before rows were kept) its rows of one read of the batch for the whole page."""
+        from shared.gemini import GeminiNotFound
+
+        if ended is not None:
+            return replace(ended, name=record.name)
+        stored = stored_status(ledger, group, _index(record), record.name)
+        if stored is not None:
+            return stored
+        if not fetched:
+            try:
+                fetched.append(settler.group_status(group))
+            except GeminiNotFound as exc:  # later; each item's own check decides `gone`
+                raise TransientError(f"{group.name}: Gemini answered 404 ({exc})") from exc
+        return slice_rows(fetched[0], _index(record), record.name)
+
     by = group.settled_by or "reconcile"
     failed: list[str] = []
     for name in names:
@@ -159,9 +211,7 @@ def deliver_members(item: OutboxItem, services: DeliveryServices) -> None:
         if record is None or not record.pending:
             continue
         try:
-            settler.settle(
-                record.name, by, record, batch=slice_rows(batch, _index(record), record.name)
-            )
+            settler.settle(record.name, by, record, batch=status_of(record))
         except Exception as exc:  # one item's failure holds back no other item
             failed.append(record.name)
             logs.event(

@@ -18,6 +18,7 @@ import pytest
 from apps.review.results import put_review
 from local.fakes import FakeClock
 from shared.errors import PermanentError
+from shared.gemini import Row
 from shared.handoff.claims import FirestoreClaimStore
 from shared.ledger import Ledger
 from shared.ledger.recoveries import Checkpoint, ScanPosition
@@ -40,6 +41,8 @@ LEDGER = (
     "batch_groups",
     "group_heads",
     "group_requests",
+    "group_rows",
+    "group_alerts",
 )
 CLAIMS = ("payloads", "chunks")
 MAX_FIELD_CONFIGS = 200  # per database: https://cloud.google.com/firestore/docs/ttl#limits
@@ -171,8 +174,39 @@ def write_groups(parts: Ledger, clock: FakeClock) -> None:
     gid = joined.group.gid
     parts.groups.seal(gid)
     parts.groups.defer(gid, clock())
-    parts.groups.registered(gid, "batches/g")
-    parts.groups.failed(gid, "refused")
+    parts.groups.hold(gid, clock(), "403")
+    parts.groups.refuse(gid, {0: "refused"})
+    [whole] = parts.groups.get(gid).parts
+    parts.groups.registered(gid, whole, "batches/g")
+    parts.groups.failed_through(gid, 1)
+    parts.groups.finished(gid)
+    parts.groups.first_alert("gemini_refused_deployment", clock(), timedelta(minutes=30))
+    parts.group_rows.store("batches/g", "JOB_STATE_SUCCEEDED", clock(), {0: [Row("a.md", "t")]})
+    parts.submissions.claim(
+        "item-v", delivery_id="d-6", attempt="a6", lease_until=until, now=clock()
+    )
+    parts.submissions.release("item-v", attempt="a6", now=clock(), created_nothing=True)
+    parts.submissions.claim(  # a second group, whose whole batch fails
+        "item-x", delivery_id="d-7", attempt="a7", lease_until=until, now=clock()
+    )
+    pages, size = parts.groups.store_requests("item-x", "a7", [("b.md", "review b.md")])
+    second = parts.groups.join(
+        JoinRequest(
+            tag="item-x",
+            attempt="a7",
+            kind="review",
+            model="m",
+            generation_config={"temperature": 0},
+            sharing=Sharing(5, 60),
+            pages=pages,
+            requests=1,
+            bytes=size,
+            context={"repo": "o/r"},
+        )
+    )
+    assert second.group is not None
+    [part] = parts.groups.seal(second.group.gid).parts
+    parts.groups.part_failed(second.group.gid, part, "held past its limit")
 
     def many(writes: Any, record: Any) -> None:
         for n in range(401):
