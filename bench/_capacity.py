@@ -495,7 +495,7 @@ def limits(
         Limit(
             "firestore_group_document",
             "Firestore sustained writes to one shared batch's group document (every join "
-            "writes its group's)",
+            "writes its group's count, a few bytes: its item is a document of its own)",
             doc["firestore_document"].value,
             "writes/s per group",
             doc["firestore_document"].source,

@@ -20,6 +20,7 @@ CORE_COLLECTIONS = frozenset(
         "batch_groups",
         "group_heads",
         "group_requests",
+        "group_members",
         "group_rows",
         "group_alerts",
     }

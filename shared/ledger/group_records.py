@@ -60,6 +60,10 @@ class Part:
 
 @dataclass(frozen=True)
 class Group:
+    """A group as its document holds it. Its items are `count` documents of their own
+    (`Groups.members`), so a join writes a few bytes here, not the list of every item;
+    an item's operation is `member_name(gid, index)`."""
+
     gid: str
     kind: str
     model: str
@@ -67,7 +71,7 @@ class Group:
     status: str
     opened_at: datetime
     seal_at: datetime
-    members: tuple[Member, ...]
+    count: int
     requests: int
     bytes: int
     due_at: datetime | None = None
@@ -79,14 +83,16 @@ class Group:
     error: str | None = None
     held_since: datetime | None = None
     holds: int = 0
+    key_bytes: int = 0
+    legacy_members: tuple[Member, ...] = ()  # a group written with its items inline
 
     @property
     def tag(self) -> str:
         return group_tag(self.gid)
 
-    @property
-    def member_names(self) -> list[str]:
-        return [member.operation for member in self.members]
+    def member(self, index: int) -> str:
+        """The operation of item `index`."""
+        return member_name(self.gid, index)
 
     @property
     def parts(self) -> tuple[Part, ...]:
@@ -94,11 +100,11 @@ class Group:
         if self.stored_parts:
             return self.stored_parts
         failed = (self.error or "refused") if self.status == FAILED else None
-        return (Part(0, len(self.members), self.operation, failed),)
+        return (Part(0, self.count, self.operation, failed),)
 
     def part_tag(self, part: Part) -> str:
         """The submission tag of a part's batch: the group's own for the whole group."""
-        if (part.lo, part.hi) == (0, len(self.members)):
+        if (part.lo, part.hi) == (0, self.count):
             return self.tag
         return group_tag(f"{self.gid}~{part.lo}-{part.hi}")
 
@@ -125,7 +131,7 @@ class Group:
     @property
     def unfailed_from(self) -> int | None:
         """The first item at or past the fail cursor whose failure is still to settle."""
-        for index in range(self.fail_cursor, len(self.members)):
+        for index in range(self.fail_cursor, self.count):
             if self.failure_of(index) is not None:
                 return index
         return None
@@ -144,15 +150,6 @@ def part_fields(part: Part) -> dict[str, Any]:
     return {"lo": part.lo, "hi": part.hi, "operation": part.operation, "failed": part.failed}
 
 
-def member_fields(member: Member) -> dict[str, Any]:
-    return {
-        "tag": member.tag,
-        "operation": member.operation,
-        "requests": member.requests,
-        "pages": list(member.pages),
-    }
-
-
 def member_from(data: Mapping[str, Any]) -> Member:
     return Member(
         tag=str(data.get("tag", "")),
@@ -165,6 +162,7 @@ def member_from(data: Mapping[str, Any]) -> Member:
 def group_from(snapshot: Any) -> Group:
     data = snapshot.to_dict() or {}
     refused = data.get("refused") or {}
+    inline = tuple(member_from(m) for m in data.get("members") or ())
     return Group(
         gid=snapshot.id,
         kind=str(data.get("kind", "")),
@@ -173,7 +171,7 @@ def group_from(snapshot: Any) -> Group:
         status=str(data.get("status", OPEN)),
         opened_at=data["opened_at"],
         seal_at=data["seal_at"],
-        members=tuple(member_from(m) for m in data.get("members") or ()),
+        count=int(data.get("count") or len(inline)),
         requests=int(data.get("requests", 0)),
         bytes=int(data.get("bytes", 0)),
         due_at=data.get("due_at"),
@@ -185,4 +183,6 @@ def group_from(snapshot: Any) -> Group:
         error=data.get("error") or None,
         held_since=data.get("held_since"),
         holds=int(data.get("holds") or 0),
+        key_bytes=int(data.get("key_bytes") or 0),
+        legacy_members=inline,
     )

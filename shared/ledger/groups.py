@@ -3,19 +3,21 @@
 One batch per push caps throughput at Gemini's batch jobs in flight per project divided by
 a batch's lifetime. A kind that shares lets its items join the open GROUP of its kind and
 model; the group is sealed when it holds enough requests or its window ends, and exactly
-one sealer creates its batch (docs/architecture.md, "Shared batches"). Three collections:
+one sealer creates its batch (docs/architecture.md, "Shared batches"). Its collections:
 
 - `batch_groups/{gid}`: one group: `kind` (its items' operation kind), `model`,
   `generation_config`, `tag` (the batch's display name `hookledger:group:{gid}`),
   `status` (`open` → `sealed`; `failed` when its whole batch never can be made), `opened_at`,
-  `seal_at` (the window's end), `members` (one entry per item, in join order: its
-  `tag`, `operation`, request count and request pages), `requests`, `bytes`,
+  `seal_at` (the window's end), `count` (its items), `requests`, `bytes`, `key_bytes`
+  (its item names' and request keys' bytes, which its batch's context carries),
   `due_at` (when somebody must seal it, see its batches registered or settle its failed
   items; cleared once nothing is left), `operation` (its batch, once registered whole),
   `parts` (`lo`, `hi`, `operation`, `failed`: the batches it is made as, group_records.py),
   `refused` (item index → Gemini's reason), `fail_cursor` (failures settled before it),
   `held_since`, `holds`, `hold_reason` (Gemini refusing the deployment);
 - `group_heads/{kind}~{config}`: the id of the group its items join now;
+- `group_members/{gid}~{index}`: one item: `group`, `tag` (its submission), `operation`,
+  `requests` (its count) and `pages` (its stored requests), created by its join;
 - `group_requests/{…}`: one page of one item's requests (key, prompt), written before it
   joins, read by the sealer, expired with the group;
 - `group_alerts/{name}~{window}`: created by the first alert of its kind in a window.
@@ -27,7 +29,7 @@ of the item finds the submission decided and joins nothing. A sealed group takes
 item: a joiner that finds the head's group sealed or full opens the next one::
 
     join:  read submission (ours, undecided), head, group ─ commit on "all unchanged":
-             group open & fits → members += item          │ else → new group, head → it
+             group open & fits → count += 1, its item created │ else → new group, head → it
              operation created, submission decided, delivery done (when given)
     seal:  group open → sealed (conditional) ─ the group's submission claimed
              (shared/submission.py, keyed by the group's tag) ─ create ─ register
@@ -61,7 +63,6 @@ from shared.ledger.group_records import (
     Part,
     group_from,
     group_tag,
-    member_fields,
     member_from,
     member_name,
     part_fields,
@@ -95,7 +96,13 @@ __all__ = [
 GROUPS = "batch_groups"
 HEADS = "group_heads"
 REQUESTS = "group_requests"
+MEMBERS = "group_members"
 ALERTS = "group_alerts"
+# Item documents read in one call (`get_all`).
+MEMBERS_PER_READ = 300
+# A group's item names and request keys travel in its batch's context (its operation and
+# its claim, one document each): it is sealed before they may pass 1 MiB, with room.
+MAX_KEY_BYTES = 400_000
 # One page of an item's stored requests stays under Firestore's 1 MiB document limit.
 PAGE_BYTES = 900_000
 # A member is checked on its own this long after its group's window, should its group's
@@ -143,6 +150,7 @@ class JoinRequest:
     requests: int
     bytes: int
     context: Mapping[str, Any]
+    key_bytes: int = 0
     start_items: Callable[[str], Sequence[Mapping[str, Any]]] = lambda _: ()
     end: DeliveryEnd | None = None
 
@@ -205,23 +213,47 @@ class Groups:
             raise StoreUnavailable(f"item {tag}: storing its requests failed: {exc}") from exc
         return ids, total
 
+    def members(self, group: Group, indices: Sequence[int] | None = None) -> list[Member]:
+        """The group's items at `indices` (default all), in that order, from their own
+        documents (a group written with its items inline: from it)."""
+        chosen = list(range(group.count) if indices is None else indices)
+        if group.legacy_members:
+            return [group.legacy_members[i] for i in chosen]
+        ids = [_member_id(group.gid, i) for i in chosen]
+        found = self._read_all(MEMBERS, ids, f"group {group.gid}: its items")
+        return [member_from(found[doc_id]) for doc_id in ids]
+
     def requests(self, group: Group, indices: Sequence[int] | None = None) -> list[tuple[str, str]]:
         """Every request of the group's items (those at `indices`, default all) in join
         order, keyed `member_key(i, key)`."""
+        chosen = list(range(group.count) if indices is None else indices)
+        members = self.members(group, chosen)
+        ids = [page for member in members for page in member.pages]
+        pages = self._read_all(REQUESTS, ids, f"group {group.gid}: its requests")
         out: list[tuple[str, str]] = []
-        chosen = range(len(group.members)) if indices is None else indices
-        for index in chosen:
-            member = group.members[index]
+        for index, member in zip(chosen, members, strict=True):
             for page_id in member.pages:
-                ref = self._commits.collection(REQUESTS).document(page_id)
-                snapshot = self._commits.read(ref, f"group {group.gid} requests {page_id}")
-                if not snapshot.exists:
-                    raise StoreUnavailable(
-                        f"group {group.gid}: requests page {page_id} of {member.tag} is missing"
-                    )
-                for request in (snapshot.to_dict() or {}).get("requests") or []:
+                for request in pages[page_id].get("requests") or []:
                     out.append((member_key(index, request["key"]), request["prompt"]))
         return out
+
+    def _read_all(self, collection: str, ids: Sequence[str], what: str) -> dict[str, Any]:
+        """Each document `ids` names, read MEMBERS_PER_READ a call; StoreUnavailable naming
+        the first one missing."""
+        found: dict[str, Any] = {}
+        refs = [self._commits.collection(collection).document(doc_id) for doc_id in ids]
+        try:
+            for first in range(0, len(refs), MEMBERS_PER_READ):
+                page = refs[first : first + MEMBERS_PER_READ]
+                for snapshot in self._commits.client.get_all(page, timeout=self._commits.timeout_s):
+                    if snapshot.exists:
+                        found[snapshot.id] = snapshot.to_dict() or {}
+        except gexc.GoogleAPIError as exc:
+            raise StoreUnavailable(f"{what}: read failed: {exc}") from exc
+        missing = next((doc_id for doc_id in ids if doc_id not in found), None)
+        if missing is not None:
+            raise StoreUnavailable(f"{what}: {collection}/{missing} is missing")
+        return found
 
     # -- join -----------------------------------------------------------------------------
 
@@ -255,18 +287,24 @@ class Groups:
             if opened:
                 group = self._new_group(request, now)
             assert group is not None
-            index = len(group.members)
+            index = group.count
             name = member_name(group.gid, index)
             requests = group.requests + request.requests
-            full = requests >= request.sharing.max_requests or (
-                group.bytes + request.bytes >= request.sharing.max_bytes
+            key_bytes = group.key_bytes + request.key_bytes + len(name)
+            full = (
+                requests >= request.sharing.max_requests
+                or group.bytes + request.bytes >= request.sharing.max_bytes
+                or key_bytes >= MAX_KEY_BYTES
             )
             member = {
+                "group": group.gid,
                 "tag": request.tag,
                 "operation": name,
                 "requests": request.requests,
                 "pages": list(request.pages),
+                "expire_at": group.opened_at + self._retention,
             }
+            member_ref = self._commits.collection(MEMBERS).document(_member_id(group.gid, index))
             op_id, op = self._operations.pending_fields(
                 name,
                 request.kind,
@@ -281,10 +319,11 @@ class Groups:
             end = request.end if not opened and not full else None
             staged = self._deliveries.stage_end(end) if end is not None else None
             group_ref = self._commits.collection(GROUPS).document(group.gid)
-            grown = {
-                "members": [member_fields(m) for m in group.members] + [member],
+            grown = {  # a few bytes, however many items it holds
+                "count": index + 1,
                 "requests": requests,
                 "bytes": group.bytes + request.bytes,
+                "key_bytes": key_bytes,
                 **({"due_at": now} if full else {}),
             }
 
@@ -302,6 +341,7 @@ class Groups:
                         txn.create(head_ref, {"group": group.gid, "kind": request.kind})
                 else:
                     txn.update(group_ref, grown, option=self._commits.unchanged_since(snapshot))
+                txn.create(member_ref, member)
                 txn.create(self._operations.collection().document(op_id), op)
                 decided = {
                     "operation": name,
@@ -325,8 +365,7 @@ class Groups:
             if request.end is not None:
                 request.end.applied = staged is not None
             self._operations.log_registered(name, request.kind)
-            grown_members = (*group.members, member_from(member))
-            joined = replace(group, members=grown_members, requests=requests)
+            joined = replace(group, count=index + 1, requests=requests, key_bytes=key_bytes)
             return Joined(name, joined, full=full, opened=opened)
 
         return self._retrying(request.tag, attempt)
@@ -340,7 +379,7 @@ class Groups:
             status=OPEN,
             opened_at=now,
             seal_at=now + timedelta(seconds=request.sharing.window_s),
-            members=(),
+            count=0,
             requests=0,
             bytes=0,
         )
@@ -381,7 +420,7 @@ class Groups:
             if parts is None:
                 return None
             fields: dict[str, Any] = {"parts": parts, "held_since": None, "holds": 0}
-            if (part.lo, part.hi) == (0, len(group.members)):
+            if (part.lo, part.hi) == (0, group.count):
                 fields["operation"] = operation
             return fields
 
@@ -394,7 +433,7 @@ class Groups:
             parts = _with(group, part, failed=reason[:4000])
             if parts is None:
                 return None
-            whole = (part.lo, part.hi) == (0, len(group.members))
+            whole = (part.lo, part.hi) == (0, group.count)
             return {
                 "parts": parts,
                 "fail_cursor": min(group.fail_cursor, part.lo),
@@ -547,7 +586,7 @@ def _fits(group: Group, request: JoinRequest) -> bool:
     group of its own) or the item keeps it within them."""
     if group.status != OPEN:
         return False
-    if not group.members:
+    if not group.count:
         return True
     sharing = request.sharing
     return (
@@ -586,6 +625,10 @@ def _with(group: Group, part: Part, **changes: Any) -> list[dict[str, Any]] | No
     if found is None or not found.pending:
         return None
     return [part_fields(replace(p, **changes) if p is found else p) for p in group.parts]
+
+
+def _member_id(gid: str, index: int) -> str:
+    return f"{gid}~{index}"
 
 
 def _check_gid(gid: str) -> str:

@@ -50,6 +50,7 @@ def join(
                 pages=pages,
                 requests=len(requests),
                 bytes=size,
+                key_bytes=sum(len(key.encode("utf-8", "surrogatepass")) + 8 for key, _ in requests),
                 context=dict(context),
                 start_items=lambda name: run.start_items(context, name),
                 end=end,

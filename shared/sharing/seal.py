@@ -174,7 +174,7 @@ def _make(
     context = {
         "group": group.gid,
         "kind": group.kind,
-        "members": [group.members[i].operation for i in live],
+        "members": [group.member(i) for i in live],
         "keys": [key for key, _ in requests],
         "part": [part.lo, part.hi],
     }
@@ -325,10 +325,10 @@ def _fail_page(deps: SealDeps, group: Group) -> tuple[int, Group]:
     settler = Settler(deps.ledger, deps.gemini, deps.deliver, clock=deps.clock)
     settled = 0
     index = start
-    while index < len(group.members) and settled < FAIL_PAGE:
+    while index < group.count and settled < FAIL_PAGE:
         reason = group.failure_of(index)
         if reason is not None:
-            name = group.members[index].operation
+            name = group.member(index)
             refused = index in group.refused
             error = {
                 "message": reason,

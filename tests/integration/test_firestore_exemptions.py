@@ -41,6 +41,7 @@ LEDGER = (
     "batch_groups",
     "group_heads",
     "group_requests",
+    "group_members",
     "group_rows",
     "group_alerts",
 )

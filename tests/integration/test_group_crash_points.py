@@ -35,7 +35,7 @@ from apps.review.results import Reviews
 from shared import crashpoints
 from shared.crashpoints import POINTS, crashing_at
 from shared.gemini import GeminiRejected
-from shared.ledger.groups import GROUPS, group_tag
+from shared.ledger.groups import GROUPS, MEMBERS, group_tag
 from tests.integration import test_crash_points as push_sweep
 from tests.integration.test_crash_points import FILES, REPO, ROUND, ROUNDS, World
 
@@ -116,7 +116,8 @@ class GroupWorld(World):
 def assert_each_push_once(world: GroupWorld, point: str) -> None:
     """The invariants in the module docstring, after the world went quiet."""
     groups = {s.id: s.to_dict() or {} for s in world.ledger._commits.collection(GROUPS).stream()}
-    joined = Counter(str(m.get("tag")) for g in groups.values() for m in g.get("members") or [])
+    members = world.ledger._commits.collection(MEMBERS).stream()
+    joined = Counter(str((m.to_dict() or {}).get("tag")) for m in members)
     registered = {g.get("operation") for g in groups.values()}
     for tag, sha, item in zip(world.tags, world.shas, world.items(), strict=True):
         assert joined[tag] == 1, (point, tag, joined)

@@ -10,7 +10,9 @@ The review pipeline called directly, the real google-genai client against the si
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 from datetime import timedelta
 from typing import Any
 
@@ -240,3 +242,56 @@ def test_failing_a_large_group_cut_part_way_is_finished_by_the_next_step(
     statuses = [_item(deps, n).status for n in range(1, items + 1)]
     assert statuses == ["failed"] * items
     assert deps.ledger.groups.get(gid).due_at is None  # nobody need look again
+
+
+# The size of `test_many_one_file_pushes_in_one_shard_are_each_reviewed_once`: the issue's
+# 5,000 with HOOKLEDGER_GROUP_PUSHES=5000 (by hand), 200 in `make test` (about 20 s).
+GROUP_PUSHES = int(os.environ.get("HOOKLEDGER_GROUP_PUSHES", "200"))
+
+
+@pytest.mark.slow
+def test_many_one_file_pushes_in_one_shard_are_each_reviewed_once(
+    deps, simulator, clock, firestore_client
+):
+    """Every push of one shard joins one open group; its document stays a few hundred
+    bytes whatever it holds (each item is a document of its own), and each push is
+    reviewed once from the one batch."""
+    from dataclasses import replace
+
+    from shared.sharing import Sharing
+
+    deps = replace(deps, sharing=Sharing(max_requests=100_000, window_s=3600))
+    for n in range(1, GROUP_PUSHES + 1):
+        _store(simulator, n, f"# {n}\n")
+        _push(deps, n)
+    [snapshot] = list(firestore_client.collection(GROUPS).stream())
+    assert len(json.dumps(snapshot.to_dict(), default=str)) < 2_000
+    assert snapshot.to_dict()["count"] == GROUP_PUSHES
+
+    clock.advance(3600)
+    report = _reconciler(deps, clock).run()
+    assert report.sealed == 1
+    [batch] = simulator.control.batches()
+    assert len(batch["requests"]) == GROUP_PUSHES
+    settle_all(deps, simulator)
+    for n in range(1, GROUP_PUSHES + 1):
+        assert [r["status"] for r in _reviewed(deps, n)] == ["ok"], n
+
+
+def test_a_group_is_sealed_before_its_names_and_keys_outgrow_a_document(
+    deps, simulator, monkeypatch
+):
+    """Item names and request keys travel in the group batch's context (its operation and
+    claim, one document each): the group is sealed when they reach MAX_KEY_BYTES."""
+    from dataclasses import replace
+
+    from shared.ledger import groups
+    from shared.sharing import Sharing
+
+    monkeypatch.setattr(groups, "MAX_KEY_BYTES", 100)  # two one-file pushes' names and keys
+    deps = replace(deps, sharing=Sharing(max_requests=100, window_s=3600))
+    for n in range(1, 4):
+        _store(simulator, n, f"# {n}\n")
+        _push(deps, n)
+    [batch] = simulator.control.batches()  # sealed by its keys' bytes, not its requests
+    assert len(batch["requests"]) == 2  # the third push opened the next group

@@ -21,7 +21,7 @@ from shared.gemini import GeminiGateway, make_client
 from shared.github import ContentsClient
 from shared.handlers import Attempt, Done
 from shared.ledger import Ledger
-from shared.ledger.groups import member_name
+from shared.ledger.groups import MEMBERS, member_name
 from shared.settlement import Settler
 from shared.settlement.kinds import Deliverers
 from shared.sharing import Sharing
@@ -120,7 +120,8 @@ def test_a_retried_push_never_joins_twice(deps, simulator):
         run(deps, 1, ["docs/a.md"], "run-2")
 
     [group] = list(deps.ledger.groups.due(deps.clock() + timedelta(hours=1), 10))
-    assert [m.tag for m in group.members] == [f"hookledger:review:{REPO}@{sha(1)}"]
+    members = deps.ledger.groups.members(group)
+    assert [m.tag for m in members] == [f"hookledger:review:{REPO}@{sha(1)}"]
     assert simulator.control.batches() == []
 
 
@@ -242,7 +243,8 @@ def test_overlapping_runs_of_many_pushes_join_each_once(deps, simulator, clock):
         attempt((n, f"run-{n}-3"))
 
     groups = [s.to_dict() or {} for s in shared.ledger._commits.collection(GROUPS).stream()]
-    joined = Counter(str(m["tag"]) for g in groups for m in g["members"])
+    members = shared.ledger._commits.collection(MEMBERS).stream()
+    joined = Counter(str((m.to_dict() or {})["tag"]) for m in members)
     assert sorted(joined.values()) == [1] * 20
     assert all(g["operation"] for g in groups), groups
     batches = simulator.control.batches()
