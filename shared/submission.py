@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from shared.ledger import DeliveryEnd, OutboxItem
     from shared.ledger.groups import Sharing
     from shared.ledger.protocols import PushLedger
+    from shared.ledger.recordtypes import Submission
     from shared.ledger.submissions import Claimed
 
 log = logs.get_logger("submission")
@@ -46,6 +47,9 @@ UNLEASED_CLAIM = timedelta(minutes=10)
 # and a margin (`Config.create_budget_s`, 35 s by default), so it ends before anyone may
 # take over.
 CREATE_BUDGET = timedelta(seconds=35)
+
+# How far Gemini's create times may run ahead of our clock (as adoption allows).
+LISTING_SKEW = timedelta(minutes=2)
 
 StartItems = Callable[[Mapping[str, Any], str, str], Sequence[Mapping[str, Any]]]
 """`start_items(context, name, tag)`: outbox items recorded with the winner's commit."""
@@ -186,7 +190,7 @@ class Submitter:
             now = self._deps.clock()
             if state is Claim.STALE:
                 assert stored is not None
-                found = [] if stored.vacant else self._tagged_batches()  # vacant: none exists
+                found = [] if stored.vacant else self._tagged_batches(stored)  # vacant: none
                 if found:
                     return self._settle_found(found, context)
                 claimed = self._submissions.take_over(
@@ -296,9 +300,16 @@ class Submitter:
             return seal_if_due(self, operation)
         return f"already submitted as {operation}"
 
-    def _tagged_batches(self) -> list[BatchSummary]:
-        """Every batch tagged for this submission, oldest first: one full listing."""
-        found = [b for b in self._deps.gemini.list_batches() if b.display_name == self._tag]
+    def _tagged_batches(self, stored: Submission) -> list[BatchSummary]:
+        """Every batch tagged for this submission, oldest first: the listing read back to
+        just before the claim first opened (its holders made nothing earlier), not all of
+        Gemini's batches."""
+        from shared.gemini.listing import since
+
+        opened = stored.open_since or stored.claimed_at
+        floor = opened - LISTING_SKEW if opened is not None else None
+        listing = since(self._deps.gemini.list_batches(), floor)
+        found = [b for b in listing if b.display_name == self._tag]
         return sorted(found, key=lambda b: (b.create_time is None, b.create_time, b.name))
 
     def _settle_found(self, found: list[BatchSummary], context: dict[str, Any]) -> str:

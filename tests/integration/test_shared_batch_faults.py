@@ -295,3 +295,33 @@ def test_a_group_is_sealed_before_its_names_and_keys_outgrow_a_document(
         _push(deps, n)
     [batch] = simulator.control.batches()  # sealed by its keys' bytes, not its requests
     assert len(batch["requests"]) == 2  # the third push opened the next group
+
+
+@pytest.mark.slow
+def test_groups_held_by_the_quota_never_stop_due_operations_from_settling(deps, simulator, clock):
+    """Fifty groups wait on Gemini's batch quota while three groups' batches have ended
+    unannounced: one reconcile run tries one create, defers, and settles all three."""
+    from dataclasses import replace
+
+    from shared.sharing import Sharing
+
+    deps = replace(deps, sharing=Sharing(max_requests=1, window_s=3600))  # a group a push
+    for n in range(1, 4):
+        _store(simulator, n, f"# {n}\n")
+        _push(deps, n)
+    made = simulator.control.batches()
+    for batch in made:
+        simulator.control.complete(batch["name"], webhook="drop")
+    simulator.control.set_quotas(gemini_batches_in_flight=0)
+    for n in range(4, 54):
+        _store(simulator, n, f"# {n}\n")
+        _push(deps, n)
+    refused = simulator.control.quotas()["refused"]["gemini_batches_in_flight"]
+    assert refused == 50
+
+    clock.advance(600)
+    report = _reconciler(deps, clock).run()
+    assert report.settled == 3 and report.deferred == 1
+    assert simulator.control.quotas()["refused"]["gemini_batches_in_flight"] == refused + 1
+    for batch in made:
+        assert deps.ledger.operations.get(batch["name"]).status == "succeeded"
