@@ -59,8 +59,9 @@ HOLD_ALERT_WINDOW = timedelta(minutes=30)
 HOLD_ALERT = "gemini_refused_deployment"
 # Creates one step may send (narrowing a refused part by halves takes two per level).
 CREATES_PER_STEP = 8
-# Failed items one step settles, each in its own commit.
-FAIL_PAGE = 100
+# Failed items one step settles, each in its own commit with its outbox delivered (a
+# check run each): a step stays well inside a worker's or reconcile's deadline.
+FAIL_PAGE = 50
 # Error reasons a failed item carries (its app shows them).
 REQUEST_REFUSED = "request_refused"
 DEPLOYMENT_REFUSED = "deployment_refused"

@@ -201,7 +201,8 @@ def test_failing_a_large_group_cut_part_way_is_finished_by_the_next_step(
     deps, simulator, clock, firestore_client
 ):
     """A group of 2.5 pages of items whose batch is held past its limit: the step failing
-    them dies after its 150th; the next steps settle the rest, each item once."""
+    them dies part way through its second page; the next steps settle the rest, each
+    item once."""
     from dataclasses import replace
 
     from shared.sharing import Sharing
@@ -220,21 +221,23 @@ def test_failing_a_large_group_cut_part_way_is_finished_by_the_next_step(
 
     failed = 0
 
-    def die_at_150(point: str) -> None:
+    cut = FAIL_PAGE + FAIL_PAGE // 2
+
+    def die_part_way(point: str) -> None:
         nonlocal failed
         if point == "group.item_failed":
             failed += 1
-            if failed == 150:
+            if failed == cut:
                 raise Crashed(point)
 
-    crashpoints.install(die_at_150)
+    crashpoints.install(die_part_way)
     try:
         with pytest.raises(Crashed):
             while seal_step(sealer, gid, delivery_id="r", attempt=attempt).more:
                 pass
     finally:
         crashpoints.install(None)
-    assert sum(_item(deps, n).status == "failed" for n in range(1, items + 1)) == 150
+    assert sum(_item(deps, n).status == "failed" for n in range(1, items + 1)) == cut
 
     steps = 0
     while seal_step(sealer, gid, delivery_id="r", attempt=attempt).more:
