@@ -40,6 +40,7 @@ POINTS: dict[str, str] = {
     "group.before_create": "the sealer holds the group's claim; the create was never sent",
     "group.batch_created": "Gemini created the group's batch; the ledger does not know it",
     "group.item_failed": "one failed item of a group settled; the group's cursor not moved",
+    "group.rows_kept": "a group batch's rows stored per item; the batch not settled yet",
     # settlement path (webhook or reconcile)
     "settle.before_fetch": "the settler is about to read the batch from Gemini",
     "settle.before_commit": "the batch was read; the settling commit was never sent",

@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from shared import logs
+from shared.crashpoints import crash_point
 from shared.errors import PermanentError, TransientError
 from shared.ledger.groups import group_tag, split_member_key
 from shared.ledger.records import CANCELLED, EXPIRED, FAILED
@@ -73,7 +74,9 @@ def keep_rows(ledger: SettleLedger, record: Operation, batch: BatchStatus) -> in
         split = split_member_key(row.key) if row.key else None
         if split is not None and split[0] in items:
             items[split[0]].append(replace(row, key=split[1]))
-    return ledger.group_rows.store(record.name, batch.state, batch.ended_at, items)
+    stored = ledger.group_rows.store(record.name, batch.state, batch.ended_at, items)
+    crash_point("group.rows_kept")
+    return stored
 
 
 def stored_status(

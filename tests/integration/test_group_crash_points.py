@@ -18,9 +18,10 @@ operation first), each item settled, their outboxes. The invariants
 - one completed check run and one commit comment per push, showing its item;
 - nothing pending, no delivery queued, no outbox item open.
 
-The poisoned sweep: Gemini refuses the first push's requests by index (a 400 naming
-them); that push's item fails once with the reason, its check run completed, and the
-other push is reviewed once from a batch without it.
+The poisoned sweep: Gemini refuses the first push's requests, by index (a 400 naming
+them) or with a 400 naming none (the group split in halves); that push's item fails once
+with the reason, its check run completed, and the other push is reviewed once from a
+batch without it.
 """
 
 from __future__ import annotations
@@ -193,18 +194,21 @@ def test_every_group_point_is_reached_on_the_way_through(firestore_client, simul
 
 
 class PoisonedWorld(GroupWorld):
-    """The first push's requests are refused by Gemini, by index, in any batch."""
+    """The first push's requests are refused by Gemini in any batch: by index (`named`),
+    or with a 400 that names none, which the sealer narrows down by halves."""
 
-    def __init__(self, firestore_client: Any, simulator: Any) -> None:
+    def __init__(self, firestore_client: Any, simulator: Any, *, named: bool) -> None:
         super().__init__(firestore_client, simulator)
         create = self.gemini.create_batch
 
         def refusing(model: str, requests: Any, display_name: str, **kw: Any) -> str:
             bad = [i for i, (key, _) in enumerate(requests) if key.startswith("0/")]
-            if bad:
+            if bad and named:
                 where = "".join(f"* requests[{i}].request: refused\n" for i in bad)
                 raise GeminiRejected(f"create batch {display_name}: 400 {where}",
                                      status=400, request_indices=bad)  # fmt: skip
+            if bad:
+                raise GeminiRejected(f"create batch {display_name}: 400 invalid", status=400)
             return create(model, requests, display_name, **kw)
 
         self.gemini.create_batch = refusing  # type: ignore[method-assign]
@@ -212,6 +216,7 @@ class PoisonedWorld(GroupWorld):
 
 POISON_SWEPT = [
     *FAILING_POINTS,
+    "group.rows_kept",
     "group.sealed",
     "group.before_create",
     "group.batch_created",
@@ -239,12 +244,13 @@ def assert_poisoned_push_failed_once(world: PoisonedWorld, point: str) -> None:
             assert record is not None and record.status == "succeeded", (point, record)
 
 
+@pytest.mark.parametrize("named", [True, False], ids=["named", "unnamed"])
 @pytest.mark.parametrize("point", POISON_SWEPT)
 def test_a_crash_at_each_step_of_a_poisoned_group_fails_the_poisoned_push_once(
-    point, firestore_client, simulator
+    point, named, firestore_client, simulator
 ):
     simulator.control.reset()
-    world = PoisonedWorld(firestore_client, simulator)
+    world = PoisonedWorld(firestore_client, simulator, named=named)
 
     with crashing_at(point) as reached:
         for _ in range(ROUNDS):

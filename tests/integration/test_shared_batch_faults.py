@@ -328,3 +328,84 @@ def test_groups_held_by_the_quota_never_stop_due_operations_from_settling(deps, 
     assert simulator.control.quotas()["refused"]["gemini_batches_in_flight"] == refused + 1
     for batch in made:
         assert deps.ledger.operations.get(batch["name"]).status == "succeeded"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name_index", [True, False], ids=["named", "unnamed"])
+def test_overlapping_sealers_of_a_poisoned_group_put_each_item_in_one_batch(
+    deps, simulator, clock, firestore_client, name_index
+):
+    """Three sealers run one poisoned group's steps at once (a filler's retry, its
+    overlapping attempt, reconcile): whatever order their claims, refusals, splits and
+    re-creates land in, every other item is in exactly one batch Gemini still runs, and
+    the poisoned one fails once."""
+    import threading
+    from dataclasses import replace
+
+    from shared.errors import TransientError
+    from shared.sharing import Sharing
+
+    deps = replace(deps, sharing=Sharing(max_requests=100, window_s=3600))
+    simulator.control.poison(POISON, name_index=name_index)
+    items = 8
+    for n in range(1, items + 1):
+        _store(simulator, n, f"# {n}\n{POISON if n == 5 else 'fine'}\n")
+        _push(deps, n)
+    [snapshot] = list(firestore_client.collection(GROUPS).stream())
+    gid = snapshot.id
+    clock.advance(3600)  # the window has ended: every sealer may seal it
+    sealer = SealDeps(ledger=deps.ledger, gemini=deps.gemini, clock=clock)
+    errors: list[BaseException] = []
+
+    def seal_until_finished(who: str) -> None:
+        attempt = Attempt(who, clock() + timedelta(minutes=10))
+        try:
+            while deps.ledger.groups.get(gid).due_at is not None:
+                try:
+                    seal_step(sealer, gid, delivery_id=who, attempt=attempt)
+                except TransientError:
+                    continue  # another sealer holds a part's claim: look again
+        except BaseException as exc:  # reported below: a thread's failure fails the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=seal_until_finished, args=(f"s{k}",)) for k in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+
+    live = [b for b in simulator.control.batches() if b["state"] != "cancelled"]
+    keys = [r["metadata"]["key"] for b in live for r in b["requests"]]
+    assert sorted(keys) == sorted(f"{n - 1}/docs/{n}.md" for n in range(1, items + 1) if n != 5)
+    assert _item(deps, 5).status == "failed"
+    settle_all(deps, simulator)
+    assert [_item(deps, n).status for n in range(1, items + 1) if n != 5] == ["succeeded"] * 7
+
+
+def test_a_sealer_that_read_a_part_before_it_was_split_creates_nothing(
+    deps, simulator, clock, firestore_client
+):
+    """The window the re-read after a claim closes: a sealer read the whole part, another
+    split it meanwhile (and left its claim vacant); the first claims, sees the split, and
+    creates nothing, so no item is ever in two live batches."""
+    from dataclasses import replace
+
+    from shared.sharing import Sharing
+    from shared.sharing.seal import _make
+
+    deps = replace(deps, sharing=Sharing(max_requests=100, window_s=3600))
+    for n in range(1, 5):
+        _store(simulator, n, f"# {n}\n")
+        _push(deps, n)
+    [snapshot] = list(firestore_client.collection(GROUPS).stream())
+    clock.advance(3600)
+    stale = deps.ledger.groups.seal(snapshot.id)
+    [whole] = stale.parts
+    deps.ledger.groups.split(stale.gid, whole)  # by the other sealer, after a bare 400
+
+    sealer = SealDeps(ledger=deps.ledger, gemini=deps.gemini, clock=clock)
+    said, _ = _make(sealer, stale, whole, "late", Attempt("late", clock() + timedelta(hours=1)))
+    assert "changed while claimed" in said
+    assert simulator.control.batches() == []
+    assert len(deps.ledger.groups.get(stale.gid).parts) == 2

@@ -252,9 +252,7 @@ def test_overlapping_runs_of_many_pushes_join_each_once(deps, simulator, clock):
     assert sorted(b["name"] for b in batches) == sorted(g["operation"] for g in groups)
 
 
-def test_an_item_settles_from_its_stored_rows_after_gemini_forgot_the_batch(
-    deps, simulator, clock
-):
+def test_an_item_settles_from_its_stored_rows_after_gemini_forgot_the_batch(deps, simulator, clock):
     """The group settled, its fan-out never reached the item, and Gemini forgot the batch
     (its 48 h passed): the item's own check settles it from the rows stored when its group
     settled, with every review written, and asks Gemini nothing."""
