@@ -204,7 +204,8 @@ def _make(
     except (GeminiRefusedDeployment, GeminiNotFound) as exc:  # a key, billing, the model
         return _held(deps, group, part, run, exc), False
     except GeminiRejected as exc:  # about the requests: narrow it down to them
-        return _narrowed(deps, group, part, live, run, exc), True
+        keys = [key for key, _ in requests]
+        return _narrowed(deps, group, part, live, keys, run, exc), True
     except Exception:
         run.release()  # the next sealer lists before it creates: a made batch is found
         raise
@@ -231,13 +232,19 @@ def _registered(deps: SealDeps, group: Group, part: Part, tag: str, outcome: str
 
 
 def _narrowed(
-    deps: SealDeps, group: Group, part: Part, live: list[int], run: Submitter, exc: Any
+    deps: SealDeps,
+    group: Group,
+    part: Part,
+    live: list[int],
+    keys: list[str],
+    run: Submitter,
+    exc: Any,
 ) -> str:
     """A 400 about the requests: fail the items it names, or split the part to find them.
     Nothing was made, so the part's claim is left vacant for its next create."""
     groups = deps.ledger.groups
     reason = f"Gemini refused this item's request: {exc}"
-    named = _items_named(groups, group, live, exc.request_indices)
+    named = _items_named(keys, exc.request_indices)
     try:
         if named:
             groups.refuse(group.gid, dict.fromkeys(named, reason))
@@ -261,11 +268,8 @@ def _narrowed(
     return said
 
 
-def _items_named(groups: Any, group: Group, live: list[int], indices: tuple[int, ...]) -> list[int]:
-    """The items whose requests are at `indices` of the create's requests (in order)."""
-    if not indices:
-        return []
-    keys = [key for key, _ in groups.requests(group, live)]
+def _items_named(keys: list[str], indices: tuple[int, ...]) -> list[int]:
+    """The items whose requests are at `indices` of the create's requests (`keys`)."""
     from shared.ledger.groups import split_member_key
 
     split = [split_member_key(keys[i]) for i in indices if 0 <= i < len(keys)]
