@@ -9,7 +9,8 @@ Conclusion, the first rule that applies:
 
     cancelled        the review will not finish: its batch was cancelled or superseded by
                      a newer review of the commit (`cancelled` names why)
-    failure          some finding has severity `failure` (a factual error, broken content)
+    failure          some finding has severity `failure` (a factual error, broken content),
+                     or Gemini refused the push's request (a file's review is `refused`)
     action_required  there were files and none could be reviewed (every row an error):
                      someone must look; GitHub sends them to `details_url` (the console)
     neutral          a finding has severity `warning`, some files could not be reviewed
@@ -60,7 +61,7 @@ def conclusion(reviews: Sequence[Mapping[str, Any]], cancelled: str | None = Non
     if cancelled is not None:
         return "cancelled"
     counts = severity_counts(reviews)
-    if counts["failure"]:
+    if counts["failure"] or any(review.get("refused") for review in reviews):
         return "failure"
     errored = sum(1 for review in reviews if _errored(review))
     if reviews and errored == len(reviews):
@@ -83,6 +84,8 @@ def title(reviews: Sequence[Mapping[str, Any]], cancelled: str | None = None) ->
     errored = sum(1 for review in reviews if _errored(review))
     if not files:
         return "Nothing to review"
+    if any(review.get("refused") for review in reviews):
+        return "Gemini refused the review's request (see the files below)"
     if errored == files:
         return f"Could not review {_plural(files, 'file')}"
     counts = severity_counts(reviews)

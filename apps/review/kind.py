@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 log = api.get_logger("review")
 
+GEMINI_REFUSED = (api.REQUEST_REFUSED, api.DEPLOYMENT_REFUSED)
+
 __all__ = ["KIND", "RERUN_MARK", "REVIEW", "ReviewOptions", "review_tag", "start_items"]
 
 
@@ -113,12 +115,16 @@ def _review_fields(record: Operation, batch: BatchStatus) -> list[tuple[str, dic
     rows = {row.key: row for row in batch.rows if not row.unplaced and row.key}
     failed = batch.terminal_status != "succeeded"
     batch_error = (batch.error or {}).get("message") if failed else None
+    # Gemini refused this push's request (or the deployment): a failure to act on.
+    refused = failed and (batch.error or {}).get("reason") in GEMINI_REFUSED
     reviews: dict[str, dict[str, Any]] = {}
     # An orphan adopted while still running was registered without its paths: use the rows.
     for path in record.context.get("paths") or list(rows):
         row = rows.get(path)
         if row is None:
             fields = _error(batch_error or f"no result for {path} in {record.name}")
+            if refused:
+                fields["refused"] = True
         else:
             try:
                 fields = _from_row(row)

@@ -75,7 +75,11 @@ created at once with the kind's start items; the group's one batch is made when 
 `max_requests` requests or `window_s` after it opened; when that batch ends, each event's
 operation settles on its own, through the kind's `writeback` and `outbox`, from its own
 rows (keys as the handler gave them). `join` may raise `Deferred`: this run seals the group
-when its window ends. Guide: docs/apps.md; the design: docs/architecture.md, "Shared batches".
+when its window ends. An event's neighbours never fail it: one whose request Gemini
+refuses settles `failed` alone, `result.error` `{"reason": REQUEST_REFUSED, "message":
+Gemini's words}`, the rest batched without it; while Gemini refuses the deployment (a
+key, billing, permission) the group waits, and only after 24 h do its events fail, reason
+`DEPLOYMENT_REFUSED`. Guide: docs/apps.md; the design: docs/architecture.md, "Shared batches".
 
 Everything else in `shared/` is private and may change; tests/unit/test_app_imports.py
 fails when an app imports it.
@@ -116,11 +120,13 @@ from shared.settlement.kinds import (
     register,
     register_deliverer,
 )
-from shared.sharing import Sharing
+from shared.sharing import DEPLOYMENT_REFUSED, REQUEST_REFUSED, Sharing
 from shared.submission import SubmitDeps, Submitter
 
 __all__ = [
     "DELETE",
+    "DEPLOYMENT_REFUSED",
+    "REQUEST_REFUSED",
     "TAG_PREFIX",
     "App",
     "AppError",

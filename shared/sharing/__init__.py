@@ -13,6 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The `reason` of an item that fails without a batch (its kind's write-back sees it in
+# `result.error`): Gemini refused its request, or refused the deployment past the hold.
+REQUEST_REFUSED = "request_refused"
+DEPLOYMENT_REFUSED = "deployment_refused"
+
 
 @dataclass(frozen=True)
 class Sharing:

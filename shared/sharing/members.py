@@ -138,7 +138,7 @@ def item_status(
 
 
 def _failure_reason(group: Group, index: int) -> str:
-    from shared.sharing.seal import DEPLOYMENT_REFUSED, REQUEST_REFUSED
+    from shared.sharing import DEPLOYMENT_REFUSED, REQUEST_REFUSED
 
     return REQUEST_REFUSED if index in group.refused else DEPLOYMENT_REFUSED
 

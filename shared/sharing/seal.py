@@ -38,6 +38,7 @@ from shared.crashpoints import crash_point
 from shared.errors import Deferred, PermanentError
 from shared.handlers import Attempt
 from shared.ledger.group_records import OPEN
+from shared.sharing import DEPLOYMENT_REFUSED, REQUEST_REFUSED
 
 if TYPE_CHECKING:
     from shared.gemini import GeminiGateway
@@ -62,9 +63,6 @@ CREATES_PER_STEP = 8
 # Failed items one step settles, each in its own commit with its outbox delivered (a
 # check run each): a step stays well inside a worker's or reconcile's deadline.
 FAIL_PAGE = 50
-# Error reasons a failed item carries (its app shows them).
-REQUEST_REFUSED = "request_refused"
-DEPLOYMENT_REFUSED = "deployment_refused"
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ def write_every_field(parts: Ledger, clock: FakeClock) -> None:
             "b.md",
             {"status": "error", "error": "e", "blocked": True, "block_reason": "SAFETY"},
         )
+        put_review(writes, "o/r", "s2", "d.md", {"status": "error", "error": "e", "refused": True})
         put_review(
             writes, "o/r", "s2", "c.md", {"status": "ok", "text": "", "finish_reason": "MAX_TOKENS"}
         )

@@ -90,7 +90,18 @@ def test_a_request_gemini_names_fails_its_push_alone(deps, simulator):
     for n in (1, 3, 4):
         assert _item(deps, n).status == "succeeded"
         assert [r["status"] for r in _reviewed(deps, n)] == ["ok"]
-    assert [r["status"] for r in _reviewed(deps, 2)] == ["error"]
+    [refused] = _reviewed(deps, 2)
+    assert refused["status"] == "error" and refused["refused"] is True
+
+
+def test_a_push_gemini_refused_gets_a_failure_check_run_saying_why():
+    """What the push's owner sees: a completed `failure` check run naming the refusal."""
+    from apps.review import checks
+
+    reviews = [{"path": "docs/2.md", "status": "error", "refused": True, "error": "400 …"}]
+    assert checks.conclusion(reviews) == "failure"
+    assert checks.title(reviews).startswith("Gemini refused")
+    assert "400 …" in checks.summary("a" * 40, reviews)
 
 
 def test_a_refusal_naming_no_request_is_narrowed_down_by_halves(deps, simulator):
