@@ -5,7 +5,8 @@ invariants over the whole database. See docs/reliability.md.
 
 Parts: `stack` (every child killable, freezable, restartable on its port), `slow_ack`
 (the proxy GitHub's webhooks reach the ingress through), `load` (signed pushes, or pushes
-the simulator's GitHub sends once, completions through the simulator), `drivers`
+the simulator's GitHub sends once), `sharing` (the shared batches every scenario runs
+with, and the completer of their batches at the simulator), `drivers`
 (reconcile and the GitHub delivery sweep every ~2 s, simulator fault model), `invariants`
 (the checks), `runner` (one scenario's frame and its row), `scenarios` (the faults) and
 `github_scenarios` (those only the GitHub delivery sweep recovers from), `report` (the

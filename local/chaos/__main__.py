@@ -10,6 +10,7 @@ from collections.abc import Callable
 from local.chaos.report import table
 from local.chaos.runner import Chaos, Row
 from local.chaos.scenarios import FULL_SIZES, REDUCED_SIZES, SCENARIOS
+from local.chaos.sharing import for_size
 from local.chaos.stack import ChaosStack
 from local.processes import ServiceError
 
@@ -44,7 +45,7 @@ def run(
     names: list[str], sizes: dict[str, int], progress: Callable[[str], None] = print
 ) -> list[Row]:
     """Start one stack, run `names` in order at `sizes`, stop the stack; the rows."""
-    with ChaosStack.started() as stack:
+    with ChaosStack.started(sharing=for_size(sizes[names[0]])) as stack:
         chaos = Chaos(stack, progress=progress)
         for name in names:
             SCENARIOS[name](chaos, sizes[name])

@@ -104,7 +104,7 @@ def _outage(chaos: Chaos, size: int, name: str, start: Step, end: Step) -> None:
         end[0]()
         chaos.say(name, end[1])
         _send(run, after, sent)
-        run.load.complete_all(pushes)
+        run.batches.complete_all(pushes)
         _recovered(chaos, run, sent, name)
 
 
@@ -128,7 +128,7 @@ def slow_ack(chaos: Chaos, size: int) -> None:
             chaos.stack.github_proxy.slow(set(), 0.0)
         if set(sent.failed) != slow:
             run.fail(f"GitHub failed {len(sent.failed)} pushes, {len(slow)} were slowed")
-        run.load.complete_all(pushes)
+        run.batches.complete_all(pushes)
         recoveries = _closed(chaos, run, sent.failed)
         for guid in slow:
             recovery = recoveries.get(guid)

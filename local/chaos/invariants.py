@@ -12,7 +12,12 @@ After a scenario is quiet, `check` returns one line per violation (empty: all ho
 - as a GitHub App (`check_runs` given: the simulator's runs of the chaos repository):
   exactly one check run "hookledger review" per push, carrying the push's `external_id`
   (its submission id, from the operation's check-run outbox item), `completed` with a
-  conclusion; no outbox item given up.
+  conclusion; no outbox item given up;
+- with shared batches (`shared` given, as every chaos scenario runs): each push in exactly
+  one group, its operation that group's item `groups/{gid}.{n}`; each push `succeeded`
+  with every review "ok", but a push whose request Gemini refused (`shared.refused`):
+  `failed` with reason `request_refused` and every review an error; every batch Gemini
+  made (the simulator's) is a group part's registered batch, or recorded superseded.
 `wait_quiet` polls cheap counts until the database is quiet (every outbox item of the
 pushes' operations delivered too, and, given `tasks_left`, no task left in the queue) or
 a deadline passes.
@@ -33,8 +38,10 @@ from apps.review.check_runs import CHECK_RUN
 from apps.review.checks import CHECK_NAME
 from apps.review.results import REVIEWS
 from local.chaos.load import FULL_REPO, Push
-from shared.ledger import PENDING, Delivery, Ledger, LedgerError, Operation
+from local.chaos.sharing import Stored, batch_name, part_of_tag, read_groups
+from shared.ledger import PENDING, SUPERSEDED, Delivery, Ledger, LedgerError, Operation
 from shared.sharing.kind import GROUP_KIND
+from shared.sharing.seal import REQUEST_REFUSED
 
 PAGE = 200
 
@@ -84,6 +91,16 @@ class Census:
     operations: int
     reviews: int
     deliveries: int
+    groups: int = 0
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What a chaos run adds to the checks (bench/e2e.py gives none): the `batches` Gemini
+    made (the simulator's listing) and the shas of the pushes whose request it refused."""
+
+    batches: list[dict[str, Any]]
+    refused: frozenset[str] = frozenset()
 
 
 def check(
@@ -92,10 +109,13 @@ def check(
     pushes: Iterable[Push],
     settle_lines: Iterable[str],
     check_runs: list[dict[str, Any]] | None = None,
+    shared: Shared | None = None,
 ) -> tuple[list[str], Census]:
     """Violations of the invariants (see the module docstring), and what was counted;
-    `check_runs`: the simulator's check runs of the chaos repository (App mode), else None."""
+    `check_runs`: the simulator's check runs of the chaos repository (App mode), else None;
+    `shared`: check the pushes as items of shared batches."""
     problems: list[str] = []
+    pushes = list(pushes)
     operations = {op.name: op for op in all_operations(ledger)}
     by_sha: dict[str, list[Operation]] = {}
     logged = settle_log_counts(settle_lines)
@@ -110,11 +130,18 @@ def check(
             problems.append(f"operation {op.name} settled {logged[op.name]} times (log lines)")
     reviews = all_reviews(client)
     reviews_by_op: dict[str, set[tuple[str, str, str]]] = {}
+    statuses: dict[str, set[str]] = {}  # the review statuses of each push, by sha
     for snapshot in reviews:
         problems += review_problems(snapshot, operations)
         doc = snapshot.to_dict() or {}
         key = (str(doc.get("repo")), str(doc.get("sha")), str(doc.get("path")))
         reviews_by_op.setdefault(str(doc.get("operation")), set()).add(key)
+        statuses.setdefault(str(doc.get("sha")), set()).add(str(doc.get("status")))
+    stored = Stored({}, [])
+    if shared is not None:
+        stored = read_groups(client)
+        problems += group_problems(stored, shared.batches, operations, pushes)
+    items = {item.tag: item.operation for item in stored.items}
     for push in pushes:
         found = by_sha.get(push.sha, [])
         if len(found) != 1:
@@ -122,6 +149,10 @@ def check(
             continue
         if check_runs is not None:
             problems += check_run_problems(push, found[0], check_runs)
+        if shared is not None:
+            refused = push.sha in shared.refused
+            problems += item_problems(push, found[0], items.get(push.tag))
+            problems += outcome_problems(push, found[0], statuses.get(push.sha, set()), refused)
         want = {(FULL_REPO, push.sha, path) for path in push.paths}
         got = reviews_by_op.get(found[0].name, set())
         if got != want:
@@ -139,7 +170,59 @@ def check(
             )
     # The pushes' operations: a shared batch's own (its group's) is counted by its scenario.
     pushes_ops = sum(1 for op in operations.values() if op.kind != GROUP_KIND)
-    return problems, Census(pushes_ops, len(reviews), deliveries)
+    return problems, Census(pushes_ops, len(reviews), deliveries, len(stored.groups))
+
+
+def group_problems(
+    stored: Stored,
+    batches: list[dict[str, Any]],
+    operations: dict[str, Operation],
+    pushes: list[Push],
+) -> list[str]:
+    """Each push in exactly one group; every batch Gemini made is the registered batch of
+    the group part its display name names, or recorded superseded (a second sealer's)."""
+    problems = []
+    joined = Counter(item.tag for item in stored.items)
+    for push in pushes:
+        if joined[push.tag] != 1:
+            problems.append(f"push {push.sha[:10]}: in {joined[push.tag]} groups, expected 1")
+    for batch in batches:
+        name, display_name = batch_name(str(batch["name"])), str(batch.get("display_name"))
+        named = part_of_tag(display_name)
+        group = stored.groups.get(named[0]) if named is not None else None
+        if group is None:
+            problems.append(f"batch {name} ({display_name}): no group's")
+            continue
+        part = next((p for p in group.parts if group.part_tag(p) == display_name), None)
+        registered = part is not None and batch_name(part.operation or "") == name
+        op = operations.get(name)
+        if not registered and (op is None or op.status != SUPERSEDED):
+            state = "unknown" if op is None else op.status
+            problems.append(
+                f"batch {name} ({display_name}): not its part's registered batch ({state})"
+            )
+    return problems
+
+
+def item_problems(push: Push, op: Operation, item: str | None) -> list[str]:
+    """The push's operation is its group's item (`groups/{gid}.{n}`, as the group lists it)."""
+    if op.group is None or item != op.name:
+        return [f"push {push.sha[:10]}: operation {op.name}, its group lists {item}"]
+    return []
+
+
+def outcome_problems(push: Push, op: Operation, statuses: set[str], refused: bool) -> list[str]:
+    """Reviewed (`succeeded`, every review "ok"), or, for a push whose request Gemini
+    refused, `failed` with reason `request_refused` and every review an error."""
+    where = f"push {push.sha[:10]} ({op.name})"
+    if refused:
+        reason = op.error.get("reason") if isinstance(op.error, dict) else None
+        if op.status != "failed" or reason != REQUEST_REFUSED or statuses != {"error"}:
+            return [f"{where}: {op.status} ({reason}), reviews {sorted(statuses)}; refused"]
+        return []
+    if op.status != "succeeded" or statuses != {"ok"}:
+        return [f"{where}: {op.status} ({op.error}), reviews {sorted(statuses)}"]
+    return []
 
 
 def check_run_problems(push: Push, op: Operation, check_runs: list[dict[str, Any]]) -> list[str]:

@@ -1,4 +1,5 @@
-"""The load driver: signed pushes into the ingress, batch completions through the simulator.
+"""The load driver: signed pushes into the ingress (their batches are completed by
+local/chaos/sharing.py `Completer`).
 
 Each push has its own sha and two Markdown files stored in the simulator's GitHub, so it
 must end with exactly two reviews. Two ways to send one:
@@ -18,7 +19,8 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Collection, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,10 +86,6 @@ class SendStats:
             return sum(self.statuses.values())
 
 
-# A batch the simulator has not finished yet (RUNNING once it models the real states).
-_UNFINISHED = frozenset({"BATCH_STATE_PENDING", "BATCH_STATE_RUNNING"})
-
-
 class LoadDriver:
     def __init__(
         self,
@@ -105,14 +103,20 @@ class LoadDriver:
         self.stats = SendStats()
         self.http = requests.Session()
 
-    def new_pushes(self, count: int, label: str) -> list[Push]:
-        """`count` pushes, each with its own sha and two Markdown files stored in the simulator."""
+    def new_pushes(
+        self, count: int, label: str, *, marked: Collection[int] = (), marker: str = ""
+    ) -> list[Push]:
+        """`count` pushes, each with its own sha and two Markdown files stored in the
+        simulator; the files of the pushes at the indices in `marked` also hold `marker`
+        (a request Gemini is told to refuse)."""
         pushes = []
         for index in range(count):
             sha = f"{self.rng.getrandbits(160):040x}"
             paths = (f"docs/{label}-{index}-a.md", f"docs/{label}-{index}-b.md")
+            extra = f"\n{marker}\n" if index in marked else ""
             for path in paths:
-                self.sim.put_file(OWNER, REPO, path, sha, f"# {path}\n\nat {sha}\n".encode())
+                text = f"# {path}\n\nat {sha}\n{extra}"
+                self.sim.put_file(OWNER, REPO, path, sha, text.encode())
             pushes.append(Push(sha, paths))
         return pushes
 
@@ -121,6 +125,11 @@ class LoadDriver:
         payload = push.payload(self.installation_id)
         for _ in range(copies):
             self._deliver(payload, str(uuid.uuid4()), deadline_s)
+
+    def send_many(self, pushes: Iterable[Push], copies: int = 1, workers: int = 4) -> None:
+        """`send` each push, `workers` at a time."""
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(lambda push: self.send(push, copies), pushes))
 
     def send_as_github(self, push: Push, guid: str | None = None) -> dict[str, Any]:
         """The simulator's GitHub sends `push` once, as GitHub does (as delivery `guid`, or
@@ -163,47 +172,3 @@ class LoadDriver:
                 return
             self.stats.redelivered()
             time.sleep(0.5)
-
-    def complete_ready(self, pending: dict[str, Push], webhook_for: Callable[[Push], str]) -> int:
-        """Complete every submitted batch of a push in `pending` (removed from it); how many."""
-        done = 0
-        try:
-            batches = self.sim.batches()
-        except requests.RequestException:
-            return 0
-        for batch in batches:
-            push = pending.get(str(batch.get("display_name")))
-            if push is None:
-                continue
-            if batch.get("state") not in _UNFINISHED:
-                del pending[push.tag]  # finished already (an early webhook): nothing to do
-                continue
-            name = str(batch["name"])
-            name = name if name.startswith("batches/") else f"batches/{name}"
-            try:
-                self.sim.complete(name, "succeeded", webhook_for(push))
-            except requests.RequestException:
-                continue  # tried again on the next round
-            del pending[push.tag]
-            done += 1
-        return done
-
-    def complete_all(
-        self,
-        pushes: Iterable[Push],
-        webhook_for: Callable[[Push], str] = lambda push: "send",
-        deadline_s: float = 120.0,
-        on_progress: Callable[[int], None] | None = None,
-    ) -> list[Push]:
-        """Complete each push's batch once it exists; the pushes whose batch never appeared."""
-        pending = {push.tag: push for push in pushes}
-        completed = 0
-        give_up = time.monotonic() + deadline_s
-        while pending and time.monotonic() < give_up:
-            now_done = self.complete_ready(pending, webhook_for)
-            completed += now_done
-            if now_done and on_progress is not None:
-                on_progress(completed)
-            if pending:
-                time.sleep(0.3)
-        return list(pending.values())

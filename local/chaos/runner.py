@@ -1,10 +1,12 @@
-"""What every scenario shares: a clean start, the drivers, and the verdict row.
+"""What every scenario shares: a clean start with shared batches on, the drivers, and the
+verdict row.
 
 chaos = Chaos(stack, progress=print)
-with chaos.scenario("duplicate-storm", size) as run:
+with chaos.scenario("duplicate-storm", size) as run:  # the worker sharing for this size
     pushes = run.load.new_pushes(size, "storm")
     ...
     run.expect(pushes, f"{size} ops, {2 * size} reviews")
+    run.batches.complete_all(pushes)  # every group batch, as Gemini would
 chaos.rows[-1]  # a Row: scenario, size, expected, observed, seconds, passed
 """
 
@@ -13,15 +15,16 @@ from __future__ import annotations
 import contextlib
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from google.cloud import firestore
 
 from local.chaos.drivers import ReconcileDriver, clear_faults
-from local.chaos.invariants import check, wait_quiet
+from local.chaos.invariants import Shared, check, wait_quiet
 from local.chaos.load import FULL_REPO, LoadDriver, Push
+from local.chaos.sharing import Completer, for_size
 from local.chaos.stack import FUNCTIONS, PROJECT, ChaosStack
 from local.firestore_emulator import client_on
 from shared.ledger import Ledger
@@ -65,14 +68,21 @@ class Run:
 
     row: Row
     load: LoadDriver
+    batches: Completer
     reconcile: ReconcileDriver
     started: float
     pushes: list[Push] = field(default_factory=list)
+    refused: frozenset[str] = frozenset()
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
-    def expect(self, pushes: list[Push], expected: str) -> None:
+    def expect(
+        self, pushes: list[Push], expected: str, refused: frozenset[str] = frozenset()
+    ) -> None:
+        """The scenario's pushes and the row's words for them; `refused`: the shas of the
+        pushes whose request Gemini is made to refuse (each must end failed, alone)."""
         self.pushes = pushes
+        self.refused = refused
         self.row.expected = expected
 
     def note(self, text: str) -> None:
@@ -98,11 +108,15 @@ class Chaos:
         self.progress(f"{time.strftime('%H:%M:%S')} chaos {scenario}: {text}")
 
     @contextlib.contextmanager
-    def scenario(self, name: str, size: int) -> Iterator[Run]:
-        """Clean data, every child up, reconcile driven; the verdict row appended at the end."""
+    def scenario(
+        self, name: str, size: int, sharing: Mapping[str, str] | None = None
+    ) -> Iterator[Run]:
+        """Clean data, every child up, the worker sharing batches (`sharing`, else
+        local/chaos/sharing.py `for_size`), reconcile driven; the verdict row appended at
+        the end."""
         row = Row(name, size)
         self.rows.append(row)
-        self._fresh_stack()
+        self._fresh_stack(sharing or for_size(size))
         self.say(name, f"start, size {size}")
         load = LoadDriver(
             self.stack.ingress_url,
@@ -110,8 +124,9 @@ class Chaos:
             self.rng,
             installation_id=self.stack.installation_for(FULL_REPO),
         )
+        completer = Completer(self.stack.sim, self.client)
         with ReconcileDriver(self.stack.reconcile_url) as reconcile:
-            run = Run(row, load, reconcile, time.monotonic())
+            run = Run(row, load, completer, reconcile, time.monotonic())
             try:
                 yield run
             except Skip as exc:
@@ -123,10 +138,11 @@ class Chaos:
         for problem in row.violations[:20]:
             self.say(name, f"  violation: {problem}")
 
-    def _fresh_stack(self) -> None:
+    def _fresh_stack(self, sharing: Mapping[str, str]) -> None:
         for child in ("firestore", "cloudtasks", "simulator", *FUNCTIONS):
             if child not in self.stack.children:
                 self.stack.start(child)
+        self.stack.share(sharing)
         self.stack.reset_data()
         clear_faults(self.stack.sim)
         self.stack.clear_lines()
@@ -139,7 +155,9 @@ class Chaos:
         row.seconds = time.monotonic() - run.started
         lines = self.stack.lines("worker") + self.stack.lines("reconcile")
         runs = None if self.stack.app is None else self.stack.sim.check_runs(repo=FULL_REPO)
-        problems, census = check(self.ledger, self.client, run.pushes, lines, runs)
+        batches = self.stack.sim.batches()
+        shared = Shared(batches, run.refused)
+        problems, census = check(self.ledger, self.client, run.pushes, lines, runs, shared)
         problems += run.problems
         if not quiet:
             problems.insert(0, f"not quiet after {QUIET_DEADLINE_S:.0f} s")
@@ -154,6 +172,7 @@ class Chaos:
             f"{census.operations} ops, {census.reviews} reviews, {census.deliveries} deliveries"
             f"; ingress {answers}; {stats.redeliveries} resent by the driver"
             + ("" if runs is None else f"; {_completed(runs)} check runs completed")
+            + f"; {census.groups} groups, {len(batches)} batches"
             + "".join(f"; {note}" for note in run.notes)
         )
         row.violations = problems

@@ -2,19 +2,19 @@
 invariants are checked over the whole database (`Chaos.scenario` appends the row).
 
 `size` is the number of pushes; each push carries two Markdown files, so it must end
-with one operation and two reviews. A scenario whose fault needs a feature the stack does
-not have yet raises `Skip` with the reason.
+with one operation (its group's item) and two reviews. Every scenario shares batches
+(local/chaos/sharing.py). A scenario whose fault needs a feature the stack does not have yet
+raises `Skip` with the reason.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 from urllib.parse import parse_qs
 
 from local.chaos import github_scenarios, quota
@@ -23,11 +23,6 @@ from local.chaos.load import FULL_REPO, Push
 from local.chaos.runner import Chaos, Run, Skip, expected_text, wait_for
 from local.chaos.stack import tasks_persistence_supported
 from shared.ledger import LedgerError
-
-
-def _send_concurrently(run: Run, pushes: list[Push], copies: int = 1, workers: int = 4) -> None:
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(lambda push: run.load.send(push, copies), pushes))
 
 
 def _in_background(work: Callable[[], object]) -> threading.Thread:
@@ -41,9 +36,13 @@ def duplicate_storm(chaos: Chaos, size: int) -> None:
     with chaos.scenario("duplicate-storm", size) as run:
         pushes = run.load.new_pushes(size, "storm")
         run.expect(pushes, expected_text(size))
-        _send_concurrently(run, pushes, copies=4)
+        run.load.send_many(pushes, copies=4)
         chaos.say("duplicate-storm", f"{4 * size} pushes sent; completing with 2 webhooks each")
-        run.load.complete_all(pushes, lambda push: "duplicate")
+        run.batches.complete_all(pushes, lambda made: "duplicate")
+
+
+# 30% of the completion webhooks: 3 of every 10 batches, the first one among them.
+DROPPED = frozenset({0, 3, 6})
 
 
 def lost_webhooks(chaos: Chaos, size: int) -> None:
@@ -51,11 +50,12 @@ def lost_webhooks(chaos: Chaos, size: int) -> None:
     with chaos.scenario("lost-webhooks", size) as run:
         pushes = run.load.new_pushes(size, "lost")
         run.expect(pushes, expected_text(size))
-        dropped = set(random.Random(size).sample(range(size), max(1, round(size * 0.3))))
-        tags = {push.tag for i, push in enumerate(pushes) if i in dropped}
-        run.note(f"{len(tags)} webhooks dropped")
-        _send_concurrently(run, pushes)
-        run.load.complete_all(pushes, lambda push: "drop" if push.tag in tags else "send")
+        run.load.send_many(pushes)
+        run.batches.complete_all(
+            pushes, lambda made: "drop" if made.number % 10 in DROPPED else "send"
+        )
+        dropped = sum(1 for made in run.batches.completed if made.number % 10 in DROPPED)
+        run.note(f"{dropped} of {len(run.batches.completed)} webhooks dropped")
 
 
 def worker_kill(chaos: Chaos, size: int) -> None:
@@ -64,7 +64,7 @@ def worker_kill(chaos: Chaos, size: int) -> None:
     with chaos.scenario(name, size) as run:
         pushes = run.load.new_pushes(size, "wkill")
         run.expect(pushes, expected_text(size))
-        sender = _in_background(lambda: _send_concurrently(run, pushes, workers=2))
+        sender = _in_background(lambda: run.load.send_many(pushes, workers=2))
         wait_for(lambda: run.load.stats.accepted() >= max(1, size // 3))
         chaos.stack.kill("worker")
         chaos.say(name, "worker SIGKILLed during pushes")
@@ -79,7 +79,7 @@ def worker_kill(chaos: Chaos, size: int) -> None:
                 chaos.say(name, "worker SIGKILLed during completions")
                 chaos.stack.restart("worker")
 
-        run.load.complete_all(pushes, on_progress=kill_midway)
+        run.batches.complete_all(pushes, on_progress=kill_midway)
         run.note("worker killed 2x")
 
 
@@ -91,8 +91,8 @@ def reconcile_kill(chaos: Chaos, size: int) -> None:
         run.expect(pushes, expected_text(size))
         # Slow Gemini reads keep a run going long enough to be killed inside it.
         chaos.stack.sim.set_faults(0.0, latency_ms=300)
-        _send_concurrently(run, pushes)
-        run.load.complete_all(pushes, lambda push: "drop")
+        run.load.send_many(pushes)
+        run.batches.complete_all(pushes, lambda made: "drop")
         run.reconcile.in_flight.wait(timeout=30)
         time.sleep(0.5)
         chaos.stack.kill("reconcile")
@@ -108,8 +108,8 @@ def gemini_faults(chaos: Chaos, size: int) -> None:
     with chaos.scenario(name, size) as run:
         pushes = run.load.new_pushes(size, "gem")
         run.expect(pushes, expected_text(size))
-        _send_concurrently(run, pushes)
-        run.load.complete_all(pushes, lambda push: "drop")
+        run.load.send_many(pushes)
+        run.batches.complete_all(pushes, lambda made: "drop")
         rich = set_fault_model(
             chaos.stack.sim, error_rates={"429": 0.2, "503": 0.2}, timeout_rate=0.1, seed=size
         )
@@ -152,7 +152,7 @@ def tasks_outage(chaos: Chaos, size: int) -> None:
         run.expect(pushes, expected_text(size))
         half = max(1, size // 2)
         chaos.stack.freeze("worker")  # tasks stay queued while the emulator dies
-        _send_concurrently(run, pushes[:half])
+        run.load.send_many(pushes[:half])
         chaos.stack.kill("cloudtasks")
         chaos.say(name, "cloudtasks SIGKILLed; down for 6 s")
         chaos.stack.thaw("worker")
@@ -160,11 +160,11 @@ def tasks_outage(chaos: Chaos, size: int) -> None:
         chaos.stack.restart("cloudtasks")
         time.sleep(0.5)
         before = run.load.stats.redeliveries
-        _send_concurrently(run, pushes[half:])
+        run.load.send_many(pushes[half:])
         late = run.load.stats.redeliveries - before
         if late:
             run.fail(f"{late} pushes sent 0.5 s after the restart were not answered 202 at once")
-        run.load.complete_all(pushes)
+        run.batches.complete_all(pushes)
 
 
 def firestore_freeze(chaos: Chaos, size: int) -> None:
@@ -174,8 +174,8 @@ def firestore_freeze(chaos: Chaos, size: int) -> None:
     with chaos.scenario(name, size) as run:
         pushes = run.load.new_pushes(size, "fsfreeze")
         run.expect(pushes, expected_text(size))
-        completer = _in_background(lambda: run.load.complete_all(pushes, deadline_s=180))
-        sender = _in_background(lambda: _send_concurrently(run, pushes, workers=2))
+        completer = _in_background(lambda: run.batches.complete_all(pushes, deadline_s=180))
+        sender = _in_background(lambda: run.load.send_many(pushes, workers=2))
         wait_for(lambda: run.load.stats.accepted() >= max(1, size // 3))
         chaos.stack.freeze("firestore")
         chaos.say(name, f"firestore SIGSTOPped for {freeze_s:.0f} s")
@@ -198,8 +198,8 @@ def early_webhook(chaos: Chaos, size: int) -> None:
         pushes = run.load.new_pushes(size, "early")
         run.expect(pushes, expected_text(size))
         set_fault_model(chaos.stack.sim, early_webhook=True)
-        _send_concurrently(run, pushes)
-        run.load.complete_all(pushes)
+        run.load.send_many(pushes)
+        run.batches.complete_all(pushes)
         set_fault_model(chaos.stack.sim, early_webhook=False)
 
 
@@ -222,8 +222,8 @@ def overlapping_redelivery(chaos: Chaos, size: int) -> None:
             chaos.stack.stop_and_start("worker")
         with chaos.stack.tasks_time_scaled(OVERLAP_TIME_SCALE):
             chaos.stack.sim.github_latency(OVERLAP_GITHUB_LATENCY_MS)
-            _send_concurrently(run, pushes)
-            run.load.complete_all(pushes)  # waits for every push's batch first
+            run.load.send_many(pushes)
+            run.batches.complete_all(pushes)  # waits for every push's batch first
             chaos.stack.sim.github_latency(0)
         busy = _busy_answers(chaos.stack.lines("worker"))
         run.note(f"{sum(busy.values())} overlapping retries answered 503 busy")
@@ -243,20 +243,31 @@ def _busy_answers(lines: list[str]) -> Counter[str]:
 
 
 def _overlap_problems(chaos: Chaos, pushes: list[Push]) -> list[str]:
-    """Each push's files fetched once (its handler ran once) and one batch per push at
-    Gemini; no `delivery_dead` alert from any attempt."""
+    """Each push's files fetched once (its handler ran once) and asked of Gemini in one
+    batch; no `delivery_dead` alert from any attempt."""
     problems = []
     fetched = _file_reads(chaos.stack.sim.requests_log())
-    batches = Counter(str(batch.get("display_name")) for batch in chaos.stack.sim.batches())
+    asked = _requests_per_path(chaos.stack.sim.batches())
     for push in pushes:
         runs = {fetched[f"{push.sha}:{path}"] for path in push.paths}
         if runs != {1}:
             problems.append(f"push {push.sha[:10]}: files fetched {sorted(runs)} times, not once")
-        if batches[push.tag] != 1:
-            problems.append(f"push {push.sha[:10]}: {batches[push.tag]} batches at Gemini")
+        batches = {asked[path] for path in push.paths}
+        if batches != {1}:
+            problems.append(f"push {push.sha[:10]}: files in {sorted(batches)} batches at Gemini")
     dead = list(_json_lines(chaos.stack.lines("worker"), "delivery_dead"))
     problems += [f"delivery_dead alert: {entry.get('message')}" for entry in dead]
     return problems
+
+
+def _requests_per_path(batches: list[dict[str, Any]]) -> Counter[str]:
+    """How many batches ask about each file: a group batch's request key is
+    `{item}/{path}` (shared/ledger/groups.py `member_key`)."""
+    asked: Counter[str] = Counter()
+    for batch in batches:
+        keys = {str((r.get("metadata") or {}).get("key")) for r in batch.get("requests") or []}
+        asked.update(key.partition("/")[2] for key in keys)
+    return asked
 
 
 def _file_reads(log: list[dict[str, object]]) -> Counter[str]:
@@ -320,4 +331,7 @@ FULL_SIZES = {
     "quota": 300,
 }
 # `quota` needs more groups than the 5 batches it may have in flight: 12 pushes make 6.
-REDUCED_SIZES = {name: 3 for name in SCENARIOS} | {"duplicate-storm": 4, "quota": 12}
+REDUCED_SIZES = {name: 3 for name in SCENARIOS} | {
+    "duplicate-storm": 4,
+    "quota": 12,
+}

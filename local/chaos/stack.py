@@ -11,6 +11,10 @@ local/functions_server.py). Every line a child prints is kept across
 restarts (`lines(name)`), so the invariants can count settlement log lines. Every child is
 stopped by PID when the context ends.
 
+The worker makes one batch per push (`REVIEW_GROUP_REQUESTS=0`, what bench/e2e.py's
+per-push rounds measure) until `share(settings)` restarts it with shared batches on; the
+chaos scenarios all share (local/chaos/sharing.py).
+
 The functions run as a GitHub App (local/github_app.py) unless `LOCAL_GITHUB_AUTH=token`:
 the App is registered when the simulator first starts, and registered again with the same
 ids and key after each `reset_data` or simulator restart, so every push makes a check run.
@@ -66,8 +70,8 @@ CHAOS_ENV = {
     # A worker SIGKILLed mid-publish holds its outbox claim (the check run's item) this
     # long, not production's 5 min (at least 3 GitHub calls of HTTP_TIMEOUT_S).
     "OUTBOX_LEASE_S": "30",
-    # One batch per push: the drivers complete each push's batch by its tag. The `quota`
-    # scenario turns shared batches on for itself (local/chaos/quota.py).
+    # One batch per push unless `ChaosStack.share` turns shared batches on (bench/e2e.py
+    # measures both; every chaos scenario shares, local/chaos/sharing.py).
     "REVIEW_GROUP_REQUESTS": "0",
 }
 # Cloud Tasks' default backoff tops out at an hour; a chaos run wants retries within seconds.
@@ -93,14 +97,16 @@ class ChaosStack:
         root: Path = REPO,
         worker_threads: int | None = None,
         dispatch_limit: int | None = None,
+        sharing: Mapping[str, str] | None = None,
     ) -> None:
         """`root`: the tree whose functions are served (another revision's worktree for
         bench/e2e.py --compare; the emulators and the simulator are always this tree's).
         `worker_threads`: the worker's request concurrency, else Terraform's
         (`local.functions_server.server_threads`). `dispatch_limit`: the queue's
-        max_concurrent_dispatches, else the emulator's default (1,000)."""
+        max_concurrent_dispatches, else the emulator's default (1,000). `sharing`: the
+        `REVIEW_GROUP_*` settings the worker starts with (`share`)."""
         self.ports = ports
-        self.env = function_env(ports, {**env, **CHAOS_ENV})
+        self.env = function_env(ports, {**env, **CHAOS_ENV, **(sharing or {})})
         self.data_dir = data_dir
         self.root = root
         self.worker_threads = worker_threads
@@ -121,13 +127,17 @@ class ChaosStack:
 
     @classmethod
     @contextlib.contextmanager
-    def started(cls, env: Mapping[str, str] | None = None) -> Iterator[ChaosStack]:
-        """Start everything on fresh free ports (again on new ports after a clash)."""
+    def started(
+        cls, env: Mapping[str, str] | None = None, *, sharing: Mapping[str, str] | None = None
+    ) -> Iterator[ChaosStack]:
+        """Start everything on fresh free ports (again on new ports after a clash); the
+        worker with `sharing` (`share`), else one batch per push."""
         data_dir = tempfile.mkdtemp(prefix="hookledger-chaos-")
         stack: ChaosStack | None = None
         try:
             for attempt in range(1, 4):
-                stack = cls(_free_ports(), env if env is not None else os.environ, data_dir)
+                base = env if env is not None else os.environ
+                stack = cls(_free_ports(), base, data_dir, sharing=sharing)
                 try:
                     stack.start_all()
                     break
@@ -178,6 +188,16 @@ class ChaosStack:
 
     def restart(self, name: str) -> Service:
         return self.start(name)
+
+    def share(self, settings: Mapping[str, str]) -> bool:
+        """Run the worker (where items join groups) with these `REVIEW_GROUP_*` settings,
+        restarting it only when they change; whether it was restarted."""
+        if all(self.env.get(key) == value for key, value in settings.items()):
+            return False
+        self.env.update(settings)
+        if "worker" in self.children:
+            self.stop_and_start("worker")
+        return True
 
     def stop(self, name: str) -> None:
         """Stop child `name` cleanly (SIGTERM), as a deploy takes an instance away."""

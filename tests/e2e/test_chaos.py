@@ -1,6 +1,7 @@
-"""The chaos suite at a reduced size (3-4 pushes per scenario) against one whole local stack:
-each scenario's invariants over the whole database must hold. A scenario whose fault needs a
-feature the stack lacks is skipped with its reason (see local/chaos/scenarios.py)."""
+"""The chaos suite at a reduced size (3-4 pushes per scenario, more for the shared-batch
+faults) against one whole local stack, every scenario sharing batches: each scenario's
+invariants over the whole database must hold. A scenario whose fault needs a feature the
+stack lacks is skipped with its reason (see local/chaos/scenarios.py)."""
 
 from __future__ import annotations
 
@@ -16,14 +17,24 @@ import pytest
 from apps.review.check_runs import CHECK_RUN
 from apps.review.checks import CHECK_NAME
 from local.chaos import REDUCED_SIZES, SCENARIOS, Chaos, ChaosStack
-from local.chaos.invariants import check_run_problems, review_problems, settle_log_counts
+from local.chaos.invariants import (
+    check_run_problems,
+    group_problems,
+    item_problems,
+    outcome_problems,
+    review_problems,
+    settle_log_counts,
+)
 from local.chaos.load import Push
+from local.chaos.sharing import Item, Stored, for_size, part_of_tag, settled_by_gemini
 from shared.ledger import Operation, OutboxItem
+from shared.ledger.groups import OPEN, SEALED, Group, Part, group_tag, member_name
 
 
 @pytest.fixture(scope="module")
 def chaos() -> Iterator[Chaos]:
-    with ChaosStack.started() as stack:
+    # The worker starts sharing as most reduced scenarios do (local/chaos/sharing.py).
+    with ChaosStack.started(sharing=for_size(REDUCED_SIZES["lost-webhooks"])) as stack:
         yield Chaos(stack)
 
 
@@ -153,3 +164,160 @@ def test_check_run_checks(
         assert problems == [], name
     else:
         assert problems and complaint in problems[0], (name, problems)
+
+
+# Shared batches: which pushes wait on no batch, and the group checks.
+
+GID = "github-review-0123456789abcdef"
+WHOLE = group_tag(GID)
+HALVES = (Part(0, 1, "batches/lo"), Part(1, 2))
+
+
+def _tag(sha: str) -> str:
+    return Push(sha, ()).tag
+
+
+def _group(parts: tuple[Part, ...] = (), status: str = SEALED, **fields: Any) -> Group:
+    fields = {"count": 2, "stored_parts": parts, **fields}
+    return Group(GID, "github-review", "m", None, status, T0, T1, requests=4, bytes=9, **fields)
+
+
+def _stored(group: Group, shas: tuple[str, ...] = ("s0", "s1")) -> Stored:
+    """The group with one item per sha, in order."""
+    items = [Item(GID, n, _tag(sha), member_name(GID, n)) for n, sha in enumerate(shas)]
+    return Stored({GID: group}, items)
+
+
+def _batch(name: str, display_name: str, state: str = "BATCH_STATE_SUCCEEDED") -> dict[str, Any]:
+    return {"name": name, "display_name": display_name, "state": state}
+
+
+RUNNING = "BATCH_STATE_PENDING"
+
+
+BOTH = ("s0", "s1")
+
+
+@pytest.mark.parametrize(
+    ("name", "group", "batches", "done"),
+    [
+        ("its registered batch ended", _group(operation="batches/a"), [_batch("a", WHOLE)], BOTH),
+        ("its registered batch runs", _group(operation="a"), [_batch("a", WHOLE, RUNNING)], ()),
+        ("an unregistered batch of its tag ended", _group(), [_batch("a", WHOLE)], BOTH),
+        ("a batch of another tag ended", _group(), [_batch("a", group_tag("other"))], ()),
+        ("a refused item waits on nothing", _group(refused={1: "bad"}), [], ("s1",)),
+        (
+            "a failed part waits on nothing",
+            _group((HALVES[0], Part(1, 2, failed="x"))),
+            [],
+            ("s1",),
+        ),
+        ("each part by its own batch", _group(HALVES), [_batch("lo", f"{WHOLE}~0-1")], ("s0",)),
+        ("an open group waits", _group(status=OPEN), [_batch("a", WHOLE)], ()),
+    ],
+)
+def test_settled_by_gemini(
+    name: str, group: Group, batches: list[dict[str, Any]], done: tuple[str, ...]
+) -> None:
+    """`done`: the shas of the group's items (`s0`, `s1`) that wait on no batch."""
+    assert settled_by_gemini(_stored(group), batches) == {_tag(sha) for sha in done}, name
+
+
+def test_a_part_is_named_by_its_range() -> None:
+    assert part_of_tag(WHOLE) == (GID, None)
+    assert part_of_tag(f"{WHOLE}~0-1") == (GID, (0, 1))
+    assert part_of_tag("hookledger:review:o/r@abc") is None
+
+
+SUPERSEDED_B = {"batches/b": dataclasses.replace(_operation("superseded", T0), name="batches/b")}
+
+
+@pytest.mark.parametrize(
+    ("name", "stored", "batches", "operations", "complaint"),
+    [
+        (
+            "each push in one group, its batch registered",
+            _stored(_group(operation="batches/a")),
+            [_batch("a", WHOLE)],
+            {},
+            None,
+        ),
+        ("a push in no group", _stored(_group(count=1), ("s0",)), [], {}, "in 0 groups"),
+        ("a push in two groups", _stored(_group(), ("s0", "s0")), [], {}, "in 2 groups"),
+        (
+            "a batch of a push's own",
+            _stored(_group()),
+            [_batch("a", "hookledger:review:o/r@s0")],
+            {},
+            "no group's",
+        ),
+        (
+            "a second batch, not superseded",
+            _stored(_group(operation="batches/a")),
+            [_batch("b", WHOLE)],
+            {},
+            "not its part's registered",
+        ),
+        (
+            "a second batch, superseded",
+            _stored(_group(operation="batches/a")),
+            [_batch("b", WHOLE)],
+            SUPERSEDED_B,
+            None,
+        ),
+        (
+            "a part's registered batch",
+            _stored(_group(HALVES)),
+            [_batch("lo", f"{WHOLE}~0-1")],
+            {},
+            None,
+        ),
+    ],
+)
+def test_group_checks(
+    name: str,
+    stored: Stored,
+    batches: list[dict[str, Any]],
+    operations: dict[str, Operation],
+    complaint: str | None,
+) -> None:
+    pushes = [Push("s0", ()), Push("s1", ())]
+    problems = group_problems(stored, batches, operations, pushes)
+    if complaint is None:
+        assert problems == [], name
+    else:
+        assert problems and complaint in problems[0], (name, problems)
+
+
+def _item_op(status: str, reason: str | None = None, group: str | None = GID) -> Operation:
+    error = {"reason": reason, "message": "Gemini refused"} if reason else None
+    op = _operation(status, T0)
+    return dataclasses.replace(op, name=member_name(GID, 0), group=group, error=error)
+
+
+@pytest.mark.parametrize(
+    ("name", "op", "statuses", "refused", "complaint"),
+    [
+        ("reviewed", _item_op("succeeded"), {"ok"}, False, None),
+        ("a review is an error", _item_op("succeeded"), {"ok", "error"}, False, "reviews"),
+        ("failed", _item_op("failed", "deployment_refused"), {"error"}, False, "failed"),
+        ("refused alone", _item_op("failed", "request_refused"), {"error"}, True, None),
+        ("refused, yet reviewed", _item_op("succeeded"), {"ok"}, True, "refused"),
+        ("refused otherwise", _item_op("failed", "deployment_refused"), {"error"}, True, "refused"),
+    ],
+)
+def test_outcome_checks(
+    name: str, op: Operation, statuses: set[str], refused: bool, complaint: str | None
+) -> None:
+    problems = outcome_problems(Push("abc", ()), op, statuses, refused)
+    if complaint is None:
+        assert problems == [], name
+    else:
+        assert len(problems) == 1 and complaint in problems[0], (name, problems)
+
+
+def test_a_push_must_be_its_groups_item() -> None:
+    push = Push("abc", ())
+    assert item_problems(push, _item_op("succeeded"), member_name(GID, 0)) == []
+    assert item_problems(push, _item_op("succeeded"), member_name(GID, 1))
+    assert item_problems(push, _item_op("succeeded", group=None), member_name(GID, 0))
