@@ -52,24 +52,14 @@ class GroupStates:
 
     def seal(self, gid: str) -> Group:
         """Close the group to new items (once; a sealed group is returned as it is)."""
-        ref = self._commits.collection(GROUPS).document(_check_gid(gid))
 
-        def attempt() -> Group:
-            snapshot = self._commits.read(ref, f"group {gid}")
-            if not snapshot.exists:
-                raise InvalidArgument(f"group {gid} does not exist")
-            group = group_from(snapshot)
+        def change(group: Group) -> dict[str, Any] | None:
             if group.status != OPEN:
-                return group
+                return None
             now = self._clock()
-            update = {"status": SEALED, "sealed_at": now, "due_at": now}
-            self._commit(
-                lambda txn: txn.update(ref, update, option=self._commits.unchanged_since(snapshot)),
-                f"group {gid}",
-            )
-            return replace(group, status=SEALED, due_at=now)
+            return {"status": SEALED, "sealed_at": now, "due_at": now}
 
-        return self._retrying(gid, attempt)
+        return self._change(gid, change)
 
     def registered(self, gid: str, part: Part, operation: str) -> Group:
         """Record a part's batch (idempotent); the group is no longer held."""

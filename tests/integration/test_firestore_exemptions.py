@@ -147,21 +147,20 @@ def write_every_field(parts: Ledger, clock: FakeClock) -> None:
     )
 
 
-def write_groups(parts: Ledger, clock: FakeClock) -> None:
-    """A shared batch's group: an item joined, the group sealed, deferred, registered,
-    failed; and an item whose write-back takes more than one commit (written in pages)."""
+def join_group(parts: Ledger, clock: FakeClock, tag: str, path: str) -> str:
+    """One item claimed, its requests stored and joined; its group's id."""
     from shared.ledger.groups import JoinRequest
     from shared.sharing import Sharing
 
     until = clock() + timedelta(minutes=10)
     parts.submissions.claim(
-        "item-w", delivery_id="d-5", attempt="a5", lease_until=until, now=clock()
+        tag, delivery_id=f"d-{tag}", attempt=tag, lease_until=until, now=clock()
     )
-    pages, size = parts.groups.store_requests("item-w", "a5", [("a.md", "review a.md")])
+    pages, size = parts.groups.store_requests(tag, tag, [(path, f"review {path}")])
     joined = parts.groups.join(
         JoinRequest(
-            tag="item-w",
-            attempt="a5",
+            tag=tag,
+            attempt=tag,
             kind="review",
             model="m",
             generation_config={"temperature": 0},
@@ -173,7 +172,14 @@ def write_groups(parts: Ledger, clock: FakeClock) -> None:
         )
     )
     assert joined.group is not None
-    gid = joined.group.gid
+    return joined.group.gid
+
+
+def write_groups(parts: Ledger, clock: FakeClock) -> None:
+    """A shared batch's group: an item joined, the group sealed, deferred, held, its item
+    refused, its batch registered and its rows kept, finished; a second group whose batch
+    failed; a vacant claim; and an item whose write-back takes more than one commit."""
+    gid = join_group(parts, clock, "item-w", "a.md")
     parts.groups.seal(gid)
     parts.groups.defer(gid, clock())
     parts.groups.hold(gid, clock(), "403")
@@ -184,31 +190,14 @@ def write_groups(parts: Ledger, clock: FakeClock) -> None:
     parts.groups.finished(gid)
     parts.groups.first_alert("gemini_refused_deployment", clock(), timedelta(minutes=30))
     parts.group_rows.store("batches/g", "JOB_STATE_SUCCEEDED", clock(), {0: [Row("a.md", "t")]})
+    until = clock() + timedelta(minutes=10)
     parts.submissions.claim(
         "item-v", delivery_id="d-6", attempt="a6", lease_until=until, now=clock()
     )
     parts.submissions.release("item-v", attempt="a6", now=clock(), created_nothing=True)
-    parts.submissions.claim(  # a second group, whose whole batch fails
-        "item-x", delivery_id="d-7", attempt="a7", lease_until=until, now=clock()
-    )
-    pages, size = parts.groups.store_requests("item-x", "a7", [("b.md", "review b.md")])
-    second = parts.groups.join(
-        JoinRequest(
-            tag="item-x",
-            attempt="a7",
-            kind="review",
-            model="m",
-            generation_config={"temperature": 0},
-            sharing=Sharing(5, 60),
-            pages=pages,
-            requests=1,
-            bytes=size,
-            context={"repo": "o/r"},
-        )
-    )
-    assert second.group is not None
-    [part] = parts.groups.seal(second.group.gid).parts
-    parts.groups.part_failed(second.group.gid, part, "held past its limit")
+    second = join_group(parts, clock, "item-x", "b.md")  # sealed above: a group of its own
+    [part] = parts.groups.seal(second).parts
+    parts.groups.part_failed(second, part, "held past its limit")
 
     def many(writes: Any, record: Any) -> None:
         for n in range(401):

@@ -153,13 +153,8 @@ def sharing(monkeypatch):
     monkeypatch.setenv("REVIEW_GROUP_SHARDS", "1")  # both pushes in the one open group
 
 
-@pytest.mark.parametrize("point", SWEPT)
-def test_a_crash_at_each_step_of_a_shared_batch_ends_with_each_push_once(
-    point, firestore_client, simulator
-):
-    simulator.control.reset()
-    world = GroupWorld(firestore_client, simulator)
-
+def crash_once_and_go_quiet(world: GroupWorld, point: str) -> None:
+    """Rounds of pushes, webhooks and reconcile, dying at `point` once, until quiet."""
     with crashing_at(point) as reached:
         for _ in range(ROUNDS):
             world.push()
@@ -171,6 +166,15 @@ def test_a_crash_at_each_step_of_a_shared_batch_ends_with_each_push_once(
 
     assert world.crashes == [point], f"{point}: the sweep never crashed there ({set(reached)})"
     assert world.quiet(), f"{point}: not quiet after {ROUNDS} rounds"
+
+
+@pytest.mark.parametrize("point", SWEPT)
+def test_a_crash_at_each_step_of_a_shared_batch_ends_with_each_push_once(
+    point, firestore_client, simulator
+):
+    simulator.control.reset()
+    world = GroupWorld(firestore_client, simulator)
+    crash_once_and_go_quiet(world, point)
     assert_each_push_once(world, point)
 
 
@@ -251,16 +255,5 @@ def test_a_crash_at_each_step_of_a_poisoned_group_fails_the_poisoned_push_once(
 ):
     simulator.control.reset()
     world = PoisonedWorld(firestore_client, simulator, named=named)
-
-    with crashing_at(point) as reached:
-        for _ in range(ROUNDS):
-            world.push()
-            world.webhooks()
-            world.reconcile()
-            if world.quiet():
-                break
-            world.clock.advance(ROUND.total_seconds())
-
-    assert world.crashes == [point], f"{point}: the sweep never crashed there ({set(reached)})"
-    assert world.quiet(), f"{point}: not quiet after {ROUNDS} rounds"
+    crash_once_and_go_quiet(world, point)
     assert_poisoned_push_failed_once(world, point)
