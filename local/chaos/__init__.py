@@ -8,9 +8,10 @@ Parts: `stack` (every child killable, freezable, restartable on its port), `slow
 the simulator's GitHub sends once), `sharing` (the shared batches every scenario runs
 with, and the completer of their batches at the simulator), `drivers`
 (reconcile and the GitHub delivery sweep every ~2 s, simulator fault model), `invariants`
-(the checks), `runner` (one scenario's frame and its row), `scenarios` (the faults) and
-`github_scenarios` (those only the GitHub delivery sweep recovers from), `report` (the
-table).
+(the checks), `runner` (one scenario's frame and its row), `scenarios` (the faults),
+`github_scenarios` (those only the GitHub delivery sweep recovers from) and
+`shared_scenarios` (those in the sharing itself: a refused request, a refused deployment,
+a group cut, a batch Gemini forgot), `report` (the table).
 """
 
 from local.chaos.runner import Chaos, Row

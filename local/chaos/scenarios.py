@@ -3,7 +3,8 @@ invariants are checked over the whole database (`Chaos.scenario` appends the row
 
 `size` is the number of pushes; each push carries two Markdown files, so it must end
 with one operation (its group's item) and two reviews. Every scenario shares batches
-(local/chaos/sharing.py). A scenario whose fault needs a feature the stack does not have yet
+(local/chaos/sharing.py); those whose fault is in the sharing itself are in
+shared_scenarios.py. A scenario whose fault needs a feature the stack does not have yet
 raises `Skip` with the reason.
 """
 
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import parse_qs
 
-from local.chaos import github_scenarios, quota
+from local.chaos import github_scenarios, quota, shared_scenarios
 from local.chaos.drivers import fault_model_supported, set_fault_model
 from local.chaos.load import FULL_REPO, Push
 from local.chaos.runner import Chaos, Run, Skip, expected_text, wait_for
@@ -314,6 +315,10 @@ SCENARIOS: dict[str, Scenario] = {
     "handoff-outage": github_scenarios.handoff_outage,
     "slow-ack": github_scenarios.slow_ack,
     "quota": quota.quota,
+    "poison-request": shared_scenarios.poison_request,
+    "gemini-refusal-spell": shared_scenarios.refusal_spell,
+    "group-cut": shared_scenarios.group_cut,
+    "retention": shared_scenarios.retention,
 }
 FULL_SIZES = {
     "duplicate-storm": 100,
@@ -329,9 +334,19 @@ FULL_SIZES = {
     "handoff-outage": 20,
     "slow-ack": 20,
     "quota": 300,
+    "poison-request": 40,
+    "gemini-refusal-spell": 40,
+    "group-cut": 1000,
+    "retention": 100,
 }
 # `quota` needs more groups than the 5 batches it may have in flight: 12 pushes make 6.
+# `poison-request` two waves of a group of four; `group-cut` a group of about 30 items;
+# `gemini-refusal-spell` four waves (a 12 s spell); `retention` a group of 8 to cut.
 REDUCED_SIZES = {name: 3 for name in SCENARIOS} | {
     "duplicate-storm": 4,
     "quota": 12,
+    "poison-request": 8,
+    "gemini-refusal-spell": 4,
+    "group-cut": 30,
+    "retention": 8,
 }

@@ -10,8 +10,8 @@ A group's items are documents of their own (`group_members`: its `tag`, `operati
 group's batch at Gemini is named `hookledger:group:{gid}` (the whole group) or
 `hookledger:group:{gid}~{lo}-{hi}` (a part, once a 400 naming no request split it). A
 push is `settled_by_gemini` once nothing it waits on is left at Gemini: the batch its part
-registered has ended (before registration, any batch with its part's tag), or its request
-was refused, or its part failed.
+registered has ended or is gone (deleted), before registration any batch with its part's
+tag has ended, or its request was refused, or its part failed.
 """
 
 from __future__ import annotations
@@ -109,13 +109,13 @@ def part_of_tag(display_name: str) -> tuple[str, tuple[int, int] | None] | None:
 
 def settled_by_gemini(stored: Stored, batches: Iterable[Mapping[str, Any]]) -> set[str]:
     """The tags of the pushes that wait on no batch at Gemini (the module docstring)."""
+    running: set[str] = set()
     ended: set[str] = set()
     by_tag: dict[str, set[str]] = {}
     for batch in batches:
         name = batch_name(str(batch["name"]))
         by_tag.setdefault(str(batch.get("display_name")), set()).add(name)
-        if batch.get("state") not in UNFINISHED:
-            ended.add(name)
+        (running if batch.get("state") in UNFINISHED else ended).add(name)
     done: set[str] = set()
     for group in stored.groups.values():
         if group.status == OPEN:
@@ -124,8 +124,8 @@ def settled_by_gemini(stored: Stored, batches: Iterable[Mapping[str, Any]]) -> s
         for part in group.parts:
             if part.failed is not None:
                 made = True
-            elif part.operation is not None:
-                made = batch_name(part.operation) in ended
+            elif part.operation is not None:  # ended, or gone: nothing left to complete
+                made = batch_name(part.operation) not in running
             else:
                 made = bool(by_tag.get(group.part_tag(part), set()) & ended)
             for index in range(part.lo, part.hi):

@@ -203,13 +203,14 @@ BOTH = ("s0", "s1")
     [
         ("its registered batch ended", _group(operation="batches/a"), [_batch("a", WHOLE)], BOTH),
         ("its registered batch runs", _group(operation="a"), [_batch("a", WHOLE, RUNNING)], ()),
+        ("its registered batch is gone", _group(operation="batches/a"), [], BOTH),
         ("an unregistered batch of its tag ended", _group(), [_batch("a", WHOLE)], BOTH),
         ("a batch of another tag ended", _group(), [_batch("a", group_tag("other"))], ()),
         ("a refused item waits on nothing", _group(refused={1: "bad"}), [], ("s1",)),
         (
             "a failed part waits on nothing",
             _group((HALVES[0], Part(1, 2, failed="x"))),
-            [],
+            [_batch("lo", f"{WHOLE}~0-1", RUNNING)],
             ("s1",),
         ),
         ("each part by its own batch", _group(HALVES), [_batch("lo", f"{WHOLE}~0-1")], ("s0",)),
