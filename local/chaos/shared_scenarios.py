@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from google.api_core.exceptions import GoogleAPIError
+
 from apps.review import KIND as REVIEW_KIND
 from local.chaos.load import Push
 from local.chaos.runner import Chaos, Run, expected_text, wait_for
@@ -59,6 +61,12 @@ def _restart_functions(chaos: Chaos) -> None:
 def _one_group_window(size: int) -> float:
     """A window every push of the scenario joins within (the last fills the group)."""
     return 20.0 + 0.3 * size
+
+
+def _patience(size: int) -> float:
+    """How long a step of a one-group scenario may take: the worker joins `size` pushes
+    one by one before the group is sealed, made and settled."""
+    return 120.0 + 0.5 * size
 
 
 # ----------------------------------------------------------------- poison-request
@@ -98,7 +106,7 @@ def _decided(chaos: Chaos, pushes: list[Push]) -> bool:
     """Every push in a sealed group whose every part is made or failed."""
     try:
         stored = read_groups(chaos.client)
-    except Exception:  # a slow store: ask again
+    except GoogleAPIError:  # a slow or frozen store: ask again
         return False
     decided = {gid for gid, g in stored.groups.items() if g.status != OPEN and g.settled_parts}
     return _all_in(stored, decided, pushes)
@@ -173,7 +181,7 @@ def _held(chaos: Chaos, pushes: list[Push]) -> bool:
     """Every push in a group held by the refusal (sealed, `held_since` set)."""
     try:
         stored = read_groups(chaos.client)
-    except Exception:  # a slow store: ask again
+    except GoogleAPIError:  # a slow or frozen store: ask again
         return False
     held = {gid for gid, g in stored.groups.items() if g.held_since is not None}
     return _all_in(stored, held, pushes)
@@ -219,8 +227,8 @@ def group_cut(chaos: Chaos, size: int) -> None:
         failing = _cut(chaos, run, "failed", len(refused), "while failing the refused items")
         live = size - len(refused)
         settling = _cut_in_background(chaos, run, "succeeded", live, "during the fan-out")
-        run.batches.complete_all(pushes)
-        settling.join(timeout=120)
+        run.batches.complete_all(pushes, deadline_s=_patience(size))
+        settling.join(timeout=_patience(size))
         run.note(f"cut at {failing} of {len(refused)} failed, {settling.at} of {live} settled")
 
 
@@ -229,7 +237,8 @@ def _cut(chaos: Chaos, run: Run, status: str, total: int, why: str) -> int | Non
     reconcile, count them (nothing settles while both are dead) and restart both; the
     count at the cut (None: never reached). A cut after the last item proved nothing."""
     name = run.row.scenario
-    if not wait_for(lambda: (_count(chaos, status) or 0) >= max(1, total // 4), 120):
+    patience = _patience(len(run.pushes))
+    if not wait_for(lambda: (_count(chaos, status) or 0) >= max(1, total // 4), patience):
         run.fail(f"{name}: {total // 4} items never {status}: no cut {why}")
         return None
     _kill_functions(chaos, name, why)
@@ -274,8 +283,8 @@ def retention(chaos: Chaos, size: int) -> None:
         gone: dict[str, Any] = {}
         forget = _Cut(lambda: _forget_batch(chaos, run, gone))
         forget.start()
-        run.batches.complete_all(pushes)
-        forget.join(timeout=120)
+        run.batches.complete_all(pushes, deadline_s=_patience(size))
+        forget.join(timeout=_patience(size))
         left = forget.at
         if not left:
             run.fail(f"{left} items left when Gemini forgot the batch: it proved nothing")
@@ -286,7 +295,11 @@ def _forget_batch(chaos: Chaos, run: Run, gone: dict[str, Any]) -> int | None:
     """Once a group's operation settled: SIGKILL the worker and reconcile, delete its
     batch at Gemini, count the items still pending, restart both; that count."""
     name = run.row.scenario
-    if not wait_for(lambda: (_count(chaos, "succeeded", GROUP_KIND) or 0) >= 1, 120):
+
+    def group_settled() -> bool:
+        return (_count(chaos, "succeeded", GROUP_KIND) or 0) >= 1
+
+    if not wait_for(group_settled, _patience(len(run.pushes))):
         run.fail(f"{name}: the group's batch never settled")
         return None
     _kill_functions(chaos, name, "as the group's batch settled")

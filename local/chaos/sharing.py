@@ -4,7 +4,7 @@ back from Firestore, and the driver that completes their batches at the simulato
 Every scenario shares batches, as deployed (docs/architecture.md, "Shared batches"): a
 push's two requests join the open group of its shard, and a group is sealed when full or
 `WINDOW_S` after it opened. `for_size` picks the group size so that a scenario makes about
-`GROUPS` groups at either size, each of at least two pushes; a scenario may pick its own.
+`GROUPS_A_SCENARIO` groups at either size, each of at least two pushes; a scenario may pick its own.
 
 A group's items are documents of their own (`group_members`: its `tag`, `operation`). A
 group's batch at Gemini is named `hookledger:group:{gid}` (the whole group) or
@@ -35,24 +35,25 @@ from shared.ledger.groups import MEMBERS, OPEN, Group, group_from, group_tag
 WINDOW_S = 3.0
 # Two open groups at once: the heads' sharding is exercised, and a group may close part-full.
 SHARDS = 2
-GROUPS = 5
+GROUPS_A_SCENARIO = 5
 GROUP_TAG_PREFIX = group_tag("")
 # A batch the simulator has not finished yet.
 UNFINISHED = frozenset({"BATCH_STATE_PENDING", "BATCH_STATE_RUNNING"})
 
 
-def settings(requests: int, window_s: float = WINDOW_S, shards: int = SHARDS) -> dict[str, str]:
-    """The worker's `REVIEW_GROUP_*` settings: `requests` a group, its window, its shards."""
+def settings(max_requests: int, window_s: float = WINDOW_S, shards: int = SHARDS) -> dict[str, str]:
+    """The worker's `REVIEW_GROUP_*` settings: requests a group, its window, its shards."""
     return {
-        "REVIEW_GROUP_REQUESTS": str(requests),
+        "REVIEW_GROUP_REQUESTS": str(max_requests),
         "REVIEW_GROUP_WINDOW_S": f"{window_s:g}",
         "REVIEW_GROUP_SHARDS": str(shards),
     }
 
 
 def for_size(size: int) -> dict[str, str]:
-    """About `GROUPS` groups for `size` pushes of two files, at least two pushes a group."""
-    return settings(2 * max(2, math.ceil(size / GROUPS)))
+    """About `GROUPS_A_SCENARIO` groups for `size` pushes of two files, at least two pushes
+    a group."""
+    return settings(2 * max(2, math.ceil(size / GROUPS_A_SCENARIO)))
 
 
 @dataclass(frozen=True)
