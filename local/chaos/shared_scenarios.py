@@ -168,7 +168,7 @@ def refusal_spell(chaos: Chaos, size: int) -> None:
             run.fail(f"{alerts} {HOLD_ALERT} alerts, expected 1 per 30 min ({windows})")
         run.note(
             f"{refused} creates refused for {groups} groups over {spell_s:.0f} s; "
-            f"{alerts} {HOLD_ALERT} alert"
+            f"{HOLD_ALERT} alerts: {alerts}"
         )
 
 
