@@ -101,6 +101,9 @@ def seal_step(deps: SealDeps, gid: str, *, delivery_id: str, attempt: Attempt) -
     if group.due_at is None and group.status != OPEN:
         return Step(f"group {gid} is settled ({_parts_said(group)})", False)
     now = deps.clock()
+    if group.status != OPEN and group.due_at is not None and group.due_at > now:
+        # Held or deferred (a refusal, the quota): reconcile looks again at `due_at`.
+        return Step(f"group {gid} waits until {group.due_at.isoformat()}", False)
     if group.status == OPEN:
         if not _due(group, now):
             wait = (group.seal_at - now).total_seconds()

@@ -420,3 +420,16 @@ def test_a_sealer_that_read_a_part_before_it_was_split_creates_nothing(
     assert "changed while claimed" in said
     assert simulator.control.batches() == []
     assert len(deps.ledger.groups.get(stale.gid).parts) == 2
+
+
+def test_a_held_group_is_not_tried_again_before_its_hold_ends(deps, simulator, clock):
+    """The opener's delivery comes back at its window's end while the group its filler
+    sealed is held: it leaves the group to reconcile and sends no create."""
+    simulator.control.refuse_creates(403)
+    _fill_group(deps, simulator)  # the fourth push sealed it: refused, held 30 s
+    assert simulator.control.create_refusal_state()["refused"] == 1
+
+    clock.advance(1)  # still held
+    said = _push(deps, 1)  # the opener's delivery, run again
+    assert "waits until" in said
+    assert simulator.control.create_refusal_state()["refused"] == 1
