@@ -18,7 +18,7 @@ from typing import Any
 from bench._loadgen import LoadGenerator, Phase, http_caller, merge, summary
 from local.cloudtasks_emulator.launch import start_cloudtasks
 from local.functions_server import start_function
-from local.processes import Service, free_port
+from local.processes import Service, start_on_free_ports
 
 REPO = Path(__file__).resolve().parents[1]
 PROJECT = "demo-hookledger"
@@ -111,8 +111,7 @@ def floor(request: flask.Request) -> tuple[flask.Response, int]:
 
 
 def start_emulator() -> tuple[Service, str]:
-    port, http_port = free_port(), free_port()
-    service = start_cloudtasks(port, http_port)
+    service, (port, _) = start_on_free_ports(start_cloudtasks, count=2)
     return service, f"127.0.0.1:{port}"
 
 
@@ -131,14 +130,15 @@ def serve_function(
 ) -> tuple[Service, int]:
     """`target` from `source` under functions-framework; `root` is the tree it imports
     `shared/` from (another revision's worktree: bench.ack --compare)."""
-    port = free_port()
-    service = start_function(
-        target,
-        port,
-        {**os.environ, **env, "THREADS": SERVER_THREADS, "WORKERS": SERVER_WORKERS},
-        source=source,
-        root=root,
-        name=name,
+    service, (port,) = start_on_free_ports(
+        lambda port: start_function(
+            target,
+            port,
+            {**os.environ, **env, "THREADS": SERVER_THREADS, "WORKERS": SERVER_WORKERS},
+            source=source,
+            root=root,
+            name=name,
+        )
     )
     return service, port
 

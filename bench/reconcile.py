@@ -41,7 +41,7 @@ from typing import Any
 
 from local.firestore_emulator import reset, start_firestore
 from local.loopback import Loopback, QuietHandler, serve
-from local.processes import free_port
+from local.processes import start_on_free_ports
 from local.simulator.client import SimulatorClient, start_simulator
 
 PROJECT = "demo-hookledger"
@@ -176,17 +176,17 @@ def main(argv: list[str] | None = None) -> int:
         args.settled, args.due, args.poll, args.latency_ms = 300, 5, 10, 1
         args.scale_pending, args.scale_due = 2_000, 100
 
-    fs_port, sim_port = free_port(), free_port()
-    progress(f"starting the Firestore emulator on {fs_port} and the simulator on {sim_port}")
-    firestore_service = start_firestore(fs_port)
+    progress("starting the Firestore emulator and the simulator on free ports")
+    # Each on ports found free as it starts, again on others if one was taken meanwhile
+    # (the emulator's JVM opens ports of its own).
+    firestore_service, (fs_port,) = start_on_free_ports(start_firestore)
     os.environ["FIRESTORE_EMULATOR_HOST"] = f"127.0.0.1:{fs_port}"
-    sim_service = start_simulator(sim_port)
+    sim_service, (sim_port,) = start_on_free_ports(start_simulator)
     tasks = scale_sim = None
     try:
         result, ok = run(args, f"http://127.0.0.1:{sim_port}")
         sim_service.stop()  # part (c) starts with no batches: none left over to adopt
-        scale_port = free_port()
-        scale_sim = start_simulator(scale_port)
+        scale_sim, (scale_port,) = start_on_free_ports(start_simulator)
         tasks = start_tasks_emulator()
         result["scale"], scale_ok = scale(args, f"http://127.0.0.1:{scale_port}", tasks.host)
         ok = ok and scale_ok
@@ -323,7 +323,6 @@ class TasksEmulator:
 
 def start_tasks_emulator() -> TasksEmulator:
     from local.cloudtasks_emulator.launch import start_cloudtasks
-    from local.processes import start_on_free_ports
 
     service, (port, _) = start_on_free_ports(
         lambda port, http_port: start_cloudtasks(port, http_port), count=2

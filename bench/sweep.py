@@ -37,7 +37,7 @@ from typing import Any
 from bench._counting import OperationCounter
 from local.firestore_emulator import reset, start_firestore
 from local.loopback import QuietHandler, serve
-from local.processes import free_port
+from local.processes import start_on_free_ports
 from local.simulator.client import SimulatorClient, start_simulator
 
 PROJECT = "demo-hookledger"
@@ -125,11 +125,13 @@ def main(argv: list[str] | None = None) -> int:
     apps.load(("apps.review",))  # it takes `push`: a failed push is one to recover
     counter = OperationCounter()
     counter.install()
-    fs_port, sim_port = free_port(), free_port()
     refusing = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     refusing.bind(("127.0.0.1", 0))  # bound, never listening: every connection refused
-    firestore_service = start_firestore(fs_port)
-    simulator = start_simulator(sim_port, github_webhook_url="http://127.0.0.1:9/github")
+    # Each on ports found free as it starts, again on others if one was taken meanwhile.
+    firestore_service, (fs_port,) = start_on_free_ports(start_firestore)
+    simulator, (sim_port,) = start_on_free_ports(
+        lambda port: start_simulator(port, github_webhook_url="http://127.0.0.1:9/github")
+    )
     try:
         with serve(Accepting, name="bench-ingress") as ingress:
             env = _environment(counter, fs_port, sim_port, ingress.url)
