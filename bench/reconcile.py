@@ -181,9 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     # (the emulator's JVM opens ports of its own).
     firestore_service, (fs_port,) = start_on_free_ports(start_firestore)
     os.environ["FIRESTORE_EMULATOR_HOST"] = f"127.0.0.1:{fs_port}"
-    sim_service, (sim_port,) = start_on_free_ports(start_simulator)
-    tasks = scale_sim = None
-    try:
+    tasks = scale_sim = sim_service = None
+    try:  # whatever fails to start, what did start is stopped
+        sim_service, (sim_port,) = start_on_free_ports(start_simulator)
         result, ok = run(args, f"http://127.0.0.1:{sim_port}")
         sim_service.stop()  # part (c) starts with no batches: none left over to adopt
         scale_sim, (scale_port,) = start_on_free_ports(start_simulator)

@@ -129,9 +129,14 @@ def main(argv: list[str] | None = None) -> int:
     refusing.bind(("127.0.0.1", 0))  # bound, never listening: every connection refused
     # Each on ports found free as it starts, again on others if one was taken meanwhile.
     firestore_service, (fs_port,) = start_on_free_ports(start_firestore)
-    simulator, (sim_port,) = start_on_free_ports(
-        lambda port: start_simulator(port, github_webhook_url="http://127.0.0.1:9/github")
-    )
+    try:  # whatever fails to start, what did start is stopped
+        simulator, (sim_port,) = start_on_free_ports(
+            lambda port: start_simulator(port, github_webhook_url="http://127.0.0.1:9/github")
+        )
+    except BaseException:
+        firestore_service.stop()
+        refusing.close()
+        raise
     try:
         with serve(Accepting, name="bench-ingress") as ingress:
             env = _environment(counter, fs_port, sim_port, ingress.url)
