@@ -48,9 +48,6 @@ UNLEASED_CLAIM = timedelta(minutes=10)
 # take over.
 CREATE_BUDGET = timedelta(seconds=35)
 
-# How far Gemini's create times may run ahead of our clock (as adoption allows).
-LISTING_SKEW = timedelta(minutes=2)
-
 StartItems = Callable[[Mapping[str, Any], str, str], Sequence[Mapping[str, Any]]]
 """`start_items(context, name, tag)`: outbox items recorded with the winner's commit."""
 
@@ -304,10 +301,10 @@ class Submitter:
         """Every batch tagged for this submission, oldest first: the listing read back to
         just before the claim first opened (its holders made nothing earlier), not all of
         Gemini's batches."""
-        from shared.gemini.listing import since
+        from shared.gemini.listing import CLOCK_SKEW, since
 
         opened = stored.open_since or stored.claimed_at
-        floor = opened - LISTING_SKEW if opened is not None else None
+        floor = opened - CLOCK_SKEW if opened is not None else None
         listing = since(self._deps.gemini.list_batches(), floor)
         found = [b for b in listing if b.display_name == self._tag]
         return sorted(found, key=lambda b: (b.create_time is None, b.create_time, b.name))

@@ -13,6 +13,8 @@ from datetime import datetime, timedelta
 
 from shared.gemini.batches import BatchSummary
 
+# How far Gemini's create_time may run ahead of our clock (and the listing lag) we tolerate.
+CLOCK_SKEW = timedelta(minutes=2)
 # Batches per listing call (the API's page size; a page is read whole).
 LIST_PAGE = 100
 # Create times in one listing are Gemini's own: a batch this much newer than one listed

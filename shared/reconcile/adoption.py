@@ -48,6 +48,7 @@ from shared import logs
 from shared.clock import Clock
 from shared.errors import PermanentError, TransientError
 from shared.gemini import BatchSummary, GeminiError, GeminiGateway
+from shared.gemini.listing import CLOCK_SKEW, LIST_PAGE, ORDER_TOLERANCE
 from shared.ledger import LedgerError, Operation
 from shared.ledger.protocols import AdoptionLedger
 from shared.ledger.submissions import OpenClaim
@@ -58,15 +59,8 @@ log = logs.get_logger("reconcile")
 
 # Never list further back than this: past Gemini's 48 h expiry with a day's slack.
 ORPHAN_WINDOW = timedelta(hours=72)
-# How far Gemini's create_time may run ahead of our clock (and the listing lag) we tolerate.
-CLOCK_SKEW = timedelta(minutes=2)
 # Open claims one run looks for (the longest ended first; the rest next run).
 OPEN_CLAIMS_PER_RUN = 500
-# Batches per listing call (the API's page size; a page is read whole).
-LIST_PAGE = 100
-# Create times in one listing are Gemini's own: a batch this much newer than one listed
-# before it means the listing is not newest first.
-ORDER_TOLERANCE = timedelta(seconds=5)
 
 
 class IncompleteContext(TransientError):
