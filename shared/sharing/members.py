@@ -124,17 +124,29 @@ def item_status(
     batch_op = ledger.operations.get(decided) if decided else None
     if batch_op is None or batch_op.pending:
         return BatchStatus(name=record.name, state="JOB_STATE_PENDING")
-    ended = _settled_status(batch_op)
-    if ended is not None:
-        return replace(ended, name=record.name)
-    stored = stored_status(ledger, batch_op, index, record.name)
-    if stored is not None:
-        return stored
-    try:  # settled before its rows were kept: Gemini's copy, while it lasts
-        batch = group_status(batch_op)
+    try:
+        return ended_part(ledger, batch_op, index, record.name, lambda: group_status(batch_op))
     except GeminiNotFound as exc:
         return gone(exc)
-    return slice_rows(batch, index, record.name)
+
+
+def ended_part(
+    ledger: SettleLedger,
+    batch_op: Operation,
+    index: int,
+    name: str,
+    read_batch: Callable[[], BatchStatus],
+) -> BatchStatus:
+    """Item `index`'s part of the settled batch `batch_op`, as the item `name`'s status: as
+    the batch ended when that was not a success, else its stored rows, else (a batch settled
+    before rows were kept) its rows of `read_batch()`, Gemini's copy while it lasts."""
+    ended = _settled_status(batch_op)
+    if ended is not None:
+        return replace(ended, name=name)
+    stored = stored_status(ledger, batch_op, index, name)
+    if stored is not None:
+        return stored
+    return slice_rows(read_batch(), index, name)
 
 
 def _failure_reason(group: Group, index: int) -> str:
@@ -187,25 +199,21 @@ def deliver_members(item: OutboxItem, services: DeliveryServices) -> None:
     if group is None:
         raise PermanentError(f"outbox item {item.idempotency_key}: {item.operation} is gone")
     settler = Settler(ledger, services.gemini, Deliverers(services), clock=ledger.clock)
-    ended = _settled_status(group)
     fetched: list[BatchStatus] = []
 
-    def status_of(record: Operation) -> BatchStatus:
-        """The item's part: as its group ended, else its stored rows, else (a batch settled
-        before rows were kept) its rows of one read of the batch for the whole page."""
+    def read_once() -> BatchStatus:
+        """Gemini's copy, read once for the whole page (a batch settled before rows were kept)."""
         from shared.gemini import GeminiNotFound
 
-        if ended is not None:
-            return replace(ended, name=record.name)
-        stored = stored_status(ledger, group, _index(record), record.name)
-        if stored is not None:
-            return stored
         if not fetched:
             try:
                 fetched.append(settler.group_status(group))
             except GeminiNotFound as exc:  # later; each item's own check decides `gone`
                 raise TransientError(f"{group.name}: Gemini answered 404 ({exc})") from exc
-        return slice_rows(fetched[0], _index(record), record.name)
+        return fetched[0]
+
+    def status_of(record: Operation) -> BatchStatus:
+        return ended_part(ledger, group, _index(record), record.name, read_once)
 
     by = group.settled_by or "reconcile"
     failed: list[str] = []
