@@ -1,7 +1,8 @@
 """`python -m tools.github_openapi [--check]`: write tests/fixtures/github_openapi.json.
 
-What GitHub documents for the REST endpoints hookledger calls, pinned: the answers of each
-(method, path) in `ENDPOINTS`, taken from GitHub's published OpenAPI description as the
+What GitHub documents for the REST endpoints hookledger calls, and for those apps commonly
+call (which local/simulator answers), pinned: the answers of each (method, path) in
+`ENDPOINTS`, taken from GitHub's published OpenAPI description as the
 `@octokit/openapi` npm package bundles it (`generated/api.github.com.json`, "GitHub's
 official OpenAPI spec + Octokit extension", built from github/rest-api-description).
 tests/github_openapi.py validates the simulator's answers against the extract in `make
@@ -68,6 +69,8 @@ class Endpoint(NamedTuple):
     called_by: str
 
 
+# Not called by hookledger itself: local/simulator answers these as GitHub would.
+APPS = "local/simulator (apps commonly call it)"
 ENDPOINTS = (
     Endpoint("GET", "/repos/{owner}/{repo}/contents/{path}", "shared/github/contents.py"),
     Endpoint("GET", "/repos/{owner}/{repo}/git/trees/{tree_sha}", "apps/articles/sync.py"),
@@ -103,6 +106,33 @@ ENDPOINTS = (
         "/app/hook/deliveries/{delivery_id}/attempts",
         "planned: the App's webhook deliveries",
     ),
+    # What apps commonly call, for local/simulator to answer as GitHub documents.
+    Endpoint("GET", "/repos/{owner}/{repo}", APPS),
+    Endpoint("PUT", "/repos/{owner}/{repo}/contents/{path}", APPS),
+    Endpoint("GET", "/repos/{owner}/{repo}/issues", APPS),
+    Endpoint("POST", "/repos/{owner}/{repo}/issues", APPS),
+    Endpoint("GET", "/repos/{owner}/{repo}/issues/{issue_number}", APPS),
+    Endpoint("PATCH", "/repos/{owner}/{repo}/issues/{issue_number}", APPS),
+    Endpoint("GET", "/repos/{owner}/{repo}/issues/{issue_number}/labels", APPS),
+    Endpoint("POST", "/repos/{owner}/{repo}/issues/{issue_number}/labels", APPS),
+    Endpoint("PUT", "/repos/{owner}/{repo}/issues/{issue_number}/labels", APPS),
+    Endpoint("DELETE", "/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}", APPS),
+    Endpoint("GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments", APPS),
+    Endpoint("POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments", APPS),
+    Endpoint("PATCH", "/repos/{owner}/{repo}/issues/comments/{comment_id}", APPS),
+    Endpoint("GET", "/repos/{owner}/{repo}/issues/{issue_number}/reactions", APPS),
+    Endpoint("POST", "/repos/{owner}/{repo}/issues/{issue_number}/reactions", APPS),
+    Endpoint("POST", "/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions", APPS),
+    Endpoint("GET", "/repos/{owner}/{repo}/pulls", APPS),
+    Endpoint("GET", "/repos/{owner}/{repo}/pulls/{pull_number}", APPS),
+    Endpoint("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/files", APPS),
+    Endpoint("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews", APPS),
+    Endpoint("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews", APPS),
+    Endpoint("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/comments", APPS),
+    Endpoint("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments", APPS),
+    Endpoint("POST", "/repos/{owner}/{repo}/statuses/{sha}", APPS),
+    Endpoint("GET", "/repos/{owner}/{repo}/commits/{ref}/statuses", APPS),
+    Endpoint("GET", "/repos/{owner}/{repo}/commits/{ref}/status", APPS),
 )
 
 # OpenAPI schema keywords that only annotate: nothing validates with them.

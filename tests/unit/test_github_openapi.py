@@ -110,7 +110,7 @@ def test_statuses_and_bodies_are_as_documented():
     with pytest.raises(AssertionError, match="does not document for it"):
         assert_documented("DELETE", COMMENT, 500, None)
     with pytest.raises(AssertionError, match=r"is not in github_openapi\.json"):
-        documented_schema("GET", "/repos/{owner}/{repo}/issues", 200)
+        documented_schema("GET", "/repos/{owner}/{repo}/releases", 200)
 
 
 def test_a_one_of_failure_shows_the_closest_alternative():
