@@ -43,7 +43,8 @@ class AppError(ConfigError):
 class Setting:
     """One setting an app reads from the environment, declared once.
 
-    `type` is one of SETTING_TYPES ("list": comma-separated, stripped, empties dropped);
+    `type` is one of SETTING_TYPES ("list": comma-separated, stripped, empties dropped; its
+    default a tuple or that text);
     `choices` limits the value; `check(value)` returns a problem (str) or None. `secret`
     settings are never printed (`hookledger config` shows `<set>`).
     """
@@ -64,7 +65,10 @@ class Setting:
         self.parse(None)  # the default itself must be valid
 
     def parse(self, raw: str | None) -> Any:
-        """The value of `raw` (None: the default); `ConfigError` naming the setting."""
+        """The value of `raw` (None: the default); `ConfigError` naming the setting. A list
+        setting's string default reads as that text in the environment would."""
+        if raw is None and self.type == "list" and isinstance(self.default, str):
+            raw = self.default  # else tuple("a,b") would be its characters
         value = self.default if raw is None else self._typed(raw.strip())
         if self.type == "list":
             value = tuple(value)
