@@ -1,4 +1,5 @@
-"""`python -m tools.github_openapi [--check]`: write tests/fixtures/github_openapi.json.
+"""`python -m tools.github_openapi [--check]`: write tests/fixtures/github_openapi.json and
+shared/github/operations.json.
 
 What GitHub documents for the REST endpoints hookledger calls, and for those apps commonly
 call (which local/simulator answers), pinned: the answers of each (method, path) in
@@ -6,7 +7,10 @@ call (which local/simulator answers), pinned: the answers of each (method, path)
 `@octokit/openapi` npm package bundles it (`generated/api.github.com.json`, "GitHub's
 official OpenAPI spec + Octokit extension", built from github/rest-api-description).
 tests/github_openapi.py validates the simulator's answers against the extract in `make
-test`, which never needs npm or a network: the extract is committed.
+test`, which never needs npm or a network: the extract is committed. From the same
+description (one `npm pack`) it writes shared/github/operations.json, every REST
+operation by id, which shared/github/operations.py checks apps' calls against
+(tools/github_catalog.py says what it holds).
 
 The extract holds, per endpoint, its operation id, summary, documentation URL, who in
 hookledger calls it, and per documented status the `application/json` schema (none when
@@ -24,15 +28,16 @@ install, no scripts run, `NPM_TIMEOUT_S` at most), the tarball's sha512 checked 
 To refresh (a newer GitHub description, or a new endpoint hookledger calls):
 1. for a new version, set `VERSION` and `INTEGRITY` (`npm view @octokit/openapi@<version>
    dist.integrity`); for a new endpoint, add it to `ENDPOINTS`;
-2. run `python -m tools.github_openapi` (needs npm and the npm registry) and commit the
-   extract; `python -m tools.github_openapi --check` writes nothing and exits 1 with the
-   lines that differ when the committed extract is stale (not part of `make test`);
+2. run `python -m tools.github_openapi` (needs npm and the npm registry) and commit both
+   files; `python -m tools.github_openapi --check` writes nothing and exits 1 with the
+   lines that differ when either committed file is stale (not part of `make test`);
 3. run tests/integration/test_simulator_openapi.py: a field GitHub now requires names
    the simulator object to extend.
 """
 
 from __future__ import annotations
 
+import argparse
 import base64
 import hashlib
 import json
@@ -45,7 +50,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from tools.requirements import REPO, GenerateError, generator_main
+from tools.github_catalog import CATALOG, render_catalog, resolved
+from tools.requirements import REPO, GenerateError, write_or_check
 
 PACKAGE = "@octokit/openapi"
 VERSION = "23.0.2"
@@ -247,23 +253,10 @@ def _refs(node: Any) -> Iterator[str]:
             yield from _refs(value)
 
 
-def _resolved(node: Any, description: dict[str, Any]) -> Any:
-    """`node`, or what its `$ref` (a response, e.g. #/components/responses/not_found) is."""
-    while isinstance(node, dict) and "$ref" in node:
-        ref = node["$ref"]
-        target: Any = description
-        for part in ref.removeprefix("#/").split("/"):
-            target = target.get(part) if isinstance(target, dict) else None
-        if target is None:
-            raise GenerateError(f"$ref {ref!r} resolves to nothing")
-        node = target
-    return node
-
-
 def _responses(operation: dict[str, Any], description: dict[str, Any]) -> dict[str, Any]:
     responses: dict[str, Any] = {}
     for status, raw in operation.get("responses", {}).items():
-        response = _resolved(raw, description)
+        response = resolved(raw, description)
         entry: dict[str, Any] = {"description": response.get("description", "")}
         media = (response.get("content") or {}).get("application/json")
         if media is not None and "schema" in media:
@@ -321,43 +314,58 @@ def _checked(extracted: dict[str, Any]) -> None:
             raise GenerateError(f"{name} is not a valid JSON Schema: {exc.message}") from exc
 
 
-def render(description: dict[str, Any], licence: str, integrity: str, shasum: str) -> str:
+def source(
+    description: dict[str, Any], licence: str, integrity: str, shasum: str
+) -> dict[str, Any]:
+    """What both generated files say they were made from."""
+    return {
+        "package": PACKAGE,
+        "version": VERSION,
+        "file": DESCRIPTION_FILE,
+        "openapi": description.get("openapi"),
+        "license": licence,
+        "integrity": integrity,
+        "shasum": shasum,
+    }
+
+
+def render(description: dict[str, Any], made_from: dict[str, Any]) -> str:
     extracted = extract(description)
     _checked(extracted)
-    document = {
-        "generated": NOTICE,
-        "source": {
-            "package": PACKAGE,
-            "version": VERSION,
-            "file": DESCRIPTION_FILE,
-            "openapi": description.get("openapi"),
-            "license": licence,
-            "integrity": integrity,
-            "shasum": shasum,
-        },
-        "$schema": DIALECT,
-        **extracted,
-    }
+    document = {"generated": NOTICE, "source": made_from, "$schema": DIALECT, **extracted}
     return json.dumps(document, indent=1, ensure_ascii=False) + "\n"
 
 
-def generate() -> str:
+def generate() -> dict[Path, str]:
+    """Both files' text, from one `npm pack`: the test extract and the runtime catalog."""
     with tempfile.TemporaryDirectory(prefix="github-openapi-") as folder:
         tarball = fetch_tarball(Path(folder))
         integrity, shasum = _digests(tarball)
         description, licence = read_package(tarball)
-        return render(description, licence, integrity, shasum)
+    made_from = source(description, licence, integrity, shasum)
+    return {
+        EXTRACT: render(description, made_from),
+        CATALOG: render_catalog(description, made_from),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return generator_main(
-        argv,
-        module="tools.github_openapi",
-        target=EXTRACT,
-        description=f"Write {EXTRACT.relative_to(REPO)} from {PACKAGE}@{VERSION} (needs npm).",
-        generate=generate,
-        how="`python -m tools.github_openapi` (needs npm; see its docstring)",
+    targets = ", ".join(str(p.relative_to(REPO)) for p in (EXTRACT, CATALOG))
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.github_openapi",
+        description=f"Write {targets} from {PACKAGE}@{VERSION} (needs npm).",
     )
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if stale")
+    args = parser.parse_args(argv)
+    try:
+        texts = generate()
+    except GenerateError as exc:
+        print(f"tools.github_openapi: {exc}", file=sys.stderr)
+        return 2
+    how = "`python -m tools.github_openapi` (needs npm; see its docstring)"
+    # Both are checked (or written) even when the first is stale: one run names every file.
+    codes = [write_or_check(p, text, check=args.check, how=how) for p, text in texts.items()]
+    return max(codes)
 
 
 if __name__ == "__main__":
