@@ -10,6 +10,12 @@ non-2xx answer is `GitHubRejected` (permanent), a retry that did not help is
     api = ctx.github_api                                    # or `ctx.github_for(event)`
     issue = api.request("GET", "/repos/octo/hello/issues/1", installation_id=42).json()
     for page in api.pages("/repos/octo/hello/pulls", params={"state": "open"}): ...
+    api.call("issues/add-labels", owner="octo", repo="hello", issue_number=1, json={...})
+
+`call` names an operation as GitHub documents it (`operationId`, shared/github/operations.py)
+and its parameters by name, checked before anything is sent (`InvalidCall`, permanent).
+`bound(installation_id=…, params={…})` is the same API with defaults for both (an event's
+installation, owner, repo, number): an explicit argument always wins.
 
 The token never leaves the API's own host: a path is joined to `GITHUB_API_URL`, and a
 `Link: next` page elsewhere is refused.
@@ -17,11 +23,14 @@ The token never leaves the API's own host: a path is joined to `GITHUB_API_URL`,
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
+from shared.github import operations
 from shared.github.errors import GitHubRejected
 from shared.github.transport import Deadline, _RestClient
 
@@ -50,6 +59,64 @@ class GitHubResponse:
 class GitHubApi(_RestClient):
     """Any GitHub REST endpoint, authenticated as the given installation (or GITHUB_TOKEN)."""
 
+    # What `bound` set: the installation and the operations' parameters a call defaults to.
+    _installation_id: int | None = None
+    _params: Mapping[str, Any] = MappingProxyType({})
+
+    def bound(
+        self, *, installation_id: int | None = None, params: Mapping[str, Any] | None = None
+    ) -> GitHubApi:
+        """This API (the same session, credentials and retries) with defaults: `request`,
+        `pages` and `call` use `installation_id` when given none, and `call` fills the
+        parameters an operation takes from `params` when not given. Binding a bound API
+        adds to its defaults; None keeps the installation it had."""
+        view = copy.copy(self)
+        if installation_id is not None:
+            view._installation_id = installation_id
+        view._params = MappingProxyType({**self._params, **(params or {})})
+        return view
+
+    def call(
+        self,
+        operation_id: str,
+        *,
+        installation_id: int | None = None,
+        json: Any = None,
+        accept: str | None = None,
+        missing_ok: bool = False,
+        deadline: Deadline | None = None,
+        retry: bool = True,
+        **params: Any,
+    ) -> GitHubResponse:
+        """Send GitHub's documented operation `operation_id` (e.g. "issues/add-labels")
+        with its path and query parameters by name (`operations.build`) and `json` as its
+        body, as `request` sends a path. `InvalidCall` (permanent) before anything is sent
+        for an unknown operation or parameter, a missing one, a body the operation takes
+        none of, or no body where it needs one. `installation_id` authenticates the call
+        and, for the few operations with an `installation_id` parameter, fills it too.
+        """
+        op = operations.operation(operation_id)
+        installation = installation_id if installation_id is not None else self._installation_id
+        takes_installation = "installation_id" in op.path_params or "installation_id" in op.query
+        if installation is not None and takes_installation:
+            params.setdefault("installation_id", installation)
+        op, path, query = operations.build(operation_id, params, defaults=self._params)
+        if json is not None and op.body is None:
+            raise operations.InvalidCall(f"{op.id} takes no JSON body ({op.takes()})")
+        if json is None and op.body == "required":
+            raise operations.InvalidCall(f"{op.id} needs a JSON body as json= ({op.takes()})")
+        return self.request(
+            op.method,
+            path,
+            params=query,
+            json=json,
+            installation_id=installation,
+            accept=accept,
+            missing_ok=missing_ok,
+            deadline=deadline,
+            retry=retry,
+        )
+
     def request(
         self,
         method: str,
@@ -74,6 +141,8 @@ class GitHubApi(_RestClient):
             raise GitHubRejected(f"method must be one of {sorted(METHODS)}, got {method!r}")
         if not isinstance(path, str) or not _PATH.fullmatch(path) or "/../" in f"{path}/":
             raise GitHubRejected(f"path must be an API path like /repos/o/r, got {path!r}")
+        if installation_id is None:
+            installation_id = self._installation_id
         return self._call(
             verb,
             self._api_url + path,
@@ -96,6 +165,8 @@ class GitHubApi(_RestClient):
         max_pages: int = MAX_PAGES,
     ) -> Iterator[Any]:
         """Each page's JSON of a paginated GET, following `Link: rel="next"` on this host."""
+        if installation_id is None:
+            installation_id = self._installation_id
         response = self.request(
             "GET", path, params={"per_page": 100, **(params or {})}, installation_id=installation_id
         )
