@@ -47,6 +47,9 @@ POINTS: dict[str, str] = {
     "settle.committed": "settlement, write-back and outbox items are committed",
     # outbox path (the deliverer and the sweep)
     "outbox.claimed": "the item's lease is committed; nothing was sent",
+    # any app's deliverer (outbox.py): before it is called, and once it has returned
+    "outbox.before_deliver": "the deliverer is about to be called; nothing was sent",
+    "outbox.delivered": "the deliverer returned; the item is not marked delivered",
     "outbox.before_post": "ownership re-checked; the comment was never posted",
     "outbox.posted": "GitHub has the comment; the item is not marked delivered",
     "outbox.marked": "the item is marked delivered",

@@ -25,7 +25,15 @@ A failing `deliver` releases the lease and sets `attempts + 1`, `last_error` and
 `next_attempt_at` (backoff from 30 s up to 30 min); ERROR `alert="outbox_item_failing"`
 once an item has failed `alert_after` times. A `PermanentError`, or `give_up_after`
 failures, GIVES THE ITEM UP (`given_up_at`, `given_up_reason`, the same alert): it is
-never tried again and no longer holds the outbox open.
+never tried again and no longer holds the outbox open. Only a failure left for the sweep
+raises `OutboxDeliveryFailed`; a given-up item is closed, so the call goes on with the next
+item and no caller says "the sweep will retry" about it.
+
+Crash points around each deliverer call (shared/crashpoints.py): `outbox.claimed` (the
+lease committed), `outbox.before_deliver` (the deliverer about to be called),
+`outbox.delivered` (it returned; the mark not yet committed) and `outbox.marked`. Between
+`outbox.delivered` and the marking commit there is only that commit's read: a crash there
+leaves what `outbox.delivered` leaves, so it has no point of its own.
 
 Every write keeps two operation fields derived from the items: `outbox_due_at`, the
 earliest time an open item is due (its `next_attempt_at`, else settlement; never before
@@ -108,6 +116,15 @@ class OutboxPolicy:
             )
 
 
+@dataclass(frozen=True)
+class _Delivered:
+    """What one pass over an operation's open items did."""
+
+    delivered: int
+    skipped: int  # leased by another caller, or not yet due
+    given_up: int
+
+
 class _Claim(Enum):
     CLAIMED = "claimed"
     LEASED = "leased"  # another caller holds an unexpired lease
@@ -136,11 +153,12 @@ class Outbox:
     def deliver(self, name: str, deliver: Deliver) -> int:
         """Deliver each open, unleased item of `name`; how many were delivered now.
 
-        Raises `OutboxDeliveryFailed` at the first item whose `deliver` raises (earlier
-        ones stay marked); that item backs off or is given up. Ignores `next_attempt_at`:
-        an explicit call.
+        Raises `OutboxDeliveryFailed` at the first item whose `deliver` failed and is left
+        to the sweep, backing off (earlier ones stay marked). An item given up (a
+        `PermanentError`, or its last allowed failure) is logged at ERROR and the call goes
+        on with the next. Ignores `next_attempt_at`: an explicit call.
         """
-        return self._deliver_all(name, deliver, due_only=False)[0]
+        return self._deliver_all(name, deliver, due_only=False).delivered
 
     def sweep(
         self,
@@ -153,7 +171,8 @@ class Outbox:
 
         Selects operations by `outbox_due_at <= now` (an index), so items given up or not
         yet due never take a place. An operation settled less than `older_than` ago whose
-        items were never tried is left to its settling caller (`skipped`). `stop()`, asked
+        items were never tried is left to its settling caller (`skipped`). An operation with
+        an item that failed now (backing off, or given up) is `failed`. `stop()`, asked
         before each operation, ends the sweep early (the rest are `stopped`).
         """
         check_limit(limit)
@@ -175,21 +194,24 @@ class Outbox:
                 report.skipped.append(record.name)
                 continue
             try:
-                _, skipped = self._deliver_all(record.name, deliver, due_only=True)
+                done = self._deliver_all(record.name, deliver, due_only=True)
             except LedgerError:
                 report.failed.append(record.name)  # logged where it failed; a later sweep retries
                 continue
-            (report.skipped if skipped else report.completed).append(record.name)
+            if done.given_up:
+                report.failed.append(record.name)  # logged (ERROR) where it was given up
+            else:
+                (report.skipped if done.skipped else report.completed).append(record.name)
         return report
 
-    def _deliver_all(self, name: str, deliver: Deliver, *, due_only: bool) -> tuple[int, int]:
+    def _deliver_all(self, name: str, deliver: Deliver, *, due_only: bool) -> _Delivered:
         record = self._operations.get(name)
         if record is None:
             raise InvalidArgument(f"operation {name}: no such operation")
         open_items = [item for item in record.outbox if item.open]
         if not open_items and not record.pending and not record.writeback_done:
             self._rewrite(record, lambda stored, now: True)  # nothing left: just close it
-        delivered = skipped = 0
+        delivered = skipped = given_up = 0
         for item in open_items:
             claim, claimed = self._claim(record, item.index, due_only)
             if claim in (_Claim.LEASED, _Claim.NOT_DUE):
@@ -206,16 +228,20 @@ class Outbox:
                     outbox_kind=_kind_of(claimed.payload),
                     idempotency_key=claimed.idempotency_key,
                 ):
+                    crash_point("outbox.before_deliver")
                     deliver(claimed)
+                    crash_point("outbox.delivered")
             except Exception as exc:
-                self._record_failure(record, claimed, exc)
+                if self._record_failure(record, claimed, exc):
+                    given_up += 1  # closed and alerted: no one retries it
+                    continue
                 raise OutboxDeliveryFailed(
                     f"operation {record.name}: outbox item {item.idempotency_key} failed: {exc}"
                 ) from exc
             if self._mark_delivered(record, claimed):
                 crash_point("outbox.marked")
                 delivered += 1
-        return delivered, skipped
+        return _Delivered(delivered, skipped, given_up)
 
     def _claim(
         self, record: Operation, index: int, due_only: bool
@@ -273,8 +299,9 @@ class Outbox:
 
         return self._rewrite(record, change)
 
-    def _record_failure(self, record: Operation, item: OutboxItem, exc: Exception) -> None:
-        """If the claim is still ours: release it, count the failure, back off or give up."""
+    def _record_failure(self, record: Operation, item: OutboxItem, exc: Exception) -> bool:
+        """If the claim is still ours: release it, count the failure, back off or give up.
+        True when this call gave the item up (and recorded it so)."""
         attempts = item.attempts + 1
         error = clip_error(f"{type(exc).__name__}: {exc}")
         gives_up = not retryable(exc) or attempts >= self._policy.give_up_after
@@ -312,9 +339,9 @@ class Outbox:
                 **fields,
                 error=str(store_exc),
             )
-            return
+            return False
         if not recorded:
-            return  # another caller holds the item now; `_still_ours` logged why
+            return False  # another caller holds the item now; `_still_ours` logged why
         log_event(log, logging.ERROR, "outbox item delivery failed", error=error, **fields)
         if gives_up or attempts >= self._policy.alert_after:
             message = (
@@ -332,6 +359,7 @@ class Outbox:
                 given_up=gives_up,
                 **fields,
             )
+        return gives_up
 
     def _still_ours(self, stored: list[dict[str, Any]], item: OutboxItem, what: str) -> bool:
         """Whether the stored item is open and still claimed by `item.lease`'s token."""
