@@ -1,6 +1,8 @@
 """HTTP routes: the Gemini REST API (as google-genai calls it), GitHub's REST API (from
-`github_routes.py`, `check_run_routes.py` and `hook_delivery_routes.py`) and the
-local-only `/_sim/...` control API (from `control.py` and those modules).
+`github_routes.py`, `check_run_routes.py`, `hook_delivery_routes.py`, `issue_routes.py`,
+`pull_routes.py` and `repo_routes.py`; any other GitHub route answers 501 naming it,
+`github_fallback.py`) and the local-only `/_sim/...` control API (from `control.py`,
+`github_control.py` and those modules).
 Every API request (not `/_sim/`) is recorded in the request log first.
 
 Gemini paths are served under `v1`, `v1beta` and `v1alpha` alike: google-genai 3.x
@@ -41,8 +43,12 @@ from local.simulator import (
     check_run_routes,
     control,
     create_refusal_routes,
+    github_control,
     github_routes,
     hook_delivery_routes,
+    issue_routes,
+    pull_routes,
+    repo_routes,
 )
 from local.simulator.create_refusals import Caller, RefusedCreate
 from local.simulator.engine import Simulator
@@ -57,6 +63,8 @@ from local.simulator.gemini import (
     quota_error_body,
     rfc3339,
 )
+from local.simulator.github_answers import github_request_body, register_refusals
+from local.simulator.github_fallback import add_fallback_routes, is_github
 from local.simulator.quotas import INLINE_REQUEST_BYTES, MAX_INLINE_REQUEST_BYTES, inline_too_large
 from local.simulator.state import (
     WEBHOOK_EVENTS,
@@ -259,16 +267,29 @@ def create_app(sim: Simulator) -> Flask:
     app.register_blueprint(create_refusal_routes.control_blueprint(sim))
     github_api = github_routes.blueprint(sim)
     check_run_routes.add_api_routes(github_api, sim)  # the same caller check and rate limits
+    issue_routes.add_api_routes(github_api, sim)
+    pull_routes.add_api_routes(github_api, sim)
+    repo_routes.add_api_routes(github_api, sim)
+    register_refusals(github_api)
+    add_fallback_routes(github_api)  # every other GitHub route: 501, naming it
     hook_delivery_routes.register(app, github_api, sim)
     app.register_blueprint(github_api)
+    app.register_blueprint(github_control.control_blueprint(sim))
 
     @app.before_request
     def log_api_request() -> None:
         if not request.path.startswith("/_sim/"):
             files = graphql_files() if request.path == "/graphql" else None
-            sim.requests.record(
-                request.method, request.path, request.query_string.decode("latin-1"), files
-            )
+            github = None
+            if is_github(request.path):
+                auth, installation_id = sim.apps.credential_of(request.headers.get("Authorization"))
+                github = {
+                    "body": github_request_body(),
+                    "installation_id": installation_id,
+                    "auth": auth,
+                }
+            query = request.query_string.decode("latin-1")
+            sim.requests.record(request.method, request.path, query, files, github)
 
     @app.errorhandler(SimError)
     def sim_error(exc: SimError) -> Response:

@@ -34,7 +34,10 @@ GitHub with any personal token.
 Route permissions (GitHub's "Permissions required for GitHub Apps"): file contents need
 `contents: read`; listing a commit's comments is a metadata endpoint (`metadata: read`);
 creating, editing or deleting a commit comment needs `contents: write` (our reading of the
-permission tables for commit comments).
+permission tables for commit comments); issues, their labels, comments and reactions need
+`issues`, pull requests and their reviews `pull_requests`, commit statuses `statuses`
+(read to get and list, write to change). An installation made without `permissions` holds
+`DEFAULT_PERMISSIONS`: every one of these, so a test's App may call them all.
 """
 
 from __future__ import annotations
@@ -64,7 +67,14 @@ MAX_EXP_AHEAD_S = 600  # "no more than 10 minutes into the future"
 IAT_SKEW_S = 60  # an `iat` this far in the future is still accepted (clock drift)
 TOKEN_LIFETIME_S = 3600
 LEVELS = {"read": 1, "write": 2, "admin": 3}
-DEFAULT_PERMISSIONS = {"contents": "write", "metadata": "read", "checks": "write"}
+DEFAULT_PERMISSIONS = {
+    "contents": "write",
+    "metadata": "read",
+    "checks": "write",
+    "issues": "write",
+    "pull_requests": "write",
+    "statuses": "write",
+}
 
 NOT_DECODED = "A JSON web token could not be decoded"
 EXP_TOO_FAR = "'Expiration time' claim ('exp') is too far in the future"
@@ -412,6 +422,19 @@ class Apps:
             if issued is None or issued.expires_at <= now:
                 raise GitHubRefusal(401, "Bad credentials")
             return Caller(issued.installation_id, dict(issued.permissions))
+
+    def credential_of(self, authorization: str | None) -> tuple[str | None, int | None]:
+        """(kind, installation id) of a request's credential, for the request log, never
+        refusing: kind "installation" (a `ghs_` token; its installation when issued here),
+        "app" (a JWT), "token" (any other), None without one."""
+        token = _bearer(authorization)
+        if token is None:
+            return None, None
+        if token.startswith("ghs_"):
+            with self._lock:
+                issued = self._tokens.get(token)
+            return "installation", None if issued is None else issued.installation_id
+        return ("app" if token.count(".") == 2 else "token"), None
 
     def authorize(self, caller: Caller, owner: str, repo: str, permission: str, level: str) -> None:
         """403 unless `caller`'s installation is live, covers `owner/repo` and holds

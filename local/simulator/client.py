@@ -1,7 +1,8 @@
 """Start the simulator as a child process and drive its control API (tests, `make run`).
 
 `start_simulator(port, webhook_url=…)` returns a `Service` once it printed `listening`;
-`SimulatorClient(url)` wraps `/_sim/...`. Every call has a timeout and raises
+`SimulatorClient(url)` wraps `/_sim/...` (its GitHub seeding, stubs and request log in
+`github_client.py`). Every call has a timeout and raises
 `requests.HTTPError` on a non-2xx answer (the body names what was wrong).
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 import requests
 
 from local.processes import Service, printed, start
+from local.simulator.github_client import GitHubObjectsControl
 from shared.config import LOCAL_GEMINI_SECRET
 
 TIMEOUT_S = 10.0
@@ -62,8 +64,12 @@ def start_simulator(
     )
 
 
-class SimulatorClient:
-    """The control API of a running simulator at `url` (no trailing slash)."""
+class SimulatorClient(GitHubObjectsControl):
+    """The control API of a running simulator at `url` (no trailing slash); the simulated
+    GitHub's issues, pull requests, stubs and request log through the methods of
+    `GitHubObjectsControl` (github_client.py): `seed_issue`, `seed_pull`,
+    `seed_issue_comment`, `stub_github`, `github_stubs`, `clear_github_stubs`,
+    `github_requests`."""
 
     def __init__(self, url: str, session: requests.Session | None = None) -> None:
         self.url = url.rstrip("/")

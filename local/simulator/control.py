@@ -69,7 +69,11 @@
   every send is a delivery of `GET /app/hook/deliveries`; inspect, wait for, age and
   throttle them
 - `GET /_sim/requests`: the last ~1000 GitHub and Gemini requests `{method, path, query}`
-  (a GraphQL query is one `POST /graphql`, whatever the number of files it reads)
+  (a GraphQL query is one `POST /graphql`, whatever the number of files it reads);
+  `GET /_sim/github/requests` the GitHub ones with their JSON `body` and credential
+- `POST /_sim/github/issues`, `/_sim/github/pulls`, `/_sim/github/issues/{owner}/{repo}/
+  {number}/comments` seed issues, pull requests and comments; `POST /_sim/github/stubs`
+  sets a GitHub route's answer for a test (`github_control.py`, `github_stubs.py`)
 - `POST /_sim/reset`: empties everything, faults, quotas, create refusals and poison
   included (hung GETs are let go)
 - `GET /_sim/webhook-deliveries[?operation=NAME]`, `GET /_sim/batches`, `GET /_sim/health`

@@ -2,7 +2,8 @@
 telling webhooks, through the fault model.
 
 `Simulator` ties the store (`World`), the webhook sender (`Dispatcher`), the fault
-injector, the GitHub file, commit-comment and check-run stores, the App webhook's delivery log
+injector, the GitHub file, commit-comment, check-run, issue (pull requests included) and
+commit-status stores, the GitHub stubs a test set, the App webhook's delivery log
 (`hook_deliveries.py`) and the request log together; the
 HTTP layer (`app.py`, `control.py`, `github_routes.py`) only parses and answers.
 """
@@ -17,13 +18,16 @@ from typing import Any
 from local.simulator.apps import Apps
 from local.simulator.check_runs import CheckRuns
 from local.simulator.comments import CommitComments
+from local.simulator.commit_statuses import CommitStatuses
 from local.simulator.create_refusals import CreateRefusals
 from local.simulator.files import FileStore
 from local.simulator.gemini import build_rows, result_lines
 from local.simulator.github import Contents
 from local.simulator.github_errors import GitHubErrors
+from local.simulator.github_stubs import GitHubStubs
 from local.simulator.hook_deliveries import HookDeliveries
 from local.simulator.injector import FaultInjector
+from local.simulator.issues import Issues
 from local.simulator.quotas import BATCHES_IN_FLIGHT, Quotas
 from local.simulator.ratelimits import RateLimits
 from local.simulator.state import (
@@ -86,11 +90,15 @@ class Simulator:
 
     def __init__(self, settings: Settings | None = None, clock: Clock = system_clock) -> None:
         self.settings = settings or Settings()
+        self.clock = clock
         self.world = World(clock, self.settings.running_after_s)
         self.files = FileStore(clock)
         self.contents = Contents()
         self.comments = CommitComments(clock)
         self.check_runs = CheckRuns(clock)
+        self.issues = Issues(clock)
+        self.statuses = CommitStatuses(clock)
+        self.github_stubs = GitHubStubs()
         self.hook_deliveries = HookDeliveries(clock)
         self.apps = Apps(clock)
         self.rate_limits = RateLimits(clock)
@@ -122,6 +130,9 @@ class Simulator:
         self.contents.reset()
         self.comments.reset()
         self.check_runs.reset()
+        self.issues.reset()
+        self.statuses.reset()
+        self.github_stubs.reset()
         self.hook_deliveries.reset()
         self.apps.reset()
         self.rate_limits.reset()

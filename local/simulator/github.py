@@ -63,6 +63,30 @@ class Contents:
         with self._lock:
             return self._files.get((owner, repo, ref or DEFAULT_REF, path.strip("/")))
 
+    def write(
+        self,
+        owner: str,
+        repo: str,
+        path: str,
+        refs: tuple[str, ...],
+        data: bytes,
+        expected_sha: str | None,
+    ) -> tuple[bytes | None, bool]:
+        """(the file at `refs[0]` before, whether `data` was written): written under every
+        ref of `refs` when there was no file or `expected_sha` is its blob sha. The last
+        ref is the new commit: it takes every file of `refs[0]`, as a commit's tree does."""
+        path = path.strip("/")
+        with self._lock:
+            before = self._files.get((owner, repo, refs[0], path))
+            if before is not None and expected_sha != blob_sha(before):
+                return before, False
+            for ref in refs:
+                self._files[(owner, repo, ref, path)] = data
+            for (o, r, at, other), held in list(self._files.items()):
+                if (o, r, at) == (owner, repo, refs[0]):
+                    self._files[(owner, repo, refs[-1], other)] = held
+            return before, True
+
     def tree(self, owner: str, repo: str, ref: str) -> list[tuple[str, bytes]]:
         """Every file stored for `ref`, by path: the commit's tree as the Git Trees API lists it."""
         with self._lock:

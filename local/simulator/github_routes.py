@@ -22,7 +22,8 @@ GitHub's bodies); no token or a personal token is served as before. Every reposi
 answer carries GitHub's `x-ratelimit-*` headers and may be refused by the rate limits of
 the fault model (`ratelimits.py`), the per-endpoint secondary limit included: each request
 spends its points on its method and route (`endpoint_spend`). The `github_errors` fault
-(`github_errors.py`) fails a request before any of that.
+(`github_errors.py`) fails a request before any of that; then a stub a test set
+(`github_stubs.py`) answers it, before the caller is looked at.
 """
 
 from __future__ import annotations
@@ -102,6 +103,9 @@ def blueprint(sim: Simulator) -> Blueprint:
         failing = sim.github_errors.take()
         if failing is not None:  # GitHub itself failing, before it looks at anything else
             return json_response(failing[1], failing[0])
+        stubbed = sim.github_stubs.take(request.method, request.path)
+        if stubbed is not None:  # the answer a test set for this route, whoever asks
+            return stubbed
         g.github_caller = sim.apps.caller(request.headers.get("Authorization"))
         spend = endpoint_spend()
         if request.path.startswith("/app/"):
