@@ -3,13 +3,16 @@ it: each answer, through the real HTTP surface, against the pinned extract of Gi
 OpenAPI description (tests/github_openapi.py, tools/github_openapi.py).
 
 Every success is checked, and the documented errors that are cheap to provoke (404, 403,
-401, 422). Repository routes run twice: with an App installation token and with a
+401, 422, 409). Beyond what hookledger calls, the operations apps commonly call (issues,
+labels, issue comments, reactions, pull requests and reviews, commit statuses, the
+repository, writing a file) are checked the same way. Repository routes run twice: with an App installation token and with a
 personal token (the two ways hookledger authenticates). A status GitHub does not
 document for an endpoint (e.g. 404 for an unknown check run) is not checked here.
 """
 
 from __future__ import annotations
 
+import base64
 from datetime import UTC, datetime
 from typing import Any
 
@@ -247,3 +250,173 @@ def test_check_runs_created_updated_read_and_listed(simulator, github):
     )
     assert listed.status_code == 200
     assert documented_json(listed, "GET", REF_CHECK_RUNS)["total_count"] == 1
+
+
+# --- what apps commonly call: issues, pull requests, statuses, the repository, file writes ---
+
+REPOSITORY = "/repos/{owner}/{repo}"
+ISSUES = "/repos/{owner}/{repo}/issues"
+ISSUE = "/repos/{owner}/{repo}/issues/{issue_number}"
+ISSUE_LABELS = "/repos/{owner}/{repo}/issues/{issue_number}/labels"
+ISSUE_LABEL = "/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}"
+ISSUE_COMMENTS = "/repos/{owner}/{repo}/issues/{issue_number}/comments"
+ISSUE_COMMENT = "/repos/{owner}/{repo}/issues/comments/{comment_id}"
+ISSUE_REACTIONS = "/repos/{owner}/{repo}/issues/{issue_number}/reactions"
+COMMENT_REACTIONS = "/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions"
+PULLS = "/repos/{owner}/{repo}/pulls"
+PULL = "/repos/{owner}/{repo}/pulls/{pull_number}"
+PULL_FILES = "/repos/{owner}/{repo}/pulls/{pull_number}/files"
+REVIEWS = "/repos/{owner}/{repo}/pulls/{pull_number}/reviews"
+REVIEW_COMMENTS = "/repos/{owner}/{repo}/pulls/{pull_number}/comments"
+STATUSES = "/repos/{owner}/{repo}/statuses/{sha}"
+REF_STATUSES = "/repos/{owner}/{repo}/commits/{ref}/statuses"
+REF_STATUS = "/repos/{owner}/{repo}/commits/{ref}/status"
+API = f"/repos/{OWNER}/{REPO}"
+BASE_SHA = "0" * 39 + "1"
+
+
+def answered(github: GitHub, status: int, method: str, template: str, path: str, **kw: Any):
+    """`method path`'s JSON, once its status is `status` and GitHub documents the answer."""
+    answer = github.call(method, API + path, **kw)
+    assert answer.status_code == status, f"{method} {path}: {answer.status_code} {answer.text}"
+    return documented_json(answer, method, template)
+
+
+def test_issues_created_got_updated_and_listed(simulator, github):
+    made = answered(
+        github,
+        201,
+        "POST",
+        ISSUES,
+        "/issues",
+        json={
+            "title": "Broken link",
+            "body": "In a.md",
+            "labels": ["bug"],
+            "assignees": ["octocat"],
+        },
+    )
+    simulator.control.seed_issue(f"{OWNER}/{REPO}", title="Seeded", labels=["docs"])
+    one = f"/issues/{made['number']}"
+    assert answered(github, 200, "GET", ISSUE, one)["title"] == "Broken link"
+    closed = answered(github, 200, "PATCH", ISSUE, one, json={"state": "closed", "labels": []})
+    assert closed["state"] == "closed" and closed["closed_at"]
+    listed = answered(github, 200, "GET", ISSUES, "/issues", params={"state": "all", "per_page": 1})
+    assert len(listed) == 1
+    answered(github, 404, "GET", ISSUE, "/issues/999")
+    answered(github, 404, "PATCH", ISSUE, "/issues/999", json={"title": "x"})
+    answered(github, 422, "POST", ISSUES, "/issues", json={"body": "no title"})
+    answered(github, 422, "PATCH", ISSUE, one, json={"state": "resolved"})
+    answered(github, 422, "GET", ISSUES, "/issues", params={"state": "resolved"})
+
+
+def test_labels_added_listed_set_and_removed(simulator, github):
+    number = simulator.control.seed_issue(f"{OWNER}/{REPO}")["number"]
+    labels = f"/issues/{number}/labels"
+    answered(github, 200, "POST", ISSUE_LABELS, labels, json={"labels": ["bug"]})
+    added = answered(github, 200, "POST", ISSUE_LABELS, labels, json=["triage"])
+    assert [label["name"] for label in added] == ["bug", "triage"]
+    assert len(answered(github, 200, "GET", ISSUE_LABELS, labels)) == 2
+    answered(github, 200, "PUT", ISSUE_LABELS, labels, json={"labels": ["docs", "bug"]})
+    left = answered(github, 200, "DELETE", ISSUE_LABEL, f"{labels}/docs")
+    assert [label["name"] for label in left] == ["bug"]
+    answered(github, 404, "DELETE", ISSUE_LABEL, f"{labels}/docs")
+    answered(github, 404, "POST", ISSUE_LABELS, "/issues/999/labels", json=["bug"])
+    answered(github, 404, "GET", ISSUE_LABELS, "/issues/999/labels")
+    answered(github, 422, "PUT", ISSUE_LABELS, labels, json={"labels": [7]})
+
+
+def test_issue_comments_and_reactions(simulator, github):
+    number = simulator.control.seed_issue(f"{OWNER}/{REPO}")["number"]
+    comments = f"/issues/{number}/comments"
+    made = answered(github, 201, "POST", ISSUE_COMMENTS, comments, json={"body": "Thanks"})
+    assert len(answered(github, 200, "GET", ISSUE_COMMENTS, comments)) == 1
+    one = f"/issues/comments/{made['id']}"
+    assert answered(github, 200, "PATCH", ISSUE_COMMENT, one, json={"body": "Fixed"})["body"]
+    answered(github, 422, "PATCH", ISSUE_COMMENT, one, json={})
+    answered(github, 422, "POST", ISSUE_COMMENTS, comments, json={})
+    answered(github, 404, "POST", ISSUE_COMMENTS, "/issues/999/comments", json={"body": "x"})
+    answered(github, 404, "GET", ISSUE_COMMENTS, "/issues/999/comments")
+
+    reactions = f"/issues/{number}/reactions"
+    first = answered(github, 201, "POST", ISSUE_REACTIONS, reactions, json={"content": "+1"})
+    again = answered(github, 200, "POST", ISSUE_REACTIONS, reactions, json={"content": "+1"})
+    assert again["id"] == first["id"]
+    answered(github, 422, "POST", ISSUE_REACTIONS, reactions, json={"content": "wow"})
+    assert len(answered(github, 200, "GET", ISSUE_REACTIONS, reactions)) == 1
+    answered(github, 404, "GET", ISSUE_REACTIONS, "/issues/999/reactions")
+    on_comment = f"{one}/reactions"
+    answered(github, 201, "POST", COMMENT_REACTIONS, on_comment, json={"content": "heart"})
+    answered(github, 200, "POST", COMMENT_REACTIONS, on_comment, json={"content": "heart"})
+    answered(github, 422, "POST", COMMENT_REACTIONS, on_comment, json={"content": 1})
+
+
+def test_pull_requests_their_files_reviews_and_review_comments(simulator, github):
+    seeded = simulator.control.seed_pull(
+        f"{OWNER}/{REPO}",
+        SHA,
+        BASE_SHA,
+        [
+            "README.md",
+            {
+                "filename": "articles/a.md",
+                "status": "added",
+                "additions": 3,
+                "patch": "@@ -0,0 +1,3 @@",
+            },
+        ],
+        labels=["docs"],
+    )
+    pull = f"/pulls/{seeded['number']}"
+    assert answered(github, 200, "GET", PULL, pull)["changed_files"] == 2
+    assert len(answered(github, 200, "GET", PULLS, "/pulls")) == 1
+    answered(github, 422, "GET", PULLS, "/pulls", params={"state": "merged"})
+    answered(github, 404, "GET", PULL, "/pulls/999")
+    assert len(answered(github, 200, "GET", PULL_FILES, f"{pull}/files")) == 2
+
+    review = {
+        "event": "COMMENT",
+        "body": "Two notes",
+        "comments": [{"path": "articles/a.md", "line": 1, "body": "Typo"}],
+    }
+    answered(github, 200, "POST", REVIEWS, f"{pull}/reviews", json=review)
+    answered(github, 200, "POST", REVIEWS, f"{pull}/reviews", json={"event": "APPROVE"})
+    answered(github, 422, "POST", REVIEWS, f"{pull}/reviews", json={"event": "COMMENT"})
+    assert len(answered(github, 200, "GET", REVIEWS, f"{pull}/reviews")) == 2
+
+    single = {"body": "Why?", "path": "README.md", "line": 1, "commit_id": SHA}
+    made = answered(github, 201, "POST", REVIEW_COMMENTS, f"{pull}/comments", json=single)
+    reply = {"body": "Because", "in_reply_to": made["id"]}
+    answered(github, 201, "POST", REVIEW_COMMENTS, f"{pull}/comments", json=reply)
+    answered(github, 422, "POST", REVIEW_COMMENTS, f"{pull}/comments", json={"body": "no path"})
+    assert len(answered(github, 200, "GET", REVIEW_COMMENTS, f"{pull}/comments")) == 3
+
+
+def test_commit_statuses_and_their_combination(simulator, github):
+    for context, state in (("lint", "success"), ("tests", "pending"), ("tests", "failure")):
+        body = {"state": state, "context": context, "target_url": "https://ci.example/1"}
+        answered(github, 201, "POST", STATUSES, f"/statuses/{SHA}", json=body)
+    assert len(answered(github, 200, "GET", REF_STATUSES, f"/commits/{SHA}/statuses")) == 3
+    combined = answered(github, 200, "GET", REF_STATUS, f"/commits/{SHA}/status")
+    assert (combined["state"], combined["total_count"]) == ("failure", 2)
+
+
+def test_the_repository_and_a_file_written_then_read(simulator, github):
+    repository = answered(github, 200, "GET", REPOSITORY, "")
+    assert repository["full_name"] == f"{OWNER}/{REPO}"
+
+    path = "/contents/notes/new.md"
+    write = {"message": "Add notes", "content": "IyBOb3Rlcwo="}
+    made = answered(github, 201, "PUT", CONTENTS, path, json=write)
+    answered(github, 422, "PUT", CONTENTS, path, json=write)  # exists: a sha is required
+    answered(github, 422, "PUT", CONTENTS, path, json={"content": "eA=="})
+    update = {**write, "content": "IyBOb3RlcyAyCg==", "sha": made["content"]["sha"]}
+    answered(github, 200, "PUT", CONTENTS, path, json=update)
+    stale = github.call("PUT", API + path, json=update)
+    assert stale.status_code == 409
+    # GitHub documents 409 as oneOf two error shapes any error body fits both of: the
+    # status is documented, and the body is its plain "Basic Error".
+    documented_schema("PUT", CONTENTS, 409)
+    assert set(stale.json()) <= {"message", "documentation_url", "status", "url"}
+    got = answered(github, 200, "GET", CONTENTS, path)
+    assert base64.b64decode(got["content"]) == b"# Notes 2\n"
