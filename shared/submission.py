@@ -28,7 +28,7 @@ from shared import logs
 from shared.clock import Clock, system_clock
 from shared.crashpoints import crash_point
 from shared.errors import TransientError
-from shared.handlers import Attempt
+from shared.handlers import Attempt, Done
 from shared.settlement.cancel import cancel_item, supersede
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from shared.ledger.protocols import PushLedger
     from shared.ledger.recordtypes import Submission
     from shared.ledger.submissions import Claimed
+    from shared.sharing.join import Joined
 
 log = logs.get_logger("submission")
 
@@ -70,12 +71,14 @@ class SubmitDeps:
 class Submitter:
     """One attempt's way through a submission: claim, list, take over, register.
 
-    run = Submitter(deps, tag, event.delivery_id, event.run, event.claimed)
-    decided = run.decided_before_fetch()      # with a claim taken at the record
-    ...fetch inputs (run.release() on failure)...
-    decided = run.claim(context)              # None: create now
-    name = gemini.create_batch(..., display_name=tag)   (run.release() on failure)
-    run.register(name, context, event.end)    # the winner and the delivery's `done`
+        run = Submitter(deps, tag, event.delivery_id, event.run, event.claimed)
+        decided = run.decided_before_fetch()      # with a claim taken at the record
+        ...fetch inputs (run.release() on failure)...
+        said = run.submit(requests, context, model=..., sharing=..., end=event.end)
+
+    `submit` is the whole protocol in one call; the steps it takes stay public for the rare
+    caller that needs another order: `claim(context)` (None: create now), the create
+    (`release()` on failure), `register(name, context, end)`, or `join(...)` instead.
     """
 
     def __init__(
@@ -126,10 +129,53 @@ class Submitter:
         open group instead of creating a batch of its own (shared/sharing/join.py). The
         item's operation (`groups/{group}.{n}`) settles once its group's batch does, from
         its own rows. What happened; `Deferred` when this run must wait to seal the group."""
+        return self._join(requests, context, model=model, sharing=sharing,
+                          generation_config=generation_config, end=end).said  # fmt: skip
+
+    def _join(self, *args: Any, **kwargs: Any) -> Joined:
         from shared.sharing.join import join
 
-        return join(self, requests, context, model=model, sharing=sharing,
-                    generation_config=generation_config, end=end)  # fmt: skip
+        return join(self, *args, **kwargs)
+
+    def submit(
+        self,
+        requests: Sequence[tuple[str, str]],
+        context: dict[str, Any],
+        *,
+        model: str,
+        generation_config: Mapping[str, Any] | None = None,
+        sharing: Sharing | None = None,
+        end: DeliveryEnd | None = None,
+    ) -> Submitted:
+        """Claim, then create the batch (or join a shared one, with `sharing`), releasing
+        the claim if the create fails, and register it with `end` in one commit: one batch
+        per tag however many attempts run. What happened; `Deferred` from a join whose run
+        must come back to seal its group; the create's own errors otherwise."""
+        decided = self.claim(context)
+        if decided is not None:
+            return Submitted(decided, self._operation(), False)
+        if sharing is not None:
+            joined = self._join(requests, context, model=model, sharing=sharing,
+                                generation_config=generation_config, end=end)  # fmt: skip
+            return Submitted(joined.said, joined.operation, True)
+        try:
+            crash_point("push.before_create")
+            name = self._deps.gemini.create_batch(
+                model, requests, display_name=self._tag, generation_config=generation_config
+            )
+        except Exception as exc:
+            self.release(created_nothing=_refused_outright(exc))  # the next attempt creates
+            raise
+        crash_point("push.after_create")
+        lost = self.register(name, context, end)
+        if lost is not None:
+            return Submitted(lost, self._operation(), False)
+        return Submitted(f"submitted {name} ({len(requests)} request(s))", name, True)
+
+    def _operation(self) -> str | None:
+        """The operation the submission decided on, as the ledger holds it now."""
+        stored = self._submissions.get(self._tag)
+        return stored.operation if stored is not None and stored.operation else None
 
     def start_items(self, context: Mapping[str, Any], name: str) -> list[Mapping[str, Any]]:
         """The kind's items recorded with this submission's operation `name`."""
@@ -239,8 +285,10 @@ class Submitter:
         return self._supersede(name, winner.operation, context)
 
     def _start_items(self, context: Mapping[str, Any], name: str) -> list[Mapping[str, Any]]:
+        from shared.settlement.kinds import kind_items
+
         start = self._deps.start_items
-        return list(start(context, name, self._tag)) if start is not None else []
+        return kind_items(start(context, name, self._tag), context) if start is not None else []
 
     def _deliver(self, name: str) -> None:
         """Deliver what was recorded with the winner; a failure is logged and left to the
@@ -334,6 +382,24 @@ class Submitter:
         supersede(self._deps.ledger, self._deps.gemini, name, self._deps.kind, winner=winner,
                   context=context)  # fmt: skip
         return f"{name} superseded by {winner} (one batch per submission), cancelled"
+
+
+@dataclass(frozen=True)
+class Submitted(Done):
+    """`submit`'s outcome, a `Done` a handler returns as it is: `detail` says what
+    happened, `operation` is the submission's operation (None if its record is gone),
+    `created` whether this call created the batch or joined a group."""
+
+    operation: str | None = None
+    created: bool = False
+
+
+def _refused_outright(exc: Exception) -> bool:
+    """Gemini answered the create with a refusal (a 4xx, a 429): no batch was made, so the
+    next holder may create without listing first. A timeout or a 5xx may have made one."""
+    from shared.gemini.errors import GeminiRateLimited, GeminiRejected
+
+    return isinstance(exc, GeminiRejected | GeminiRateLimited)
 
 
 def _cancel_previous(name: str) -> list[dict[str, Any]]:

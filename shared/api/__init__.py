@@ -109,6 +109,8 @@ from shared.handlers import (
     handler,
 )
 from shared.handlers.context import HandlerContext as Context
+from shared.handlers.routes import Routes, for_its_event
+from shared.handlers.subject import Subject
 from shared.logs import event as log_event
 from shared.logs import get_logger
 from shared.settlement.kinds import (
@@ -121,7 +123,7 @@ from shared.settlement.kinds import (
     register_deliverer,
 )
 from shared.sharing import DEPLOYMENT_REFUSED, REQUEST_REFUSED, Sharing
-from shared.submission import SubmitDeps, Submitter
+from shared.submission import SubmitDeps, Submitted, Submitter
 
 __all__ = [
     "DELETE",
@@ -151,7 +153,9 @@ __all__ = [
     "Setting",
     "Settings",
     "Sharing",
+    "Subject",
     "SubmitDeps",
+    "Submitted",
     "Submitter",
     "TransientError",
     "Unresolved",
@@ -195,6 +199,30 @@ class App:
             )
         )
         self.name = name
+        self._routes = Routes(name)
+
+    def on(
+        self,
+        *events: str,
+        claims: Claims | None = None,
+        refuses: Refusal | None = None,
+    ) -> Callable[[Handler], Handler]:
+        """Register the decorated function for GitHub `events`, each `"name"` (every
+        action) or `"name.action"` (`"issues.opened"`): the ingress answers any other
+        action `ignored` without queueing it. One app may route the actions of one event
+        to several functions. `claims` and `refuses` as for `handler`."""
+        if not events:
+            raise AppError(f"app {self.name!r}: on() needs at least one event")
+
+        def register(fn: Handler) -> Handler:
+            try:
+                for name in events:
+                    self._routes.add(name, fn, claims=claims, refuses=refuses)
+            except ValueError as exc:
+                raise AppError(str(exc)) from exc
+            return fn
+
+        return register
 
     def handler(
         self,
@@ -207,9 +235,18 @@ class App:
         """Register the decorated function for (`source`, each of `events`); see the module
         docstring. `claims(body, ctx)`: a submission taken with the delivery's record;
         `leased=False`: the handler's own conditional commit makes a rerun harmless."""
-        return handler(
+        register = handler(
             source, *events, claims=claims, leased=leased, refuses=refuses, app=self.name
         )
+
+        def decorate(fn: Handler) -> Handler:
+            try:
+                register(for_its_event(fn))
+            except ValueError as exc:
+                raise AppError(f"app {self.name!r}: {exc}") from exc
+            return fn
+
+        return decorate
 
     def kind(self, kind: OperationKind) -> OperationKind:
         """Register an operation kind of this app (its name and tag must be unique)."""

@@ -111,6 +111,10 @@ class BatchStatus:
         flags = {"partial": self.partial, "incomplete": self.incomplete}
         return {key: True for key, value in flags.items() if value}
 
+    def row(self, key: str) -> Row | None:
+        """The row answering the request `key`; None when Gemini gave none for it."""
+        return next((row for row in self.rows if row.key == key and not row.unplaced), None)
+
     @property
     def all_rows_failed(self) -> bool:
         return bool(self.rows) and all(row.error is not None for row in self.rows)

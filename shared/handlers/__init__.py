@@ -37,6 +37,9 @@ from typing import Any, Protocol
 from shared.errors import Deferred as Deferred  # re-exported for handlers
 from shared.errors import HookledgerError, PermanentError, TransientError
 from shared.handlers.context import HandlerContext
+from shared.handlers.subject import Subject
+
+_UNPARSED = object()
 
 # A handler raises from the one error tree (shared/errors.py): a `PermanentError` (or any
 # error whose `retryable` is False) records the delivery `dead` and answers 2xx; a
@@ -83,6 +86,29 @@ class Event:
     @property
     def run(self) -> Attempt:
         return self.attempt or Attempt(f"{self.delivery_id}:direct")
+
+    @property
+    def action(self) -> str | None:
+        """The payload's `action` (GitHub's `issues` `opened`, …); None without one."""
+        payload = self._parsed()
+        action = payload.get("action") if isinstance(payload, dict) else None
+        return action if isinstance(action, str) else None
+
+    @property
+    def subject(self) -> Subject:
+        """The installation, repository and issue or pull a GitHub event is about (none
+        for a body that is not JSON, or a Gemini event)."""
+        return Subject.of_payload(self._parsed()) if self.source == "github" else Subject()
+
+    def _parsed(self) -> Any:
+        cached = self.__dict__.get("_payload", _UNPARSED)
+        if cached is _UNPARSED:
+            try:
+                cached = json.loads(self.body)
+            except (ValueError, UnicodeDecodeError):
+                cached = None
+            object.__setattr__(self, "_payload", cached)  # frozen: parsed once, kept
+        return cached
 
     def json(self) -> Any:
         """The body parsed as JSON; a body that is not JSON is a `PermanentError`."""

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from shared.clock import Clock, system_clock
 from shared.config import Config
+from shared.handlers.subject import SUBJECT_FIELD, Subject
 
 if TYPE_CHECKING:
     from google.cloud import firestore
@@ -53,7 +54,8 @@ if TYPE_CHECKING:
     from shared.handoff.tasks import TaskQueue
     from shared.ledger import Ledger
     from shared.ledger.results import Results
-    from shared.submission import Submitter
+    from shared.settlement.kinds import OperationKind
+    from shared.submission import Submitted, Submitter
 
 T = TypeVar("T")
 
@@ -106,6 +108,8 @@ class HandlerContext:
         self._lock = threading.RLock()
         self._built: dict[str, Any] = {}
         self._app = ""
+        self._event: Event | None = None
+        self._subject: Subject = Subject()
 
     def for_app(self, app: str) -> HandlerContext:
         """This context as `app`'s handlers and deliverers see it: the same clients (built
@@ -113,6 +117,84 @@ class HandlerContext:
         view = copy.copy(self)  # shallow: the clients built and their lock are shared
         view._app = app
         return view
+
+    def for_event(self, event: Event) -> HandlerContext:
+        """This context for a handler of `event`: its GitHub calls default to the event's
+        installation, repository and issue or pull (`event.subject`), and `submit` submits
+        for it. The app's handlers get it so; the CLI builds one for its own event."""
+        view = copy.copy(self)
+        view._event, view._subject = event, event.subject
+        return view
+
+    def for_subject(self, subject: Subject) -> HandlerContext:
+        """This context with GitHub calls defaulting to `subject` (an outbox item's)."""
+        view = copy.copy(self)
+        view._subject = subject
+        return view
+
+    @property
+    def subject(self) -> Subject:
+        """What this context's GitHub calls default to (empty outside an event's run)."""
+        return self._subject
+
+    def submit(
+        self,
+        kind: OperationKind,
+        key: str,
+        requests: Sequence[tuple[str, str]],
+        context: Mapping[str, Any] | None = None,
+        *,
+        model: str,
+        generation_config: Mapping[str, Any] | None = None,
+    ) -> Submitted:
+        """One Gemini batch for (`kind`, `key`) exactly once, however often the event runs.
+
+        `requests`: (key, prompt) pairs, keys unique; `context`: what the kind's
+        write-back, outbox and adopter read from the operation (kept with the event's
+        `subject` and the request `keys` in order). Claims the submission, creates the
+        batch (or joins the kind's shared one: `kind.sharing`), gives the claim back if
+        the create fails and registers it with the delivery's end in one commit. Returns
+        the `Done` to return; raises `TransientError` while another attempt holds the
+        claim, `Deferred` when this run must seal a shared batch later, and the create's
+        errors.
+        """
+        return self.submission(kind, key).submit(
+            requests,
+            self._stored_context(context, requests),
+            model=model,
+            generation_config=generation_config,
+            sharing=kind.sharing_under(self.settings if self._app else None),
+            end=self._bound_event().end,
+        )
+
+    def submission(self, kind: OperationKind, key: str) -> Submitter:
+        """The step-by-step submission of (`kind`, `key`) for this context's event: what
+        `submit` does in one call, for the rare handler that needs another order (e.g.
+        `decided_before_fetch()` with a claim taken at the record)."""
+        event = self._bound_event()
+        return self.submitter(event, kind.make_tag(key), kind=kind.name,
+                              start_items=kind.start_items)  # fmt: skip
+
+    def _stored_context(
+        self, context: Mapping[str, Any] | None, requests: Sequence[tuple[str, str]]
+    ) -> dict[str, Any]:
+        """The app's context, plus what the core reads back: the event's subject, and the
+        request keys in order (rows that echo no key are placed by them)."""
+        from shared.settlement.kinds import KEYS_FIELD
+
+        stored = dict(context or {})
+        if self._subject and SUBJECT_FIELD not in stored:
+            stored[SUBJECT_FIELD] = self._subject.stored()
+        stored.setdefault(KEYS_FIELD, [key for key, _ in requests])
+        return stored
+
+    def _bound_event(self) -> Event:
+        if self._event is None:
+            raise LookupError(
+                "this context serves no event: use the context a handler gets, or "
+                "ctx.for_event(event)"
+            )
+        return self._event
 
     @property
     def app(self) -> str:
@@ -220,7 +302,15 @@ class HandlerContext:
 
     @property
     def github_api(self) -> GitHubApi:
-        return self._once("github_api", self._github_api)
+        """Any GitHub REST call: `call(operation_id, **params)` by GitHub's documented
+        operation, `request(method, path, …)` by path; the installation and the path
+        parameters default to this context's subject."""
+        api = self._once("github_api", self._github_api)
+        if not self._subject:
+            return api
+        return api.bound(
+            installation_id=self._subject.installation_id, params=self._subject.params()
+        )
 
     def _github_api(self) -> GitHubApi:
         from shared.github.rest import GitHubApi

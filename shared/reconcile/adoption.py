@@ -341,6 +341,11 @@ def _generation(ledger: AdoptionLedger, parsed: kinds.ParsedTag) -> dict[str, An
     return {"generation_of": push, "superseded_outbox": lambda name: [cancel_item(name)]}
 
 
+def _claimed_context(key: str, batch: BatchSummary, gemini: GeminiGateway) -> dict[str, Any]:
+    """A kind with no adopter: nothing beyond what its submission's claim recorded."""
+    return {}
+
+
 def register_orphan(
     ledger: AdoptionLedger, gemini: GeminiGateway, batch: BatchSummary
 ) -> Operation | None:
@@ -354,13 +359,17 @@ def register_orphan(
     refuses), whatever the submission holds. A context still lacking a field the kind
     `needs` is never registered half: it is alerted on (`adoption_incomplete`) and
     examined again next run. A kind nobody registered (a `hookledger submit --kind X`
-    batch) is adopted with the generic behaviour; a kind that adopts nothing, or a tag its
-    kind cannot read, is logged and left alone.
+    batch) is adopted with the generic behaviour; a kind with no `adopt` is adopted from
+    its claim's context alone (the handler's, as `submit` stored it), and without a claim,
+    or with a tag its kind cannot read, is logged and left alone.
     """
     from shared.settlement.cancel import supersede
 
     parsed = kinds.parse_tag(batch.display_name)
+    submission = ledger.submissions.get(batch.display_name) if parsed is not None else None
     adopt = parsed.kind.adopt if parsed is not None else None
+    if adopt is None and submission is not None and submission.context:
+        adopt = _claimed_context  # the claim kept what the handler submitted
     if parsed is None or adopt is None:
         logs.event(
             log,
@@ -371,7 +380,6 @@ def register_orphan(
         )
         return None
     kind, tag = parsed.kind.name, batch.display_name
-    submission = ledger.submissions.get(tag)
     fallback = None
     if submission is None or not submission.operation:
         try:

@@ -148,7 +148,7 @@ class Settler:
             batch = self._unread(record, batch)
             status = "failed"
         kind = kinds.get(record.kind)
-        keys = kind.request_keys(record) if kind.request_keys is not None else None
+        keys = (kind.request_keys or kinds.SUBMITTED_KEYS)(record)
         if keys:
             batch = batch.placed(keys)
         counts = _checked_counts(record, batch)
@@ -167,7 +167,7 @@ class Settler:
 
         if status == "succeeded":
             _keep_rows(self.ledger, record, batch)
-        outbox = list(kind.outbox(record, batch)) if kind.outbox else []
+        outbox = kinds.kind_items(kind.outbox(record, batch), record.context) if kind.outbox else []
         error = batch.error if status != "succeeded" else None
         if error is None and status != "succeeded":
             error = {"message": f"batch ended {batch.state}"}

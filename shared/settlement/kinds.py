@@ -16,9 +16,14 @@ them names a kind.
       outbox      (record, result) -> side effects recorded in the settling commit
       request_keys (record) -> the batch's request keys in request order, which settlement
                   uses to place result rows that echo no key (docs/architecture.md,
-                  "Settlement"); None when the kind does not know them
+                  "Settlement"); None: the context's `keys`, where
+                  `HandlerContext.submit` stores them
       needs       context fields an adopted orphan must carry (non-empty) to be
                   registered; without one it is alerted on, never registered half
+      sharing     how `HandlerContext.submit` batches it: a `Sharing` (many items per
+                  batch), a function of the app's settings giving one or None, or None
+                  (a batch per item)
+      start_items (context, name, tag) -> outbox items committed with the submission
 
 Outbox items are delivered by the deliverer registered for their payload's `"kind"`
 (`register_deliverer`); a deliverer must be idempotent (look before acting).
@@ -31,19 +36,22 @@ See docs/architecture.md#operation-kinds.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from shared.errors import TransientError
+from shared.handlers.subject import SUBJECT_FIELD, Subject
 
 if TYPE_CHECKING:  # nothing heavy at import; these are for the type checker
+    from shared.apps import Settings
     from shared.gemini import BatchStatus, BatchSummary, GeminiGateway
     from shared.github import CommentsClient
     from shared.github.checks import ChecksClient
     from shared.github.rest import GitHubApi
     from shared.ledger import Operation, OutboxItem
     from shared.ledger.protocols import DeliveryLedger, ResultWrites
+    from shared.sharing import Sharing
 
 TAG_PREFIX = "hookledger:"
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
@@ -56,6 +64,10 @@ OutboxItems = Callable[["Operation", "BatchStatus"], Sequence[Mapping[str, Any]]
 """`outbox(record, result)`: payloads to record in the settling commit."""
 RequestKeys = Callable[["Operation"], "Sequence[str] | None"]
 """`request_keys(record)`: the request keys in the order they were submitted, or None."""
+StartItems = Callable[[Mapping[str, Any], str, str], Sequence[Mapping[str, Any]]]
+"""`start_items(context, name, tag)`: outbox items recorded with the submission's winner."""
+SharingOf = Callable[["Settings"], "Sharing | None"]
+"""`sharing(settings)`: how the kind shares batches under the app's settings now."""
 
 
 @dataclass(frozen=True)
@@ -71,12 +83,20 @@ class OperationKind:
     # the adopter of an orphan: None for a batch that is no re-run, or a kind with none.
     generation_of: Callable[[str], str | None] | None = field(default=None, compare=False)
     needs: tuple[str, ...] = field(default=(), compare=False)
+    sharing: Sharing | SharingOf | None = field(default=None, compare=False)
+    start_items: StartItems | None = field(default=None, compare=False)
     # The app that registered the kind (set by `register`); "" for a generic kind.
     app: str = field(default="", compare=False)
 
     def make_tag(self, key: str) -> str:
         """The display name that marks a batch of this kind as ours."""
         return f"{TAG_PREFIX}{self.tag}:{key}"
+
+    def sharing_under(self, settings: Settings | None) -> Sharing | None:
+        """How this kind shares batches now (None: a batch per item)."""
+        if self.sharing is None or not callable(self.sharing):
+            return self.sharing
+        return self.sharing(settings) if settings is not None else None
 
 
 class ParsedTag(NamedTuple):
@@ -156,8 +176,27 @@ def context_keys(field_name: str) -> RequestKeys:
     return keys
 
 
+# Where `HandlerContext.submit` keeps the request keys, in request order: the placement
+# of a kind that names no `request_keys` of its own.
+KEYS_FIELD = "keys"
+SUBMITTED_KEYS = context_keys(KEYS_FIELD)
+
+
 def _adopt_generic(key: str, batch: BatchSummary, gemini: GeminiGateway) -> dict[str, Any]:
     return {"display_name": batch.display_name, "adopted": True, "submission": key}
+
+
+def kind_items(
+    items: Iterable[Mapping[str, Any]], context: Mapping[str, Any]
+) -> list[Mapping[str, Any]]:
+    """A kind's outbox items as recorded: each keeps the subject of the event its operation
+    was submitted for (`context["subject"]`), unless it names its own, so its deliverer's
+    GitHub calls default to the same installation and repository."""
+    subject = context.get(SUBJECT_FIELD)
+    if not isinstance(subject, Mapping) or not subject:
+        return list(items)
+    return [item if SUBJECT_FIELD in item else {**item, SUBJECT_FIELD: dict(subject)}
+            for item in items]  # fmt: skip
 
 
 class DeliveryServices(Protocol):
@@ -229,7 +268,10 @@ class Deliverers:
             )
         for_app = getattr(self._services, "for_app", None)  # the deliverer's app's view
         app = found[1] if found is not None else ""
-        fn(item, for_app(app) if app and for_app is not None else self._services)
+        services = for_app(app) if app and for_app is not None else self._services
+        subject = Subject.of_stored(payload.get(SUBJECT_FIELD))
+        for_subject = getattr(services, "for_subject", None)
+        fn(item, for_subject(subject) if subject and for_subject is not None else services)
 
 
 def _load_builtin() -> None:

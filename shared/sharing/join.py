@@ -12,7 +12,7 @@ the group sealed when this item is the one to (docs/architecture.md, "Shared bat
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shared.crashpoints import crash_point
 from shared.errors import Deferred
@@ -32,9 +32,10 @@ def join(
     sharing: Sharing,
     generation_config: Mapping[str, Any] | None = None,
     end: DeliveryEnd | None = None,
-) -> str:
-    """Join the item `run` holds the claim of to its kind's open group; what happened.
-    Raises `Deferred` when this run must wait to seal its group (see the module)."""
+) -> Joined:
+    """Join the item `run` holds the claim of to its kind's open group: what happened,
+    and the item's operation. Raises `Deferred` when this run must wait to seal its group
+    (see the module)."""
     deps = run.deps
     groups = deps.ledger.groups
     try:
@@ -60,17 +61,23 @@ def join(
         run.release(created_nothing=True)  # a join creates no batch: the next one joins at once
         raise
     crash_point("group.item_joined")
+    operation = joined.operation
     if joined.group is None:
-        return seal_if_due(run, joined.operation)
-    run.deliver_started(joined.operation)
+        return Joined(seal_if_due(run, operation), operation)
+    run.deliver_started(operation)
     group = joined.group
-    said = f"joined group {group.gid} as {joined.operation} ({len(requests)} request(s))"
+    said = f"joined group {group.gid} as {operation} ({len(requests)} request(s))"
     if joined.full or (joined.opened and sharing.window_s <= 0):
-        return f"{said}; {_seal(run, group.gid)}"
+        return Joined(f"{said}; {_seal(run, group.gid)}", operation)
     if joined.opened:
         wait = (group.seal_at - deps.clock()).total_seconds()
         raise Deferred(f"{said}; it takes items until {group.seal_at.isoformat()}", after_s=wait)
-    return said
+    return Joined(said, operation)
+
+
+class Joined(NamedTuple):
+    said: str
+    operation: str  # the item's own, `groups/{group}.{n}`
 
 
 def seal_if_due(run: Submitter, operation: str) -> str:
