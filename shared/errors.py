@@ -15,7 +15,7 @@ handlers, the CLI's exit code) through `retryable(exc)`:
     │   └── retry: RetriesExhausted (this call's attempts ran out)
     ├── PermanentError               no retry can fix it: record it and stop
     │   ├── ledger: InvalidArgument, AmbiguousId, UnknownDelivery
-    │   ├── gemini: GeminiNotFound, GeminiRejected   github: GitHubRejected
+    │   ├── gemini: GeminiNotFound, GeminiRejected   github: GitHubRejected, InvalidCall
     │   ├── claims: ClaimNotFound, ClaimCorrupt, ClaimConflict
     │   ├── signatures: VerificationError, SecretError; envelope: EnvelopeError, EnvelopeTooLarge
     │   └── oidc: Unauthorized (401), Forbidden (403)

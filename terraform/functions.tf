@@ -153,6 +153,8 @@ locals {
     { for f in fileset("${local.repo_root}/functions", "*.py") : f => "${local.repo_root}/functions/${f}" },
     { "requirements.txt" = "${local.repo_root}/functions/requirements.txt" },
     { for f in fileset("${local.repo_root}/shared", "**/*.py") : "shared/${f}" => "${local.repo_root}/shared/${f}" },
+    # Data the core reads at run time (GitHub's operation catalog, shared/github/operations.json).
+    { for f in fileset("${local.repo_root}/shared", "**/*.json") : "shared/${f}" => "${local.repo_root}/shared/${f}" },
     { for f in local.app_files : f => "${local.repo_root}/${f}" },
   )
   # Hash of names and contents, not of the zip: zip timestamps must not force a redeploy.

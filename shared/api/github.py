@@ -47,6 +47,7 @@ from shared.github.checks import (
     PublishedCheckRun,
 )
 from shared.github.installations import installation_of
+from shared.github.operations import InvalidCall, Operation, UnknownOperation, operation
 from shared.github.rest import GitHubApi, GitHubResponse
 
 __all__ = [
@@ -67,14 +68,18 @@ __all__ = [
     "GitHubRejected",
     "GitHubResponse",
     "GitHubUnavailable",
+    "InvalidCall",
+    "Operation",
     "Ownership",
     "PublishResult",
     "PublishedCheckRun",
     "Push",
+    "UnknownOperation",
     "check_path",
     "check_repo",
     "check_sha",
     "installation_of",
+    "operation",
     "parse_push",
     "repository_allowed",
     "select_paths",

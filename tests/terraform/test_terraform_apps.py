@@ -148,6 +148,7 @@ def _expected_archive(root: Path, packages: list[str]) -> set[str]:
     its own tests (apps/<name>/tests/)."""
     names = {p.name for p in (root / "functions").glob("*.py")} | {"requirements.txt"}
     names |= {f"shared/{name}" for name in _py(root / "shared")}
+    names |= {f"shared/{name}" for name in _files(root / "shared", "*.json")}
     for package in packages:
         shipped = (n for n in _py(root / "apps" / package) if not n.startswith("tests/"))
         names |= {f"apps/{package}/{name}" for name in shipped}
@@ -158,8 +159,12 @@ def _expected_archive(root: Path, packages: list[str]) -> set[str]:
 
 def _py(directory: Path) -> set[str]:
     """Every .py file under `directory` (through its link), relative to it."""
+    return _files(directory, "*.py")
+
+
+def _files(directory: Path, pattern: str) -> set[str]:
     real = directory.resolve()
-    return {p.relative_to(real).as_posix() for p in real.rglob("*.py") if p.is_file()}
+    return {p.relative_to(real).as_posix() for p in real.rglob(pattern) if p.is_file()}
 
 
 @pytest.mark.parametrize(
@@ -187,7 +192,7 @@ def test_the_archive_ships_the_in_repo_apps_named_and_nothing_undeployable(
     assert shipped == set(packages), shipped
     leaked = sorted(n for n in names if n.split("/")[0] in NEVER_DEPLOYED)
     assert not leaked, f"the deployed archive would contain {leaked}"
-    assert not [n for n in names if "__pycache__" in n or not n.endswith((".py", ".txt"))]
+    assert not [n for n in names if "__pycache__" in n or not n.endswith((".py", ".txt", ".json"))]
 
 
 def test_an_app_package_ships_whole_and_only_its_python(tmp_path: Path) -> None:

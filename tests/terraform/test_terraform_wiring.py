@@ -720,7 +720,7 @@ def _archive_rules(tf: Module) -> tuple[list[tuple[str, str, str]], dict[str, st
 def test_archive_holds_functions_shared_and_the_loaded_apps_only(tf: Module) -> None:
     expr = tf.locals["source_files"]
     globs, literals = _archive_rules(tf)
-    assert expr.count("fileset(") == len(globs) == 2, expr
+    assert expr.count("fileset(") == len(globs) == 3, expr
     # The apps' files come from local.app_files alone: the packages of the `apps.` modules
     # var.apps names (evaluated by the CLI in tests/terraform/test_terraform_apps.py).
     assert expr.endswith(',{for f in local.app_files : f => "${local.repo_root}/${f}"})}'), expr
@@ -741,13 +741,15 @@ def test_archive_holds_functions_shared_and_the_loaded_apps_only(tf: Module) -> 
     assert literals == {"requirements.txt": "functions/requirements.txt"}
     assert tf.locals["repo_root"] == '${abspath("${path.module}/..")}'
 
-    by_dir = {directory: (pattern, prefix) for directory, pattern, prefix in globs}
-    pattern, prefix = by_dir["functions"]
+    by_dir: dict[str, list[tuple[str, str]]] = {}
+    for directory, pattern, prefix in globs:
+        by_dir.setdefault(directory, []).append((pattern, prefix))
+    [(pattern, prefix)] = by_dir["functions"]
     assert prefix == "" and fnmatch.fnmatch("main.py", pattern), "main.py not at archive root"
     # Only the top level of functions/: a subdirectory (tests, fixtures) is never deployed.
     assert pattern == "*.py", pattern
-    pattern, prefix = by_dir["shared"]
-    assert prefix == "shared/" and pattern == "**/*.py"
+    # The shared package's modules, and the data it reads (GitHub's operation catalog).
+    assert sorted(by_dir["shared"]) == [("**/*.json", "shared/"), ("**/*.py", "shared/")]
 
     # Evaluate the rules against the checkout, as terraform's fileset() would.
     names = set(literals)
@@ -756,6 +758,7 @@ def test_archive_holds_functions_shared_and_the_loaded_apps_only(tf: Module) -> 
             if path.is_file():
                 names.add(prefix + path.relative_to(REPO / directory).as_posix())
     assert {"requirements.txt", "shared/__init__.py", "shared/config.py"} <= names, names
+    assert "shared/github/operations.json" in names, "the functions need GitHub's catalog"
     not_deployed = {"hookledger", "local", "tests", "bench", "terraform", "docs"}
     leaked = sorted(n for n in names if n.split("/")[0] in not_deployed)
     assert not leaked, f"deployed archive would contain {leaked}"
