@@ -1,8 +1,7 @@
 """Submitting items to classify: checked, then one Gemini batch, exactly once per id.
 
-    decided = run.claim(context)          # None: create now; else "already submitted as …"
-    name = gemini.create_batch(model, [(id, prompt), …], display_name=tag, generation_config=…)
-    run.register(name, context, event.end)
+    ctx.for_event(event).submit(KIND, submission_id, [(id, prompt), …], context, model=…)
+    (claim, create, release on failure, register: one call, shared/handlers/context.py)
 
 The context registered with the batch: `keys` (the item ids in request order: settlement
 places rows that echo no key by them), `submission` and `labels` (what the write-back
@@ -152,40 +151,29 @@ def submit_items(
     labels = [str(label) for label in settings["CLASSIFY_LABELS"]]
     model = str(settings["CLASSIFY_MODEL"])
     event = event if event is not None else cli_event(submission_id, ctx)
-    tag = KIND.make_tag(submission_id)
     context: dict[str, Any] = {
         "keys": [item_id for item_id, _ in checked],
         "submission": submission_id,
         "labels": labels,
     }
-    run = ctx.submitter(event, tag, kind=KIND.name)
-    decided = run.claim(context)
-    if decided is not None:
-        return Submitted(_operation_of(ctx, tag), submission_id, len(checked), False, decided)
     requests = [(item_id, prompt(text, labels)) for item_id, text in checked]
-    try:
-        name = ctx.gemini.create_batch(
-            model, requests, display_name=tag, generation_config=generation_config(labels)
+    submitted = ctx.for_event(event).submit(
+        KIND, submission_id, requests, context, model=model,
+        generation_config=generation_config(labels),
+    )  # fmt: skip
+    if submitted.created:
+        api.log_event(
+            log,
+            logging.INFO,
+            f"submitted {len(checked)} items to classify as {submitted.operation}",
+            operation=submitted.operation,
+            submission=submission_id,
+            app=app.name,
         )
-    except Exception:
-        run.release()
-        raise
-    lost = run.register(name, context, event.end)
-    if lost is not None:  # another batch won this submission: ours was cancelled
-        return Submitted(_operation_of(ctx, tag), submission_id, len(checked), False, lost)
-    api.log_event(
-        log,
-        logging.INFO,
-        f"submitted {len(checked)} items to classify as {name}",
-        operation=name,
-        submission=submission_id,
-        app=app.name,
+    return Submitted(
+        submitted.operation,
+        submission_id,
+        len(checked),
+        submitted.created,
+        "" if submitted.created else submitted.detail,
     )
-    return Submitted(name, submission_id, len(checked), True)
-
-
-def _operation_of(ctx: api.Context, tag: str) -> str | None:
-    """The batch the submission `tag` registered, as the ledger holds it."""
-    stored = ctx.ledger.submissions.get(tag)
-    operation = getattr(stored, "operation", None)
-    return operation if isinstance(operation, str) and operation else None

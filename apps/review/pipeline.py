@@ -48,7 +48,6 @@ from shared.api import (
     Ignored,
     PermanentError,
     TransientError,
-    crash_point,
     system_clock,
 )
 from shared.api.gemini import GeminiGateway
@@ -158,41 +157,31 @@ def review_push(
         raise
     submitted = [path for path in paths if path in files]
     context = _context(push, submitted, refused)
-    decided = run.claim(context)
-    if decided is not None:
-        return Done(decided)
     requests = [(path, prompt(path, files[path])) for path in submitted]
-    if deps.sharing is not None:  # the push's files join the open group: one batch for many
-        joined = run.join(
-            requests,
-            context,
-            model=deps.model,
-            sharing=deps.sharing,
-            generation_config=GENERATION_CONFIG,
-            end=end,
-        )
-        return Done(f"{joined}; {len(refused)} refused")
-    try:
-        crash_point("push.before_create")
-        name = deps.gemini.create_batch(
-            deps.model, requests, display_name=tag, generation_config=GENERATION_CONFIG
-        )
-    except Exception:
-        run.release()  # the next attempt lists before it creates: a committed batch is found
-        raise
-    crash_point("push.after_create")
-    outcome = run.register(name, context, end)
-    api.log_event(
-        log,
-        logging.INFO,
-        "review batch submitted",
-        operation=name,
-        delivery_id=delivery_id,
-        repo=push.repo,
-        files=len(submitted),
-        refused=len(refused),
+    submitted_as = run.submit(
+        requests,
+        context,
+        model=deps.model,
+        generation_config=GENERATION_CONFIG,
+        sharing=deps.sharing,  # the push's files join the open group: one batch for many
+        end=end,
     )
-    return Done(outcome or f"submitted {name} for {len(submitted)} file(s), {len(refused)} refused")
+    if not submitted_as.created:  # decided before, or another batch won
+        return submitted_as
+    if deps.sharing is None:
+        api.log_event(
+            log,
+            logging.INFO,
+            "review batch submitted",
+            operation=submitted_as.operation,
+            delivery_id=delivery_id,
+            repo=push.repo,
+            files=len(submitted),
+            refused=len(refused),
+        )
+        name = submitted_as.operation
+        return Done(f"submitted {name} for {len(submitted)} file(s), {len(refused)} refused")
+    return Done(f"{submitted_as.detail}; {len(refused)} refused")
 
 
 def reviewable(paths: tuple[str, ...], review_path: str) -> list[str]:
