@@ -11,9 +11,11 @@
         assert_nothing_pending(hookledger)
 
 The plugin (hookledger/testing/plugin.py) gives the `hookledger` fixture, a `Stack`
-(hookledger/testing/stack.py). Importing this package starts nothing and loads the stack's
-modules only when one of their names is first used (pytest imports the plugin in every
-project that has hookledger installed).
+(hookledger/testing/stack.py). The functions act as a GitHub App installed on the accounts
+of `INSTALLATIONS` (account -> installation id: `hookledger` 5001, `octo-org` 5002,
+`Codertocat` 1, the account of GitHub's example payloads). Importing this package starts
+nothing and loads the stack's modules only when one of their names is first used (pytest
+imports the plugin in every project that has hookledger installed).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from hookledger.testing.accounts import EXAMPLES_ACCOUNT, EXAMPLES_INSTALLATION, INSTALLATIONS
 from hookledger.testing.examples import github_example, github_example_path
 
 if TYPE_CHECKING:
@@ -35,6 +38,9 @@ _LAZY = {
 }
 
 __all__ = [
+    "EXAMPLES_ACCOUNT",
+    "EXAMPLES_INSTALLATION",
+    "INSTALLATIONS",
     "Crashes",
     "Stack",
     "assert_nothing_pending",

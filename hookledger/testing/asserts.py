@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
+from hookledger.sending import Sent
 from hookledger.testing.waiting import wait_for
-from shared.ledger.records import DELIVERIES, FINISHED_DELIVERY_STATUSES, PENDING, QUEUED
+from shared.ledger.opnames import decode
+from shared.ledger.records import DEAD, DELIVERIES, FINISHED_DELIVERY_STATUSES, PENDING, QUEUED
 
 if TYPE_CHECKING:
     from hookledger.testing.stack import Stack
@@ -44,25 +47,64 @@ def assert_one_result_per_item(
         )
 
 
-def assert_nothing_pending(stack: Stack) -> None:
-    """No pending operation, no open outbox item, no queued delivery, and (after at most
-    QUEUE_DRAIN_S for the last answers to reach Cloud Tasks) no task left in the queue."""
+def assert_nothing_pending(
+    stack: Stack,
+    *,
+    allow_dead: Iterable[str | Sent] = (),
+    allow_given_up: Iterable[str] = (),
+) -> None:
+    """Nothing left undone or failed for good; the message lists every offender:
+
+    - an operation still pending;
+    - an outbox item open (neither delivered nor given up), or GIVEN UP (its reason);
+    - a delivery record queued (waiting or running), or DEAD (its last error): the
+      delivery's own record and each app's `deliveries/{source}:{id}#{app}`;
+    - a task left in the queue (after at most QUEUE_DRAIN_S for the last answers to
+      reach Cloud Tasks).
+
+    A test that expects a failure says which: `allow_dead` takes delivery ids as sent (or
+    the `Sent`: the delivery's records and its apps'), or `"{id}#{app}"` for one app's;
+    `allow_given_up` takes operation names (each of its items) or items' idempotency keys.
+    An allowance that matches nothing dead or given up fails too, so a typo cannot pass.
+    """
+    dead_ok = {a.delivery_id if isinstance(a, Sent) else str(a) for a in allow_dead}
+    given_up_ok = {str(a) for a in allow_given_up}
+    used: set[str] = set()
     problems = []
     for op in stack.operations():
+        name = op["name"]
         if op["status"] == PENDING:
-            problems.append(f"operation {op['name']} ({op['kind']}) is pending")
-        open_items = [i for i, item in enumerate(op["outbox"]) if _open(item)]
-        if open_items:
-            problems.append(f"operation {op['name']} has open outbox items {open_items}")
+            problems.append(f"operation {name} ({op['kind']}) is pending")
+        for item in op["outbox"]:
+            key = item["idempotency_key"]
+            what = f"operation {name}: outbox item {key} ({_kind(item)})"
+            if item.get("given_up_at") is not None:
+                allowed = given_up_ok & {name, key}
+                used |= allowed
+                if not allowed:
+                    problems.append(f"{what} was given up: {item.get('given_up_reason')}")
+            elif item.get("delivered_at") is None:
+                problems.append(f"{what} is open{_item_state(item)}")
     for doc_id, delivery in sorted(stack.documents(DELIVERIES).items()):
-        if delivery.get("status") == QUEUED:
-            error = delivery.get("last_error")
+        status = delivery.get("status")
+        where = f"deliveries/{doc_id} ({delivery.get('event')})"
+        error = delivery.get("last_error")
+        if status == DEAD:
+            delivery_id = decode(doc_id.partition(":")[2])
+            allowed = dead_ok & {delivery_id, delivery_id.partition("#")[0]}
+            used |= allowed
+            if not allowed:
+                problems.append(f"{where} is dead: {error}")
+        elif status == QUEUED:
             problems.append(
-                f"delivery {doc_id} ({delivery.get('event')}) is queued"
+                f"{where} is queued{_running(delivery)}"
                 + (f", last error: {error}" if error else "")
             )
+    unused = sorted((dead_ok | given_up_ok) - used)
+    if unused:
+        problems.append(f"allowed to be dead or given up, but nothing of it is: {unused}")
     if problems:
-        raise AssertionError("something is still pending:\n  " + "\n  ".join(problems))
+        raise AssertionError("something is pending or failed:\n  " + "\n  ".join(problems))
 
     def drained() -> bool | None:
         return True if not _unfinished_tasks(stack) else None
@@ -74,12 +116,40 @@ def assert_nothing_pending(stack: Stack) -> None:
     )
 
 
+def _kind(item: dict[str, Any]) -> str:
+    payload = item.get("payload")
+    kind = payload.get("kind") if isinstance(payload, dict) else None
+    return f"kind {kind}" if kind else "no kind"
+
+
+def _item_state(item: dict[str, Any]) -> str:
+    """`: attempts 2, last error …, claimed until …` for what an open item has."""
+    parts = [
+        f"{label} {item[field]}"
+        for field, label in (
+            ("attempts", "attempts"),
+            ("last_error", "last error"),
+            ("claimed_until", "claimed until"),
+            ("next_attempt_at", "next attempt at"),
+        )
+        if item.get(field)
+    ]
+    return f": {', '.join(parts)}" if parts else ""
+
+
+def _running(delivery: dict[str, Any]) -> str:
+    """` (running: attempt …)` while an attempt's lease on a queued delivery is live."""
+    lease = delivery.get("lease") or {}
+    until = lease.get("until")
+    if isinstance(until, datetime) and until > datetime.now(UTC):
+        return f" (running: attempt {lease.get('attempt')} until {until})"
+    return ""
+
+
 def _unfinished_tasks(stack: Stack) -> list[str]:
     """The queued tasks, less a later check of a delivery that is already finished (the
     worker's fan-out looks again `FANOUT_CHECK_S` after it deferred; that task finds the
     delivery done and does nothing)."""
-    from shared.ledger.opnames import decode
-
     finished = {
         decode(doc_id.split(":", 1)[1])
         for doc_id, delivery in stack.documents(DELIVERIES).items()
@@ -95,8 +165,3 @@ def _deferred_delivery(task_name: str) -> str | None:
     head, deferred, _ = readable.partition("_deferred_")
     source, _, delivery_id = head.partition("_")
     return delivery_id if deferred and source in ("github", "gemini") and delivery_id else None
-
-
-def _open(item: dict[str, object]) -> bool:
-    """An outbox item still to deliver: neither delivered nor given up."""
-    return not item.get("delivered_at") and not item.get("given_up_at")

@@ -5,8 +5,12 @@ tombstones), the Gemini + GitHub simulator (its completion webhooks and GitHub A
 webhooks go to the ingress), and ingress, worker and reconcile under functions-framework,
 served from local/crashing_main.py (functions/main.py with the crash plan's hook). The
 functions run as a GitHub App registered in the simulator (local/github_app.py), installed
-on the demo accounts and on `Codertocat`, the account of GitHub's example payloads, as
-installation 1, the id those payloads carry.
+on the accounts of `INSTALLATIONS` (hookledger/testing/accounts.py) with those ids: the demo
+accounts `hookledger` and `octo-org`, and `Codertocat`, the account of GitHub's example
+payloads, as installation 1, the id those payloads carry.
+
+The functions get the session's environment as it is when they start, with the apps'
+settings a test chose (`launch(settings=...)`) over it and `KIT_SETTINGS` over both.
 
 The two emulators start once per session (`start_stores`); the simulator and the functions
 start for one set of apps (`launch`) and start again when a test names other apps. Each
@@ -26,11 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hookledger.testing.accounts import INSTALLATIONS
 from local.cloudtasks_emulator.launch import start_cloudtasks
 from local.crash_plan import CRASH_PLAN_VARIABLE
 from local.firestore_emulator import start_firestore
 from local.functions_server import REPO, start_function
-from local.github_app import DEMO_ACCOUNTS, LocalApp
+from local.github_app import LocalApp
 from local.inflight import INFLIGHT_VARIABLE
 from local.processes import Service, ServiceError, free_port, port_was_taken, start_on_free_ports
 from local.simulator.client import SimulatorClient, start_simulator
@@ -42,8 +47,6 @@ QUEUE_ID = "hookledger-kit"
 CRASH_PLAN_FILE = "crash-plan.json"  # in the session's work directory
 INFLIGHT_DIR = "inflight"  # likewise: the requests the functions serve now
 CRASHING_MAIN = REPO / "local" / "crashing_main.py"
-# GitHub's example payloads (hookledger/testing/payloads) come from this account, installation 1.
-EXAMPLES_ACCOUNT, EXAMPLES_INSTALLATION = "Codertocat", 1
 # Test-friendly behaviour, explicit: the session's environment cannot change these.
 KIT_SETTINGS = {
     "GOOGLE_CLOUD_PROJECT": PROJECT,
@@ -57,6 +60,9 @@ KIT_SETTINGS = {
     # 21 s rather than 10 min, so the retry after a `crash_at` runs within a test.
     "WORKER_TIMEOUT_S": "18",
     "TASK_DISPATCH_DEADLINE_S": "15",
+    # A crashed deliverer's claim on an outbox item ends in 15 s (3 GitHub calls of
+    # HTTP_TIMEOUT_S) rather than 5 min, so the sweep takes it over within a test.
+    "OUTBOX_LEASE_S": "15",
     "RECONCILE_GRACE_S": "0",  # `reconcile()` looks at an operation however young
     "TRACING": "off",
 }
@@ -126,15 +132,25 @@ class Launched:
         self.services.clear()
 
 
-def registrations(apps: Sequence[str], root: Path) -> dict[str, list[str]]:
-    """`{"source:event": [app, …]}` of the handlers `apps` register, learnt in a child
-    process so the test session's own handler registry is left alone."""
+@dataclass(frozen=True)
+class Registered:
+    """What a set of apps registers: `handlers` `{"source:event": [app, …]}`, and the
+    names of the settings they declare (what a test may set for them)."""
+
+    handlers: dict[str, list[str]]
+    settings: tuple[str, ...]
+
+
+def registrations(apps: Sequence[str], root: Path) -> Registered:
+    """What `apps` register, learnt in a child process so the test session's own handler
+    registry is left alone."""
     code = (
         "import json\n"
         "from shared import apps, handlers\n"
-        "apps.load()\n"
-        "print(json.dumps({f'{s}:{e}': [r.app for r in handlers.registrations(s, e)]"
-        " for s, e in handlers.registered()}))\n"
+        "loaded = apps.load()\n"
+        "print(json.dumps({'handlers': {f'{s}:{e}': [r.app for r in handlers.registrations(s, e)]"
+        " for s, e in handlers.registered()},"
+        " 'settings': [s.name for r in loaded for s in r.settings]}))\n"
     )
     env = {**os.environ, "HOOKLEDGER_APPS": ",".join(apps), "PYTHONPATH": _pythonpath(root)}
     done = subprocess.run(  # noqa: S603 (this interpreter, fixed code)
@@ -148,7 +164,8 @@ def registrations(apps: Sequence[str], root: Path) -> dict[str, list[str]]:
     )
     if done.returncode != 0:
         raise ServiceError(f"the apps {list(apps)} cannot be loaded:\n{done.stderr.strip()}")
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    return Registered(dict(found["handlers"]), tuple(found["settings"]))
 
 
 def _pythonpath(root: Path) -> str:
@@ -175,12 +192,23 @@ def start_stores() -> Stores:
     return stores
 
 
-def launch(stores: Stores, apps: Sequence[str], *, root: Path, workdir: Path) -> Launched:
+def launch(
+    stores: Stores,
+    apps: Sequence[str],
+    *,
+    root: Path,
+    workdir: Path,
+    settings: Mapping[str, str | None] | None = None,
+) -> Launched:
     """Start the simulator and the three functions running `apps` (module names) beside
-    `stores`; `root` is the project whose apps load, `workdir` holds the crash plan.
-    Raises ServiceError naming what failed to start (nothing of it is left running)."""
+    `stores`; `root` is the project whose apps load, `workdir` holds the crash plan;
+    `settings` over the session's environment (None: unset). Raises ServiceError naming
+    what failed to start (nothing of it is left running)."""
+    chosen = dict(settings or {})
+    environ = {k: v for k, v in os.environ.items() if chosen.get(k, v) is not None}
     base = {
-        **os.environ,
+        **environ,
+        **{k: v for k, v in chosen.items() if v is not None},
         **KIT_SETTINGS,
         "HOOKLEDGER_APPS": ",".join(apps),
         "PYTHONPATH": _pythonpath(root),
@@ -249,8 +277,9 @@ def _start_functions(
 
 
 def register_app(sim: SimulatorClient) -> LocalApp:
-    """The functions' App, installed on the demo accounts and on the examples' account."""
-    registered = LocalApp.register(sim, DEMO_ACCOUNTS)
-    sim.install_github_app(registered.app_id, EXAMPLES_ACCOUNT, id=EXAMPLES_INSTALLATION)
-    installations = (*registered.installations, (EXAMPLES_ACCOUNT, EXAMPLES_INSTALLATION))
+    """The functions' App, installed on every account of `INSTALLATIONS` with its id."""
+    registered = LocalApp.register(sim, ())
+    for account, number in INSTALLATIONS.items():
+        sim.install_github_app(registered.app_id, account, id=number)
+    installations = tuple(INSTALLATIONS.items())
     return LocalApp(registered.app_id, registered.client_id, registered.private_key, installations)

@@ -10,8 +10,22 @@ The marker names the apps under test (module names, as HOOKLEDGER_APPS takes the
 module (`pytestmark`), a class or a test; a test gets exactly the apps its markers name.
 The emulators start when the first test asks for the `hookledger` fixture and run until
 the end of the session; the simulator and the functions start again only when a test
-names other apps than the one before it. Everything is stopped by PID at the end of the
-session. Importing this module starts nothing and imports nothing of hookledger's.
+names other apps, or other app settings, than the one before it. Everything is stopped
+by PID at the end of the session. Importing this module starts nothing and imports
+nothing of hookledger's.
+
+App settings: the functions get the apps' declared settings as `os.environ` holds them
+when the fixture is set up, so set them in a fixture listed before `hookledger`:
+
+    @pytest.fixture
+    def two_labels(monkeypatch):
+        monkeypatch.setenv("CLASSIFY_LABELS", "bug,feature")
+
+    def test_two_labels(two_labels, hookledger): ...
+
+or in the test with `hookledger.use_settings(CLASSIFY_LABELS="bug,feature")`, first thing.
+The next test runs with its own. The functions act as a GitHub App installed on the
+accounts of `hookledger.testing.INSTALLATIONS`.
 """
 
 from __future__ import annotations

@@ -12,6 +12,19 @@ ran, so the second test would be answered `duplicate`. The local emulator forget
 deleted queue's tasks and tombstones (Cloud Tasks itself would refuse the name for days),
 so each test starts with a fresh queue under the same name, while within a test a re-sent
 body is still a `duplicate`, as deployed.
+
+The functions act as one GitHub App, installed on every repository of the accounts of
+`INSTALLATIONS` (hookledger/testing/accounts.py) with those ids in every test:
+`hookledger` (5001), `octo-org` (5002) and `Codertocat` (1, the account and installation of
+GitHub's example payloads).
+
+App settings per test: the functions run with the apps' declared settings as `os.environ`
+holds them when the test's `hookledger` fixture is set up (set them with `monkeypatch.setenv`
+in a fixture the test lists before `hookledger`), or as the test sets them with
+`use_settings(NAME=value)`; the simulator and the functions start again when those differ
+from what runs, and again for the next test that wants others. A setting changed in
+`os.environ` after the fixture reaches no function: the next `send_*`, `reconcile` or
+`cli` call raises, naming it.
 """
 
 from __future__ import annotations
@@ -22,6 +35,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +46,7 @@ from hookledger.testing.launch import (
     CRASH_PLAN_FILE,
     PROJECT,
     Launched,
+    Registered,
     Stores,
     launch,
     registrations,
@@ -77,7 +92,9 @@ class Stack:
         self._root = root
         self._plan = workdir / CRASH_PLAN_FILE
         self._launched: Launched | None = None
-        self._handlers: dict[str, list[str]] = {}
+        self._registered = Registered({}, ())
+        # The settings this test chose with `use_settings` (None: unset), over os.environ.
+        self._chosen: dict[str, str | None] = {}
         self._claims_database = Config().claims_database
         # How long `reset` lets a request a test left running go on before it starts the
         # functions again.
@@ -88,19 +105,70 @@ class Stack:
     # --- the session ---------------------------------------------------------------------
 
     def use(self, apps: Sequence[str]) -> None:
-        """Run `apps` (module names): the simulator and the functions start again when the
-        apps differ from those running; the emulators, and what they hold, stay."""
-        if self._launched is not None and self._launched.apps == tuple(apps):
-            return
-        self._handlers = dict(registrations(apps, self._root))  # a broken app fails here
-        self._relaunch(apps)
+        """Run `apps` (module names) with their settings as `os.environ` holds them now (an
+        earlier `use_settings` forgotten): the simulator and the functions start again when
+        the apps or those settings differ from what runs; the emulators, and what they
+        hold, stay."""
+        self._chosen = {}
+        if self._launched is None or self._launched.apps != tuple(apps):
+            self._registered = registrations(apps, self._root)  # a broken app fails here
+            self._relaunch(apps)
+        elif self._settings_changed():
+            self._relaunch(apps)
+
+    def use_settings(self, **values: str | None) -> None:
+        """Run the functions with these app settings (`NAME="text"`, as the environment
+        gives it; None: unset) over `os.environ`, until the next test. Starts the simulator
+        and the functions again (emptied, as `reset` leaves them) when that changes what
+        they run with: call it first in the test. KeyError for a name no running app
+        declares."""
+        unknown = sorted(set(values) - set(self._registered.settings))
+        if unknown:
+            raise KeyError(
+                f"no app of {list(self.apps)} declares the settings {unknown}; they declare "
+                f"{sorted(self._registered.settings)}"
+            )
+        self._chosen = {**self._chosen, **values}
+        if self._settings_changed():
+            self._relaunch(self.apps)
+            self.reset()
+
+    @property
+    def settings(self) -> dict[str, str | None]:
+        """The running apps' declared settings as the functions got them (None: unset)."""
+        env = self._running.env
+        return {name: env.get(name) for name in self._registered.settings}
+
+    def _wanted_settings(self) -> dict[str, str | None]:
+        """The declared settings this test wants: its `use_settings` over `os.environ`."""
+        return {
+            name: self._chosen[name] if name in self._chosen else os.environ.get(name)
+            for name in self._registered.settings
+        }
+
+    def _settings_changed(self) -> list[str]:
+        """`NAME: running → wanted` for each declared setting that differs."""
+        running, wanted = self.settings, self._wanted_settings()
+        return [f"{n}: {running[n]!r} → {wanted[n]!r}" for n in wanted if running[n] != wanted[n]]
+
+    def _check_settings(self) -> None:
+        """Refuse to go on when a declared setting changed after the functions started."""
+        changed = self._settings_changed()
+        if changed:
+            raise RuntimeError(
+                f"app settings changed after the functions started ({'; '.join(changed)}): "
+                "they never see it. Set them before the `hookledger` fixture (monkeypatch "
+                "in a fixture listed before it) or with hookledger.use_settings(...)"
+            )
 
     def _relaunch(self, apps: Sequence[str]) -> None:
         """Stop the simulator and the functions, if running, and start them with `apps`."""
         if self._launched is not None:
             self._launched.stop()
             self._launched = None
-        self._launched = launch(self._stores, apps, root=self._root, workdir=self._plan.parent)
+        self._launched = launch(
+            self._stores, apps, root=self._root, workdir=self._plan.parent, settings=self._chosen
+        )
 
     @property
     def apps(self) -> tuple[str, ...]:
@@ -193,6 +261,7 @@ class Stack:
 
     def send_github(self, event: str, payload: Payload, *, delivery_id: str | None = None) -> Sent:
         """POST `payload` to the ingress as GitHub's `event`, signed as GitHub signs it."""
+        self._check_settings()
         return send_event(
             self.ingress_url,
             "github",
@@ -204,6 +273,7 @@ class Stack:
 
     def send_gemini(self, event: str, payload: Payload, *, delivery_id: str | None = None) -> Sent:
         """POST `payload` (its `type` must be `event`) as a Gemini static webhook."""
+        self._check_settings()
         return send_event(
             self.ingress_url,
             "gemini",
@@ -241,7 +311,7 @@ class Stack:
             seen["record"] = record
             if record is None or record.get("status") not in FINISHED_DELIVERY_STATUSES:
                 return None
-            apps = self._handlers.get(f"{source}:{record.get('event')}", [])
+            apps = self._registered.handlers.get(f"{source}:{record.get('event')}", [])
             if len(apps) <= 1:  # one app runs under the delivery's own record
                 return {(apps[0] if apps else "?"): str(record["status"])}
             ends = {app: self._delivery(source, f"{delivery_id}#{app}") for app in apps}
@@ -307,16 +377,15 @@ class Stack:
         return self.sim.complete(name, "failed", _webhook(webhook), error=error)
 
     def wait_settled(self, name: str, *, timeout_s: float = 60.0) -> dict[str, Any]:
-        """Operation `name`'s record once terminal (or superseded) with its write-back done."""
+        """Operation `name`'s record once it is terminal (or superseded): its settling commit,
+        which holds the write-back, is done. Its outbox items (a comment, a check run) may
+        still be open: `wait_delivered` waits for those."""
         seen: dict[str, Any] = {}
 
         def settled() -> dict[str, Any] | None:
             record = self.operation(name)
             seen["record"] = record
-            if record is None:
-                return None
-            final = record["status"] in TERMINAL_STATUSES or record["status"] == SUPERSEDED
-            return record if final and record.get("writeback_done") else None
+            return record if record is not None and _final(record) else None
 
         return wait_for(
             settled,
@@ -324,8 +393,50 @@ class Stack:
             what=lambda: f"operation {name} to settle; its record: {_brief(seen.get('record'))}",
         )
 
+    def wait_delivered(
+        self, name: str, *, sweep: bool = False, timeout_s: float = 60.0
+    ) -> dict[str, Any]:
+        """Operation `name`'s record once it is settled and every outbox item delivered;
+        AssertionError at once, naming the item and why, when one is given up.
+
+        The settling call delivers the items right after its commit. An item it left (it
+        crashed after the commit, or the deliverer failed and backs off) is delivered by
+        reconcile's sweep only, and the kit runs no scheduler: call `reconcile()`, or pass
+        `sweep=True` to run it whenever an item is open, unclaimed and due.
+        """
+        seen: dict[str, Any] = {}
+
+        def delivered() -> dict[str, Any] | None:
+            record = self.operation(name)
+            seen["record"] = record
+            if record is None or not _final(record):
+                return None
+            for item in record["outbox"]:
+                if item.get("given_up_at") is not None:
+                    raise AssertionError(
+                        f"operation {name}: outbox item {item['idempotency_key']} was given up: "
+                        f"{item.get('given_up_reason')}"
+                    )
+            waiting = [item for item in record["outbox"] if item.get("delivered_at") is None]
+            if not waiting:
+                return record
+            if sweep and any(_sweepable(item) for item in waiting):
+                self.reconcile()
+            return None
+
+        return wait_for(
+            delivered,
+            timeout_s=timeout_s,
+            what=lambda: (
+                f"operation {name}'s outbox to be delivered; its record: "
+                f"{_brief(seen.get('record'))}, open items: {_open_items(seen.get('record'))}"
+                + ("" if sweep else " (an item left to the sweep needs reconcile(), or sweep=True)")
+            ),
+        )
+
     def reconcile(self) -> dict[str, Any]:
         """One reconcile run, as Cloud Scheduler starts it; its report."""
+        self._check_settings()
         answer = requests.post(f"{self.reconcile_url}/", json={}, timeout=120)
         if answer.status_code != 200:
             raise AssertionError(f"reconcile answered {answer.status_code}: {answer.text[:500]}")
@@ -347,6 +458,20 @@ class Stack:
     def github_errors(self, status: int = 503, times: int = 1) -> dict[str, Any]:
         """GitHub answers `status` (500..599) to the next `times` calls, whatever the route."""
         return self.sim.github_errors(status=status, count=times)
+
+    def stub_github(
+        self,
+        method: str,
+        path: str,
+        status: int = 200,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        times: int | None = None,
+    ) -> dict[str, Any]:
+        """GitHub answers `method path` (exact, or `{name}` segments matching any one) with
+        `status`, `body` (JSON) and `headers`, ahead of any simulated route, the next
+        `times` times (None: the whole test); the simulator's stub record."""
+        return self.sim.stub_github(method, path, status, body, headers, times)
 
     def github_rate_limited(self, times: int = 1, *, status: int = 403) -> dict[str, Any]:
         """GitHub's secondary rate limit (403 or 429, `retry-after: 1`) on the next `times`
@@ -394,6 +519,7 @@ class Stack:
     def cli(self, *args: str, input_text: str | None = None) -> subprocess.CompletedProcess[str]:
         """Run `hookledger ARGS…` against the stack (its environment); never raises on a
         non-zero exit: look at `returncode`, `stdout`, `stderr`."""
+        self._check_settings()
         code = "import sys; from hookledger.cli import main; sys.exit(main())"
         return subprocess.run(  # noqa: S603 (this interpreter running the CLI)
             [sys.executable, "-c", code, *args],
@@ -422,8 +548,36 @@ def _with_keys(batch: Mapping[str, Any]) -> dict[str, Any]:
     return {**batch, "keys": keys}
 
 
+def _final(record: Mapping[str, Any]) -> bool:
+    """Settled (terminal) or superseded: no commit will change its status again."""
+    return record["status"] in TERMINAL_STATUSES or record["status"] == SUPERSEDED
+
+
+def _sweepable(item: Mapping[str, Any]) -> bool:
+    """An open item reconcile's sweep would take now: no live claim, and due."""
+    now = datetime.now(UTC)
+    return all(
+        not isinstance(item.get(f), datetime) or item[f] <= now
+        for f in ("claimed_until", "next_attempt_at")
+    )
+
+
+def _open_items(record: Mapping[str, Any] | None) -> list[str]:
+    shown = ("attempts", "last_error", "claimed_until", "next_attempt_at")
+    items = (record or {}).get("outbox", [])
+    return [
+        f"{item['idempotency_key']} {_fields(item, shown)}"
+        for item in items
+        if item.get("delivered_at") is None and item.get("given_up_at") is None
+    ]
+
+
+def _fields(record: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    return {k: record[k] for k in names if record.get(k) is not None}
+
+
 def _brief(record: Mapping[str, Any] | None) -> str:
     if record is None:
         return "none yet"
     shown = ("status", "event", "attempts", "last_error", "writeback_done", "error")
-    return repr({k: record[k] for k in shown if record.get(k) is not None})
+    return repr(_fields(record, shown))
