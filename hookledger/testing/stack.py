@@ -42,6 +42,7 @@ from typing import Any
 import requests
 
 from hookledger.sending import Sent, send_event
+from hookledger.testing.accounts import EXAMPLES_INSTALLATION
 from hookledger.testing.launch import (
     CRASH_PLAN_FILE,
     PROJECT,
@@ -458,6 +459,17 @@ class Stack:
     def github_errors(self, status: int = 503, times: int = 1) -> dict[str, Any]:
         """GitHub answers `status` (500..599) to the next `times` calls, whatever the route."""
         return self.sim.github_errors(status=status, count=times)
+
+    def github_api(self, installation_id: int = EXAMPLES_INSTALLATION) -> Any:
+        """GitHub at the simulator as the kit's App acting for `installation_id` (default:
+        Codertocat's, 1) sees it, to read what the functions did: a handler's
+        `ctx.github_api` (`call(operation_id, **params)`, `request(method, path)`)."""
+        from shared.github.app import AppAuth, AppCredentials
+        from shared.github.rest import GitHubApi
+
+        app, url = self._running.app, self._running.env["GITHUB_API_URL"]
+        auth = AppAuth(AppCredentials.from_pem(app.client_id, app.private_key), url)
+        return GitHubApi(url, auth=auth, timeout_s=TIMEOUT_S).bound(installation_id=installation_id)
 
     def stub_github(
         self,
