@@ -3,46 +3,50 @@
 An app is a Python package that builds one `App` at import and registers through it. A
 deployment names its apps in `HOOKLEDGER_APPS` (comma-separated module names; the
 functions and the CLI default to the repository's reference app); each is imported once
-per process, before the first request. Keep the
-module light: the ingress imports it to learn which events are handled, so import heavy
-libraries inside handlers. Guide and examples: docs/apps.md.
+per process, before the first request. Keep the module light: the ingress imports it to
+learn which events are handled, so import heavy libraries inside handlers. Guide and
+examples: docs/apps.md; the first, apps/labeller:
 
-    from shared import api
+    app = api.App("labeller", settings=[api.Setting("LABELLER_MODEL", default=...)],
+                  collections=["labelled"])
+    LABEL = app.kind(api.OperationKind("issue-label", "label", writeback=write_back,
+                                       outbox=outbox))
 
-    app = api.App(
-        "triage",
-        settings=[api.Setting("TRIAGE_LABEL", default="needs-triage", help="label to add")],
-        collections=["triaged"],
-    )
-
-    @app.handler("github", "issues", refuses=lambda event, p: None if p.get("action") ==
-                 "opened" else "only opened issues")
-    def on_issue(event: api.Event, ctx: api.Context) -> api.Outcome:
-        issue = event.json()["issue"]
+    @app.on("issues.opened", "issues.reopened")
+    def label_issue(event: api.Event, ctx: api.Context) -> api.Outcome:
         ...
-        return api.Done(f"labelled #{issue['number']}")
+        return ctx.submit(LABEL, key, [("issue", prompt)], context, model=model)
 
-HANDLERS. `@app.handler(source, *events, claims=None, leased=True, refuses=None)`:
-source "github" (an event is `X-GitHub-Event`) or "gemini" (its `type`). The function
-gets the verified `Event` (`source`, `type`, `delivery_id`, `received_at`, `body`,
-`headers`, `json()`, `run`: this attempt, with its lease's end) and the app's `Context`.
-It returns an outcome (`Done`, `Ignored`, `Unresolved`) or raises `TransientError`
-(retried with backoff: 5xx to Cloud Tasks), `PermanentError` (recorded `dead`, never
-retried) or `Deferred(reason, after_s)` (run again later, spending no retry). Any other
-exception is retried until the retry limit, then dead. `refuses(event, payload)` is asked
-by the ingress for a GitHub delivery, and by the worker when several apps handle the
-event: a reason means this app does not want the delivery (200 `ignored` when no app
-wants it). Several apps may handle one event: each gets it once, with its own
-record (`deliveries/{source}:{id}#{app}`), lease, outcome and retries; the delivery is
-done when every app is (docs/architecture.md, "Apps"). A handler may run more than once
-for one delivery (an attempt that timed out, a replay): make its effects idempotent.
+    @app.deliverer("add-label")
+    def add_label(item, services) -> None:
+        services.github_api.call("issues/add-labels", json={"labels": [label]})
 
-CONTEXT. `ctx.settings` (this app's settings), `ctx.results` (this app's collections),
-`ctx.github_api` (`GitHubApi`: any REST endpoint, `installation_id=` for a GitHub App),
-`ctx.gemini` (`GeminiGateway`: create, fetch, list and cancel batches), `ctx.clock`,
-`ctx.submitter(event, tag, kind=...)` (exactly-once submission), `ctx.ledger` (the
-ledger's operations, for reads), and the GitHub clients `ctx.github` (file contents),
-`ctx.comments`, `ctx.checks`.
+HANDLERS. `@app.on(*events, claims=None, refuses=None)`: GitHub events by name
+(`"issues"`, every action) or name and action (`"issues.opened"`); the ingress answers any
+other action 200 `ignored`. `@app.handler(source, *events, claims=None, leased=True,
+refuses=None)`: "github" (`X-GitHub-Event`) or "gemini" (its `type`). The function gets
+the verified `Event` (`source`, `type`, `action`, `delivery_id`, `received_at`, `body`,
+`headers`, `json()`, `subject`, `run`: this attempt, with its lease's end) and the app's
+`Context`, bound to the event. It returns an outcome (`Done`, `Ignored`, `Unresolved`)
+or raises `TransientError` (retried with backoff), `PermanentError` (recorded `dead`,
+never retried) or `Deferred(reason, after_s)` (run again later, spending no retry). Any
+other exception is retried until the retry limit, then dead. `refuses(event, payload)`: a
+reason means this app does not want the delivery. Several apps may handle one event, each
+once, with its own record, lease, outcome and retries. A handler may run more than once
+for one delivery: make its effects idempotent.
+
+SUBJECT. `event.subject` (`Subject`: `installation_id`, `repository`, `number`) is what a
+GitHub event is about. The context's GitHub calls default to it (the installation,
+`owner`, `repo`, `issue_number`, `pull_number`), and `ctx.submit` keeps it with the
+operation, so its outbox items' deliverers get the same defaults.
+
+CONTEXT. `ctx.submit(...)` (below), `ctx.settings` (this app's settings), `ctx.results`
+(this app's collections), `ctx.github_api` (`call(operation_id, json=, **params)` by
+GitHub's documented operation, checked before sending: `InvalidCall`; `request(method,
+path, …)` by raw path), `ctx.gemini` (create, fetch, list and cancel batches),
+`ctx.clock`, `ctx.ledger` (reads), `ctx.subject`, `ctx.for_event(event)`,
+`ctx.submission(kind, key)` (the step-by-step submission), and the GitHub clients
+`ctx.github` (file contents), `ctx.comments`, `ctx.checks`.
 
 SETTINGS. `Setting(name, type="str"|"int"|"float"|"bool"|"list", default, help, choices,
 check, secret)`, declared once on the `App`: read from the environment, checked when a
@@ -50,36 +54,39 @@ function starts (a bad value stops it, naming the variable), listed by `hookledg
 config`, passed by Terraform from `var.app_settings`.
 
 RESULTS. An app declares its collections (`App(collections=[...])`); no other app, and
-none of the ledger's own, may be written through it. In a handler, `ctx.results.update(
-collection, id, change)` reads, calls `change(stored | None)` and writes what it returns
-(new fields, `DELETE`, or None to leave it) in one transaction; `get`, `find(**equals)`
-and `count` read. `doc_id(*parts)` makes an id from any key.
+none of the ledger's own, may be written through it. `ctx.results.update(collection, id,
+change)` reads, calls `change(stored | None)` and writes what it returns (new fields,
+`DELETE`, or None to leave it) in one transaction; `get`, `find(**equals)` and `count`
+read. `doc_id(*parts)` makes an id from any key.
 
-EXACTLY-ONCE GEMINI JOBS. Register an `OperationKind(name, tag, writeback=, outbox=,
-adopt=, request_keys=, needs=)` with `app.kind(...)`. A handler submits through
-`ctx.submitter(event, kind.make_tag(key), kind=kind.name)`: `claim(context)` (None: create
-now), `gemini.create_batch(..., display_name=tag)`, then `register(name, context,
-event.end)`. When the job ends, a Gemini webhook or reconcile settles it exactly once:
-`writeback(writes, record, result)` stages documents with `writes.put(collection, id,
-fields)` in the same commit as the status; `outbox(record, result)` returns items
-(`{"kind": ..., ...}`) delivered after it by the deliverer the app registered with
-`@app.deliverer(kind)` (idempotent: look before acting; retried by reconcile's sweep). A
-batch whose creator died before registering it is adopted by reconcile from its tag
-(`adopt(key, batch, gemini)` gives its context; `needs` lists what it must hold).
+EXACTLY-ONCE GEMINI JOBS. `ctx.submit(kind, key, requests, context, *, model,
+generation_config=None) -> Submitted` (a `Done`: `detail`, `operation`, `created`):
+claims the submission (kind, key), creates the batch (or joins the kind's shared one),
+releases the claim if the create fails and registers it with the delivery's end in one
+commit. Register each `OperationKind(name, tag, writeback=, outbox=, sharing=,
+start_items=, request_keys=, adopt=, needs=)` with `app.kind(...)`. When the job ends, a
+Gemini webhook or reconcile settles it exactly once: `writeback(writes, record, result)`
+stages documents with `writes.put(collection, id, fields)` in the same commit as the
+status; `outbox(record, result)` returns items (`{"kind": ..., ...}`) delivered after it
+by the deliverer the app registered with `@app.deliverer(kind)` (at least once: look
+before acting). A batch whose creator died before registering it is adopted by reconcile
+with the context its claim stored (`adopt` only for batches created outside a handler).
+`crash_point(name)` marks a point a test may crash the process at (shared/crashpoints.py
+lists the names); the core crashes around every create and every deliverer call.
 
-SHARED BATCHES. To put many events' requests in one batch (Gemini allows about 100 batch
-jobs in flight), a handler joins instead of creating: after `claim(context)` returned None,
-`run.join(requests, context, model=..., sharing=Sharing(max_requests, window_s, shards=),
-generation_config=..., end=event.end)`. The event's operation (`groups/{group}.{n}`) is
-created at once with the kind's start items; the group's one batch is made when it holds
-`max_requests` requests or `window_s` after it opened; when that batch ends, each event's
-operation settles on its own, through the kind's `writeback` and `outbox`, from its own
-rows (keys as the handler gave them). `join` may raise `Deferred`: this run seals the group
-when its window ends. An event's neighbours never fail it: one whose request Gemini
-refuses settles `failed` alone, `result.error` `{"reason": REQUEST_REFUSED, "message":
-Gemini's words}`, the rest batched without it; while Gemini refuses the deployment (a
-key, billing, permission) the group waits, and only after 24 h do its events fail, reason
-`DEPLOYMENT_REFUSED`. Guide: docs/apps.md; the design: docs/architecture.md, "Shared batches".
+SHARED BATCHES. `OperationKind(sharing=Sharing(max_requests, window_s, shards=))` (or a
+function of the app's settings giving one): `ctx.submit` joins the kind's open group, one
+batch for many events; each event's operation (`groups/{group}.{n}`) settles on its own
+from its own rows. The opener's run raises `Deferred` and seals the group at its window's
+end. An event's neighbours never fail it: one whose request Gemini refuses settles
+`failed` alone, `result.error` `{"reason": REQUEST_REFUSED, "message": Gemini's words}`;
+while Gemini refuses the deployment the group waits, and after 24 h its events fail,
+reason `DEPLOYMENT_REFUSED`.
+
+THE STEP-BY-STEP SUBMISSION, for the rare handler that needs another order:
+`ctx.submission(kind, key)` or `ctx.submitter(event, tag, kind=...)` gives a `Submitter`:
+`decided_before_fetch()`, `claim(context)`, `submit(...)`, `register(name, context,
+end)`, `release()`, `join(...)`; `SubmitDeps`, `ClaimRequest` and `Claims` serve it.
 
 Everything else in `shared/` is private and may change; tests/unit/test_app_imports.py
 fails when an app imports it.

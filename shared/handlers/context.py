@@ -16,9 +16,11 @@
     ctx.tasks      TaskQueue       the Cloud Tasks queue the worker is fed from
     ctx.claims     ClaimStore      claim-checked payloads (bodies over 512 KiB)
 
-An app's handler gets the context `for_app(name)`: the same clients, plus the app's own
-`settings`, its `results` (limited to the collections it declared) and `submitter(...)`
-(exactly-once submission, shared/submission.py).
+An app's handler gets the context `for_app(name).for_event(event)`: the same clients,
+plus the app's own `settings`, its `results` (limited to the collections it declared),
+`submit(...)` (one call for an exactly-once Gemini job; the steps: `submission(...)`,
+`submitter(...)`, shared/submission.py) and GitHub calls defaulting to the event's
+`subject` (shared/handlers/subject.py). A deliverer gets it `for_subject` its item's.
 
 Each client is built by its factory on first use and at most once per context, so a
 handler that never talks to Gemini never builds (or imports) its client. A property
