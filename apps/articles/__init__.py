@@ -43,7 +43,7 @@ app = api.App(
 )
 
 
-@app.handler("github", "push")
+@app.on("push")
 def sync_push(event: api.Event, ctx: api.Context) -> api.Outcome:
     """A push to the default branch: the repository's articles made those of its commit."""
     from apps.articles.sync import sync_articles

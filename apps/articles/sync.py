@@ -262,10 +262,13 @@ def _sync(push: github.Push, pushed_at: datetime, under: str, ctx: api.Context) 
 
 def list_articles(ctx: api.Context, push: github.Push, under: str) -> list[str]:
     """The Markdown paths under `under` at the pushed commit (Git Trees API, recursive)."""
-    response = ctx.github_api.request(
-        "GET",
-        f"/repos/{push.repo}/git/trees/{push.sha}",
-        params={"recursive": "1"},
+    owner, _, name = push.repo.partition("/")
+    response = ctx.github_api.call(
+        "git/get-tree",
+        owner=owner,
+        repo=name,
+        tree_sha=push.sha,
+        recursive="1",
         installation_id=push.installation_id,
     )
     body = response.json()

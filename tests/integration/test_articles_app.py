@@ -50,17 +50,17 @@ def _load_quietly() -> ModuleType:
 articles = _load_quietly()
 
 
-class RecordedTrees:
-    """`ctx.github_api`: the simulator's Git Trees API, each call recorded; a commit in
+class RecordedTrees(GitHubApi):
+    """`ctx.github_api`: the simulator's Git Trees API, each request recorded; a commit in
     `truncated` comes back `truncated: true` (GitHub's answer past its limits, which the
     simulator never gives)."""
 
     def __init__(self, api_url: str) -> None:
-        self.api = GitHubApi(api_url, timeout_s=5, attempts=2, sleep=lambda _s: None)
+        super().__init__(api_url, timeout_s=5, attempts=2, sleep=lambda _s: None)
         self.truncated: set[str] = set()
         self.calls: list[tuple[str, str, dict[str, Any], int | None]] = []
 
-    def request(
+    def request(  # type: ignore[override]
         self,
         method: str,
         path: str,
@@ -70,7 +70,7 @@ class RecordedTrees:
         **options: Any,
     ) -> GitHubResponse:
         self.calls.append((method, path, dict(params or {}), installation_id))
-        answer = self.api.request(
+        answer = super().request(
             method, path, params=params, installation_id=installation_id, **options
         )
         if path.rsplit("/", 1)[-1] not in self.truncated:
