@@ -16,6 +16,7 @@ help:
 	@echo "make browser - install Debian's chromium + chromium-driver for the console's browser tests"
 	@echo "make lint    - ruff, ruff format, mypy and the generated docs tables (tools/config_tables.py)"
 	@echo "make bench   - run the benchmarks, each printing one JSON object"
+	@echo "make screenshots - refresh docs/screenshots/*.png with the console's browser tests (make test never writes them)"
 	@echo "make chaos   - the chaos scenarios at full size against the whole local stack (docs/reliability.md)"
 	@echo "make plan / make deploy PROJECT_ID=... - Terraform (see terraform/README.md)"
 
@@ -72,6 +73,12 @@ requirements: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/python -m local.stack
+
+# The console's pictures in the docs, taken by its browser tests; `make test` writes them to a
+# temporary folder instead, so the suite leaves the tree as it found it.
+.PHONY: screenshots
+screenshots: $(STAMP) browser
+	SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(BIN)/python -m pytest -q tests/e2e/test_console_browser.py
 
 test: $(STAMP) $(SCHEMA_STAMP) browser
 	$(BIN)/ruff check .

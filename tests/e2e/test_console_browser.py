@@ -4,7 +4,8 @@ Pushes go through the ingress, the worker submits batches to the simulator, the 
 completes them (one webhook sent, one dropped and settled by a reconcile run, one left
 running), and one delivery dies (GitHub 502s with WORKER_MAX_RETRIES=0). Chromium and
 chromedriver are Debian's (`make browser` installs them); Selenium never downloads
-anything (explicit driver path, SE_OFFLINE=1). Screenshots go to docs/screenshots/.
+anything (explicit driver path, SE_OFFLINE=1). Screenshots go to a temporary folder, or to
+`SCREENSHOTS_DIR` when set: `make screenshots` refreshes docs/screenshots/ that way.
 """
 
 from __future__ import annotations
@@ -29,13 +30,21 @@ from tests.plugins.pipeline import OWNER_REPO, PROJECT, pipeline_stack, push_pay
 from tests.trace_samples import PUSH_ROWS, push_trace
 from tests.waiting import wait_until
 
-REPO = Path(__file__).resolve().parents[2]
-SHOTS = REPO / "docs" / "screenshots"
+SHOTS_VARIABLE = "SCREENSHOTS_DIR"
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 SHA_WEBHOOK, SHA_DROPPED, SHA_RUNNING, SHA_DEAD = (f"{c * 40}" for c in "abcd")
 FILES = {"docs/intro.md": b"# Intro\n\nHookledger settles things.\n"}
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the screenshots go: never the tree, unless `make screenshots` asks for it."""
+    chosen = os.environ.get(SHOTS_VARIABLE)
+    folder = Path(chosen) if chosen else tmp_path_factory.mktemp("screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="module")
@@ -181,11 +190,10 @@ class console:
         self.thread.join(10)
 
 
-def shot(driver: Any, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
+def shot(driver: Any, shots: Path, name: str) -> None:
     height = driver.execute_script("return document.body.scrollHeight")
     driver.set_window_size(1280, max(800, min(int(height) + 40, 2400)))
-    assert driver.save_screenshot(str(SHOTS / f"{name}.png"))
+    assert driver.save_screenshot(str(shots / f"{name}.png"))
 
 
 def text(driver: Any, element_id: str) -> str:
@@ -241,7 +249,7 @@ def click_through(driver: Any, element_id: str, lands_on: str) -> None:
     )
 
 
-def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, browser):
+def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, browser, shots):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
@@ -258,7 +266,7 @@ def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, brow
     assert len(rows(driver, "#chart-settlements svg rect.bar-W")) == 1
     assert len(rows(driver, "#chart-settlements svg rect.bar-R")) == 1
     assert len(rows(driver, "#chart-latency svg circle.p50")) == 1
-    shot(driver, "overview")
+    shot(driver, shots, "overview")
 
     driver.get(url + "/operations")
     assert len(rows(driver, "tr.op-row")) == ledger.queries.count_operations() >= 3
@@ -269,7 +277,7 @@ def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, brow
     Select(driver.find_element(By.ID, "filter-settled_by")).select_by_value("reconcile")
     click_through(driver, "apply-filters", "settled_by=reconcile")
     assert len(rows(driver, "tr.op-row")) == 1
-    shot(driver, "operations")
+    shot(driver, shots, "operations")
 
     running = ledger.queries.find_operation("context.sha", SHA_RUNNING)
     driver.get(f"{url}/operations/{running.name}")
@@ -277,7 +285,7 @@ def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, brow
     assert text(driver, "attempts") == "1"
     [answer] = rows(driver, "#timeline li.ev-answer")  # the check's own answer, from Gemini
     assert "still running" in answer.text
-    shot(driver, "operation")
+    shot(driver, shots, "operation")
 
     driver.get(url + "/deliveries")
     everything = len(rows(driver, "tr.delivery-row"))
@@ -287,7 +295,7 @@ def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, brow
     assert 0 < len(gemini_rows) < everything
     assert all("gemini:" in row.text for row in gemini_rows)
     driver.get(url + "/deliveries")
-    shot(driver, "deliveries")
+    shot(driver, shots, "deliveries")
 
     # No CSRF token: refused, nothing changes.
     forged = requests.post(f"{url}/deliveries/github/push-dead/replay", data={}, timeout=10)
@@ -296,7 +304,7 @@ def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, brow
 
     driver.get(f"{url}/deliveries/github/push-dead")
     click_through(driver, "replay-link", "/replay")
-    shot(driver, "replay-confirm")
+    shot(driver, shots, "replay-confirm")
     click_through(driver, "confirm-replay", "?replayed=")
     assert "Replay enqueued" in text(driver, "replayed")
 
@@ -305,13 +313,13 @@ def test_the_console_shows_the_ledger_and_replays_the_dead_delivery(filled, brow
         return text(driver, "delivery-status") == "done"
 
     wait_until(shows_done, 60, "the replayed delivery shows done", every=0.5)
-    shot(driver, "delivery")
+    shot(driver, shots, "delivery")
     assert OWNER_REPO  # the replayed push reviewed the same repository
     assert ledger.queries.find_operation("context.sha", SHA_DEAD) is not None
 
     driver.get(url + "/reconcile")
     assert len(rows(driver, "tr.run-row")) == 1
-    shot(driver, "reconcile")
+    shot(driver, shots, "reconcile")
 
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -367,7 +375,7 @@ PUSH_SPANS = [
 ]
 
 
-def test_the_pages_draw_the_trace_the_pipeline_recorded(filled, browser):
+def test_the_pages_draw_the_trace_the_pipeline_recorded(filled, browser, shots):
     """Every function traced for real (TRACING=file): the dropped-webhook push's operation
     page and delivery page draw its one trace, from the ingress to reconcile's settlement;
     the dead push's trace is drawn with its failed attempt."""
@@ -394,7 +402,7 @@ def test_the_pages_draw_the_trace_the_pipeline_recorded(filled, browser):
         firsts = [name for index, name in enumerate(names) if name not in names[:index]]
         assert [name for name in firsts if name in PUSH_SPANS] == PUSH_SPANS, page
         assert "firestore.commit" in names and "github.request" in names, page
-        figure_shot(driver, f"trace-{trace_id}", shot_name)
+        figure_shot(driver, shots, f"trace-{trace_id}", shot_name)
 
     driver.get(url + "/deliveries/github/push-dead")
     WebDriverWait(driver, 30).until(
@@ -405,7 +413,7 @@ def test_the_pages_draw_the_trace_the_pipeline_recorded(filled, browser):
     assert "worker.attempt" in failed and "github.request" in failed
 
 
-def figure_shot(driver: Any, element_id: str, name: str) -> None:
+def figure_shot(driver: Any, shots: Path, element_id: str, name: str) -> None:
     """A screenshot of one element, the page first made tall enough to hold it whole."""
     from selenium.webdriver.common.by import By
 
@@ -414,8 +422,7 @@ def figure_shot(driver: Any, element_id: str, name: str) -> None:
     )
     # The viewport, not the window, must hold the page: an element below it is cut.
     driver.set_window_size(1280, int(height) + int(chrome) + 40)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    assert driver.find_element(By.ID, element_id).screenshot(str(SHOTS / f"{name}.png"))
+    assert driver.find_element(By.ID, element_id).screenshot(str(shots / f"{name}.png"))
 
 
 @pytest.fixture
@@ -479,7 +486,7 @@ def app_filled(firestore_client, firestore_emulator, cloudtasks_emulator_fast, m
         pytest.fail(str(exc), pytrace=False)
 
 
-def test_the_operation_page_shows_the_push_check_run_and_links_to_it(app_filled, browser):
+def test_the_operation_page_shows_the_push_check_run_and_links_to_it(app_filled, browser, shots):
     url, name, run = app_filled
     driver = browser
     driver.get(url + "/operations")
@@ -492,4 +499,4 @@ def test_the_operation_page_shows_the_push_check_run_and_links_to_it(app_filled,
     link = rows(driver, "#check-run-link")[0]
     assert link.get_attribute("href") == run["html_url"]
     assert link.text == f"#{run['id']}"
-    shot(driver, "operation-check-run")
+    shot(driver, shots, "operation-check-run")
