@@ -1,4 +1,5 @@
-"""Fixtures shared by the whole suite; the service fixtures live in tests/plugins/.
+"""Fixtures shared by the whole suite; the service fixtures live in tests/plugins/, and
+tests/plugins/worktree.py fails a run of the whole suite that changed `git status`.
 
 The `slow` marker (registered in pyproject.toml, `--strict-markers`) goes on every test
 whose own run takes over ~5 s; the summary lists unmarked ones that did, as a reminder.
@@ -31,6 +32,7 @@ pytest_plugins = [
     "tests.plugins.simulator",
     "tests.plugins.ledger",
     "tests.plugins.loopback",
+    "tests.plugins.worktree",  # the whole suite fails if it changed `git status`
 ]
 
 SLOW_S = 5.0
