@@ -52,6 +52,7 @@ from local.simulator import (
 )
 from local.simulator.create_refusals import Caller, RefusedCreate
 from local.simulator.engine import Simulator
+from local.simulator.errors import BadRequest, BatchQuotaExceeded, NotFound, SimError
 from local.simulator.file_routes import files_routes
 from local.simulator.gemini import (
     QUOTA_MESSAGE,
@@ -66,15 +67,7 @@ from local.simulator.gemini import (
 from local.simulator.github_answers import github_request_body, register_refusals
 from local.simulator.github_fallback import add_fallback_routes, is_github
 from local.simulator.quotas import INLINE_REQUEST_BYTES, MAX_INLINE_REQUEST_BYTES, inline_too_large
-from local.simulator.state import (
-    WEBHOOK_EVENTS,
-    WEBHOOK_STATES,
-    BadRequest,
-    BatchQuotaExceeded,
-    NotFound,
-    RegisteredWebhook,
-    SimError,
-)
+from local.simulator.records import WEBHOOK_EVENTS, WEBHOOK_STATES, RegisteredWebhook
 from local.simulator.wire import json_response, read_json
 from shared.logs import event, get_logger
 

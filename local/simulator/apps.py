@@ -55,8 +55,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 
+from local.simulator.errors import BadRequest, NotFound
 from local.simulator.github_objects import repository
-from local.simulator.state import BadRequest, NotFound
 from shared.clock import Clock, system_clock
 
 REST_DOCS = "https://docs.github.com/rest"

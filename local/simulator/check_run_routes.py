@@ -42,6 +42,7 @@ from local.simulator.check_runs import (
     annotation_json,
     run_json,
 )
+from local.simulator.errors import BadRequest, NotFound
 from local.simulator.github_routes import authorize
 from local.simulator.github_webhooks import (
     DEFAULT_INSTALLATION_ID,
@@ -49,7 +50,6 @@ from local.simulator.github_webhooks import (
     signed_request,
 )
 from local.simulator.hook_deliveries import outcome_json
-from local.simulator.state import BadRequest, NotFound
 from local.simulator.wire import json_response, read_json
 
 if TYPE_CHECKING:

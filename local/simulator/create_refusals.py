@@ -49,8 +49,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from local.simulator.errors import BadRequest, SimError
 from local.simulator.gemini import error_body
-from local.simulator.state import BadRequest, SimError
 
 SERVICE = "generativelanguage.googleapis.com"
 # The project the simulated key belongs to, as Google's answers name it (a made-up number).

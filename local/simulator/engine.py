@@ -20,6 +20,7 @@ from local.simulator.check_runs import CheckRuns
 from local.simulator.comments import CommitComments
 from local.simulator.commit_statuses import CommitStatuses
 from local.simulator.create_refusals import CreateRefusals
+from local.simulator.errors import BatchQuotaExceeded, SimError
 from local.simulator.files import FileStore
 from local.simulator.gemini import build_rows, result_lines
 from local.simulator.github import Contents
@@ -30,16 +31,14 @@ from local.simulator.injector import FaultInjector
 from local.simulator.issues import Issues
 from local.simulator.quotas import BATCHES_IN_FLIGHT, Quotas
 from local.simulator.ratelimits import RateLimits
-from local.simulator.state import (
+from local.simulator.records import (
     BATCH_STATES,
     INTERACTION_API_STATUSES,
     WITH_ROWS,
     Batch,
-    BatchQuotaExceeded,
     Operation,
-    SimError,
-    World,
 )
+from local.simulator.state import World
 from local.simulator.traffic import RequestLog
 from local.simulator.webhooks import Dispatcher, Message, Target
 from shared.clock import Clock, monotonic, system_clock

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from local.simulator.state import BadRequest
+from local.simulator.errors import BadRequest
 
 MAX_LATENCY_MS = 60_000
 MAX_HOLD_S = 600.0

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, request
 
-from local.simulator.state import BadRequest, SimError
+from local.simulator.errors import BadRequest, SimError
 from local.simulator.wire import json_response, read_json
 
 if TYPE_CHECKING:

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from local.simulator.errors import BadRequest, NotFound
 from local.simulator.gemini import rfc3339
-from local.simulator.state import BadRequest, NotFound
 from shared.clock import Clock
 
 FILE_TTL = timedelta(hours=48)

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, request
 
+from local.simulator.errors import BadRequest, NotFound
 from local.simulator.github_answers import base_url
 from local.simulator.issue_records import STATES, Invalid, Missing, PullFile
 from local.simulator.issue_shapes import comment_json, issue_json
 from local.simulator.pull_shapes import pull_json
-from local.simulator.state import BadRequest, NotFound
 from local.simulator.wire import json_response, read_json
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from local.simulator.state import BadRequest
+from local.simulator.errors import BadRequest
 
 KEY = "github_errors"
 # GitHub's bodies for its own failures, as clients quote them.

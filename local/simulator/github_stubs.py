@@ -19,7 +19,7 @@ from typing import Any
 
 from flask import Response
 
-from local.simulator.state import BadRequest
+from local.simulator.errors import BadRequest
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 _SEGMENT = re.compile(r"\{[^/{}]+\}")

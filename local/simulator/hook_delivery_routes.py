@@ -54,6 +54,7 @@ from urllib.parse import urlencode
 from flask import Blueprint, Flask, Response, request
 
 from local.simulator.apps import GitHubRefusal
+from local.simulator.errors import BadRequest, SimError
 from local.simulator.github_webhooks import signed_request
 from local.simulator.hook_deliveries import (
     OUTCOMES,
@@ -63,7 +64,6 @@ from local.simulator.hook_deliveries import (
     full_json,
     item_json,
 )
-from local.simulator.state import BadRequest, SimError
 from local.simulator.wire import json_response, read_json
 
 if TYPE_CHECKING:

@@ -20,6 +20,7 @@ import threading
 from datetime import datetime
 from typing import Any
 
+from local.simulator.errors import BadRequest
 from local.simulator.issue_records import (
     REACTIONS,
     STATES,
@@ -34,7 +35,6 @@ from local.simulator.issue_records import (
     label_names,
 )
 from local.simulator.pull_reviews import PullReviews
-from local.simulator.state import BadRequest
 from shared.clock import Clock, system_clock
 
 

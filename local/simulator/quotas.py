@@ -30,7 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
-from local.simulator.state import BadRequest
+from local.simulator.errors import BadRequest
 
 BATCHES_IN_FLIGHT = "gemini_batches_in_flight"
 BATCH_RETRY_DELAY_S = "gemini_batch_retry_delay_s"

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from local.simulator.state import BadRequest
+from local.simulator.errors import BadRequest
 from shared.clock import Clock, system_clock
 
 DEFAULT_LIMIT = 5000

@@ -1,215 +1,76 @@
 """The simulator's in-memory world: batches, other long-running operations and registered
-webhooks, all behind one lock (the fault model lives in `faults.py` / `injector.py`).
+webhooks (`webhook_registry.py`), all behind one lock (the fault model lives in
+`faults.py` / `injector.py`).
 
-Names follow the Gemini API: a batch is `batches/{id}`, any other operation keeps the
-name it was created with (e.g. `models/veo-2.0-generate-001/operations/abc`).
-Every transition goes through `World`; callers get plain snapshots back.
+Every transition goes through `World`; callers get plain snapshots back. The records and
+their state words are in `records.py`, the errors in `errors.py`; both are importable
+from here too.
 """
 
 from __future__ import annotations
 
-import base64
-import secrets
 import threading
-import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from dataclasses import replace
 from typing import Any
 
+from local.simulator.errors import (
+    BadRequest,
+    BatchQuotaExceeded,
+    Conflict,
+    FailedPrecondition,
+    NotFound,
+    SimError,
+)
+from local.simulator.records import (
+    BATCH_STATES,
+    INTERACTION_API_STATUSES,
+    INTERACTION_EVENTS,
+    INTERACTION_STATUS,
+    PENDING,
+    RUNNING,
+    TERMINAL_STATES,
+    WEBHOOK_EVENTS,
+    WEBHOOK_STATES,
+    WITH_ROWS,
+    Batch,
+    Operation,
+    RegisteredWebhook,
+    SigningSecret,
+    new_batch_id,
+    new_secret,
+)
+from local.simulator.webhook_registry import RegisteredWebhooks
 from shared.clock import Clock, system_clock
 
-# Control-API state word -> the batch state the Gemini API reports.
-BATCH_STATES = {
-    "succeeded": "BATCH_STATE_SUCCEEDED",
-    "failed": "BATCH_STATE_FAILED",
-    "cancelled": "BATCH_STATE_CANCELLED",
-    "expired": "BATCH_STATE_EXPIRED",
-    # Not in the Batch API reference's BatchState, but in google-genai's JobState: sent in
-    # the REST spelling, which the SDK passes through as is (`t_job_state`).
-    "partially_succeeded": "BATCH_STATE_PARTIALLY_SUCCEEDED",
-}
-# Control words whose batch carries result rows (some of them failed, for a partial one).
-WITH_ROWS = frozenset({"succeeded", "partially_succeeded"})
-PENDING = "BATCH_STATE_PENDING"
-RUNNING = "BATCH_STATE_RUNNING"
-TERMINAL_STATES = frozenset(BATCH_STATES.values())
-
-WEBHOOK_EVENTS = (
-    "batch.succeeded",
-    "batch.expired",
-    "batch.failed",
-    "batch.cancelled",
-    "interaction.requires_action",
-    "interaction.completed",
-    "interaction.failed",
-    "interaction.cancelled",
-    "video.generated",
-)
-WEBHOOK_STATES = ("enabled", "disabled", "disabled_due_to_failed_deliveries")
+__all__ = [  # the records and errors live in `records` and `errors`; importable here as before
+    "BATCH_STATES",
+    "INTERACTION_API_STATUSES",
+    "INTERACTION_EVENTS",
+    "INTERACTION_STATUS",
+    "PENDING",
+    "RUNNING",
+    "TERMINAL_STATES",
+    "WEBHOOK_EVENTS",
+    "WEBHOOK_STATES",
+    "WITH_ROWS",
+    "BadRequest",
+    "Batch",
+    "BatchQuotaExceeded",
+    "Conflict",
+    "FailedPrecondition",
+    "NotFound",
+    "Operation",
+    "RegisteredWebhook",
+    "SigningSecret",
+    "SimError",
+    "World",
+    "new_batch_id",
+    "new_secret",
+]
 
 
-class SimError(Exception):
-    """A request the simulator refuses; `status` is the HTTP code to answer with."""
-
-    status = 400
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class BadRequest(SimError):
-    status = 400
-
-
-class NotFound(SimError):
-    status = 404
-
-
-class Conflict(SimError):
-    status = 409
-
-
-class FailedPrecondition(SimError):
-    status = 400
-
-
-class BatchQuotaExceeded(SimError):
-    """A create beyond the concurrent-batch quota: `limit` batches are already in flight."""
-
-    status = 429
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"{limit} batches are already in flight (the project's quota).")
-        self.limit = limit
-
-
-@dataclass
-class Batch:
-    """One batch job. `rows` holds the inlined responses once it succeeded; a batch made
-    from an input file (`input_file`) reports its results as a file (`output_file`)."""
-
-    id: str
-    model: str
-    display_name: str
-    requests: list[dict[str, Any]]
-    created_at: datetime
-    updated_at: datetime
-    state: str = PENDING
-    end_time: datetime | None = None
-    rows: list[dict[str, Any]] | None = None
-    error: dict[str, Any] | None = None
-    webhook_uris: tuple[str, ...] = ()
-    user_metadata: dict[str, Any] | None = None
-    seq: int = 0  # creation order; list pages are cut on it, so inserts never shift a page
-    input_file: str | None = None
-    output_file: str | None = None
-    cancelling: bool = False  # cancel asked for; the batch ends CANCELLED a moment later
-
-    @property
-    def name(self) -> str:
-        return f"batches/{self.id}"
-
-    @property
-    def done(self) -> bool:
-        return self.state in TERMINAL_STATES
-
-
-@dataclass
-class Operation:
-    """Any other long-running operation (video generation, file-search import…)."""
-
-    name: str
-    created_at: datetime
-    metadata: dict[str, Any] = field(default_factory=dict)
-    done: bool = False
-    status: str = "pending"
-    response: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-    # The job's `webhook_config`, as for a batch (`generate_videos`, `interactions.create`).
-    webhook_uris: tuple[str, ...] = ()
-    user_metadata: dict[str, Any] | None = None
-    # An interaction put in an Interactions API status directly (`:status`), and its output.
-    api_status: str | None = None
-    output_text: str | None = None
-
-    def event_for(self, status: str) -> str | None:
-        """The webhook event Gemini sends when this operation ends with `status`, if any."""
-        if self.name.startswith("interactions/"):
-            return INTERACTION_EVENTS.get(status)
-        if self.name.startswith("models/") and status == "succeeded":
-            return "video.generated"
-        return None
-
-    @property
-    def interaction_status(self) -> str:
-        """The Interactions API's `status` for this interaction."""
-        if self.api_status is not None:
-            return self.api_status
-        return INTERACTION_STATUS.get(self.status, "in_progress") if self.done else "in_progress"
-
-
-INTERACTION_EVENTS = {
-    "succeeded": "interaction.completed",
-    "failed": "interaction.failed",
-    "cancelled": "interaction.cancelled",
-}
-INTERACTION_STATUS = {
-    "succeeded": "completed",
-    "failed": "failed",
-    "cancelled": "cancelled",
-    "expired": "incomplete",
-}
-# Every Interactions API status `:status` can set: whether it ends the interaction, and
-# the event Gemini sends on reaching it (the Webhooks guide's `interaction.*` events; the
-# guide names none for `requires_continuation` or `idle`).
-INTERACTION_API_STATUSES: dict[str, tuple[bool, str | None]] = {
-    "queued": (False, None),
-    "in_progress": (False, None),
-    "requires_action": (False, "interaction.requires_action"),
-    "requires_continuation": (False, None),
-    "idle": (False, None),
-    "completed": (True, "interaction.completed"),
-    "incomplete": (True, "interaction.completed"),
-    "failed": (True, "interaction.failed"),
-    "budget_exceeded": (True, "interaction.failed"),
-    "cancelled": (True, "interaction.cancelled"),
-}
-
-
-@dataclass
-class SigningSecret:
-    secret: str
-    expire_time: datetime | None = None
-
-
-@dataclass
-class RegisteredWebhook:
-    """A webhook created through the webhooks API (a static, project-level webhook)."""
-
-    id: str
-    uri: str
-    subscribed_events: list[str]
-    name: str | None
-    created_at: datetime
-    updated_at: datetime
-    secrets: list[SigningSecret]
-    state: str = "enabled"
-    consecutive_failures: int = 0
-
-
-def new_batch_id() -> str:
-    """Lower-case alphanumeric, like the ids the Gemini API hands out."""
-    return uuid.uuid4().hex[:20]
-
-
-def new_secret() -> str:
-    """A Standard Webhooks secret: `whsec_` + base64 of 32 random bytes."""
-    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
-
-
-class World:
+class World(RegisteredWebhooks):
     """Thread-safe store of everything the simulator knows; `reset()` empties it."""
 
     def __init__(self, clock: Clock = system_clock, running_after_s: float = 10.0) -> None:
@@ -427,87 +288,3 @@ class World:
             operation.error = error
             operation.done = ends
             return replace(operation)
-
-    # --- registered webhooks -------------------------------------------------------
-
-    def create_webhook(
-        self, uri: str, subscribed_events: list[str], name: str | None
-    ) -> tuple[RegisteredWebhook, str]:
-        """Register a webhook; returns it and its signing secret (shown once, like Gemini)."""
-        now = self.clock()
-        secret = new_secret()
-        webhook = RegisteredWebhook(
-            id=uuid.uuid4().hex[:16],
-            uri=uri,
-            subscribed_events=list(subscribed_events),
-            name=name,
-            created_at=now,
-            updated_at=now,
-            secrets=[SigningSecret(secret)],
-        )
-        with self._lock:
-            self._webhooks[webhook.id] = webhook
-            return replace(webhook), secret
-
-    def webhook(self, webhook_id: str) -> RegisteredWebhook:
-        with self._lock:
-            found = self._webhooks.get(webhook_id)
-            if found is None:
-                raise NotFound(f"Webhook {webhook_id} not found.")
-            return replace(found, secrets=list(found.secrets))
-
-    def webhooks(self) -> list[RegisteredWebhook]:
-        with self._lock:
-            return [replace(w, secrets=list(w.secrets)) for w in self._webhooks.values()]
-
-    def update_webhook(self, webhook_id: str, changes: dict[str, Any]) -> RegisteredWebhook:
-        with self._lock:
-            webhook = self._webhooks.get(webhook_id)
-            if webhook is None:
-                raise NotFound(f"Webhook {webhook_id} not found.")
-            for key, value in changes.items():
-                setattr(webhook, key, value)
-            if changes.get("state") == "enabled":
-                webhook.consecutive_failures = 0
-            webhook.updated_at = self.clock()
-            return replace(webhook, secrets=list(webhook.secrets))
-
-    def delete_webhook(self, webhook_id: str) -> None:
-        with self._lock:
-            if self._webhooks.pop(webhook_id, None) is None:
-                raise NotFound(f"Webhook {webhook_id} not found.")
-
-    def rotate_webhook_secret(self, webhook_id: str, revoke_immediately: bool) -> str:
-        """A new signing secret; the old ones keep signing for 24 h unless revoked now."""
-        secret = new_secret()
-        now = self.clock()
-        with self._lock:
-            webhook = self._webhooks.get(webhook_id)
-            if webhook is None:
-                raise NotFound(f"Webhook {webhook_id} not found.")
-            if revoke_immediately:
-                webhook.secrets = []
-            else:
-                for old in webhook.secrets:
-                    if old.expire_time is None:
-                        old.expire_time = now + timedelta(hours=24)
-            webhook.secrets.insert(0, SigningSecret(secret))
-            webhook.updated_at = now
-            return secret
-
-    def live_secrets(self, webhook: RegisteredWebhook) -> list[str]:
-        now = self.clock()
-        return [s.secret for s in webhook.secrets if s.expire_time is None or s.expire_time > now]
-
-    def record_delivery_outcome(self, webhook_id: str, delivered: bool, disable_after: int) -> None:
-        """Count failed deliveries in a row; past `disable_after` the webhook is disabled."""
-        with self._lock:
-            webhook = self._webhooks.get(webhook_id)
-            if webhook is None:
-                return
-            if delivered:
-                webhook.consecutive_failures = 0
-                return
-            webhook.consecutive_failures += 1
-            if disable_after > 0 and webhook.consecutive_failures >= disable_after:
-                webhook.state = "disabled_due_to_failed_deliveries"

@@ -34,8 +34,9 @@ from typing import Any
 import requests
 from standardwebhooks import Webhook
 
+from local.simulator.errors import SimError
 from local.simulator.gemini import rfc3339
-from local.simulator.state import SimError, World
+from local.simulator.state import World
 from shared.logs import event, get_logger
 
 logger = get_logger("simulator.webhooks")

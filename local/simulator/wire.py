@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import Response, request
 
-from local.simulator.state import BadRequest
+from local.simulator.errors import BadRequest
 
 
 def json_response(body: Any, status: int = 200) -> Response:
