@@ -1,11 +1,12 @@
 """The simulator's behaviour: creating and completing batches and operations and
 telling webhooks, through the fault model.
 
-`Simulator` ties the store (`World`), the webhook sender (`Dispatcher`), the fault
-injector, the GitHub file, commit-comment, check-run, issue (pull requests included) and
-commit-status stores, the GitHub stubs a test set, the App webhook's delivery log
-(`hook_deliveries.py`) and the request log together; the
-HTTP layer (`app.py`, `control.py`, `github_routes.py`) only parses and answers.
+`Simulator` ties the store (`World`), the webhook sender (`Dispatcher`, behind the
+`Announcer` that picks each event's targets and copies), the fault injector, the GitHub
+file, commit-comment, check-run, issue (pull requests included) and commit-status
+stores, the GitHub stubs a test set, the App webhook's delivery log
+(`hook_deliveries.py`) and the request log together; the HTTP layer (`app.py`,
+`control.py`, the `*_control.py` and `*_routes.py` modules) only parses and answers.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from local.simulator.announcer import WEBHOOK_MODES as WEBHOOK_MODES  # re-exported
+from local.simulator.announcer import Announcer, Sent
 from local.simulator.apps import Apps
 from local.simulator.check_runs import CheckRuns
 from local.simulator.comments import CommitComments
@@ -40,7 +43,7 @@ from local.simulator.records import (
 )
 from local.simulator.state import World
 from local.simulator.traffic import RequestLog
-from local.simulator.webhooks import Dispatcher, Message, Target
+from local.simulator.webhooks import Dispatcher, Target
 from shared.clock import Clock, monotonic, system_clock
 from shared.config import LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET
 from shared.logs import event, get_logger
@@ -51,15 +54,6 @@ DEFAULT_FAILURE = {"code": 13, "message": "Simulated batch failure."}
 # The row a partially succeeded batch loses when the caller names none.
 DEFAULT_ROW_FAILURE = {"error": {"code": 13, "message": "Simulated row failure."}}
 CANCELLED_ERROR = {"code": 1, "message": "The batch was cancelled."}
-WEBHOOK_MODES = {"send": 1, "duplicate": 2, "drop": 0}
-
-
-@dataclass(frozen=True)
-class Sent:
-    """A webhook handed to the dispatcher and how many targets it goes to."""
-
-    message: Message
-    targets: int
 
 
 @dataclass
@@ -113,6 +107,7 @@ class Simulator:
             timeout_s=self.settings.webhook_timeout_s,
             disable_after=self.settings.webhook_disable_after,
         )
+        self.announcer = Announcer(self.settings, self.world, self.faults, self.dispatcher)
         self._stop = threading.Event()
         self._auto: threading.Thread | None = None
         self._cancels: list[threading.Timer] = []
@@ -247,7 +242,7 @@ class Simulator:
         )
         # No event names a partial success: Gemini's batch events are the four end states.
         event_type = "batch.succeeded" if state == "partially_succeeded" else f"batch.{state}"
-        return batch, self._announce(event_type, batch.name, webhook, batch)
+        return batch, self.announcer.announce(event_type, batch.name, webhook, batch)
 
     def cancel_batch(self, batch_id: str) -> Batch:
         """The Gemini API's cancel, asynchronous as Gemini's: the call answers at once and
@@ -302,7 +297,7 @@ class Simulator:
         operation, _changed = self.world.finish_operation(name, state, payload, failure)
         event = operation.event_for(state)
         if event is not None:
-            self._announce(event, name, webhook, operation)
+            self.announcer.announce(event, name, webhook, operation)
         return operation
 
     def set_interaction_status(
@@ -320,57 +315,18 @@ class Simulator:
         operation = self.world.set_interaction_status(name, status, output_text, error)
         _ends, event_type = INTERACTION_API_STATUSES[status]
         if event_type is not None:
-            self._announce(event_type, name, webhook, None)
+            self.announcer.announce(event_type, name, webhook, None)
         return operation
 
-    # --- webhooks --------------------------------------------------------------------
+    # --- webhooks (announcer.py) ----------------------------------------------------
 
     def targets(self, event_type: str, job: Batch | Operation | None) -> list[Target]:
         """Per-job webhook URIs replace the project's webhooks, as in Gemini's dynamic webhooks."""
-        secret = (self.settings.webhook_secret,)
-        if job is not None and job.webhook_uris:
-            return [Target(uri, secret) for uri in job.webhook_uris]
-        targets = [Target(self.settings.webhook_url, secret)] if self.settings.webhook_url else []
-        for registered in self.world.webhooks():
-            live = self.world.live_secrets(registered)
-            if (
-                registered.state == "enabled"
-                and event_type in registered.subscribed_events
-                and live
-            ):
-                targets.append(Target(registered.uri, tuple(live), registered.id))
-        return targets
-
-    def _announce(
-        self, event_type: str, name: str, mode: str, job: Batch | Operation | None
-    ) -> Sent | None:
-        """Send the completion webhook per `mode` and the fault model; None if none went out.
-
-        `drop` sends nothing and records nothing; a drop by `webhook_drop_rate` is
-        recorded per target. `send` sends `webhook_copies` copies, `duplicate` two. The
-        job's `webhook_config.user_metadata` goes in every event of that job (`data`), to
-        its per-job URIs or, without any, to the registered webhooks.
-        """
-        if WEBHOOK_MODES[mode] == 0:
-            return None
-        copies = self.faults.draw_webhook(None if mode == "send" else WEBHOOK_MODES[mode])
-        extra = None
-        if job is not None and job.user_metadata is not None:
-            extra = {"user_metadata": job.user_metadata}
-        message = self.dispatcher.message(event_type, name, extra)
-        targets = self.targets(event_type, job)
-        if copies == 0:
-            self.dispatcher.record_dropped(message, targets)
-            return None
-        self.dispatcher.dispatch(message, targets, copies)
-        return Sent(message, len(targets))
+        return self.announcer.targets(event_type, job)
 
     def ping(self, webhook_id: str) -> None:
         """Send a signed `webhook.ping` event to one registered webhook."""
-        registered = self.world.webhook(webhook_id)
-        message = self.dispatcher.message("webhook.ping", f"webhooks/{webhook_id}")
-        live = tuple(self.world.live_secrets(registered))
-        self.dispatcher.dispatch(message, [Target(registered.uri, live, registered.id)])
+        self.announcer.ping(webhook_id)
 
     # --- auto-complete -------------------------------------------------------------
 
