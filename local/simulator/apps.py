@@ -38,6 +38,9 @@ permission tables for commit comments); issues, their labels, comments and react
 `issues`, pull requests and their reviews `pull_requests`, commit statuses `statuses`
 (read to get and list, write to change). An installation made without `permissions` holds
 `DEFAULT_PERMISSIONS`: every one of these, so a test's App may call them all.
+
+`Apps` applies these rules; the records it keeps are in `app_records.py` and the refusal
+in `github_refusal.py`, both importable from here.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ import base64
 import json
 import secrets
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -55,18 +58,41 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 
+from local.simulator.app_records import LEVELS, App, Caller, Installation, IssuedToken
 from local.simulator.errors import BadRequest, NotFound
 from local.simulator.github_objects import repository
+from local.simulator.github_refusal import REST_DOCS, GitHubRefusal
 from shared.clock import Clock, system_clock
 
-REST_DOCS = "https://docs.github.com/rest"
+__all__ = [  # the records live in `app_records`, the refusal in `github_refusal`
+    "CREATE_INSTALLATION_ACCESS_DOCS",
+    "DEFAULT_PERMISSIONS",
+    "EXP_INVALID",
+    "EXP_TOO_FAR",
+    "IAT_INVALID",
+    "IAT_SKEW_S",
+    "LEVELS",
+    "MAX_EXP_AHEAD_S",
+    "NOT_DECODED",
+    "NO_ACCESS",
+    "REST_DOCS",
+    "SUSPENDED",
+    "TOKEN_LIFETIME_S",
+    "App",
+    "Apps",
+    "Caller",
+    "GitHubRefusal",
+    "Installation",
+    "IssuedToken",
+    "private_key_pem",
+]
+
 CREATE_INSTALLATION_ACCESS_DOCS = (
     "https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app"
 )
 MAX_EXP_AHEAD_S = 600  # "no more than 10 minutes into the future"
 IAT_SKEW_S = 60  # an `iat` this far in the future is still accepted (clock drift)
 TOKEN_LIFETIME_S = 3600
-LEVELS = {"read": 1, "write": 2, "admin": 3}
 DEFAULT_PERMISSIONS = {
     "contents": "write",
     "metadata": "read",
@@ -88,88 +114,6 @@ IAT_INVALID = (
 )
 NO_ACCESS = "Resource not accessible by integration"
 SUSPENDED = "This installation has been suspended"
-
-
-class GitHubRefusal(Exception):
-    """An answer GitHub gives instead of the resource: `status`, its JSON body, headers."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        documentation_url: str = REST_DOCS,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.headers = headers or {}
-        self.body = {
-            "message": message,
-            "documentation_url": documentation_url,
-            "status": str(status),
-        }
-
-
-@dataclass(frozen=True)
-class App:
-    id: int
-    client_id: str
-    slug: str
-    public_key: RSAPublicKey = field(repr=False)
-
-
-@dataclass(frozen=True)
-class Installation:
-    id: int
-    app_id: int
-    account: str
-    repositories: tuple[str, ...] | None  # None: every repository of `account`
-    permissions: dict[str, str]
-    suspended: bool = False
-    deleted: bool = False
-
-    def covers(self, owner: str, repo: str) -> bool:
-        if self.repositories is None:
-            return owner.lower() == self.account.lower()
-        return f"{owner}/{repo}".lower() in {r.lower() for r in self.repositories}
-
-    def grants(self, permission: str, level: str) -> bool:
-        held = self.permissions.get(permission)
-        return held is not None and LEVELS.get(held, 0) >= LEVELS[level]
-
-    def json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "app_id": self.app_id,
-            "account": {"login": self.account},
-            "repository_selection": "all" if self.repositories is None else "selected",
-            "repositories": None if self.repositories is None else list(self.repositories),
-            "permissions": dict(self.permissions),
-            "suspended": self.suspended,
-            "deleted": self.deleted,
-        }
-
-
-@dataclass(frozen=True)
-class IssuedToken:
-    token: str = field(repr=False)
-    installation_id: int
-    expires_at: datetime
-    permissions: dict[str, str]
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who a repository request comes from: an installation, or a personal/no token."""
-
-    installation_id: int | None = None
-    permissions: dict[str, str] = field(default_factory=dict)  # the token's own
-
-    @property
-    def rate_limit_subject(self) -> str:
-        if self.installation_id is None:
-            return "user ID 4242"
-        return f"installation ID {self.installation_id}"
 
 
 def private_key_pem(key: rsa.RSAPrivateKey) -> str:

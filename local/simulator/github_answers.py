@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 from flask import Blueprint, Response, request
 
-from local.simulator.apps import GitHubRefusal
+from local.simulator.github_refusal import GitHubRefusal
 from local.simulator.issue_records import Invalid, Missing
 from local.simulator.wire import json_response
 

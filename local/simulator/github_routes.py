@@ -36,9 +36,10 @@ from typing import TYPE_CHECKING
 from flask import Blueprint, Response, g, request
 
 from local.simulator import graphql
-from local.simulator.apps import Caller, GitHubRefusal
+from local.simulator.app_records import Caller
 from local.simulator.comments import comment_json
 from local.simulator.github import DEFAULT_REF, file_body, not_found, tree_body
+from local.simulator.github_refusal import GitHubRefusal
 from local.simulator.ratelimits import Spend, rest_points
 from local.simulator.wire import json_response, read_json
 

@@ -27,7 +27,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from local.simulator.apps import Caller, GitHubRefusal
+from local.simulator.app_records import Caller
+from local.simulator.github_refusal import GitHubRefusal
 
 if TYPE_CHECKING:
     from local.simulator.engine import Simulator

@@ -53,8 +53,8 @@ from urllib.parse import urlencode
 
 from flask import Blueprint, Flask, Response, request
 
-from local.simulator.apps import GitHubRefusal
 from local.simulator.errors import BadRequest, SimError
+from local.simulator.github_refusal import GitHubRefusal
 from local.simulator.github_webhooks import signed_request
 from local.simulator.hook_deliveries import (
     OUTCOMES,

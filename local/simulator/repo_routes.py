@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response
 
-from local.simulator.apps import GitHubRefusal
 from local.simulator.comments import USER
 from local.simulator.commit_statuses import combined_json, status_json
 from local.simulator.github import DEFAULT_REF, blob_sha, file_body
 from local.simulator.github_answers import base_url, created, github_object, paged
 from local.simulator.github_objects import repository
+from local.simulator.github_refusal import GitHubRefusal
 from local.simulator.github_routes import authorize
 from local.simulator.issue_records import Invalid
 from local.simulator.issue_shapes import repo_api, stamp
