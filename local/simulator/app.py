@@ -1,8 +1,8 @@
 """HTTP routes: the Gemini REST API (as google-genai calls it), GitHub's REST API (from
 `github_routes.py`, `check_run_routes.py`, `hook_delivery_routes.py`, `issue_routes.py`,
 `pull_routes.py` and `repo_routes.py`; any other GitHub route answers 501 naming it,
-`github_fallback.py`) and the local-only `/_sim/...` control API (from `control.py`,
-`github_control.py` and those modules).
+`github_fallback.py`) and the local-only `/_sim/...` control API (`control.py` indexes
+every call and the module serving it).
 Every API request (not `/_sim/`) is recorded in the request log first.
 
 Gemini paths are served under `v1`, `v1beta` and `v1alpha` alike: google-genai 3.x
@@ -64,6 +64,7 @@ from local.simulator.gemini import (
     quota_error_body,
     rfc3339,
 )
+from local.simulator.gemini_control import webhook_config
 from local.simulator.github_answers import github_request_body, register_refusals
 from local.simulator.github_fallback import add_fallback_routes, is_github
 from local.simulator.quotas import INLINE_REQUEST_BYTES, MAX_INLINE_REQUEST_BYTES, inline_too_large
@@ -236,7 +237,7 @@ def parse_batch(
     display_name = batch.get("displayName", "")
     if not isinstance(display_name, str):
         raise BadRequest("batch.displayName must be a string.")
-    uris, user_metadata = control.webhook_config(batch.get("webhookConfig"))
+    uris, user_metadata = webhook_config(batch.get("webhookConfig"))
     return display_name, requests_, uris, user_metadata, input_file
 
 

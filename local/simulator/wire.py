@@ -1,4 +1,5 @@
-"""JSON in and out for every route: one response helper, one strict body reader."""
+"""JSON in and out for every route: one response helper, one strict body reader, and the
+whole-number check the control calls share."""
 
 from __future__ import annotations
 
@@ -26,3 +27,8 @@ def read_json() -> dict[str, Any]:
     if not isinstance(body, dict):
         raise BadRequest("Request body must be a JSON object.")
     return body
+
+
+def is_int(value: Any) -> bool:
+    """A JSON whole number (`true` and `false` are not)."""
+    return isinstance(value, int) and not isinstance(value, bool)
