@@ -35,13 +35,8 @@ from urllib.parse import urlencode
 
 from flask import Blueprint, Response, request
 
-from local.simulator.check_runs import (
-    DOCS,
-    Refused,
-    StoredRun,
-    annotation_json,
-    run_json,
-)
+from local.simulator.check_run_rules import DOCS, Refused
+from local.simulator.check_runs import StoredRun, annotation_json, run_json
 from local.simulator.errors import BadRequest, NotFound
 from local.simulator.github_routes import authorize
 from local.simulator.github_webhooks import (
