@@ -30,6 +30,7 @@ MAX_DISPATCH_DEADLINE_S = 30 * 60.0
 DEFAULT_DISPATCH_DEADLINE_S = 10 * 60.0
 MAX_SCHEDULE_AHEAD_S = 30 * 24 * 3600.0
 MAX_URL_CHARS = 2083
+RUNNING, PAUSED = 1, 2  # google.cloud.tasks.v2.Queue.State
 
 
 class ApiError(Exception):

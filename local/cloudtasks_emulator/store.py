@@ -1,9 +1,10 @@
 """Queues and tasks in memory, behind one lock: every API rule that is about state lives here.
 
-The dispatcher asks `take_due()` for work and reports back through `complete()`;
-the gRPC layer converts protos to the records of `model` and back. Times are epoch
-seconds from the injected `now`; emulator-side waits (backoff, Retry-After, dispatch
-deadline, max_retry_duration, rate refill) are multiplied by `time_scale`.
+The dispatcher asks `take_due()` for work and reports back through `complete()` (both in
+`scheduling.py`, a part of `Store`); the gRPC layer converts protos to the records of
+`model` and back. Times are epoch seconds from the injected `now`; emulator-side waits
+(backoff, Retry-After, dispatch deadline, max_retry_duration, rate refill) are multiplied
+by `time_scale`.
 
 Every change is written to the injected `Journal` before the call returns (a no-op
 without `--data-dir`); a store built on a journal that holds state starts from it.
@@ -20,22 +21,16 @@ from dataclasses import replace
 
 import grpc
 
-from local.cloudtasks_emulator.attempts import (
-    HTTP_METHODS,
-    DispatchJob,
-    Outcome,
-    dispatch_headers,
-    http_to_rpc,
-    retry_delay_s,
-)
-from local.cloudtasks_emulator.journal import Journal, JournalError
+from local.cloudtasks_emulator.attempts import HTTP_METHODS, DispatchJob, Outcome, http_to_rpc
+from local.cloudtasks_emulator.journal import Journal
 from local.cloudtasks_emulator.model import (
     MAX_DISPATCH_DEADLINE_S,
     MAX_SCHEDULE_AHEAD_S,
     MAX_URL_CHARS,
     MIN_DISPATCH_DEADLINE_S,
+    PAUSED,
+    RUNNING,
     ApiError,
-    Attempt,
     QueueRecord,
     TaskRecord,
     invalid,
@@ -43,11 +38,11 @@ from local.cloudtasks_emulator.model import (
     parse_queue,
     parse_task,
 )
+from local.cloudtasks_emulator.scheduling import Scheduling
 
-RUNNING, PAUSED = 1, 2  # google.cloud.tasks.v2.Queue.State
 _BODY_METHODS = {"POST", "PUT", "PATCH"}
 
-__all__ = [  # the attempt types live in `attempts`; importable from here as before
+__all__ = [  # the attempt types live in `attempts`, the states in `model`; importable here
     "HTTP_METHODS",
     "PAUSED",
     "RUNNING",
@@ -58,7 +53,9 @@ __all__ = [  # the attempt types live in `attempts`; importable from here as bef
 ]
 
 
-class Store:
+class Store(Scheduling):
+    """Queues and tasks, their API rules and their journal; dispatch in `Scheduling`."""
+
     def __init__(
         self,
         *,
@@ -280,114 +277,3 @@ class Store:
             queue, task = self._task(name)
             job = self._begin(queue, task, self.now())
             return copy.deepcopy(task), job
-
-    # ---- dispatch -----------------------------------------------------------------------
-
-    def _begin(self, queue: QueueRecord, task: TaskRecord, now: float) -> DispatchJob:
-        """Count the attempt and commit it before anything is sent (a restart re-sends it)."""
-        retry_count = task.dispatch_count
-        headers = dispatch_headers(queue.short_id, task, retry_count)
-        task.dispatch_count += 1
-        task.generation += 1
-        attempt = Attempt(schedule_time=task.schedule_time, dispatch_time=now)
-        if task.first_attempt is None:
-            task.first_attempt = Attempt(schedule_time=task.schedule_time, dispatch_time=now)
-        task.last_attempt = attempt
-        self.journal.put_task(task)
-        task.running += 1
-        queue.running += 1
-        return DispatchJob(
-            queue_id=queue.short_id,
-            task_name=task.name,
-            generation=task.generation,
-            attempt=task.dispatch_count,
-            url=task.url,
-            method=HTTP_METHODS[task.http_method],
-            headers=headers,
-            body=task.body,
-            deadline_s=task.dispatch_deadline_s * self.time_scale,
-            oidc_email=task.oidc_email,
-            oidc_audience=task.oidc_audience,
-            record=task,
-        )
-
-    def take_due(self) -> tuple[list[DispatchJob], float]:
-        """Start every attempt allowed now; returns them and how long to sleep (seconds)."""
-        jobs: list[DispatchJob] = []
-        now = self.now()
-        mono = time.monotonic()
-        with self.cond:
-            try:
-                with self.journal.atomic():  # one commit for the whole batch
-                    wait = self._begin_due(jobs, now, mono)
-            except JournalError:
-                for job in jobs:  # rolled back: none of them is sent
-                    queue, task = self._task(job.task_name)
-                    queue.running, task.running = queue.running - 1, task.running - 1
-                raise
-        return jobs, max(wait, 0.001)
-
-    def _begin_due(self, jobs: list[DispatchJob], now: float, mono: float) -> float:
-        """Append every attempt allowed now to `jobs`; returns how long to sleep."""
-        wait = 1.0
-        for queue in self._queues.values():
-            if queue.state != RUNNING:
-                continue
-            rate = queue.rate.max_dispatches_per_second / self.time_scale
-            burst = float(queue.rate.max_burst_size)
-            queue.tokens = min(burst, queue.tokens + (mono - queue.refilled_at) * rate)
-            queue.refilled_at = mono
-            waiting = sorted(
-                (t for t in queue.tasks.values() if not t.running),
-                key=lambda t: (t.schedule_time, t.name),
-            )
-            for task in waiting:
-                if task.schedule_time > now:
-                    wait = min(wait, task.schedule_time - now)
-                    break
-                if queue.running >= queue.rate.max_concurrent_dispatches:
-                    break  # a completion will notify
-                if queue.tokens < 1.0:
-                    wait = min(wait, (1.0 - queue.tokens) / rate)
-                    break
-                queue.tokens -= 1.0
-                jobs.append(self._begin(queue, task, now))
-        return wait
-
-    def complete(self, job: DispatchJob, outcome: Outcome) -> str:
-        """Record an attempt's result; returns what became of the task (for the log)."""
-        with self.cond:
-            self.cond.notify_all()
-            queue_path, _ = parse_task(job.task_name)
-            queue = self._queues.get(queue_path)
-            task = queue.tasks.get(job.task_name) if queue else None
-            if queue is None or task is None or task is not job.record:
-                return "gone"
-            queue.running = max(0, queue.running - 1)
-            task.running = max(0, task.running - 1)
-            now = self.now()
-            if task.last_attempt is not None and task.generation == job.generation:
-                task.last_attempt.response_time = now
-                task.last_attempt.status_code = outcome.rpc_code
-                task.last_attempt.status_message = outcome.message
-            task.previous_response = outcome.http_status
-            if outcome.http_status is not None:
-                task.response_count += 1
-                if outcome.http_status < 500:
-                    task.execution_count += 1
-                if 200 <= outcome.http_status < 300:
-                    self._retire(queue, [task.name], now)
-                    return "done"
-            policy = task.retry or queue.retry
-            assert task.first_attempt is not None
-            elapsed = (now - task.first_attempt.dispatch_time) / self.time_scale
-            if policy.exhausted(task.dispatch_count, elapsed):
-                self._retire(queue, [task.name], now)
-                return "deleted: retries exhausted"
-            if task.running:
-                self.journal.put_task(task)
-                return "still running"
-            delay = retry_delay_s(policy, task.dispatch_count - 1, outcome, now) * self.time_scale
-            task.schedule_time = now + delay
-            self.journal.put_task(task)
-            return f"retry in {delay:.3f}s"
