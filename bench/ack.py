@@ -241,8 +241,8 @@ def memory_burst(
     servers: set[str],
 ) -> dict[str, Any]:
     """A fresh ingress, warmed up, then `clients` clients sending 1 MiB pushes at once."""
+    from hookledger.sending import github_headers
     from shared.config import LOCAL_GITHUB_SECRET
-    from shared.signatures import sign_github
 
     fs_port = free_port()
     progress(f"memory: starting the Firestore emulator (claim store) on {fs_port}")
@@ -268,12 +268,7 @@ def memory_burst(
     def big(tag: str) -> Callable[[int], tuple[str, str, dict[str, str], bytes]]:
         def request(seq: int) -> tuple[str, str, dict[str, str], bytes]:
             body = numbered(template, tag, seq)  # deduped on the body: each one differs
-            headers = {
-                "Content-Type": "application/json",
-                "X-GitHub-Event": "push",
-                "X-GitHub-Delivery": f"{run_id}-{tag}-{seq}",
-                "X-Hub-Signature-256": sign_github(LOCAL_GITHUB_SECRET, body),
-            }
+            headers = github_headers("push", body, LOCAL_GITHUB_SECRET, f"{run_id}-{tag}-{seq}")
             return "POST", "/github", headers, body
 
         return request
@@ -329,26 +324,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--clients, --requests, --rounds and --cold-repeats must be positive")
 
     stop_on_sigterm()  # run the `finally` that stops every child
+    from hookledger.sending import github_headers
     from shared.config import LOCAL_GITHUB_SECRET
-    from shared.signatures import sign_github
 
     push = push_template(PUSH_FIXTURE.read_bytes())
     run_id = uuid.uuid4().hex[:8]
 
     def github_request(seq: int) -> tuple[str, str, dict[str, str], bytes]:
         body = numbered(push, "a", seq)  # the ingress dedupes on the body: each one differs
-        signature = sign_github(LOCAL_GITHUB_SECRET, body)
-        return (
-            "POST",
-            "/github",
-            {
-                "Content-Type": "application/json",
-                "X-GitHub-Event": "push",
-                "X-GitHub-Delivery": f"{run_id}-{seq}",  # unique: every call creates a task
-                "X-Hub-Signature-256": signature,
-            },
-            body,
-        )
+        # The delivery id is unique: every call creates a task.
+        headers = github_headers("push", body, LOCAL_GITHUB_SECRET, f"{run_id}-{seq}")
+        return "POST", "/github", headers, body
 
     services: list[Service] = []
     servers: set[str] = set()
