@@ -14,7 +14,7 @@ help:
 	@echo "make test    - install into $(VENV), the provider schema and the test browser if needed, run ruff and pytest"
 	@echo "make provider-schema - download the pinned Google provider schema wheel (tools/tfschema/requirements.txt)"
 	@echo "make browser - install Debian's chromium + chromium-driver for the console's browser tests"
-	@echo "make lint    - ruff, ruff format, mypy and the generated docs tables (tools/config_tables.py)"
+	@echo "make lint    - ruff, ruff format, mypy, the core's layers (lint-imports) and the generated docs tables"
 	@echo "make bench   - run the benchmarks, each printing one JSON object"
 	@echo "make screenshots - refresh docs/screenshots/*.png with the console's browser tests (make test never writes them)"
 	@echo "make chaos   - the chaos scenarios at full size against the whole local stack (docs/reliability.md)"
@@ -88,6 +88,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m tools.config_tables --check
 
 bench: $(STAMP)

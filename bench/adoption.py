@@ -44,7 +44,7 @@ def progress(message: str) -> None:
 def listed(size: int, before: datetime) -> list[BatchSummary]:
     """`size` batches of other pushes, newest `before`, one every 1.7 s (48 h of them at
     the ~0.6 batches/s the issue's scale point creates)."""
-    from shared.settlement import kinds
+    from shared import kinds
 
     kind = kinds.generic("bench-listed")
     return [
@@ -61,10 +61,10 @@ def listed(size: int, before: datetime) -> list[BatchSummary]:
 def measure(
     size: int, open_count: int, batches: list[BatchSummary], env: dict[str, Any]
 ) -> dict[str, Any]:
+    from shared import kinds
     from shared.ledger import Ledger
     from shared.reconcile.adoption import CLOCK_SKEW, OrphanAdopter
     from shared.reconcile.report import Budget, RunReport
-    from shared.settlement import kinds
 
     counter: OperationCounter = env["counter"]
     kind = kinds.generic("bench-orphan")

@@ -77,7 +77,7 @@ from local.stack import Ports
 from shared.config import DEFAULTS
 from shared.ledger import LedgerError
 from shared.ledger.groups import group_tag
-from shared.sharing.kind import GROUP_KIND
+from shared.settlement.groups import GROUP_KIND
 
 QUICK_PUSHES = 6
 # Whose CPU per push the side-by-side shows (every process's is in each round's figures).

@@ -147,7 +147,7 @@ def submit(gateway: Any, ledger: Any, sim: SimulatorClient, n: int, finish: bool
 
 def naive_run(ledger: Any, gateway: Any, now: datetime, concurrency: int) -> int:
     """The baseline: read every operation, keep the due pending ones, settle them."""
-    from shared.settlement import settle_from_gemini
+    from shared.settlement.settler import settle_from_gemini
 
     due: list[str] = []
     page = ledger.queries.list_operations(limit=NAIVE_PAGE)

@@ -21,22 +21,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shared.config_readers import APPS_VARIABLE as APPS_VARIABLE
+from shared.config_readers import DEFAULT_APPS as DEFAULT_APPS
+from shared.config_readers import names_from_env as names_from_env
+from shared.errors import AppError as AppError
 from shared.errors import ConfigError
 
-# `HOOKLEDGER_APPS` unset: no app (the core's own handlers only). The deployment names its
-# apps: functions/main.py, the CLI and Terraform default to the reference app.
-DEFAULT_APPS: tuple[str, ...] = ()
-APPS_VARIABLE = "HOOKLEDGER_APPS"
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 _SETTING = re.compile(r"[A-Z][A-Z0-9_]{1,63}")
-_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 SETTING_TYPES = ("str", "int", "float", "bool", "list")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
-
-
-class AppError(ConfigError):
-    """An app cannot be loaded, or clashes with another: the function does not start."""
 
 
 @dataclass(frozen=True)
@@ -188,27 +183,12 @@ def _taken_settings(record: AppRecord) -> str | None:
     return None
 
 
-def names_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """The app modules `HOOKLEDGER_APPS` names (unset or empty: none)."""
-    env = os.environ if environ is None else environ
-    raw = env.get(APPS_VARIABLE)
-    if raw is None:
-        return DEFAULT_APPS
-    modules = tuple(part.strip() for part in raw.split(",") if part.strip())
-    for module in modules:
-        if not _MODULE.fullmatch(module):
-            raise AppError(f"{APPS_VARIABLE}: {module!r} is not a module name")
-    return modules
-
-
 def load(modules: Iterable[str] | None = None) -> list[AppRecord]:
     """Import each app module once (default: `HOOKLEDGER_APPS`) and return their records.
 
     Raises `AppError` naming the module when it cannot be imported, raises at import, or
     builds no `App`. Loading a module again is free.
     """
-    from shared.handlers import builtin  # noqa: F401  the core's own handlers
-
     loaded: list[AppRecord] = []
     for module in names_from_env() if modules is None else tuple(modules):
         name = _LOADED.get(module)

@@ -9,14 +9,22 @@ flags, fractions, secrets that must be set outside a `demo-` project) live in `_
 from __future__ import annotations
 
 import math
+import os
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from shared.errors import ConfigError
+from shared.errors import AppError, ConfigError
 from shared.tracing import MODES
 
 if TYPE_CHECKING:
     from shared.config import Config
+
+# `HOOKLEDGER_APPS` unset: no app (the core's own handlers only). The deployment names its
+# apps: functions/main.py, the CLI and Terraform default to the reference app.
+DEFAULT_APPS: tuple[str, ...] = ()
+APPS_VARIABLE = "HOOKLEDGER_APPS"
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 class _Reader:
@@ -247,12 +255,23 @@ def _webhook_uris(raw: str) -> tuple[str, ...]:
 
 def _apps(env: Mapping[str, str]) -> tuple[str, ...]:
     """`HOOKLEDGER_APPS`: the app modules to load (shared/apps.py); unset: none."""
-    from shared.apps import AppError, names_from_env
-
     try:
         return names_from_env(env)
     except AppError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def names_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The app modules `HOOKLEDGER_APPS` names (unset or empty: none)."""
+    env = os.environ if environ is None else environ
+    raw = env.get(APPS_VARIABLE)
+    if raw is None:
+        return DEFAULT_APPS
+    modules = tuple(part.strip() for part in raw.split(",") if part.strip())
+    for module in modules:
+        if not _MODULE.fullmatch(module):
+            raise AppError(f"{APPS_VARIABLE}: {module!r} is not a module name")
+    return modules
 
 
 def _token(raw: str) -> str:

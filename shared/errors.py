@@ -21,6 +21,7 @@ handlers, the CLI's exit code) through `retryable(exc)`:
     │   └── oidc: Unauthorized (401), Forbidden (403)
     ├── Deferred                     not yet, and not a failure: run again `after_s` later
     └── ConfigError                  a deployment setting is missing or malformed (start-up)
+        └── AppError                 an app cannot be loaded or clashes with another
 
 A class is transient or permanent, never both, and its `retryable` agrees with its
 branch; a module base (`LedgerError`, `OidcError`, `SignatureError`, …) is in neither, so
@@ -80,6 +81,10 @@ class Deferred(HookledgerError):
 
 class ConfigError(HookledgerError, ValueError):
     """An environment variable is missing or malformed; the message names it."""
+
+
+class AppError(ConfigError):
+    """An app cannot be loaded, or clashes with another: the function does not start."""
 
 
 def retryable(exc: BaseException) -> bool:

@@ -28,17 +28,15 @@ from shared import logs
 from shared.clock import Clock, system_clock
 from shared.crashpoints import crash_point
 from shared.errors import TransientError
-from shared.handlers import Attempt, Done
+from shared.events import Attempt, Done
 from shared.settlement.cancel import cancel_item, supersede
 
 if TYPE_CHECKING:
     from shared.gemini import BatchSummary, GeminiGateway
     from shared.ledger import DeliveryEnd, OutboxItem
-    from shared.ledger.groups import Sharing
     from shared.ledger.protocols import PushLedger
     from shared.ledger.recordtypes import Submission
     from shared.ledger.submissions import Claimed
-    from shared.sharing.join import Joined
 
 log = logs.get_logger("submission")
 
@@ -115,28 +113,6 @@ class Submitter:
     def delivery_id(self) -> str:
         return self._delivery_id
 
-    def join(
-        self,
-        requests: Sequence[tuple[str, str]],
-        context: dict[str, Any],
-        *,
-        model: str,
-        sharing: Sharing,
-        generation_config: Mapping[str, Any] | None = None,
-        end: DeliveryEnd | None = None,
-    ) -> str:
-        """After `claim(context)` returned None: add this item's requests to its kind's
-        open group instead of creating a batch of its own (shared/sharing/join.py). The
-        item's operation (`groups/{group}.{n}`) settles once its group's batch does, from
-        its own rows. What happened; `Deferred` when this run must wait to seal the group."""
-        return self._join(requests, context, model=model, sharing=sharing,
-                          generation_config=generation_config, end=end).said  # fmt: skip
-
-    def _join(self, *args: Any, **kwargs: Any) -> Joined:
-        from shared.sharing.join import join
-
-        return join(self, *args, **kwargs)
-
     def submit(
         self,
         requests: Sequence[tuple[str, str]],
@@ -144,20 +120,29 @@ class Submitter:
         *,
         model: str,
         generation_config: Mapping[str, Any] | None = None,
-        sharing: Sharing | None = None,
         end: DeliveryEnd | None = None,
     ) -> Submitted:
-        """Claim, then create the batch (or join a shared one, with `sharing`), releasing
-        the claim if the create fails, and register it with `end` in one commit: one batch
-        per tag however many attempts run. What happened; `Deferred` from a join whose run
-        must come back to seal its group; the create's own errors otherwise."""
+        """Claim, then create the batch, releasing the claim if the create fails, and
+        register it with `end` in one commit: one batch per tag however many attempts run.
+        What happened; the create's own errors. (With a kind's sharing, the `Submitter` of
+        shared/sharing/submitter.py joins instead.)"""
         decided = self.claim(context)
         if decided is not None:
-            return Submitted(decided, self._operation(), False)
-        if sharing is not None:
-            joined = self._join(requests, context, model=model, sharing=sharing,
-                                generation_config=generation_config, end=end)  # fmt: skip
-            return Submitted(joined.said, joined.operation, True)
+            return Submitted(decided, self.decided_operation(), False)
+        return self.create(requests, context, model=model,
+                           generation_config=generation_config, end=end)  # fmt: skip
+
+    def create(
+        self,
+        requests: Sequence[tuple[str, str]],
+        context: dict[str, Any],
+        *,
+        model: str,
+        generation_config: Mapping[str, Any] | None = None,
+        end: DeliveryEnd | None = None,
+    ) -> Submitted:
+        """After `claim(context)` returned None: create the batch (the claim given back if
+        that fails) and register it."""
         try:
             crash_point("push.before_create")
             name = self._deps.gemini.create_batch(
@@ -169,10 +154,10 @@ class Submitter:
         crash_point("push.after_create")
         lost = self.register(name, context, end)
         if lost is not None:
-            return Submitted(lost, self._operation(), False)
+            return Submitted(lost, self.decided_operation(), False)
         return Submitted(f"submitted {name} ({len(requests)} request(s))", name, True)
 
-    def _operation(self) -> str | None:
+    def decided_operation(self) -> str | None:
         """The operation the submission decided on, as the ledger holds it now."""
         stored = self._submissions.get(self._tag)
         return stored.operation if stored is not None and stored.operation else None
@@ -285,7 +270,7 @@ class Submitter:
         return self._supersede(name, winner.operation, context)
 
     def _start_items(self, context: Mapping[str, Any], name: str) -> list[Mapping[str, Any]]:
-        from shared.settlement.kinds import kind_items
+        from shared.kinds import kind_items
 
         start = self._deps.start_items
         return kind_items(start(context, name, self._tag), context) if start is not None else []
@@ -339,10 +324,11 @@ class Submitter:
         if self._deps.ledger.operations.get(operation) is None:
             # Its record expired: settled long ago; never revive the batch.
             return f"{self._tag} was submitted as {operation}, whose record has expired"
-        from shared.sharing.join import group_of, seal_if_due
+        return self.decided_said(operation)
 
-        if group_of(operation) is not None:  # an item of a shared batch: its group may be due
-            return seal_if_due(self, operation)
+    def decided_said(self, operation: str) -> str:
+        """What a run finding the submission decided as `operation` answers (and does: the
+        sharing `Submitter` seals a due group here)."""
         return f"already submitted as {operation}"
 
     def _tagged_batches(self, stored: Submission) -> list[BatchSummary]:

@@ -227,9 +227,9 @@ def replay(delivery: Delivery, *, force: bool = False) -> dict[str, Any]:
 
 def _app_records(delivery: Delivery) -> list[tuple[str, Delivery]]:
     """(app, its record) for each app with a record of `delivery` (a fan-out's)."""
-    from shared import apps, handlers
+    from shared import handlers
 
-    apps.load()
+    handlers.load_apps()  # the core's handlers and the deployment's apps
     found = []
     for reg in handlers.registrations(delivery.source, delivery.event):
         record = runtime.ledger().deliveries.get(

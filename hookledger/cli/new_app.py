@@ -32,7 +32,7 @@ from typing import Any
 from hookledger.cli.output import CliError, Output
 
 # Within every name the app derives: App ([a-z][a-z0-9_-]{0,39}), setting NAME_MODEL,
-# kind `NAME-summary` and tag (shared/settlement/kinds.py: at most 40 characters).
+# kind `NAME-summary` and tag (shared/kinds.py: at most 40 characters).
 NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 # The repository's top-level packages (and pytest): `apps/tests/`, say, would be read as
 # the suite. A standard-library name is fine: `apps.json` shadows nothing.
@@ -60,11 +60,10 @@ EXAMPLE_PUSH = "hookledger/testing/payloads/github/push-with-new-branch.json"
 # core's own kinds first: an app's kind is checked against those registered before it.
 LOAD_CHECK = """
 import sys
-from shared import apps
-from shared.settlement import kinds
-kinds.registered()
+from shared import apps, handlers
+import shared.settlement.settler  # registers the core's kinds
 try:
-    apps.load(sys.argv[1:])
+    handlers.load_apps(sys.argv[1:])
 except apps.AppError as exc:
     print(exc, file=sys.stderr)
     sys.exit(2)

@@ -106,8 +106,8 @@ def read_requests(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def cmd_submit(args: argparse.Namespace, out: Output) -> int:
-    from shared import apps
-    from shared.settlement import kinds
+    import shared.settlement.settler  # noqa: F401  registers the core's kinds
+    from shared import apps, kinds
 
     if args.app is not None:
         from hookledger.cli.submit_app import cmd_submit_app
@@ -162,8 +162,8 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
 
 def app_of(kind: Any) -> str | None:
     """The app whose kind this is (None: a kind no loaded app registered, e.g. `submit --kind`)."""
-    from shared import apps
-    from shared.settlement import kinds
+    import shared.settlement.settler  # noqa: F401  registers the core's kinds
+    from shared import apps, kinds
 
     apps.load()  # HOOKLEDGER_APPS: the same apps the functions load
     try:

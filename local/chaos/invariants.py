@@ -40,7 +40,7 @@ from apps.review.results import REVIEWS
 from local.chaos.load import FULL_REPO, Push
 from local.chaos.sharing import Stored, batch_name, part_of_tag, read_groups
 from shared.ledger import PENDING, SUPERSEDED, Delivery, Ledger, LedgerError, Operation
-from shared.sharing.kind import GROUP_KIND
+from shared.settlement.groups import GROUP_KIND
 from shared.sharing.seal import REQUEST_REFUSED
 
 PAGE = 200

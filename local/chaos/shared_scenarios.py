@@ -31,7 +31,7 @@ from local.chaos.runner import Chaos, Run, expected_text, wait_for
 from local.chaos.sharing import Stored, for_size, read_groups, settings
 from shared.ledger import LedgerError
 from shared.ledger.group_records import OPEN
-from shared.sharing.kind import GROUP_KIND
+from shared.settlement.groups import GROUP_KIND
 from shared.sharing.seal import HOLD_ALERT, HOLD_ALERT_WINDOW
 
 POISON = "CHAOS-POISONED-REQUEST"

@@ -102,6 +102,7 @@ from shared.clock import Clock, system_clock
 from shared.crashpoints import crash_point
 from shared.documents import DELETE, doc_id
 from shared.errors import ConfigError, Deferred, HookledgerError, PermanentError, TransientError
+from shared.events.subject import Subject
 from shared.handlers import (
     Attempt,
     ClaimRequest,
@@ -117,10 +118,7 @@ from shared.handlers import (
 )
 from shared.handlers.context import HandlerContext as Context
 from shared.handlers.routes import Routes, for_its_event
-from shared.handlers.subject import Subject
-from shared.logs import event as log_event
-from shared.logs import get_logger
-from shared.settlement.kinds import (
+from shared.kinds import (
     TAG_PREFIX,
     DeliverWith,
     DeliveryServices,
@@ -129,8 +127,11 @@ from shared.settlement.kinds import (
     register,
     register_deliverer,
 )
+from shared.logs import event as log_event
+from shared.logs import get_logger
 from shared.sharing import DEPLOYMENT_REFUSED, REQUEST_REFUSED, Sharing
-from shared.submission import SubmitDeps, Submitted, Submitter
+from shared.sharing.submitter import Submitter
+from shared.submission import SubmitDeps, Submitted
 
 __all__ = [
     "DELETE",

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from jwt import PyJWTError
 
-from shared import apps, tracing
+from shared import apps, handlers, tracing
 from shared.clock import system_clock
 from shared.config import FUNCTIONS, Config, ConfigError
 from shared.entrypoints.ingress import Ingress
@@ -179,7 +179,7 @@ def task_queue() -> TaskQueue:
 @once
 def ingress() -> Ingress:
     """The ingress, with its secrets checked as it is built (`check_startup` builds it)."""
-    apps.load(config().apps)  # registers the apps' (source, event) pairs
+    handlers.load_apps(config().apps)  # registers the apps' (source, event) pairs
 
     cfg = config()
     return Ingress(
@@ -350,7 +350,7 @@ def worker() -> Worker:
     """The worker, checking Cloud Tasks' token when OIDC_AUDIENCE is set."""
     from shared.entrypoints.worker import Worker
 
-    apps.load(config().apps)
+    handlers.load_apps(config().apps)
 
     cfg = config()
     return Worker(
@@ -367,11 +367,11 @@ def worker() -> Worker:
 def reconciler() -> Reconciler:
     """The Reconciler on this process's clients; it fans out pages to the worker."""
     from shared.handoff.envelope import Envelope
+    from shared.kinds import Deliverers
     from shared.reconcile import CHECK_PAGE_EVENT, CHECK_PAGE_SOURCE, Reconciler, TaskPageEnqueuer
-    from shared.settlement.kinds import Deliverers
 
     cfg = config()
-    apps.load(cfg.apps)  # the kinds and deliverers settlement and the sweep use
+    handlers.load_apps(cfg.apps)  # the kinds and deliverers settlement and the sweep use
     sealer = build_sealer(cfg)
 
     def seal(task_id: str, payload: bytes) -> bytes:
@@ -410,7 +410,7 @@ def delivery_sweep() -> DeliverySweep | None:
     from shared.github.transport import github_policy
     from shared.recovery import DeliverySweep, SweepSettings, WorkerHandOff
 
-    apps.load(cfg.apps)  # which GitHub events an app takes
+    handlers.load_apps(cfg.apps)  # which GitHub events an app takes
     client = HookDeliveriesClient(
         cfg.github_api_url,
         app_credentials(cfg),
@@ -452,7 +452,7 @@ def check_startup(function: str) -> None:
     if cfg.function != function:
         raise ConfigError(f"FUNCTION_TARGET is {cfg.function!r} but {function!r} is being served")
     tracing.configure(cfg)  # off: nothing of OpenTelemetry is imported
-    apps.check_settings(apps.load(cfg.apps))  # an app that fails stops the function here
+    apps.check_settings(handlers.load_apps(cfg.apps))  # an app that fails stops the function here
     if function == "ingress":
         ingress()
         return

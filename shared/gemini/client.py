@@ -7,7 +7,7 @@ What the SDK does not do for us, and this module does:
   streamed row by row (shared/gemini/rows.py); a status says whether its rows are
   complete, and nothing may settle a succeeded batch whose rows are not;
 - inline requests must stay under 20 MB: above that the requests go as an uploaded file;
-- creating a batch is not idempotent: callers tag `display_name` (shared/settlement/kinds.py);
+- creating a batch is not idempotent: callers tag `display_name` (shared/kinds.py);
 - every batch carries that tag back in its events: `webhook_config.user_metadata`
   `{"hookledger_id": tag}`, with `uris` (the ingress's /gemini) when configured.
 

@@ -56,7 +56,7 @@ class GeminiRowsUnread(GeminiUnavailable):
 
 class GeminiNotFound(GeminiError, PermanentError):
     """Gemini does not know the operation. `recheck_after_s`, when set, is how long until
-    a second 404 would settle it `gone` (shared/settlement/__init__.py): check again no sooner."""
+    a second 404 would settle it `gone` (shared/settlement/settler.py): check again no sooner."""
 
     def __init__(self, message: str, *, recheck_after_s: float | None = None) -> None:
         super().__init__(message)

@@ -17,16 +17,16 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from shared import logs
-from shared.handlers import (
+from shared.events import (
     Done,
     Event,
-    HandlerContext,
     Ignored,
     PermanentError,
     RetryableError,
     Unresolved,
     handler,
 )
+from shared.handlers.context import HandlerContext
 
 if TYPE_CHECKING:
     from shared.ledger import Ledger, Operation
@@ -110,7 +110,7 @@ def echoed_id(payload: object) -> str | None:
     by shared/gemini/client.py): `data.user_metadata.hookledger_id`, or the same at the top
     level; None unless it is one of hookledger's tags (`hookledger:{kind}:{key}`)."""
     from shared.gemini import HOOKLEDGER_ID
-    from shared.settlement.kinds import TAG_PREFIX
+    from shared.kinds import TAG_PREFIX
 
     if not isinstance(payload, dict):
         return None
@@ -164,9 +164,9 @@ def settle_operation(event: Event, ctx: HandlerContext) -> Done | Ignored | Unre
     in the ledger marks the delivery `unresolved` (WARNING naming it); if the operation is
     ours, reconcile settles it.
     """
+    from shared.kinds import Deliverers
     from shared.ledger import Settlement
-    from shared.settlement import RUNNING, Settler
-    from shared.settlement.kinds import Deliverers
+    from shared.settlement.settler import RUNNING, Settler
 
     payload = event.json()
     data = payload.get("data") if isinstance(payload, dict) else None
@@ -239,8 +239,8 @@ def record_installation(event: Event, ctx: HandlerContext) -> Done | Ignored:
 @handler("hookledger", "check-page")
 def check_page(event: Event, ctx: HandlerContext) -> Done:
     """Poll and settle one page of due operations that reconcile fanned out to the worker."""
+    from shared.kinds import Deliverers
     from shared.reconcile import Reconciler, page_names
-    from shared.settlement.kinds import Deliverers
 
     try:
         names = page_names(event.body)

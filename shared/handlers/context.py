@@ -20,7 +20,7 @@ An app's handler gets the context `for_app(name).for_event(event)`: the same cli
 plus the app's own `settings`, its `results` (limited to the collections it declared),
 `submit(...)` (one call for an exactly-once Gemini job; the steps: `submission(...)`,
 `submitter(...)`, shared/submission.py) and GitHub calls defaulting to the event's
-`subject` (shared/handlers/subject.py). A deliverer gets it `for_subject` its item's.
+`subject` (shared/events/subject.py). A deliverer gets it `for_subject` its item's.
 
 Each client is built by its factory on first use and at most once per context, so a
 handler that never talks to Gemini never builds (or imports) its client. A property
@@ -40,24 +40,25 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from shared.clock import Clock, system_clock
 from shared.config import Config
-from shared.handlers.subject import SUBJECT_FIELD, Subject
+from shared.events.subject import SUBJECT_FIELD, Subject
 
 if TYPE_CHECKING:
     from google.cloud import firestore
 
     from shared.apps import Settings
+    from shared.events import Event
     from shared.gemini import GeminiGateway
     from shared.github import CommentsClient, ContentsClient
     from shared.github.auth import GitHubAuth
     from shared.github.checks import ChecksClient
     from shared.github.rest import GitHubApi
-    from shared.handlers import Event
     from shared.handoff.claims import ClaimStore
     from shared.handoff.tasks import TaskQueue
+    from shared.kinds import OperationKind
     from shared.ledger import Ledger
     from shared.ledger.results import Results
-    from shared.settlement.kinds import OperationKind
-    from shared.submission import Submitted, Submitter
+    from shared.sharing.submitter import Submitter
+    from shared.submission import Submitted
 
 T = TypeVar("T")
 
@@ -182,7 +183,7 @@ class HandlerContext:
     ) -> dict[str, Any]:
         """The app's context, plus what the core reads back: the event's subject, and the
         request keys in order (rows that echo no key are placed by them)."""
-        from shared.settlement.kinds import KEYS_FIELD
+        from shared.kinds import KEYS_FIELD
 
         stored = dict(context or {})
         if self._subject and SUBJECT_FIELD not in stored:
@@ -226,7 +227,8 @@ class HandlerContext:
         """The exactly-once submission of the job tagged `tag` for this event's attempt."""
         from datetime import timedelta
 
-        from shared.submission import SubmitDeps, Submitter
+        from shared.sharing.submitter import Submitter
+        from shared.submission import SubmitDeps
 
         deps = SubmitDeps(
             ledger=self.ledger,
@@ -298,7 +300,7 @@ class HandlerContext:
     @property
     def deliver(self) -> Callable[[Any], None]:
         """Delivers an outbox item with the deliverer its app registered (shared/kinds)."""
-        from shared.settlement.kinds import Deliverers
+        from shared.kinds import Deliverers
 
         return Deliverers(self)
 

@@ -13,16 +13,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.handlers import (
+from shared.events import (
     Claims,
     Event,
     Handler,
-    HandlerContext,
     Ignored,
     Outcome,
     Refusal,
     handler,
 )
+from shared.handlers.context import HandlerContext
 
 _BOUND = "__hookledger_for_its_event__"
 

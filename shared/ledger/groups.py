@@ -48,6 +48,7 @@ from typing import Any, NamedTuple
 from google.api_core import exceptions as gexc
 
 from shared.clock import Clock
+from shared.kinds import Sharing
 from shared.ledger.commits import Commits
 from shared.ledger.deliveries import Deliveries
 from shared.ledger.errors import ContentionError, InvalidArgument, StoreUnavailable
@@ -70,7 +71,6 @@ from shared.ledger.ids import submission_id
 from shared.ledger.operations import Operations
 from shared.ledger.records import GROUP, SUBMISSIONS, DeliveryEnd
 from shared.ledger.submissions import closed_marks
-from shared.sharing import Sharing
 
 __all__ = [
     "FAILED",

@@ -22,7 +22,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from shared.ledger import opnames
+from shared.ledger import opnames as opnames  # the sibling module, not the package
 from shared.ledger.errors import InvalidArgument
 
 SOURCE = re.compile(r"[a-z][a-z0-9_-]{0,39}")

@@ -19,7 +19,7 @@ from google.cloud import firestore
 
 from shared import tracing
 from shared.clock import Clock
-from shared.ledger import opnames
+from shared.ledger import opnames as opnames  # the sibling module, not the package
 from shared.ledger.commits import Commits
 from shared.ledger.errors import AmbiguousId, ContentionError, InvalidArgument, StoreUnavailable
 from shared.ledger.ids import check_limit, check_time, clip_error, operation_id, submission_id

@@ -1,7 +1,7 @@
 """What the ledger's callers call: one small protocol per caller, no Firestore in sight.
 
 `Settler` (shared/settlement/), the reconcile phases (shared/reconcile/) and the kinds
-(shared/settlement/kinds.py) depend on these, not on `Ledger`. A phase that uses one part
+(shared/kinds.py) depend on these, not on `Ledger`. A phase that uses one part
 of the ledger takes that part (`ledger.operations`, `ledger.outbox`, `ledger.runs`) typed
 by its part protocol; a caller that spans parts takes the ledger typed by a protocol whose
 members are those parts. `Ledger` and its parts satisfy them structurally (mypy checks it

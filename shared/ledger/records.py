@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from shared.ledger import opnames
+from shared.ledger import opnames as opnames  # the sibling module, not the package
 from shared.ledger.recordtypes import (
     Deliver,
     DeliveryLease,

@@ -19,7 +19,7 @@ never changes.
 A write-back that fails by its own fault (an exception outside the error tree, or a write
 of its own refused) is counted on the operation (`writeback_failures`) in the failing path
 only, and `WritebackFaulted.failures` tells the caller how many times it failed so far: the
-`Settler` gives up after `WRITEBACK_ATTEMPTS` (shared/settlement/__init__.py). A transient error of
+`Settler` gives up after `WRITEBACK_ATTEMPTS` (shared/settlement/settler.py). A transient error of
 the tree, or Firestore's own failure, is not counted: an outage is retried as long as it lasts.
 """
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared import logs
+from shared import kinds, logs
 from shared.clock import Clock
 from shared.errors import PermanentError, TransientError
 from shared.gemini import BatchSummary, GeminiError, GeminiGateway
@@ -53,7 +53,6 @@ from shared.ledger import LedgerError, Operation
 from shared.ledger.protocols import AdoptionLedger
 from shared.ledger.submissions import OpenClaim
 from shared.reconcile.report import Budget, RunReport
-from shared.settlement import kinds
 
 log = logs.get_logger("reconcile")
 
@@ -349,7 +348,7 @@ def _claimed_context(key: str, batch: BatchSummary, gemini: GeminiGateway) -> di
 def register_orphan(
     ledger: AdoptionLedger, gemini: GeminiGateway, batch: BatchSummary
 ) -> Operation | None:
-    """Register the orphan `batch` as the kind its tag names (settlement/kinds.py); None if not;
+    """Register the orphan `batch` as the kind its tag names (shared/kinds.py); None if not;
     `IncompleteContext` when its context cannot be rebuilt yet.
 
     The push's submission decides first (docs/architecture.md, "One winner per push"): a

@@ -18,7 +18,7 @@ from shared.ledger.protocols import DeferLedger
 from shared.reconcile.report import RunReport
 from shared.reconcile.stuck import StuckAlerts
 from shared.retry import Backoff
-from shared.settlement import RUNNING, Settler
+from shared.settlement.settler import RUNNING, Settler
 
 log = logs.get_logger("reconcile")
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from shared import logs
 from shared.errors import Deferred
-from shared.handlers import Attempt
+from shared.events import Attempt
 from shared.reconcile.report import Budget, RunReport
 
 log = logs.get_logger("reconcile")

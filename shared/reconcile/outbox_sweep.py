@@ -1,6 +1,6 @@
 """The outbox sweep: due outbox items get delivered, the earliest due first.
 
-What delivers an item is decided by the kinds registry (`shared.settlement.kinds.Deliverers`: the
+What delivers an item is decided by the kinds registry (`shared.kinds.Deliverers`: the
 deliverer registered for the item's payload kind); the sweep only drives the ledger.
 It runs against its OWN budget (`sweep_budget_s`), not what the run's other phases left,
 so a run that spent its main budget still sweeps (docs/architecture.md, "Outbox").

@@ -14,6 +14,7 @@ from shared.clock import Clock, system_clock
 from shared.clock import monotonic as system_monotonic
 from shared.config import Config
 from shared.gemini import GeminiGateway
+from shared.kinds import Deliverers
 from shared.ledger import LedgerError, Operation
 from shared.ledger.protocols import ReconcileLedger
 from shared.reconcile import fanout
@@ -26,8 +27,7 @@ from shared.reconcile.report import Budget, Progress, RunReport
 from shared.reconcile.selection import due_pages
 from shared.reconcile.settings import ReconcileSettings, field_names
 from shared.reconcile.stuck import StuckAlerts
-from shared.settlement import Settler
-from shared.settlement.kinds import Deliverers
+from shared.settlement.settler import Settler
 
 log = logs.get_logger("reconcile")
 

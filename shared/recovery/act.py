@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared import handlers, logs
+from shared import events, logs
 from shared.clock import Clock
 from shared.errors import TransientError
 from shared.github.errors import GitHubError, GitHubRejected, GitHubUnavailable
@@ -197,7 +197,7 @@ class RecoveryActions:
             run.pause(exc, now)
             error = f"reading the delivery failed: {exc}"
             return self._note(recovery, report, run, error, failed=True)
-        reason = handlers.refusal("github", request.delivery.event, request.payload)
+        reason = events.refusal("github", request.delivery.event, request.payload)
         if reason is not None:
             ignored = self._change(recovery, report, status="ignored", last_error=reason)
             report.ignored += int(ignored is not None)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from shared import handlers, logs, tracing
+from shared import events, logs, tracing
 from shared.clock import Clock
 from shared.clock import monotonic as system_monotonic
 from shared.github.errors import GitHubError, GitHubRejected, GitHubUnavailable
@@ -231,7 +231,7 @@ class DeliverySweep:
         if delivery.guid in listed.ok or delivery.guid in listed.failed:
             return
         listed.failed.add(delivery.guid)
-        if not handlers.handled("github", delivery.event):
+        if not events.handled("github", delivery.event):
             report.skipped += 1  # no app takes it: its loss loses nothing
             return
         report.failed += 1

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from shared import logs
 from shared.crashpoints import crash_point
 from shared.errors import PermanentError
-from shared.settlement.kinds import DeliveryServices, register_deliverer
+from shared.kinds import DeliveryServices, register_deliverer
 
 if TYPE_CHECKING:
     from shared.gemini import GeminiGateway

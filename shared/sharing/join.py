@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shared.crashpoints import crash_point
 from shared.errors import Deferred
-from shared.ledger.groups import MEMBER_PREFIX, JoinRequest, Sharing
 
 if TYPE_CHECKING:
+    from shared.kinds import Sharing
     from shared.ledger import DeliveryEnd
     from shared.submission import Submitter
 
@@ -36,6 +36,10 @@ def join(
     """Join the item `run` holds the claim of to its kind's open group: what happened,
     and the item's operation. Raises `Deferred` when this run must wait to seal its group
     (see the module)."""
+    # Here, not at the top: the ingress imports this module (shared.api) at cold start,
+    # and any shared.ledger module loads Firestore's client.
+    from shared.ledger.groups import JoinRequest
+
     deps = run.deps
     groups = deps.ledger.groups
     try:
@@ -94,6 +98,8 @@ def seal_if_due(run: Submitter, operation: str) -> str:
 
 def group_of(operation: str) -> str | None:
     """The group id of an item's operation name (`groups/{gid}.{index}`), else None."""
+    from shared.ledger.group_records import MEMBER_PREFIX  # the cold start, as in `join`
+
     if not operation.startswith(MEMBER_PREFIX):
         return None
     gid, dot, index = operation.removeprefix(MEMBER_PREFIX).rpartition(".")

@@ -36,9 +36,10 @@ from shared import logs
 from shared.clock import Clock, system_clock
 from shared.crashpoints import crash_point
 from shared.errors import Deferred, PermanentError
-from shared.handlers import Attempt
+from shared.events import Attempt
+from shared.kinds import DEPLOYMENT_REFUSED, REQUEST_REFUSED
 from shared.ledger.group_records import OPEN
-from shared.sharing import DEPLOYMENT_REFUSED, REQUEST_REFUSED
+from shared.settlement.groups import GROUP_KIND
 
 if TYPE_CHECKING:
     from shared.gemini import GeminiGateway
@@ -155,7 +156,6 @@ def _make(
         GeminiRefusedDeployment,
         GeminiRejected,
     )
-    from shared.sharing.kind import GROUP_KIND
     from shared.submission import SubmitDeps, Submitter
 
     groups = deps.ledger.groups
@@ -323,7 +323,7 @@ def _fail_page(deps: SealDeps, group: Group) -> tuple[int, Group]:
     """Settle up to FAIL_PAGE of the group's failed items from its cursor, each in its own
     commit, then move the cursor; (how many settled now, the group after)."""
     from shared.gemini import BatchStatus
-    from shared.settlement import Settler
+    from shared.settlement.settler import Settler
 
     start = group.unfailed_from
     if start is None:

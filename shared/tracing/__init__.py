@@ -30,21 +30,20 @@ are OpenTelemetry's and are kept as given.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
+
+from shared.tracing.traceparent import TRACEPARENT as TRACEPARENT
+from shared.tracing.traceparent import parse_traceparent as parse_traceparent
 
 if TYPE_CHECKING:
     from shared.config import Config
 
 P = ParamSpec("P")
 T = TypeVar("T")
-TRACEPARENT = "traceparent"
 # What `TRACING` may say (shared/config.py reads it): see the module docstring.
 MODES = ("off", "file", "cloudtrace")
-# version 00: trace id, parent span id, flags; all-zero ids are invalid (W3C Trace Context).
-_TRACEPARENT = re.compile(r"00-(?!0{32})([0-9a-f]{32})-(?!0{16})([0-9a-f]{16})-([0-9a-f]{2})")
 
 
 class Span(Protocol):
@@ -195,16 +194,6 @@ def flush() -> None:
     """Export what is buffered (tests, and a process about to stop)."""
     if _tracer is not None:
         _tracer.flush()
-
-
-def parse_traceparent(value: str) -> tuple[str, str, bool] | None:
-    """(trace id, span id, sampled) of a version-00 traceparent, or None if unreadable."""
-    # Lower-case hex only, as W3C and OpenTelemetry's propagator read it: one rule for both.
-    match = _TRACEPARENT.fullmatch(value.strip()) if isinstance(value, str) else None
-    if match is None:
-        return None
-    trace_id, span_id, flags = match.groups()
-    return trace_id, span_id, bool(int(flags, 16) & 1)
 
 
 def trace_id_of(value: str | None) -> str | None:

@@ -32,7 +32,7 @@ from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from shared.tracing import TRACEPARENT, parse_traceparent
+from shared.tracing.traceparent import TRACEPARENT, parse_traceparent
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -30,7 +30,7 @@ from shared.github import ContentsClient
 from shared.handlers import Attempt, Done, RetryableError
 from shared.ledger import Ledger, StoreUnavailable
 from shared.reconcile.adoption import IncompleteContext, register_orphan
-from shared.settlement import Settler
+from shared.settlement.settler import Settler
 
 REPO, SHA = "octo-org/handbook", "c" * 40
 OWNER, NAME = REPO.split("/")

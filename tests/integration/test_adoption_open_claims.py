@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from local.fakes import FakeClock, ListedGateway
+from shared import kinds
 from shared.gemini import BatchSummary, GeminiError
 from shared.ledger import Ledger
 from shared.ledger.ids import submission_id
 from shared.reconcile.adoption import CLOCK_SKEW, OrphanAdopter
 from shared.reconcile.report import Budget, RunReport
-from shared.settlement import kinds
 
 KIND = kinds.generic("nightly-eval")
 PENDING = "JOB_STATE_PENDING"

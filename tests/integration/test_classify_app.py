@@ -24,7 +24,7 @@ from shared.gemini import GeminiGateway
 from shared.handlers.context import ClientFactories, HandlerContext
 from shared.ledger import Ledger
 from shared.reconcile import Reconciler, ReconcileSettings
-from shared.settlement import Settler
+from shared.settlement.settler import Settler
 from tests.integration.test_cli import run
 
 MODEL = "models/gemini-2.5-flash"

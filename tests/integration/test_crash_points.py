@@ -54,10 +54,10 @@ from shared.github.checks import ChecksClient
 from shared.handlers import builtin
 from shared.handoff.envelope import Envelope, EnvelopeSealer
 from shared.handoff.tasks import EnqueueResult
+from shared.kinds import Deliverers
 from shared.ledger import Ledger
 from shared.ledger.ids import submission_id
 from shared.reconcile import Reconciler, ReconcileSettings
-from shared.settlement.kinds import Deliverers
 from tests.standins import RacingGemini, StandInContents
 
 REPO, FILES = "octo-org/handbook", ["docs/a.md", "docs/b.md"]

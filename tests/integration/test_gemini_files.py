@@ -19,7 +19,7 @@ from shared.gemini import MAX_INLINE_BYTES, GeminiGateway, GeminiRowsUnread, mak
 from shared.github import ContentsClient
 from shared.handlers import Done
 from shared.ledger import Ledger
-from shared.settlement import GIVE_UP_AFTER, Settler
+from shared.settlement.settler import GIVE_UP_AFTER, Settler
 
 MODEL = "models/gemini-2.5-flash"
 REPO, SHA = "octo-org/handbook", "f" * 40

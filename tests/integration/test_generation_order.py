@@ -22,10 +22,10 @@ from apps.review.reruns import rerun_review, rerun_tag
 from shared.gemini import GeminiGateway, make_client
 from shared.github import ContentsClient
 from shared.handlers import Attempt, Done
+from shared.kinds import Deliverers
 from shared.ledger import Ledger
 from shared.ledger.generations import ORDER, order_of
 from shared.reconcile.adoption import register_orphan
-from shared.settlement.kinds import Deliverers
 from tests.waiting import wait_until
 
 REPO, SHA = "octo-org/handbook", "e" * 40

@@ -23,8 +23,8 @@ from local.fakes import FakeClock
 from shared import crashpoints
 from shared.errors import PermanentError
 from shared.github import CommentsClient
+from shared.kinds import Deliverers
 from shared.ledger import Ledger, OutboxDeliveryFailed, OutboxItem, OutboxPolicy, opnames
-from shared.settlement.kinds import Deliverers
 from tests.integration.test_github_comments import REPO, SHA, commit_counts
 
 LEASE = OutboxPolicy().lease.total_seconds()

@@ -17,9 +17,11 @@ from apps.review.kind import KIND as REVIEW_KIND
 from apps.review.kind import review_tag
 from apps.review.results import Reviews
 from local.fakes import FakeClock
+from shared import kinds
 from shared.clock import system_clock
 from shared.gemini import GeminiError, GeminiGateway
 from shared.handoff.tasks import TaskQueue, ensure_queue, make_client
+from shared.kinds import OperationKind
 from shared.ledger import Ledger, Operation
 from shared.reconcile import (
     BACKOFF_CAP_S,
@@ -33,8 +35,7 @@ from shared.reconcile import (
     page_payload,
 )
 from shared.reconcile.settings import field_names
-from shared.settlement import kinds, settle_from_gemini
-from shared.settlement.kinds import OperationKind
+from shared.settlement.settler import settle_from_gemini
 from tests.plugins.loopback import QuietHandler, Serve
 from tests.waiting import wait_until
 
@@ -728,7 +729,7 @@ def test_a_webhook_that_meets_a_404_never_settles_on_that_one_sight(
     simulator: Any, gateway: GeminiGateway, firestore_client: Any
 ) -> None:
     from shared.gemini import GeminiNotFound
-    from shared.settlement import Settler
+    from shared.settlement.settler import Settler
 
     clock = FakeClock()
     ledger = Ledger(firestore_client, clock=clock, grace=timedelta(0))

@@ -28,9 +28,9 @@ from shared.crashpoints import Crashed, crashing_at
 from shared.entrypoints.worker import Worker
 from shared.handlers import builtin
 from shared.handoff.envelope import Envelope, EnvelopeSealer
+from shared.kinds import Deliverers
 from shared.ledger import Ledger, Operation
 from shared.ledger.ids import submission_id
-from shared.settlement.kinds import Deliverers
 from tests.integration.test_github_app_pipeline import CLIENT_ID, INSTALLATION, PEM, PUBLIC
 from tests.plugins.pipeline import FILES, OWNER_REPO, SHA, PipelineStack, pipeline_stack
 from tests.plugins.pipeline import push_payload as plain_push

@@ -18,9 +18,9 @@ from local.fakes import FakeClock
 from shared.clock import system_clock
 from shared.gemini import GeminiGateway, make_client
 from shared.github import CommentsClient
+from shared.kinds import Deliverers
 from shared.ledger import Ledger, Operation, SweepReport
 from shared.reconcile import Reconciler, ReconcileSettings
-from shared.settlement.kinds import Deliverers
 from tests.plugins.pipeline import (
     FILES,
     OWNER_REPO,

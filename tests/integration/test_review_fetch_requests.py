@@ -14,7 +14,7 @@ from shared.gemini import GeminiGateway, make_client
 from shared.github import ContentsClient
 from shared.handlers import Done, RetryableError
 from shared.ledger import Ledger
-from shared.settlement import Settler
+from shared.settlement.settler import Settler
 
 OWNER, NAME = "octo-org", "handbook"
 REPO, SHA = f"{OWNER}/{NAME}", "b" * 40

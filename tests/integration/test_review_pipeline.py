@@ -155,7 +155,7 @@ def test_a_run_with_too_little_lease_left_does_not_create(deps, simulator):
 
 
 def test_findings_asked_of_the_model_become_the_review_rows_findings(deps, simulator):
-    from shared.settlement import Settler
+    from shared.settlement.settler import Settler
 
     marked = b"# Handbook\n\nSome text.\n<!-- sim:findings=120 -->\n"
     simulator.control.put_file("octo-org", "handbook", "docs/many.md", SHA, marked)
@@ -182,7 +182,7 @@ def test_a_settled_reviews_findings_become_the_check_runs_annotations(deps, simu
     from datetime import UTC, datetime
 
     from apps.review import checks
-    from shared.settlement import Settler
+    from shared.settlement.settler import Settler
 
     marked = b"# Handbook\n\nSome text.\n<!-- sim:findings=120 level=failure -->\n"
     simulator.control.put_file("octo-org", "handbook", "docs/many.md", SHA, marked)
@@ -288,7 +288,7 @@ def test_a_long_path_of_short_names_is_reviewed_like_any_other(deps, simulator):
     assert isinstance(review_push(payload([path]), "d-deep", deps), Done)
     [batch] = simulator.control.batches()
     simulator.control.complete(batch["name"], webhook="drop")
-    from shared.settlement import Settler
+    from shared.settlement.settler import Settler
 
     assert Settler(deps.ledger, deps.gemini).settle(batch["name"], "webhook").result == "settled"
     assert Reviews(deps.ledger).get_review(REPO, SHA, path)["status"] == "ok"
@@ -302,7 +302,7 @@ def test_refused_paths_are_never_fetched_and_become_error_reviews(deps, simulato
     assert github_fetches(simulator) == ["graphql docs/b.md"]
     [batch] = simulator.control.batches()
     simulator.control.complete(batch["name"], webhook="drop")
-    from shared.settlement import Settler
+    from shared.settlement.settler import Settler
 
     Settler(deps.ledger, deps.gemini).settle(batch["name"], "webhook")
     reviews = {r["path"]: r for r in Reviews(deps.ledger).reviews_for(batch["name"])}

@@ -20,8 +20,8 @@ import requests
 from apps.review import comments
 from apps.review.comments import push_marker
 from shared.github import CommentsClient
+from shared.kinds import Deliverers
 from shared.ledger import Ledger, Operation, OutboxItem
-from shared.settlement.kinds import Deliverers
 from tests.integration.test_github_app_pipeline import CLIENT_ID, INSTALLATION, PEM, PUBLIC
 from tests.integration.test_review_reruns import app_push, finished, new_operation, rerun, runs
 from tests.plugins.pipeline import FILES, OWNER_REPO, SHA, PipelineStack, pipeline_stack

@@ -20,10 +20,10 @@ from shared.errors import Deferred
 from shared.gemini import GeminiGateway, make_client
 from shared.github import ContentsClient
 from shared.handlers import Attempt, Done
+from shared.kinds import Deliverers
 from shared.ledger import Ledger
 from shared.ledger.groups import MEMBERS, member_name
-from shared.settlement import Settler
-from shared.settlement.kinds import Deliverers
+from shared.settlement.settler import Settler
 from shared.sharing import Sharing
 
 REPO = "octo-org/handbook"

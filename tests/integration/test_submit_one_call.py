@@ -12,13 +12,12 @@ from typing import Any
 
 import pytest
 
-from shared import api, apps, handlers
+from shared import api, apps, handlers, kinds
 from shared.config import Config
 from shared.gemini import GeminiGateway, GeminiRefusedDeployment
 from shared.handlers.context import ClientFactories, HandlerContext
 from shared.ledger import Ledger
 from shared.reconcile.adoption import register_orphan
-from shared.settlement import kinds
 from tests.unit.test_app_routes import ISSUE
 
 

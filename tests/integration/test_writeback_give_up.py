@@ -15,11 +15,11 @@ import pytest
 from google.api_core import exceptions as gexc
 
 from apps.review.results import put_review
-from shared import settlement
+from shared import kinds, settlement
 from shared.gemini import BatchStatus, Row
+from shared.kinds import OperationKind
 from shared.ledger import Ledger, Settlement, StoreUnavailable, WritebackFailed
-from shared.settlement import Settler, SettleResult, kinds
-from shared.settlement.kinds import OperationKind
+from shared.settlement.settler import Settler, SettleResult
 from tests.standins import ScriptedGemini
 
 NAME = "batches/broken"

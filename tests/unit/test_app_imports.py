@@ -2,8 +2,9 @@
 
 - nothing in `shared/` names the review (the word "review" appears in none of its code);
 - nothing in `shared/` imports `apps`;
-- an app imports only the public API (`shared.api` and its submodules) from `shared`;
-- `shared/` has no import cycle between its modules (imports at module level).
+- an app imports only the public API (`shared.api` and its submodules) from `shared`.
+
+The layers of `shared/` and its acyclic imports are tests/unit/test_layers.py's.
 """
 
 from __future__ import annotations
@@ -96,54 +97,3 @@ def test_the_checker_sees_a_private_import(tmp_path: Path) -> None:
         assert "shared.ledger" in _imports(module)
     finally:
         module.unlink()
-
-
-def test_shared_has_no_import_cycle() -> None:
-    modules = _modules(SHARED)
-    graph = {
-        name: {
-            dep
-            for imported in _imports(path, top_level_only=True)
-            for dep in (imported, imported.rsplit(".", 1)[0])
-            if dep in modules and dep != name
-        }
-        for name, path in modules.items()
-    }
-    # A package's __init__ importing its own submodules is how a package is built, not a
-    # cycle between concepts: only edges between different packages or modules count.
-    cycles = _cycles(graph)
-    assert not cycles, f"import cycles in shared/: {cycles}"
-
-
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    found: list[list[str]] = []
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph[node]):
-            if _own_package(node, nxt):
-                continue
-            if state.get(nxt) == 1:
-                found.append([*stack[stack.index(nxt) :], nxt])
-            elif nxt not in state:
-                visit(nxt)
-        stack.pop()
-        state[node] = 2
-
-    for node in sorted(graph):
-        if node not in state:
-            visit(node)
-    return found
-
-
-def _own_package(a: str, b: str) -> bool:
-    """`a` is a package importing its own submodule `b`, or `b` the package of `a`."""
-    return b.startswith(a + ".") or a.startswith(b + ".")
-
-
-def test_the_cycle_finder_finds_a_cycle_and_ignores_a_package_and_its_module() -> None:
-    assert _cycles({"x.a": {"x.b"}, "x.b": {"x.a"}}) == [["x.a", "x.b", "x.a"]]
-    assert _cycles({"x": {"x.a"}, "x.a": {"x"}}) == []

@@ -13,8 +13,8 @@ import pytest
 
 from shared import api, handlers
 from shared.config import Config
+from shared.events.subject import Subject
 from shared.handlers.context import ClientFactories, HandlerContext
-from shared.handlers.subject import Subject
 from tests.memory_ledger import MemoryLedger
 
 

@@ -11,8 +11,7 @@ from pathlib import Path
 import functions_framework
 import pytest
 
-from shared import apps, handlers
-from shared.settlement import kinds
+from shared import apps, handlers, kinds
 from tests.unit.test_config_guards import MAIN, PROD, _use
 
 

@@ -122,7 +122,7 @@ def registered(root: Path, module: str) -> dict[str, Any]:
     probe = f"""
 import json
 from shared import apps, handlers
-from shared.settlement import kinds
+from shared import kinds
 (record,) = apps.load([{module!r}])
 kind = [[k.name, k.tag, k.app] for k in kinds.registered() if k.app == record.name]
 print(json.dumps({{

@@ -10,10 +10,10 @@ import pytest
 
 from apps.review.comments import MAX_COMMENT_CHARS, comment_body, item
 from apps.review.kind import KIND, REVIEW, ReviewOptions, review_tag
+from shared import kinds
 from shared.errors import PermanentError, retryable
+from shared.kinds import Deliverers, NoDeliverer, OperationKind
 from shared.ledger import OutboxItem
-from shared.settlement import kinds
-from shared.settlement.kinds import Deliverers, NoDeliverer, OperationKind
 
 
 def outbox_item(payload: Any) -> OutboxItem:

@@ -15,7 +15,7 @@ from shared.reconcile.check import OperationCheck
 from shared.reconcile.report import RunReport
 from shared.reconcile.stuck import StuckAlerts
 from shared.retry import Backoff
-from shared.settlement import Settler
+from shared.settlement.settler import Settler
 from tests.memory_ledger import MemoryLedger
 from tests.standins import ScriptedGemini as Gemini
 

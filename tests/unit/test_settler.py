@@ -16,7 +16,7 @@ import pytest
 from apps.review.results import Reviews
 from local.fakes import FakeClock
 from shared.gemini import BatchStatus, GeminiNotFound, GeminiRowsUnread, Row
-from shared.settlement import GIVE_UP_AFTER, GONE_AFTER, RUNNING, Settler
+from shared.settlement.settler import GIVE_UP_AFTER, GONE_AFTER, RUNNING, Settler
 from tests.memory_ledger import MemoryLedger
 from tests.standins import ScriptedGemini as Gemini
 

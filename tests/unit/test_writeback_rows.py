@@ -19,7 +19,7 @@ from apps.review.kind import KIND, REVIEW
 from apps.review.results import Reviews
 from local.fakes import FakeClock
 from shared.gemini import BatchStatus, Row
-from shared.settlement import Settler
+from shared.settlement.settler import Settler
 from tests.memory_ledger import MemoryLedger
 from tests.standins import ScriptedGemini
 from tests.unit.test_kinds import Writes, review_record

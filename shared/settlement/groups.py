@@ -1,13 +1,19 @@
-"""A group's batch settled: each item then settles on its own, from its own rows.
+"""Shared batches at settlement: the core's kind of a group's batch, and each item's
+part of it (docs/architecture.md, "Shared batches").
 
-The group's operation settles once (its batch's status, no write-back); before its
-settling commit its rows are stored, one document per item (`keep_rows`,
-shared/ledger/group_rows.py), so an item never needs Gemini's copy, which is gone after
-48 h. Its outbox holds one `hookledger-members` item per page of items. Delivering one
-settles each item of the page through the one settlement path (shared/settlement) from
-its stored rows, each in its own commit with its kind's write-back and outbox: a batch of
-thousands of rows never needs one commit, and an item settled already (a retry, a webhook
-racing reconcile) is `already_settled`, never settled twice.
+The group's batch is an operation of the kind `hookledger-group` (no app owns it; its
+context holds the group's id, its items' operations `members` and every request's key in
+request order, `{item index}/{item's key}`, so rows that echo no key are placed, and an
+orphan group batch adopted by reconcile has all it needs from the group's own claim). It
+settles once (its status, no write-back); before that commit its rows are stored, one
+document per item (`keep_rows`, shared/ledger/group_rows.py), so an item never needs
+Gemini's copy, which is gone after 48 h. Its outbox holds one `hookledger-members` item
+per page of items; delivering one settles each item of the page through the one
+settlement path from its stored rows, each in its own commit with its kind's write-back
+and outbox (`deliver_members`, registered by shared/settlement/settler.py with the
+`Settler` it uses): a batch of thousands of rows never needs one commit, and an item
+settled already is `already_settled`, never settled twice. An item fails without a batch
+with `REQUEST_REFUSED` or `DEPLOYMENT_REFUSED` (shared/kinds.py) as its reason.
 """
 
 from __future__ import annotations
@@ -20,19 +26,31 @@ from typing import TYPE_CHECKING, Any
 from shared import logs
 from shared.crashpoints import crash_point
 from shared.errors import PermanentError, TransientError
-from shared.ledger.groups import group_tag, split_member_key
+from shared.kinds import (
+    DEPLOYMENT_REFUSED,
+    REQUEST_REFUSED,
+    DeliveryServices,
+    OperationKind,
+    context_keys,
+    register,
+)
+from shared.ledger.groups import GROUP_TAG, group_tag, split_member_key
 from shared.ledger.records import CANCELLED, EXPIRED, FAILED
-from shared.settlement.kinds import DeliveryServices, register_deliverer
 
 if TYPE_CHECKING:
-    from shared.gemini import BatchStatus
+    from shared.gemini import BatchStatus, BatchSummary, GeminiGateway
     from shared.ledger import Operation, OutboxItem
     from shared.ledger.groups import Group
     from shared.ledger.protocols import SettleLedger
 
 log = logs.get_logger("sharing")
 
+SettlerOf = Callable[[DeliveryServices], Any]
+"""`settler_of(services)`: the `Settler` a page of items settles with."""
+
+GROUP_KIND = "hookledger-group"
 MEMBERS = "hookledger-members"
+
 # Items settled by one outbox item: one read of the batch for this many items' commits.
 MEMBERS_PER_ITEM = 50
 
@@ -150,8 +168,6 @@ def ended_part(
 
 
 def _failure_reason(group: Group, index: int) -> str:
-    from shared.sharing import DEPLOYMENT_REFUSED, REQUEST_REFUSED
-
     return REQUEST_REFUSED if index in group.refused else DEPLOYMENT_REFUSED
 
 
@@ -184,12 +200,9 @@ def _settled_status(group: Operation) -> BatchStatus | None:
     return BatchStatus(name=group.name, state=state, error=dict(error))
 
 
-@register_deliverer(MEMBERS)
-def deliver_members(item: OutboxItem, services: DeliveryServices) -> None:
-    """Settle the page of items the outbox item names, from one read of the group's batch."""
-    from shared.settlement import Settler
-    from shared.settlement.kinds import Deliverers
-
+def deliver_members(item: OutboxItem, services: DeliveryServices, settler_of: SettlerOf) -> None:
+    """Settle the page of items the outbox item names, from one read of the group's batch,
+    with the `Settler` `settler_of(services)` gives (shared/settlement/settler.py)."""
     payload = item.payload if isinstance(item.payload, Mapping) else {}
     names = payload.get("members")
     if not isinstance(names, Sequence) or isinstance(names, str):
@@ -198,7 +211,7 @@ def deliver_members(item: OutboxItem, services: DeliveryServices) -> None:
     group = ledger.operations.get(item.operation)
     if group is None:
         raise PermanentError(f"outbox item {item.idempotency_key}: {item.operation} is gone")
-    settler = Settler(ledger, services.gemini, Deliverers(services), clock=ledger.clock)
+    settler = settler_of(services)
     fetched: list[BatchStatus] = []
 
     def read_once() -> BatchStatus:
@@ -235,3 +248,25 @@ def deliver_members(item: OutboxItem, services: DeliveryServices) -> None:
             )
     if failed:
         raise TransientError(f"{group.name}: items not settled yet: {', '.join(failed)}")
+
+
+def _adopt(key: str, batch: BatchSummary, gemini: GeminiGateway) -> dict[str, Any]:
+    # The group's id is the tag's key; members and keys come from the group's claim.
+    return {"group": key}
+
+
+def _outbox(record: Operation, batch: BatchStatus) -> list[dict[str, Any]]:
+    return member_items(record)
+
+
+GROUP = register(
+    OperationKind(
+        name=GROUP_KIND,
+        tag=GROUP_TAG,
+        adopt=_adopt,
+        outbox=_outbox,
+        request_keys=context_keys("keys"),
+        needs=("group", "members", "keys"),
+        description="a shared batch: many items' requests, settled then fanned out per item",
+    )
+)

@@ -28,6 +28,10 @@ them names a kind.
 Outbox items are delivered by the deliverer registered for their payload's `"kind"`
 (`register_deliverer`); a deliverer must be idempotent (look before acting).
 
+The core's own kinds and deliverers (cancel.py, groups.py) register when the
+`shared.settlement` package is imported, which importing this module does first: the
+registry itself imports none of them.
+
 A kind nobody registered (one made by `hookledger submit --kind X`) gets `generic(X)`:
 adopted from its tag with the row keys, settled with its status, no write-back.
 See docs/architecture.md#operation-kinds.
@@ -41,7 +45,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from shared.errors import TransientError
-from shared.handlers.subject import SUBJECT_FIELD, Subject
+from shared.events.subject import SUBJECT_FIELD, Subject
 
 if TYPE_CHECKING:  # nothing heavy at import; these are for the type checker
     from shared.apps import Settings
@@ -51,9 +55,13 @@ if TYPE_CHECKING:  # nothing heavy at import; these are for the type checker
     from shared.github.rest import GitHubApi
     from shared.ledger import Operation, OutboxItem
     from shared.ledger.protocols import DeliveryLedger, ResultWrites
-    from shared.sharing import Sharing
 
 TAG_PREFIX = "hookledger:"
+# The `reason` of an item of a shared batch that fails without a batch (its kind's
+# write-back sees it in `result.error`): Gemini refused its request, or refused the
+# deployment past the hold (shared/sharing/seal.py).
+REQUEST_REFUSED = "request_refused"
+DEPLOYMENT_REFUSED = "deployment_refused"
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
 
 Adopt = Callable[[str, "BatchSummary", "GeminiGateway"], dict[str, Any]]
@@ -68,6 +76,27 @@ StartItems = Callable[[Mapping[str, Any], str, str], Sequence[Mapping[str, Any]]
 """`start_items(context, name, tag)`: outbox items recorded with the submission's winner."""
 SharingOf = Callable[["Settings"], "Sharing | None"]
 """`sharing(settings)`: how the kind shares batches under the app's settings now."""
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """How a kind's items share batches: a group is sealed at `max_requests` requests or
+    `max_bytes` of prompts, or `window_s` after it opened, whichever comes first. An item
+    larger than either limit gets a group of its own. `shards` groups are open at once,
+    an item joining the one its key hashes to: each join writes its group's document, and
+    Firestore sustains about one write a second to one document."""
+
+    max_requests: int
+    window_s: float
+    max_bytes: int = 16_000_000  # under Gemini's 20 MB inline limit (larger: an input file)
+    shards: int = 1
+
+    def __post_init__(self) -> None:
+        if self.max_requests < 1 or self.window_s < 0 or self.max_bytes < 1 or self.shards < 1:
+            raise ValueError(
+                "sharing needs max_requests ≥ 1, window_s ≥ 0, max_bytes ≥ 1 and shards ≥ 1, "
+                f"got {self}"
+            )
 
 
 @dataclass(frozen=True)
@@ -128,19 +157,16 @@ def register(kind: OperationKind, app: str = "") -> OperationKind:
 
 def get(name: str) -> OperationKind:
     """The registered kind `name`, or the generic behaviour for a kind nobody registered."""
-    _load_builtin()
     return _KINDS.get(name) or generic(name)
 
 
 def registered() -> list[OperationKind]:
     """Every registered kind, by name."""
-    _load_builtin()
     return [_KINDS[name] for name in sorted(_KINDS)]
 
 
 def built_in(token: str) -> bool:
     """True when a registered kind uses `token` as its name or tag (a generic kind may not)."""
-    _load_builtin()
     return token in _KINDS or token in _BY_TAG
 
 
@@ -151,7 +177,6 @@ def parse_tag(display_name: str) -> ParsedTag | None:
     token, sep, key = display_name.removeprefix(TAG_PREFIX).partition(":")
     if not sep or not key or not _TOKEN.fullmatch(token):
         return None
-    _load_builtin()
     return ParsedTag(_BY_TAG.get(token) or generic(token), key)
 
 
@@ -255,7 +280,6 @@ class Deliverers:
         self._services = services
 
     def __call__(self, item: OutboxItem) -> None:
-        _load_builtin()
         payload = item.payload
         kind = payload.get("kind") if isinstance(payload, Mapping) else None
         found = _DELIVERERS.get(kind) if isinstance(kind, str) else None
@@ -272,9 +296,3 @@ class Deliverers:
         subject = Subject.of_stored(payload.get(SUBJECT_FIELD))
         for_subject = getattr(services, "for_subject", None)
         fn(item, for_subject(subject) if subject and for_subject is not None else services)
-
-
-def _load_builtin() -> None:
-    """Import the core's kind modules (they register themselves); cheap after the first call."""
-    from shared.settlement import cancel  # noqa: F401
-    from shared.sharing import kind  # noqa: F401
