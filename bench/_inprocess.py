@@ -4,8 +4,9 @@
         stack.post_push(payload, delivery_id)            # signed, into the in-process ingress
         stack.post_reconcile()
 
-The Firestore emulator, the Cloud Tasks emulator and the simulator run as child processes
-on free loopback ports (stopped by PID at the end); ingress, worker and reconcile are the
+The Firestore emulator, the Cloud Tasks emulator and the simulator (local/stack.py's
+launcher) run as child processes on free loopback ports (`local.stack.fresh_ports`; stopped
+by PID at the end); ingress, worker and reconcile are the
 real `functions/main.py` entry points, loaded by functions-framework's `create_app` and
 served by werkzeug on threads of this process: the worker by a pool of as many threads as
 its request concurrency (`local.functions_server.server_threads`), the others by a thread
@@ -30,15 +31,15 @@ import requests
 os.environ.setdefault("HOOKLEDGER_APPS", "apps.review")  # as functions/main.py
 from google.cloud.tasks_v2 import types
 
+from hookledger.sending import github_headers
 from local.cloudtasks_emulator.launch import start_cloudtasks
 from local.firestore_emulator import start_firestore
 from local.functions_server import MAIN, PooledWSGIServer, server_threads
 from local.processes import Service, free_port
-from local.simulator.client import SimulatorClient, start_simulator
-from local.stack import Ports, function_env
-from shared.config import LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET
+from local.simulator.client import SimulatorClient
+from local.stack import Ports, fresh_ports, function_env, start_pipeline_simulator
+from shared.config import LOCAL_GITHUB_SECRET
 from shared.handoff.tasks import ensure_queue, make_client
-from shared.signatures import sign_github
 
 PROJECT = "demo-hookledger"
 QUEUE = f"projects/{PROJECT}/locations/us-central1/queues/hookledger-deliveries"
@@ -84,7 +85,7 @@ class InProcessStack:
     def started(
         cls, extra_env: Mapping[str, str] | None = None, profile: tuple[str, ...] = ()
     ) -> Iterator[InProcessStack]:
-        ports = Ports(*distinct_free_ports(8))
+        ports = fresh_ports()
         env = function_env(ports, {**BASE_ENV, **(extra_env or {})})
         saved = dict(os.environ)
         stack = cls(ports, env)
@@ -102,13 +103,7 @@ class InProcessStack:
         self.children.append(start_firestore(p.firestore))
         self.children.append(start_cloudtasks(p.tasks, p.jwks))
         ensure_queue(make_client(self.env["CLOUD_TASKS_EMULATOR_HOST"]), QUEUE, retry_config=RETRY)
-        self.children.append(
-            start_simulator(
-                p.simulator,
-                webhook_url=f"http://127.0.0.1:{p.ingress}/gemini",
-                webhook_secret=LOCAL_GEMINI_SECRET.split(",")[0],
-            )
-        )
+        self.children.append(start_pipeline_simulator(p, self.env))
         from functions_framework import create_app
         from werkzeug.serving import make_server
 
@@ -161,16 +156,10 @@ class InProcessStack:
     # ------------------------------------------------------------------ requests
 
     def post_push(self, payload: bytes, delivery_id: str) -> requests.Response:
-        headers = {
-            "X-GitHub-Event": "push",
-            "X-GitHub-Delivery": delivery_id,
-            "X-Hub-Signature-256": sign_github(LOCAL_GITHUB_SECRET, payload),
-            "Content-Type": "application/json",
-        }
         return self.http.post(
             f"http://127.0.0.1:{self.ports.ingress}/github",
             data=payload,
-            headers=headers,
+            headers=github_headers("push", payload, LOCAL_GITHUB_SECRET, delivery_id),
             timeout=10,
         )
 

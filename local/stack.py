@@ -8,6 +8,12 @@ functions-framework, and a scheduler loop calling reconcile and the GitHub deliv
 containing `hookledger ready` with the URLs, then one compact line per thing that
 happens. Ctrl-C / SIGTERM stops every child by PID.
 
+The pipeline's processes are started here for every stack: `make run`, the test kit
+(hookledger/testing/launch.py), the suite's pipeline (tests/plugins/pipeline.py) and the
+chaos stack (local/chaos/stack.py) call `start_pipeline` (or `start_pipeline_simulator` and
+`start_pipeline_function` one child at a time), on ports from `fresh_ports`, again on new
+ports after a clash (`start_on_fresh_ports`).
+
 Ports (each overridable): FIRESTORE_EMULATOR_HOST (127.0.0.1:8686),
 CLOUD_TASKS_EMULATOR_HOST (127.0.0.1:8123), CLOUD_TASKS_JWKS_PORT (8124),
 GEMINI_BASE_URL (http://127.0.0.1:8090), INGRESS_PORT (8080), WORKER_PORT (8081),
@@ -29,10 +35,10 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import requests
@@ -41,7 +47,15 @@ from local.cloudtasks_emulator.launch import start_cloudtasks
 from local.firestore_emulator import start_firestore
 from local.functions_server import start_function
 from local.github_app import LocalApp, app_mode
-from local.processes import Service, ServiceError, free_port, listening_on, port_is_free, start
+from local.processes import (
+    Service,
+    ServiceError,
+    free_port,
+    listening_on,
+    port_is_free,
+    port_was_taken,
+    start,
+)
 from local.simulator.client import SimulatorClient, start_simulator
 from shared.config import LOCAL_GEMINI_SECRET, LOCAL_TASKS_SERVICE_ACCOUNT
 from shared.handoff.tasks import ensure_queue, make_client
@@ -49,6 +63,9 @@ from shared.tracing.store import prune as prune_spans
 
 REPO = Path(__file__).resolve().parents[1]
 CONSOLE_PORT = 8099
+FUNCTIONS = ("ingress", "worker", "reconcile")
+Echo = Callable[[str, str], None]
+T = TypeVar("T")
 _SHOWN_FIELDS = ("source", "event", "delivery_id", "operation", "status", "by", "reason", "path")
 
 
@@ -173,6 +190,89 @@ def function_env(
     return env
 
 
+def fresh_ports(**given: int) -> Ports:
+    """`Ports` with the `given` ones as they are and a distinct free port for every other."""
+    taken = set(given.values())
+    chosen = dict(given)
+    for name in (f.name for f in dataclasses.fields(Ports)):
+        while name not in chosen:
+            port = free_port()
+            if port not in taken:
+                chosen[name] = port
+                taken.add(port)
+    return Ports(**chosen)
+
+
+def start_on_fresh_ports(start: Callable[[list[Service]], T], *, attempts: int = 3) -> T:
+    """`start(services)`, again after a port clash: `start` picks its ports (`fresh_ports`)
+    and appends each child to `services` as it comes up.
+
+    `free_port()` only says a port was free a moment ago: a parallel run may bind it first.
+    On any failure the children started are stopped by PID; an error that is not a port
+    clash, or the last attempt's, propagates.
+    """
+    for attempt in range(1, attempts + 1):
+        services: list[Service] = []
+        try:
+            return start(services)
+        except BaseException as exc:
+            for service in reversed(services):
+                service.stop()
+            clash = isinstance(exc, ServiceError) and port_was_taken(exc)
+            if attempt == attempts or not clash:
+                raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def start_pipeline_simulator(
+    ports: Ports, env: Mapping[str, str], *, github_webhook_url: str = "", echo: Echo | None = None
+) -> Service:
+    """The Gemini + GitHub simulator on `ports.simulator`: its completion webhooks go to the
+    ingress, signed with the first secret the functions verify; GitHub's App webhooks go to
+    `github_webhook_url` (none when empty)."""
+    secret = env.get("GEMINI_WEBHOOK_SECRETS", LOCAL_GEMINI_SECRET).split(",")[0]
+    return start_simulator(
+        ports.simulator,
+        webhook_url=f"http://127.0.0.1:{ports.ingress}/gemini",
+        webhook_secret=secret,
+        github_webhook_url=github_webhook_url,
+        echo=echo,
+    )
+
+
+def start_pipeline_function(
+    target: str, ports: Ports, env: Mapping[str, str], **options: Any
+) -> Service:
+    """Function `target` on its port of `ports`, with `env` and the OIDC audience it checks;
+    `options` go to `start_function` (`source`, `root`, `echo`)."""
+    audience = {
+        "worker": {"OIDC_AUDIENCE": env["WORKER_URL"]},  # the queue's token names the worker
+        "reconcile": {"OIDC_AUDIENCE": ""},  # called without a token, as locally scheduled
+    }
+    extra = audience.get(target, {})
+    return start_function(target, getattr(ports, target), {**env, **extra}, **options)
+
+
+def start_pipeline(
+    ports: Ports,
+    env: Mapping[str, str],
+    services: list[Service],
+    *,
+    functions: Sequence[str] = FUNCTIONS,
+    github_webhook_url: str = "",
+    echo: Echo | None = None,
+    **options: Any,
+) -> None:
+    """The simulator, then `functions` (each with `env`), on `ports`; each child is
+    appended to `services` as it comes up (the caller stops them). The emulators are the
+    caller's: they outlive a pipeline in the test kit and the suite."""
+    services.append(
+        start_pipeline_simulator(ports, env, github_webhook_url=github_webhook_url, echo=echo)
+    )
+    for target in functions:
+        services.append(start_pipeline_function(target, ports, env, echo=echo, **options))
+
+
 # `make run` loads the three apps that ship with hookledger (Terraform deploys the review).
 MAKE_RUN_APPS = "apps.review,apps.articles,apps.classify"
 
@@ -209,27 +309,17 @@ class Stack:
         )
         queue = self.queue_path(env)
         ensure_queue(make_client(env["CLOUD_TASKS_EMULATOR_HOST"]), queue)
-        secret = self.env.get("GEMINI_WEBHOOK_SECRETS", LOCAL_GEMINI_SECRET).split(",")[0]
+        # GitHub's sending side too: the App's webhooks, recorded as deliveries.
         self.children.append(
-            start_simulator(
-                p.simulator,
-                webhook_url=f"http://127.0.0.1:{p.ingress}/gemini",
-                webhook_secret=secret,
-                # GitHub's sending side too: the App's webhooks, recorded as deliveries.
-                github_webhook_url=f"http://127.0.0.1:{p.ingress}/github",
-                echo=_echo,
+            start_pipeline_simulator(
+                p, self.env, github_webhook_url=f"http://127.0.0.1:{p.ingress}/github", echo=_echo
             )
         )
         if self.app_mode:
             self.app = LocalApp.register(SimulatorClient(f"http://127.0.0.1:{p.simulator}"))
             env = function_env(p, self.env, app=self.app)
-        for target, port, extra in (
-            ("ingress", p.ingress, {}),
-            ("worker", p.worker, {"OIDC_AUDIENCE": env["WORKER_URL"]}),
-            # Locally the scheduler loop below calls reconcile without a token.
-            ("reconcile", p.reconcile, {"OIDC_AUDIENCE": ""}),
-        ):
-            self.children.append(start_function(target, port, {**env, **extra}, echo=_echo))
+        for target in FUNCTIONS:
+            self.children.append(start_pipeline_function(target, p, env, echo=_echo))
         self.children.append(
             start(
                 "console",

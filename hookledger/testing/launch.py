@@ -13,9 +13,9 @@ The functions get the session's environment as it is when they start, with the a
 settings a test chose (`launch(settings=...)`) over it and `KIT_SETTINGS` over both.
 
 The two emulators start once per session (`start_stores`); the simulator and the functions
-start for one set of apps (`launch`) and start again when a test names other apps. Each
-process is stopped by PID (`Stores.stop`, `Launched.stop`), also when a later one fails to
-start.
+start for one set of apps (`launch`, with local/stack.py's launcher) and start again when a
+test names other apps. Each process is stopped by PID (`Stores.stop`, `Launched.stop`), also
+when a later one fails to start.
 """
 
 from __future__ import annotations
@@ -34,12 +34,20 @@ from hookledger.testing.accounts import INSTALLATIONS
 from local.cloudtasks_emulator.launch import start_cloudtasks
 from local.crash_plan import CRASH_PLAN_VARIABLE
 from local.firestore_emulator import start_firestore
-from local.functions_server import REPO, start_function
+from local.functions_server import REPO
 from local.github_app import LocalApp
 from local.inflight import INFLIGHT_VARIABLE
-from local.processes import Service, ServiceError, free_port, port_was_taken, start_on_free_ports
-from local.simulator.client import SimulatorClient, start_simulator
-from local.stack import Ports, function_env
+from local.processes import Service, ServiceError, start_on_free_ports
+from local.simulator.client import SimulatorClient
+from local.stack import (
+    FUNCTIONS,
+    Ports,
+    fresh_ports,
+    function_env,
+    start_on_fresh_ports,
+    start_pipeline_function,
+    start_pipeline_simulator,
+)
 from shared.config import LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET
 
 PROJECT = "demo-hookledger"
@@ -216,52 +224,30 @@ def launch(
         INFLIGHT_VARIABLE: str(workdir / INFLIGHT_DIR),
     }
     (workdir / INFLIGHT_DIR).mkdir(exist_ok=True)
-    fs_port = int(stores.firestore_host.rsplit(":", 1)[1])
-    tasks_port = int(stores.tasks_host.rsplit(":", 1)[1])
-    for attempt in range(1, 4):
-        sim_port, ingress_port, worker_port, reconcile_port = (free_port() for _ in range(4))
-        ports = Ports(
-            firestore=fs_port,
-            tasks=tasks_port,
-            jwks=stores.jwks_port,
-            simulator=sim_port,
-            ingress=ingress_port,
-            worker=worker_port,
-            reconcile=reconcile_port,
-            console=0,  # no console: only the check runs' Details link names it
-        )
-        services: list[Service] = []
-        try:
-            return _start_functions(tuple(apps), ports, base, services)
-        except BaseException as exc:
-            for service in reversed(services):
-                service.stop()
-            if attempt == 3 or not isinstance(exc, ServiceError) or not port_was_taken(exc):
-                raise
-    raise AssertionError("unreachable: the last attempt returns or raises")
+    stored = {
+        "firestore": int(stores.firestore_host.rsplit(":", 1)[1]),
+        "tasks": int(stores.tasks_host.rsplit(":", 1)[1]),
+        "jwks": stores.jwks_port,
+        "console": 0,  # no console: only the check runs' Details link names it
+    }
+    return start_on_fresh_ports(
+        lambda services: _start_functions(tuple(apps), fresh_ports(**stored), base, services)
+    )
 
 
 def _start_functions(
     apps: tuple[str, ...], ports: Ports, base: Mapping[str, str], services: list[Service]
 ) -> Launched:
-    """The simulator, the App, then the three functions on `ports` (appended to `services`)."""
+    """The simulator, the App, then the three functions on `ports` (appended to `services`);
+    the App is registered before the functions start, to hand them its credentials."""
     ingress = f"http://127.0.0.1:{ports.ingress}"
-    services.append(
-        start_simulator(
-            ports.simulator,
-            webhook_url=f"{ingress}/gemini",
-            github_webhook_url=f"{ingress}/github",
-        )
-    )
+    simulator = start_pipeline_simulator(ports, base, github_webhook_url=f"{ingress}/github")
+    services.append(simulator)
     sim = SimulatorClient(f"http://127.0.0.1:{ports.simulator}")
     app = register_app(sim)
     env = function_env(ports, base, app=app)
-    for target, port, extra in (
-        ("ingress", ports.ingress, {}),
-        ("worker", ports.worker, {"OIDC_AUDIENCE": env["WORKER_URL"]}),
-        ("reconcile", ports.reconcile, {"OIDC_AUDIENCE": ""}),  # the kit calls it directly
-    ):
-        services.append(start_function(target, port, {**env, **extra}, source=CRASHING_MAIN))
+    for target in FUNCTIONS:  # the kit calls reconcile directly, without a token
+        services.append(start_pipeline_function(target, ports, env, source=CRASHING_MAIN))
     return Launched(
         apps=apps,
         firestore_host=env["FIRESTORE_EMULATOR_HOST"],

@@ -7,7 +7,8 @@
 Children: the official Firestore emulator, the Cloud Tasks emulator (persisting to a
 temporary directory when the emulator supports `data_dir`), the simulator, and ingress,
 worker and reconcile under functions-framework (the worker with its request concurrency,
-local/functions_server.py). Every line a child prints is kept across
+local/functions_server.py), the last four started one at a time by local/stack.py's
+launcher, on its `fresh_ports`. Every line a child prints is kept across
 restarts (`lines(name)`), so the invariants can count settlement log lines. Every child is
 stopped by PID when the context ends.
 
@@ -30,7 +31,6 @@ import signal
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import fields
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -42,17 +42,23 @@ from local.chaos.slow_ack import SlowAckProxy
 from local.cloudtasks_emulator.launch import start_cloudtasks
 from local.firestore_emulator import reset as reset_firestore
 from local.firestore_emulator import start_firestore
-from local.functions_server import REPO, start_function
+from local.functions_server import REPO
 from local.github_app import LocalApp, app_mode
-from local.processes import Service, ServiceError, free_port, port_was_taken
-from local.simulator.client import SimulatorClient, start_simulator
-from local.stack import Ports, function_env
-from shared.config import LOCAL_GEMINI_SECRET
+from local.processes import Service
+from local.simulator.client import SimulatorClient
+from local.stack import (
+    FUNCTIONS,
+    Ports,
+    fresh_ports,
+    function_env,
+    start_on_fresh_ports,
+    start_pipeline_function,
+    start_pipeline_simulator,
+)
 from shared.handoff.tasks import ensure_queue, make_client
 
 PROJECT = "demo-hookledger"
 QUEUE = f"projects/{PROJECT}/locations/us-central1/queues/hookledger-deliveries"
-FUNCTIONS = ("ingress", "worker", "reconcile")
 # Short reconcile timing so a lost webhook is found within seconds (see docs/reliability.md).
 CHAOS_ENV = {
     "GOOGLE_CLOUD_PROJECT": PROJECT,
@@ -133,19 +139,20 @@ class ChaosStack:
         """Start everything on fresh free ports (again on new ports after a clash); the
         worker with `sharing` (`share`), else one batch per push."""
         data_dir = tempfile.mkdtemp(prefix="hookledger-chaos-")
+        base = env if env is not None else os.environ
+
+        def start(_services: list[Service]) -> ChaosStack:
+            stack = cls(fresh_ports(), base, data_dir, sharing=sharing)
+            try:
+                stack.start_all()
+            except BaseException:
+                stack.stop_all()  # its children are by name, not in `_services`
+                raise
+            return stack
+
         stack: ChaosStack | None = None
         try:
-            for attempt in range(1, 4):
-                base = env if env is not None else os.environ
-                stack = cls(_free_ports(), base, data_dir, sharing=sharing)
-                try:
-                    stack.start_all()
-                    break
-                except ServiceError as exc:
-                    stack.stop_all()
-                    if attempt == 3 or not port_was_taken(exc):
-                        raise
-            assert stack is not None
+            stack = start_on_fresh_ports(start)
             yield stack
         finally:
             if stack is not None:
@@ -302,13 +309,10 @@ class ChaosStack:
         tasks_extra: dict[str, Any] = {}
         if tasks_persistence_supported():
             tasks_extra["data_dir"] = self.data_dir
-        secret = self.env.get("GEMINI_WEBHOOK_SECRETS", LOCAL_GEMINI_SECRET).split(",")[0]
 
         def function(target: str, extra: Mapping[str, str]) -> Callable[[], Service]:
             env = {**self.env, **extra}
-            return lambda: start_function(
-                target, getattr(p, target), env, root=self.root, echo=keep
-            )
+            return lambda: start_pipeline_function(target, p, env, root=self.root, echo=keep)
 
         threads = {} if self.worker_threads is None else {"THREADS": str(self.worker_threads)}
 
@@ -317,25 +321,12 @@ class ChaosStack:
             "cloudtasks": lambda: start_cloudtasks(
                 p.tasks, p.jwks, echo=keep, time_scale=self.tasks_time_scale, **tasks_extra
             ),
-            "simulator": lambda: start_simulator(
-                p.simulator,
-                webhook_url=f"{self.ingress_url}/gemini",
-                webhook_secret=secret,
-                # GitHub's sending side: every push goes through the proxy to /github.
-                github_webhook_url=f"{self.github_proxy.url}/github",
-                echo=keep,
+            # GitHub's sending side: every push goes through the proxy to /github.
+            "simulator": lambda: start_pipeline_simulator(
+                p, self.env, github_webhook_url=f"{self.github_proxy.url}/github", echo=keep
             ),
             "ingress": function("ingress", {}),
-            "worker": function("worker", {"OIDC_AUDIENCE": self.env["WORKER_URL"], **threads}),
+            "worker": function("worker", threads),
             # The reconcile driver calls it without a token, as `make run`'s loop does.
-            "reconcile": function("reconcile", {"OIDC_AUDIENCE": ""}),
+            "reconcile": function("reconcile", {}),
         }
-
-
-def _free_ports() -> Ports:
-    ports: list[int] = []
-    while len(ports) < len(fields(Ports)):
-        port = free_port()
-        if port not in ports:
-            ports.append(port)
-    return Ports(*ports)

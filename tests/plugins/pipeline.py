@@ -4,7 +4,8 @@
         stack.push(payload)
 
 The worker requires the OIDC token the Cloud Tasks emulator mints (verified against its
-JWKS); the simulator signs its completion webhooks to the ingress like Gemini.
+JWKS); the simulator signs its completion webhooks to the ingress like Gemini. The processes
+are started by local/stack.py's launcher, beside the session's emulators.
 """
 
 from __future__ import annotations
@@ -14,17 +15,18 @@ import os
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlparse
 
 import requests
 
-from local.functions_server import start_function
-from local.processes import Service, ServiceError, free_port, port_was_taken
-from local.simulator.client import SimulatorClient, start_simulator
+from hookledger.sending import github_headers
+from local.processes import Service
+from local.simulator.client import SimulatorClient
+from local.stack import Ports, fresh_ports, start_on_fresh_ports, start_pipeline
 from shared.config import LOCAL_GITHUB_SECRET, LOCAL_TASKS_SERVICE_ACCOUNT
 from shared.handoff.tasks import ensure_queue, make_client
-from shared.signatures import sign_github
 
 PROJECT = "demo-hookledger"
 OWNER_REPO = "octo-org/handbook"
@@ -45,15 +47,13 @@ class PipelineStack:
     worker: Service
     # What the functions were started with (another function started beside them needs it).
     env: Mapping[str, str]
+    services: list[Service] = field(default_factory=list)  # the simulator's first
 
     def push(self, payload: bytes, delivery: str | None = None) -> requests.Response:
         """POST a push signed with the local GitHub secret, byte for byte."""
-        headers = {
-            "X-GitHub-Event": "push",
-            "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
-            "X-Hub-Signature-256": sign_github(LOCAL_GITHUB_SECRET, payload),
-            "Content-Type": "application/json",
-        }
+        headers = github_headers(
+            "push", payload, LOCAL_GITHUB_SECRET, delivery or str(uuid.uuid4())
+        )
         return requests.post(
             f"{self.ingress_url}/github", data=payload, headers=headers, timeout=10
         )
@@ -125,41 +125,34 @@ def pipeline_stack(
         "REVIEW_PATH": "docs",
         **(extra_env or {}),
     }
-    started: list[Service] = []
+    emulators = {
+        "firestore": int(firestore_host.rsplit(":", 1)[1]),
+        "tasks": int(cloudtasks.host.rsplit(":", 1)[1]),
+        "jwks": urlparse(cloudtasks.jwks_url).port or 0,
+        "reconcile": 0,  # not started: a test starts its own beside them
+        "console": 0,
+    }
+    running = start_on_fresh_ports(lambda services: _start(env, fresh_ports(**emulators), services))
     try:
-        for attempt in range(1, 4):
-            try:
-                running = _start(env, (free_port(), free_port(), free_port()), started)
-                break
-            except ServiceError as exc:
-                for service in reversed(started):
-                    service.stop()
-                started.clear()
-                if attempt == 3 or not port_was_taken(exc):
-                    raise
         yield running
     finally:
-        for service in reversed(started):
+        for service in reversed(running.services):
             service.stop()
 
 
-def _start(
-    env: dict[str, str], ports: tuple[int, int, int], started: list[Service]
-) -> PipelineStack:
-    """Simulator, ingress and worker on `ports`, appended to `started` as each comes up."""
-    ingress_port, worker_port, sim_port = ports
-    ingress_url, worker_url = f"http://127.0.0.1:{ingress_port}", f"http://127.0.0.1:{worker_port}"
-    sim_url = f"http://127.0.0.1:{sim_port}"
+def _start(env: dict[str, str], ports: Ports, services: list[Service]) -> PipelineStack:
+    """Simulator, ingress and worker on `ports`, appended to `services` as each comes up."""
+    ingress_url = f"http://127.0.0.1:{ports.ingress}"
+    worker_url = f"http://127.0.0.1:{ports.worker}"
+    sim_url = f"http://127.0.0.1:{ports.simulator}"
     env = {
         **env,
         "WORKER_URL": f"{worker_url}/",
-        "OIDC_AUDIENCE": f"{worker_url}/",
         "GEMINI_BASE_URL": sim_url,
         "GITHUB_API_URL": sim_url,
     }
-    started.append(start_simulator(sim_port, webhook_url=f"{ingress_url}/gemini"))
-    started.append(start_function("ingress", ingress_port, env))
-    started.append(start_function("worker", worker_port, env))
+    start_pipeline(ports, env, services, functions=("ingress", "worker"))
+    sim = SimulatorClient(sim_url)
     return PipelineStack(
-        ingress_url, worker_url, sim_url, SimulatorClient(sim_url), started[1], started[2], env
+        ingress_url, worker_url, sim_url, sim, services[1], services[2], env, services
     )
