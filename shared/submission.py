@@ -218,7 +218,8 @@ class Submitter:
             now = self._deps.clock()
             if state is Claim.STALE:
                 assert stored is not None
-                found = [] if stored.vacant else self._tagged_batches(stored)  # vacant: none
+                # A vacant claim has no batch to find: none was created under it.
+                found = [] if stored.vacant else tagged_batches(self._deps.gemini, stored)
                 if found:
                     return self._settle_found(found, context)
                 claimed = self._submissions.take_over(
@@ -331,18 +332,6 @@ class Submitter:
         sharing `Submitter` seals a due group here)."""
         return f"already submitted as {operation}"
 
-    def _tagged_batches(self, stored: Submission) -> list[BatchSummary]:
-        """Every batch tagged for this submission, oldest first: the listing read back to
-        just before the claim first opened (its holders made nothing earlier), not all of
-        Gemini's batches."""
-        from shared.gemini.listing import CLOCK_SKEW, since
-
-        opened = stored.open_since or stored.claimed_at
-        floor = opened - CLOCK_SKEW if opened is not None else None
-        listing = since(self._deps.gemini.list_batches(), floor)
-        found = [b for b in listing if b.display_name == self._tag]
-        return sorted(found, key=lambda b: (b.create_time is None, b.create_time, b.name))
-
     def _settle_found(self, found: list[BatchSummary], context: dict[str, Any]) -> str:
         """An earlier attempt's batches: the oldest becomes the winner (with this run's
         context), the rest superseded."""
@@ -378,6 +367,19 @@ class Submitted(Done):
 
     operation: str | None = None
     created: bool = False
+
+
+def tagged_batches(gemini: GeminiGateway, stored: Submission) -> list[BatchSummary]:
+    """Every batch tagged for the submission `stored`, oldest first: the listing read back
+    to just before its claim first opened (its holders made nothing earlier), not all of
+    Gemini's batches."""
+    from shared.gemini.listing import CLOCK_SKEW, since
+
+    opened = stored.open_since or stored.claimed_at
+    floor = opened - CLOCK_SKEW if opened is not None else None
+    listing = since(gemini.list_batches(), floor)
+    found = [b for b in listing if b.display_name == stored.tag]
+    return sorted(found, key=lambda b: (b.create_time is None, b.create_time, b.name))
 
 
 def _refused_outright(exc: Exception) -> bool:

@@ -14,28 +14,21 @@ module when it first runs.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
-
-from jwt import PyJWTError
 
 from shared import apps, handlers, tracing
 from shared.clock import system_clock
 from shared.config import FUNCTIONS, Config, ConfigError
 from shared.entrypoints.ingress import Ingress
+from shared.entrypoints.verifiers import build_gemini_verifier as build_gemini_verifier
+from shared.entrypoints.verifiers import build_github_verifier as build_github_verifier
+from shared.entrypoints.verifiers import secret_named
 from shared.handlers.context import ClientFactories, HandlerContext
 from shared.handoff.claims import ClaimStore
 from shared.handoff.envelope import EnvelopeSealer
 from shared.handoff.tasks import TaskQueue, make_client
-from shared.signatures import (
-    DynamicWebhookVerifier,
-    GeminiVerifier,
-    GitHubVerifier,
-    SecretError,
-    StandardWebhookVerifier,
-)
 
 if TYPE_CHECKING:
     from google.cloud import firestore
@@ -122,51 +115,10 @@ class _LazyFirestoreClaims:
         return self._store().get(ref)
 
 
-@contextmanager
-def _secret(name: str) -> Iterator[None]:
-    """Re-raise a bad secret as the `ConfigError` naming its variable (never its value)."""
-    try:
-        yield
-    except SecretError as exc:
-        raise ConfigError(f"{name} is unusable: {exc}") from exc
-
-
 def build_sealer(cfg: Config) -> EnvelopeSealer:
     """The envelope sealer; `ConfigError` naming ENVELOPE_KEYS if a key is unusable."""
-    with _secret("ENVELOPE_KEYS"):
+    with secret_named("ENVELOPE_KEYS"):
         return EnvelopeSealer(cfg.envelope_keys, clock=system_clock, claims=_LazyFirestoreClaims())
-
-
-def build_github_verifier(cfg: Config) -> GitHubVerifier:
-    """`ConfigError` naming GITHUB_WEBHOOK_SECRETS if a secret is unusable."""
-    with _secret("GITHUB_WEBHOOK_SECRETS"):
-        return GitHubVerifier(cfg.github_webhook_secrets)
-
-
-def build_gemini_verifier(cfg: Config) -> GeminiVerifier:
-    """Static (project secrets) and, when `cfg.dynamic_webhooks`, dynamic (JWT) verification.
-
-    `ConfigError` naming GEMINI_WEBHOOK_SECRETS if a secret is unusable, GEMINI_JWKS_URL
-    if it is not an http(s) URL. No key is fetched here: the first JWT delivery does it.
-    """
-    with _secret("GEMINI_WEBHOOK_SECRETS"):
-        static = StandardWebhookVerifier(
-            cfg.gemini_webhook_secrets, tolerance_s=cfg.signature_tolerance_s, clock=system_clock
-        )
-    dynamic = None
-    if cfg.dynamic_webhooks:
-        try:
-            dynamic = DynamicWebhookVerifier(
-                cfg.gemini_jwks_url,
-                cfg.gemini_webhook_audience,
-                issuer=cfg.gemini_webhook_issuer,
-                clock=system_clock,
-                # The sender waits seconds for our answer: a key fetch must not take longer.
-                timeout_s=min(cfg.http_timeout_s, 5.0),
-            )
-        except (ValueError, PyJWTError) as exc:  # PyJWT refuses a URL that is not http(s)
-            raise ConfigError(f"GEMINI_JWKS_URL is unusable: {type(exc).__name__}") from exc
-    return GeminiVerifier(static=static, dynamic=dynamic)
 
 
 @once

@@ -121,7 +121,8 @@ from shared.ledger.group_rows import GroupRows
 from shared.ledger.groups import Groups
 from shared.ledger.installations import Applied, Installation, Installations
 from shared.ledger.operations import Operations
-from shared.ledger.outbox import Outbox, OutboxPolicy
+from shared.ledger.outbox import Outbox
+from shared.ledger.outbox_policy import OutboxPolicy
 from shared.ledger.queries import ConsoleQueries, Queries
 from shared.ledger.records import (
     DELIVERIES,

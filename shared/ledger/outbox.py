@@ -49,10 +49,8 @@ only settlement, which appends its own items after them.
 from __future__ import annotations
 
 import logging
-import random
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
@@ -67,6 +65,8 @@ from shared.ledger.commits import Commits
 from shared.ledger.errors import InvalidArgument, LedgerError, OutboxDeliveryFailed
 from shared.ledger.ids import check_limit, clip_error
 from shared.ledger.operations import Operations
+from shared.ledger.outbox_policy import CALLS_PER_LEASE as CALLS_PER_LEASE
+from shared.ledger.outbox_policy import OutboxPolicy as OutboxPolicy
 from shared.ledger.records import (
     OUTBOX_DUE_AT,
     PENDING,
@@ -80,40 +80,8 @@ from shared.ledger.records import (
 )
 from shared.logs import event as log_event
 from shared.logs import get_logger
-from shared.retry import Backoff
 
 log = get_logger("ledger")
-
-CALLS_PER_LEASE = 3  # a lease holds at least this many of a deliverer's longest calls
-
-
-@dataclass(frozen=True)
-class OutboxPolicy:
-    """How long a claim holds, how failed items back off, when one alerts and is given up.
-
-    `call_timeout` is the longest single external call a deliverer makes (its HTTP
-    timeout); the lease must hold at least `CALLS_PER_LEASE` of them: look, post, clean up.
-    """
-
-    lease: timedelta = timedelta(minutes=5)
-    backoff: Backoff = field(default_factory=lambda: Backoff(attempts=1, first_s=30, cap_s=1800))
-    alert_after: int = 5
-    give_up_after: int = 48  # about a day of failures at the 30 min cap
-    call_timeout: timedelta = timedelta(seconds=30)
-    rand: Callable[[], float] = random.random
-    new_token: Callable[[], str] = field(default=lambda: uuid.uuid4().hex, repr=False)
-
-    def __post_init__(self) -> None:
-        if self.alert_after < 1 or self.give_up_after < 1 or self.call_timeout <= timedelta(0):
-            raise InvalidArgument(
-                f"bad outbox policy: need alert_after ≥ 1, give_up_after ≥ 1, call_timeout > 0: "
-                f"{self}"
-            )
-        if self.lease < CALLS_PER_LEASE * self.call_timeout:
-            raise InvalidArgument(
-                f"bad outbox policy: lease {self.lease} must hold at least {CALLS_PER_LEASE} "
-                f"calls of {self.call_timeout} (the deliverer's HTTP timeout)"
-            )
 
 
 @dataclass(frozen=True)

@@ -393,16 +393,21 @@ class Submissions:
                         f"submission {seen.tag} vanished while claiming"
                     ) from None
                 return Claimed(_standing(stored, attempt, now), stored)
-            known: dict[str, Any] = {
-                k: (None if v is firestore.DELETE_FIELD else v)
-                for k, v in update.items()
-                if k in Submission.__dataclass_fields__
-            }
-            if "vacant" in known:
-                known["vacant"] = known["vacant"] is True
-            return Claimed(Claim.OWNED, replace(seen, update_time=None, **known))
+            return Claimed(Claim.OWNED, _applied(seen, update))
 
         return self._commits.retrying(seen.tag, attempt_once)  # backs off on ABORTED only
+
+
+def _applied(seen: Submission, update: Mapping[str, Any]) -> Submission:
+    """`seen` as `update` left it (without reading it again)."""
+    known: dict[str, Any] = {
+        k: (None if v is firestore.DELETE_FIELD else v)
+        for k, v in update.items()
+        if k in Submission.__dataclass_fields__
+    }
+    if "vacant" in known:
+        known["vacant"] = known["vacant"] is True
+    return replace(seen, update_time=None, **known)
 
 
 def closed_marks(data: Mapping[str, Any]) -> dict[str, Any]:
