@@ -21,7 +21,7 @@ from typing import Any
 
 import requests
 
-from shared.signatures import sign_github
+from shared.signatures import github_headers as signed_github_headers
 from shared.signatures.standard_webhooks import sign_standard_webhook
 
 SOURCES = ("github", "gemini")
@@ -57,14 +57,8 @@ def event_body(payload: bytes | str | Mapping[str, Any]) -> bytes:
 
 
 def github_headers(event: str, body: bytes, secret: str, delivery_id: str) -> dict[str, str]:
-    """The headers GitHub sends with a webhook (those the ingress reads)."""
-    return {
-        "X-GitHub-Event": event,
-        "X-GitHub-Delivery": delivery_id,
-        "X-Hub-Signature-256": sign_github(secret, body),
-        "User-Agent": "GitHub-Hookshot/hookledger-send",
-        "Content-Type": "application/json",
-    }
+    """The headers GitHub sends with a webhook (shared/signatures/github.py signs them)."""
+    return signed_github_headers(event, body, secret, delivery_id, agent="hookledger-send")
 
 
 def gemini_headers(body: bytes, secret: str, delivery_id: str, now: float) -> dict[str, str]:

@@ -30,7 +30,7 @@ from apps.review.kind import review_tag
 from local.github_app import with_installation
 from local.simulator.client import SimulatorClient
 from shared.config import LOCAL_GITHUB_SECRET
-from shared.signatures import sign_github
+from shared.signatures import github_headers
 
 OWNER, REPO = "octo-org", "chaos"
 FULL_REPO = f"{OWNER}/{REPO}"
@@ -146,12 +146,7 @@ class LoadDriver:
             self.send(push, copies)
 
     def _deliver(self, payload: bytes, delivery_id: str, deadline_s: float) -> None:
-        headers = {
-            "X-GitHub-Event": "push",
-            "X-GitHub-Delivery": delivery_id,
-            "X-Hub-Signature-256": sign_github(LOCAL_GITHUB_SECRET, payload),
-            "Content-Type": "application/json",
-        }
+        headers = github_headers("push", payload, LOCAL_GITHUB_SECRET, delivery_id, agent="chaos")
         give_up = time.monotonic() + deadline_s
         while True:
             try:

@@ -53,7 +53,7 @@ from shared.signatures.errors import (
     VerificationError,
 )
 from shared.signatures.gemini import GeminiDelivery, GeminiVerifier
-from shared.signatures.github import GitHubVerifier, sign_github
+from shared.signatures.github import GitHubVerifier, github_headers, sign_github
 from shared.signatures.jwks import Fetch, PublicKey, http_fetch, parse_jwks, public_jwk
 from shared.signatures.standard_webhooks import (
     StandardWebhookVerifier,
@@ -87,6 +87,7 @@ __all__ = [
     "VerificationError",
     "decode_whpk",
     "decode_whsec",
+    "github_headers",
     "header",
     "http_fetch",
     "looks_like_jwt",

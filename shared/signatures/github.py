@@ -36,6 +36,21 @@ def sign_github(secret: str, body: bytes) -> str:
     return "sha256=" + _github_digest(_github_key(secret), body).hex()
 
 
+def github_headers(
+    event: str, body: bytes, secret: str, delivery_id: str, *, agent: str = "hookledger"
+) -> dict[str, str]:
+    """The headers GitHub sends with a webhook and the ingress reads, `body` signed with
+    `secret`: the one signer of the CLI, the demo, the test kit, the chaos load and the
+    benches (each names itself in the user agent)."""
+    return {
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery_id,
+        "X-Hub-Signature-256": sign_github(secret, body),
+        "User-Agent": f"GitHub-Hookshot/{agent}",
+        "Content-Type": "application/json",
+    }
+
+
 class GitHubVerifier:
     """Checks `X-Hub-Signature-256` against every configured secret (rotation)."""
 
