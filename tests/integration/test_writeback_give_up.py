@@ -15,11 +15,11 @@ import pytest
 from google.api_core import exceptions as gexc
 
 from apps.review.results import put_review
-from shared import kinds, settlement
+from shared import kinds
 from shared.gemini import BatchStatus, Row
 from shared.kinds import OperationKind
 from shared.ledger import Ledger, Settlement, StoreUnavailable, WritebackFailed
-from shared.settlement.settler import Settler, SettleResult
+from shared.settlement.settler import WRITEBACK_ATTEMPTS, Settler, SettleResult
 from tests.standins import ScriptedGemini
 
 NAME = "batches/broken"
@@ -77,7 +77,7 @@ def test_a_writeback_that_keeps_failing_settles_failed_with_an_alert(ledger, clo
         outcome, failures = settle_until_done(settler)
 
     assert outcome is not None, f"still pending after {len(failures)} failed write-backs"
-    attempts = settlement.WRITEBACK_ATTEMPTS
+    attempts = WRITEBACK_ATTEMPTS
     assert (outcome.result, outcome.status) == ("settled", "failed")
     assert len(failures) == attempts - 1  # the last attempt's failure settles it
     record = ledger.operations.get(NAME)
@@ -140,7 +140,7 @@ def test_a_firestore_outage_in_the_writeback_is_retried_and_never_settles_failed
     ledger, clock, caplog, name, kind
 ):
     ledger.operations.register(NAME, kind)
-    tries = 2 * settlement.WRITEBACK_ATTEMPTS
+    tries = 2 * WRITEBACK_ATTEMPTS
     settler = Settler(ledger, succeeded(tries), clock=clock)
 
     outcome, failures = settle_until_done(settler, most=tries)
@@ -171,7 +171,7 @@ class RacedAtTheLastFailure:
         try:
             return self._ledger.settle(name, status, by, **options)
         except WritebackFailed as exc:
-            last = getattr(exc, "failures", 0) >= settlement.WRITEBACK_ATTEMPTS
+            last = getattr(exc, "failures", 0) >= WRITEBACK_ATTEMPTS
             if last and not self.raced:
                 self.raced = True
                 self._ledger.settle(name, "cancelled", "webhook")  # the other caller wins
@@ -187,7 +187,7 @@ def test_the_give_up_is_one_conditional_commit_that_a_racing_settlement_wins(led
 
     assert raced.raced and outcome is not None
     assert outcome.result == "already_settled"
-    assert len(failures) == settlement.WRITEBACK_ATTEMPTS - 1
+    assert len(failures) == WRITEBACK_ATTEMPTS - 1
     record = ledger.operations.get(NAME)
     assert (record.status, record.settled_by, record.error) == ("cancelled", "webhook", None)
     assert alerts(caplog) == []
