@@ -9,9 +9,10 @@ and the `HandlerContext` a handler receives (context.py), with `for_app` and `fo
         return Done("labelled")
 
 builtin.py holds the core's own handlers (Gemini settlement, GitHub installations,
-reconcile's fan-out pages), registered by `load_apps`; routes.py is `App.on`'s routing by
-action. The registry itself (shared/events) sits below the ledger; this package sits
-above settlement and submission, which the context reaches.
+reconcile's fan-out pages), registered when this package is imported; `load_apps` loads
+the apps beside them. routes.py is `App.on`'s routing by action. The registry itself
+(shared/events) sits below the ledger; this package sits above settlement and submission,
+which the context reaches.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ __all__ = [
 
 
 def load_apps(modules: Iterable[str] | None = None) -> list[apps.AppRecord]:
-    """The core's own handlers (builtin.py, registered at this package's import) and the
-    apps `modules` names (default: `HOOKLEDGER_APPS`), each imported once: what every
+    """The core's own handlers (builtin.py, registered when this package was imported) and
+    the apps `modules` names (default: `HOOKLEDGER_APPS`), each imported once: what every
     function and the CLI run with."""
     return apps.load(modules)

@@ -411,4 +411,5 @@ def _deliver_members(item: OutboxItem, services: kinds.DeliveryServices) -> None
     groups.deliver_members(item, services, _members_settler)
 
 
+# Registered here, with this module's Settler: groups.py sits below it and may not import it.
 kinds.register_deliverer(groups.MEMBERS)(_deliver_members)
