@@ -71,6 +71,8 @@ class Run:
     batches: Completer
     reconcile: ReconcileDriver
     started: float
+    # The groups' window: a group's opener is deferred that long before it seals.
+    window_s: float = 0.0
     pushes: list[Push] = field(default_factory=list)
     refused: frozenset[str] = frozenset()
     notes: list[str] = field(default_factory=list)
@@ -116,7 +118,8 @@ class Chaos:
         the end."""
         row = Row(name, size)
         self.rows.append(row)
-        self._fresh_stack(sharing or for_size(size))
+        sharing = sharing or for_size(size)
+        self._fresh_stack(sharing)
         self.say(name, f"start, size {size}")
         load = LoadDriver(
             self.stack.ingress_url,
@@ -126,7 +129,8 @@ class Chaos:
         )
         completer = Completer(self.stack.sim, self.client)
         with ReconcileDriver(self.stack.reconcile_url) as reconcile:
-            run = Run(row, load, completer, reconcile, time.monotonic())
+            window_s = float(sharing["REVIEW_GROUP_WINDOW_S"])
+            run = Run(row, load, completer, reconcile, time.monotonic(), window_s)
             try:
                 yield run
             except Skip as exc:
@@ -149,9 +153,9 @@ class Chaos:
 
     def _verdict(self, run: Run) -> None:
         row = run.row
-        quiet = wait_quiet(
-            self.ledger, run.pushes, QUIET_DEADLINE_S, tasks_left=self.stack.tasks_left
-        )
+        # Quiet may come no sooner than a group's window after its opener joined.
+        deadline_s = QUIET_DEADLINE_S + run.window_s
+        quiet = wait_quiet(self.ledger, run.pushes, deadline_s, tasks_left=self.stack.tasks_left)
         row.seconds = time.monotonic() - run.started
         lines = self.stack.lines("worker") + self.stack.lines("reconcile")
         runs = None if self.stack.app is None else self.stack.sim.check_runs(repo=FULL_REPO)
@@ -160,7 +164,7 @@ class Chaos:
         problems, census = check(self.ledger, self.client, run.pushes, lines, runs, shared)
         problems += run.problems
         if not quiet:
-            problems.insert(0, f"not quiet after {QUIET_DEADLINE_S:.0f} s")
+            problems.insert(0, f"not quiet after {deadline_s:.0f} s")
         stats = run.load.stats
         if stats.lost:
             problems.append(f"{len(stats.lost)} pushes never accepted: {stats.lost[:3]}")
