@@ -72,11 +72,12 @@ class Submitter:
         run = Submitter(deps, tag, event.delivery_id, event.run, event.claimed)
         decided = run.decided_before_fetch()      # with a claim taken at the record
         ...fetch inputs (run.release() on failure)...
-        said = run.submit(requests, context, model=..., sharing=..., end=event.end)
+        said = run.submit(requests, context, model=..., end=event.end)
 
     `submit` is the whole protocol in one call; the steps it takes stay public for the rare
-    caller that needs another order: `claim(context)` (None: create now), the create
-    (`release()` on failure), `register(name, context, end)`, or `join(...)` instead.
+    caller that needs another order: `claim(context)` (None: create now), `create(...)`, or
+    by hand the create (`release()` on failure) and `register(name, context, end)`. Joining
+    a shared batch is a layer above: shared/sharing/submitter.py's `Submitter`.
     """
 
     def __init__(
@@ -96,6 +97,8 @@ class Submitter:
         from shared.ledger.submissions import Claim
 
         self._holds = claimed is not None and claimed.state is Claim.OWNED
+        # The operation this run saw the submission decided on (its claim, or a lost register).
+        self._decided_as: str | None = None
 
     @property
     def tag(self) -> str:
@@ -158,7 +161,10 @@ class Submitter:
         return Submitted(f"submitted {name} ({len(requests)} request(s))", name, True)
 
     def decided_operation(self) -> str | None:
-        """The operation the submission decided on, as the ledger holds it now."""
+        """The operation the submission decided on: as this run saw it, else as the ledger
+        holds it now."""
+        if self._decided_as is not None:
+            return self._decided_as
         stored = self._submissions.get(self._tag)
         return stored.operation if stored is not None and stored.operation else None
 
@@ -182,6 +188,7 @@ class Submitter:
         state, stored = claimed
         if state is Claim.DECIDED:
             assert stored is not None and stored.operation
+            self._decided_as = stored.operation
             return self._decided(stored.operation)
         if state is Claim.BUSY:
             assert stored is not None
@@ -268,6 +275,7 @@ class Submitter:
             if items:
                 self._deliver(name)
             return None
+        self._decided_as = winner.operation
         return self._supersede(name, winner.operation, context)
 
     def _start_items(self, context: Mapping[str, Any], name: str) -> list[Mapping[str, Any]]:
@@ -344,6 +352,7 @@ class Submitter:
         for batch in found:
             if batch.name != winner.operation:
                 self._supersede(batch.name, winner.operation, None)
+        self._decided_as = winner.operation
         return f"already submitted as {winner.operation}"
 
     def _generation(self) -> dict[str, Any]:
