@@ -29,6 +29,7 @@ from shared.clock import Clock, system_clock
 from shared.crashpoints import crash_point
 from shared.errors import TransientError
 from shared.events import Attempt, Done
+from shared.kinds import kind_items
 from shared.settlement.cancel import cancel_item, supersede
 
 if TYPE_CHECKING:
@@ -279,8 +280,6 @@ class Submitter:
         return self._supersede(name, winner.operation, context)
 
     def _start_items(self, context: Mapping[str, Any], name: str) -> list[Mapping[str, Any]]:
-        from shared.kinds import kind_items
-
         start = self._deps.start_items
         return kind_items(start(context, name, self._tag), context) if start is not None else []
 

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from shared.clock import Clock, system_clock
 from shared.config import Config
 from shared.events.subject import SUBJECT_FIELD, Subject
+from shared.kinds import KEYS_FIELD, Deliverers
 
 if TYPE_CHECKING:
     from google.cloud import firestore
@@ -183,8 +184,6 @@ class HandlerContext:
     ) -> dict[str, Any]:
         """The app's context, plus what the core reads back: the event's subject, and the
         request keys in order (rows that echo no key are placed by them)."""
-        from shared.kinds import KEYS_FIELD
-
         stored = dict(context or {})
         if self._subject and SUBJECT_FIELD not in stored:
             stored[SUBJECT_FIELD] = self._subject.stored()
@@ -300,8 +299,6 @@ class HandlerContext:
     @property
     def deliver(self) -> Callable[[Any], None]:
         """Delivers an outbox item with the deliverer its app registered (shared/kinds)."""
-        from shared.kinds import Deliverers
-
         return Deliverers(self)
 
     @property
