@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from shared.clock import Clock, system_clock
 from shared.config import Config
 from shared.events.subject import SUBJECT_FIELD, Subject
-from shared.kinds import KEYS_FIELD, Deliverers
+from shared.kinds import KEYS_FIELD, Deliverers, OperationKind
 
 if TYPE_CHECKING:
     from google.cloud import firestore
@@ -55,7 +55,6 @@ if TYPE_CHECKING:
     from shared.github.rest import GitHubApi
     from shared.handoff.claims import ClaimStore
     from shared.handoff.tasks import TaskQueue
-    from shared.kinds import OperationKind
     from shared.ledger import Ledger
     from shared.ledger.results import Results
     from shared.sharing.submitter import Submitter
