@@ -7,8 +7,9 @@ The modules, each one concept:
   `check_sha`), the `GITHUB_REPOSITORIES` allowlist (`repository_allowed`) and
   `select_paths`;
 - `push.py`: a `push` payload read (`parse_push`, `Push`);
-- `transport.py`: the REST transport every client shares (`_RestClient`), the retry policy
-  (`github_policy`, `github_rate_limits`), `Deadline`, `Ownership` and `OwnershipLost`;
+- `transport.py`: the REST transport every client shares (`_RestClient`), the REST API
+  version its requests name (`API_VERSION`), the retry policy (`github_policy`,
+  `github_rate_limits`), `Deadline`, `Ownership` and `OwnershipLost`;
 - `contents.py`, `blobs.py`: `ContentsClient`, file bytes at a commit, and a push's files in
   few requests (`fetch_many`: GraphQL, `FetchedFiles`);
 - `comments.py`: `CommentsClient`, one commit comment per marker (`PublishResult`);
@@ -46,6 +47,7 @@ from shared.github.names import (
 from shared.github.names import _repo_url as _repo_url
 from shared.github.push import Push, parse_push
 from shared.github.transport import (
+    API_VERSION,
     MAX_SAID_CHARS,
     Deadline,
     Ownership,
@@ -58,6 +60,7 @@ from shared.github.transport import _RestClient as _RestClient
 # `_repo_url` and `_RestClient` (imported as themselves, above) are private, but the
 # clients beside this package imported them from it before its split: they stay here.
 __all__ = [
+    "API_VERSION",
     "COMMENTS_PER_PAGE",
     "FILES_PER_QUERY",
     "MARKDOWN_SUFFIXES",

@@ -49,12 +49,11 @@ from shared.clock import Clock, system_clock
 from shared.errors import ConfigError
 from shared.github.auth import GitHubAuth, TokenAuth
 from shared.github.errors import GitHubRejected, GitHubUnavailable
-from shared.github.transport import github_policy
+from shared.github.transport import github_policy, rest_headers
 
 JWT_BACKDATE = timedelta(seconds=60)
 JWT_LIFETIME = timedelta(minutes=9)  # GitHub refuses an `exp` more than 10 minutes ahead
 REFRESH_BEFORE = timedelta(minutes=5)
-API_VERSION = "2022-11-28"
 MAX_SHOWN_MESSAGE = 300
 
 
@@ -120,8 +119,10 @@ class AppAuth:
         clock: Clock = system_clock,
         refresh_before: timedelta = REFRESH_BEFORE,
         fallback: GitHubAuth | None = None,
+        api_version: str | None = None,
     ) -> None:
         self._credentials = credentials
+        self._api_version = api_version  # None or empty: the transport's API_VERSION
         self._api_url = api_url.rstrip("/")
         self._session = session or requests.Session()
         self._timeout_s = timeout_s
@@ -176,9 +177,7 @@ class AppAuth:
         now = self._clock()
         url = f"{self._api_url}/app/installations/{installation_id}/access_tokens"
         headers = {
-            "Accept": "application/vnd.github+json",
-            "X-GitHub-Api-Version": API_VERSION,
-            "User-Agent": "hookledger",
+            **rest_headers(self._api_version),
             "Authorization": f"Bearer {app_jwt(self._credentials, now)}",
         }
         try:

@@ -87,6 +87,7 @@ class CommentsClient(_RestClient):
         policy: RetryPolicy | None = None,
         clock: Clock = system_clock,
         max_pages: int = MAX_COMMENT_PAGES,
+        api_version: str | None = None,
     ) -> None:
         super().__init__(
             api_url,
@@ -99,6 +100,7 @@ class CommentsClient(_RestClient):
             rand=rand,
             policy=policy,
             clock=clock,
+            api_version=api_version,
         )
         self._max_pages = max(1, max_pages)
 

@@ -2,6 +2,11 @@
 timeout, retries, deadlines), the retry policy of GitHub calls (`github_policy`,
 `github_rate_limits`), and what a caller passes to bound a call: a `Deadline`, or an
 `Ownership` whose loss is `OwnershipLost`.
+
+Every request names the REST API version it is written for (`X-GitHub-Api-Version`,
+GitHub's "API Versions"): `API_VERSION` unless the client is given another
+(`GITHUB_API_VERSION`, to pin an older one); `rest_headers` is the one place the headers
+are made, for the clients and the App's token mint alike.
 """
 
 from __future__ import annotations
@@ -19,6 +24,22 @@ from shared.clock import Clock, system_clock
 from shared.github.auth import GitHubAuth, TokenAuth
 from shared.github.errors import GitHubError, GitHubRejected, GitHubUnavailable
 from shared.retry import Backoff, RetryPolicy, parse_retry_after, server_error
+
+# The REST API version hookledger is written for: its requests and the answers it reads
+# were checked against GitHub's description of this version (docs/github-app.md, "REST
+# API version"). The one copy: GITHUB_API_VERSION, empty by default, may pin another.
+API_VERSION = "2026-03-10"
+
+
+def rest_headers(api_version: str | None = None) -> dict[str, str]:
+    """The headers of every REST request but its credential: JSON media type, the REST API
+    version the request is written for (`api_version`, or `API_VERSION` when None or
+    empty), and who sends it."""
+    return {
+        "Accept": "application/vnd.github+json",
+        "X-GitHub-Api-Version": api_version or API_VERSION,
+        "User-Agent": "hookledger",
+    }
 
 
 class Deadline(Protocol):
@@ -51,7 +72,8 @@ class _RestClient:
 
     Credentials come from `auth` (`shared/github/auth.py`: a personal token, or a GitHub
     App's installation tokens per `installation_id`); without one, `token` (or none). They
-    go only into the Authorization header; no message built here contains them.
+    go only into the Authorization header; no message built here contains them. Every
+    request says it is written for REST API `api_version` (`rest_headers`).
     """
 
     def __init__(
@@ -67,14 +89,11 @@ class _RestClient:
         rand: Callable[[], float] = random.random,
         policy: RetryPolicy | None = None,
         clock: Clock = system_clock,
+        api_version: str | None = None,
     ) -> None:
         self._api_url = api_url.rstrip("/")
         self._session = session or requests.Session()
-        self._headers = {
-            "Accept": "application/vnd.github+json",
-            "X-GitHub-Api-Version": "2022-11-28",
-            "User-Agent": "hookledger",
-        }
+        self._headers = rest_headers(api_version)
         self._auth: GitHubAuth = auth if auth is not None else TokenAuth(token)
         self._timeout_s = timeout_s
         self._policy = policy or github_policy(attempts)

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 import requests
 
-from shared.github.app import API_VERSION, AppCredentials, app_jwt
+from shared.github.app import AppCredentials, app_jwt
+from shared.github.transport import API_VERSION
 from tests.github_openapi import documented_json, documented_schema
 
 OWNER, REPO = "octo", "docs"

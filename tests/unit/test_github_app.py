@@ -193,7 +193,7 @@ def test_a_token_is_minted_once_and_reused_until_five_minutes_before_it_expires(
     assert len(wire.mints) == 2
     assert wire.mints[0]["Authorization"].startswith("Bearer ey")  # the App JWT
     assert wire.mints[0]["Accept"] == "application/vnd.github+json"
-    assert wire.mints[0]["X-GitHub-Api-Version"] == "2022-11-28"
+    assert wire.mints[0]["X-GitHub-Api-Version"] == "2026-03-10"
 
 
 def test_each_installation_has_its_own_token(pem, clock):
