@@ -34,7 +34,9 @@ GITHUB_APP_ID (its client id, recommended, or app id) and GITHUB_APP_PRIVATE_KEY
 RS256 private key in PEM; Secret Manager in production), both or neither. With an App,
 a push that carries `installation.id` is served with that installation's token
 (docs/architecture.md, "GitHub App"); the key is checked when the worker and reconcile
-start (`shared.entrypoints.runtime.check_startup`).
+start (`shared.entrypoints.runtime.check_startup`). Every GitHub REST request names the
+API version it is written for; GITHUB_API_VERSION (a date, e.g. 2022-11-28) pins another
+(docs/github-app.md, "REST API version").
 """
 
 from __future__ import annotations
@@ -106,6 +108,9 @@ class Config:
     # A GitHub App: its client id (or app id), the JWT's `iss`, and its private key (PEM).
     github_app_id: str = ""
     github_app_private_key: str = field(default="", repr=False)
+    # The REST API version GitHub requests name (`X-GitHub-Api-Version`, a date); empty: the
+    # one hookledger is written for, shared/github/transport.py's API_VERSION.
+    github_api_version: str = ""
     # The app modules this deployment loads (`HOOKLEDGER_APPS`, shared/apps.py).
     apps: tuple[str, ...] = ()
     # The reconcile defaults below are the only copy: `ReconcileSettings`, `Ledger` and the
@@ -257,6 +262,7 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "GITHUB_TOKEN",
         "GITHUB_APP_ID",
         "GITHUB_APP_PRIVATE_KEY",
+        "GITHUB_API_VERSION",
         "RETENTION_DAYS",
         "WORKER_MAX_RETRIES",
         # The delivery lease lasts the timeout plus the deadline's margin below it.
@@ -293,6 +299,7 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         "GITHUB_TOKEN",
         "GITHUB_APP_ID",
         "GITHUB_APP_PRIVATE_KEY",
+        "GITHUB_API_VERSION",
         "RECONCILE_GRACE_S",
         "RECONCILE_CONCURRENCY",
         "RECONCILE_BUDGET_S",

@@ -12,6 +12,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from shared.errors import AppError, ConfigError
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 DEFAULT_APPS: tuple[str, ...] = ()
 APPS_VARIABLE = "HOOKLEDGER_APPS"
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+# GitHub names each REST API version by the day it was released ("API Versions").
+_API_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 class _Reader:
@@ -182,12 +185,14 @@ def _services(r: _Reader, d: Config) -> dict[str, Any]:
 
 
 def _github(r: _Reader, d: Config) -> dict[str, Any]:
-    """GitHub's API URL and credentials: a token, a GitHub App, or both."""
+    """GitHub's API URL and credentials: a token, a GitHub App, or both; the REST API
+    version its requests name."""
     return {
         "github_api_url": r.text("GITHUB_API_URL", d.github_api_url),
         "github_token": _token(r.env.get("GITHUB_TOKEN", d.github_token)),
         "github_app_id": r.text("GITHUB_APP_ID", d.github_app_id).strip(),
         "github_app_private_key": _pem(r.env.get("GITHUB_APP_PRIVATE_KEY", "")),
+        "github_api_version": _api_version(r.text("GITHUB_API_VERSION", d.github_api_version)),
     }
 
 
@@ -281,6 +286,25 @@ def _token(raw: str) -> str:
     if any(c.isspace() for c in token):
         raise ConfigError("GITHUB_TOKEN must be one token, without spaces or line breaks")
     return token
+
+
+def _api_version(raw: str) -> str:
+    """`GITHUB_API_VERSION`: empty (the version hookledger is written for) or a GitHub REST
+    API version, the date it was released (`2022-11-28`). Whether GitHub still supports
+    it is GitHub's answer: a 400 naming the versions it does."""
+    version = raw.strip()
+    if not version:
+        return ""
+    if _API_VERSION.fullmatch(version):
+        try:
+            date.fromisoformat(version)  # a real day, not 2022-13-40
+            return version
+        except ValueError:
+            pass
+    raise ConfigError(
+        "GITHUB_API_VERSION must be a GitHub REST API version, the date it was released "
+        f"such as 2022-11-28 (empty: the one hookledger is written for), got {raw!r}"
+    )
 
 
 def _tracing_mode(raw: str) -> str:

@@ -67,6 +67,7 @@ locals {
       # Per-job webhooks (webhook_config.uris) are signed as dynamic webhooks (an RS256 JWT):
       # the batches route to the ingress only while it verifies those (gemini_jwks_url).
       GEMINI_WEBHOOK_URIS        = var.settings.gemini_jwks_url == "" ? "" : "${local.function_urls.ingress}/gemini"
+      GITHUB_API_VERSION         = var.settings.github_api_version
       GITHUB_APP_ID              = var.github_app_id
       GITHUB_CHECK_RUNS          = tostring(var.review.github_check_runs && var.github_app_id != "")
       GITHUB_COMMENTS            = tostring(var.review.github_comments)
@@ -100,6 +101,7 @@ locals {
     reconcile = {
       CLAIMS_DATABASE            = google_firestore_database.claims.name
       CONSOLE_URL                = var.review.console_url
+      GITHUB_API_VERSION         = var.settings.github_api_version
       GITHUB_APP_ID              = var.github_app_id
       GITHUB_CHECK_RUNS          = tostring(var.review.github_check_runs && var.github_app_id != "")
       GITHUB_COMMENTS            = tostring(var.review.github_comments)

@@ -362,6 +362,7 @@ variable "settings" {
     gemini_jwks_url            = optional(string, "")
     gemini_webhook_audience    = optional(string, "")
     gemini_webhook_issuer      = optional(string, "")
+    github_api_version         = optional(string, "")
     max_body_bytes             = optional(number, 26214400)
     max_gemini_body_bytes      = optional(number, 65536)
     reconcile_backoff_cap_s    = optional(number, 1800)
@@ -395,6 +396,11 @@ variable "settings" {
       var.settings.reconcile_backoff_jitter >= 0 && var.settings.reconcile_backoff_jitter <= 1
     )
     error_message = "settings: reconcile_backoff_first_s > 0, reconcile_backoff_cap_s >= reconcile_backoff_first_s, 0 <= reconcile_backoff_jitter <= 1."
+  }
+
+  validation {
+    condition     = var.settings.github_api_version == "" || can(regex("^[0-9]{4}-[0-9]{2}-[0-9]{2}$", var.settings.github_api_version))
+    error_message = "settings.github_api_version must be empty (the version hookledger is written for) or a GitHub REST API version, a date such as \"2022-11-28\"."
   }
 
   validation {

@@ -158,6 +158,13 @@ CORE: tuple[Variable, ...] = (
         "secret: the App's private key (PEM; `\\n` escapes accepted), both or neither",
     ),
     Variable(
+        "GITHUB_API_VERSION",
+        "github_api_version",
+        "the GitHub REST API version every request names (`X-GitHub-Api-Version`, a date); "
+        "empty: the one hookledger is written for; `2022-11-28` pins the previous one "
+        "([github-app.md](github-app.md))",
+    ),
+    Variable(
         "RECONCILE_GRACE_S",
         "reconcile_grace_s",
         "how long after submission reconcile leaves the webhook to arrive",

@@ -300,6 +300,7 @@ def test_reconcile_timeout_holds_its_budget_drain_and_outbox_sweep(tf: Module) -
 # it, and this table is how a drift fails the tests.
 TERRAFORM_SETTINGS: tuple[tuple[str, str, str], ...] = (
     ("github_app_id", "GITHUB_APP_ID", "github_app_id"),
+    ("settings.github_api_version", "GITHUB_API_VERSION", "github_api_version"),
     ("queue.name", "TASKS_QUEUE", "queue"),
     ("region", "TASKS_LOCATION", "location"),
     ("settings.gemini_webhook_audience", "GEMINI_WEBHOOK_AUDIENCE", "gemini_webhook_audience"),
