@@ -2,37 +2,48 @@
 shared/github/operations.json.
 
 What GitHub documents for the REST endpoints hookledger calls, and for those apps commonly
-call (which local/simulator answers), pinned: the answers of each (method, path) in
-`ENDPOINTS`, taken from GitHub's published OpenAPI description as the
+call (which local/simulator answers), pinned: the requests and answers of each (method,
+path) in `ENDPOINTS`, taken from GitHub's published OpenAPI description as the
 `@octokit/openapi` npm package bundles it (`generated/api.github.com.json`, "GitHub's
-official OpenAPI spec + Octokit extension", built from github/rest-api-description).
-tests/github_openapi.py validates the simulator's answers against the extract in `make
-test`, which never needs npm or a network: the extract is committed. From the same
-description (one `npm pack`) it writes shared/github/operations.json, every REST
+official OpenAPI spec + Octokit extension", built from github/rest-api-description), as
+REST API version `API_VERSION` answers: the one hookledger's requests name
+(shared/github/transport.py), every breaking change GitHub writes into the description
+for it applied (tools/github_versions.py). tests/github_openapi.py validates the
+simulator's answers and hookledger's requests against the extract in `make test`, which
+never needs npm or a network: the extract is committed. From the same description (one
+`npm pack`, the same version) it writes shared/github/operations.json, every REST
 operation by id, which shared/github/operations.py checks apps' calls against
 (tools/github_catalog.py says what it holds).
 
 The extract holds, per endpoint, its operation id, summary, documentation URL, who in
-hookledger calls it, and per documented status the `application/json` schema (none when
-GitHub documents no body, e.g. a 204); `components.schemas` holds every schema those refer
-to (`$ref: "#/components/schemas/<name>"`, resolvable with the extract as the root), so the
-file is self-contained. The schemas are OpenAPI 3.0's turned into JSON Schema 2020-12:
-`nullable: true` admits null, and annotations nobody validates with (descriptions,
-examples, discriminators, `x-` extensions) are left out. `source` names the package, its
-version, its licence (MIT) and the tarball's integrity (sha512) and shasum (sha1).
+hookledger calls it, its query parameters (`query`: each one's schema and whether it is
+required), its `application/json` request body (`request`: the schema and whether it is
+required; absent when it takes none), and per documented status the `application/json`
+schema (none when GitHub documents no body, e.g. a 204); `components.schemas` holds every
+schema those refer to (`$ref: "#/components/schemas/<name>"`, resolvable with the extract
+as the root), so the file is self-contained. The schemas are OpenAPI 3.0's turned into
+JSON Schema 2020-12: `nullable: true` admits null, and annotations nobody validates with
+(descriptions, examples, discriminators, `x-` extensions) are left out. `source` names
+the package, its version, its licence (MIT), the tarball's integrity (sha512) and shasum
+(sha1), the REST API version described (`api_version`) and the breaking changes applied
+for it (`changesets`).
 
 How it is fetched: `npm pack @octokit/openapi@<VERSION>` into a temporary folder (no
 install, no scripts run, `NPM_TIMEOUT_S` at most), the tarball's sha512 checked against
 `INTEGRITY` before anything in it is read, then only the description file is read.
 
-To refresh (a newer GitHub description, or a new endpoint hookledger calls):
-1. for a new version, set `VERSION` and `INTEGRITY` (`npm view @octokit/openapi@<version>
-   dist.integrity`); for a new endpoint, add it to `ENDPOINTS`;
+To refresh (a newer GitHub description, a new REST API version, or a new endpoint
+hookledger calls):
+1. for a new package version, set `VERSION` and `INTEGRITY` (`npm view
+   @octokit/openapi@<version> dist.integrity`); for a new REST API version, first read
+   GitHub's "Breaking changes" for it against every endpoint below, then set
+   `API_VERSION` in shared/github/transport.py; for a new endpoint, add it to `ENDPOINTS`;
 2. run `python -m tools.github_openapi` (needs npm and the npm registry) and commit both
    files; `python -m tools.github_openapi --check` writes nothing and exits 1 with the
    lines that differ when either committed file is stale (not part of `make test`);
-3. run tests/integration/test_simulator_openapi.py: a field GitHub now requires names
-   the simulator object to extend.
+3. run tests/integration/test_simulator_openapi.py and
+   tests/integration/test_github_api_version.py: a field GitHub now requires names the
+   simulator object to extend, a request GitHub no longer takes names the client.
 """
 
 from __future__ import annotations
@@ -50,7 +61,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from shared.github.transport import API_VERSION
 from tools.github_catalog import CATALOG, render_catalog, resolved
+from tools.github_versions import as_version
 from tools.requirements import REPO, GenerateError, write_or_check
 
 PACKAGE = "@octokit/openapi"
@@ -104,13 +117,10 @@ ENDPOINTS = (
         "GET", "/repos/{owner}/{repo}/commits/{ref}/check-runs", "shared/github/check_runs.py"
     ),
     Endpoint("POST", "/app/installations/{installation_id}/access_tokens", "shared/github/app.py"),
-    # The App's webhook deliveries: not called yet, about to be.
-    Endpoint("GET", "/app/hook/deliveries", "planned: the App's webhook deliveries"),
-    Endpoint("GET", "/app/hook/deliveries/{delivery_id}", "planned: the App's webhook deliveries"),
+    Endpoint("GET", "/app/hook/deliveries", "shared/github/hook_deliveries.py"),
+    Endpoint("GET", "/app/hook/deliveries/{delivery_id}", "shared/github/hook_deliveries.py"),
     Endpoint(
-        "POST",
-        "/app/hook/deliveries/{delivery_id}/attempts",
-        "planned: the App's webhook deliveries",
+        "POST", "/app/hook/deliveries/{delivery_id}/attempts", "shared/github/hook_deliveries.py"
     ),
     # What apps commonly call, for local/simulator to answer as GitHub documents.
     Endpoint("GET", "/repos/{owner}/{repo}", APPS),
@@ -120,11 +130,11 @@ ENDPOINTS = (
     Endpoint("GET", "/repos/{owner}/{repo}/issues/{issue_number}", APPS),
     Endpoint("PATCH", "/repos/{owner}/{repo}/issues/{issue_number}", APPS),
     Endpoint("GET", "/repos/{owner}/{repo}/issues/{issue_number}/labels", APPS),
-    Endpoint("POST", "/repos/{owner}/{repo}/issues/{issue_number}/labels", APPS),
+    Endpoint("POST", "/repos/{owner}/{repo}/issues/{issue_number}/labels", "apps/labeller"),
     Endpoint("PUT", "/repos/{owner}/{repo}/issues/{issue_number}/labels", APPS),
     Endpoint("DELETE", "/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}", APPS),
-    Endpoint("GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments", APPS),
-    Endpoint("POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments", APPS),
+    Endpoint("GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments", "apps/summaries"),
+    Endpoint("POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments", "apps/summaries"),
     Endpoint("PATCH", "/repos/{owner}/{repo}/issues/comments/{comment_id}", APPS),
     Endpoint("GET", "/repos/{owner}/{repo}/issues/{issue_number}/reactions", APPS),
     Endpoint("POST", "/repos/{owner}/{repo}/issues/{issue_number}/reactions", APPS),
@@ -253,6 +263,32 @@ def _refs(node: Any) -> Iterator[str]:
             yield from _refs(value)
 
 
+def _query(
+    path_item: dict[str, Any], operation: dict[str, Any], description: dict[str, Any]
+) -> dict[str, Any]:
+    """The query parameters: each one's JSON schema and whether it is required (the path
+    item's, then the operation's own, which win)."""
+    params: dict[str, Any] = {}
+    for raw in [*path_item.get("parameters", []), *operation.get("parameters", [])]:
+        param = resolved(raw, description)
+        if param.get("in") == "query":
+            params[param["name"]] = {
+                "required": bool(param.get("required")),
+                "schema": json_schema(param.get("schema", {})),
+            }
+    return params
+
+
+def _request(operation: dict[str, Any], description: dict[str, Any]) -> dict[str, Any] | None:
+    """The `application/json` request body: its JSON schema and whether it is required;
+    None when the operation takes none."""
+    body = resolved(operation.get("requestBody"), description)
+    media = ((body or {}).get("content") or {}).get("application/json")
+    if media is None or "schema" not in media:
+        return None
+    return {"required": bool(body.get("required")), "schema": json_schema(media["schema"])}
+
+
 def _responses(operation: dict[str, Any], description: dict[str, Any]) -> dict[str, Any]:
     responses: dict[str, Any] = {}
     for status, raw in operation.get("responses", {}).items():
@@ -271,16 +307,22 @@ def extract(
     """The endpoints' documented answers and every component schema they refer to."""
     chosen: dict[str, Any] = {}
     for endpoint in endpoints:
-        operation = (description.get("paths", {}).get(endpoint.path) or {}).get(
-            endpoint.method.lower()
-        )
+        path_item = description.get("paths", {}).get(endpoint.path) or {}
+        operation = path_item.get(endpoint.method.lower())
         if operation is None:
             raise GenerateError(f"{endpoint.method} {endpoint.path} is not in the description")
-        chosen[f"{endpoint.method} {endpoint.path}"] = {
+        entry = {
             "operation_id": operation.get("operationId"),
             "summary": operation.get("summary"),
             "documentation_url": (operation.get("externalDocs") or {}).get("url"),
             "called_by": endpoint.called_by,
+            "query": _query(path_item, operation, description),
+        }
+        request = _request(operation, description)
+        if request is not None:
+            entry["request"] = request
+        chosen[f"{endpoint.method} {endpoint.path}"] = {
+            **entry,
             "responses": _responses(operation, description),
         }
     available = description.get("components", {}).get("schemas", {})
@@ -304,6 +346,9 @@ def _checked(extracted: dict[str, Any]) -> None:
 
     named = [(f"components.schemas.{n}", s) for n, s in extracted["components"]["schemas"].items()]
     for key, endpoint in extracted["endpoints"].items():
+        named += [(f"{key} ?{n}", param["schema"]) for n, param in endpoint["query"].items()]
+        if "request" in endpoint:
+            named.append((f"{key} request", endpoint["request"]["schema"]))
         for status, response in endpoint["responses"].items():
             if "schema" in response:
                 named.append((f"{key} {status}", response["schema"]))
@@ -315,9 +360,14 @@ def _checked(extracted: dict[str, Any]) -> None:
 
 
 def source(
-    description: dict[str, Any], licence: str, integrity: str, shasum: str
+    description: dict[str, Any],
+    licence: str,
+    integrity: str,
+    shasum: str,
+    changesets: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """What both generated files say they were made from."""
+    """What both generated files say they were made from: the package, and the REST API
+    version described with the breaking changes applied for it."""
     return {
         "package": PACKAGE,
         "version": VERSION,
@@ -326,6 +376,8 @@ def source(
         "license": licence,
         "integrity": integrity,
         "shasum": shasum,
+        "api_version": API_VERSION,
+        "changesets": list(changesets),
     }
 
 
@@ -337,12 +389,14 @@ def render(description: dict[str, Any], made_from: dict[str, Any]) -> str:
 
 
 def generate() -> dict[Path, str]:
-    """Both files' text, from one `npm pack`: the test extract and the runtime catalog."""
+    """Both files' text, from one `npm pack`: the test extract and the runtime catalog, of
+    the description as REST API version `API_VERSION` answers."""
     with tempfile.TemporaryDirectory(prefix="github-openapi-") as folder:
         tarball = fetch_tarball(Path(folder))
         integrity, shasum = _digests(tarball)
-        description, licence = read_package(tarball)
-    made_from = source(description, licence, integrity, shasum)
+        published, licence = read_package(tarball)
+    description, changesets = as_version(published, API_VERSION)
+    made_from = source(description, licence, integrity, shasum, changesets)
     return {
         EXTRACT: render(description, made_from),
         CATALOG: render_catalog(description, made_from),
@@ -353,7 +407,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     targets = ", ".join(str(p.relative_to(REPO)) for p in (EXTRACT, CATALOG))
     parser = argparse.ArgumentParser(
         prog="python -m tools.github_openapi",
-        description=f"Write {targets} from {PACKAGE}@{VERSION} (needs npm).",
+        description=(
+            f"Write {targets} from {PACKAGE}@{VERSION}, as REST API version {API_VERSION} "
+            "answers (needs npm)."
+        ),
     )
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if stale")
     args = parser.parse_args(argv)

@@ -1,15 +1,23 @@
 """The pinned extract of GitHub's OpenAPI description and the assertion built on it
 (tools/github_openapi.py, tests/github_openapi.py), offline: the extract matches the
-generator's pins and endpoints, OpenAPI 3.0 schemas become JSON Schema as meant, and a
-body GitHub would not send fails naming the endpoint and the field."""
+generator's pins and endpoints and describes the REST API version hookledger's requests
+name, GitHub's breaking changes apply for their version as meant, OpenAPI 3.0 schemas
+become JSON Schema as meant, and a body GitHub would not send fails naming the endpoint
+and the field."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from jsonschema import Draft202012Validator
 
+from shared.github import API_VERSION
+from shared.github.operations import CATALOG
 from tests.github_openapi import assert_documented, documented_schema, extract
 from tools.github_openapi import ENDPOINTS, INTEGRITY, PACKAGE, VERSION, json_schema
+from tools.github_versions import BREAKING, as_version
+from tools.requirements import GenerateError
 
 CHECK_RUN = "/repos/{owner}/{repo}/check-runs/{check_run_id}"
 COMMENT = "/repos/{owner}/{repo}/comments/{comment_id}"
@@ -25,6 +33,100 @@ def test_the_extract_is_of_the_pinned_package_and_names_every_endpoint():
     assert list(extract()["endpoints"]) == [f"{e.method} {e.path}" for e in ENDPOINTS]
     for key, entry in extract()["endpoints"].items():
         assert entry["responses"], key
+
+
+def test_the_extract_and_the_catalog_describe_the_version_hookledger_sends():
+    catalog = json.loads(CATALOG.read_text(encoding="utf-8"))["source"]
+    for made_from in (extract()["source"], catalog):
+        assert made_from["api_version"] == API_VERSION
+        assert "remove_singular_assignee_from_issues_and_pull_requests" in made_from["changesets"]
+    issue = extract()["components"]["schemas"]["issue"]
+    assert "assignee" not in issue["properties"] and "assignee" not in issue["required"]
+
+
+DESCRIPTION = {
+    "openapi": "3.0.3",
+    "paths": {
+        "/things": {
+            "delete": {
+                BREAKING: [
+                    {
+                        "changeset": "accept_deletes",
+                        "version": "2026-03-10",
+                        "patch": {"responses": {"202": {"description": "Accepted"}, "204": None}},
+                    }
+                ],
+                "responses": {"204": {"description": "Gone"}},
+            }
+        }
+    },
+    "components": {
+        "schemas": {
+            "thing": {
+                BREAKING: [
+                    {
+                        "changeset": "drop_old",
+                        "version": "2026-03-10",
+                        "patch": [
+                            {"op": "remove", "path": "/properties/old"},
+                            {"op": "remove", "path": "/required/1"},
+                        ],
+                    },
+                    {
+                        "changeset": "later",
+                        "version": "2027-01-01",
+                        "patch": {"properties": {"kept": None}},
+                    },
+                ],
+                "properties": {"id": {}, "old": {}, "kept": {}},
+                "required": ["id", "old"],
+            }
+        }
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "responses", "thing", "applied"),
+    [
+        (
+            "the first calendar version: nothing applied",
+            "2022-11-28",
+            {"204": {"description": "Gone"}},
+            {"properties": {"id": {}, "old": {}, "kept": {}}, "required": ["id", "old"]},
+            [],
+        ),
+        (
+            "2026-03-10: its merge patch and its JSON Patch, not the later change",
+            "2026-03-10",
+            {"202": {"description": "Accepted"}},
+            {"properties": {"id": {}, "kept": {}}, "required": ["id"]},
+            ["accept_deletes", "drop_old"],
+        ),
+        (
+            "a later version: every change up to it",
+            "2027-01-01",
+            {"202": {"description": "Accepted"}},
+            {"properties": {"id": {}}, "required": ["id"]},
+            ["accept_deletes", "drop_old", "later"],
+        ),
+    ],
+)
+def test_breaking_changes_apply_from_their_version_on(name, version, responses, thing, applied):
+    described, changesets = as_version(DESCRIPTION, version)
+    assert described["paths"]["/things"]["delete"] == {"responses": responses}, name
+    assert described["components"]["schemas"]["thing"] == thing, name
+    assert changesets == applied, name
+    assert BREAKING in DESCRIPTION["components"]["schemas"]["thing"]  # the input is untouched
+
+
+def test_a_version_never_described_or_a_patch_that_does_not_fit_is_refused():
+    with pytest.raises(GenerateError, match="not '2025-01-01'"):
+        as_version(DESCRIPTION, "2025-01-01")
+    misfit = json.loads(json.dumps(DESCRIPTION))
+    misfit["components"]["schemas"]["thing"][BREAKING][0]["patch"][0]["path"] = "/properties/x"
+    with pytest.raises(GenerateError, match=r"thing \(drop_old\): remove /properties/x"):
+        as_version(misfit, "2026-03-10")
 
 
 def test_every_ref_resolves_inside_the_extract():
