@@ -222,3 +222,34 @@ def tracing_cold_start(function: str, repeats: int, trace_dir: str) -> dict[str,
         "(OpenTelemetry's import, the tracer's build) right after the off case's load, in "
         "the same process",
     }
+
+
+def kept_out_cost(repeats: int) -> dict[str, Any]:
+    """For each module shared/lazy_imports.py keeps out of a cold start: the ms to import it
+    in a fresh interpreter that has loaded the ingress as served with the three apps
+    (functions/main.py with FUNCTION_TARGET=ingress), median of `repeats`, beside the
+    figure the list states."""
+    from shared.lazy_imports import KEPT_OUT
+
+    env = {**probe_env(), "HOOKLEDGER_APPS": THREE_APPS, "FUNCTION_TARGET": "ingress"}
+    env.pop("FIRESTORE_EMULATOR_HOST")  # as deployed: the ingress has no Firestore
+    served = f"{_load('ingress')}; import shared.apps; shared.apps.load()"
+    figures: dict[str, Any] = {}
+    for module, kept in KEPT_OUT.items():
+        code = _timed_code(served, f"import {module}")
+        if repeats > 1:  # one unmeasured run first, as above; --quick skips it
+            _run_timed(code, env)
+        after = []
+        for _ in range(repeats):
+            marks = _run_timed(code, env)[1]
+            after.append(marks[1] - marks[0])
+        figures[module] = {
+            "ms": round(statistics.median(after), 1),
+            "listed_ms": kept.ms,
+            "brings": kept.brings,
+        }
+    return {
+        "repeats": repeats,
+        "modules": figures,
+        "what": "import of each module after the served ingress with the three apps, median",
+    }

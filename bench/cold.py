@@ -10,7 +10,9 @@ bench.ack ("cold_start"); here, `ingress_apps`: its import with the review alone
 the three apps loaded as at start (shared.apps.load), against the same minimum. Then
 `tracing`, for each of the three functions: its import as the served function
 (FUNCTION_TARGET set: the startup check runs `tracing.configure`) with TRACING=off and
-TRACING=file, and the difference in ms (bench/_cold.py). One JSON object to stdout; goals
+TRACING=file, and the difference in ms (bench/_cold.py). Then `kept_out`: for each module
+shared/lazy_imports.py keeps out of a cold start, its import after the served ingress, beside
+the figure the list states. One JSON object to stdout; goals
 are reported, not asserted.
 """
 
@@ -21,7 +23,14 @@ import json
 import sys
 import tempfile
 
-from bench._cold import IMPORT_GOAL, THREE_APPS, apps_cold_start, cold_start, tracing_cold_start
+from bench._cold import (
+    IMPORT_GOAL,
+    THREE_APPS,
+    apps_cold_start,
+    cold_start,
+    kept_out_cost,
+    tracing_cold_start,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     for function in ("worker", "reconcile"):
         print(f"[bench.cold] {function}: {repeats} fresh interpreters each", file=sys.stderr)
         result[function] = cold_start(function, repeats)
+    print(
+        f"[bench.cold] kept out (shared/lazy_imports.py): {repeats} fresh interpreters a module",
+        file=sys.stderr,
+    )
+    result["kept_out"] = kept_out_cost(repeats)
     if not args.no_tracing:
         traced = {}
         with tempfile.TemporaryDirectory(prefix="bench-cold-traces-") as trace_dir:

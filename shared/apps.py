@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shared.config import PRODUCTION_ENV_NAMES
 from shared.config_readers import APPS_VARIABLE as APPS_VARIABLE
 from shared.config_readers import DEFAULT_APPS as DEFAULT_APPS
 from shared.config_readers import names_from_env as names_from_env
@@ -171,8 +172,6 @@ def declare(record: AppRecord) -> AppRecord:
 
 
 def _taken_settings(record: AppRecord) -> str | None:
-    from shared.config import PRODUCTION_ENV_NAMES
-
     core = {name for names in PRODUCTION_ENV_NAMES.values() for name in names}
     for setting in record.settings:
         if setting.name in core or setting.name == APPS_VARIABLE:

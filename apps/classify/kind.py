@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from apps.classify import COLLECTION, app
 from shared import api
+from shared.api.gemini import TERMINAL_STATES, GeminiRowsUnread
 
 if TYPE_CHECKING:
     from shared.api.gemini import BatchStatus, BatchSummary, GeminiGateway, Row
@@ -87,8 +88,6 @@ def adopt(key: str, batch: BatchSummary, gemini: GeminiGateway) -> dict[str, Any
     from its rows once it is terminal (a running batch has none yet: adoption then waits,
     `needs` keys). Rows not all read raise `GeminiRowsUnread` (retried): partial keys
     would drop the unread items' documents."""
-    from shared.api.gemini import TERMINAL_STATES, GeminiRowsUnread
-
     if not key:
         raise api.PermanentError(f"batch {batch.name}: tag {batch.display_name!r} names no id")
     keys: list[str] = []

@@ -16,6 +16,7 @@ and the deliverers import their modules when first called.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from shared import api
@@ -205,8 +206,6 @@ def rerun_review(event: api.Event, ctx: api.Context) -> api.Outcome:
 
 def deps(ctx: api.Context) -> Any:
     """The pipeline's dependencies from the app's context and settings."""
-    from datetime import timedelta
-
     from apps.review.kind import ReviewOptions
     from apps.review.pipeline import ReviewDeps
 

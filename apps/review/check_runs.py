@@ -48,7 +48,7 @@ from apps.review import checks
 from apps.review.results import reviews_for_push
 from shared import api
 from shared.api import DeliveryServices, PermanentError, TransientError
-from shared.api.ledger import Backoff
+from shared.api.ledger import Backoff, submission_id
 
 if TYPE_CHECKING:
     from shared.api import Clock
@@ -88,8 +88,6 @@ def item(
 ) -> dict[str, Any] | None:
     """The outbox payload of `role` (START or FINISH) for the push in `record_context`, or
     None when the push has no check run (no repo, sha or App installation)."""
-    from shared.api.ledger import submission_id
-
     repo, sha = record_context.get("repo"), record_context.get("sha")
     installation = record_context.get("installation_id")
     shown = record_context.get(CHECK_SUBMISSION)  # a re-run publishes on the push's run

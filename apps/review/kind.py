@@ -27,6 +27,7 @@ from apps.review.findings import parse_review
 from apps.review.results import put_review
 from shared import api
 from shared.api import PermanentError, TransientError
+from shared.api.gemini import TERMINAL_STATES, GeminiRowsUnread
 
 if TYPE_CHECKING:
     from shared.api.gemini import BatchStatus, BatchSummary, GeminiGateway, Row
@@ -67,8 +68,6 @@ MAX_ERROR_CHARS = 4_000
 
 def adopt(key: str, batch: BatchSummary, gemini: GeminiGateway) -> dict[str, Any]:
     """Context for an orphan review batch: repo and sha from its tag, paths from its rows."""
-    from shared.api.gemini import TERMINAL_STATES, GeminiRowsUnread
-
     repo, at, sha = key.split(RERUN_MARK, 1)[0].rpartition("@")
     if not at or not repo or not sha:
         raise PermanentError(f"batch {batch.name}: tag {batch.display_name!r} names no repo@sha")

@@ -94,13 +94,14 @@ fails when an app imports it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from shared.apps import AppError, AppRecord, Setting, Settings, declare, owner_name_globs
 from shared.clock import Clock, system_clock
 from shared.crashpoints import crash_point
-from shared.documents import DELETE, doc_id
+from shared.documents import CORE_COLLECTIONS, DELETE, doc_id
 from shared.errors import ConfigError, Deferred, HookledgerError, PermanentError, TransientError
 from shared.events.subject import Subject
 from shared.handlers import (
@@ -289,8 +290,6 @@ class App:
 
 
 def _collections(app: str, names: Iterable[str]) -> list[str]:
-    from shared.documents import CORE_COLLECTIONS
-
     found = list(names)
     for name in found:
         if not isinstance(name, str) or not name or "/" in name:
@@ -303,6 +302,4 @@ def _collections(app: str, names: Iterable[str]) -> list[str]:
 def _caller_module() -> str:
     """The module building the App (the caller of `App.__init__`): one frame lookup, not
     `inspect.stack()`, which reads the source of every frame (over 100 ms at a cold start)."""
-    import sys
-
     return str(sys._getframe(2).f_globals.get("__name__", "?"))

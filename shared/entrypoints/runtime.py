@@ -8,7 +8,7 @@ deployment fails to start with one `ConfigError` naming the variable. Clients ar
 on first use: the ingress's cold start pays only for what the ingress uses, and the
 Firestore client is created on the first claim-checked payload, not before. The heavy
 types are imported for the checker only (`TYPE_CHECKING`); each factory imports its
-module when it first runs.
+module when it first runs (shared/lazy_imports.py lists each such import and its cost).
 """
 
 from __future__ import annotations
@@ -22,13 +22,16 @@ from shared import apps, handlers, tracing
 from shared.clock import system_clock
 from shared.config import FUNCTIONS, Config, ConfigError
 from shared.entrypoints.ingress import Ingress
+from shared.entrypoints.reconcile import ReconcileEndpoint
 from shared.entrypoints.verifiers import build_gemini_verifier as build_gemini_verifier
 from shared.entrypoints.verifiers import build_github_verifier as build_github_verifier
 from shared.entrypoints.verifiers import secret_named
 from shared.handlers.context import ClientFactories, HandlerContext
-from shared.handoff.claims import ClaimStore
-from shared.handoff.envelope import EnvelopeSealer
+from shared.handoff.claims import ClaimStore, FirestoreClaimStore
+from shared.handoff.envelope import Envelope, EnvelopeSealer
 from shared.handoff.tasks import TaskQueue, make_client
+from shared.kinds import Deliverers
+from shared.signatures.oidc import OidcVerifier
 
 if TYPE_CHECKING:
     from google.cloud import firestore
@@ -104,8 +107,6 @@ class _LazyFirestoreClaims:
 
     @staticmethod
     def _build() -> ClaimStore:
-        from shared.handoff.claims import FirestoreClaimStore
-
         return FirestoreClaimStore(claims_firestore_client(), clock=system_clock)
 
     def put(self, key: str, data: bytes) -> str:
@@ -287,10 +288,6 @@ def handler_context() -> HandlerContext:
 
 def _oidc(allowed_caller: str) -> OidcVerifier | None:
     """The check on a Google-signed caller's token; None when OIDC_AUDIENCE is not set."""
-    from shared.signatures.oidc import (
-        OidcVerifier,  # google-auth: only the private functions load it
-    )
-
     cfg = config()
     if not cfg.oidc_audience:
         return None
@@ -318,8 +315,6 @@ def worker() -> Worker:
 @once
 def reconciler() -> Reconciler:
     """The Reconciler on this process's clients; it fans out pages to the worker."""
-    from shared.handoff.envelope import Envelope
-    from shared.kinds import Deliverers
     from shared.reconcile import CHECK_PAGE_EVENT, CHECK_PAGE_SOURCE, Reconciler, TaskPageEnqueuer
 
     cfg = config()
@@ -382,8 +377,6 @@ def reconcile_oidc() -> OidcVerifier | None:
 @once
 def reconcile_endpoint() -> ReconcileEndpoint:
     """The reconcile function: it builds the reconciler on the first authorized run."""
-    from shared.entrypoints.reconcile import ReconcileEndpoint
-
     return ReconcileEndpoint(reconciler, oidc=reconcile_oidc(), sweep=delivery_sweep)
 
 

@@ -24,6 +24,7 @@ The token never leaves the API's own host: a path is joined to `GITHUB_API_URL`,
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -51,8 +52,6 @@ class GitHubResponse:
     content: bytes
 
     def json(self) -> Any:
-        import json
-
         return json.loads(self.content) if self.content else None
 
 

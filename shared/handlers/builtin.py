@@ -27,6 +27,7 @@ from shared.events import (
     handler,
 )
 from shared.handlers.context import HandlerContext
+from shared.kinds import TAG_PREFIX, Deliverers
 
 if TYPE_CHECKING:
     from shared.ledger import Ledger, Operation
@@ -110,7 +111,6 @@ def echoed_id(payload: object) -> str | None:
     by shared/gemini/client.py): `data.user_metadata.hookledger_id`, or the same at the top
     level; None unless it is one of hookledger's tags (`hookledger:{kind}:{key}`)."""
     from shared.gemini import HOOKLEDGER_ID
-    from shared.kinds import TAG_PREFIX
 
     if not isinstance(payload, dict):
         return None
@@ -164,7 +164,6 @@ def settle_operation(event: Event, ctx: HandlerContext) -> Done | Ignored | Unre
     in the ledger marks the delivery `unresolved` (WARNING naming it); if the operation is
     ours, reconcile settles it.
     """
-    from shared.kinds import Deliverers
     from shared.ledger import Settlement
     from shared.settlement.settler import RUNNING, Settler
 
@@ -239,7 +238,6 @@ def record_installation(event: Event, ctx: HandlerContext) -> Done | Ignored:
 @handler("hookledger", "check-page")
 def check_page(event: Event, ctx: HandlerContext) -> Done:
     """Poll and settle one page of due operations that reconcile fanned out to the worker."""
-    from shared.kinds import Deliverers
     from shared.reconcile import Reconciler, page_names
 
     try:

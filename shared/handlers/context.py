@@ -36,12 +36,16 @@ import copy
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from shared import apps
 from shared.clock import Clock, system_clock
 from shared.config import Config
 from shared.events.subject import SUBJECT_FIELD, Subject
 from shared.kinds import KEYS_FIELD, Deliverers, OperationKind
+from shared.sharing.submitter import Submitter
+from shared.submission import SubmitDeps
 
 if TYPE_CHECKING:
     from google.cloud import firestore
@@ -223,11 +227,6 @@ class HandlerContext:
         generation_of: str | None = None,
     ) -> Submitter:
         """The exactly-once submission of the job tagged `tag` for this event's attempt."""
-        from datetime import timedelta
-
-        from shared.sharing.submitter import Submitter
-        from shared.submission import SubmitDeps
-
         deps = SubmitDeps(
             ledger=self.ledger,
             gemini=self.gemini,
@@ -240,8 +239,6 @@ class HandlerContext:
         return Submitter(deps, tag, event.delivery_id, event.run, event.claimed, generation_of)
 
     def _app_record(self) -> Any:
-        from shared import apps
-
         record = apps.get(self._app) if self._app else None
         if record is None:
             raise LookupError(f"no app is using this context (app {self._app!r} is not loaded)")

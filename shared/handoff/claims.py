@@ -35,6 +35,8 @@ from datetime import timedelta
 from typing import Any, Protocol
 from urllib.parse import quote
 
+from google.api_core import exceptions as api_exceptions
+
 from shared.clock import Clock, system_clock
 from shared.config import DEFAULTS, FIRESTORE_TIMEOUT_S
 from shared.errors import HookledgerError, PermanentError, TransientError
@@ -156,7 +158,6 @@ class FirestoreClaimStore:
 
     def put(self, key: str, data: bytes) -> str:
         digest = check_put(key, data)
-        from google.api_core import exceptions as api_exceptions
 
         parent = self._parent(key)
         try:
@@ -190,8 +191,6 @@ class FirestoreClaimStore:
         return key
 
     def get(self, ref: str) -> bytes:
-        from google.api_core import exceptions as api_exceptions
-
         parent = self._parent(ref)
         try:
             snapshot = parent.get(timeout=FIRESTORE_TIMEOUT_S)

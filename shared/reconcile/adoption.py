@@ -53,6 +53,7 @@ from shared.ledger import LedgerError, Operation
 from shared.ledger.protocols import AdoptionLedger
 from shared.ledger.submissions import OpenClaim
 from shared.reconcile.report import Budget, RunReport
+from shared.settlement.cancel import cancel_item, supersede
 
 log = logs.get_logger("reconcile")
 
@@ -330,8 +331,6 @@ def _generation(ledger: AdoptionLedger, parsed: kinds.ParsedTag) -> dict[str, An
     """register_winner's arguments for an orphan re-run batch: it becomes the push's check
     run's current operation, a pending previous one superseded (docs, "Re-run"); none for
     any other batch, or a push whose submission has no winner (nothing to take over)."""
-    from shared.settlement.cancel import cancel_item
-
     find = parsed.kind.generation_of
     push = find(parsed.key) if find is not None else None
     stored = ledger.submissions.get(push) if push else None
@@ -362,8 +361,6 @@ def register_orphan(
     its claim's context alone (the handler's, as `submit` stored it), and without a claim,
     or with a tag its kind cannot read, is logged and left alone.
     """
-    from shared.settlement.cancel import supersede
-
     parsed = kinds.parse_tag(batch.display_name)
     submission = ledger.submissions.get(batch.display_name) if parsed is not None else None
     adopt = parsed.kind.adopt if parsed is not None else None

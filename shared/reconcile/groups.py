@@ -19,6 +19,7 @@ from shared import logs
 from shared.errors import Deferred
 from shared.events import Attempt
 from shared.reconcile.report import Budget, RunReport
+from shared.sharing.seal import SealDeps, seal_step
 
 log = logs.get_logger("reconcile")
 
@@ -41,8 +42,6 @@ def seal_due(
     `budget` lasts; one group's failure is logged and counted, and stops no other. Once
     Gemini's quota refuses one group, the others wait for the next run: each create would
     be refused the same way."""
-    from shared.sharing.seal import SealDeps, seal_step
-
     try:
         due = ledger.groups.due(now - grace, limit)
     except Exception as exc:

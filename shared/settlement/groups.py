@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from shared import logs
 from shared.crashpoints import crash_point
 from shared.errors import PermanentError, TransientError
+from shared.gemini import BatchStatus, GeminiNotFound, Row
 from shared.kinds import (
     DEPLOYMENT_REFUSED,
     REQUEST_REFUSED,
@@ -34,6 +35,7 @@ from shared.kinds import (
     context_keys,
     register,
 )
+from shared.ledger.group_rows import row_fields
 from shared.ledger.groups import GROUP_TAG, group_tag, split_member_key
 from shared.ledger.records import CANCELLED, EXPIRED, FAILED
 
@@ -71,8 +73,6 @@ def member_items(record: Operation) -> list[dict[str, Any]]:
 
 def slice_rows(batch: BatchStatus, index: int, name: str) -> BatchStatus:
     """The item at `index`'s part of its group's batch: its rows, keyed by its own keys."""
-    from shared.gemini.rows import Row
-
     rows: list[Row] = []
     for row in batch.rows:
         split = split_member_key(row.key) if row.key else None
@@ -102,8 +102,6 @@ def stored_status(
 ) -> BatchStatus | None:
     """Item `index`'s part of the ended batch `batch_op` as stored (`keep_rows`), as the
     item `name`'s status; None when its rows were not stored."""
-    from shared.gemini import BatchStatus, Row
-    from shared.ledger.group_rows import row_fields
 
     stored = ledger.group_rows.item(batch_op.name, index)
     if stored is None:
@@ -124,8 +122,6 @@ def item_status(
     runs (the part's own check polls Gemini: an item never does, however old); as its
     part's batch ended when that was not a success; else its rows of that batch. A 404
     for a batch whose operation settled is the item's own to confirm (`gone(exc)`)."""
-    from shared.gemini import BatchStatus, GeminiNotFound
-
     assert record.group is not None
     index = _index(record)
     group = ledger.groups.get(record.group)
@@ -191,8 +187,6 @@ _ENDED = {
 
 
 def _settled_status(group: Operation) -> BatchStatus | None:
-    from shared.gemini import BatchStatus
-
     state = _ENDED.get(group.status)
     if state is None:
         return None
@@ -216,8 +210,6 @@ def deliver_members(item: OutboxItem, services: DeliveryServices, settler_of: Se
 
     def read_once() -> BatchStatus:
         """Gemini's copy, read once for the whole page (a batch settled before rows were kept)."""
-        from shared.gemini import GeminiNotFound
-
         if not fetched:
             try:
                 fetched.append(settler.group_status(group))

@@ -50,9 +50,12 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from shared import kinds, logs, tracing
+from shared import apps, kinds, logs, tracing
 from shared.clock import Clock, system_clock
 from shared.crashpoints import crash_point
+from shared.gemini import BatchStatus, GeminiNotFound, GeminiRowsUnread
+from shared.ledger import Settlement
+from shared.ledger.operations import WritebackFaulted
 from shared.settlement import (
     cancel,  # noqa: F401  registers the cancel deliverer
     groups,
@@ -126,8 +129,6 @@ class Settler:
         what Gemini reported, read by the caller (a shared batch's fan-out reads its batch
         once for many items), instead of a fetch.
         """
-        from shared.ledger import Settlement
-
         record = record if record is not None else self.ledger.operations.get(name)
         if record is None:
             return SettleResult(Settlement.UNKNOWN.value)
@@ -175,7 +176,6 @@ class Settler:
         if error is None and status != "succeeded":
             error = {"message": f"batch ended {batch.state}"}
         crash_point("settle.before_commit")
-        from shared.ledger.operations import WritebackFaulted
 
         try:
             result = self.ledger.settle(
@@ -273,8 +273,6 @@ class Settler:
     def _fetch(self, record: Operation) -> BatchStatus:
         """What Gemini reports now; a confirmed 404 (see the module docstring) is reported
         as a failed status with reason `gone`, an unconfirmed one raises GeminiNotFound."""
-        from shared.gemini import GeminiNotFound
-
         try:
             batch = self.gemini.fetch(record.name)
         except GeminiNotFound as exc:
@@ -286,8 +284,6 @@ class Settler:
     def not_found(self, record: Operation, exc: Exception) -> BatchStatus:
         """Gemini answered 404 for `record`'s batch: the failed status with reason `gone`
         once confirmed (see the module docstring), else `GeminiNotFound` to wait."""
-        from shared.gemini import BatchStatus, GeminiNotFound
-
         now = self.clock()
         first = self.ledger.operations.mark_not_found(record.name, now)
         if first is None:  # settled (or removed) meanwhile: nothing to decide here
@@ -312,8 +308,6 @@ class Settler:
     def _unread(self, record: Operation, batch: BatchStatus) -> BatchStatus:
         """Raise `GeminiRowsUnread` (stay pending) while the results file may still be read;
         past `GIVE_UP_AFTER` from the batch's end, the batch to settle `failed` instead."""
-        from shared.gemini import GeminiRowsUnread
-
         ended = batch.ended_at or record.submitted_at
         now = self.ledger.clock()
         if now < ended + GIVE_UP_AFTER:
@@ -385,8 +379,6 @@ def _checked_counts(record: Operation, batch: BatchStatus) -> dict[str, Any] | N
 def _app_writes(kind: kinds.OperationKind, writes: ResultWrites) -> ResultWrites:
     """`writes` limited to the collections the kind's app declared: an app never writes
     outside its own (a kind with no app, a generic one, has none)."""
-    from shared import apps
-
     app = apps.get(kind.app) if kind.app else None
     scoped = getattr(writes, "scoped", None)  # a test double may not scope
     allowed = app.collections if app is not None else frozenset()

@@ -37,9 +37,19 @@ from shared.clock import Clock, system_clock
 from shared.crashpoints import crash_point
 from shared.errors import Deferred, PermanentError
 from shared.events import Attempt
+from shared.gemini import (
+    BatchStatus,
+    GeminiNotFound,
+    GeminiRateLimited,
+    GeminiRefusedDeployment,
+    GeminiRejected,
+)
 from shared.kinds import DEPLOYMENT_REFUSED, REQUEST_REFUSED
 from shared.ledger.group_records import OPEN
+from shared.ledger.groups import split_member_key
 from shared.settlement.groups import GROUP_KIND
+from shared.settlement.settler import Settler
+from shared.submission import SubmitDeps, Submitter
 
 if TYPE_CHECKING:
     from shared.gemini import GeminiGateway
@@ -150,14 +160,6 @@ def _make(
 ) -> tuple[str, bool]:
     """Claim, create and register one part's batch, or decide what its refusal means;
     (what happened, whether the step may go on to the next part)."""
-    from shared.gemini import (
-        GeminiNotFound,
-        GeminiRateLimited,
-        GeminiRefusedDeployment,
-        GeminiRejected,
-    )
-    from shared.submission import SubmitDeps, Submitter
-
     groups = deps.ledger.groups
     tag = group.part_tag(part)
     live = group.live(part)
@@ -271,8 +273,6 @@ def _narrowed(
 
 def _items_named(keys: list[str], indices: tuple[int, ...]) -> list[int]:
     """The items whose requests are at `indices` of the create's requests (`keys`)."""
-    from shared.ledger.groups import split_member_key
-
     split = [split_member_key(keys[i]) for i in indices if 0 <= i < len(keys)]
     return sorted({found[0] for found in split if found is not None})
 
@@ -322,9 +322,6 @@ def _held(deps: SealDeps, group: Group, part: Part, run: Submitter, exc: Excepti
 def _fail_page(deps: SealDeps, group: Group) -> tuple[int, Group]:
     """Settle up to FAIL_PAGE of the group's failed items from its cursor, each in its own
     commit, then move the cursor; (how many settled now, the group after)."""
-    from shared.gemini import BatchStatus
-    from shared.settlement.settler import Settler
-
     start = group.unfailed_from
     if start is None:
         return 0, group

@@ -13,6 +13,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import requests
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey, RSAPublicNumbers
 
@@ -26,9 +28,7 @@ _MIN_RSA_BITS = 2048
 
 
 def http_fetch(url: str, timeout_s: float) -> bytes:
-    """GET `url` with a timeout; the default JWKS transport (requests, imported lazily)."""
-    import requests
-
+    """GET `url` with a timeout; the default JWKS transport."""
     response = requests.get(url, timeout=timeout_s)
     response.raise_for_status()
     return response.content[: _MAX_JWKS_BYTES + 1]
@@ -74,8 +74,6 @@ def parse_jwks(document: bytes) -> dict[str, PublicKey]:
 def public_jwk(public_key: RSAPublicKey | Ed25519PublicKey, kid: str) -> dict[str, str]:
     """The JWK form of a public key, as a JWKS document lists it."""
     if isinstance(public_key, Ed25519PublicKey):
-        from cryptography.hazmat.primitives import serialization
-
         raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
         return {"kty": "OKP", "crv": "Ed25519", "x": _b64url(raw), "kid": kid, "use": "sig"}
     numbers = public_key.public_numbers()

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
+from shared import logs
 from shared.tracing.traceparent import TRACEPARENT as TRACEPARENT
 from shared.tracing.traceparent import parse_traceparent as parse_traceparent
 
@@ -115,8 +116,6 @@ def configure(config: Config) -> None:
 
 def _install(tracer: _Tracer | None) -> None:
     global _tracer
-    from shared import logs
-
     previous, _tracer = _tracer, tracer
     if previous is not None:
         previous.flush()

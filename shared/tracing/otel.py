@@ -32,6 +32,8 @@ from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from shared.tracing.cloud import CloudTraceSink
+from shared.tracing.store import SpanFileWriter
 from shared.tracing.traceparent import TRACEPARENT, parse_traceparent
 
 P = ParamSpec("P")
@@ -197,12 +199,8 @@ class OtelTracer:
     def from_config(cls, config: Config) -> OtelTracer:
         service = f"hookledger-{config.function or 'tool'}"
         if config.tracing == "file":
-            from shared.tracing.store import SpanFileWriter
-
             sink: Sink = SpanFileWriter(config.trace_dir, service)
         else:
-            from shared.tracing.cloud import CloudTraceSink
-
             sink = CloudTraceSink(config.project)
         return cls(service, config.project, config.trace_sample_ratio, sink)
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from shared.config import DEFAULTS
+from shared.lazy_imports import KEPT_OUT
 from shared.tracing import parse_traceparent
 
 REPO = Path(__file__).resolve().parents[2]
@@ -163,6 +164,11 @@ def test_cold_measures_each_function_with_tracing_off_and_on() -> None:
         assert traced["configure_after_off_ms"] > 0, function
         # Off, the served function never imports OpenTelemetry; on, its startup does.
         assert traced["opentelemetry_loaded"] == {"off": False, "on": True}, function
+    # Each module shared/lazy_imports.py keeps out, measured beside its listed figure.
+    kept = result["kept_out"]["modules"]
+    assert set(kept) == set(KEPT_OUT)
+    for module, figures in kept.items():
+        assert figures["ms"] >= 0 and figures["listed_ms"] == KEPT_OUT[module].ms, module
 
 
 def test_settle_keeps_exactly_once() -> None:

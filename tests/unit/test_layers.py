@@ -45,7 +45,9 @@ def test_an_upward_import_breaks_the_contract_naming_it(tmp_path: Path) -> None:
     """A probe: the ledger importing an entry point, in a copy of `shared/`."""
     shutil.copytree(REPO / "shared", tmp_path / "shared", ignore=shutil.ignore_patterns("*.pyc"))
     records = tmp_path / "shared" / "ledger" / "records.py"
-    records.write_text(records.read_text() + "\n\ndef _probe():\n    import shared.entrypoints.worker\n")
+    records.write_text(
+        records.read_text() + "\n\ndef _probe():\n    import shared.entrypoints.worker\n"
+    )
     ran = _lint_imports(tmp_path)
     assert ran.returncode == 1, ran.stdout + ran.stderr
     assert "shared.ledger is not allowed to import shared.entrypoints" in ran.stdout
