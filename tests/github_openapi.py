@@ -13,13 +13,17 @@ formats included, and every violation is named with the endpoint and the field's
 
 `documented_schema` gives the schema itself (e.g. of the App webhook-delivery endpoints,
 in the extract ahead of their simulator routes), `documented_json` validates a
-`requests.Response`.
+`requests.Response`. `assert_request_documented(method, path, query, body)` holds a
+request to the same documents: the operation it is (by GitHub's path templates), each
+query parameter it sends against the parameter's schema, and its JSON body against the
+documented request body.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from functools import cache
 from pathlib import Path
@@ -29,6 +33,8 @@ from urllib.parse import urlsplit
 import requests
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
+
+from shared.github.operations import match
 
 EXTRACT = Path(__file__).resolve().parent / "fixtures" / "github_openapi.json"
 MAX_SHOWN = 20
@@ -159,6 +165,116 @@ def assert_documented(method: str, path_template: str, status: int, body: Any) -
         f"{what} against GitHub's documented schema ({ref}), {len(errors)} violation(s):\n"
         + "\n".join(shown)
     )
+
+
+def _violations(schema: dict[str, Any], value: Any) -> list[str]:
+    """Each way `value` breaks `schema` (resolved against the extract), named by place."""
+    rooted = {"$schema": extract()["$schema"], **schema, "components": extract()["components"]}
+    validator = Draft202012Validator(rooted, format_checker=FORMATS)
+    errors = sorted(validator.iter_errors(value), key=lambda e: (list(map(str, e.path)), e.message))
+    return [_explained(e) for e in errors[:MAX_SHOWN]]
+
+
+def _resolved(schema: Any) -> Any:
+    """`schema`, or the component its `$ref` names."""
+    while isinstance(schema, dict) and "$ref" in schema:
+        schema = extract()["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
+    return schema
+
+
+def _branches(schema: Any) -> list[dict[str, Any]]:
+    """`schema` and every alternative it allows (allOf, anyOf, oneOf), resolved."""
+    schema = _resolved(schema)
+    if not isinstance(schema, dict):
+        return []
+    found = [schema]
+    for key in ("allOf", "anyOf", "oneOf"):
+        for alternative in schema.get(key, []):
+            found += _branches(alternative)
+    return found
+
+
+def _undocumented(schema: Any, value: Any, place: str = "$") -> list[str]:
+    """The fields of a request body its schema names nowhere: JSON Schema lets an object
+    carry fields it does not list, GitHub takes only those it documents (a field a version
+    removed, such as an issue's `assignee` in 2026-03-10, is no longer listed)."""
+    branches = _branches(schema)
+    if isinstance(value, dict):
+        fields: dict[str, Any] = {}
+        for branch in branches:
+            for name, sub in (branch.get("properties") or {}).items():
+                fields.setdefault(name, sub)
+        if not fields:
+            return []  # a free-form object
+        found = []
+        for name, item in value.items():
+            if name in fields:
+                found += _undocumented(fields[name], item, f"{place}.{name}")
+            else:
+                found.append(f"{place}.{name}: a field GitHub does not document here")
+        return found
+    if isinstance(value, list):
+        items = next((b["items"] for b in branches if "items" in b), None)
+        return [f for i, v in enumerate(value) for f in _undocumented(items, v, f"{place}[{i}]")]
+    return []
+
+
+def _query_value(raw: str, schema: dict[str, Any]) -> Any:
+    """A query string's value as its schema types it (`per_page=100` is the integer 100)."""
+    kinds = schema.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    if "integer" in kinds and re.fullmatch(r"-?\d+", raw):
+        return int(raw)
+    if "boolean" in kinds and raw in ("true", "false"):
+        return raw == "true"
+    return raw
+
+
+def request_template(method: str, concrete_path: str) -> str:
+    """The extract's `METHOD /path/{template}` a request is; AssertionError naming the
+    request when GitHub documents no such operation or the extract leaves it out."""
+    operation = match(method, concrete_path)
+    if operation is None:
+        raise AssertionError(f"{method} {concrete_path}: GitHub documents no such operation")
+    endpoint(method, operation.path)  # in the extract, or it names what to add
+    return operation.path
+
+
+def assert_request_documented(
+    method: str, path_template: str, query: Mapping[str, str], body: Any
+) -> None:
+    """Fail unless GitHub documents this request: every query parameter a documented one
+    with a value its schema allows, every required one sent, and `body` (the parsed JSON,
+    None when none) what the documented request body describes (or none when it takes
+    none), naming the endpoint and each violation."""
+    entry = endpoint(method, path_template)
+    what = f"{method.upper()} {path_template}"
+    problems = []
+    documented = entry["query"]
+    for name, raw in query.items():
+        if name not in documented:
+            problems.append(f"?{name}: not a query parameter ({', '.join(documented) or 'none'})")
+        else:
+            schema = documented[name]["schema"]
+            problems += [
+                f"?{name}={raw}: {v}" for v in _violations(schema, _query_value(raw, schema))
+            ]
+    problems += [
+        f"?{n}: required" for n, p in documented.items() if p["required"] and n not in query
+    ]
+    request = entry.get("request")
+    if request is None:
+        if body is not None:
+            problems.append(f"a body {body!r:.120}; GitHub documents none")
+    elif body is None:
+        if request["required"]:
+            problems.append("no body; GitHub requires one")
+    else:
+        problems += [f"body {v}" for v in _violations(request["schema"], body)]
+        problems += [f"body {v}" for v in _undocumented(request["schema"], body)]
+    if problems:
+        shown = "\n".join(f"  {p}" for p in problems)
+        raise AssertionError(f"{what} sent as GitHub does not document it:\n{shown}")
 
 
 def documented_json(response: requests.Response, method: str, path_template: str) -> Any:

@@ -14,7 +14,13 @@ from jsonschema import Draft202012Validator
 
 from shared.github import API_VERSION
 from shared.github.operations import CATALOG
-from tests.github_openapi import assert_documented, documented_schema, extract
+from tests.github_openapi import (
+    assert_documented,
+    assert_request_documented,
+    documented_schema,
+    extract,
+    request_template,
+)
 from tools.github_openapi import ENDPOINTS, INTEGRITY, PACKAGE, VERSION, json_schema
 from tools.github_versions import BREAKING, as_version
 from tools.requirements import GenerateError
@@ -221,3 +227,66 @@ def test_a_one_of_failure_shows_the_closest_alternative():
             "GET", "/repos/{owner}/{repo}/contents/{path}", 200, {"type": "file", "size": 1}
         )
     assert "closest, content-file: $: '_links' is a required property" in str(failed.value)
+
+
+ISSUES = "/repos/{owner}/{repo}/issues"
+CHECK_RUNS = "/repos/{owner}/{repo}/check-runs"
+COMMIT_COMMENTS = "/repos/{owner}/{repo}/commits/{commit_sha}/comments"
+RUN = {"name": "hookledger review", "head_sha": "a" * 40, "status": "in_progress"}
+
+
+def test_a_request_is_matched_to_its_documented_template():
+    assert request_template("GET", "/repos/o/r/contents/docs/a.md") == (
+        "/repos/{owner}/{repo}/contents/{path}"
+    )
+    with pytest.raises(AssertionError, match="GitHub documents no such operation"):
+        request_template("GET", "/repos/o/r/nothing-here")
+    with pytest.raises(AssertionError, match=r"is not in github_openapi\.json"):
+        request_template("GET", "/repos/o/r/releases")
+
+
+def test_a_documented_request_passes():
+    assert_request_documented("POST", CHECK_RUNS, {}, RUN)
+    assert_request_documented("GET", COMMIT_COMMENTS, {"per_page": "100", "page": "2"}, None)
+    assert_request_documented("POST", ISSUES, {}, {"title": "T", "assignees": ["mona"]})
+
+
+@pytest.mark.parametrize(
+    ("name", "method", "template", "query", "body", "said"),
+    [
+        (
+            "a field 2026-03-10 removed",
+            "POST",
+            ISSUES,
+            {},
+            {"title": "T", "assignee": "mona"},
+            r"body \$\.assignee: a field GitHub does not document here",
+        ),
+        (
+            "a nested field nobody documents",
+            "POST",
+            CHECK_RUNS,
+            {},
+            {**RUN, "output": {"title": "t", "summary": "s", "colour": "red"}},
+            r"body \$\.output\.colour: a field",
+        ),
+        ("a wrong type", "POST", CHECK_RUNS, {}, {**RUN, "status": 1}, r"body \$\.status: 1"),
+        ("no body where one is required", "POST", CHECK_RUNS, {}, None, "GitHub requires one"),
+        ("a body where none is taken", "GET", COMMIT_COMMENTS, {}, {"x": 1}, "documents none"),
+        ("an unknown query parameter", "GET", COMMIT_COMMENTS, {"limit": "5"}, None, r"\?limit"),
+        (
+            "a query value its schema does not allow",
+            "GET",
+            "/repos/{owner}/{repo}/commits/{ref}/check-runs",
+            {"filter": "newest", "per_page": "many"},
+            None,
+            r"\?filter=newest: \$: 'newest' is not one of(.|\n)*\?per_page=many: \$: 'many'",
+        ),
+    ],
+)
+def test_a_request_github_does_not_document_fails_naming_why(
+    name, method, template, query, body, said
+):
+    with pytest.raises(AssertionError, match=said) as failed:
+        assert_request_documented(method, template, query, body)
+    assert f"{method} {template} sent as GitHub does not document it" in str(failed.value), name
