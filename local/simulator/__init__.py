@@ -13,6 +13,7 @@ pull requests, their labels, comments, reactions and reviews), `commit_statuses`
 `hook_deliveries` (the App webhook GitHub sends, and its recorded deliveries), `apps`
 (GitHub Apps: the App JWT, installations, installation tokens, permissions),
 `github_objects` (GitHub's shared objects, whole: accounts, the App, repositories),
+`api_versions` (the REST API version a request is answered as, and what each changed),
 `ratelimits` (GitHub's rate limits and their headers), `traffic` (the request log),
 `engine` (what creating and completing an operation does), `app` / `github_routes` /
 `issue_routes` / `pull_routes` / `repo_routes` / `github_fallback` (the 501 of a route

@@ -281,6 +281,7 @@ def create_app(sim: Simulator) -> Flask:
                     "body": github_request_body(),
                     "installation_id": installation_id,
                     "auth": auth,
+                    "api_version": request.headers.get("X-GitHub-Api-Version"),
                 }
             query = request.query_string.decode("latin-1")
             sim.requests.record(request.method, request.path, query, files, github)

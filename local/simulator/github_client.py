@@ -117,8 +117,10 @@ class GitHubObjectsControl:
     ) -> list[dict[str, Any]]:
         """The GitHub requests the simulator received (the last ~1000 API requests are
         kept), oldest first, of `method` and under `path_prefix` when given: `{method,
-        path, query, body, installation_id, auth}` (`body` the JSON sent, None when none
-        or not JSON; `installation_id` of a token the simulator issued; `auth`
-        "installation", "app", "token" or None), GraphQL queries with their `files`."""
+        path, query, body, installation_id, auth, api_version}` (`body` the JSON sent,
+        None when none or not JSON; `installation_id` of a token the simulator issued;
+        `auth` "installation", "app", "token" or None; `api_version` the
+        `X-GitHub-Api-Version` header sent, None without one), GraphQL queries with their
+        `files`."""
         params = {k: v for k, v in (("method", method), ("path_prefix", path_prefix)) if v}
         return list(self._call("GET", "/_sim/github/requests", params=params)["requests"])

@@ -18,12 +18,15 @@
 
 Every route here answers as GitHub does to its caller (`apps.py`): an installation token
 must be live, cover the repository and hold the route's permission (401 / 403 with
-GitHub's bodies); no token or a personal token is served as before. Every repository
-answer carries GitHub's `x-ratelimit-*` headers and may be refused by the rate limits of
-the fault model (`ratelimits.py`), the per-endpoint secondary limit included: each request
-spends its points on its method and route (`endpoint_spend`). The `github_errors` fault
-(`github_errors.py`) fails a request before any of that; then a stub a test set
-(`github_stubs.py`) answers it, before the caller is looked at.
+GitHub's bodies); no token or a personal token is served as before. Then the REST API
+version the request names is selected (`api_versions.py`: 400 for one GitHub does not
+support, `X-GitHub-Api-Version-Selected` on every other answer) and the answer is shaped
+as that version answers. Every repository answer carries GitHub's `x-ratelimit-*`
+headers and may be refused by the rate limits of the fault model (`ratelimits.py`), the
+per-endpoint secondary limit included: each request spends its points on its method and
+route (`endpoint_spend`). The `github_errors` fault (`github_errors.py`) fails a request
+before any of that; then a stub a test set (`github_stubs.py`) answers it, before the
+caller is looked at.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from flask import Blueprint, Response, g, request
 
-from local.simulator import graphql
+from local.simulator import api_versions, graphql
 from local.simulator.app_records import Caller
 from local.simulator.comments import comment_json
 from local.simulator.github import DEFAULT_REF, file_body, not_found, tree_body
@@ -108,6 +111,9 @@ def blueprint(sim: Simulator) -> Blueprint:
         if stubbed is not None:  # the answer a test set for this route, whoever asks
             return stubbed
         g.github_caller = sim.apps.caller(request.headers.get("Authorization"))
+        if request.path != "/graphql":  # GraphQL has no REST API version
+            asked = request.headers.get(api_versions.HEADER)
+            g.github_api_version = api_versions.select(asked)
         spend = endpoint_spend()
         if request.path.startswith("/app/"):
             # An App's own (JWT) calls spend no installation's budget; the secondary limits
@@ -132,6 +138,8 @@ def blueprint(sim: Simulator) -> Blueprint:
     def rate_limit_headers(response: Response) -> Response:
         for name, value in (g.get("github_rate_limit") or {}).items():
             response.headers.setdefault(name, value)
+        if g.get("github_api_version"):
+            response.headers.setdefault(api_versions.SELECTED, g.github_api_version)
         return response
 
     @bp.errorhandler(GitHubRefusal)
@@ -148,7 +156,11 @@ def blueprint(sim: Simulator) -> Blueprint:
             raise GitHubRefusal(422, "permissions must be an object.")
         issued, installation = sim.apps.issue_token(app, installation_id, permissions)
         base_url = request.host_url.rstrip("/")
-        return json_response(sim.apps.token_json(issued, installation, base_url), 201)
+        body = sim.apps.token_json(issued, installation, base_url)
+        if "repositories" in body:
+            shaped = [api_versions.shaped("repository", r) for r in body["repositories"]]
+            body["repositories"] = shaped
+        return json_response(body, 201)
 
     @bp.post("/graphql")
     def github_graphql() -> Response:

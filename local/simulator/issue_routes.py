@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from flask import Blueprint, Response, request
 
+from local.simulator.api_versions import shaped, taken
 from local.simulator.comments import USER
 from local.simulator.github_answers import base_url, created, github_body, github_object, paged
 from local.simulator.github_routes import authorize
@@ -72,24 +73,26 @@ def add_api_routes(bp: Blueprint, sim: Simulator) -> None:
     def list_issues(owner: str, repo: str) -> Response:
         authorize(sim, owner, repo, "issues", "read")
         issues = listed(sim.issues.every(owner, repo))
-        return paged([issue_json(base_url(), i) for i in issues])
+        return paged([shaped("issue", issue_json(base_url(), i)) for i in issues])
 
     @bp.post("/repos/<owner>/<repo>/issues")
     def create_issue(owner: str, repo: str) -> Response:
         authorize(sim, owner, repo, "issues", "write")
-        issue = sim.issues.create(owner, repo, github_object(), USER["login"])
-        return created(issue_json(base_url(), issue))
+        fields = taken("issue", github_object())
+        issue = sim.issues.create(owner, repo, fields, USER["login"])
+        return created(shaped("issue", issue_json(base_url(), issue)))
 
     @bp.get(ISSUE)
     def get_issue(owner: str, repo: str, number: int) -> Response:
         authorize(sim, owner, repo, "issues", "read")
-        return json_response(issue_json(base_url(), sim.issues.get(owner, repo, number)))
+        issue = sim.issues.get(owner, repo, number)
+        return json_response(shaped("issue", issue_json(base_url(), issue)))
 
     @bp.patch(ISSUE)
     def update_issue(owner: str, repo: str, number: int) -> Response:
         authorize(sim, owner, repo, "issues", "write")
-        issue = sim.issues.update(owner, repo, number, github_object())
-        return json_response(issue_json(base_url(), issue))
+        issue = sim.issues.update(owner, repo, number, taken("issue", github_object()))
+        return json_response(shaped("issue", issue_json(base_url(), issue)))
 
     @bp.get(f"{ISSUE}/labels")
     def list_labels(owner: str, repo: str, number: int) -> Response:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from flask import Blueprint, Response, request
 
+from local.simulator.api_versions import shaped
 from local.simulator.comments import USER
 from local.simulator.github_answers import base_url, created, github_object, paged
 from local.simulator.github_routes import authorize
@@ -58,12 +59,13 @@ def add_api_routes(bp: Blueprint, sim: Simulator) -> None:
         ]
         if request.args.get("direction") == "asc":
             chosen.reverse()
-        return paged([pull_json(base_url(), i, simple=True) for i in chosen])
+        return paged([shaped("pull", pull_json(base_url(), i, simple=True)) for i in chosen])
 
     @bp.get(PULL)
     def get_pull(owner: str, repo: str, number: int) -> Response:
         authorize(sim, owner, repo, "pull_requests", "read")
-        return json_response(pull_json(base_url(), sim.issues.get_pull(owner, repo, number)))
+        issue = sim.issues.get_pull(owner, repo, number)
+        return json_response(shaped("pull", pull_json(base_url(), issue)))
 
     @bp.get(f"{PULL}/files")
     def list_files(owner: str, repo: str, number: int) -> Response:

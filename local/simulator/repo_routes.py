@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response
 
+from local.simulator.api_versions import shaped
 from local.simulator.comments import USER
 from local.simulator.commit_statuses import combined_json, status_json
 from local.simulator.github import DEFAULT_REF, blob_sha, file_body
@@ -106,7 +107,7 @@ def add_api_routes(bp: Blueprint, sim: Simulator) -> None:
     @bp.get("/repos/<owner>/<repo>")
     def get_repository(owner: str, repo: str) -> Response:
         authorize(sim, owner, repo, "metadata", "read")
-        body = repository(base_url(), f"{owner}/{repo}", DEFAULT_BRANCH)
+        body = shaped("repository", repository(base_url(), f"{owner}/{repo}", DEFAULT_BRANCH))
         open_count = sim.issues.open_count(owner, repo)
         return json_response(
             {
@@ -159,4 +160,6 @@ def add_api_routes(bp: Blueprint, sim: Simulator) -> None:
     def combined_status(owner: str, repo: str, ref: str) -> Response:
         authorize(sim, owner, repo, "statuses", "read")
         statuses = sim.statuses.for_ref(owner, repo, ref)
-        return json_response(combined_json(base_url(), owner, repo, ref, statuses))
+        combined = combined_json(base_url(), owner, repo, ref, statuses)
+        combined["repository"] = shaped("repository", combined["repository"])
+        return json_response(combined)

@@ -7,8 +7,8 @@ its variables, in order, so a test sees which files one request read.
 A GitHub request is also kept with what it sent and who sent it, for `GET
 /_sim/github/requests` (`github()`): `body` (the parsed JSON, None when there is none or
 it is not JSON), `installation_id` (of an installation token the simulator issued, else
-None) and `auth` ("installation", "app" for an App JWT, "token" for any other token, or
-None without one).
+None), `auth` ("installation", "app" for an App JWT, "token" for any other token, or
+None without one) and `api_version` (its `X-GitHub-Api-Version` header, None without one).
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ class RequestLog:
         files: list[str] | None = None,
         github: dict[str, Any] | None = None,
     ) -> None:
-        """One request; `github`: its `body`, `installation_id` and `auth` (GitHub only)."""
+        """One request; `github`: its `body`, `installation_id`, `auth` and `api_version`
+        (GitHub only)."""
         entry: dict[str, Any] = {"method": method, "path": path, "query": query}
         if files is not None:
             entry["files"] = files
@@ -54,7 +55,8 @@ class RequestLog:
 
     def github(self, method: str | None = None, path_prefix: str = "") -> list[dict[str, Any]]:
         """The GitHub requests (of `method`, under `path_prefix`), oldest first, each with
-        `body`, `installation_id` and `auth` besides `method`, `path`, `query`."""
+        `body`, `installation_id`, `auth` and `api_version` besides `method`, `path`,
+        `query`."""
         with self._lock:
             kept = list(self._entries)
         return [
