@@ -24,6 +24,7 @@ from shared.handoff.envelope import SOURCES, Envelope
 from shared.handoff.tasks import task_id_for
 from shared.handoff.to_worker import hand_to_worker
 from shared.ledger import DELIVERY_STATUSES, Delivery, Ledger, Recovery
+from shared.statuses import DeliveryStatus, RecoveryStatus
 
 LIST_COLUMNS = [
     ("SOURCE", "source"),
@@ -106,11 +107,11 @@ def recovery_summary(recovery: Recovery | None) -> str | None:
     """How a GitHub delivery came back, in a few words (None: it never failed)."""
     if recovery is None:
         return None
-    if recovery.status == "recovered":
+    if recovery.status == RecoveryStatus.RECOVERED:
         return f"by {recovery.via} after {recovery.after_s or 0:.0f} s"
-    if recovery.status == "accepted":
+    if recovery.status == RecoveryStatus.ACCEPTED:
         return "GitHub timed out; the ingress had it"
-    if recovery.status == "open" and recovery.via:
+    if recovery.status == RecoveryStatus.OPEN and recovery.via:
         return f"open ({recovery.via} sent)"
     return recovery.status
 
@@ -192,7 +193,7 @@ def replay(delivery: Delivery, *, force: bool = False) -> dict[str, Any]:
     they are.
     """
     label = f"{delivery.source}:{delivery.delivery_id}"
-    if delivery.status == "queued" and not force:
+    if delivery.status == DeliveryStatus.QUEUED and not force:
         # Its task may still be retrying: the replay would only wait for it (lease).
         raise CliError(
             f"delivery {label} is still queued (its task may be retrying); "

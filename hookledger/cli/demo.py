@@ -29,6 +29,7 @@ from hookledger.cli.output import CliError, Output
 from hookledger.sending import send_event
 from shared.entrypoints import runtime
 from shared.ledger import Ledger, Operation
+from shared.statuses import OperationStatus
 
 T = TypeVar("T")
 REPO = "hookledger/demo"
@@ -285,7 +286,7 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
     }
     if out.json:
         out.emit(result, lambda: "")
-    if (settled.status, settled.settled_by) != ("succeeded", "reconcile"):
+    if (settled.status, settled.settled_by) != (OperationStatus.SUCCEEDED, "reconcile"):
         raise CliError(
             f"demo: {name} settled {settled.status} by {settled.settled_by}; "
             "expected succeeded by reconcile"

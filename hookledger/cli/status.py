@@ -13,6 +13,7 @@ from hookledger.cli.output import Output, age, rfc3339, table
 from shared.clock import Clock, system_clock
 from shared.entrypoints import runtime
 from shared.ledger import DELIVERY_STATUSES, OPERATION_STATUSES, STUCK_ALERTED_AT, Ledger
+from shared.statuses import DeliveryStatus
 
 STUCK_SHOWN = 10
 STUCK_FIELDS = ("name", "kind", "status", "submitted_at", STUCK_ALERTED_AT)
@@ -49,7 +50,7 @@ def collect(ledger: Ledger | None = None, clock: Clock = system_clock) -> dict[s
     return {
         "operations": operations,
         "deliveries": deliveries,
-        "dead_deliveries": deliveries.get("dead", 0),
+        "dead_deliveries": deliveries.get(DeliveryStatus.DEAD, 0),
         "oldest_pending": oldest,
         "stuck_alerts": ledger.queries.count_stuck_alerted(),
         "stuck": stuck,

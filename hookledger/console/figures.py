@@ -16,6 +16,7 @@ from typing import Any
 
 from shared.ledger import DELIVERY_STATUSES, OPERATION_STATUSES, Ledger
 from shared.ledger.recoveries import RECOVERY_STATUSES
+from shared.statuses import DeliveryStatus
 
 HOURS = 24
 STUCK_SHOWN = 10
@@ -64,7 +65,7 @@ def hourly(ledger: Ledger, now: datetime) -> Hourly:
     buckets: list[list[float]] = [[] for _ in starts]
     for fields in sample:
         received, updated = fields.get("received_at"), fields.get("updated_at")
-        if fields.get("status") != "done" or received is None or updated is None:
+        if fields.get("status") != DeliveryStatus.DONE or received is None or updated is None:
             continue
         index = int((received - starts[0]).total_seconds() // 3600)
         if 0 <= index < HOURS:

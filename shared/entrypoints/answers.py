@@ -20,6 +20,7 @@ from shared.errors import Deferred
 from shared.handoff.envelope import DEFAULT_MAX_AGE_S, Envelope
 from shared.handoff.tasks import task_id_for
 from shared.ledger import Delivery, LedgerError
+from shared.statuses import DeliveryStatus
 
 if TYPE_CHECKING:
     from shared.config import Config
@@ -165,7 +166,7 @@ class Answers:
             reason=reason,
             **ids,
         )
-        return Reply(200, {"status": "dead", "reason": reason, **ids})
+        return Reply(200, {"status": DeliveryStatus.DEAD, "reason": reason, **ids})
 
     def busy(self, ids: dict[str, Any], stored: Delivery) -> Reply:
         """Another attempt's lease is live: run nothing, mark nothing, come back later."""

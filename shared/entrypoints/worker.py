@@ -53,6 +53,7 @@ from shared.ledger import (
 from shared.retry import server_error
 from shared.signatures import VerificationError
 from shared.signatures.oidc import OidcError, OidcVerifier
+from shared.statuses import DeliveryStatus
 
 log = logs.get_logger("worker")
 
@@ -343,7 +344,7 @@ def _end_attempt_span(span: tracing.Span, reply: Reply) -> None:
     """The outcome on the span; a retry is an error, a dead delivery's trace always kept."""
     status = reply.body.get("status")
     span.set(outcome=status, **{"http.response.status_code": reply.status})
-    if status == "dead":
+    if status == DeliveryStatus.DEAD:
         span.keep()
         span.fail(str(reply.body.get("reason")))
     elif server_error(reply.status) and status != "busy":  # busy: another attempt is running it
@@ -367,7 +368,7 @@ def _done_in_commit(
     if not (isinstance(outcome, Done) and end is not None and end.applied):
         return None
     logs.event(log, logging.INFO, f"delivery done: {outcome.detail}", **ids)
-    return Reply(200, {"status": "done", "detail": outcome.detail, **ids})
+    return Reply(200, {"status": DeliveryStatus.DONE, "detail": outcome.detail, **ids})
 
 
 def _lease_end(recorded: Recorded) -> datetime | None:

@@ -19,6 +19,7 @@ from shared.ledger.ids import clip_error, delivery_id
 from shared.ledger.records import (
     DELIVERY_STATUSES,
     LEASE,
+    QUEUED,
     Delivery,
     DeliveryEnd,
     DeliveryLease,
@@ -153,7 +154,7 @@ class DeliveryMarks:
         }
         if error is not None:
             update["last_error"] = clip_error(error)
-        if held is not None and (attempt is not None or status != "queued"):
+        if held is not None and (attempt is not None or status != QUEUED):
             # The attempt is over: its lease ends now, and its id stays on record.
             update[LEASE] = DeliveryLease(held.attempt, min(held.until, now)).to_dict()
         return update
@@ -174,7 +175,7 @@ class DeliveryMarks:
             data = snapshot.to_dict() or {}
             now = self._clock()
             update: dict[str, Any] = {
-                "status": "queued",
+                "status": QUEUED,
                 "attempts": int(data.get("attempts", 0)) + 1,
                 "updated_at": now,
                 "expire_at": now + self._retention,

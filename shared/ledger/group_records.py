@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-OPEN = "open"
-SEALED = "sealed"
-FAILED = "failed"
+from shared.statuses import GroupStatus
+
+OPEN, SEALED, FAILED = GroupStatus.OPEN, GroupStatus.SEALED, GroupStatus.FAILED
 GROUP_TAG = "group"  # the token of a group batch's display name, `hookledger:group:{gid}`
 # An item's operation name: `groups/{gid}.{index}` (never a Gemini name: settled through its
 # group's batch, shared/settlement).

@@ -27,6 +27,7 @@ from shared.ledger.recordtypes import (
     Submission,
     SweepReport,
 )
+from shared.statuses import DeliveryStatus, InstallationStatus, OperationStatus
 
 __all__ = [
     "ACTIVE",
@@ -73,9 +74,12 @@ __all__ = [
     "DeliveryEnd",
     "DeliveryLease",
     "DeliveryRead",
+    "DeliveryStatus",
+    "InstallationStatus",
     "ItemLease",
     "Marked",
     "Operation",
+    "OperationStatus",
     "OutboxItem",
     "Recorded",
     "Settled",
@@ -105,31 +109,24 @@ BODY_DEDUPED_SOURCES = frozenset({"github"})
 # GitHub's signed times (it reuses `updated_at`), and the installation itself never expires.
 UNEXPIRING_BODY_EVENTS = frozenset({"installation", "installation_repositories"})
 
-# The status words: operations' and deliveries', their display order, and which are
-# terminal or finished, defined here only (tests/unit/test_status_words.py fails on a copy).
-PENDING = "pending"
-SUCCEEDED, FAILED, CANCELLED, EXPIRED = "succeeded", "failed", "cancelled", "expired"
+# The status words are enums in shared/statuses.py; here, their short names and which of
+# them are terminal or finished (tests/unit/test_status_words.py fails on a copy elsewhere).
+PENDING = OperationStatus.PENDING
+SUCCEEDED, FAILED = OperationStatus.SUCCEEDED, OperationStatus.FAILED
+CANCELLED, EXPIRED = OperationStatus.CANCELLED, OperationStatus.EXPIRED
+SUPERSEDED = OperationStatus.SUPERSEDED
 TERMINAL_STATUSES = frozenset({SUCCEEDED, FAILED, CANCELLED, EXPIRED})
-# A batch made for a push that already has its winning batch (docs/architecture.md,
-# "One winner per push"): recorded final at once, cancelled at Gemini through its outbox,
-# never settled, never written back.
-SUPERSEDED = "superseded"
-# Every operation status, in the order the CLI and the console show them.
-OPERATION_STATUSES = (PENDING, *sorted(TERMINAL_STATUSES), SUPERSEDED)
+OPERATION_STATUSES = tuple(OperationStatus)
 SETTLED_BY = frozenset({"webhook", "reconcile"})
-# `unresolved`: a Gemini event whose `data.id` names no operation in the ledger; the
-# operation (if ours) is left to reconcile (docs/architecture.md, "worker").
-UNRESOLVED = "unresolved"
-QUEUED, DONE, IGNORED, DEAD = "queued", "done", "ignored", "dead"
-# Every delivery status, in the order the CLI and the console show them.
-DELIVERY_STATUSES = (QUEUED, DONE, IGNORED, UNRESOLVED, DEAD)
+QUEUED, DONE, IGNORED = DeliveryStatus.QUEUED, DeliveryStatus.DONE, DeliveryStatus.IGNORED
+UNRESOLVED, DEAD = DeliveryStatus.UNRESOLVED, DeliveryStatus.DEAD
+DELIVERY_STATUSES = tuple(DeliveryStatus)
 # A delivery in one of these is finished: nothing moves it back but an operator's replay
 # (docs/architecture.md, "Delivery lease"). Only `queued` is not.
 FINISHED_DELIVERY_STATUSES = frozenset(DELIVERY_STATUSES) - {QUEUED}
-# A GitHub App installation's status (docs/architecture.md, "installations/{id}"), in the
-# order the CLI shows them. `deleted` is final: GitHub never reuses an installation id.
-ACTIVE, SUSPENDED, DELETED = "active", "suspended", "deleted"
-INSTALLATION_STATUSES = (ACTIVE, SUSPENDED, DELETED)
+ACTIVE, SUSPENDED = InstallationStatus.ACTIVE, InstallationStatus.SUSPENDED
+DELETED = InstallationStatus.DELETED
+INSTALLATION_STATUSES = tuple(InstallationStatus)
 # Which repositories an installation covers: every one of its account's, or a selection.
 ALL_REPOSITORIES, SELECTED_REPOSITORIES = "all", "selected"
 STUCK_ALERTED_AT = "stuck_alerted_at"

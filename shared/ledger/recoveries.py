@@ -28,11 +28,14 @@ from shared.ledger.commits import Commits
 from shared.ledger.errors import InvalidArgument, StoreUnavailable
 from shared.ledger.ids import check_limit
 from shared.ledger.runs import RECONCILE_STATE
+from shared.statuses import RecoveryStatus
 
 GITHUB_RECOVERIES = "github_recoveries"
 CHECKPOINT_ID = "github_deliveries"
-OPEN = "open"
-RECOVERY_STATUSES = (OPEN, "recovered", "accepted", "ignored", "unrecoverable")
+
+
+OPEN = RecoveryStatus.OPEN
+RECOVERY_STATUSES = tuple(RecoveryStatus)
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ from shared.handoff.claims import ClaimError
 from shared.ledger import Ledger, LedgerError, Recovery
 from shared.recovery.handoff import HandOff, Recovered, recovered_task_id, rehanded_task_id
 from shared.recovery.report import SweepReport, SweepSettings
+from shared.statuses import RecoveryStatus
 
 log = logs.get_logger("reconcile.github")
 ALERT = "github_delivery_unrecoverable"
@@ -110,7 +111,7 @@ class RecoveryActions:
         expires = recovery.failed_at + GITHUB_DELIVERY_WINDOW
         if now >= expires:
             recovery = self._alert(recovery, report, now) or recovery
-            if self._change(recovery, report, status="unrecoverable") is not None:
+            if self._change(recovery, report, status=RecoveryStatus.UNRECOVERABLE) is not None:
                 report.unrecoverable += 1
             return
         if now >= expires - self._settings.horizon and recovery.alerted_at is None:
@@ -139,7 +140,11 @@ class RecoveryActions:
                 log,
                 logging.INFO,
                 f"github delivery {recovery.guid} {status}"
-                + (f" by {recovery.via} after {after_s:g} s" if status == "recovered" else ""),
+                + (
+                    f" by {recovery.via} after {after_s:g} s"
+                    if status == RecoveryStatus.RECOVERED
+                    else ""
+                ),
                 guid=recovery.guid,
                 delivery_event=recovery.event,
                 via=recovery.via,
@@ -199,7 +204,9 @@ class RecoveryActions:
             return self._note(recovery, report, run, error, failed=True)
         reason = events.refusal("github", request.delivery.event, request.payload)
         if reason is not None:
-            ignored = self._change(recovery, report, status="ignored", last_error=reason)
+            ignored = self._change(
+                recovery, report, status=RecoveryStatus.IGNORED, last_error=reason
+            )
             report.ignored += int(ignored is not None)
             return ignored
         task_id = (rehanded_task_id if again else recovered_task_id)(recovery.guid)

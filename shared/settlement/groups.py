@@ -179,7 +179,7 @@ def _index_of(name: str) -> int:
 
 
 # A group that did not succeed needs no second read: its items end as it did.
-_ENDED = {
+_ENDED: dict[str, str] = {
     FAILED: "JOB_STATE_FAILED",
     CANCELLED: "JOB_STATE_CANCELLED",
     EXPIRED: "JOB_STATE_EXPIRED",

@@ -60,6 +60,7 @@ from shared.settlement import (
     cancel,  # noqa: F401  registers the cancel deliverer
     groups,
 )
+from shared.statuses import OperationStatus
 
 if TYPE_CHECKING:
     from shared.gemini import BatchStatus, GeminiGateway
@@ -148,7 +149,7 @@ class Settler:
         status = batch.terminal_status
         if status is None:
             return SettleResult(RUNNING, waits_for=batch.waits_for)
-        if status == "succeeded" and not batch.rows_complete:
+        if status == OperationStatus.SUCCEEDED and not batch.rows_complete:
             batch = self._unread(record, batch)
             status = "failed"
         kind = kinds.get(record.kind)
@@ -169,11 +170,11 @@ class Settler:
             if kind.writeback is not None:
                 kind.writeback(_app_writes(kind, writes), current, batch)
 
-        if status == "succeeded":
+        if status == OperationStatus.SUCCEEDED:
             _keep_rows(self.ledger, record, batch)
         outbox = kinds.kind_items(kind.outbox(record, batch), record.context) if kind.outbox else []
-        error = batch.error if status != "succeeded" else None
-        if error is None and status != "succeeded":
+        error = batch.error if status != OperationStatus.SUCCEEDED else None
+        if error is None and status != OperationStatus.SUCCEEDED:
             error = {"message": f"batch ended {batch.state}"}
         crash_point("settle.before_commit")
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shared.crashpoints import crash_point
 from shared.errors import Deferred
+from shared.statuses import GroupStatus
 
 if TYPE_CHECKING:
     from shared.kinds import Sharing
@@ -91,7 +92,7 @@ def seal_if_due(run: Submitter, operation: str) -> str:
     if gid is None:
         return f"already submitted as {operation}"
     group = run.deps.ledger.groups.get(gid)
-    if group is None or (group.due_at is None and group.status != "open"):
+    if group is None or (group.due_at is None and group.status != GroupStatus.OPEN):
         return f"already joined as {operation}"
     return f"already joined as {operation}; {_seal(run, gid)}"
 
