@@ -76,7 +76,11 @@ def live_finder(timeout_s: float = TIMEOUT_S) -> Find | None:
     if not cfg.github_app_id:
         return None
     client = ChecksClient(
-        cfg.github_api_url, auth=runtime.github_auth(), timeout_s=timeout_s, attempts=1
+        cfg.github_api_url,
+        auth=runtime.github_auth(),
+        timeout_s=timeout_s,
+        attempts=1,
+        api_version=cfg.github_api_version,
     )
 
     def find(repo: str, sha: str, external_id: str, installation: int) -> CheckRun | None:

@@ -205,6 +205,7 @@ def build_github_auth(cfg: Config) -> GitHubAuth:
         timeout_s=cfg.http_timeout_s,
         clock=system_clock,
         fallback=token,
+        api_version=cfg.github_api_version,
     )
 
 
@@ -231,7 +232,12 @@ def github() -> ContentsClient:
     from shared.github import ContentsClient
 
     cfg = config()
-    return ContentsClient(cfg.github_api_url, auth=github_auth(), timeout_s=cfg.http_timeout_s)
+    return ContentsClient(
+        cfg.github_api_url,
+        auth=github_auth(),
+        timeout_s=cfg.http_timeout_s,
+        api_version=cfg.github_api_version,
+    )
 
 
 @once
@@ -246,6 +252,7 @@ def comments() -> CommentsClient:
         timeout_s=_comments_timeout_s(cfg),
         attempts=2,
         max_pages=10,
+        api_version=cfg.github_api_version,
     )
 
 
@@ -255,7 +262,12 @@ def checks() -> ChecksClient:
     from shared.github.checks import ChecksClient
 
     cfg = config()
-    return ChecksClient(cfg.github_api_url, auth=github_auth(), timeout_s=_comments_timeout_s(cfg))
+    return ChecksClient(
+        cfg.github_api_url,
+        auth=github_auth(),
+        timeout_s=_comments_timeout_s(cfg),
+        api_version=cfg.github_api_version,
+    )
 
 
 def _comments_timeout_s(cfg: Config) -> float:
@@ -363,6 +375,7 @@ def delivery_sweep() -> DeliverySweep | None:
         app_credentials(cfg),
         timeout_s=cfg.http_timeout_s,
         policy=github_policy(attempts=1),  # a run stops and resumes rather than waits
+        api_version=cfg.github_api_version,
     )
     hand_off = WorkerHandOff(cfg, build_sealer(cfg), task_queue, system_clock)
     return DeliverySweep(ledger(), client, hand_off, system_clock, SweepSettings.from_config(cfg))

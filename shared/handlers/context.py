@@ -289,7 +289,10 @@ class HandlerContext:
 
         cfg = self._config
         return ChecksClient(
-            cfg.github_api_url, auth=self.github_auth, timeout_s=min(cfg.http_timeout_s, 10.0)
+            cfg.github_api_url,
+            auth=self.github_auth,
+            timeout_s=min(cfg.http_timeout_s, 10.0),
+            api_version=cfg.github_api_version,
         )
 
     @property
@@ -314,7 +317,10 @@ class HandlerContext:
 
         cfg = self._config
         return GitHubApi(
-            cfg.github_api_url, auth=self.github_auth, timeout_s=min(cfg.http_timeout_s, 10.0)
+            cfg.github_api_url,
+            auth=self.github_auth,
+            timeout_s=min(cfg.http_timeout_s, 10.0),
+            api_version=cfg.github_api_version,
         )
 
     @property

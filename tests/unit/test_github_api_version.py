@@ -18,11 +18,13 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from shared.config import DEFAULTS, Config, ConfigError
-from shared.github import API_VERSION, CommentsClient, ContentsClient
+from shared.entrypoints.runtime import build_github_auth
+from shared.github import API_VERSION, CommentsClient, ContentsClient, GitHubUnavailable
 from shared.github.app import AppAuth, AppCredentials
 from shared.github.checks import ChecksClient
 from shared.github.hook_deliveries import HookDeliveriesClient
 from shared.github.rest import GitHubApi
+from shared.handlers.context import ClientFactories, HandlerContext
 
 API = "http://github.local"
 REPO = "octo/docs"
@@ -67,13 +69,17 @@ class Wire(requests.Session):
 
 
 @pytest.fixture(scope="module")
-def credentials() -> AppCredentials:
+def pem() -> str:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(
+    return key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.TraditionalOpenSSL,
         serialization.NoEncryption(),
-    )
+    ).decode()
+
+
+@pytest.fixture(scope="module")
+def credentials(pem) -> AppCredentials:
     return AppCredentials.from_pem("Iv23liTEST0001", pem)
 
 
@@ -151,3 +157,25 @@ def test_github_api_version_is_read(name, raw, read):
 def test_a_version_that_is_not_a_date_is_refused_naming_the_variable(raw):
     with pytest.raises(ConfigError, match="GITHUB_API_VERSION must be a GitHub REST API version"):
         Config.from_env({**ENV, "GITHUB_API_VERSION": raw})
+
+
+def test_the_functions_build_their_clients_for_the_configured_version(monkeypatch, pem):
+    sent: list[tuple[str, str]] = []
+
+    def record(self, method, url, **kwargs):  # the edge of requests: nothing leaves
+        sent.append((url, kwargs["headers"]["X-GitHub-Api-Version"]))
+        raise requests.ConnectionError("recorded, not sent")
+
+    monkeypatch.setattr(requests.Session, "request", record)
+    app = {"GITHUB_APP_ID": "Iv23liTEST0001", "GITHUB_APP_PRIVATE_KEY": pem}
+    env = {**ENV, **app, "GITHUB_API_URL": API, "GITHUB_API_VERSION": "2022-11-28"}
+    cfg = Config.from_env(env)
+    auth = build_github_auth(cfg)
+    context = HandlerContext(cfg, ClientFactories.from_lookup(None, {}.__getitem__))
+
+    with pytest.raises(GitHubUnavailable):
+        auth.headers(42)  # the App's token mint
+    with pytest.raises(GitHubUnavailable):
+        context.github_api.request("GET", "/repos/octo/docs", retry=False)
+
+    assert [version for _, version in sent] == ["2022-11-28", "2022-11-28"], sent
