@@ -46,7 +46,7 @@ POINTS: dict[str, str] = {
     "settle.before_commit": "the batch was read; the settling commit was never sent",
     "settle.committed": "settlement, write-back and outbox items are committed",
     # outbox path (the deliverer and the sweep)
-    "outbox.claimed": "the item's lease is committed; nothing was sent",
+    "outbox.leased": "the item's lease is committed; nothing was sent",
     # any app's deliverer (outbox.py): before it is called, and once it has returned
     "outbox.before_deliver": "the deliverer is about to be called; nothing was sent",
     "outbox.delivered": "the deliverer returned; the item is not marked delivered",
@@ -56,6 +56,9 @@ POINTS: dict[str, str] = {
     "cancel.before_call": "a superseded batch's cancel was never sent",
     "cancel.called": "Gemini cancelled the batch; the item is not marked delivered",
 }
+
+# Former names -> current ones, so a test crashing at an old name is told the new one.
+RENAMED: dict[str, str] = {"outbox.claimed": "outbox.leased"}
 
 
 class Crashed(BaseException):  # an event, not an error to handle: no `except Exception` sees it
@@ -84,7 +87,8 @@ def crashing_at(name: str, times: int = 1) -> Iterator[list[str]]:
     An unknown name is a `KeyError` at once, so a typo cannot make a sweep pass vacuously.
     """
     if name not in POINTS:
-        raise KeyError(f"no crash point named {name!r}; see shared/crashpoints.py")
+        renamed = f" (now {RENAMED[name]!r})" if name in RENAMED else ""
+        raise KeyError(f"no crash point named {name!r}{renamed}; see shared/crashpoints.py")
     reached: list[str] = []
     left = [times]
 

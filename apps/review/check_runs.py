@@ -58,7 +58,7 @@ log = api.get_logger("review")
 
 CHECK_RUN = "github-check-run"  # the outbox payload kind delivered here
 # How a `finish` waits for the `start` another deliverer is publishing: 0.25 s doubling to
-# 2 s, six waits (~8 s at most), far inside the finish's own claim (OUTBOX_LEASE_S).
+# 2 s, six waits (~8 s at most), far inside the finish's own lease (OUTBOX_LEASE_S).
 START_WAIT = Backoff(attempts=6, first_s=0.25, cap_s=2.0, jitter=0.0)
 _sleep = time.sleep  # tests replace it
 START, FINISH = "start", "finish"
@@ -128,7 +128,7 @@ def publish_check_run(item: OutboxItem, services: DeliveryServices) -> None:
     if record is None:
         raise PermanentError(f"outbox item {item.idempotency_key}: {operation} is not recorded")
     if _role(payload) == FINISH:
-        # The ledger's clock, which stamped the start's claim: the item's lease carries it.
+        # The ledger's clock, which stamped the start's lease: the item's lease carries it.
         record = _after_start(record, services, item.lease.clock if item.lease else None)
 
     if left_to_newer("check run", record, services, item):
@@ -174,13 +174,13 @@ def _after_start(record: Operation, services: DeliveryServices, clock: Clock | N
     """`record` once its `start` item is closed, re-read while another deliverer holds it
     (a batch settled seconds after its push); `StartStillOpen` when it stays open.
 
-    "Holds" is read on `clock`, the ledger's (it stamped the start's `claimed_until`); with
-    none (an item handed over without a claim) nothing is waited for."""
+    "Holds" is read on `clock`, the ledger's (it stamped the start's `leased_until`); with
+    none (an item handed over without a lease) nothing is waited for."""
     for retry in range(START_WAIT.attempts + 1):
         start = next((i for i in record.outbox if _role(i.payload) == START and i.open), None)
         if start is None:
             return record
-        until = start.claimed_until
+        until = start.leased_until
         held = clock is not None and until is not None and until > clock()
         if not held or retry == START_WAIT.attempts:
             break

@@ -123,13 +123,13 @@ def _kind(item: dict[str, Any]) -> str:
 
 
 def _item_state(item: dict[str, Any]) -> str:
-    """`: attempts 2, last error …, claimed until …` for what an open item has."""
+    """`: attempts 2, last error …, leased until …` for what an open item has."""
     parts = [
         f"{label} {item[field]}"
         for field, label in (
             ("attempts", "attempts"),
             ("last_error", "last error"),
-            ("claimed_until", "claimed until"),
+            ("leased_until", "leased until"),
             ("next_attempt_at", "next attempt at"),
         )
         if item.get(field)

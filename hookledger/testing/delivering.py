@@ -114,7 +114,7 @@ class Delivering(Stored):
         The settling call delivers the items right after its commit. An item it left (it
         crashed after the commit, or the deliverer failed and backs off) is delivered by
         reconcile's sweep only, and the kit runs no scheduler: call `reconcile()`, or pass
-        `sweep=True` to run it whenever an item is open, unclaimed and due.
+        `sweep=True` to run it whenever an item is open, unleased and due.
         """
         seen: dict[str, Any] = {}
 
@@ -166,16 +166,16 @@ def _final(record: Mapping[str, Any]) -> bool:
 
 
 def _sweepable(item: Mapping[str, Any]) -> bool:
-    """An open item reconcile's sweep would take now: no live claim, and due."""
+    """An open item reconcile's sweep would take now: no live lease, and due."""
     now = datetime.now(UTC)
     return all(
         not isinstance(item.get(f), datetime) or item[f] <= now
-        for f in ("claimed_until", "next_attempt_at")
+        for f in ("leased_until", "next_attempt_at")
     )
 
 
 def _open_items(record: Mapping[str, Any] | None) -> list[str]:
-    shown = ("attempts", "last_error", "claimed_until", "next_attempt_at")
+    shown = ("attempts", "last_error", "leased_until", "next_attempt_at")
     items = (record or {}).get("outbox", [])
     return [
         f"{item['idempotency_key']} {_fields(item, shown)}"

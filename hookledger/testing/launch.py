@@ -68,7 +68,7 @@ KIT_SETTINGS = {
     # 21 s rather than 10 min, so the retry after a `crash_at` runs within a test.
     "WORKER_TIMEOUT_S": "18",
     "TASK_DISPATCH_DEADLINE_S": "15",
-    # A crashed deliverer's claim on an outbox item ends in 15 s (3 GitHub calls of
+    # A crashed deliverer's lease on an outbox item ends in 15 s (3 GitHub calls of
     # HTTP_TIMEOUT_S) rather than 5 min, so the sweep takes it over within a test.
     "OUTBOX_LEASE_S": "15",
     "RECONCILE_GRACE_S": "0",  # `reconcile()` looks at an operation however young

@@ -262,8 +262,8 @@ def _item_state(item: Any) -> str:
     if item.delivered_at is not None:
         return f"{role} delivered"
     return (
-        f"{role} open: {item.attempts} attempts, next {item.next_attempt_at}, claimed until "
-        f"{item.claimed_until}, last error {item.last_error!r}"
+        f"{role} open: {item.attempts} attempts, next {item.next_attempt_at}, leased until "
+        f"{item.leased_until}, last error {item.last_error!r}"
     )
 
 

@@ -2,24 +2,26 @@
 
 Items are stored on the operation in the settling transaction and delivered afterwards
 with the idempotency key `"{doc_id}:{index}"` (docs/architecture.md, "Outbox"). Each
-delivery first CLAIMS its item by a conditional commit on the operation: a new owner token
-(`claimed_by`) and a lease (`claimed_until`). Only the token's holder may mark the item
-delivered or record its failure; a holder whose lease expired and was claimed again by
+delivery first LEASES its item by a conditional commit on the operation: a new owner token
+(`leased_by`) and the lease's end (`leased_until`). Only the token's holder may mark the
+item delivered or record its failure; a holder whose lease expired and was leased again by
 someone else changes nothing::
 
-    A claims (token a, lease 5 min) → v2
+    A leases (token a, 5 min) → v2
     A deliver: slow pages …                    … lease expires …
-                                               B claims (token b) → v3
+                                               B leases (token b) → v3
                                                B deliver: re-check "still b" → POST → #7
-                                               B marks delivered on "claimed_by == b" → v4
+                                               B marks delivered on "leased_by == b" → v4
     A deliver: re-check "still a" → no → no POST (retryable)
-    A records its failure: claimed_by is b → nothing written, logged
+    A records its failure: leased_by is b → nothing written, logged
 
-The deliverer gets the claim as `item.lease` (`ItemLease`: `seconds_left()`, `still_owner()`),
+The deliverer gets the lease as `item.lease` (`ItemLease`: `seconds_left()`, `still_owner()`),
 so it can keep each external call inside the lease and re-check ownership right before
-acting. A crash after the external call and before the mark leaves the item claimed; once
-the lease expires the next sweep claims it again and repeats the call with the SAME key,
-so a deliverer must be idempotent (look for its marker before acting).
+acting. A crash after the external call and before the mark leaves the item leased; once
+the lease expires the next sweep leases it again and repeats the call with the SAME key,
+so a deliverer must be idempotent (look for its marker before acting). Items stored before
+the lease had its own words carry `claimed_by`/`claimed_until`: read as the lease, and
+rewritten with the new words at the next change.
 
 A failing `deliver` releases the lease and sets `attempts + 1`, `last_error` and
 `next_attempt_at` (backoff from 30 s up to 30 min); ERROR `alert="outbox_item_failing"`
@@ -29,7 +31,7 @@ never tried again and no longer holds the outbox open. Only a failure left for t
 raises `OutboxDeliveryFailed`; a given-up item is closed, so the call goes on with the next
 item and no caller says "the sweep will retry" about it.
 
-Crash points around each deliverer call (shared/crashpoints.py): `outbox.claimed` (the
+Crash points around each deliverer call (shared/crashpoints.py): `outbox.leased` (the
 lease committed), `outbox.before_deliver` (the deliverer about to be called),
 `outbox.delivered` (it returned; the mark not yet committed) and `outbox.marked`. Between
 `outbox.delivered` and the marking commit there is only that commit's read: a crash there
@@ -41,7 +43,7 @@ its lease ends), which the sweep queries in order; and, once no item is open,
 `writeback_done` and the TTL `expire_at` (nothing is deleted while its outbox is unsent).
 
 A PENDING operation may carry items too (a check run shown `in_progress`, recorded with
-the push's winner: docs/architecture.md, "Check runs"): they are claimed, delivered and
+the push's winner: docs/architecture.md, "Check runs"): they are leased, delivered and
 swept the same way, due from registration, but `writeback_done` and `expire_at` follow
 only settlement, which appends its own items after them.
 """
@@ -68,6 +70,10 @@ from shared.ledger.operations import Operations
 from shared.ledger.outbox_policy import CALLS_PER_LEASE as CALLS_PER_LEASE
 from shared.ledger.outbox_policy import OutboxPolicy as OutboxPolicy
 from shared.ledger.records import (
+    LEASED_BY,
+    LEASED_UNTIL,
+    OLD_LEASED_BY,
+    OLD_LEASED_UNTIL,
     OUTBOX_DUE_AT,
     PENDING,
     Deliver,
@@ -93,15 +99,15 @@ class _Delivered:
     given_up: int
 
 
-class _Claim(Enum):
-    CLAIMED = "claimed"
-    LEASED = "leased"  # another caller holds an unexpired lease
+class _Take(Enum):
+    TAKEN = "taken"
+    HELD = "held"  # another caller holds an unexpired lease
     NOT_DUE = "not_due"  # failed before; its next attempt is later
     CLOSED = "closed"  # delivered or given up meanwhile
 
 
 class Outbox:
-    """Claims, delivers and marks outbox items; sweeps what a crash or a failure left undone."""
+    """Leases, delivers and marks outbox items; sweeps what a crash or a failure left undone."""
 
     def __init__(
         self,
@@ -181,94 +187,90 @@ class Outbox:
             self._rewrite(record, lambda stored, now: True)  # nothing left: just close it
         delivered = skipped = given_up = 0
         for item in open_items:
-            claim, claimed = self._claim(record, item.index, due_only)
-            if claim in (_Claim.LEASED, _Claim.NOT_DUE):
+            take, leased = self._lease(record, item.index, due_only)
+            if take in (_Take.HELD, _Take.NOT_DUE):
                 skipped += 1
                 continue
-            if claim is _Claim.CLOSED or claimed is None:
+            if take is _Take.CLOSED or leased is None:
                 continue
-            crash_point("outbox.claimed")
+            crash_point("outbox.leased")
             try:
                 with tracing.span_in(
                     record.trace,
                     "outbox.deliver",
                     operation=record.name,
-                    outbox_kind=_kind_of(claimed.payload),
-                    idempotency_key=claimed.idempotency_key,
+                    outbox_kind=_kind_of(leased.payload),
+                    idempotency_key=leased.idempotency_key,
                 ):
                     crash_point("outbox.before_deliver")
-                    deliver(claimed)
+                    deliver(leased)
                     crash_point("outbox.delivered")
             except Exception as exc:
-                if self._record_failure(record, claimed, exc):
+                if self._record_failure(record, leased, exc):
                     given_up += 1  # closed and alerted: no one retries it
                     continue
                 raise OutboxDeliveryFailed(
                     f"operation {record.name}: outbox item {item.idempotency_key} failed: {exc}"
                 ) from exc
-            if self._mark_delivered(record, claimed):
+            if self._mark_delivered(record, leased):
                 crash_point("outbox.marked")
                 delivered += 1
         return _Delivered(delivered, skipped, given_up)
 
-    def _claim(
+    def _lease(
         self, record: Operation, index: int, due_only: bool
-    ) -> tuple[_Claim, OutboxItem | None]:
+    ) -> tuple[_Take, OutboxItem | None]:
         """Take item `index` with a new owner token and a lease, by a conditional commit."""
         ref = self._operations.collection().document(record.doc_id)
 
-        def attempt() -> tuple[_Claim, OutboxItem | None]:
+        def attempt() -> tuple[_Take, OutboxItem | None]:
             snapshot = self._commits.read(ref, record.name)
             data = snapshot.to_dict() or {}
             stored = list(data.get("outbox") or [])
             item = stored[index]
             now = self._clock()
             if not _open(item):
-                return _Claim.CLOSED, None
-            if _later(item.get("claimed_until"), now):
-                return _Claim.LEASED, None
+                return _Take.CLOSED, None
+            if _later(_leased_until(item), now):
+                return _Take.HELD, None
             if due_only and _later(item.get("next_attempt_at"), now):
-                return _Claim.NOT_DUE, None
+                return _Take.NOT_DUE, None
             token, until = self._policy.new_token(), now + self._policy.lease
-            stored[index] = {**item, "claimed_by": token, "claimed_until": until}
+            stored[index] = _with_lease(item, token, until)
             self._commits.update_if_unchanged(ref, snapshot, self._derived(data, stored, now))
             lease = ItemLease(token, until, self._clock, lambda: self._owns(record, index, token))
-            claimed = outbox_item_from(stored[index], record.name, record.doc_id, index)
-            return _Claim.CLAIMED, replace(claimed, lease=lease)
+            leased = outbox_item_from(stored[index], record.name, record.doc_id, index)
+            return _Take.TAKEN, replace(leased, lease=lease)
 
         return self._commits.retrying(record.name, attempt)
 
     def _owns(self, record: Operation, index: int, token: str) -> bool:
-        """Whether item `index` is still claimed by `token`, unexpired and open (one read)."""
+        """Whether item `index` is still leased by `token`, unexpired and open (one read)."""
         ref = self._operations.collection().document(record.doc_id)
         stored = list((self._commits.read(ref, record.name).to_dict() or {}).get("outbox") or [])
         if index >= len(stored):
             return False
         item = stored[index]
         return (
-            _open(item)
-            and item.get("claimed_by") == token
-            and _later(item.get("claimed_until"), self._clock())
+            _open(item) and _leased_by(item) == token and _later(_leased_until(item), self._clock())
         )
 
     def _mark_delivered(self, record: Operation, item: OutboxItem) -> bool:
-        """Mark `item` delivered if its claim is still ours; False (logged) when it is not."""
+        """Mark `item` delivered if its lease is still ours; False (logged) when it is not."""
 
         def change(stored: list[dict[str, Any]], now: datetime) -> bool:
             if not self._still_ours(stored, item, "mark delivered"):
                 return False
             stored[item.index] = {
-                **stored[item.index],
+                **_with_lease(stored[item.index], None, None),
                 "delivered_at": now,
-                "claimed_until": None,
-                "claimed_by": None,
             }
             return True
 
         return self._rewrite(record, change)
 
     def _record_failure(self, record: Operation, item: OutboxItem, exc: Exception) -> bool:
-        """If the claim is still ours: release it, count the failure, back off or give up.
+        """If the lease is still ours: release it, count the failure, back off or give up.
         True when this call gave the item up (and recorded it so)."""
         attempts = item.attempts + 1
         error = clip_error(f"{type(exc).__name__}: {exc}")
@@ -284,9 +286,7 @@ class Outbox:
                 return False
             delay = self._policy.backoff.delay(attempts - 1, self._policy.rand)
             stored[item.index] = {
-                **stored[item.index],
-                "claimed_until": None,
-                "claimed_by": None,
+                **_with_lease(stored[item.index], None, None),
                 "attempts": attempts,
                 "last_error": error,
                 "next_attempt_at": None if gives_up else now + timedelta(seconds=delay),
@@ -330,10 +330,10 @@ class Outbox:
         return gives_up
 
     def _still_ours(self, stored: list[dict[str, Any]], item: OutboxItem, what: str) -> bool:
-        """Whether the stored item is open and still claimed by `item.lease`'s token."""
+        """Whether the stored item is open and still leased by `item.lease`'s token."""
         current = stored[item.index] if item.index < len(stored) else {}
         token = item.lease.token if item.lease is not None else None
-        if _open(current) and token is not None and current.get("claimed_by") == token:
+        if _open(current) and token is not None and _leased_by(current) == token:
             return True
         log_event(
             log,
@@ -341,7 +341,7 @@ class Outbox:
             f"outbox: not the item's owner any more; did not {what}",
             operation=item.operation,
             idempotency_key=item.idempotency_key,
-            claimed_by=current.get("claimed_by"),
+            leased_by=_leased_by(current),
             closed=not _open(current),
         )
         return False
@@ -402,7 +402,7 @@ def _due_at(item: dict[str, Any], settled_at: datetime) -> datetime:
     """When the sweep should look at `item`: its next attempt (else settlement), not before
     its lease ends (a holder that crashed is retried then)."""
     due = item.get("next_attempt_at") or settled_at
-    until = item.get("claimed_until")
+    until = _leased_until(item)
     return max(due, until) if isinstance(until, datetime) else due
 
 
@@ -413,8 +413,25 @@ def _fresh(record: Operation, cutoff: datetime) -> bool:
     return (
         recorded is not None
         and recorded > cutoff
-        and all(item.attempts == 0 and item.claimed_by is None for item in record.outbox)
+        and all(item.attempts == 0 and item.leased_by is None for item in record.outbox)
     )
+
+
+def _leased_by(item: dict[str, Any]) -> Any:
+    return item.get(LEASED_BY, item.get(OLD_LEASED_BY))
+
+
+def _leased_until(item: dict[str, Any]) -> Any:
+    return item.get(LEASED_UNTIL, item.get(OLD_LEASED_UNTIL))
+
+
+def _with_lease(item: dict[str, Any], token: str | None, until: datetime | None) -> dict[str, Any]:
+    """`item` leased to `token` until `until` (None, None: released), in the lease's words
+    only: an item stored with the old ones (`claimed_by`) loses them here."""
+    kept = {
+        key: value for key, value in item.items() if key not in (OLD_LEASED_BY, OLD_LEASED_UNTIL)
+    }
+    return {**kept, LEASED_BY: token, LEASED_UNTIL: until}
 
 
 def _later(value: Any, now: datetime) -> bool:

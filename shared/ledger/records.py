@@ -48,8 +48,12 @@ __all__ = [
     "INSTALLATIONS",
     "INSTALLATION_STATUSES",
     "LEASE",
+    "LEASED_BY",
+    "LEASED_UNTIL",
     "MAX_CHECKS",
     "NOT_FOUND_AT",
+    "OLD_LEASED_BY",
+    "OLD_LEASED_UNTIL",
     "OPERATIONS",
     "OPERATION_STATUSES",
     "OUTBOX_DUE_AT",
@@ -134,6 +138,10 @@ STUCK_ALERTED_AT = "stuck_alerted_at"
 WAITING_ALERTED_AT = "waiting_alerted_at"
 # A delivery's worker lease: {attempt, until} (docs/architecture.md, "Delivery lease").
 LEASE = "lease"
+# An outbox item's lease: its holder's token and when it ends (docs/architecture.md,
+# "Outbox"); items stored before these words carry the OLD_ ones, read the same way.
+LEASED_BY, LEASED_UNTIL = "leased_by", "leased_until"
+OLD_LEASED_BY, OLD_LEASED_UNTIL = "claimed_by", "claimed_until"
 # Set instead of the results when the write-back failed for good (docs/architecture.md#settlement):
 # the operation is terminal with the reason on it, never retried forever.
 WRITEBACK_ERROR = "writeback_error"
@@ -386,8 +394,8 @@ def outbox_item_from(item: Mapping[str, Any], name: str, doc_id: str, index: int
         attempts=int(item.get("attempts", 0)),
         last_error=item.get("last_error"),
         next_attempt_at=item.get("next_attempt_at"),
-        claimed_until=item.get("claimed_until"),
-        claimed_by=item.get("claimed_by"),
+        leased_until=item.get(LEASED_UNTIL, item.get(OLD_LEASED_UNTIL)),
+        leased_by=item.get(LEASED_BY, item.get(OLD_LEASED_BY)),
         given_up_at=item.get("given_up_at"),
         given_up_reason=item.get("given_up_reason"),
     )

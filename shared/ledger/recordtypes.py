@@ -57,8 +57,9 @@ class OutboxItem:
     """One side effect to deliver; `idempotency_key` is stable across retries and crashes.
 
     `attempts` counts failed deliveries; `next_attempt_at` is when the sweep may try again;
-    `claimed_by` (a token new per claim) and `claimed_until` are the lease of whoever is
-    delivering it now; `given_up_at` and `given_up_reason` are set once it failed for good.
+    `leased_by` (a token new per lease) and `leased_until` are the lease of whoever is
+    delivering it now (`claimed_by` and `claimed_until`, their former names, still read);
+    `given_up_at` and `given_up_reason` are set once it failed for good.
     `lease` is set on the item handed to a deliverer (never stored).
     """
 
@@ -70,8 +71,8 @@ class OutboxItem:
     attempts: int = 0
     last_error: str | None = None
     next_attempt_at: datetime | None = None
-    claimed_until: datetime | None = None
-    claimed_by: str | None = None
+    leased_until: datetime | None = None
+    leased_by: str | None = None
     given_up_at: datetime | None = None
     given_up_reason: str | None = None
     lease: ItemLease | None = field(default=None, repr=False, compare=False)
@@ -81,6 +82,16 @@ class OutboxItem:
         """Neither delivered nor given up: the sweep still owes it an attempt."""
         return self.delivered_at is None and self.given_up_at is None
 
+    @property
+    def claimed_until(self) -> datetime | None:
+        """`leased_until`'s former name, kept for apps that read it."""
+        return self.leased_until
+
+    @property
+    def claimed_by(self) -> str | None:
+        """`leased_by`'s former name, kept for apps that read it."""
+        return self.leased_by
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "idempotency_key": self.idempotency_key,
@@ -89,8 +100,8 @@ class OutboxItem:
             "attempts": self.attempts,
             "last_error": self.last_error,
             "next_attempt_at": self.next_attempt_at,
-            "claimed_until": self.claimed_until,
-            "claimed_by": self.claimed_by,
+            "leased_until": self.leased_until,
+            "leased_by": self.leased_by,
             "given_up_at": self.given_up_at,
             "given_up_reason": self.given_up_reason,
         }

@@ -55,7 +55,7 @@ SWEPT = [
     "settle.before_fetch",
     "settle.before_commit",
     "settle.committed",
-    "outbox.claimed",
+    "outbox.leased",
     "outbox.marked",
 ]
 
@@ -226,7 +226,7 @@ POISON_SWEPT = [
     "group.batch_created",
     "settle.before_commit",
     "settle.committed",
-    "outbox.claimed",
+    "outbox.leased",
 ]
 
 

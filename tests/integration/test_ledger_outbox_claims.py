@@ -98,7 +98,7 @@ def test_a_failing_delivery_backs_off_and_alerts_after_repeated_failures(firesto
     item = stored(firestore_client, "batches/down")["outbox"][0]
     assert waits == [30.0, 60.0, 120.0]
     assert calls == ["batches%2Fdown:0"] * 3
-    assert (item["attempts"], item["claimed_until"], item["delivered_at"]) == (3, None, None)
+    assert (item["attempts"], item["leased_until"], item["delivered_at"]) == (3, None, None)
     assert "GitHub timed out" in item["last_error"]
     alerts = [
         getattr(r, "hookledger_fields", {})

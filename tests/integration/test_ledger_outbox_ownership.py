@@ -102,7 +102,7 @@ def test_a_slow_holder_whose_lease_expired_neither_posts_nor_marks(simulator, fi
     assert commit_counts(simulator) == {"posts": 1, "comments": 1}
     # The slow holder's failure changed nothing: the second claimer's delivery stands.
     assert item["delivered_at"] is not None
-    assert (item.get("attempts", 0), item["claimed_by"], item.get("given_up_at")) == (0, None, None)
+    assert (item.get("attempts", 0), item["leased_by"], item.get("given_up_at")) == (0, None, None)
     assert doc["writeback_done"] is True and "outbox_due_at" not in doc
 
 
@@ -141,7 +141,34 @@ def test_a_non_owners_mark_and_failure_change_nothing(firestore_client):
     assert seen[1][0] == seen[1][1]  # and neither stale write changed the document
     # The second holder's delivery stands; the first holder's failures were never counted.
     assert item["delivered_at"] is not None
-    assert (item.get("attempts", 0), item["claimed_by"], item.get("last_error")) == (0, None, None)
+    assert (item.get("attempts", 0), item["leased_by"], item.get("last_error")) == (0, None, None)
+
+
+def test_an_item_leased_in_the_old_words_is_held_then_taken_in_the_new_ones(firestore_client):
+    # Items stored before the lease had its own words carry claimed_by / claimed_until.
+    clock = FakeClock()
+    ledger = Ledger(firestore_client, clock=clock)
+    ledger.operations.register("batches/old-words", "k")
+    ledger.settle("batches/old-words", "succeeded", "webhook", outbox=[{"n": 1}])
+    ref = firestore_client.collection("operations").document(opnames.encode("batches/old-words"))
+    outbox = ref.get().to_dict()["outbox"]
+    until = clock() + timedelta(seconds=LEASE)
+    old = {k: v for k, v in outbox[0].items() if k not in ("leased_by", "leased_until")}
+    ref.update({"outbox": [{**old, "claimed_by": "old-holder", "claimed_until": until}]})
+    record = ledger.operations.get("batches/old-words")
+    assert record is not None
+    assert (record.outbox[0].leased_by, record.outbox[0].claimed_by) == ("old-holder",) * 2
+
+    delivered: list[OutboxItem] = []
+    now = ledger.outbox.deliver("batches/old-words", delivered.append)
+    assert (delivered, now) == ([], 0)  # the old holder's live lease is respected
+
+    clock.advance(LEASE + 1)
+    ledger.outbox.deliver("batches/old-words", delivered.append)
+    [item] = ref.get().to_dict()["outbox"]
+    assert len(delivered) == 1 and item["delivered_at"] is not None
+    assert (item["leased_by"], item["leased_until"]) == (None, None)
+    assert "claimed_by" not in item and "claimed_until" not in item
 
 
 def test_two_operations_of_one_push_publishing_at_once_leave_one_comment(

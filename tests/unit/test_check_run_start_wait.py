@@ -1,7 +1,7 @@
 """A check run's `finish` meets its `start` still open: it waits, re-reading, while another
 deliverer holds the `start`, and is retried later when nobody does or it stays open.
 
-"Holds" is judged on the ledger's clock, the one that stamped the start's `claimed_until`,
+"Holds" is judged on the ledger's clock, the one that stamped the start's `leased_until`,
 which the deliverer reads from its own item's lease: these tests run it on a `FakeClock`
 decades away from the wall clock, so a comparison with the wall clock would decide the
 other way.
@@ -46,7 +46,7 @@ def _record(
         idempotency_key="op:0",
         payload={**PAYLOAD, "role": "start"},
         delivered_at=None if start_open else now,
-        claimed_until=now + start_held_for if start_held_for is not None else None,
+        leased_until=now + start_held_for if start_held_for is not None else None,
     )
     finish = replace(start, index=1, idempotency_key="op:1", payload={**PAYLOAD, "role": "finish"})
     return Operation(
