@@ -20,11 +20,13 @@ def hand_to_worker(
     task_id: str,
     *,
     claim_as: str | None = None,
+    body_sha256: str | None = None,
 ) -> EnqueueResult:
     """Seal `envelope` and create task `task_id` posting it to the worker (`duplicate` when
-    the name is taken); a large body is claim-checked under `claim_as` when given. Raises
+    the name is taken); a large body is claim-checked under `claim_as` when given, and
+    `body_sha256`, when the caller has it, spares hashing the body again. Raises
     `EnvelopeTooLarge`, `EnqueueError` or `ClaimError`."""
-    sealed = sealer.seal(envelope, claim_as=claim_as)
+    sealed = sealer.seal(envelope, claim_as=claim_as, body_sha256=body_sha256)
     return queue.enqueue(
         config.worker_url,
         sealed,

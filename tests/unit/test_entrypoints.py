@@ -13,15 +13,16 @@ from pathlib import Path
 import functions_framework
 import pytest
 
-from shared.config import LOCAL_GEMINI_SECRET, Config
+from shared.config import LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET, Config
 from shared.entrypoints import runtime
 from shared.entrypoints.http import Endpoint, Limit, Reply
 from shared.entrypoints.ingress import Ingress
 from shared.entrypoints.reconcile import ReconcileEndpoint
 from shared.errors import PermanentError, TransientError
 from shared.handlers.context import ClientFactories, HandlerContext
+from shared.handoff.tasks import EnqueueResult
 from shared.recovery import SweepReport
-from shared.signatures import sign_standard_webhook
+from shared.signatures import github_headers, sign_standard_webhook
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -287,3 +288,53 @@ def test_the_ingress_refuses_on_headers_before_reading_the_body(
         assert decision == expected, name
     else:
         assert isinstance(decision, Reply) and decision.status == expected, (name, decision)
+
+
+class RecordingQueue:
+    """Stands in for the ingress's TaskQueue: keeps each task it is asked to create."""
+
+    def __init__(self) -> None:
+        self.created: list[tuple[str, bytes]] = []
+
+    def enqueue(self, url: str, body: bytes, headers=None, **options) -> EnqueueResult:
+        self.created.append((options["task_id"], body))
+        return EnqueueResult(status="created", task_name=options["task_id"])
+
+
+@pytest.fixture
+def recording_ingress(monkeypatch) -> Iterator[tuple[Ingress, RecordingQueue]]:
+    """The production ingress with its tasks kept in a list instead of created."""
+    queue = RecordingQueue()
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "demo-hookledger")
+    monkeypatch.setattr(runtime, "task_queue", lambda: queue)
+    runtime.reset()
+    yield runtime.ingress(), queue
+    runtime.reset()
+
+
+# (name, body, status): orjson reads the bodies; what it refuses, json decides, as it always did.
+JSON_BODIES = [
+    ("a JSON object", b'{"ref": "refs/heads/main"}', 202),
+    ("with a UTF-8 BOM", b'\xef\xbb\xbf{"ref": "refs/heads/main"}', 202),
+    ("in UTF-16", '{"ref": "refs/heads/main"}'.encode("utf-16"), 202),
+    ("with NaN", b'{"ref": "refs/heads/main", "n": NaN}', 202),
+    ("with a lone surrogate", b'{"ref": "\\ud800"}', 202),
+    ("with an integer past 64 bits", b'{"ref": "r", "n": 123456789012345678901234567890}', 202),
+    ("not JSON", b"hello", 400),
+    ("a JSON array", b"[1, 2]", 400),
+    ("invalid UTF-8", b'{"ref": "\xff"}', 400),
+    ("nested past any parser's depth", b"[" * 5_000 + b"]" * 5_000, 400),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "status"), [pytest.param(*c, id=c[0]) for c in JSON_BODIES]
+)
+def test_the_ingress_takes_the_json_bodies_it_always_took(recording_ingress, name, body, status):
+    ingress, queue = recording_ingress
+    headers = github_headers("push", body, LOCAL_GITHUB_SECRET, "d-json-1")
+
+    reply = ingress.handle("POST", "/github", headers, body)
+
+    assert reply.status == status, (name, reply)
+    assert len(queue.created) == (1 if status == 202 else 0), name
