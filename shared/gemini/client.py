@@ -47,11 +47,18 @@ from shared.gemini.batches import (
 from shared.gemini.errors import (
     GeminiError,
     GeminiNotFound,
+    GeminiRefusedDeployment,
     GeminiRejected,
     GeminiUnavailable,
     mapped,
 )
-from shared.gemini.raw import batch_job, get_body
+from shared.gemini.raw import (
+    DEFAULT_PRIORITY,
+    batch_job,
+    checked_priority,
+    get_body,
+    refuses_priority,
+)
 from shared.gemini.requests import HOOKLEDGER_ID as HOOKLEDGER_ID  # re-exported
 from shared.gemini.requests import create_config, inline_requests
 from shared.gemini.rows import (
@@ -66,6 +73,7 @@ from shared.gemini.states import (
     meaning_of,
 )
 from shared.retry import RETRYABLE_STATUSES, RetryPolicy
+from shared.statuses import OperationStatus
 
 T = TypeVar("T")
 
@@ -135,6 +143,16 @@ def make_client(
     return genai.Client(api_key=api_key or "unset", http_options=options)
 
 
+def _priority_refused(exc: GeminiRejected) -> bool:
+    """A 400 about `batch.priority` alone: not the deployment's refusal, no request named."""
+    return (
+        exc.status == 400
+        and not isinstance(exc, GeminiRefusedDeployment)
+        and not exc.request_indices
+        and refuses_priority(str(exc))
+    )
+
+
 def _traced(span_name: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
     """Run a gateway method taking an operation `name` first inside a span naming it."""
 
@@ -164,6 +182,7 @@ class GeminiGateway:
         display_name: str,
         *,
         generation_config: Mapping[str, Any] | None = None,
+        priority: int = DEFAULT_PRIORITY,
     ) -> str:
         """Create a batch with one request per (key, prompt); returns its name.
 
@@ -174,19 +193,44 @@ class GeminiGateway:
         reads that.
         The job's `webhook_config` carries `{HOOKLEDGER_ID: display_name}` as user metadata
         (echoed in each of its events) and the gateway's webhook URIs, if any.
+        `priority`: Gemini's `batch.priority` (int64; higher is processed first; 0, the
+        default, is sent as nothing). A priority Gemini refuses with a 400 naming it (an
+        API version that does not know the field) is dropped: the batch is created again
+        without it, with a WARNING, since a 400 created nothing. A priority outside int64
+        is a `ValueError` before anything is sent.
         """
+        priority = checked_priority(priority)
         with tracing.span(
             "gemini.batches.create", display_name=display_name, model=model, requests=len(requests)
         ) as span:
             src = self._source(requests, display_name, generation_config)
-            with mapped(f"create batch {display_name}"):
-                job = self._client.batches.create(
-                    model=model, src=src, config=create_config(display_name, self._webhook_uris)
+            try:
+                job = self._create(model, src, display_name, priority)
+            except GeminiRejected as exc:
+                if priority == DEFAULT_PRIORITY or not _priority_refused(exc):
+                    raise
+                logs.event(
+                    log,
+                    logging.WARNING,
+                    "Gemini refused the batch's priority; creating it without one",
+                    display_name=display_name,
+                    priority=priority,
+                    reason=str(exc),
                 )
+                job = self._create(model, src, display_name, DEFAULT_PRIORITY)
+            if priority != DEFAULT_PRIORITY:
+                span.set(priority=priority)
             if not job.name:
                 raise GeminiRejected(f"create batch {display_name}: Gemini returned no name")
             span.set(operation=job.name)
         return job.name
+
+    def _create(
+        self, model: str, src: list[types.InlinedRequest] | str, display_name: str, priority: int
+    ) -> types.BatchJob:
+        config = create_config(display_name, self._webhook_uris, priority)
+        with mapped(f"create batch {display_name}"):
+            return self._client.batches.create(model=model, src=src, config=config)
 
     def _source(
         self,
@@ -278,9 +322,9 @@ class GeminiGateway:
         status = meaning.status if meaning.kind == TERMINAL else None
         error = None
         stats = completion_stats(job)
-        if status is not None and status != "succeeded":  # ended unsuccessfully
+        if status is not None and status != OperationStatus.SUCCEEDED:  # ended unsuccessfully
             error = body.get("error") if isinstance(body.get("error"), dict) else None
-        elif status == "succeeded" and stats is None:
+        elif status == OperationStatus.SUCCEEDED and stats is None:
             stats = raw_batch_stats(body.get("metadata"))  # best effort: a cross-check
         rows, unread = self._rows(name, job, status)
         return BatchStatus(
@@ -314,7 +358,7 @@ class GeminiGateway:
                     reason=str(exc),
                 )
                 return (), f"results file {dest.file_name}: {exc}"
-        if status == "succeeded":
+        if status == OperationStatus.SUCCEEDED:
             return (), "Gemini reports it succeeded but shows no results yet"
         return (), None
 
@@ -371,9 +415,9 @@ class GeminiGateway:
         status = meaning.status if meaning.kind == TERMINAL else None
         error = None
         rows: tuple[Row, ...] = ()
-        if status is not None and status != "succeeded":  # ended unsuccessfully
+        if status is not None and status != OperationStatus.SUCCEEDED:  # ended unsuccessfully
             error = interaction_error(body) or {"message": f"interaction ended {state}"}
-        elif status == "succeeded":
+        elif status == OperationStatus.SUCCEEDED:
             rows = (Row(key=name, text=str(body.get("output_text") or "")),)
         return BatchStatus(name=name, state=state, error=error, rows=rows)
 

@@ -1,4 +1,4 @@
-"""What a batch create sends: its inline requests and its job config.
+"""What a batch create sends: its inline requests and its job config (with its priority).
 
 `GeminiGateway.create_batch` (shared/gemini/client.py) sends these; the request bodies and
 an input file's lines are built in shared/gemini/rows.py.
@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from google.genai import types
+
+from shared.gemini.raw import DEFAULT_PRIORITY, with_priority
 
 # The `webhook_config.user_metadata` key naming the job in hookledger's own terms (its tag,
 # the display name): Gemini includes the user metadata in every event of the job.
@@ -37,16 +39,20 @@ def inline_requests(
     ]
 
 
-def create_config(display_name: str, webhook_uris: Sequence[str]) -> types.CreateBatchJobConfig:
+def create_config(
+    display_name: str, webhook_uris: Sequence[str], priority: int = DEFAULT_PRIORITY
+) -> types.CreateBatchJobConfig:
     """The create's config: `display_name`, the job's `webhook_config` (its tag as user
-    metadata, `webhook_uris` if any) and a single attempt."""
+    metadata, `webhook_uris` if any), a single attempt, and Gemini's `batch.priority`
+    unless it is the default (the SDK's config has no such field: raw.py sends it)."""
+    # Creating is not idempotent: a blind retry could make a second batch.
+    # The caller's retry goes through the submission guard instead.
+    options = types.HttpOptions(retry_options=types.HttpRetryOptions(attempts=1))
     return types.CreateBatchJobConfig(
         display_name=display_name,
         webhook_config=types.WebhookConfig(
             uris=list(webhook_uris) or None,
             user_metadata={HOOKLEDGER_ID: display_name},
         ),
-        # Creating is not idempotent: a blind retry could make a second batch.
-        # The caller's retry goes through the submission guard instead.
-        http_options=types.HttpOptions(retry_options=types.HttpRetryOptions(attempts=1)),
+        http_options=with_priority(options, priority),
     )

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import ast
+import importlib
+import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from google.genai import version
+from google import genai
+from google.genai import types, version
 
 from shared.gemini import make_client
 from shared.gemini import raw as gemini_raw
 from shared.gemini.raw import SdkContractError, check_contract
+from shared.gemini.requests import create_config, inline_requests
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -153,3 +158,121 @@ def test_the_scan_finds_each_form_of_private_use(source: str, says: str) -> None
 def test_the_scan_lets_the_public_surface_through() -> None:
     source = "from google import genai\nfrom google.genai import errors, types\n"
     assert private_sdk_uses(source + "client.webhooks.ping('id')\n") == []
+
+
+# --- Gemini's `batch.priority`, which the SDK's CreateBatchJobConfig lacks ----------------
+
+
+def recording_transport(
+    answer: Callable[[dict[str, Any]], tuple[int, dict[str, Any]]],
+) -> tuple[Any, list[tuple[str, dict[str, Any]]]]:
+    """A real google-genai client whose transport records each request (URL, JSON body) and
+    answers what `answer(body)` says, (status, JSON): the SDK's own request building and
+    error mapping, nothing of Gemini's."""
+    transport = next(module for module in _http_modules() if hasattr(module, "MockTransport"))
+    sent: list[tuple[str, dict[str, Any]]] = []
+
+    def respond(request: Any) -> Any:
+        body = json.loads(request.content)
+        sent.append((str(request.url), body))
+        status, answered = answer(body)
+        return transport.Response(status, json=answered)
+
+    http = transport.Client(transport=transport.MockTransport(respond))
+    retry = types.HttpRetryOptions(attempts=1)  # the SDK's own retries are not under test
+    options = types.HttpOptions(
+        base_url="http://gemini.invalid", httpx_client=http, retry_options=retry
+    )
+    return genai.Client(api_key="contract-test", http_options=options), sent
+
+
+def recording_client() -> tuple[Any, list[tuple[str, dict[str, Any]]]]:
+    """`recording_transport` answering every create with a pending batch."""
+    return recording_transport(
+        lambda _body: (200, {"name": "batches/b1", "metadata": {"state": "BATCH_STATE_PENDING"}})
+    )
+
+
+def _http_modules() -> list[Any]:
+    # google-genai speaks through httpx or its fork httpx2, whichever is installed.
+    found = []
+    for name in ("httpx2", "httpx"):
+        try:
+            found.append(importlib.import_module(name))
+        except ImportError:
+            continue
+    return found
+
+
+def create_through_the_sdk(priority: int) -> tuple[str, dict[str, Any]]:
+    client, sent = recording_client()
+    job = client.batches.create(
+        model="models/gemini-2.5-flash",
+        src=inline_requests([("docs/a.md", "review this")], None),
+        config=create_config("hookledger:review:o/r@abc", (), priority),
+    )
+    assert job.name == "batches/b1"
+    [request] = sent
+    return request
+
+
+def test_a_priority_rides_in_the_create_body_where_the_rest_reference_documents_it() -> None:
+    url, body = create_through_the_sdk(100)
+
+    batch = body["batch"]
+    assert batch["priority"] == "100"  # int64 in JSON: a string
+    # Beside what the SDK itself maps, which the priority must not disturb.
+    assert batch["displayName"] == "hookledger:review:o/r@abc"
+    assert batch["inputConfig"]["requests"]["requests"][0]["metadata"] == {"key": "docs/a.md"}
+    assert "webhookConfig" in batch
+    assert url.endswith(
+        f"/{gemini_raw.PRIORITY_API_VERSION}/models/gemini-2.5-flash:batchGenerateContent"
+    )
+
+
+def test_the_default_priority_sends_the_create_as_before() -> None:
+    url, body = create_through_the_sdk(gemini_raw.DEFAULT_PRIORITY)
+
+    assert "priority" not in body["batch"]
+    assert f"/{gemini_raw.PRIORITY_API_VERSION}/" not in url  # the client's own version
+
+
+def test_negative_priorities_are_sent_too() -> None:
+    _url, body = create_through_the_sdk(-5)
+    assert body["batch"]["priority"] == "-5"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [True, 1.5, "100", None, 2**63, -(2**63) - 1],
+    ids=["bool", "float", "text", "none", "above int64", "below int64"],
+)
+def test_a_priority_gemini_would_refuse_is_a_clear_error_before_anything_is_sent(bad: Any) -> None:
+    with pytest.raises(ValueError) as caught:
+        create_config("hookledger:x:1", (), bad)
+    assert "whole number" in str(caught.value) and repr(bad) in str(caught.value)
+
+
+def test_an_sdk_without_extra_body_fails_the_contract(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(types.HttpOptions.model_fields, "extra_body")
+
+    with pytest.raises(SdkContractError) as caught:
+        check_contract(make_client("contract-test", "http://127.0.0.1:9"))
+    assert "`HttpOptions.extra_body` is gone" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("message", "refused"),
+    [
+        (
+            "Invalid JSON payload received. Unknown name \"priority\" at 'batch': Cannot find field.",
+            True,
+        ),
+        ("Invalid value at 'batch.priority' (TYPE_INT64), \"abc\"", True),
+        ("* BatchGenerateContentRequest.batch.input_config.requests.requests[0]: refused", False),
+        ("Request contains an invalid argument.", False),
+    ],
+    ids=["unknown field", "bad value", "a request", "bare"],
+)
+def test_a_400_naming_the_priority_is_told_from_any_other(message: str, refused: bool) -> None:
+    assert gemini_raw.refuses_priority(message) is refused
