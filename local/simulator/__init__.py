@@ -15,10 +15,11 @@ pull requests, their labels, comments, reactions and reviews), `commit_statuses`
 `github_objects` (GitHub's shared objects, whole: accounts, the App, repositories),
 `api_versions` (the REST API version a request is answered as, and what each changed),
 `ratelimits` (GitHub's rate limits and their headers), `traffic` (the request log),
-`engine` (what creating and completing an operation does), `app` / `github_routes` /
-`issue_routes` / `pull_routes` / `repo_routes` / `github_fallback` (the 501 of a route
-not simulated) / `control` / `github_control` (HTTP routes; `control` documents the
-control API and the fault model).
+`engine` (what creating and completing an operation does), `processing` (how batches
+run: slots, `batch.priority`), `completion` (batches succeeding on their own), `app` /
+`github_routes` / `issue_routes` / `pull_routes` / `repo_routes` / `github_fallback` (the
+501 of a route not simulated) / `control` / `github_control` (HTTP routes; `control`
+documents the control API and the fault model).
 """
 
 from local.simulator.app import create_app

@@ -71,7 +71,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--auto-complete-s",
         type=float,
         default=None,
-        help="batches succeed on their own this many seconds after creation (default: never)",
+        help="batches succeed on their own this many seconds after creation, or after they "
+        "start when /_sim/gemini/processing gives them slots (default: never)",
     )
     parser.add_argument("--webhook-retries", type=int, default=3)
     parser.add_argument("--webhook-backoff-s", type=float, default=0.2)

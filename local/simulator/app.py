@@ -16,7 +16,9 @@ Batches as Gemini makes them: a create request over 20 MiB (or the lower
 `gemini_batches_in_flight` quota set, a create beyond it is Gemini's 429
 RESOURCE_EXHAUSTED (`quotas.py`); a batch may come from an uploaded JSONL file (Files API,
 `files.py`) and then its results are a generated file, downloadable at
-`/{v}/files/{id}:download?alt=media`.
+`/{v}/files/{id}:download?alt=media`. A create's `batch.priority` (int64, default 0) is
+kept; a value that is no int64 is Gemini's 400 (`processing.py`, which also runs batches
+by it when `/_sim/gemini/processing` gives them slots).
 A create may also be refused as Gemini refuses a deployment (403 PERMISSION_DENIED,
 401 UNAUTHENTICATED, 400 API_KEY_INVALID) or a poisoned request (400 INVALID_ARGUMENT
 naming it), as `/_sim/gemini/create-refusal` and `/_sim/gemini/poison` ask
@@ -67,6 +69,7 @@ from local.simulator.gemini import (
 from local.simulator.gemini_control import webhook_config
 from local.simulator.github_answers import github_request_body, register_refusals
 from local.simulator.github_fallback import add_fallback_routes, is_github
+from local.simulator.processing import priority_of
 from local.simulator.quotas import INLINE_REQUEST_BYTES, MAX_INLINE_REQUEST_BYTES, inline_too_large
 from local.simulator.records import WEBHOOK_EVENTS, WEBHOOK_STATES, RegisteredWebhook
 from local.simulator.wire import json_response, read_json
@@ -329,10 +332,13 @@ def create_app(sim: Simulator) -> Flask:
         if size > limit:
             sim.quotas.count_refusal(INLINE_REQUEST_BYTES)
             raise BadRequest(inline_too_large(limit))
-        display_name, requests_, uris, user_metadata, input_file = parse_batch(read_json(), sim)
+        body = read_json()
+        # The JSON's types are read before its meaning, as Google's front end parses first.
+        priority = priority_of(body["batch"]) if isinstance(body.get("batch"), dict) else 0
+        display_name, requests_, uris, user_metadata, input_file = parse_batch(body, sim)
         sim.create_refusals.check_requests(requests_)  # a poisoned request (poison)
         batch = sim.create_batch(
-            f"models/{model}", display_name, requests_, uris, user_metadata, input_file
+            f"models/{model}", display_name, requests_, uris, user_metadata, input_file, priority
         )
         event(logger, logging.INFO, "batch created", operation=batch.name, requests=len(requests_))
         return json_response(batch_resource(batch))

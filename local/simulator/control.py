@@ -86,7 +86,10 @@ the routes of `gemini_control.py`, `fault_control.py`, `contents_control.py` and
 - `POST /_sim/reset` (here): empties everything, faults, quotas, create refusals and poison
   included (hung GETs are let go)
 - `GET /_sim/webhook-deliveries[?operation=NAME]` and `GET /_sim/batches`
-  (`gemini_control.py`), `GET /_sim/health` (here)
+  (`gemini_control.py`; each batch with its `priority`, `created_at`, `started_at` and
+  `ended_at`), `GET /_sim/health` (here)
+- `POST /_sim/gemini/processing`, `GET /_sim/gemini/processing` (`gemini_control.py`,
+  `processing.py`): how batches are run, below
 - `POST /_sim/files/{id}:fail-downloads` `{"times"?: 1, "status"?: 503}` (`file_routes.py`):
   the next `times` downloads of that file answer `status`
 - `PUT /_sim/github/{owner}/{repo}/contents/{path}?ref=SHA` (raw bytes; `contents_control.py`),
@@ -197,6 +200,28 @@ The answer also holds `in_flight` `{"gemini_batches": N}` and `refused`
 `{"gemini_batches_in_flight": N, "gemini_inline_request_bytes": N}` (creates refused by
 each since the last reset). Example: `{"gemini_batches_in_flight": 5,
 "gemini_batch_retry_delay_s": 1}`.
+
+Processing
+----------
+A create's `batch.priority` (Gemini's REST reference: int64, default 0, "Batches with a
+higher priority value will be processed before batches with a lower priority value") is
+kept and shown (`metadata.priority` in the batch, as a string; `priority` in
+`GET /_sim/batches`); a value that is no int64 (a fraction, `true`, text that is not a
+whole number, beyond int64) is Gemini's 400 `Invalid value at 'batch.priority'
+(TYPE_INT64), …` and nothing is created. `POST /_sim/gemini/processing` merges the keys it
+is given, like `/_sim/quotas` (an unknown key or a bad value is a 400 naming it, and
+changes nothing); it and `GET` answer the full state, with `running` and `queued` counts.
+`POST /_sim/reset` restores the defaults (all off).
+- `slots` (null = off, the default; else 1..100000): at most this many batches RUNNING at
+  once; the others stay PENDING, queued, and each slot freed (a batch ended, cancelled or
+  deleted) goes to the queued batch of the highest priority, then the oldest. Off: every
+  batch runs at once (RUNNING `running_after_s` after its creation), as before.
+- `run_s` (null = off, the default; else 0..86400): a running batch succeeds on its own this
+  long after it started (slots off: after its creation), its webhook sent; off: the
+  simulator's `--auto-complete-s` if set, else only `:complete` ends a batch.
+- `honour_priority` (default true): false queues by creation order alone, as if every
+  batch named the default priority.
+Example: `{"slots": 4, "run_s": 0.5}`.
 """
 
 from __future__ import annotations

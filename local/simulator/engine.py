@@ -22,6 +22,7 @@ from local.simulator.apps import Apps
 from local.simulator.check_runs import CheckRuns
 from local.simulator.comments import CommitComments
 from local.simulator.commit_statuses import CommitStatuses
+from local.simulator.completion import Completion
 from local.simulator.create_refusals import CreateRefusals
 from local.simulator.errors import BatchQuotaExceeded, SimError
 from local.simulator.files import FileStore
@@ -32,6 +33,7 @@ from local.simulator.github_stubs import GitHubStubs
 from local.simulator.hook_deliveries import HookDeliveries
 from local.simulator.injector import FaultInjector
 from local.simulator.issues import Issues
+from local.simulator.processing import merged as processing_merged
 from local.simulator.quotas import BATCHES_IN_FLIGHT, Quotas
 from local.simulator.ratelimits import RateLimits
 from local.simulator.records import (
@@ -109,7 +111,12 @@ class Simulator:
         )
         self.announcer = Announcer(self.settings, self.world, self.faults, self.dispatcher)
         self._stop = threading.Event()
-        self._auto: threading.Thread | None = None
+        self.completion = Completion(
+            self.world,
+            lambda batch_id: self.complete_batch(batch_id, "succeeded").name,
+            self.settings.auto_complete_s,
+            self._stop,
+        )
         self._cancels: list[threading.Timer] = []
         self._cancels_lock = threading.Lock()
 
@@ -143,9 +150,11 @@ class Simulator:
         webhook_uris: tuple[str, ...] = (),
         user_metadata: dict[str, Any] | None = None,
         input_file: str | None = None,
+        priority: int = 0,
     ) -> Batch:
         """A new pending batch, as the create call answers it (`input_file`: the uploaded
-        file its `requests` came from; its results will be a file too), or
+        file its `requests` came from; its results will be a file too; `priority`: its
+        `batch.priority`, its place in the queue, processing.py), or
         `BatchQuotaExceeded` when the `gemini_batches_in_flight` quota is reached
         (`quotas.py`): nothing is created and the refusal is counted.
 
@@ -168,6 +177,7 @@ class Simulator:
                 user_metadata,
                 input_file,
                 max_in_flight=self.quotas.settings.batches_in_flight,
+                priority=priority,
             )
         except BatchQuotaExceeded:
             self.quotas.count_refusal(BATCHES_IN_FLIGHT)
@@ -328,38 +338,28 @@ class Simulator:
         """Send a signed `webhook.ping` event to one registered webhook."""
         self.announcer.ping(webhook_id)
 
-    # --- auto-complete -------------------------------------------------------------
+    # --- auto-complete and processing (completion.py, processing.py) --------------------
+
+    def set_processing(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Merge `body` into how batches run; a bad body changes nothing. Starts the
+        completion loop when batches now succeed on their own. The full state."""
+        self.world.set_processing(processing_merged(self.world.processing, body))
+        self.completion.start()
+        return self.world.processing_report()
 
     def start_auto_complete(self) -> None:
-        """With `auto_complete_s` set, batches succeed on their own that long after creation."""
-        delay = self.settings.auto_complete_s
-        if delay is None or self._auto is not None:
-            return
+        """With `auto_complete_s` set, batches succeed on their own that long after creation
+        (after they started, when processing has slots)."""
+        self.completion.start()
 
-        def run() -> None:
-            tick = min(0.2, max(0.02, delay / 4))
-            while not self._stop.wait(tick):
-                for batch_id in self.world.pending_batches_older_than(delay):
-                    # A batch deleted or cancelled meanwhile is skipped, with a note saying so.
-                    try:
-                        self.complete_batch(batch_id, "succeeded")
-                    except SimError as exc:
-                        event(
-                            logger,
-                            logging.INFO,
-                            "auto-complete skipped a batch",
-                            operation=f"batches/{batch_id}",
-                            reason=exc.message,
-                        )
-
-        self._auto = threading.Thread(target=run, name="auto-complete", daemon=True)
-        self._auto.start()
+    def complete_due(self) -> list[str]:
+        """One pass of the completion loop: the batches it succeeded, in order."""
+        return self.completion.step()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the auto-complete loop and let in-flight webhook deliveries finish."""
         self._stop.set()
         self._drop_cancels()
         deadline = monotonic() + timeout
-        if self._auto is not None:
-            self._auto.join(timeout)
+        self.completion.join(timeout)
         self.dispatcher.wait_idle(max(0.0, deadline - monotonic()))

@@ -326,6 +326,8 @@ def batch_resource(batch: Batch, with_results: bool = True) -> dict[str, Any]:
     }
     if batch.end_time is not None:
         metadata["endTime"] = rfc3339(batch.end_time)
+    if batch.priority:  # an int64 in JSON: a string; the default 0 left out, as proto3 does
+        metadata["priority"] = str(batch.priority)
     body: dict[str, Any] = {"name": batch.name, "metadata": metadata}
     if batch.done:
         body["done"] = True

@@ -1,7 +1,7 @@
 """The control calls for the simulated Gemini's jobs: finishing a batch, an operation or
 an interaction, making an operation, the Gemini quotas, create refusals and poison, the
-batches and the completion webhooks' deliveries, as methods of `SimulatorClient`
-(client.py), which this class is a part of.
+batches, how they are run (slots, priority) and the completion webhooks' deliveries, as
+methods of `SimulatorClient` (client.py), which this class is a part of.
 
 Every call raises `requests.HTTPError` on a non-2xx answer, naming what was wrong.
 """
@@ -15,7 +15,7 @@ class GeminiJobsControl:
     """`complete`, `set_interaction_status`, `delete_batch`, `create_operation`,
     `set_quotas`, `quotas`, `refuse_creates`, `stop_refusing_creates`,
     `create_refusal_state`, `poison`, `clear_poison`, `poison_state`, `deliveries`,
-    `batches`; `_call` is `SimulatorClient`'s."""
+    `batches`, `set_processing`, `processing`; `_call` is `SimulatorClient`'s."""
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         raise NotImplementedError  # SimulatorClient's
@@ -116,3 +116,16 @@ class GeminiJobsControl:
 
     def batches(self) -> list[dict[str, Any]]:
         return list(self._call("GET", "/_sim/batches")["batches"])
+
+    def set_processing(self, **processing: Any) -> dict[str, Any]:
+        """Merge `processing` into how batches are run; returns the full state
+        `processing()` reports. Keys as `POST /_sim/gemini/processing` takes them
+        (`local/simulator/control.py`, "Processing"): `set_processing(slots=4, run_s=0.5)`
+        runs 4 batches at once, highest `batch.priority` first, each succeeding 0.5 s after
+        it started; `honour_priority=False` queues by creation order alone; `slots=None`
+        turns the queue off. A bad value raises `requests.HTTPError` and changes nothing."""
+        return dict(self._call("POST", "/_sim/gemini/processing", json=processing))
+
+    def processing(self) -> dict[str, Any]:
+        """`{"slots", "run_s", "honour_priority", "running", "queued"}`."""
+        return dict(self._call("GET", "/_sim/gemini/processing"))

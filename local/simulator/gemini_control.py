@@ -1,7 +1,7 @@
 """The `/_sim/` control calls that drive Gemini's jobs: finishing a batch or an operation,
-an interaction's status, making an operation, listing batches, the completion webhooks'
-mode and their delivery log. Documented in `control.py`'s docstring, which indexes every
-control call.
+an interaction's status, making an operation, listing batches, how batches are run
+(`processing.py`: slots, priority), the completion webhooks' mode and their delivery log.
+Documented in `control.py`'s docstring, which indexes every control call.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from local.simulator.gemini import (
     interaction_resource,
     operation_resource,
     prompt_text,
+    rfc3339,
 )
 from local.simulator.records import BATCH_STATES, INTERACTION_API_STATUSES, WITH_ROWS, Batch
 from local.simulator.webhooks import DATA_ID_FORMS
@@ -122,6 +123,10 @@ def _batch_summary(batch: Batch) -> dict[str, Any]:
         "model": batch.model,
         "display_name": batch.display_name,
         "state": batch.state,
+        "priority": batch.priority,
+        "created_at": rfc3339(batch.created_at),
+        "started_at": rfc3339(batch.started_at) if batch.started_at is not None else None,
+        "ended_at": rfc3339(batch.end_time) if batch.end_time is not None else None,
         "webhook_config": {"uris": list(batch.webhook_uris), "user_metadata": batch.user_metadata},
         "requests": [
             {
@@ -233,6 +238,14 @@ def add_routes(bp: Blueprint, sim: Simulator) -> None:
     @bp.get("/batches")
     def batches() -> Response:
         return json_response({"batches": [_batch_summary(b) for b in sim.world.batches()]})
+
+    @bp.post("/gemini/processing")
+    def set_processing() -> Response:
+        return json_response(sim.set_processing(read_json()))
+
+    @bp.get("/gemini/processing")
+    def processing() -> Response:
+        return json_response(sim.world.processing_report())
 
     @bp.post("/webhook-mode")
     def set_webhook_mode() -> Response:

@@ -66,6 +66,8 @@ class Batch:
     input_file: str | None = None
     output_file: str | None = None
     cancelling: bool = False  # cancel asked for; the batch ends CANCELLED a moment later
+    priority: int = 0  # Gemini's `batch.priority`: higher runs first (processing.py)
+    started_at: datetime | None = None  # when it went RUNNING
 
     @property
     def name(self) -> str:

@@ -1,6 +1,7 @@
 """The simulator's in-memory world: batches, other long-running operations and registered
 webhooks (`webhook_registry.py`), all behind one lock (the fault model lives in
-`faults.py` / `injector.py`).
+`faults.py` / `injector.py`), and how batches are run (`processing.py`: slots, queued by
+priority then creation order).
 
 Every transition goes through `World`; callers get plain snapshots back. The records and
 their state words are in `records.py`, the errors in `errors.py`; both are importable
@@ -22,6 +23,7 @@ from local.simulator.errors import (
     NotFound,
     SimError,
 )
+from local.simulator.processing import ProcessingSettings, queue_order
 from local.simulator.records import (
     BATCH_STATES,
     INTERACTION_API_STATUSES,
@@ -82,6 +84,7 @@ class World(RegisteredWebhooks):
 
     def reset(self) -> None:
         with self._lock:
+            self.processing = ProcessingSettings()
             self._batches: dict[str, Batch] = {}
             self._seq = 0
             self._operations: dict[str, Operation] = {}
@@ -100,10 +103,12 @@ class World(RegisteredWebhooks):
         user_metadata: dict[str, Any] | None = None,
         input_file: str | None = None,
         max_in_flight: int | None = None,
+        priority: int = 0,
     ) -> Batch:
         """A new PENDING batch; `BatchQuotaExceeded` when `max_in_flight` batches are
         already in flight (counted and added under one lock, so racing creates cannot
-        pass the limit together). `max_in_flight=None`: no limit."""
+        pass the limit together). `max_in_flight=None`: no limit. `priority`: Gemini's
+        `batch.priority`, its place in the queue when processing has slots."""
         now = self.clock()
         batch = Batch(
             id=new_batch_id(),
@@ -115,6 +120,7 @@ class World(RegisteredWebhooks):
             webhook_uris=tuple(webhook_uris),
             user_metadata=user_metadata,
             input_file=input_file,
+            priority=priority,
         )
         with self._lock:
             if max_in_flight is not None and self._in_flight() >= max_in_flight:
@@ -122,7 +128,8 @@ class World(RegisteredWebhooks):
             self._seq += 1
             batch.seq = self._seq
             self._batches[batch.id] = batch
-        return replace(batch)
+            self._schedule()
+            return replace(batch)
 
     def batches_in_flight(self) -> int:
         """How many batches are not yet in a terminal state (PENDING or RUNNING)."""
@@ -143,20 +150,71 @@ class World(RegisteredWebhooks):
     def batches(self) -> list[Batch]:
         """Every batch, newest first (the order the Gemini API lists them in)."""
         with self._lock:
-            for batch in self._batches.values():
-                self._advance(batch)
+            self._advance_all()
             return sorted(
                 (replace(b) for b in self._batches.values()), key=lambda b: b.seq, reverse=True
             )
 
     def _advance(self, batch: Batch) -> None:
-        """PENDING -> RUNNING once `running_after_s` passed (caller holds the lock)."""
+        """PENDING -> RUNNING once `running_after_s` passed, unless processing has slots:
+        then the queue decides (`_schedule`). The caller holds the lock."""
+        if self.processing.slots is not None:
+            self._schedule()
+            return
         now = self.clock()
         if batch.state == PENDING and (now - batch.created_at).total_seconds() >= (
             self.running_after_s
         ):
             batch.state = RUNNING
             batch.updated_at = now
+            batch.started_at = now
+
+    def _advance_all(self) -> None:
+        if self.processing.slots is not None:
+            self._schedule()  # once, not once per batch
+            return
+        for batch in self._batches.values():
+            self._advance(batch)
+
+    def _schedule(self) -> None:
+        """With processing slots: start queued batches, highest priority then oldest first
+        (creation order alone when priority is not honoured), while a slot is free. The
+        caller holds the lock."""
+        slots = self.processing.slots
+        if slots is None:
+            return
+        live = [b for b in self._batches.values() if not b.done]
+        running = sum(1 for b in live if b.state == RUNNING)
+        if running >= slots:
+            return
+        honour = self.processing.honour_priority
+        queued = sorted(
+            (b for b in live if b.state == PENDING and not b.cancelling),
+            key=lambda b: queue_order(b.priority, b.seq, honour),
+        )
+        now = self.clock()
+        for batch in queued[: slots - running]:
+            batch.state = RUNNING
+            batch.updated_at = now
+            batch.started_at = now
+
+    def set_processing(self, settings: ProcessingSettings) -> ProcessingSettings:
+        """Run batches under `settings` from now on (queued ones start if slots allow)."""
+        with self._lock:
+            self.processing = settings
+            self._schedule()
+            return settings
+
+    def processing_report(self) -> dict[str, Any]:
+        """The processing settings and how many batches run and wait now."""
+        with self._lock:
+            self._advance_all()
+            live = [b for b in self._batches.values() if not b.done]
+            return {
+                **self.processing.report(),
+                "running": sum(1 for b in live if b.state == RUNNING),
+                "queued": sum(1 for b in live if b.state == PENDING),
+            }
 
     def mark_cancelling(self, batch_id: str) -> Batch:
         """Record a cancel request; refused (FailedPrecondition) once the batch ended."""
@@ -173,6 +231,7 @@ class World(RegisteredWebhooks):
         with self._lock:
             if self._batches.pop(batch_id, None) is None:
                 raise NotFound(f"Batch batches/{batch_id} not found.")
+            self._schedule()
 
     def finish_batch(
         self,
@@ -206,6 +265,7 @@ class World(RegisteredWebhooks):
             batch.rows = rows
             batch.error = error
             batch.output_file = output_file
+            self._schedule()  # its slot, if it had one, goes to the next queued batch
             return replace(batch), True
 
     def pending_batches_older_than(self, seconds: float) -> list[str]:
@@ -216,6 +276,23 @@ class World(RegisteredWebhooks):
                 for b in self._batches.values()
                 if not b.done and (now - b.created_at).total_seconds() >= seconds
             ]
+
+    def batches_due(self, run_s: float) -> list[str]:
+        """The batches that have run `run_s`, in the order they started: since creation with
+        processing slots off (every batch runs at once), since starting with them on."""
+        now = self.clock()
+        with self._lock:
+            if self.processing.slots is None:
+                return self.pending_batches_older_than(run_s)
+            self._schedule()
+            due = [
+                b
+                for b in self._batches.values()
+                if b.state == RUNNING
+                and b.started_at is not None
+                and (now - b.started_at).total_seconds() >= run_s
+            ]
+            return [b.id for b in sorted(due, key=lambda b: (b.started_at, b.seq))]
 
     # --- other operations ----------------------------------------------------------
 
