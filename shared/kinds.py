@@ -24,6 +24,9 @@ them names a kind.
                   batch), a function of the app's settings giving one or None, or None
                   (a batch per item)
       start_items (context, name, tag) -> outbox items committed with the submission
+      interactive a person waits for it (a button pressed): it never shares a batch
+                  (`sharing` is refused with it) and its batch is created at once with
+                  Gemini's `batch.priority` INTERACTIVE_PRIORITY, above background work
 
 Outbox items are delivered by the deliverer registered for their payload's `"kind"`
 (`register_deliverer`); a deliverer must be idempotent (look before acting).
@@ -62,6 +65,11 @@ TAG_PREFIX = "hookledger:"
 # deployment past the hold (shared/sharing/seal.py).
 REQUEST_REFUSED = "request_refused"
 DEPLOYMENT_REFUSED = "deployment_refused"
+# Gemini's `batch.priority` (int64, higher processed first, default 0): background work
+# keeps Gemini's default; a batch a person waits for goes ahead of any backlog of it.
+# 100, not 1, leaves room between the two for any level added later.
+BACKGROUND_PRIORITY = 0
+INTERACTIVE_PRIORITY = 100
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
 
 Adopt = Callable[[str, "BatchSummary", "GeminiGateway"], dict[str, Any]]
@@ -114,15 +122,26 @@ class OperationKind:
     needs: tuple[str, ...] = field(default=(), compare=False)
     sharing: Sharing | SharingOf | None = field(default=None, compare=False)
     start_items: StartItems | None = field(default=None, compare=False)
+    # A person waits for its batches: never shared, created at once, with Gemini's
+    # `batch.priority` INTERACTIVE_PRIORITY (`priority`).
+    interactive: bool = field(default=False, compare=False)
     # The app that registered the kind (set by `register`); "" for a generic kind.
     app: str = field(default="", compare=False)
+
+    @property
+    def priority(self) -> int:
+        """Gemini's `batch.priority` for this kind's batches."""
+        return INTERACTIVE_PRIORITY if self.interactive else BACKGROUND_PRIORITY
 
     def make_tag(self, key: str) -> str:
         """The display name that marks a batch of this kind as ours."""
         return f"{TAG_PREFIX}{self.tag}:{key}"
 
     def sharing_under(self, settings: Settings | None) -> Sharing | None:
-        """How this kind shares batches now (None: a batch per item)."""
+        """How this kind shares batches now (None: a batch per item, as for every
+        interactive kind)."""
+        if self.interactive:
+            return None
         if self.sharing is None or not callable(self.sharing):
             return self.sharing
         return self.sharing(settings) if settings is not None else None
@@ -144,6 +163,15 @@ def register(kind: OperationKind, app: str = "") -> OperationKind:
     for token in (kind.name, kind.tag):
         if not _TOKEN.fullmatch(token):
             raise ValueError(f"kind name and tag must match {_TOKEN.pattern}, got {token!r}")
+    if not isinstance(kind.interactive, bool):
+        raise ValueError(
+            f"kind {kind.name!r}: interactive must be True or False, got {kind.interactive!r}"
+        )
+    if kind.interactive and kind.sharing is not None:
+        raise ValueError(
+            f"kind {kind.name!r} is interactive: its batches are never shared (a person "
+            "waits for them), so it takes no sharing="
+        )
     kind = replace(kind, app=app or kind.app)
     for table, key, what in ((_KINDS, kind.name, "kind"), (_BY_TAG, kind.tag, "batch tag")):
         existing = table.get(key)

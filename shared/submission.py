@@ -29,7 +29,8 @@ from shared.clock import Clock, system_clock
 from shared.crashpoints import crash_point
 from shared.errors import TransientError
 from shared.events import Attempt, Done
-from shared.kinds import kind_items
+from shared.kinds import BACKGROUND_PRIORITY, kind_items
+from shared.kinds import get as registered_kind
 from shared.settlement.cancel import cancel_item, supersede
 
 if TYPE_CHECKING:
@@ -65,6 +66,25 @@ class SubmitDeps:
     # Delivers the items recorded with the winner right after its commit (None: the sweep).
     deliver: Callable[[OutboxItem], None] | None = None
     describe: str = field(default="submission", compare=False)
+    # Gemini's `batch.priority` of the batch created; None: the kind's (shared/kinds.py,
+    # INTERACTIVE_PRIORITY for an interactive kind, else BACKGROUND_PRIORITY).
+    priority: int | None = None
+
+    def batch_priority(self) -> int:
+        """Gemini's `batch.priority` the submission's batch is created with."""
+        return registered_kind(self.kind).priority if self.priority is None else self.priority
+
+    @property
+    def interactive(self) -> bool:
+        """A person waits for this batch (its priority is above background work): it is
+        created at once, never joined to a shared one (shared/sharing/submitter.py)."""
+        return self.batch_priority() > BACKGROUND_PRIORITY
+
+    def create_options(self) -> dict[str, Any]:
+        """`create_batch`'s keyword for the priority; none for background work, so any
+        gateway takes that call as it always has."""
+        priority = self.batch_priority()
+        return {} if priority == BACKGROUND_PRIORITY else {"priority": priority}
 
 
 class Submitter:
@@ -146,12 +166,13 @@ class Submitter:
         end: DeliveryEnd | None = None,
     ) -> Submitted:
         """After `claim(context)` returned None: create the batch (the claim given back if
-        that fails) and register it."""
+        that fails), with its priority (`SubmitDeps.batch_priority`), and register it."""
         try:
             crash_point("push.before_create")
             name = self._deps.gemini.create_batch(
-                model, requests, display_name=self._tag, generation_config=generation_config
-            )
+                model, requests, display_name=self._tag, generation_config=generation_config,
+                **self._deps.create_options(),
+            )  # fmt: skip
         except Exception as exc:
             self.release(created_nothing=_refused_outright(exc))  # the next attempt creates
             raise

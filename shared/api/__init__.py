@@ -64,13 +64,14 @@ generation_config=None) -> Submitted` (a `Done`: `detail`, `operation`, `created
 claims the submission (kind, key), creates the batch (or joins the kind's shared one),
 releases the claim if the create fails and registers it with the delivery's end in one
 commit. Register each `OperationKind(name, tag, writeback=, outbox=, sharing=,
-start_items=, request_keys=, adopt=, needs=)` with `app.kind(...)`. When the job ends, a
-Gemini webhook or reconcile settles it exactly once: `writeback(writes, record, result)`
-stages documents with `writes.put(collection, id, fields)` in the same commit as the
-status; `outbox(record, result)` returns items (`{"kind": ..., ...}`) delivered after it
-by the deliverer the app registered with `@app.deliverer(kind)` (at least once: look
-before acting). A batch whose creator died before registering it is adopted by reconcile
-with the context its claim stored (`adopt` only for batches created outside a handler).
+start_items=, request_keys=, adopt=, needs=, interactive=)` with `app.kind(...)`. When
+the job ends, a Gemini webhook or reconcile settles it exactly once: `writeback(writes,
+record, result)` stages documents with `writes.put(collection, id, fields)` in the same
+commit as the status; `outbox(record, result)` returns items (`{"kind": ..., ...}`)
+delivered after it by the deliverer the app registered with `@app.deliverer(kind)` (at
+least once: look before acting). A batch whose creator died before registering it is
+adopted by reconcile with the context its claim stored (`adopt` only for batches created
+outside a handler).
 `crash_point(name)` marks a point a test may crash the process at (shared/crashpoints.py
 lists the names); the core crashes around every create and every deliverer call.
 
@@ -82,6 +83,15 @@ end. An event's neighbours never fail it: one whose request Gemini refuses settl
 `failed` alone, `result.error` `{"reason": REQUEST_REFUSED, "message": Gemini's words}`;
 while Gemini refuses the deployment the group waits, and after 24 h its events fail,
 reason `DEPLOYMENT_REFUSED`.
+
+INTERACTIVE BATCHES. `OperationKind(interactive=True)`: a person waits for the kind's
+batches (a button pressed), so `ctx.submit` creates each at once, never in a shared batch
+(`sharing=` is refused with it), with Gemini's `batch.priority` `INTERACTIVE_PRIORITY`
+(100): Gemini processes it before batches of a lower priority, every other kind's being
+`BACKGROUND_PRIORITY` (0, Gemini's default). A batch made by hand takes one too:
+`ctx.gemini.create_batch(..., priority=INTERACTIVE_PRIORITY)` (any int64; a value Gemini
+refuses with a 400 naming it is dropped, the batch created without it, with a WARNING), or
+`SubmitDeps(priority=)` for a `Submitter`.
 
 THE STEP-BY-STEP SUBMISSION, for the rare handler that needs another order:
 `ctx.submission(kind, key)` or `ctx.submitter(event, tag, kind=...)` gives a `Submitter`:
@@ -120,6 +130,8 @@ from shared.handlers import (
 from shared.handlers.context import HandlerContext as Context
 from shared.handlers.routes import Routes, for_its_event
 from shared.kinds import (
+    BACKGROUND_PRIORITY,
+    INTERACTIVE_PRIORITY,
     TAG_PREFIX,
     DeliverWith,
     DeliveryServices,
@@ -135,8 +147,10 @@ from shared.sharing.submitter import Submitter
 from shared.submission import SubmitDeps, Submitted
 
 __all__ = [
+    "BACKGROUND_PRIORITY",
     "DELETE",
     "DEPLOYMENT_REFUSED",
+    "INTERACTIVE_PRIORITY",
     "REQUEST_REFUSED",
     "TAG_PREFIX",
     "App",
