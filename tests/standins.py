@@ -33,6 +33,7 @@ class StandInBatch:
     created_at: datetime
     state: str = "JOB_STATE_RUNNING"
     cancel_requested: bool = False
+    priority: int = 0  # Gemini's `batch.priority` it was created with
 
 
 @dataclass
@@ -60,12 +61,13 @@ class RacingGemini:
         *,
         generation_config: Mapping[str, Any] | None = None,
         created_at: datetime | None = None,
+        priority: int = 0,
     ) -> str:
         with self._lock:
             name = f"batches/standin-{next(self._ids)}"
             keys = tuple(k for k, _ in requests)
             born = created_at or self.clock()
-            self.batches[name] = StandInBatch(name, display_name, keys, born)
+            self.batches[name] = StandInBatch(name, display_name, keys, born, priority=priority)
             self.created.append(name)
             if self.visible == "during":
                 self._listed.append(name)

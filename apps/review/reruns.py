@@ -10,12 +10,15 @@ ignored: the push itself starts the review.
 A re-run is ONE delivery with its own exactly-once guarantee: its submission's tag is the
 push's tag with `~rerun:{delivery id}`, so a redelivery or an overlapping attempt of the
 same delivery claims the same submission and ends with one batch (pipeline.py's
-`Submitter`: claim, list, take over, register). Its winner is registered with
-`generation_of` = the push's tag: the same commit makes it the check run's current
-operation and supersedes a previous one still pending (ledger/generations.py). Its
-items publish on the push's run (`check_runs.CHECK_SUBMISSION`), reset to `in_progress`
-then completed, their annotations marked with their operation and counted on the run
-at publish time (`checks.annotation_mark`).
+`Submitter`: claim, list, take over, register). A person waits at the check run, so the
+batch is its own, created at once (never in a shared batch), with Gemini's
+`batch.priority` `api.INTERACTIVE_PRIORITY`: Gemini processes it before the pushes'.
+Its winner is registered with `generation_of` = the push's tag: the same commit makes it
+the check run's current operation and supersedes a previous one still pending
+(ledger/generations.py). Its items publish on the push's run
+(`check_runs.CHECK_SUBMISSION`), reset to `in_progress` then completed, their annotations
+marked with their operation and counted on the run at publish time
+(`checks.annotation_mark`).
 
 The files re-reviewed are the ones the current operation reviewed (its context's
 `paths` and `refused`), fetched again at the same commit. Checks before anything is
@@ -61,6 +64,9 @@ log = api.get_logger("review")
 
 # How long a re-run waits, per deferral, for the previous run's check-run item to close.
 RERUN_WAIT_S = 60.0
+# A person pressed "Re-run" and watches the check run: Gemini processes its batch ahead of
+# the pushes' (background: Gemini's default 0). Never shared: it is created at once below.
+RERUN_PRIORITY = api.INTERACTIVE_PRIORITY
 
 
 @dataclass(frozen=True)
@@ -182,7 +188,11 @@ def rerun_review(
     requests = [(path, prompt(path, files[path])) for path in submitted]
     try:
         name = deps.gemini.create_batch(
-            deps.model, requests, display_name=tag, generation_config=GENERATION_CONFIG
+            deps.model,
+            requests,
+            display_name=tag,
+            generation_config=GENERATION_CONFIG,
+            priority=RERUN_PRIORITY,
         )
     except Exception:
         run.release()
