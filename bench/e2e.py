@@ -3,7 +3,8 @@
     python -m bench.e2e [--pushes 1000] [--senders 16] [--quick] [--rounds webhook,reconcile]
                         [--worker-concurrency N] [--compare REV [--repeat K]]
                         [--sharing both|off] [--group-requests 100] [--group-window-s 2]
-                        [--group-shards 1]
+                        [--group-shards 1] [--priority both|off|only] [--flood 200]
+                        [--presses 4] [--slots 4] [--run-s 1]
 
 Starts the whole stack on free loopback ports (local/chaos/stack.py: Firestore emulator,
 Cloud Tasks emulator, simulator, ingress, worker and reconcile under functions-framework;
@@ -31,6 +32,14 @@ REVIEW_GROUP_WINDOW_S=2, REVIEW_GROUP_SHARDS=1, the review's defaults (1,000 req
 60 s, 16 shards) scaled down to a run of seconds. There each group's batch is completed
 once registered; a push's operation is `groups/{gid}.{n}`, settled by its group's fan-out
 (docs/architecture.md, "Shared batches"). `sharing` sets both side by side per round.
+
+A person's Re-run side by side (`--priority both`, the default; `only`: these rounds
+alone): on the one-batch-per-push stack, `--presses` pushes are reviewed as the GitHub App
+gets them, `--flood` more pushes fill Gemini's queue (the simulator running `--slots`
+batches at once, `--run-s` each: local/simulator/processing.py), then "Re-run" is pressed
+on every target's check run; per press, the time to its batch's creation, start, end and
+settlement, with the simulator honouring Gemini's `batch.priority` (`on`) and ignoring it
+(`off`), under `priority` (bench/_priority.py; `--compare` leaves them out).
 
 `--compare REV` checks REV out in a temporary git worktree (removed at the end, also on
 Ctrl-C or SIGTERM) and runs the same load (the same pushes) against REV's functions and
@@ -66,6 +75,19 @@ from typing import Any
 import requests
 
 from bench._loadgen import percentile, stop_on_sigterm
+from bench._priority import (
+    FLOOD,
+    PRESSES,
+    QUICK_FLOOD,
+    QUICK_PRESSES,
+    QUICK_RUN_S,
+    QUICK_SLOTS,
+    RUN_S,
+    SLOTS,
+    PriorityLoad,
+    priority_round,
+)
+from bench._priority import side_by_side as priority_side_by_side
 from bench._revision import CompareError, check_served_tree, git, revision_worktree
 from hookledger.cli.demo import group_batch
 from local.chaos.drivers import ReconcileDriver
@@ -345,11 +367,13 @@ def run_tree(
     quiet_deadline_s: float,
     dispatch_limit: int | None = None,
     sharing: dict[str, str] | None = None,
+    priority: PriorityLoad | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """Every round of `modes` against the functions of `root`, on a stack of its own (fresh
     emulators on free loopback ports, stopped by PID at the end); figures by mode. With
-    `sharing` (REVIEW_GROUP_* settings), the same rounds again with shared batches on,
-    as many pushes of the same shape, under `shared`."""
+    `priority`, a Re-run pressed behind a flood of pushes, priority on and off, under
+    `priority`. With `sharing` (REVIEW_GROUP_* settings), the same rounds again with shared
+    batches on, as many pushes of the same shape, under `shared`."""
     from bench._inprocess import distinct_free_ports
 
     data_dir = tempfile.mkdtemp(prefix="hookledger-bench-e2e-")
@@ -376,6 +400,9 @@ def run_tree(
             rounds[mode] = figures
             ok = ok and not problems
             progress(f"{label} {mode}: {json.dumps(figures)}")
+        if priority is not None:
+            rounds["priority"], fine = priority_rounds(stack, priority, quiet_deadline_s)
+            ok = ok and fine
         if sharing:
             share(stack, sharing)
             rounds["shared"] = {"settings": sharing}
@@ -400,6 +427,25 @@ def run_tree(
     finally:
         stack.stop_all()
         shutil.rmtree(data_dir, ignore_errors=True)
+    return rounds, ok
+
+
+def priority_rounds(
+    stack: ChaosStack, load: PriorityLoad, quiet_deadline_s: float
+) -> tuple[dict[str, Any], bool]:
+    """The Re-run behind a flood, Gemini's priority honoured (`on`) then not (`off`), side by
+    side (bench/_priority.py); whether every invariant held."""
+    rounds: dict[str, Any] = {"load": vars(load) | {"reconcile_every_s": 2}}
+    ok = True
+    for seed, mode in enumerate(("on", "off"), start=215):
+        progress(f"priority {mode}: {load}")
+        figures, problems = priority_round(
+            stack, load, mode == "on", random.Random(seed), quiet_deadline_s, progress
+        )
+        rounds[mode] = {**figures, "violations": problems[:20]}
+        ok = ok and not problems
+        progress(f"priority {mode}: {json.dumps(rounds[mode])}")
+    rounds["side_by_side"] = priority_side_by_side(rounds)
     return rounds, ok
 
 
@@ -552,9 +598,21 @@ def main(argv: list[str] | None = None) -> int:
         default=GROUP_SHARDS,
         help="REVIEW_GROUP_SHARDS of the shared rounds",
     )
+    parser.add_argument(
+        "--priority",
+        choices=("both", "off", "only"),
+        default="both",
+        help="both: also a Re-run pressed behind a flood of pushes, Gemini's batch.priority "
+        "honoured and not, side by side (`priority`); only: those rounds alone; off: none",
+    )
+    parser.add_argument("--flood", type=int, help=f"pushes flooding the queue ({FLOOD})")
+    parser.add_argument("--presses", type=int, help=f"Re-runs pressed at once ({PRESSES})")
+    parser.add_argument("--slots", type=int, help=f"batches the simulator runs at once ({SLOTS})")
+    parser.add_argument("--run-s", type=float, help=f"how long each batch runs ({RUN_S})")
     args = parser.parse_args(argv)
     pushes_n = QUICK_PUSHES if args.quick else args.pushes
     modes = tuple(m.strip() for m in args.rounds.split(",") if m.strip())
+    priority = priority_load(args, parser) if args.priority != "off" else None
     if min(pushes_n, args.senders, args.worker_concurrency, args.repeat) < 1 or (
         args.dispatch_limit is not None and args.dispatch_limit < 1
     ):
@@ -570,9 +628,11 @@ def main(argv: list[str] | None = None) -> int:
             "REVIEW_GROUP_WINDOW_S": str(args.group_window_s),
             "REVIEW_GROUP_SHARDS": str(args.group_shards),
         }
-        if args.sharing == "both" and args.compare is None
+        if args.sharing == "both" and args.compare is None and args.priority != "only"
         else None
     )
+    if args.priority == "only":
+        modes = ()
     stop_on_sigterm()  # run the `finally` that stops every child and removes the worktree
     started = time.monotonic()
     deadline = 180.0 if args.quick else QUIET_DEADLINE_S
@@ -588,6 +648,7 @@ def main(argv: list[str] | None = None) -> int:
             deadline,
             args.dispatch_limit,
             sharing if root == REPO else None,
+            priority if root == REPO and args.compare is None else None,
         )
 
     setup = {
@@ -598,6 +659,7 @@ def main(argv: list[str] | None = None) -> int:
         "worker_concurrency": args.worker_concurrency,
         "max_concurrent_dispatches": args.dispatch_limit or "emulator default (1000)",
         "shared_batches": sharing or "off",
+        "priority": vars(priority) if priority is not None else "off",
         "functions": (
             "functions-framework (gunicorn), 1 process each (local/chaos/stack.py); the "
             f"worker with THREADS={args.worker_concurrency}, the others with "
@@ -622,6 +684,21 @@ def main(argv: list[str] | None = None) -> int:
     result["wall_s"] = round(time.monotonic() - started, 1)
     print(json.dumps(result))
     return 0 if result["ok"] else 1
+
+
+def priority_load(args: argparse.Namespace, parser: argparse.ArgumentParser) -> PriorityLoad:
+    """The priority rounds' load from the options (the quick one with --quick)."""
+    quick = args.quick
+    load = PriorityLoad(
+        flood=args.flood if args.flood is not None else (QUICK_FLOOD if quick else FLOOD),
+        presses=args.presses if args.presses is not None else (QUICK_PRESSES if quick else PRESSES),
+        slots=args.slots if args.slots is not None else (QUICK_SLOTS if quick else SLOTS),
+        run_s=args.run_s if args.run_s is not None else (QUICK_RUN_S if quick else RUN_S),
+        senders=args.senders,
+    )
+    if min(load.flood, load.presses, load.slots) < 1 or load.run_s <= 0:
+        parser.error("--flood, --presses, --slots and --run-s > 0")
+    return load
 
 
 def compare_with(

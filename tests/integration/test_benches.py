@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from shared import api
 from shared.config import DEFAULTS
 from shared.lazy_imports import KEPT_OUT
 from shared.tracing import parse_traceparent
@@ -75,6 +76,18 @@ def test_e2e_reviews_every_push_exactly_once() -> None:
         for sharing in ("off", "on"):
             latency = side[sharing]["accepted_to_settled_ms"]
             assert 0 < latency["p50"] <= latency["p95"] <= latency["max"], (mode, sharing)
+    # A Re-run pressed behind a flood of pushes, Gemini's priority honoured and not: each
+    # press made one batch with the interactive priority, settled, every invariant held.
+    priority = result["priority"]
+    for honoured in ("on", "off"):
+        figures = priority[honoured]
+        assert figures["violations"] == [], honoured
+        assert figures["rerun_priorities"] == [api.INTERACTIVE_PRIORITY], honoured
+        assert sum(figures["rerun_settled_by"].values()) == figures["presses"] >= 1, honoured
+        assert figures["queued_at_press"] >= 1, honoured  # the flood was waiting
+        spans = [figures[f"press_to_{span}_ms"]["p50"] for span in ("created", "done", "settled")]
+        assert 0 < spans[0] <= spans[1] <= spans[2], honoured
+    assert set(priority["side_by_side"]["press_to_started_ms"]) == {"on", "off"}
 
 
 def test_cost_counts_each_event() -> None:
