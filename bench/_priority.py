@@ -10,13 +10,14 @@ queue. One round, on the whole local stack (bench/e2e.py's, one batch per push):
               completed (a Re-run waits while its run is still being written)
     flood     `flood` more pushes, sent by `senders` threads: background batches that
               fill the queue
-    press     "Re-run" on every target's check run at once, once the flood's batches
-              exist (the simulator's signed `check_run` `rerequested`, straight to the
-              ingress): ingress -> Cloud Tasks -> worker -> the re-run's own batch, with
+    press     "Re-run" on every target's check run at once, mid-flood: once half the
+              flood's batches exist, the rest still arriving (the simulator's signed
+              `check_run` `rerequested`, straight to the ingress): ingress -> Cloud Tasks
+              -> worker, beside the flood's deliveries -> the re-run's own batch, with
               Gemini's `batch.priority` api.INTERACTIVE_PRIORITY
     measured  per press, from the press: its batch created, started (its wait in the
-              queue), done, and its operation settled; the queue at the press; the
-              flood's last batch done
+              queue), done, and its operation settled; the flood's batches made and
+              queued at the press; the flood's last batch done
 
 The round runs twice, with the simulator honouring `batch.priority` (`on`) and ignoring it
 (`off`: creation order alone, as if no batch named one, as before this change), side by
@@ -116,7 +117,7 @@ def priority_round(
             name="flood",
         )
         flooding.start()
-        until("flood queued", lambda: flood_queued(sim, load, len(targets)))
+        made = until("half the flood's batches", lambda: flood_made(sim, load, len(targets)))
         queued = int(sim.processing()["queued"])
         pressed = [
             press(stack, push, run, installation) for push, run in zip(targets, runs, strict=True)
@@ -133,7 +134,7 @@ def priority_round(
     settled = [rerun_settled(ledger, batch, problems) for batch in batches]
     listed = sim.batches()
     sim.set_processing(slots=None, run_s=None, honour_priority=True)
-    return figures(pressed, batches, settled, listed, queued, load, flood), problems
+    return figures(pressed, batches, settled, listed, (made, queued), load, flood), problems
 
 
 def completed_run(sim: Any, push: Push) -> int:
@@ -146,9 +147,10 @@ def completed_run(sim: Any, push: Push) -> int:
     return int(until(f"completed check run of {push.sha[:10]}", done))
 
 
-def flood_queued(sim: Any, load: PriorityLoad, targets: int) -> bool:
-    """Every flood batch exists (created; running, queued or done)."""
-    return len(sim.batches()) >= targets + load.flood
+def flood_made(sim: Any, load: PriorityLoad, targets: int) -> int:
+    """How many flood batches exist (running, queued or done), once half of them do."""
+    made = len(sim.batches()) - targets
+    return made if made >= max(1, load.flood // 2) else 0
 
 
 def press(stack: ChaosStack, push: Push, run_id: int, installation: int) -> tuple[float, str]:
@@ -209,7 +211,7 @@ def figures(
     batches: list[dict[str, Any]],
     settled: list[tuple[datetime, str] | None],
     listed: list[dict[str, Any]],
-    queued: int,
+    at_press: tuple[int, int],
     load: PriorityLoad,
     flood: list[Push],
 ) -> dict[str, Any]:
@@ -233,7 +235,8 @@ def figures(
     return {
         "presses": len(pressed),
         "flood_pushes": load.flood,
-        "queued_at_press": queued,
+        "flood_batches_at_press": at_press[0],
+        "queued_at_press": at_press[1],
         "rerun_priorities": priorities,
         "rerun_settled_by": dict(Counter(done[1] for done in settled if done is not None)),
         **{f"press_to_{span}_ms": _spread(values) for span, values in spans.items()},

@@ -36,8 +36,8 @@ once registered; a push's operation is `groups/{gid}.{n}`, settled by its group'
 A person's Re-run side by side (`--priority both`, the default; `only`: these rounds
 alone): on the one-batch-per-push stack, `--presses` pushes are reviewed as the GitHub App
 gets them, `--flood` more pushes fill Gemini's queue (the simulator running `--slots`
-batches at once, `--run-s` each: local/simulator/processing.py), then "Re-run" is pressed
-on every target's check run; per press, the time to its batch's creation, start, end and
+batches at once, `--run-s` each: local/simulator/processing.py), and mid-flood "Re-run" is
+pressed on every target's check run; per press, the time to its batch's creation, start, end and
 settlement, with the simulator honouring Gemini's `batch.priority` (`on`) and ignoring it
 (`off`), under `priority` (bench/_priority.py; `--compare` leaves them out).
 
