@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import re
+from collections.abc import Iterator
+from concurrent import futures
 
 import grpc
 import pytest
@@ -116,6 +119,21 @@ def test_task_id_is_always_valid(parts: list[str]) -> None:
     assert TASK_ID.match(task_id_for(*parts))
 
 
+@given(
+    st.lists(
+        st.one_of(st.text(), st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7F))),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_task_id_is_the_one_named_by_the_json_of_its_parts(parts: list[str]) -> None:
+    """Ids name tasks across deploys (a redelivery finds its task taken): never reworded."""
+    digest = hashlib.sha256(json.dumps(parts).encode("utf-8")).hexdigest()
+    readable = re.sub(r"[^A-Za-z0-9_-]+", "-", "_".join(parts)).strip("-")
+    expected = f"{digest}-{readable}" if readable else digest
+    assert task_id_for(*parts) == expected[:500].rstrip("-")
+
+
 def test_task_id_of_a_huge_part_is_capped_at_500() -> None:
     assert len(task_id_for("x" * 10_000)) == 500
     with pytest.raises(ValueError):
@@ -222,3 +240,54 @@ def test_create_request_is_byte_for_byte_what_the_proto_plus_types_build() -> No
     )
     assert not bare.task.name and not bare.task.http_request.oidc_token.service_account_email
     assert "dispatch_deadline" not in bare.task  # unset, so the queue's default applies
+
+
+@pytest.fixture
+def create_task_server() -> Iterator[tuple[str, list[tuple[bytes, dict[str, str]]]]]:
+    """A gRPC server answering CreateTask (with an ALREADY_EXISTS for a name seen
+    before), keeping each request's bytes and metadata; its address and what it kept."""
+    seen: list[tuple[bytes, dict[str, str]]] = []
+
+    def create(request: bytes, context: grpc.ServicerContext) -> bytes:
+        name = types.CreateTaskRequest.pb().FromString(request).task.name
+        if any(types.CreateTaskRequest.pb().FromString(r).task.name == name for r, _ in seen):
+            context.abort(grpc.StatusCode.ALREADY_EXISTS, "taken")
+        seen.append((request, dict(context.invocation_metadata())))
+        return types.Task.pb()(
+            name=name or "projects/p/locations/l/queues/q/tasks/made"
+        ).SerializeToString()
+
+    handler = grpc.method_handlers_generic_handler(
+        "google.cloud.tasks.v2.CloudTasks",
+        {"CreateTask": grpc.unary_unary_rpc_method_handler(create)},
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), handlers=(handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield f"127.0.0.1:{port}", seen
+    server.stop(None)
+
+
+def test_a_task_is_created_on_the_channel_as_the_client_would_create_it(create_task_server) -> None:
+    address, seen = create_task_server
+    queue_path = "projects/p/locations/l/queues/q"
+    direct = TaskQueue(make_client(address), queue_path)
+    through_client = make_client(address)
+    stock = type(through_client).create_task
+    through_client.create_task = lambda **kwargs: stock(through_client, **kwargs)  # type: ignore[method-assign]
+    wrapped = TaskQueue(through_client, queue_path)
+    options = {"oidc_service_account": "t@p.iam.gserviceaccount.com", "dispatch_deadline_s": 60}
+
+    made = [
+        queue.enqueue(
+            "https://w/", b"{}", {"Content-Type": "application/json"}, task_id=name, **options
+        )  # type: ignore[arg-type]
+        for queue, name in ((direct, "a"), (wrapped, "b"), (direct, "a"), (direct, None))
+    ]
+
+    assert [result.status for result in made] == ["created", "created", "duplicate", "created"]
+    assert made[3].task_name == "projects/p/locations/l/queues/q/tasks/made"
+    (first, by_direct), (second, by_client), _ = seen
+    assert first == second.replace(b"tasks/b", b"tasks/a"), "the same request"
+    for name in ("x-goog-request-params", "x-goog-api-client"):
+        assert by_direct[name] == by_client[name], name
