@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import logging
@@ -67,3 +68,65 @@ def test_a_line_is_one_json_object_with_severity_message_logger_and_fields(lines
     assert entry["body"] == "<3 bytes>"  # never the bytes themselves
     assert entry["other"] == str(object)  # anything else JSON cannot hold: its str()
     assert entry["n"] == 1.5
+
+
+@pytest.fixture
+def alone():
+    """A logger whose records reach `configure`'s kind of handler alone, and its stream."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logs.JsonFormatter())
+    handler._hookledger = True  # type: ignore[attr-defined]
+    # Made outside logging's manager: no parent, and no caplog handler is attached to it.
+    logger = logging.Logger("hookledger.test-logs-alone", logging.INFO)
+    logger.addHandler(handler)
+    return logger, handler, stream
+
+
+class Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_a_line_written_straight_is_the_line_a_record_makes(alone, monkeypatch):
+    logger, _, stream = alone
+    fields = {"delivery_id": "d-1", "status": 202, "elapsed_ms": 1.5, "token": "t0k3n", "at": None}
+
+    with monkeypatch.context() as patched:  # alone: written straight, no record made
+        patched.setattr(logger, "makeRecord", lambda *a, **k: pytest.fail("a record was made"))
+        logs.event(logger, logging.INFO, "github delivery accepted", **fields)
+    others = Records()
+    logger.addHandler(others)
+    logs.event(logger, logging.INFO, "github delivery accepted", **fields)  # a record
+    logger.removeHandler(others)
+
+    straight, recorded = stream.getvalue().splitlines()
+    assert straight == recorded
+    assert json.loads(straight)["token"] == "[redacted]"
+    [record] = others.records
+    assert record.getMessage() == "github delivery accepted"
+
+
+def test_a_record_is_made_when_a_filter_or_another_handler_listens(alone):
+    logger, handler, stream = alone
+    handler.addFilter(lambda record: record.levelno >= logging.WARNING)
+
+    logs.event(logger, logging.INFO, "dropped by the filter")
+    logs.event(logger, logging.WARNING, "kept")
+
+    assert [json.loads(line)["message"] for line in stream.getvalue().splitlines()] == ["kept"]
+
+
+def test_a_record_names_the_line_that_logged_it(caplog):
+    logger = logging.getLogger("hookledger.test-logs")
+    with caplog.at_level(logging.INFO, logger="hookledger.test-logs"):
+        line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+        logs.event(logger, logging.INFO, "here", n=1)
+
+    [record] = caplog.records
+    assert (record.pathname, record.lineno) == (__file__, line)
+    assert record.funcName == "test_a_record_names_the_line_that_logged_it"
