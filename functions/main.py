@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import IO
+from typing import IO, Any
 
 import flask
 import functions_framework
+import orjson
 
 # The apps this deployment runs (shared/apps.py); Terraform always sets it.
 os.environ.setdefault("HOOKLEDGER_APPS", "apps.review")
@@ -82,7 +83,7 @@ def reconcile(request: flask.Request) -> flask.Response:
 
 def _serve(request: flask.Request, endpoint: Endpoint, ceiling: int) -> flask.Response:
     # Read once: werkzeug's headers walk the WSGI environ on every lookup (shared/signatures).
-    headers = RequestHeaders(request.headers)
+    headers = RequestHeaders.from_environ(request.environ)
     decision = endpoint.preflight(request.method, request.path, headers, ceiling)
     if isinstance(decision, Reply):
         return _respond(decision)
@@ -113,7 +114,30 @@ def _respond(reply: Reply) -> flask.Response:
     body, or a chunked one without end. A streamed answer is left alone; gunicorn then
     drains at most 64 KiB of the unread body and closes the connection.
     """
-    response = flask.jsonify(reply.body)
-    response.status_code = reply.status
-    response.response = iter([response.get_data()])  # Content-Length is already set
-    return response
+    data = _json_bytes(reply.body)
+    if data is None:
+        data = flask.jsonify(reply.body).get_data()
+    headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
+    return flask.Response(iter([data]), status=reply.status, headers=headers)
+
+
+# What orjson must leave to `jsonify` (its `default` writes these its own way).
+_PASSTHROUGH = (
+    orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+
+
+def _json_bytes(body: dict[str, Any]) -> bytes | None:
+    """`jsonify`'s bytes for `body` (sorted keys, compact, ASCII, a newline) from orjson, in
+    a fraction of its time; None when a value or an escape is `jsonify`'s to write."""
+    try:
+        data = orjson.dumps(
+            body, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE | _PASSTHROUGH
+        )
+    except TypeError:
+        return None
+    if not data.isascii() or b"\\" in data or b"\x7f" in data:
+        return None
+    return data

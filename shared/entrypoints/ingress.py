@@ -134,12 +134,13 @@ class Ingress(Endpoint):
         """Verify, seal and hand off one webhook from `route` (its source: github, gemini)."""
         with tracing.server_span("ingress.request", headers, source=route) as span:
             reply = self._post(route, headers, body)
-            span.set(
-                delivery_id=reply.body.get("delivery_id"),
-                event=reply.body.get("event"),
-                status=reply.body.get("status"),
-                **{"http.response.status_code": reply.status},
-            )
+            if tracing.enabled():  # untraced, the attributes would be built for nothing
+                span.set(
+                    delivery_id=reply.body.get("delivery_id"),
+                    event=reply.body.get("event"),
+                    status=reply.body.get("status"),
+                    **{"http.response.status_code": reply.status},
+                )
             if server_error(reply.status):
                 span.fail(str(reply.body.get("error")))
         return reply

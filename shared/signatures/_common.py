@@ -14,7 +14,8 @@ Headers
 appears twice (in two spellings, or repeated) is rejected rather than guessed at.
 `RequestHeaders` reads such a mapping once and indexes it by lower-cased name, so each
 lookup after is a dict access: werkzeug's headers walk the whole WSGI environ on every
-lookup, and one accepted push looks up several (`functions/main.py` wraps each request's).
+lookup, and one accepted push looks up several (`functions/main.py` reads each request's
+straight from its WSGI environ, `RequestHeaders.from_environ`, as werkzeug would).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import ItemsView, Iterable, Iterator, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from shared.clock import Clock
 from shared.signatures.errors import SecretError, VerificationError
@@ -38,6 +39,9 @@ AUTHORIZATION_HEADER = "authorization"
 
 # Bounds that keep a hostile header from costing more than a few microseconds.
 _MAX_HEADER_CHARS = 8192
+# How werkzeug reads headers off a WSGI environ (`EnvironHeaders.__iter__`).
+_CONTENT_KEYS = frozenset({"CONTENT_TYPE", "CONTENT_LENGTH"})
+_CONTENT_KEYS_AS_HTTP = frozenset({"HTTP_CONTENT_TYPE", "HTTP_CONTENT_LENGTH"})
 
 
 class _Pairwise(Protocol):
@@ -65,6 +69,27 @@ class RequestHeaders(Mapping[str, str]):
         self._pairs = pairs
         self._by_name = by_name
 
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, Any]) -> RequestHeaders:
+        """The headers of a WSGI `environ`, named and ordered as werkzeug's `EnvironHeaders`
+        gives them, read in one pass instead of two."""
+        pairs: list[tuple[str, str]] = []
+        by_name: dict[str, list[str]] = {}
+        for key, value in environ.items():
+            if key.startswith("HTTP_"):
+                if key in _CONTENT_KEYS_AS_HTTP:
+                    continue
+                name = key[5:].replace("_", "-")
+            elif key in _CONTENT_KEYS and value:
+                name = key.replace("_", "-")
+            else:
+                continue
+            pairs.append((name.title(), value))
+            by_name.setdefault(name.lower(), []).append(value)
+        read = cls.__new__(cls)
+        read._pairs, read._by_name = pairs, by_name
+        return read
+
     def values_of(self, name: str) -> list[str]:
         """Every value of header `name` (any case), in the order read."""
         return self._by_name.get(name.lower(), [])
@@ -74,6 +99,10 @@ class RequestHeaders(Mapping[str, str]):
         if not found:
             raise KeyError(name)
         return found[0]
+
+    def get(self, name: str, default: Any = None) -> Any:  # one dict access, not Mapping's
+        found = self._by_name.get(name.lower()) if isinstance(name, str) else None
+        return found[0] if found else default
 
     def __iter__(self) -> Iterator[str]:
         return (key for key, _ in self._pairs)

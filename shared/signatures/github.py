@@ -6,7 +6,6 @@ with the UTF-8 bytes of the webhook secret (at least `MIN_KEY_BYTES` of them).
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from collections.abc import Mapping, Sequence
 
@@ -21,7 +20,7 @@ from shared.signatures.errors import SecretError, VerificationError
 
 def _github_digest(key: bytes, body: bytes) -> bytes:
     """The one computation behind both signing and verifying GitHub deliveries."""
-    return hmac.new(key, body, hashlib.sha256).digest()
+    return hmac.digest(key, body, "sha256")
 
 
 def _github_key(secret: str, position: int = 1) -> bytes:

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 
+import flask
 import functions_framework
 import pytest
 
@@ -338,3 +341,35 @@ def test_the_ingress_takes_the_json_bodies_it_always_took(recording_ingress, nam
 
     assert reply.status == status, (name, reply)
     assert len(queue.created) == (1 if status == 202 else 0), name
+
+
+# (name, reply body): each answered as Flask's jsonify writes it, byte for byte.
+ANSWERS = {
+    "plain": {"status": "accepted", "delivery_id": "d-1", "event": "push"},
+    "numbers and nulls": {"examined": 2, "settled": 1, "ratio": 0.5, "none": None, "ok": True},
+    "nested": {"report": {"b": [1, 2, {"c": "d"}], "a": []}},
+    "non-ASCII": {"error": "unknown route '/é'"},
+    "a quote and a backslash": {"error": 'a "quoted" \\ path'},
+    "a control character": {"error": "line\nbreak\x7f"},
+    "a datetime": {"at": datetime(2026, 12, 7, 9, 0, tzinfo=UTC)},
+    "a str subclass": {"status": StrEnum("Status", ["accepted"]).accepted},
+}
+
+
+class Answers(Endpoint):
+    def post(self, route: str, headers: Mapping[str, str], body: bytes) -> Reply:
+        return Reply(202, ANSWERS[body.decode()])
+
+
+@pytest.mark.parametrize("name", list(ANSWERS))
+def test_every_answer_is_written_as_jsonify_writes_it(monkeypatch, name):
+    monkeypatch.setattr(runtime, "reconcile_endpoint", lambda: Answers())
+    app = functions_framework.create_app(target="reconcile", source=str(REPO / "functions/main.py"))
+    with app.app_context():
+        expected = flask.jsonify(ANSWERS[name]).get_data()
+
+    response = app.test_client().post("/", data=name.encode())
+
+    assert (response.status_code, response.data) == (202, expected), name
+    assert response.headers["Content-Type"] == "application/json"
+    assert response.headers["Content-Length"] == str(len(expected))

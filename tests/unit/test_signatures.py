@@ -412,6 +412,28 @@ def test_request_headers_read_once_answer_as_the_headers_they_read():
     assert select_headers(read) == select_headers(served)
 
 
+def test_request_headers_read_off_the_environ_are_werkzeugs():
+    environ = {
+        "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": "",  # empty: werkzeug leaves it out
+        "HTTP_CONTENT_TYPE": "text/plain",  # never a header of its own
+        "HTTP_X_GITHUB_EVENT": "push",
+        "HTTP_X_HUB_SIGNATURE_256": GITHUB_SIG,
+        "HTTP_USER_AGENT": "GitHub-Hookshot/abc",
+        "REQUEST_METHOD": "POST",
+        "wsgi.input": None,
+    }
+    served = RequestHeaders(EnvironHeaders(environ))
+
+    read = RequestHeaders.from_environ(environ)
+
+    assert list(read.items()) == list(served.items())
+    for name in ("content-type", "X-GitHub-Event", "x-hub-signature-256", "Content-Length"):
+        assert read.get(name) == served.get(name), name
+        assert read.values_of(name) == served.values_of(name), name
+    assert select_headers(read) == select_headers(served)
+
+
 def test_request_headers_keep_a_name_read_twice_so_it_is_still_refused():
     read = RequestHeaders({"X-Hub-Signature-256": GITHUB_SIG, "x-hub-signature-256": "sha256=0"})
 
