@@ -56,8 +56,7 @@ import orjson
 from shared.clock import Clock, system_clock
 from shared.errors import PermanentError
 from shared.handoff.claims import MAX_CLAIM_BYTES, ClaimCorrupt, ClaimError, ClaimStore, claim_key
-from shared.signatures import MIN_KEY_BYTES, SecretError, VerificationError
-from shared.signatures._common import _b64url
+from shared.signatures import MIN_KEY_BYTES, RequestHeaders, SecretError, VerificationError
 from shared.tracing import TRACEPARENT
 
 # "hookledger" is internal (reconcile fan-out pages); the ingress has no route for it.
@@ -87,27 +86,17 @@ KEPT_HEADERS = frozenset(
         "webhook-timestamp",
     }
 )
+_KEPT_IN_ORDER = sorted(KEPT_HEADERS)
 # `traceparent` is allowed too, but set by the ingress itself, never copied from the
 # request: the span that handed the delivery off, whose trace the worker's run continues
 # (shared/tracing). Only a traced ingress writes it: untraced, an envelope is as before.
 _MAX_HEADER_VALUE = 1024
 _MAX_EVENT = 128
 _MAX_DELIVERY_ID = 256
-_FIELDS = frozenset(
-    {
-        "v",
-        "source",
-        "event",
-        "delivery_id",
-        "received_at",
-        "sealed_at",
-        "headers",
-        "body",
-        "claim",
-        "body_sha256",
-    }
-)
-_FIELDS_V2 = _FIELDS - {"body"}
+# A payload's fields: version 2's, and version 1's with the body among them.
+_FIELDS_V2 = frozenset({"v", "source", "event", "delivery_id", "received_at", "sealed_at"})
+_FIELDS_V2 |= {"headers", "claim", "body_sha256"}
+_FIELDS = _FIELDS_V2 | {"body"}
 
 
 class EnvelopeError(VerificationError):
@@ -121,11 +110,17 @@ class EnvelopeTooLarge(PermanentError, ValueError):
 def select_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """The request headers worth keeping, names lower-cased; signatures never pass."""
     kept: dict[str, str] = {}
-    for name, value in headers.items():
+    # Headers read once answer a name at once: look up the few kept, walk none.
+    named = headers.items() if not isinstance(headers, RequestHeaders) else _looked_up(headers)
+    for name, value in named:
         lowered = name.lower()
         if lowered in KEPT_HEADERS and isinstance(value, str) and value:
             kept[lowered] = value[:_MAX_HEADER_VALUE]
     return kept
+
+
+def _looked_up(headers: RequestHeaders) -> list[tuple[str, str | None]]:
+    return [(name, headers.get(name)) for name in _KEPT_IN_ORDER]
 
 
 def _text(value: object, name: str, limit: int) -> str:
@@ -289,7 +284,7 @@ class EnvelopeSealer:
                 b'{"v":%d,"payload":' % VERSION,
                 _json_string(payload),
                 b',"sig":"',
-                _b64url(_mac(self._keys[0], payload, _DOMAIN_V2)).encode("ascii"),
+                base64.urlsafe_b64encode(_mac(self._keys[0], payload, _DOMAIN_V2)).rstrip(b"="),
                 b'"}\n',
                 body or b"",
             )

@@ -14,14 +14,15 @@ Headers
 appears twice (in two spellings, or repeated) is rejected rather than guessed at.
 `RequestHeaders` reads such a mapping once and indexes it by lower-cased name, so each
 lookup after is a dict access: werkzeug's headers walk the whole WSGI environ on every
-lookup, and one accepted push looks up several (`functions/main.py` reads each request's
-straight from its WSGI environ, `RequestHeaders.from_environ`, as werkzeug would).
+lookup, and one accepted push looks up several. `functions/main.py` hands the endpoints
+`RequestHeaders.from_environ(request.environ)`: a lookup there is one environ access.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from collections.abc import ItemsView, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -69,26 +70,11 @@ class RequestHeaders(Mapping[str, str]):
         self._pairs = pairs
         self._by_name = by_name
 
-    @classmethod
-    def from_environ(cls, environ: Mapping[str, Any]) -> RequestHeaders:
-        """The headers of a WSGI `environ`, named and ordered as werkzeug's `EnvironHeaders`
-        gives them, read in one pass instead of two."""
-        pairs: list[tuple[str, str]] = []
-        by_name: dict[str, list[str]] = {}
-        for key, value in environ.items():
-            if key.startswith("HTTP_"):
-                if key in _CONTENT_KEYS_AS_HTTP:
-                    continue
-                name = key[5:].replace("_", "-")
-            elif key in _CONTENT_KEYS and value:
-                name = key.replace("_", "-")
-            else:
-                continue
-            pairs.append((name.title(), value))
-            by_name.setdefault(name.lower(), []).append(value)
-        read = cls.__new__(cls)
-        read._pairs, read._by_name = pairs, by_name
-        return read
+    @staticmethod
+    def from_environ(environ: Mapping[str, Any]) -> RequestHeaders:
+        """The headers of a WSGI `environ`, each looked up in it by name: nothing is read
+        up front (`items()` gives werkzeug's `EnvironHeaders` pairs, in its order)."""
+        return _EnvironHeaders(environ)
 
     def values_of(self, name: str) -> list[str]:
         """Every value of header `name` (any case), in the order read."""
@@ -112,6 +98,68 @@ class RequestHeaders(Mapping[str, str]):
 
     def items(self) -> ItemsView[str, str]:
         return _Pairs(self._pairs)
+
+
+class _EnvironHeaders(RequestHeaders):
+    """`RequestHeaders.from_environ`: a name is one environ key (`HTTP_X_GITHUB_EVENT`), and
+    has one value at most (a server joins a repeated header's values into one)."""
+
+    __slots__ = ("_environ",)
+
+    def __init__(self, environ: Mapping[str, Any]) -> None:  # nothing is read up front
+        self._environ = environ
+
+    def _value(self, name: str) -> Any:
+        if not isinstance(name, str):
+            return None
+        key = _environ_key(name)
+        if key in _CONTENT_KEYS:
+            return self._environ.get(key) or None  # as werkzeug: empty is absent
+        return self._environ.get(key) if key else None
+
+    def values_of(self, name: str) -> list[str]:
+        value = self._value(name)
+        return [] if value is None else [value]
+
+    def __getitem__(self, name: str) -> str:
+        value = self._value(name)
+        if value is None:
+            raise KeyError(name)
+        return value  # type: ignore[no-any-return]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        value = self._value(name)
+        return default if value is None else value
+
+    def _read(self) -> list[tuple[str, str]]:
+        """The pairs werkzeug's `EnvironHeaders.__iter__` gives."""
+        pairs = []
+        for key, value in self._environ.items():
+            if key.startswith("HTTP_"):
+                if key not in _CONTENT_KEYS_AS_HTTP:
+                    pairs.append((key[5:].replace("_", "-").title(), value))
+            elif key in _CONTENT_KEYS and value:
+                pairs.append((key.replace("_", "-").title(), value))
+        return pairs
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key, _ in self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+    def items(self) -> ItemsView[str, str]:
+        return _Pairs(self._read())
+
+
+# Names are looked up as the code spells them: a few dozen, each turned into a key once.
+@functools.lru_cache(maxsize=256)
+def _environ_key(name: str) -> str:
+    """The environ key of header `name` ("" for one werkzeug never reads as a header)."""
+    key = name.upper().replace("-", "_")
+    if key in _CONTENT_KEYS:
+        return key
+    return "" if f"HTTP_{key}" in _CONTENT_KEYS_AS_HTTP else f"HTTP_{key}"
 
 
 class _Pairs(ItemsView[str, str]):

@@ -420,6 +420,7 @@ def test_request_headers_read_off_the_environ_are_werkzeugs():
         "HTTP_X_GITHUB_EVENT": "push",
         "HTTP_X_HUB_SIGNATURE_256": GITHUB_SIG,
         "HTTP_USER_AGENT": "GitHub-Hookshot/abc",
+        "HTTP_X_EMPTY": "",  # present, empty
         "REQUEST_METHOD": "POST",
         "wsgi.input": None,
     }
@@ -428,9 +429,12 @@ def test_request_headers_read_off_the_environ_are_werkzeugs():
     read = RequestHeaders.from_environ(environ)
 
     assert list(read.items()) == list(served.items())
-    for name in ("content-type", "X-GitHub-Event", "x-hub-signature-256", "Content-Length"):
+    names = ("content-type", "X-GitHub-Event", "x-hub-signature-256", "Content-Length", "x-empty")
+    for name in (*names, "X-GitHub-Delivery", "request-method"):
         assert read.get(name) == served.get(name), name
         assert read.values_of(name) == served.values_of(name), name
+        assert (name in read) == (name in served), name
+    assert len(read) == len(served) and list(read) == list(served)
     assert select_headers(read) == select_headers(served)
 
 

@@ -227,7 +227,7 @@ def test_create_request_is_byte_for_byte_what_the_proto_plus_types_build() -> No
             dispatch_deadline=dt.timedelta(seconds=600.5),
         ),
     )
-    assert types.CreateTaskRequest.serialize(fast) == types.CreateTaskRequest.serialize(typed)
+    assert fast.SerializeToString() == types.CreateTaskRequest.serialize(typed)
     bare = _create_request(
         queue,
         "https://w/",
@@ -239,7 +239,7 @@ def test_create_request_is_byte_for_byte_what_the_proto_plus_types_build() -> No
         dispatch_deadline_s=None,
     )
     assert not bare.task.name and not bare.task.http_request.oidc_token.service_account_email
-    assert "dispatch_deadline" not in bare.task  # unset, so the queue's default applies
+    assert not bare.task.HasField("dispatch_deadline")  # unset: the queue's default applies
 
 
 @pytest.fixture
