@@ -110,6 +110,48 @@ def floor(request: flask.Request) -> tuple[flask.Response, int]:
 '''
 
 
+FLOOR_DIRECT_SOURCE = '''\
+"""The floor, its CreateTask sent as the ingress sends one: on the client's channel with the
+client's metadata, straight to the gRPC method (shared/handoff/tasks.py, `TaskQueue._send`),
+not through the client's per-call wrappers. Still no task name, OIDC token or deadline: the
+ingress over this is what its checks cost, the call being the same.
+"""
+
+import os
+
+import flask
+import functions_framework
+from google.api_core.gapic_v1 import routing_header
+from google.cloud.tasks_v2 import HttpMethod, types
+from google.cloud.tasks_v2.services.cloud_tasks.transports.base import DEFAULT_CLIENT_INFO
+
+from shared.handoff.tasks import make_client
+
+_queue = os.environ["BENCH_QUEUE"]
+_channel = make_client(os.environ["CLOUD_TASKS_EMULATOR_HOST"]).transport.grpc_channel
+_create = _channel.unary_unary(
+    "/google.cloud.tasks.v2.CloudTasks/CreateTask",
+    request_serializer=types.CreateTaskRequest.pb().SerializeToString,
+    response_deserializer=None,
+)
+_metadata = (
+    routing_header.to_grpc_metadata((("parent", _queue),)),
+    DEFAULT_CLIENT_INFO.to_grpc_metadata(),
+)
+
+
+@functions_framework.http
+def floor_direct(request: flask.Request) -> tuple[flask.Response, int]:
+    raw = types.CreateTaskRequest.pb()(parent=_queue)
+    http = raw.task.http_request
+    http.url = "http://127.0.0.1:9/worker"
+    http.http_method = HttpMethod.POST
+    http.body = request.get_data(cache=False)
+    _create(raw, timeout=5.0, metadata=_metadata)
+    return flask.jsonify({"status": "accepted"}), 202
+'''
+
+
 def start_emulator() -> tuple[Service, str]:
     service, (port, _) = start_on_free_ports(start_cloudtasks, count=2)
     return service, f"127.0.0.1:{port}"

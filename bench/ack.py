@@ -23,6 +23,9 @@ each) and a warm-up phase that is not counted, it measures:
 (d') `floor`:  the same POST to the least an ingress can do: read the body, one plain
                CreateTask of it with the stock client (no name, no OIDC token, no
                dispatch deadline), answer 202;
+(d'') `floor_direct`: the floor with its CreateTask sent as the ingress sends one (on the
+               client's channel, not through the client's per-call wrappers): the ingress
+               over it is what its checks cost, the call being the same;
 (e) `ingress_file_all`, `ingress_sampled_out`: (c) against two more ingress servers that
                trace in-process as deployed (`runtime.check_startup` -> `tracing.configure`
                at import), with `TRACING=file` to a temporary `TRACE_DIR` (cloudtrace
@@ -36,7 +39,8 @@ each) and a warm-up phase that is not counted, it measures:
 CPU is read from each process group's own counters (/proc, user + system) around every
 measured round, after the warm-up: `cpu` reports the ingress server's CPU seconds per
 1,000 accepted deliveries against the floor's (`vs_floor`, goal <= 1.15x) and
-`bare_enqueue`'s (`vs_baseline`, goal <= 1.3x), measured the same way, pooled over the
+`bare_enqueue`'s (`vs_baseline`, goal <= 1.3x), and `floor_direct`'s (`vs_floor_direct`,
+no goal: what the checks cost), measured the same way, pooled over the
 rounds, with each round's own ratio beside it (`round_ratios`: the CPU scenarios run
 back to back, their order rotated each round, so the spread shows what load elsewhere on
 the machine did).
@@ -78,6 +82,7 @@ from bench._ackparts import (
     BARE_SOURCE,
     BURST_BODY_BYTES,
     CPU_GOAL,
+    FLOOR_DIRECT_SOURCE,
     FLOOR_GOAL,
     FLOOR_SOURCE,
     LOCATION,
@@ -122,7 +127,7 @@ def cpu_figures(results: dict[str, Any], round_ratios: dict[str, list[float]]) -
     measured back to back), so one run shows how much load elsewhere moved the figure.
     """
 
-    def versus(name: str, goal: float) -> dict[str, Any]:
+    def versus(name: str, goal: float | None) -> dict[str, Any]:
         ratio = cpu_ratio(results, "ingress", name)
         rounds = round_ratios[name]
         return {
@@ -131,22 +136,26 @@ def cpu_figures(results: dict[str, Any], round_ratios: dict[str, list[float]]) -
             "round_spread": spread(rounds),
             "round_median": median(rounds),
             "goal": goal,
-            "met": ratio <= goal,
+            "met": None if goal is None else ratio <= goal,
         }
 
     return {
         "ingress_server_s_per_1000": server_cpu_ms(results, "ingress"),  # ms/request = s/1,000
         "floor_server_s_per_1000": server_cpu_ms(results, "floor"),
+        "floor_direct_server_s_per_1000": server_cpu_ms(results, "floor_direct"),
         "baseline_server_s_per_1000": server_cpu_ms(results, "bare_enqueue"),
         "ingress_emulator_s_per_1000": results["ingress"]["cpu_ms_per_request"].get("emulator"),
         "floor_emulator_s_per_1000": results["floor"]["cpu_ms_per_request"].get("emulator"),
         "vs_floor": versus("floor", FLOOR_GOAL),
+        "vs_floor_direct": versus("floor_direct", None),
         "vs_baseline": versus("bare_enqueue", CPU_GOAL),
         "what": "user+system CPU of the server's process group over the measured rounds "
         "(after warm-up), per 1,000 accepted requests, same server settings for all; "
         "floor = read the body + one plain CreateTask of it with the stock client (no "
-        "name, OIDC token or deadline); baseline = the same through TaskQueue.enqueue, "
-        "named; the ingress as deployed: verified, sealed, named, OIDC token, deadline",
+        "name, OIDC token or deadline); floor_direct = the same CreateTask sent as the "
+        "ingress sends it (the client's channel, not its per-call wrappers); baseline = "
+        "the same through TaskQueue.enqueue, named; the ingress as deployed: verified, "
+        "sealed, named, OIDC token, deadline",
     }
 
 
@@ -423,6 +432,19 @@ def main(argv: list[str] | None = None) -> int:
         )
         services.append(floor)
 
+        direct_queue = paused_queue(emulator_host, f"bench-floor-direct-{run_id}")
+        direct_source = Path(tmp.name) / "floor_direct" / "main.py"
+        direct_source.parent.mkdir()
+        direct_source.write_text(FLOOR_DIRECT_SOURCE)
+        progress("starting the floor with the ingress's CreateTask call")
+        floor_direct, floor_direct_port = serve_function(
+            "floor_direct",
+            "floor_direct",
+            direct_source,
+            {"CLOUD_TASKS_EMULATOR_HOST": emulator_host, "BENCH_QUEUE": direct_queue},
+        )
+        services.append(floor_direct)
+
         sealed = sealed_push()
         latency = [
             http_scenario(
@@ -452,6 +474,15 @@ def main(argv: list[str] | None = None) -> int:
                 202,
                 servers,
             ),
+            http_scenario(
+                "floor_direct",
+                floor_direct_port,
+                args.clients,
+                {"server": floor_direct.pid, "emulator": emulator.pid},
+                github_request,
+                202,
+                servers,
+            ),
             *traced,
             *ingress_before,
         ]
@@ -467,6 +498,7 @@ def main(argv: list[str] | None = None) -> int:
         # Each round's server CPU ratios: figure -> (scenario, the scenario it is over).
         round_pairs = {
             "floor": ("ingress", "floor"),
+            "floor_direct": ("ingress", "floor_direct"),
             "bare_enqueue": ("ingress", "bare_enqueue"),
             **{name: (name, "ingress") for name in TRACED},
             **({"before": ("ingress", "ingress_before")} if before else {}),
