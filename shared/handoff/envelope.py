@@ -111,16 +111,12 @@ def select_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """The request headers worth keeping, names lower-cased; signatures never pass."""
     kept: dict[str, str] = {}
     # Headers read once answer a name at once: look up the few kept, walk none.
-    named = headers.items() if not isinstance(headers, RequestHeaders) else _looked_up(headers)
+    named = headers.pick(_KEPT_IN_ORDER) if isinstance(headers, RequestHeaders) else headers.items()
     for name, value in named:
         lowered = name.lower()
         if lowered in KEPT_HEADERS and isinstance(value, str) and value:
             kept[lowered] = value[:_MAX_HEADER_VALUE]
     return kept
-
-
-def _looked_up(headers: RequestHeaders) -> list[tuple[str, str | None]]:
-    return [(name, headers.get(name)) for name in _KEPT_IN_ORDER]
 
 
 def _text(value: object, name: str, limit: int) -> str:

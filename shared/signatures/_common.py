@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 from collections.abc import ItemsView, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -80,6 +79,11 @@ class RequestHeaders(Mapping[str, str]):
         """Every value of header `name` (any case), in the order read."""
         return self._by_name.get(name.lower(), [])
 
+    def pick(self, names: Iterable[str]) -> list[tuple[str, str]]:
+        """(name, first value) for each of `names` present, in that order, named as given."""
+        found = ((name, self._by_name.get(name.lower())) for name in names)
+        return [(name, values[0]) for name, values in found if values]
+
     def __getitem__(self, name: str) -> str:
         found = self._by_name.get(name.lower()) if isinstance(name, str) else None
         if not found:
@@ -110,16 +114,23 @@ class _EnvironHeaders(RequestHeaders):
         self._environ = environ
 
     def _value(self, name: str) -> Any:
-        if not isinstance(name, str):
-            return None
-        key = _environ_key(name)
-        if key in _CONTENT_KEYS:
-            return self._environ.get(key) or None  # as werkzeug: empty is absent
-        return self._environ.get(key) if key else None
+        key = _ENVIRON_KEYS.get(name)
+        if key is None:
+            if not isinstance(name, str):
+                return None
+            key = _environ_key(name)
+        value = self._environ.get(key)
+        if not value and key in _CONTENT_KEYS:
+            return None  # as werkzeug: an empty Content-Type or Content-Length is absent
+        return value
 
     def values_of(self, name: str) -> list[str]:
         value = self._value(name)
         return [] if value is None else [value]
+
+    def pick(self, names: Iterable[str]) -> list[tuple[str, str]]:
+        found = ((name, self._value(name)) for name in names)
+        return [(name, value) for name, value in found if value is not None]
 
     def __getitem__(self, name: str) -> str:
         value = self._value(name)
@@ -153,13 +164,16 @@ class _EnvironHeaders(RequestHeaders):
 
 
 # Names are looked up as the code spells them: a few dozen, each turned into a key once.
-@functools.lru_cache(maxsize=256)
+_ENVIRON_KEYS: dict[str, str] = {}
+
+
 def _environ_key(name: str) -> str:
-    """The environ key of header `name` ("" for one werkzeug never reads as a header)."""
+    """The environ key of header `name` (`CONTENT_TYPE`, else `HTTP_…`), remembered."""
     key = name.upper().replace("-", "_")
-    if key in _CONTENT_KEYS:
-        return key
-    return "" if f"HTTP_{key}" in _CONTENT_KEYS_AS_HTTP else f"HTTP_{key}"
+    key = key if key in _CONTENT_KEYS else f"HTTP_{key}"
+    if len(_ENVIRON_KEYS) < 256:
+        _ENVIRON_KEYS[name] = key
+    return key
 
 
 class _Pairs(ItemsView[str, str]):

@@ -436,6 +436,9 @@ def test_request_headers_read_off_the_environ_are_werkzeugs():
         assert (name in read) == (name in served), name
     assert len(read) == len(served) and list(read) == list(served)
     assert select_headers(read) == select_headers(served)
+    picked = ["X-GitHub-Event", "x-empty", "absent", "Content-Length", "content-type"]
+    expected = [("X-GitHub-Event", "push"), ("x-empty", ""), ("content-type", "application/json")]
+    assert read.pick(picked) == served.pick(picked) == expected
 
 
 def test_request_headers_keep_a_name_read_twice_so_it_is_still_refused():
