@@ -82,7 +82,7 @@ def reconcile(request: flask.Request) -> flask.Response:
 
 
 def _serve(request: flask.Request, endpoint: Endpoint, ceiling: int) -> flask.Response:
-    # Read once: werkzeug's headers walk the WSGI environ on every lookup (shared/signatures).
+    # A name is one environ key: nothing is read that no check asks for (shared/signatures).
     headers = RequestHeaders.from_environ(request.environ)
     decision = endpoint.preflight(request.method, request.path, headers, ceiling)
     if isinstance(decision, Reply):

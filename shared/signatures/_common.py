@@ -13,9 +13,11 @@ Headers
 ``EnvironHeaders``…); names are matched case-insensitively, as HTTP requires. A name that
 appears twice (in two spellings, or repeated) is rejected rather than guessed at.
 `RequestHeaders` reads such a mapping once and indexes it by lower-cased name, so each
-lookup after is a dict access: werkzeug's headers walk the whole WSGI environ on every
-lookup, and one accepted push looks up several. `functions/main.py` hands the endpoints
-`RequestHeaders.from_environ(request.environ)`: a lookup there is one environ access.
+lookup after is a dict access (`header` must otherwise walk every item of a mapping to
+find a repeated name, and werkzeug's headers make each item from the WSGI environ).
+`RequestHeaders.from_environ(environ)`, what `functions/main.py` hands the endpoints,
+reads nothing up front: a name is one environ key, a repeated header's values already
+joined into one by the server.
 """
 
 from __future__ import annotations
