@@ -368,6 +368,8 @@ def _parse_json_object(body: bytes) -> dict[str, Any]:
 
     orjson parses a push in under half `json`'s time. What it refuses goes to `json`,
     which decides as it always did: a BOM, UTF-16, NaN, lone surrogates pass; garbage not.
+    orjson reads 1,024 levels of nesting, `json` stops at the recursion limit (~1,000, less
+    in a server): a body nested between the two is taken now, where it was a 400.
     """
     if not body:
         raise _Rejected(400, "empty body")
