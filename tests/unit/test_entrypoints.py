@@ -6,6 +6,7 @@ loader; its reconcile endpoint is swapped for one over a fake reconciler.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
@@ -15,6 +16,8 @@ from pathlib import Path
 import flask
 import functions_framework
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from shared.config import LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET, Config
 from shared.entrypoints import runtime
@@ -376,3 +379,44 @@ def test_every_answer_is_written_as_jsonify_writes_it(monkeypatch, name):
     assert (response.status_code, response.data) == (202, expected), name
     assert response.headers["Content-Type"] == "application/json"
     assert response.headers["Content-Length"] == str(len(expected))
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@st.composite
+def json_ish(draw: st.DrawFn) -> bytes:
+    """JSON text (an object most often), sometimes with a few bytes changed, cut or added."""
+    value = draw(st.dictionaries(st.text(max_size=6), _JSON_VALUES, max_size=4) | _JSON_VALUES)
+    text = json.dumps(value, ensure_ascii=draw(st.booleans())).encode()
+    edit = draw(st.sampled_from(["none", "replace", "insert", "cut"]))
+    if edit == "none" or not text:
+        return text
+    at = draw(st.integers(0, len(text) - 1))
+    if edit == "cut":
+        return text[:at]
+    patch = draw(st.binary(min_size=1, max_size=3))
+    return text[:at] + patch + text[at + (edit == "replace") :]
+
+
+# The fixture's queue only grows across examples: nothing here counts it.
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(body=json_ish())
+def test_a_body_is_taken_exactly_when_json_reads_an_object_from_it(recording_ingress, body):
+    """simdjson checks most bodies and orjson reads the rest: json is the reference."""
+    ingress, _ = recording_ingress
+    try:
+        expected = 202 if isinstance(json.loads(body), dict) else 400
+    except (ValueError, RecursionError):
+        expected = 400
+    headers = github_headers("push", body, LOCAL_GITHUB_SECRET, "d-json-2")
+
+    assert ingress.handle("POST", "/github", headers, body).status == expected
