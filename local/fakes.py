@@ -1,7 +1,7 @@
 """Test doubles shared by the tests and the benchmarks; dev-only, never deployed.
 
 - `FakeClock`: a clock that moves only when told (the code under test takes a `Clock`);
-- `MemoryClaimStore`: a `shared.handoff.claims.ClaimStore` in a dict, with the same contract;
+- `MemoryPayloadStore`: a `shared.handoff.payloads.PayloadStore` in a dict, with the same contract;
 - `ListedGateway`: Gemini's batch listing in memory (newest first, in pages), counted.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 
 from shared.gemini import BatchSummary
-from shared.handoff.claims import ClaimConflict, ClaimNotFound, check_put
+from shared.handoff.payloads import PayloadConflict, PayloadNotFound, check_put
 
 
 class FakeClock:
@@ -29,8 +29,8 @@ class FakeClock:
         return self.now
 
 
-class MemoryClaimStore:
-    """A `ClaimStore` in a dict, with the same contract: for unit tests."""
+class MemoryPayloadStore:
+    """A `PayloadStore` in a dict, with the same contract: for unit tests."""
 
     def __init__(self) -> None:
         self._items: dict[str, bytes] = {}
@@ -41,7 +41,7 @@ class MemoryClaimStore:
         with self._lock:
             existing = self._items.get(key)
             if existing is not None and existing != data:
-                raise ClaimConflict(f"claim {key} already holds a different payload")
+                raise PayloadConflict(f"payload {key} already holds a different body")
             self._items[key] = bytes(data)
         return key
 
@@ -50,7 +50,7 @@ class MemoryClaimStore:
             try:
                 return self._items[ref]
             except KeyError:
-                raise ClaimNotFound(f"no payload under claim {ref}") from None
+                raise PayloadNotFound(f"no payload under {ref}") from None
 
 
 class ListedGateway:

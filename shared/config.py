@@ -64,7 +64,7 @@ LOCAL_TASKS_SERVICE_ACCOUNT = "tasks-invoker@demo-hookledger.iam.gserviceaccount
 
 GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v3/certs"
 # Deadline of a single Firestore read or write: the ledger's reads, creates and queries
-# (its default `timeout_s`) and the claim store's calls.
+# (its default `timeout_s`) and the payload store's calls.
 FIRESTORE_TIMEOUT_S = 15.0
 # The functions `functions/main.py` serves; `Config.function` is one of them, or "" for a tool.
 FUNCTIONS = ("ingress", "worker", "reconcile")
@@ -98,7 +98,8 @@ class Config:
     # Gemini notifications are thin JSON (an event type and an id): no reason to take more.
     max_gemini_body_bytes: int = 65_536
     firestore_emulator_host: str = ""
-    # The claim store's own Firestore database: the ingress's account may reach only it.
+    # The payload store's own Firestore database (bodies over 512 KiB; its name is the
+    # claim-check pattern's): the ingress's account may reach only it.
     claims_database: str = "hookledger-claims"
     cloud_tasks_emulator_host: str = ""
     gemini_base_url: str = ""
@@ -114,7 +115,7 @@ class Config:
     # The app modules this deployment loads (`HOOKLEDGER_APPS`, shared/apps.py).
     apps: tuple[str, ...] = ()
     # The reconcile defaults below are the only copy: `ReconcileSettings`, `Ledger` and the
-    # claim store take theirs from `DEFAULTS`, and tests/terraform/ checks variables.tf's.
+    # payload store take theirs from `DEFAULTS`, and tests/terraform/ checks variables.tf's.
     # How long a new operation waits for its webhook before reconcile looks at it.
     reconcile_grace_s: int = 90
     # Checks a reconcile run makes at once.
@@ -133,7 +134,7 @@ class Config:
     reconcile_backoff_first_s: float = 30.0
     reconcile_backoff_cap_s: float = 30 * 60.0
     reconcile_backoff_jitter: float = 0.5
-    # TTL of settled operations, finished deliveries, run records and claim-checked bodies.
+    # TTL of settled operations, finished deliveries, run records and stored bodies (over 512 KiB).
     retention_days: int = 14
     # Retryable failures before a delivery is `dead` (below the queue's max_attempts).
     worker_max_retries: int = 20
@@ -149,7 +150,7 @@ class Config:
     worker_concurrency: int = 8
     http_timeout_s: float = 30.0
     tasks_timeout_s: float = 5.0
-    # How long one outbox delivery's claim holds (a crashed deliverer's item waits this long
+    # How long one outbox delivery's lease holds (a crashed deliverer's item waits this long
     # before the sweep takes it over); at least 3 of its GitHub calls (OutboxPolicy).
     outbox_lease_s: float = 300.0
     # Tracing (shared/tracing): off, file (JSON lines under trace_dir: the local console
@@ -312,7 +313,7 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         # The GitHub delivery sweep it runs on its own schedule (shared/recovery).
         "GITHUB_SWEEP_GRACE_S",
         "GITHUB_SWEEP_BUDGET_S",
-        # Its check pages go by claim check when over 512 KiB.
+        # Its check pages go through the payload store when over 512 KiB.
         "CLAIMS_DATABASE",
         # Its check-page tasks carry the dispatch deadline too.
         "TASK_DISPATCH_DEADLINE_S",

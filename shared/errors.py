@@ -9,14 +9,14 @@ handlers, the CLI's exit code) through `retryable(exc)`:
     │   ├── ledger: ContentionError, StoreUnavailable, WritebackFailed, OutboxDeliveryFailed;
     │   │           Conflict (commits: re-read and decide again)
     │   ├── gemini: GeminiUnavailable          github: GitHubUnavailable
-    │   ├── claims: ClaimUnavailable           tasks: EnqueueError
+    │   ├── payloads: PayloadUnavailable           tasks: EnqueueError
     │   ├── signatures: KeysUnavailable (our key fetch failed, not the sender)
     │   ├── oidc: OidcUnavailable (503: our certs fetch failed)
     │   └── retry: RetriesExhausted (this call's attempts ran out)
     ├── PermanentError               no retry can fix it: record it and stop
     │   ├── ledger: InvalidArgument, AmbiguousId, UnknownDelivery
     │   ├── gemini: GeminiNotFound, GeminiRejected   github: GitHubRejected, InvalidCall
-    │   ├── claims: ClaimNotFound, ClaimCorrupt, ClaimConflict
+    │   ├── claims: PayloadNotFound, PayloadCorrupt, PayloadConflict
     │   ├── signatures: VerificationError, SecretError; envelope: EnvelopeError, EnvelopeTooLarge
     │   └── oidc: Unauthorized (401), Forbidden (403)
     ├── Deferred                     not yet, and not a failure: run again `after_s` later

@@ -68,7 +68,7 @@ KEPT_OUT: dict[str, KeptOut] = {
 # `module:function` -> the modules imported inside that function.
 SITES: dict[str, tuple[str, ...]] = {
     "shared.entrypoints.runtime:firestore_client": ("google.cloud.firestore",),
-    "shared.entrypoints.runtime:claims_firestore_client": ("google.cloud.firestore",),
+    "shared.entrypoints.runtime:payloads_firestore_client": ("google.cloud.firestore",),
     "shared.entrypoints.runtime:ledger": ("shared.ledger",),
     "shared.entrypoints.runtime:gemini": ("shared.gemini",),
     "shared.entrypoints.runtime:gemini_call_deadline_s": ("shared.reconcile.settings",),

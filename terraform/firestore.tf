@@ -22,7 +22,7 @@ locals {
     if !contains(keys(local.firestore_ttl_fields), "${pair.collectionGroup}.${pair.field}")
   }
 
-  # The claim store's collections (shared/handoff/claims.py) live in the claims database, the rest
+  # The payload store's collections (shared/handoff/payloads.py) live in the claims database, the rest
   # (the ledger) in (default).
   claims_collections = ["payloads", "chunks"]
 

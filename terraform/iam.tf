@@ -41,7 +41,7 @@ resource "google_service_account" "build" {
 
 locals {
   # Which Firestore database each function's account may use, one grant per pair. The public
-  # ingress only writes claim-checked payloads; the worker reads them back and keeps the
+  # ingress only writes stored payloads; the worker reads them back and keeps the
   # ledger; reconcile keeps the ledger and seals check pages, which go by claim check over
   # 512 KiB. Written out (not computed) so checkov and the tests see every grant.
   firestore_grants = {

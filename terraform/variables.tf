@@ -96,7 +96,7 @@ variable "enable_apis" {
 }
 
 variable "firestore" {
-  description = "The Firestore databases, both Native mode: `(default)` holds the ledger and `<name_prefix>-claims` the claim-checked payloads (the only one the public ingress may reach). Location (null = `region`), point-in-time recovery and delete protection apply to both."
+  description = "The Firestore databases, both Native mode: `(default)` holds the ledger and `<name_prefix>-claims` the payloads over 512 KiB (the only one the public ingress may reach). Location (null = `region`), point-in-time recovery and delete protection apply to both."
   type = object({
     delete_protection      = optional(bool, true)
     location               = optional(string)

@@ -124,7 +124,7 @@ CORE: tuple[Variable, ...] = (
     Variable(
         "CLAIMS_DATABASE",
         "claims_database",
-        "the claim store's own Firestore database (bodies over 512 KiB); the ingress's "
+        "the payload store's own Firestore database (bodies over 512 KiB); the ingress's "
         "account may reach only it",
     ),
     Variable(
@@ -218,7 +218,7 @@ CORE: tuple[Variable, ...] = (
         "RETENTION_DAYS",
         "retention_days",
         "`expire_at` (Firestore TTL) of settled operations, finished deliveries, run "
-        "records and claim-checked bodies",
+        "records and stored bodies (over 512 KiB)",
     ),
     Variable(
         "WORKER_MAX_RETRIES",
@@ -247,7 +247,7 @@ CORE: tuple[Variable, ...] = (
     Variable(
         "OUTBOX_LEASE_S",
         "outbox_lease_s",
-        "how long an outbox delivery (a check run, a comment) holds its claim before the "
+        "how long an outbox delivery (a check run, a comment) holds its lease before the "
         "sweep may take it over",
     ),
     Variable(

@@ -17,7 +17,7 @@ Order of work, cheapest refusal first; nothing is read that a header already ref
 
 Each source has its own body limit: `MAX_BODY_BYTES` for GitHub (pushes can be large),
 `MAX_GEMINI_BODY_BYTES` for Gemini (thin notifications). A delivery id is usable when it
-is 1-200 printable ASCII characters without spaces: every Firestore id, claim key and task
+is 1-200 printable ASCII characters without spaces: every Firestore id, payload key and task
 name built from it then stays within its limits.
 
 Dedupe: a task's name is its dedupe key. GitHub signs only the body, so a GitHub task
@@ -54,8 +54,8 @@ from shared.clock import Clock, monotonic
 from shared.config import Config
 from shared.entrypoints.http import Endpoint, Reply, too_large
 from shared.errors import PermanentError
-from shared.handoff.claims import ClaimError
 from shared.handoff.envelope import Envelope, EnvelopeSealer, EnvelopeTooLarge, select_headers
+from shared.handoff.payloads import PayloadError
 from shared.handoff.tasks import EnqueueError, TaskQueue, task_id_for
 from shared.handoff.to_worker import hand_to_worker
 from shared.retry import server_error
@@ -284,7 +284,7 @@ class Ingress(Endpoint):
                 )
             except EnvelopeTooLarge as exc:
                 raise _Rejected(413, str(exc)) from None
-            except (EnqueueError, ClaimError) as exc:
+            except (EnqueueError, PayloadError) as exc:
                 logs.event(
                     log,
                     logging.ERROR,

@@ -6,7 +6,7 @@ The entry points in `functions/main.py` ask this module for what they need:
 everything built from secrets (verifiers, sealer, token check) are built then, so a bad
 deployment fails to start with one `ConfigError` naming the variable. Clients are built
 on first use: the ingress's cold start pays only for what the ingress uses, and the
-Firestore client is created on the first claim-checked payload, not before. The heavy
+Firestore client is created on the first stored payload, not before. The heavy
 types are imported for the checker only (`TYPE_CHECKING`); each factory imports its
 module when it first runs (shared/lazy_imports.py lists each such import and its cost).
 """
@@ -27,8 +27,8 @@ from shared.entrypoints.verifiers import build_gemini_verifier as build_gemini_v
 from shared.entrypoints.verifiers import build_github_verifier as build_github_verifier
 from shared.entrypoints.verifiers import secret_named
 from shared.handlers.context import ClientFactories, HandlerContext
-from shared.handoff.claims import ClaimStore, FirestoreClaimStore
 from shared.handoff.envelope import Envelope, EnvelopeSealer
+from shared.handoff.payloads import FirestorePayloadStore, PayloadStore
 from shared.handoff.tasks import TaskQueue, make_client
 from shared.kinds import Deliverers
 from shared.signatures.oidc import OidcVerifier
@@ -87,8 +87,8 @@ def firestore_client() -> firestore.Client:
 
 
 @once
-def claims_firestore_client() -> firestore.Client:
-    """The client of the claim store's own database (`CLAIMS_DATABASE`), never the ledger's.
+def payloads_firestore_client() -> firestore.Client:
+    """The client of the payload store's own database (`CLAIMS_DATABASE`), never the ledger's.
 
     The ingress builds only this one: its account is granted this database alone
     (docs/architecture.md, "Data model").
@@ -99,15 +99,15 @@ def claims_firestore_client() -> firestore.Client:
     return firestore.Client(project=cfg.project, database=cfg.claims_database)
 
 
-class _LazyFirestoreClaims:
-    """A claim store that builds its Firestore client on first use (rare: bodies > 512 KiB)."""
+class _LazyFirestorePayloads:
+    """A payload store that builds its Firestore client on first use (rare: bodies > 512 KiB)."""
 
     def __init__(self) -> None:
         self._store = once(self._build)
 
     @staticmethod
-    def _build() -> ClaimStore:
-        return FirestoreClaimStore(claims_firestore_client(), clock=system_clock)
+    def _build() -> PayloadStore:
+        return FirestorePayloadStore(payloads_firestore_client(), clock=system_clock)
 
     def put(self, key: str, data: bytes) -> str:
         return self._store().put(key, data)
@@ -119,7 +119,9 @@ class _LazyFirestoreClaims:
 def build_sealer(cfg: Config) -> EnvelopeSealer:
     """The envelope sealer; `ConfigError` naming ENVELOPE_KEYS if a key is unusable."""
     with secret_named("ENVELOPE_KEYS"):
-        return EnvelopeSealer(cfg.envelope_keys, clock=system_clock, claims=_LazyFirestoreClaims())
+        return EnvelopeSealer(
+            cfg.envelope_keys, clock=system_clock, payloads=_LazyFirestorePayloads()
+        )
 
 
 @once
@@ -276,9 +278,9 @@ def _comments_timeout_s(cfg: Config) -> float:
 
 
 @once
-def claim_store() -> ClaimStore:
-    """The store of claim-checked payloads; its Firestore client is built on first use."""
-    return _LazyFirestoreClaims()
+def payload_store() -> PayloadStore:
+    """The store of large payloads; its Firestore client is built on first use."""
+    return _LazyFirestorePayloads()
 
 
 @once
@@ -290,7 +292,7 @@ def handler_context() -> HandlerContext:
         gemini=gemini,
         github=github,
         tasks=task_queue,
-        claims=claim_store,
+        payloads=payload_store,
         comments=comments,
         github_auth=github_auth,
         checks=checks,

@@ -41,8 +41,8 @@ from shared.entrypoints.http import Endpoint, Reply
 from shared.errors import Deferred, retryable
 from shared.handlers import Attempt, Done, Event, Ignored, Unresolved
 from shared.handlers.context import ClientFactories, HandlerContext
-from shared.handoff.claims import ClaimError
 from shared.handoff.envelope import Envelope, EnvelopeSealer, resolve_body
+from shared.handoff.payloads import PayloadError
 from shared.ledger import (
     FINISHED_DELIVERY_STATUSES,
     DeliveryEnd,
@@ -123,12 +123,12 @@ class Worker(Endpoint):
         source, event_type = envelope.source, envelope.event
         unusable: str | None = None
         try:
-            raw = resolve_body(envelope, self._context.claims if envelope.claim else None)
-        except ClaimError as exc:
+            raw = resolve_body(envelope, self._context.payloads if envelope.payload_ref else None)
+        except PayloadError as exc:
             if retryable(exc):
                 first = {"source": source, "delivery_id": envelope.delivery_id, "event": event_type}
-                return self._answers.retry(first, f"claim store unavailable: {exc}")
-            raw, unusable = b"", f"payload claim unusable: {exc}"
+                return self._answers.retry(first, f"payload store unavailable: {exc}")
+            raw, unusable = b"", f"stored payload unusable: {exc}"
         reg, key = self._fan_out.registration(envelope, raw)
         ids: dict[str, Any] = {"source": source, "delivery_id": key, "event": event_type}
         if envelope.app is not None:
@@ -149,11 +149,13 @@ class Worker(Endpoint):
         envelope = task.envelope
         source, delivery_id, event_type = ids["source"], ids["delivery_id"], ids["event"]
         attempt = uuid.uuid4().hex  # this run's name on the lease; never shared by two runs
-        # A claim-checked body stays behind its reference: stored once, not twice. An app's
+        # A stored body stays behind its reference: stored once, not twice. An app's
         # own record keeps neither: the delivery's record holds the body.
-        # A claim-checked body is marked by the digest the envelope sealed (replays).
+        # A stored body is marked by the digest the envelope sealed (replays).
         stored = _Stored(
-            raw if envelope.claim is None else None, envelope.claim, envelope.body_sha256
+            raw if envelope.payload_ref is None else None,
+            envelope.payload_ref,
+            envelope.body_sha256,
         )
         if envelope.app is not None:
             stored = _Stored(None, None, None)
@@ -352,7 +354,7 @@ def _end_attempt_span(span: tracing.Span, reply: Reply) -> None:
 
 
 class _Stored(NamedTuple):
-    """What the delivery record keeps of the body: the body, or its claim-check reference
+    """What the delivery record keeps of the body: the body, or its stored payload's reference
     and the digest the envelope sealed (an app's own record keeps none: see app_fanout)."""
 
     payload: bytes | None

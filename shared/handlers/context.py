@@ -14,7 +14,7 @@
                                    or a GitHub App's installation tokens (one cache per
                                    process); a call names its push's `installation_id`
     ctx.tasks      TaskQueue       the Cloud Tasks queue the worker is fed from
-    ctx.claims     ClaimStore      claim-checked payloads (bodies over 512 KiB)
+    ctx.payloads   PayloadStore      stored payloads (bodies over 512 KiB)
 
 An app's handler gets the context `for_app(name).for_event(event)`: the same clients,
 plus the app's own `settings`, its `results` (limited to the collections it declared),
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from shared.github.auth import GitHubAuth
     from shared.github.checks import ChecksClient
     from shared.github.rest import GitHubApi
-    from shared.handoff.claims import ClaimStore
+    from shared.handoff.payloads import PayloadStore
     from shared.handoff.tasks import TaskQueue
     from shared.ledger import Ledger
     from shared.ledger.results import Results
@@ -76,7 +76,7 @@ class ClientFactories:
     gemini: Callable[[], GeminiGateway]
     github: Callable[[], ContentsClient]
     tasks: Callable[[], TaskQueue]
-    claims: Callable[[], ClaimStore]
+    payloads: Callable[[], PayloadStore]
     comments: Callable[[], CommentsClient]
     # None: a personal-token provider from the config's GITHUB_TOKEN (tests, tools).
     github_auth: Callable[[], GitHubAuth] | None = None
@@ -96,7 +96,7 @@ class ClientFactories:
             gemini=lambda: lookup("gemini"),
             github=lambda: lookup("github"),
             tasks=lambda: lookup("tasks"),
-            claims=lambda: lookup("claims"),
+            payloads=lambda: lookup("payloads"),
             comments=lambda: lookup("comments"),
             checks=lambda: lookup("checks"),
         )
@@ -273,8 +273,8 @@ class HandlerContext:
         return self._once("tasks", self._clients.tasks)
 
     @property
-    def claims(self) -> ClaimStore:
-        return self._once("claims", self._clients.claims)
+    def payloads(self) -> PayloadStore:
+        return self._once("payloads", self._clients.payloads)
 
     @property
     def comments(self) -> CommentsClient:

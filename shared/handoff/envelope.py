@@ -6,14 +6,15 @@ accepts a signature by any of them (rotation: add the new key first, drop the ol
 after the longest retry window).
 
 Wire format (version 2, what `seal` writes): one line of compact ASCII JSON, a newline,
-then the body's raw bytes (nothing after the newline for a claim-checked body)::
+then the body's raw bytes (nothing after the newline for a stored body)::
 
     {"v": 2, "payload": "<canonical JSON of the fields>", "sig": "<base64url HMAC>"}\n<body>
 
 The HMAC-SHA256 covers the exact bytes of the ``payload`` string (behind a domain tag),
 so re-serializing the line (on one line) can never break it. The payload holds `source`, `event`,
 `delivery_id`, `received_at`, `sealed_at` (whole Unix seconds), the kept headers, the
-claim reference (null for an inline body) and ``body_sha256``, the SHA-256 of the body;
+stored payload's reference (`payload_ref`; `claim` on the wire, which every worker reads:
+null for an inline body) and ``body_sha256``, the SHA-256 of the body;
 an envelope the worker hands to one app of several (docs/architecture.md, "Apps") also
 names that `app`. `open` recomputes the body's digest, so the body is sealed without
 being copied into the signed text: no base64, no JSON escaping, a task ~1/3 smaller, and
@@ -27,15 +28,15 @@ Age: `open` rejects envelopes sealed more than `max_age_s` ago (default 7 days, 
 than the queue's retry window must be: keep the Cloud Tasks ``max_retry_duration`` below
 it) and envelopes sealed more than `future_skew_s` (default 300 s) in the future.
 
-Claim check: a body over `claim_threshold_bytes` (default 512 KiB, i.e. ~683 KiB once in
-base64, leaving headroom under Cloud Tasks' 1 MB task limit) is stored in a `ClaimStore`
+A large body: a body over `payload_threshold_bytes` (default 512 KiB, i.e. ~683 KiB once in
+base64, leaving headroom under Cloud Tasks' 1 MB task limit) is stored in a `PayloadStore`
 first, under a key derived from source and delivery id, up to 25 MiB. `resolve_body`
 fetches it back and checks the sha256 sealed into the envelope.
 
 Exceptions: `EnvelopeError` (a `shared.signatures.VerificationError`) for anything wrong
 with sealed bytes, and nothing else from `open`; `ValueError` from `seal` and `Envelope`
-for a caller's mistake (`EnvelopeTooLarge` when a body cannot fit); `shared.handoff.claims`
-errors from `seal`/`resolve_body` when the claim store fails.
+for a caller's mistake (`EnvelopeTooLarge` when a body cannot fit); `shared.handoff.payloads`
+errors from `seal`/`resolve_body` when the payload store fails.
 
 This module must stay light: it imports neither google.cloud.firestore nor google.genai.
 """
@@ -55,7 +56,13 @@ import orjson
 
 from shared.clock import Clock, system_clock
 from shared.errors import PermanentError
-from shared.handoff.claims import MAX_CLAIM_BYTES, ClaimCorrupt, ClaimError, ClaimStore, claim_key
+from shared.handoff.payloads import (
+    MAX_PAYLOAD_BYTES,
+    PayloadCorrupt,
+    PayloadError,
+    PayloadStore,
+    payload_key,
+)
 from shared.signatures import MIN_KEY_BYTES, RequestHeaders, SecretError, VerificationError
 from shared.tracing import TRACEPARENT
 
@@ -65,7 +72,7 @@ VERSION = 2  # what `seal` writes
 LEGACY_VERSION = 1  # what `open` still accepts (module docstring)
 DEFAULT_MAX_AGE_S = 7 * 24 * 3600
 DEFAULT_FUTURE_SKEW_S = 300
-DEFAULT_CLAIM_THRESHOLD_BYTES = 512 * 1024
+DEFAULT_PAYLOAD_THRESHOLD_BYTES = 512 * 1024
 # Cloud Tasks allows 1 MB per task; keep room for the URL, headers and OIDC metadata.
 MAX_SEALED_BYTES = 1_000_000 - 32 * 1024
 _MAX_OPEN_BYTES = 1_048_576
@@ -104,7 +111,7 @@ class EnvelopeError(VerificationError):
 
 
 class EnvelopeTooLarge(PermanentError, ValueError):
-    """The body cannot travel in a task and no claim store can take it."""
+    """The body cannot travel in a task and no payload store can take it."""
 
 
 def select_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -127,9 +134,9 @@ def _text(value: object, name: str, limit: int) -> str:
 
 @dataclass(frozen=True)
 class Envelope:
-    """One verified delivery. Exactly one of `body` and `claim` is set.
+    """One verified delivery. Exactly one of `body` and `payload_ref` is set.
 
-    `body_sha256` is set with a claim (and checked by `resolve_body`); `sealed_at` is
+    `body_sha256` is set with a `payload_ref` (and checked by `resolve_body`); `sealed_at` is
     set on envelopes returned by `EnvelopeSealer.open`.
     """
 
@@ -139,7 +146,7 @@ class Envelope:
     received_at: datetime
     headers: Mapping[str, str]
     body: bytes | None
-    claim: str | None = None
+    payload_ref: str | None = None
     body_sha256: str | None = None
     sealed_at: datetime | None = field(default=None, compare=False)
     # The one app this envelope is for (the worker's fan-out); None: every app that takes it.
@@ -158,15 +165,15 @@ class Envelope:
                 raise ValueError(f"envelope may not carry header {name!r}")
             _text(value, f"header {name}", _MAX_HEADER_VALUE)
         object.__setattr__(self, "headers", headers)
-        if (self.body is None) == (self.claim is None):
-            raise ValueError("envelope needs exactly one of body and claim")
+        if (self.body is None) == (self.payload_ref is None):
+            raise ValueError("envelope needs exactly one of body and payload_ref")
         if self.body is not None and not isinstance(self.body, bytes):
             raise ValueError("envelope body must be bytes")
-        if self.claim is not None:
-            _text(self.claim, "claim", 1500)
+        if self.payload_ref is not None:
+            _text(self.payload_ref, "payload_ref", 1500)
             sha = self.body_sha256
             if not (isinstance(sha, str) and len(sha) == 64 and _is_hex(sha)):
-                raise ValueError("a claim-checked envelope needs the body's sha256")
+                raise ValueError("an envelope with a stored body needs the body's sha256")
         if self.app is not None:
             _text(self.app, "app", _MAX_EVENT)
 
@@ -231,31 +238,31 @@ class EnvelopeSealer:
         clock: Clock = system_clock,
         max_age_s: int = DEFAULT_MAX_AGE_S,
         future_skew_s: int = DEFAULT_FUTURE_SKEW_S,
-        claims: ClaimStore | None = None,
-        claim_threshold_bytes: int = DEFAULT_CLAIM_THRESHOLD_BYTES,
+        payloads: PayloadStore | None = None,
+        payload_threshold_bytes: int = DEFAULT_PAYLOAD_THRESHOLD_BYTES,
     ) -> None:
         self._keys = _key_bytes(keys)
         if max_age_s < 1 or future_skew_s < 0:
             raise ValueError("max_age_s must be positive and future_skew_s not negative")
-        if not 1 <= claim_threshold_bytes <= DEFAULT_CLAIM_THRESHOLD_BYTES:
+        if not 1 <= payload_threshold_bytes <= DEFAULT_PAYLOAD_THRESHOLD_BYTES:
             raise ValueError(
-                f"claim_threshold_bytes must be between 1 and {DEFAULT_CLAIM_THRESHOLD_BYTES}"
+                f"payload_threshold_bytes must be between 1 and {DEFAULT_PAYLOAD_THRESHOLD_BYTES}"
             )
         self._clock = clock
         self._max_age_s = max_age_s
         self._future_skew_s = future_skew_s
-        self._claims = claims
-        self._threshold = claim_threshold_bytes
+        self._payloads = payloads
+        self._threshold = payload_threshold_bytes
 
     def seal(
-        self, envelope: Envelope, *, claim_as: str | None = None, body_sha256: str | None = None
+        self, envelope: Envelope, *, store_as: str | None = None, body_sha256: str | None = None
     ) -> bytes:
-        """Compact signed bytes for `envelope`, claim-checking a large body first (stored
-        under its delivery id, or `claim_as` when another body may hold that key).
+        """Compact signed bytes for `envelope`, storing a large body first (stored
+        under its delivery id, or `store_as` when another body may hold that key).
         `body_sha256`: the body's hex SHA-256 when the caller has it (sealed as given: a
         wrong one seals an envelope `open` refuses), so the body is hashed once."""
         if envelope.body is not None and len(envelope.body) > self._threshold:
-            envelope = self._claim(envelope, claim_as, body_sha256)
+            envelope = self._store(envelope, store_as, body_sha256)
         body = envelope.body
         if body is None:
             digest = envelope.body_sha256
@@ -269,7 +276,7 @@ class EnvelopeSealer:
             "received_at": envelope.received_at.astimezone(UTC).isoformat(),
             "sealed_at": int(self._clock().timestamp()),
             "headers": dict(envelope.headers),
-            "claim": envelope.claim,
+            "claim": envelope.payload_ref,
             "body_sha256": digest,
         }
         if envelope.app is not None:  # only then: an envelope for every app is as before
@@ -291,22 +298,22 @@ class EnvelopeSealer:
             )
         return sealed
 
-    def _claim(
-        self, envelope: Envelope, claim_as: str | None = None, body_sha256: str | None = None
+    def _store(
+        self, envelope: Envelope, store_as: str | None = None, body_sha256: str | None = None
     ) -> Envelope:
         body = envelope.body or b""
-        if len(body) > MAX_CLAIM_BYTES:
+        if len(body) > MAX_PAYLOAD_BYTES:
             raise EnvelopeTooLarge(
-                f"body of delivery {envelope.delivery_id} exceeds {MAX_CLAIM_BYTES} bytes"
+                f"body of delivery {envelope.delivery_id} exceeds {MAX_PAYLOAD_BYTES} bytes"
             )
-        if self._claims is None:
+        if self._payloads is None:
             raise EnvelopeTooLarge(
-                f"body of delivery {envelope.delivery_id} needs a claim check and no store is set"
+                f"body of delivery {envelope.delivery_id} must be stored apart; no payload store"
             )
-        key = claim_key(envelope.source, claim_as or envelope.delivery_id)
-        ref = self._claims.put(key, body)
+        key = payload_key(envelope.source, store_as or envelope.delivery_id)
+        ref = self._payloads.put(key, body)
         digest = body_sha256 or hashlib.sha256(body).hexdigest()
-        return replace(envelope, body=None, claim=ref, body_sha256=digest)
+        return replace(envelope, body=None, payload_ref=ref, body_sha256=digest)
 
     def open(self, data: bytes | str) -> Envelope:
         """The envelope sealed in `data`; `EnvelopeError` for anything wrong with it."""
@@ -348,7 +355,7 @@ class EnvelopeSealer:
             raise EnvelopeError("envelope body_sha256 is not text")
         if fields["claim"] is not None:
             if body:
-                raise EnvelopeError("a claim-checked envelope carries a body")
+                raise EnvelopeError("an envelope with a stored body carries a body too")
             return self._envelope(fields, None, sealed_sha)
         if not hmac.compare_digest(hashlib.sha256(body).hexdigest(), sealed_sha):
             raise EnvelopeError("envelope body does not match its sealed sha256")
@@ -413,27 +420,30 @@ class EnvelopeSealer:
             received_at=datetime.fromisoformat(fields["received_at"]),
             headers=fields["headers"],
             body=body,
-            claim=fields["claim"],
+            payload_ref=fields["claim"],
             body_sha256=sha,
             sealed_at=datetime.fromtimestamp(fields["sealed_at"], UTC),
             app=fields.get("app"),
         )
 
 
-def resolve_body(envelope: Envelope, claims: ClaimStore | None) -> bytes:
+def resolve_body(envelope: Envelope, payloads: PayloadStore | None) -> bytes:
     """The delivery's body: inline, or fetched from `claims` and checked against its sha256.
 
-    Raises `ClaimError` (see `shared.handoff.claims`) when the claim cannot be fetched or its
+    Raises `PayloadError` (see `shared.handoff.payloads`) when the payload cannot be fetched or its
     bytes are not the ones sealed.
     """
     if envelope.body is not None:
         return envelope.body
-    if claims is None:
-        raise ClaimError(f"delivery {envelope.delivery_id} is claim-checked and no store is set")
-    assert envelope.claim is not None  # guaranteed by Envelope
-    data = claims.get(envelope.claim)
+    if payloads is None:
+        raise PayloadError(
+            f"delivery {envelope.delivery_id} is stored apart and no payload store is set"
+        )
+    assert envelope.payload_ref is not None  # guaranteed by Envelope
+    data = payloads.get(envelope.payload_ref)
     if hashlib.sha256(data).hexdigest() != envelope.body_sha256:
-        raise ClaimCorrupt(
-            f"claim {envelope.claim} of delivery {envelope.delivery_id} is not the sealed body"
+        raise PayloadCorrupt(
+            f"payload {envelope.payload_ref} of delivery {envelope.delivery_id} "
+            "is not the sealed body"
         )
     return data

@@ -19,14 +19,14 @@ def hand_to_worker(
     envelope: Envelope,
     task_id: str,
     *,
-    claim_as: str | None = None,
+    store_as: str | None = None,
     body_sha256: str | None = None,
 ) -> EnqueueResult:
     """Seal `envelope` and create task `task_id` posting it to the worker (`duplicate` when
-    the name is taken); a large body is claim-checked under `claim_as` when given, and
+    the name is taken); a large body is stored under `store_as` when given, and
     `body_sha256`, when the caller has it, spares hashing the body again. Raises
-    `EnvelopeTooLarge`, `EnqueueError` or `ClaimError`."""
-    sealed = sealer.seal(envelope, claim_as=claim_as, body_sha256=body_sha256)
+    `EnvelopeTooLarge`, `EnqueueError` or `PayloadError`."""
+    sealed = sealer.seal(envelope, store_as=store_as, body_sha256=body_sha256)
     return queue.enqueue(
         config.worker_url,
         sealed,

@@ -1,14 +1,14 @@
 """The ledger: operations settled exactly once, webhook deliveries, and their results.
 
 The only code in hookledger that names Firestore collections and fields (besides the
-claim-check store, shared/handoff/claims.py); everything else asks it. Layout (docs/architecture.md,
-"Code map"): `records` (types, statuses, converters; it re-exports `recordtypes`, the types
-that need no status or field name), `errors`, `ids` (document ids and input checks),
-`commits` (conditional commits and retries), one module per collection (`operations`,
-whose settle commit is the `settling` mixin; `deliveries` with its `bodies` markers, whose
-marks are the `delivery_marks` mixin and reads the `delivery_reads` one; `outbox`,
-`results`, `submissions`, `runs`, `installations`) and `queries` (read-only listings).
-`Ledger` builds the parts over one client and callers reach each by name
+payload store, shared/handoff/payloads.py); everything else asks it. Layout
+(docs/architecture.md, "Code map"): `records` (types, statuses, converters; it re-exports
+`recordtypes`, the types that need no status or field name), `errors`, `ids` (document ids
+and input checks), `commits` (conditional commits and retries), one module per collection
+(`operations`, whose settle commit is the `settling` mixin; `deliveries` with its `bodies`
+markers, whose marks are the `delivery_marks` mixin and reads the `delivery_reads` one;
+`outbox`, `results`, `submissions`, `runs`, `installations`) and `queries` (read-only
+listings). `Ledger` builds the parts over one client and callers reach each by name
 (`ledger.deliveries.record(...)`); it adds only what spans parts. `protocols` names what
 each caller calls (`Settler`: `SettleLedger`; reconcile: `ReconcileLedger`; the kinds:
 `PushLedger`, …); those callers depend on the protocols, and `Ledger` satisfies them

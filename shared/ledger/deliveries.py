@@ -85,7 +85,7 @@ class BodyMark(NamedTuple):
 
 def body_digest(source: str, payload: Any, body_sha256: str | None = None) -> str | None:
     """The SHA-256 (hex) of a delivery's exact body, for a source that signs the body but
-    not the id (GitHub): `body_sha256` when given (a claim-checked body: the envelope sealed
+    not the id (GitHub): `body_sha256` when given (a stored body: the envelope sealed
     its digest), else that of `payload`'s bytes. None: no dedupe by body (another source, or
     neither bytes nor a digest)."""
     if source not in BODY_DEDUPED_SOURCES:

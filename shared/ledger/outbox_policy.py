@@ -1,4 +1,4 @@
-"""How the outbox treats its items: how long a delivery's claim holds, how a failed item
+"""How the outbox treats its items: how long a delivery's lease holds, how a failed item
 backs off, when it alerts and when it is given up (outbox.py applies it)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ CALLS_PER_LEASE = 3  # a lease holds at least this many of a deliverer's longest
 
 @dataclass(frozen=True)
 class OutboxPolicy:
-    """How long a claim holds, how failed items back off, when one alerts and is given up.
+    """How long a lease holds, how failed items back off, when one alerts and is given up.
 
     `call_timeout` is the longest single external call a deliverer makes (its HTTP
     timeout); the lease must hold at least `CALLS_PER_LEASE` of them: look, post, clean up.

@@ -331,7 +331,7 @@ class DeliveryEnd:
     # again (its write conditional on that read); a retry after a conflict reads afresh.
     seen: DeliveryRead | None = None
     applied: bool = False
-    # The body's SHA-256 when `new` holds no body bytes (a claim-checked body: the envelope
+    # The body's SHA-256 when `new` holds no body bytes (a stored body: the envelope
     # sealed its digest): the commit that creates the record marks the body with it.
     body_sha256: str | None = None
 

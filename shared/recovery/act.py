@@ -42,7 +42,7 @@ from shared.clock import Clock
 from shared.errors import TransientError
 from shared.github.errors import GitHubError, GitHubRejected, GitHubUnavailable
 from shared.github.hook_deliveries import GITHUB_DELIVERY_WINDOW, HookDeliveriesClient
-from shared.handoff.claims import ClaimError
+from shared.handoff.payloads import PayloadError
 from shared.ledger import Ledger, LedgerError, Recovery
 from shared.recovery.handoff import HandOff, Recovered, recovered_task_id, rehanded_task_id
 from shared.recovery.report import SweepReport, SweepSettings
@@ -213,7 +213,7 @@ class RecoveryActions:
         sent_at = min(recovery.sent_at, request.delivery.delivered_at)
         try:
             self._hand_off(Recovered(request, sent_at, task_id))
-        except (TransientError, ClaimError, ValueError) as exc:
+        except (TransientError, PayloadError, ValueError) as exc:
             return self._note(recovery, report, run, f"hand-off failed: {exc}", failed=True)
         if again:
             changed = self._change(recovery, report, rehanded_at=now, **run.fields())

@@ -6,7 +6,7 @@ own JWT (`GET /app/hook/deliveries/{id}`), so GitHub vouches for them exactly as
 HMAC does on a webhook; the envelope is then sealed with our key like any other. The
 body is GitHub's payload as JSON (its bytes may differ from the original POST's: the
 task is named after the guid in its own `recovered` namespace, which is what keeps two
-overlapping runs from handing it off twice, a large body is claim-checked under its own
+overlapping runs from handing it off twice, a large body is stored under its own
 key, and the worker's ledger dedupes by the delivery id).
 
 The envelope's `received_at` is when GitHub first sent the delivery, not when the sweep
@@ -92,13 +92,13 @@ class WorkerHandOff:
             body=json.dumps(request.payload, separators=(",", ":")).encode(),
         )
         guid = request.delivery.guid
-        # A large body is claim-checked under its own key: the ingress may have stored the
-        # original bytes under the guid's (a 503 after the claim), and these differ.
+        # A large body is stored under its own key: the ingress may have stored the
+        # original bytes under the guid's (a 503 after storing it), and these differ.
         return hand_to_worker(
             self._config,
             self._sealer,
             self._queue(),
             envelope,
             recovered.task_id,
-            claim_as=f"recovered:{guid}",
+            store_as=f"recovered:{guid}",
         )

@@ -109,7 +109,7 @@ class Harness:
             gemini=unused("gemini"),
             github=lambda: contents,
             tasks=unused("tasks"),
-            claims=unused("claims"),
+            payloads=unused("payloads"),
             comments=unused("comments"),
         )
         context = Context(Config(), factories, clock=self.clock)

@@ -279,14 +279,14 @@ def test_a_claim_checked_body_replayed_under_another_id_is_a_duplicate_at_the_wo
 ):
     """A body over the claim threshold travels by reference: the worker marks it by the
     digest the envelope sealed, so its replay under a new id runs nothing."""
-    from local.fakes import MemoryClaimStore
+    from local.fakes import MemoryPayloadStore
 
     saved = handlers.snapshot()
-    store = MemoryClaimStore()
-    sealer = EnvelopeSealer([LOCAL_ENVELOPE_KEY], claims=store, claim_threshold_bytes=1)
+    store = MemoryPayloadStore()
+    sealer = EnvelopeSealer([LOCAL_ENVELOPE_KEY], payloads=store, payload_threshold_bytes=1)
     ledger = Ledger(firestore_client, clock=clock)
     worker = Worker(
-        Config(), sealer=sealer, ledger=ledger, services={"claims": store}.__getitem__, clock=clock
+        Config(), sealer=sealer, ledger=ledger, services={"payloads": store}.__getitem__, clock=clock
     )
     runs: list[str] = []
 

@@ -19,7 +19,7 @@ import pytest
 
 from shared.config import LOCAL_ENVELOPE_KEY, LOCAL_GITHUB_SECRET
 from shared.entrypoints import runtime
-from shared.handoff.claims import COLLECTION, claim_key
+from shared.handoff.payloads import COLLECTION, payload_key
 from shared.handoff.tasks import ensure_queue, make_client
 from shared.signatures import sign_github
 
@@ -86,7 +86,7 @@ def test_a_claim_checked_push_lands_in_the_claims_database_and_only_there(
     accepted = ingress.post("/github", data=body, headers=headers)
 
     assert accepted.status_code == 202, accepted.get_data(as_text=True)
-    key = claim_key("github", delivery)
+    key = payload_key("github", delivery)
     parent = claims_firestore_client.collection(COLLECTION).document(key).get()
     assert parent.exists and parent.get("size") == len(body)
     # The ingress wrote nothing of, and nothing into, the ledger's database.
@@ -115,7 +115,7 @@ def test_the_claims_database_is_named_by_claims_database(
     runtime.reset()
     store = runtime.claim_store()
 
-    ref = store.put(claim_key("github", "named"), b"payload")
+    ref = store.put(payload_key("github", "named"), b"payload")
 
     other = firestore.Client(project="demo-hookledger", database="other-claims")
     try:

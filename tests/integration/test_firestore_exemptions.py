@@ -19,7 +19,7 @@ from apps.review.results import put_review
 from local.fakes import FakeClock
 from shared.errors import PermanentError
 from shared.gemini import Row
-from shared.handoff.claims import FirestoreClaimStore
+from shared.handoff.payloads import FirestorePayloadStore
 from shared.ledger import Ledger
 from shared.ledger.recoveries import Checkpoint, ScanPosition
 from shared.ledger.submissions import Submissions
@@ -241,7 +241,7 @@ def fields_and_needs(
             seed(parts, clock)
             exercise_every_read(parts, clock)
         write_every_field(parts, clock)
-        FirestoreClaimStore(claims, clock, chunk_bytes=4).put("github:d-9", b"0123456789")
+        FirestorePayloadStore(claims, clock, chunk_bytes=4).put("github:d-9", b"0123456789")
         written = written_fields(client, claims)
     needs = {
         (q.shape.collection, f) for q in log.queries for f in single_field_needs(q.shape) or ()

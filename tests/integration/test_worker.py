@@ -176,7 +176,7 @@ def test_handlers_receive_the_typed_context_the_worker_was_given(firestore_clien
         gemini=client("gemini"),
         github=client("github"),
         tasks=client("tasks"),
-        claims=client("claims"),
+        payloads=client("payloads"),
         comments=client("comments"),
     )
     context = HandlerContext(config, factories, clock=clock)

@@ -14,7 +14,7 @@ import re
 import pytest
 
 from shared.config import PRODUCTION_ENV_NAMES, Config
-from shared.handoff.claims import CHUNKS, COLLECTION
+from shared.handoff.payloads import CHUNKS, COLLECTION
 from tests.terraform.test_terraform_wiring import (
     FUNCTIONS,
     TERRAFORM,

@@ -1,4 +1,4 @@
-"""Document ids are not sequential (shared/ledger/ids.py, shared/handoff/claims.py).
+"""Document ids are not sequential (shared/ledger/ids.py, shared/handoff/payloads.py).
 
 Ids minted one after another in increasing order put every new document on one key range,
 a Firestore hotspot (https://cloud.google.com/firestore/docs/best-practices#document_ids).
@@ -17,7 +17,7 @@ import pytest
 
 from apps.review.kind import review_tag
 from apps.review.results import review_doc_id
-from shared.handoff.claims import claim_key
+from shared.handoff.payloads import payload_key
 from shared.ledger.ids import delivery_id, operation_id, run_doc_id, submission_id
 
 N = 200
@@ -76,7 +76,7 @@ def test_sender_ids_are_kept_in_their_own_order_with_nothing_sequential_added() 
     for mint in (
         lambda s: operation_id(f"batches/{s}"),
         lambda s: delivery_id("github", s),
-        lambda s: claim_key("github", s),
+        lambda s: payload_key("github", s),
     ):
         ids = [mint(s) for s in senders]
         assert sorted(ids) == [mint(s) for s in sorted(senders)]

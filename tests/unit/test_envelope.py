@@ -1,5 +1,6 @@
 """The signed worker envelope: round trip, tampering, rotation, age, malformed input, and
-the claim check (with the in-memory store; the Firestore store is in integration)."""
+a large body stored apart (with the in-memory store; the Firestore store is in
+integration)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from local.fakes import FakeClock, MemoryClaimStore
+from local.fakes import FakeClock, MemoryPayloadStore
 from shared.config import LOCAL_ENVELOPE_KEY
-from shared.handoff.claims import ClaimCorrupt, ClaimError, claim_key
 from shared.handoff.envelope import (
     DEFAULT_MAX_AGE_S,
     KEPT_HEADERS,
@@ -31,6 +31,7 @@ from shared.handoff.envelope import (
     resolve_body,
     select_headers,
 )
+from shared.handoff.payloads import PayloadCorrupt, PayloadError, payload_key
 from shared.signatures import SecretError, VerificationError
 
 OLD_KEY = LOCAL_ENVELOPE_KEY
@@ -108,12 +109,12 @@ def test_a_tampered_body_is_refused(name, change):
         sealer().open(_join(outer, change(body)))
 
 
-def test_a_claim_checked_envelope_with_a_body_is_refused():
-    data = sealer(claims=MemoryClaimStore(), claim_threshold_bytes=8).seal(envelope())
+def test_an_envelope_with_a_stored_body_and_a_body_is_refused():
+    data = sealer(payloads=MemoryPayloadStore(), payload_threshold_bytes=8).seal(envelope())
     outer, body = _split(data)
     assert body == b""
 
-    with pytest.raises(EnvelopeError, match="claim-checked"):
+    with pytest.raises(EnvelopeError, match="stored body"):
         sealer().open(_join(outer, BODY))
 
 
@@ -167,9 +168,9 @@ BAD_ENVELOPES = [
     ("naive received_at", {"received_at": datetime(2026, 1, 1)}),
     ("a signature header", {"headers": {"x-hub-signature-256": "sha256=abc"}}),
     ("an authorization header", {"headers": {"authorization": "Bearer x"}}),
-    ("neither body nor claim", {"body": None}),
-    ("both body and claim", {"claim": "github:d-1", "body_sha256": "0" * 64}),
-    ("claim without sha256", {"body": None, "claim": "github:d-1"}),
+    ("neither body nor payload_ref", {"body": None}),
+    ("both body and payload_ref", {"payload_ref": "github:d-1", "body_sha256": "0" * 64}),
+    ("payload_ref without sha256", {"body": None, "payload_ref": "github:d-1"}),
     ("body that is text", {"body": "text"}),
 ]
 
@@ -254,7 +255,7 @@ def _reference_seal(original: Envelope, sealed_at: int, key: str) -> bytes:
         "received_at": original.received_at.astimezone(UTC).isoformat(),
         "sealed_at": sealed_at,
         "headers": dict(original.headers),
-        "claim": original.claim,
+        "claim": original.payload_ref,
         "body_sha256": original.body_sha256 if body is None else hashlib.sha256(body).hexdigest(),
     }
     payload = _plain_canonical(fields)
@@ -273,7 +274,7 @@ def _legacy_seal(original: Envelope, sealed_at: int, key: str) -> bytes:
         "sealed_at": sealed_at,
         "headers": dict(original.headers),
         "body": None if original.body is None else base64.b64encode(original.body).decode(),
-        "claim": original.claim,
+        "claim": original.payload_ref,
         "body_sha256": original.body_sha256,
     }
     payload = _plain_canonical(fields)
@@ -303,7 +304,7 @@ def test_seal_is_byte_for_byte_the_plain_construction(
     source, event, delivery_id, headers, body, offset_s
 ):
     clock = FakeClock()
-    claim = {} if body is not None else {"claim": "claims/x", "body_sha256": "ab" * 32}
+    stored = {} if body is not None else {"payload_ref": "claims/x", "body_sha256": "ab" * 32}
     original = Envelope(
         source=source,
         event=event,
@@ -311,7 +312,7 @@ def test_seal_is_byte_for_byte_the_plain_construction(
         received_at=RECEIVED + timedelta(seconds=offset_s),
         headers=headers,
         body=body,
-        **claim,  # type: ignore[arg-type]
+        **stored,  # type: ignore[arg-type]
     )
 
     sealed = sealer(clock=clock).seal(original)
@@ -522,28 +523,28 @@ def test_the_version_2_table_rows_differ_from_a_valid_envelope_only_in_their_cha
     assert sealer().open(_signed_v2(GOOD_V2)) == envelope()
 
 
-# ------------------------------------------------------------------------ claim check
+# -------------------------------------------------------------- a large body stored apart
 
 
-def test_a_large_body_goes_by_claim_check_and_resolves():
-    store = MemoryClaimStore()
+def test_a_large_body_is_stored_apart_and_resolves():
+    store = MemoryPayloadStore()
     clock = FakeClock()
     big = bytes(range(256)) * 4096  # 1 MiB
-    data = sealer(clock=clock, claims=store).seal(envelope(body=big))
+    data = sealer(clock=clock, payloads=store).seal(envelope(body=big))
 
     opened = sealer(clock=clock).open(data)
 
     assert len(data) < 10_000
     assert opened.body is None
-    assert opened.claim == claim_key("github", "d-1")
+    assert opened.payload_ref == payload_key("github", "d-1")
     assert opened.body_sha256 == hashlib.sha256(big).hexdigest()
     assert resolve_body(opened, store) == big
 
 
-def test_a_claim_checked_body_keeps_the_digest_its_caller_gave():
+def test_a_stored_body_keeps_the_digest_its_caller_gave():
     big = b"y" * 600_000
     digest = hashlib.sha256(big).hexdigest()
-    data = sealer(claims=MemoryClaimStore()).seal(envelope(body=big), body_sha256=digest)
+    data = sealer(payloads=MemoryPayloadStore()).seal(envelope(body=big), body_sha256=digest)
 
     assert sealer().open(data).body_sha256 == digest
 
@@ -556,14 +557,14 @@ def test_a_wrong_digest_from_the_caller_seals_an_envelope_open_refuses():
 
 
 def test_the_threshold_is_configurable_and_small_bodies_stay_inline():
-    store = MemoryClaimStore()
-    small = sealer(claims=store, claim_threshold_bytes=len(BODY)).open(
-        sealer(claims=store, claim_threshold_bytes=len(BODY)).seal(envelope())
+    store = MemoryPayloadStore()
+    small = sealer(payloads=store, payload_threshold_bytes=len(BODY)).open(
+        sealer(payloads=store, payload_threshold_bytes=len(BODY)).seal(envelope())
     )
-    over = sealer(claims=store, claim_threshold_bytes=len(BODY) - 1).seal(envelope())
+    over = sealer(payloads=store, payload_threshold_bytes=len(BODY) - 1).seal(envelope())
 
     assert small.body == BODY
-    assert sealer().open(over).claim is not None
+    assert sealer().open(over).payload_ref is not None
 
 
 def test_the_largest_inline_body_fits_in_a_task():
@@ -573,39 +574,41 @@ def test_the_largest_inline_body_fits_in_a_task():
     assert len(data) <= MAX_SEALED_BYTES < 1_000_000
 
 
-def test_sealing_the_same_delivery_twice_reuses_its_claim():
-    store = MemoryClaimStore()
+def test_sealing_the_same_delivery_twice_reuses_its_stored_payload():
+    store = MemoryPayloadStore()
     big = b"x" * 600_000
-    first = sealer(claims=store).open(sealer(claims=store).seal(envelope(body=big)))
-    second = sealer(claims=store).open(sealer(claims=store).seal(envelope(body=big)))
+    first = sealer(payloads=store).open(sealer(payloads=store).seal(envelope(body=big)))
+    second = sealer(payloads=store).open(sealer(payloads=store).seal(envelope(body=big)))
 
-    assert first.claim == second.claim
+    assert first.payload_ref == second.payload_ref
 
 
-def test_a_large_body_without_a_claim_store_is_too_large():
+def test_a_large_body_without_a_payload_store_is_too_large():
     with pytest.raises(EnvelopeTooLarge):
         sealer().seal(envelope(body=b"x" * 600_000))
 
 
 def test_a_body_over_25_mib_is_too_large_even_with_a_store():
     with pytest.raises(EnvelopeTooLarge):
-        sealer(claims=MemoryClaimStore()).seal(envelope(body=b"x" * (25 * 1024 * 1024 + 1)))
+        sealer(payloads=MemoryPayloadStore()).seal(envelope(body=b"x" * (25 * 1024 * 1024 + 1)))
 
 
-def test_resolve_body_detects_a_claim_replaced_by_other_bytes():
-    store = MemoryClaimStore()
-    data = sealer(claims=store).seal(envelope(body=b"a" * 600_000))
+def test_resolve_body_detects_a_payload_replaced_by_other_bytes():
+    store = MemoryPayloadStore()
+    data = sealer(payloads=store).seal(envelope(body=b"a" * 600_000))
     opened = sealer().open(data)
-    store._items[opened.claim] = b"b" * 600_000  # someone rewrote the stored payload
+    store._items[opened.payload_ref] = b"b" * 600_000  # someone rewrote the stored payload
 
-    with pytest.raises(ClaimCorrupt):
+    with pytest.raises(PayloadCorrupt):
         resolve_body(opened, store)
 
 
 def test_resolve_body_without_a_store_names_the_delivery():
-    opened = sealer().open(sealer(claims=MemoryClaimStore()).seal(envelope(body=b"a" * 600_000)))
+    opened = sealer().open(
+        sealer(payloads=MemoryPayloadStore()).seal(envelope(body=b"a" * 600_000))
+    )
 
-    with pytest.raises(ClaimError, match="d-1"):
+    with pytest.raises(PayloadError, match="d-1"):
         resolve_body(opened, None)
 
 
@@ -614,7 +617,7 @@ def test_resolve_body_without_a_store_names_the_delivery():
 
 def test_importing_the_ingress_modules_loads_neither_firestore_nor_genai():
     code = (
-        "import sys, shared.handoff.envelope, shared.signatures, shared.handoff.claims\n"
+        "import sys, shared.handoff.envelope, shared.signatures, shared.handoff.payloads\n"
         "heavy = [m for m in sys.modules if m.startswith(('google.cloud.firestore', "
         "'google.genai'))]\n"
         "print(heavy)\n"

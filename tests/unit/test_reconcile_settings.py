@@ -149,7 +149,7 @@ def test_every_constructor_default_is_configs() -> None:
     import inspect
     from datetime import timedelta
 
-    from shared.handoff.claims import FirestoreClaimStore
+    from shared.handoff.payloads import FirestorePayloadStore
     from shared.ledger import Ledger
 
     defaults = Config()
@@ -157,5 +157,5 @@ def test_every_constructor_default_is_configs() -> None:
     ledger = inspect.signature(Ledger).parameters
     assert ledger["grace"].default == timedelta(seconds=defaults.reconcile_grace_s)
     assert ledger["retention"].default == timedelta(days=defaults.retention_days)
-    claims = inspect.signature(FirestoreClaimStore).parameters
+    claims = inspect.signature(FirestorePayloadStore).parameters
     assert claims["ttl"].default == timedelta(days=defaults.retention_days)

@@ -1,9 +1,10 @@
-"""Claim-check storage for payloads too large to ride inside a Cloud Task (1 MB limit).
+"""Storage for payloads too large to ride inside a Cloud Task (1 MB limit).
 
 A body is stored first under a key derived from its delivery, and the task carries only
-the reference. The store lives in its own Firestore database (``CLAIMS_DATABASE``), apart
+the reference. The store lives in its own Firestore database (``CLAIMS_DATABASE``, its name
+kept from the claim-check pattern: a deployed database and variable are not renamed), apart
 from the ledger, so the public ingress's account can be granted that database and nothing
-else (docs/architecture.md, "Data model"). `FirestoreClaimStore` splits it into chunk
+else (docs/architecture.md, "Data model"). `FirestorePayloadStore` splits it into chunk
 documents under ``payloads/{key}/chunks/{n}`` (a Firestore document holds at most 1 MiB)
 and writes the parent ``payloads/{key}`` last, as the commit marker; the parent holds the
 sha256, size and chunk count, checked on every read. Both carry ``expire_at`` for a TTL
@@ -12,18 +13,18 @@ policy (set on the claims database by terraform/firestore.tf).
 What callers may rely on:
 - ``put(key, data)`` returns a reference that ``get`` accepts; putting the same bytes
   under the same key again is a no-op returning the same reference (redeliveries);
-  different bytes under an existing key raise `ClaimConflict`.
+  different bytes under an existing key raise `PayloadConflict`.
 - ``get(ref)`` returns exactly the bytes put, or raises.
 
 Exceptions::
 
-    ClaimError
-     ├── ClaimNotFound      no payload under that reference (expired, never stored)
-     ├── ClaimCorrupt       stored chunks do not add up to the recorded sha256/size
-     ├── ClaimConflict      a different payload already holds that key
-     └── ClaimUnavailable   storage failed (network, quota): retry later
+    PayloadError
+     ├── PayloadNotFound      no payload under that reference (expired, never stored)
+     ├── PayloadCorrupt       stored chunks do not add up to the recorded sha256/size
+     ├── PayloadConflict      a different payload already holds that key
+     └── PayloadUnavailable   storage failed (network, quota): retry later
 
-google.cloud.firestore is imported only inside `FirestoreClaimStore`, so modules that
+google.cloud.firestore is imported only inside `FirestorePayloadStore`, so modules that
 merely reference this one (the ingress) do not pay for loading it.
 """
 
@@ -41,44 +42,44 @@ from shared.clock import Clock, system_clock
 from shared.config import DEFAULTS, FIRESTORE_TIMEOUT_S
 from shared.errors import HookledgerError, PermanentError, TransientError
 
-MAX_CLAIM_BYTES = 25 * 1024 * 1024
+MAX_PAYLOAD_BYTES = 25 * 1024 * 1024
 # Below Firestore's 1 MiB document limit, leaving room for the name and other fields.
 CHUNK_BYTES = 900 * 1024
 # Firestore documents a 10 MiB request limit, but gRPC messages (the emulator's, and a
 # client's default receive size) stop at 4 MiB: 4 chunks (3.6 MiB) per write or read.
 CHUNKS_PER_BATCH = 4
-# Claim-checked bodies live as long as the ledger keeps what they belong to (RETENTION_DAYS).
+# Stored bodies live as long as the ledger keeps what they belong to (RETENTION_DAYS).
 DEFAULT_TTL = timedelta(days=DEFAULTS.retention_days)
 COLLECTION = "payloads"
 CHUNKS = "chunks"
-# Firestore allows 1,500 bytes per document id; claim keys stay far below (ASCII).
-MAX_CLAIM_KEY_CHARS = 256
-# A percent-encoded delivery id longer than this is shortened and hashed (see claim_key).
+# Firestore allows 1,500 bytes per document id; payload keys stay far below (ASCII).
+MAX_PAYLOAD_KEY_CHARS = 256
+# A percent-encoded delivery id longer than this is shortened and hashed (see payload_key).
 READABLE_ID_CHARS = 128
 _HASHED_PREFIX_CHARS = 64
 
 
-class ClaimError(HookledgerError):
-    """A claim-checked payload could not be stored or fetched; the message names it."""
+class PayloadError(HookledgerError):
+    """A stored payload could not be stored or fetched; the message names it."""
 
 
-class ClaimNotFound(ClaimError, PermanentError):
+class PayloadNotFound(PayloadError, PermanentError):
     pass
 
 
-class ClaimCorrupt(ClaimError, PermanentError):
+class PayloadCorrupt(PayloadError, PermanentError):
     pass
 
 
-class ClaimConflict(ClaimError, PermanentError):
+class PayloadConflict(PayloadError, PermanentError):
     pass
 
 
-class ClaimUnavailable(ClaimError, TransientError):
+class PayloadUnavailable(PayloadError, TransientError):
     pass
 
 
-class ClaimStore(Protocol):
+class PayloadStore(Protocol):
     """Where large payloads wait for the worker."""
 
     def put(self, key: str, data: bytes) -> str: ...
@@ -86,20 +87,20 @@ class ClaimStore(Protocol):
     def get(self, ref: str) -> bytes: ...
 
 
-def claim_key(source: str, delivery_id: str) -> str:
+def payload_key(source: str, delivery_id: str) -> str:
     """The storage key for one delivery's payload: a valid document id for ANY delivery id.
 
     The same (source, delivery id) always gives the same key (a redelivery finds its
-    claim). A short id is kept readable, percent-encoded: ``github:abc-123``. An id whose
+    payload). A short id is kept readable, percent-encoded: ``github:abc-123``. An id whose
     encoding is longer than `READABLE_ID_CHARS` (a 200-character non-ASCII id encodes to
     over 1,000) keeps a readable prefix and ends in ``+`` and the SHA-256 of the whole id, so
-    a key never exceeds `MAX_CLAIM_KEY_CHARS` ASCII characters. Percent-encoding never
+    a key never exceeds `MAX_PAYLOAD_KEY_CHARS` ASCII characters. Percent-encoding never
     emits ``+``, so a hashed key cannot equal any readable one.
 
     Raises `ValueError` only for an empty source or delivery id.
     """
     if not source or not delivery_id:
-        raise ValueError("claim_key needs a source and a delivery id")
+        raise ValueError("payload_key needs a source and a delivery id")
     # surrogatepass: an id decoded from JSON may hold a lone surrogate; it still gets a key.
     encoded = quote(delivery_id, safe="", errors="surrogatepass")
     if len(encoded) > READABLE_ID_CHARS:
@@ -119,15 +120,15 @@ def check_put(key: str, data: bytes) -> str:
     if (
         not key
         or "/" in key
-        or len(key.encode("utf-8", "surrogatepass")) > MAX_CLAIM_KEY_CHARS
+        or len(key.encode("utf-8", "surrogatepass")) > MAX_PAYLOAD_KEY_CHARS
         or key in (".", "..")
         or (key.startswith("__") and key.endswith("__"))
     ):
-        raise ValueError(f"claim key {key[:80]!r} is not a valid document id")
+        raise ValueError(f"payload key {key[:80]!r} is not a valid document id")
     if not isinstance(data, bytes | bytearray):
-        raise TypeError("claim data must be bytes")
-    if len(data) > MAX_CLAIM_BYTES:
-        raise ValueError(f"payload for claim {key} exceeds {MAX_CLAIM_BYTES} bytes")
+        raise TypeError("payload data must be bytes")
+    if len(data) > MAX_PAYLOAD_BYTES:
+        raise ValueError(f"payload {key} exceeds {MAX_PAYLOAD_BYTES} bytes")
     return hashlib.sha256(data).hexdigest()
 
 
@@ -136,8 +137,8 @@ def _chunks(data: bytes, size: int) -> Iterator[bytes]:
         yield bytes(data[start : start + size])
 
 
-class FirestoreClaimStore:
-    """A `ClaimStore` on Firestore (see the module docstring for the layout)."""
+class FirestorePayloadStore:
+    """A `PayloadStore` on Firestore (see the module docstring for the layout)."""
 
     def __init__(
         self,
@@ -165,7 +166,7 @@ class FirestoreClaimStore:
             if snapshot.exists:
                 if snapshot.get("sha256") == digest:
                     return key  # the same payload, stored by an earlier delivery attempt
-                raise ClaimConflict(f"claim {key} already holds a different payload")
+                raise PayloadConflict(f"payload {key} already holds a different body")
             now = self._clock()
             expire_at = now + self._ttl
             pieces = list(_chunks(data, self._chunk_bytes))
@@ -187,7 +188,9 @@ class FirestoreClaimStore:
                 timeout=FIRESTORE_TIMEOUT_S,
             )
         except (api_exceptions.GoogleAPICallError, api_exceptions.RetryError) as exc:
-            raise ClaimUnavailable(f"storing claim {key} failed: {exc.__class__.__name__}") from exc
+            raise PayloadUnavailable(
+                f"storing payload {key} failed: {exc.__class__.__name__}"
+            ) from exc
         return key
 
     def get(self, ref: str) -> bytes:
@@ -195,11 +198,11 @@ class FirestoreClaimStore:
         try:
             snapshot = parent.get(timeout=FIRESTORE_TIMEOUT_S)
             if not snapshot.exists:
-                raise ClaimNotFound(f"no payload under claim {ref}")
+                raise PayloadNotFound(f"no payload under {ref}")
             meta = snapshot.to_dict() or {}
             count = meta.get("chunks")
             if not isinstance(count, int) or count < 0:
-                raise ClaimCorrupt(f"claim {ref} has no valid chunk count")
+                raise PayloadCorrupt(f"payload {ref} has no valid chunk count")
             refs = [parent.collection(CHUNKS).document(f"{n:05d}") for n in range(count)]
             found = {}
             for first in range(0, count, CHUNKS_PER_BATCH):
@@ -212,17 +215,19 @@ class FirestoreClaimStore:
                     }
                 )
         except (api_exceptions.GoogleAPICallError, api_exceptions.RetryError) as exc:
-            raise ClaimUnavailable(f"reading claim {ref} failed: {exc.__class__.__name__}") from exc
+            raise PayloadUnavailable(
+                f"reading payload {ref} failed: {exc.__class__.__name__}"
+            ) from exc
         parts = []
         for n in range(count):
             doc = found.get(f"{n:05d}")
             data = doc.get("data") if doc is not None else None
             if not isinstance(data, bytes):
-                raise ClaimCorrupt(f"claim {ref} is missing chunk {n}")
+                raise PayloadCorrupt(f"payload {ref} is missing chunk {n}")
             parts.append(data)
         payload = b"".join(parts)
         if len(payload) != meta.get("size") or hashlib.sha256(payload).hexdigest() != meta.get(
             "sha256"
         ):
-            raise ClaimCorrupt(f"claim {ref} does not match its recorded sha256")
+            raise PayloadCorrupt(f"payload {ref} does not match its recorded sha256")
         return payload

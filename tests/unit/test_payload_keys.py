@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from local.fakes import MemoryClaimStore
-from shared.handoff.claims import MAX_CLAIM_KEY_CHARS, READABLE_ID_CHARS, claim_key
+from local.fakes import MemoryPayloadStore
+from shared.handoff.payloads import MAX_PAYLOAD_KEY_CHARS, READABLE_ID_CHARS, payload_key
 
 # Firestore: at most 1,500 bytes, no "/", not "." or "..", not __.*__.
 FIRESTORE_ID_BYTES = 1500
@@ -26,24 +26,24 @@ CASES = [
 
 @pytest.mark.parametrize(("name", "delivery_id"), CASES, ids=[c[0] for c in CASES])
 def test_every_delivery_id_gives_a_usable_bounded_key(name: str, delivery_id: str) -> None:
-    key = claim_key("github", delivery_id)
+    key = payload_key("github", delivery_id)
 
     assert key.isascii(), name
-    assert len(key) <= MAX_CLAIM_KEY_CHARS < FIRESTORE_ID_BYTES, name
+    assert len(key) <= MAX_PAYLOAD_KEY_CHARS < FIRESTORE_ID_BYTES, name
     assert "/" not in key and key not in (".", "..") and not key.startswith("__"), name
     assert key.startswith("github:"), name
-    assert claim_key("github", delivery_id) == key, f"{name}: not stable"
-    store = MemoryClaimStore()
+    assert payload_key("github", delivery_id) == key, f"{name}: not stable"
+    store = MemoryPayloadStore()
     assert store.get(store.put(key, b"body")) == b"body", name
 
 
 def test_a_short_id_stays_readable() -> None:
-    assert claim_key("github", "72d3162e-cc78") == "github:72d3162e-cc78"
-    assert claim_key("gemini", "a b/c") == "gemini:a%20b%2Fc"
+    assert payload_key("github", "72d3162e-cc78") == "github:72d3162e-cc78"
+    assert payload_key("gemini", "a b/c") == "gemini:a%20b%2Fc"
 
 
 def test_a_long_id_keeps_a_readable_prefix_and_ends_in_its_hash() -> None:
-    key = claim_key("github", LONG_NON_ASCII[:200])
+    key = payload_key("github", LONG_NON_ASCII[:200])
 
     readable, digest = key.removeprefix("github:").split("+")
     assert readable.startswith("d%C3%A9livrance-")
@@ -54,25 +54,25 @@ def test_a_long_id_keeps_a_readable_prefix_and_ends_in_its_hash() -> None:
 def test_long_ids_sharing_a_prefix_get_different_keys() -> None:
     base = "x" * (READABLE_ID_CHARS + 10)
 
-    keys = {claim_key("github", base + suffix) for suffix in ("a", "b", "é")}
+    keys = {payload_key("github", base + suffix) for suffix in ("a", "b", "é")}
 
     assert len(keys) == 3
 
 
 def test_a_readable_key_never_equals_a_hashed_one() -> None:
     # Only a hashed key holds a "+": encoding turns every "+" of a delivery id into %2B.
-    readable = claim_key("github", "+" * 20 + "a" * 10)
-    hashed = claim_key("github", "+" * (READABLE_ID_CHARS + 1))
+    readable = payload_key("github", "+" * 20 + "a" * 10)
+    hashed = payload_key("github", "+" * (READABLE_ID_CHARS + 1))
 
     assert readable == "github:" + "%2B" * 20 + "a" * 10
     assert hashed.count("+") == 1
 
 
 def test_sources_keep_their_keys_apart() -> None:
-    assert claim_key("github", "same") != claim_key("gemini", "same")
+    assert payload_key("github", "same") != payload_key("gemini", "same")
 
 
 @pytest.mark.parametrize(("source", "delivery_id"), [("", "d"), ("github", "")])
 def test_an_empty_source_or_id_is_a_caller_error(source: str, delivery_id: str) -> None:
     with pytest.raises(ValueError, match="source and a delivery id"):
-        claim_key(source, delivery_id)
+        payload_key(source, delivery_id)
