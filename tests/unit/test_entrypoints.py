@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared.config import LOCAL_GEMINI_SECRET, LOCAL_GITHUB_SECRET, Config
+from shared.entrypoints import ingress as ingress_module
 from shared.entrypoints import runtime
 from shared.entrypoints.http import Endpoint, Limit, Reply
 from shared.entrypoints.ingress import Ingress
@@ -420,3 +421,19 @@ def test_a_body_is_taken_exactly_when_json_reads_an_object_from_it(recording_ing
     headers = github_headers("push", body, LOCAL_GITHUB_SECRET, "d-json-2")
 
     assert ingress.handle("POST", "/github", headers, body).status == expected
+
+
+def test_a_push_no_app_refuses_is_checked_not_parsed(recording_ingress, monkeypatch):
+    ingress, queue = recording_ingress
+    body = (REPO / "tests/fixtures/github/push-with-new-branch.payload.json").read_bytes()
+
+    def no_parse(*args: object) -> None:
+        raise AssertionError("the push was parsed")
+
+    headers = github_headers("push", body, LOCAL_GITHUB_SECRET, "d-3")
+    with monkeypatch.context() as parsers:  # only while the push is handled
+        parsers.setattr(ingress_module.orjson, "loads", no_parse)
+        parsers.setattr(ingress_module.json, "loads", no_parse)
+        reply = ingress.handle("POST", "/github", headers, body)
+
+    assert (reply.status, len(queue.created)) == (202, 1)
