@@ -144,7 +144,7 @@ def _wanted(envelope: Envelope, raw: bytes) -> list[handlers.Registration]:
     """The apps that take this delivery (registered, and not refusing its payload)."""
     try:
         payload = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # a body nested deeper than json reads
         payload = None
     if not isinstance(payload, dict):  # each app's handler refuses it with its own error
         return handlers.registrations(envelope.source, envelope.event)

@@ -108,16 +108,17 @@ class Event:
         if cached is _UNPARSED:
             try:
                 cached = json.loads(self.body)
-            except (ValueError, UnicodeDecodeError):
+            except (ValueError, UnicodeDecodeError, RecursionError):
                 cached = None
             object.__setattr__(self, "_payload", cached)  # frozen: parsed once, kept
         return cached
 
     def json(self) -> Any:
-        """The body parsed as JSON; a body that is not JSON is a `PermanentError`."""
+        """The body parsed as JSON; a body that is not JSON is a `PermanentError`, as is one
+        nested deeper than `json` reads (the ingress's parsers take 1,024 levels)."""
         try:
             return json.loads(self.body)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise PermanentError(f"delivery {self.delivery_id}: body is not JSON: {exc}") from exc
 
 

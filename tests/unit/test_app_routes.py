@@ -125,3 +125,14 @@ def test_a_subject_is_read_as_github_documents_its_payloads() -> None:
     }
     gemini = api.Event("gemini", "batch.succeeded", "g", datetime(2026, 1, 1, tzinfo=UTC), b"{")
     assert gemini.subject == Subject() and not gemini.subject
+
+
+def test_a_body_nested_deeper_than_json_reads_is_permanent_not_retried_for_ever() -> None:
+    # The ingress takes bodies nested up to 1,024 levels (simdjson, orjson); json stops
+    # sooner. Such a body is not JSON to a handler: a PermanentError (dead), never a
+    # RecursionError that the worker would retry.
+    deep = b'{"a": ' + b"[" * 1_020 + b"]" * 1_020 + b"}"
+    event = api.Event("github", "push", "d-deep", datetime(2026, 1, 1, tzinfo=UTC), deep)
+    with pytest.raises(api.PermanentError, match="d-deep: body is not JSON"):
+        event.json()
+    assert event.action is None and event.subject == Subject()
