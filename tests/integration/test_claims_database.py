@@ -113,7 +113,7 @@ def test_the_claims_database_is_named_by_claims_database(
 
     monkeypatch.setenv("CLAIMS_DATABASE", "other-claims")
     runtime.reset()
-    store = runtime.claim_store()
+    store = runtime.payload_store()
 
     ref = store.put(payload_key("github", "named"), b"payload")
 
