@@ -12,7 +12,7 @@ function that returns a `Reply`: the ingress's `ignored`) are not the ledger's a
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from shared import statuses
@@ -62,21 +62,22 @@ def _word_collections(tree: ast.AST) -> Iterator[tuple[int, list[str]]]:
             yield node.lineno, words
 
 
-def _copies(paths: list[Path]) -> list[str]:
+def _found(finder: Callable[[ast.AST], Iterator[tuple[int, object]]]) -> list[str]:
+    """`path:line: what` of each finding of `finder` in every module but the owners."""
+    paths = sorted(p for package in PACKAGES for p in (REPO / package).rglob("*.py"))
+    assert len(paths) > 50, f"found only {len(paths)} modules under {PACKAGES}"
     found = []
     for path in paths:
         if path.resolve() in OWNERS:
             continue
         tree = ast.parse(path.read_text(), filename=str(path))
-        for line, words in _word_collections(tree):
-            found.append(f"{path.relative_to(REPO)}:{line}: {words}")
+        for line, what in finder(tree):
+            found.append(f"{path.relative_to(REPO)}:{line}: {what}")
     return found
 
 
 def test_no_module_but_records_builds_a_collection_of_status_words() -> None:
-    paths = sorted(p for package in PACKAGES for p in (REPO / package).rglob("*.py"))
-    assert len(paths) > 50, f"found only {len(paths)} modules under {PACKAGES}"
-    copies = _copies(paths)
+    copies = _found(_word_collections)
     assert not copies, "import these from shared/ledger/records.py instead:\n" + "\n".join(copies)
 
 
@@ -124,20 +125,8 @@ def _written_out(tree: ast.AST) -> Iterator[tuple[int, str]]:
             yield node.lineno, ast.unparse(node)
 
 
-def _literals(paths: list[Path]) -> list[str]:
-    found = []
-    for path in paths:
-        if path.resolve() in OWNERS:
-            continue
-        tree = ast.parse(path.read_text(), filename=str(path))
-        for line, source in _written_out(tree):
-            found.append(f"{path.relative_to(REPO)}:{line}: {source}")
-    return found
-
-
 def test_no_module_writes_out_a_status_word_it_compares_stores_or_passes() -> None:
-    paths = sorted(p for package in PACKAGES for p in (REPO / package).rglob("*.py"))
-    literals = _literals(paths)
+    literals = _found(_written_out)
     assert not literals, "use the enum member (shared/statuses.py):\n" + "\n".join(literals)
 
 
