@@ -286,7 +286,11 @@ def test_a_claim_checked_body_replayed_under_another_id_is_a_duplicate_at_the_wo
     sealer = EnvelopeSealer([LOCAL_ENVELOPE_KEY], payloads=store, payload_threshold_bytes=1)
     ledger = Ledger(firestore_client, clock=clock)
     worker = Worker(
-        Config(), sealer=sealer, ledger=ledger, services={"payloads": store}.__getitem__, clock=clock
+        Config(),
+        sealer=sealer,
+        ledger=ledger,
+        services={"payloads": store}.__getitem__,
+        clock=clock,
     )
     runs: list[str] = []
 
