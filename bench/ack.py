@@ -406,44 +406,33 @@ def main(argv: list[str] | None = None) -> int:
         ingress_before = (
             [start_ingress("ingress_before", {"TRACING": "off"}, before[0])] if before else []
         )
-        baseline_queue = paused_queue(emulator_host, f"bench-baseline-{run_id}")
-        enqueue_source = Path(tmp.name) / "enqueue" / "main.py"
-        enqueue_source.parent.mkdir()
-        enqueue_source.write_text(BARE_ENQUEUE_SOURCE)
-        progress("starting the bare handler + one CreateTask")
-        baseline, baseline_port = serve_function(
-            "bare_enqueue",
-            "bare_enqueue",
-            enqueue_source,
-            {"CLOUD_TASKS_EMULATOR_HOST": emulator_host, "BENCH_QUEUE": baseline_queue},
-        )
-        services.append(baseline)
 
-        floor_queue = paused_queue(emulator_host, f"bench-floor-{run_id}")
-        floor_source = Path(tmp.name) / "floor" / "main.py"
-        floor_source.parent.mkdir()
-        floor_source.write_text(FLOOR_SOURCE)
-        progress("starting the floor: bare handler + one plain CreateTask")
-        floor, floor_port = serve_function(
-            "floor",
-            "floor",
-            floor_source,
-            {"CLOUD_TASKS_EMULATOR_HOST": emulator_host, "BENCH_QUEUE": floor_queue},
-        )
-        services.append(floor)
+        def reference(name: str, queue: str, source: str, what: str) -> tuple[Any, int]:
+            """A bare handler (`source`) creating its tasks in its own paused queue."""
+            path = Path(tmp.name) / name / "main.py"
+            path.parent.mkdir()
+            path.write_text(source)
+            progress(f"starting {what}")
+            env = {
+                "CLOUD_TASKS_EMULATOR_HOST": emulator_host,
+                "BENCH_QUEUE": paused_queue(emulator_host, f"bench-{queue}-{run_id}"),
+            }
+            server, port = serve_function(name, name, path, env)
+            services.append(server)
+            return server, port
 
-        direct_queue = paused_queue(emulator_host, f"bench-floor-direct-{run_id}")
-        direct_source = Path(tmp.name) / "floor_direct" / "main.py"
-        direct_source.parent.mkdir()
-        direct_source.write_text(FLOOR_DIRECT_SOURCE)
-        progress("starting the floor with the ingress's CreateTask call")
-        floor_direct, floor_direct_port = serve_function(
-            "floor_direct",
-            "floor_direct",
-            direct_source,
-            {"CLOUD_TASKS_EMULATOR_HOST": emulator_host, "BENCH_QUEUE": direct_queue},
+        baseline, baseline_port = reference(
+            "bare_enqueue", "baseline", BARE_ENQUEUE_SOURCE, "the bare handler + one CreateTask"
         )
-        services.append(floor_direct)
+        floor, floor_port = reference(
+            "floor", "floor", FLOOR_SOURCE, "the floor: bare handler + one plain CreateTask"
+        )
+        floor_direct, floor_direct_port = reference(
+            "floor_direct",
+            "floor-direct",
+            FLOOR_DIRECT_SOURCE,
+            "the floor with the ingress's CreateTask call",
+        )
 
         sealed = sealed_push()
         latency = [
