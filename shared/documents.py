@@ -23,6 +23,7 @@ CORE_COLLECTIONS = frozenset(
         "group_members",
         "group_rows",
         "group_alerts",
+        "group_queue",
     }
 )
 

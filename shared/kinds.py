@@ -86,18 +86,28 @@ SharingOf = Callable[["Settings"], "Sharing | None"]
 """`sharing(settings)`: how the kind shares batches under the app's settings now."""
 
 
+# What `Sharing.fair_by` may key groups by: a GitHub subject's field, or nothing.
+FAIR_BY = ("installation", "repository", "")
+
+
 @dataclass(frozen=True)
 class Sharing:
     """How a kind's items share batches: a group is sealed at `max_requests` requests or
     `max_bytes` of prompts, or `window_s` after it opened, whichever comes first. An item
-    larger than either limit gets a group of its own. `shards` groups are open at once,
-    an item joining the one its key hashes to: each join writes its group's document, and
-    Firestore sustains about one write a second to one document."""
+    larger than either limit gets a group of its own. Up to `shards` groups are open at
+    once: an item joins the first, and only when its join meets another at that group's
+    document (Firestore sustains about one write a second to one document) does it try
+    among more, so groups open with the load. `fair_by` keys the groups for fairness:
+    "installation" (the default) or "repository" of the item's GitHub subject gives each
+    its own groups, and while groups wait for Gemini's quota each key takes its turn
+    (shared/ledger/group_queue.py); "" mixes every item in the same groups, which wait
+    oldest first."""
 
     max_requests: int
     window_s: float
     max_bytes: int = 16_000_000  # under Gemini's 20 MB inline limit (larger: an input file)
     shards: int = 1
+    fair_by: str = "installation"
 
     def __post_init__(self) -> None:
         if self.max_requests < 1 or self.window_s < 0 or self.max_bytes < 1 or self.shards < 1:
@@ -105,6 +115,8 @@ class Sharing:
                 "sharing needs max_requests ≥ 1, window_s ≥ 0, max_bytes ≥ 1 and shards ≥ 1, "
                 f"got {self}"
             )
+        if self.fair_by not in FAIR_BY:
+            raise ValueError(f"sharing's fair_by is one of {FAIR_BY}, got {self.fair_by!r}")
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,13 @@ SETTINGS = (
         check=lambda n: None if n >= 1 else "must be 1 or more",
     ),
     api.Setting(
+        "REVIEW_FAIR_BY",
+        default="installation",
+        choices=("installation", "repository", "off"),
+        help="whose turn a shared batch takes while batches wait for Gemini's quota "
+        "(off: every push in the same groups, oldest first)",
+    ),
+    api.Setting(
         "CONSOLE_URL",
         default="http://127.0.0.1:8099",
         help="the console's URL: a check run's Details link",
@@ -231,4 +238,5 @@ def sharing(settings: Mapping[str, Any]) -> api.Sharing | None:
     if not size:
         return None
     window, shards = settings["REVIEW_GROUP_WINDOW_S"], settings["REVIEW_GROUP_SHARDS"]
-    return api.Sharing(size, window, shards=shards)
+    fair_by = settings["REVIEW_FAIR_BY"]
+    return api.Sharing(size, window, shards=shards, fair_by="" if fair_by == "off" else fair_by)

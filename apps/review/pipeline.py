@@ -225,6 +225,8 @@ def _context(push: Push, submitted: list[str], refused: dict[str, str]) -> dict[
         "paths": submitted,
         "refused": [{"path": _storable(p), "error": _clip(e)} for p, e in refused.items()],
         **_installation(push),
+        # Whose turn its shared batch takes while groups wait for Gemini (Sharing.fair_by).
+        "subject": api.Subject(push.installation_id, push.repo).stored(),
     }
 
 

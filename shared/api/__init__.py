@@ -75,10 +75,13 @@ outside a handler).
 `crash_point(name)` marks a point a test may crash the process at (shared/crashpoints.py
 lists the names); the core crashes around every create and every deliverer call.
 
-SHARED BATCHES. `OperationKind(sharing=Sharing(max_requests, window_s, shards=))` (or a
-function of the app's settings giving one): `ctx.submit` joins the kind's open group, one
-batch for many events; each event's operation (`groups/{group}.{n}`) settles on its own
-from its own rows. The opener's run raises `Deferred` and seals the group at its window's
+SHARED BATCHES. `OperationKind(sharing=Sharing(max_requests, window_s, shards=,
+fair_by=))` (or a function of the app's settings giving one): `ctx.submit` joins the
+kind's open group, one batch for many events; each event's operation (`groups/{group}.{n}`)
+settles on its own from its own rows. Groups are kept per `fair_by` ("installation", the
+default, or "repository" of the event's subject; "" mixes all), and while Gemini's quota
+makes groups wait they are created in turns, one per installation a round, else oldest
+first. The opener's run raises `Deferred` and seals the group at its window's
 end. An event's neighbours never fail it: one whose request Gemini refuses settles
 `failed` alone, `result.error` `{"reason": REQUEST_REFUSED, "message": Gemini's words}`;
 while Gemini refuses the deployment the group waits, and after 24 h its events fail,

@@ -18,6 +18,7 @@ from typing import Any
 from shared.statuses import GroupStatus
 
 OPEN, SEALED, FAILED = GroupStatus.OPEN, GroupStatus.SEALED, GroupStatus.FAILED
+GROUPS = "batch_groups"  # the groups' collection
 GROUP_TAG = "group"  # the token of a group batch's display name, `hookledger:group:{gid}`
 # An item's operation name: `groups/{gid}.{index}` (never a Gemini name: settled through its
 # group's batch, shared/settlement).
@@ -85,6 +86,9 @@ class Group:
     holds: int = 0
     key_bytes: int = 0
     legacy_members: tuple[Member, ...] = ()  # a group written with its items inline
+    fair_key: str = ""  # whose turn it takes when it waits for Gemini's quota
+    queue_place: str | None = None  # set while it waits (shared/ledger/group_queue.py)
+    queue_turn: int = 0
 
     @property
     def tag(self) -> str:
@@ -185,4 +189,7 @@ def group_from(snapshot: Any) -> Group:
         holds=int(data.get("holds") or 0),
         key_bytes=int(data.get("key_bytes") or 0),
         legacy_members=inline,
+        fair_key=str(data.get("fair_key") or ""),
+        queue_place=data.get("queue_place") or None,
+        queue_turn=int(data.get("queue_turn") or 0),
     )

@@ -17,8 +17,10 @@ from google.cloud import firestore
 from shared.clock import Clock
 from shared.ledger.commits import REFUSED, Commits, Conflict
 from shared.ledger.errors import ContentionError, InvalidArgument, StoreUnavailable
+from shared.ledger.group_queue import GroupQueue
 from shared.ledger.group_records import (
     FAILED,
+    GROUPS,
     OPEN,
     SEALED,
     Group,
@@ -29,7 +31,6 @@ from shared.ledger.group_records import (
 from shared.ledger.ids import check_time
 from shared.retry import Backoff, RetriesExhausted, Retry, find_cause, retrying
 
-GROUPS = "batch_groups"
 ALERTS = "group_alerts"
 # Joins of one kind contend on one document: retried with jitter, many times, briefly.
 JOIN_BACKOFF = Backoff(attempts=40, first_s=0.01, cap_s=0.4, jitter=1.0)
@@ -42,6 +43,7 @@ class GroupStates:
         self._commits = commits
         self._clock = clock
         self._retention = retention
+        self.queue = GroupQueue(commits, clock, commit=self._commit, retrying=self._retrying)
 
     # -- seal -----------------------------------------------------------------------------
 

@@ -38,7 +38,9 @@ item: a joiner that finds the head's group sealed or full opens the next one::
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -147,6 +149,7 @@ class JoinRequest:
     key_bytes: int = 0
     start_items: Callable[[str], Sequence[Mapping[str, Any]]] = lambda _: ()
     end: DeliveryEnd | None = None
+    fair_key: str = ""  # its groups' key (`Sharing.fair_by`): only its key's items join them
 
 
 class Groups(GroupStates):
@@ -255,10 +258,11 @@ class Groups(GroupStates):
         submission's decision and (when given) the delivery's `done`; see the module
         docstring. Raises `Conflict`-free errors only: `ContentionError` after many
         contended attempts, `StoreUnavailable`, or `InvalidArgument`."""
-        head_ref = self._commits.collection(HEADS).document(_head_id(request))
         sub_ref = self._commits.collection(SUBMISSIONS).document(submission_id(request.tag))
+        tries = itertools.count()
 
         def attempt() -> Joined:
+            head_ref = self._commits.collection(HEADS).document(_head_id(request, next(tries)))
             sub = self._commits.read(sub_ref, f"submission {request.tag}")
             stored = (sub.to_dict() or {}) if sub.exists else None
             if stored is not None and stored.get("operation"):
@@ -370,6 +374,7 @@ class Groups(GroupStates):
             model=request.model,
             generation_config=dict(request.generation_config or {}) or None,
             status=OPEN,
+            fair_key=request.fair_key,
             opened_at=now,
             seal_at=now + timedelta(seconds=request.sharing.window_s),
             count=0,
@@ -392,12 +397,16 @@ def _fits(group: Group, request: JoinRequest) -> bool:
     )
 
 
-def _head_id(request: JoinRequest) -> str:
-    """One head per kind, model, generation config (a batch has one of each) and shard."""
+def _head_id(request: JoinRequest, tried: int) -> str:
+    """One head per kind, model, generation config (a batch has one of each), fair key and
+    shard. A first try joins shard 0; each contended try doubles the shards it picks
+    among, up to `shards`: at a low rate one group a window takes every item, and more
+    open only as joins meet."""
     config = json.dumps(request.generation_config or {}, sort_keys=True, default=str)
-    digest = hashlib.sha256(f"{request.model}\x00{config}".encode()).hexdigest()[:16]
-    shard = int(hashlib.sha256(request.tag.encode("utf-8", "surrogatepass")).hexdigest(), 16)
-    return f"{request.kind}~{digest}~{shard % request.sharing.shards}"
+    batch = f"{request.model}\x00{config}\x00{request.fair_key}"
+    digest = hashlib.sha256(batch.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    shard = random.randrange(min(request.sharing.shards, 2 ** min(tried, 16)))
+    return f"{request.kind}~{digest}~{shard}"
 
 
 def _group_fields(group: Group, request: JoinRequest, retention: timedelta) -> dict[str, Any]:
@@ -411,6 +420,7 @@ def _group_fields(group: Group, request: JoinRequest, retention: timedelta) -> d
         "seal_at": group.seal_at,
         "due_at": group.seal_at,
         "operation": None,
+        "fair_key": request.fair_key,
         # With its items' request pages, whatever the retention (store_requests).
         "expire_at": group.opened_at + retention,
     }

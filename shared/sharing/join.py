@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shared.crashpoints import crash_point
 from shared.errors import Deferred
+from shared.events.subject import SUBJECT_FIELD, Subject
 from shared.statuses import GroupStatus
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ def join(
                 context=dict(context),
                 start_items=lambda name: run.start_items(context, name),
                 end=end,
+                fair_key=fair_key(sharing, context),
             )
         )
     except Exception:
@@ -78,6 +80,16 @@ def join(
         wait = (group.seal_at - deps.clock()).total_seconds()
         raise Deferred(f"{said}; it takes items until {group.seal_at.isoformat()}", after_s=wait)
     return Joined(said, operation)
+
+
+def fair_key(sharing: Sharing, context: Mapping[str, Any]) -> str:
+    """The key whose groups the item joins: its subject's installation or repository
+    (`Sharing.fair_by`), "" when it names none or the kind mixes every item."""
+    if not sharing.fair_by:
+        return ""
+    subject = Subject.of_stored(context.get(SUBJECT_FIELD)).stored()
+    value = subject.get(f"{sharing.fair_by}_id", subject.get(sharing.fair_by))
+    return "" if value is None else f"{sharing.fair_by}:{value}"
 
 
 class Joined(NamedTuple):

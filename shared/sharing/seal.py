@@ -49,6 +49,7 @@ from shared.ledger.group_records import OPEN
 from shared.ledger.groups import split_member_key
 from shared.settlement.groups import GROUP_KIND
 from shared.settlement.settler import Settler
+from shared.sharing.turns import BEHIND_WAIT_S, HEADS_PER_STEP, left_queue, said_behind, take_turn
 from shared.submission import SubmitDeps, Submitter
 
 if TYPE_CHECKING:
@@ -124,6 +125,9 @@ def seal_step(deps: SealDeps, gid: str, *, delivery_id: str, attempt: Attempt) -
         group = groups.seal(gid)
         crash_point("group.sealed")
     said: list[str] = []
+    if not group.settled_parts and not _turn(deps, group, delivery_id, attempt, said):
+        return Step(f"group {gid}: " + "; ".join(said), False)
+    group = groups.get(gid)
     for _ in range(CREATES_PER_STEP):
         part = next((p for p in group.parts if p.pending), None)
         if part is None:
@@ -136,6 +140,7 @@ def seal_step(deps: SealDeps, gid: str, *, delivery_id: str, attempt: Attempt) -
     failed, group = _fail_page(deps, group)
     if failed:
         said.append(f"{failed} item(s) settled failed")
+    left_queue(groups.queue, group)
     told = f"group {gid}: " + "; ".join(said) if said else f"group {gid} is {_parts_said(group)}"
     if group.settled_parts and group.unfailed_from is None:
         groups.finished(gid)
@@ -144,6 +149,31 @@ def seal_step(deps: SealDeps, gid: str, *, delivery_id: str, attempt: Attempt) -
         return Step(told, False)  # held: it says when to look again
     groups.defer(gid, deps.clock())  # still due: the next step goes on from here
     return Step(told, True)
+
+
+def _turn(
+    deps: SealDeps, group: Group, delivery_id: str, attempt: Attempt, said: list[str]
+) -> bool:
+    """Wait for this group's turn at Gemini's quota (turns.py), making the batches of the
+    groups ahead of it meanwhile: True once it may create. Raises `Deferred` while
+    Gemini's quota says to wait; False when the head could not be made now (held)."""
+    for _ in range(HEADS_PER_STEP):
+        turn = take_turn(deps.ledger.groups.queue, group, deps.clock())
+        if turn.go:
+            return True
+        if turn.head is None:
+            raise Deferred(
+                f"group {group.gid} waits for Gemini's quota, queued", after_s=turn.wait_s
+            )
+        step = seal_step(deps, turn.head.gid, delivery_id=delivery_id, attempt=attempt)
+        said.append(f"{said_behind(group.gid, turn.head.gid)}: {step.said}")
+        head = deps.ledger.groups.get(turn.head.gid)
+        if head.queue_place is not None and head.due_at is not None and head.due_at > deps.clock():
+            return False  # held: reconcile looks again when its hold ends
+        if step.more or head.queue_place is not None:
+            break  # the head goes on in its next step
+        group = deps.ledger.groups.get(group.gid)
+    raise Deferred("; ".join(said) or said_behind(group.gid, "others"), after_s=BEHIND_WAIT_S)
 
 
 def _due(group: Group, now: datetime) -> bool:
@@ -199,7 +229,11 @@ def _make(
         )
     except GeminiRateLimited as exc:
         wait = exc.retry_after_s or QUOTA_WAIT.total_seconds()
-        groups.defer(group.gid, deps.clock() + timedelta(seconds=wait))  # while the claim is ours
+        retry_at = deps.clock() + timedelta(seconds=wait)
+        groups.defer(group.gid, retry_at)  # while the claim is ours
+        groups.queue.pause(retry_at)  # nobody creates before it (turns.py)
+        if group.queue_place is None:
+            groups.queue.enqueue(group.gid)  # it waits first in its key's turn
         run.release(created_nothing=True)
         raise Deferred(
             f"group {group.gid}: Gemini's batch quota is full ({exc})", after_s=wait

@@ -44,6 +44,7 @@ LEDGER = (
     "group_members",
     "group_rows",
     "group_alerts",
+    "group_queue",
 )
 CLAIMS = ("payloads", "chunks")
 MAX_FIELD_CONFIGS = 200  # per database: https://cloud.google.com/firestore/docs/ttl#limits
@@ -197,7 +198,13 @@ def write_groups(parts: Ledger, clock: FakeClock) -> None:
     parts.submissions.release("item-v", attempt="a6", now=clock(), created_nothing=True)
     second = join_group(parts, clock, "item-x", "b.md")  # sealed above: a group of its own
     [part] = parts.groups.seal(second).parts
+    parts.groups.queue.pause(clock() + timedelta(seconds=30))  # a 429 queued it
+    parts.groups.queue.enqueue(second)
     parts.groups.part_failed(second, part, "held past its limit")
+    third = join_group(parts, clock, "item-q", "c.md")  # still queued when read
+    parts.groups.seal(third)
+    parts.groups.queue.enqueue(third)
+    parts.groups.queue.served(second)
 
     def many(writes: Any, record: Any) -> None:
         for n in range(401):

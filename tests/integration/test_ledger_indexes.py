@@ -138,6 +138,7 @@ def exercise_every_read(parts: Ledger, clock: FakeClock) -> None:
     parts.recoveries.count("open")
 
     parts.groups.due(clock(), 5)
+    parts.groups.queue.waiting(5)  # sealed groups waiting their turn at Gemini's quota
 
 
 def recovery(guid: str, at: Any) -> Recovery:

@@ -1,0 +1,86 @@
+"""Whose turn it is to create a batch while sealed groups wait for Gemini's quota.
+
+Gemini refuses a create beyond the project's batches in flight with a 429. A group so
+refused, and every group sealed while one waits, joins the ledger's queue
+(shared/ledger/group_queue.py): fair by key, then oldest first. Only its head is created;
+a sealer whose group is not the head creates the head's batch instead (any sealer may
+seal any group), and after a 429 nobody creates before the time Gemini named. So a push
+never waits behind fresher ones, one installation's flood takes one turn a round, and a
+refused create is one per quota wait, not one per waiting group:
+
+    nobody queued, no pause      → create now (the common case: two reads)
+    Gemini's quota said "later"  → queue this group; `Deferred` to that time
+    this group is the head       → create it
+    another group is the head    → queue this group; create the head's batch; look again
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from shared.ledger.group_queue import GroupQueue
+    from shared.ledger.groups import Group
+
+# Queued groups read at once to find the head that still waits (one made or failed since
+# its turn is taken out of the queue on the way).
+HEADS_READ = 5
+# A sealer whose group is not the head makes at most this many heads' batches a step,
+# then lets its delivery come back (`Deferred`) rather than run past its deadline.
+HEADS_PER_STEP = 3
+# A sealer still behind others comes back this much later, to drive the queue again.
+BEHIND_WAIT_S = 2.0
+
+
+class Turn(NamedTuple):
+    """`go`: create this group's batch now. Else `head` is the group whose turn it is
+    (None: nobody may create before `wait_s`, Gemini's quota said so)."""
+
+    go: bool
+    head: Group | None = None
+    wait_s: float = 0.0
+
+
+def take_turn(queue: GroupQueue, group: Group, now: datetime) -> Turn:
+    """Whether `group` (sealed, a part pending) may create its batch now; see the module."""
+    state = queue.state()
+    paused = state.retry_at is not None and state.retry_at > now
+    head = waiting_head(queue)
+    if head is None and not paused:
+        return Turn(True)
+    if group.queue_place is None:
+        group = queue.enqueue(group.gid)
+    if paused:
+        assert state.retry_at is not None
+        return Turn(False, None, (state.retry_at - now).total_seconds())
+    if (
+        head is None
+        or head.gid == group.gid
+        or (group.queue_place or "") < (head.queue_place or "")
+    ):
+        return Turn(True)
+    return Turn(False, head)
+
+
+def waiting_head(queue: GroupQueue) -> Group | None:
+    """The queue's first group still waiting for a batch; one that waits no more (made,
+    failed, finished by another sealer) is taken out of the queue on the way."""
+    while True:
+        queued = queue.waiting(HEADS_READ)
+        for group in queued:
+            if group.due_at is not None and not group.settled_parts:
+                return group
+            queue.served(group.gid)
+        if len(queued) < HEADS_READ:
+            return None
+
+
+def left_queue(queue: GroupQueue, group: Group) -> None:
+    """After a step: a queued group whose every part is decided waits no more."""
+    if group.queue_place is not None and group.settled_parts:
+        queue.served(group.gid)
+
+
+def said_behind(gid: str, head: Any) -> str:
+    return f"group {gid} waits its turn for Gemini's quota behind group {head}"

@@ -1,0 +1,136 @@
+"""Groups waiting for Gemini's batch quota are created in turn (shared/ledger/group_queue.py,
+shared/sharing/turns.py): the oldest first, one create refused a quota wait, and with
+`Sharing.fair_by` a repository's flood takes one turn a round, so another repository's
+push goes second, not last.
+
+The review pipeline called directly (one push a group), the real google-genai client
+against the simulator's batch quota, the ledger on the Firestore emulator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from shared.errors import Deferred
+from shared.handlers import Attempt
+from shared.reconcile import Reconciler, ReconcileSettings
+from shared.sharing import Sharing
+from tests.integration.test_shared_batches import deps, sha
+
+__all__ = ["deps"]
+
+FLOOD = "octo-org/monorepo"
+LONE = "octo-org/handbook"
+
+
+@pytest.fixture
+def clock():
+    from local.fakes import FakeClock
+
+    return FakeClock()
+
+
+def _push(deps: Any, simulator: Any, repo: str, n: int) -> None:
+    """Push `n` of `repo`, one file: one group of its own (max_requests=1), sealed at once."""
+    from apps.review.pipeline import review_push
+
+    owner, name = repo.split("/")
+    simulator.control.put_file(owner, name, f"docs/{n}.md", sha(n), f"# {n}\n".encode())
+    payload = {
+        "ref": "refs/heads/main",
+        "after": sha(n),
+        "repository": {"full_name": repo, "default_branch": "main"},
+        "commits": [{"added": [f"docs/{n}.md"], "modified": [], "removed": []}],
+    }
+    lease = Attempt(f"run-{repo}-{n}", deps.clock() + timedelta(minutes=10))
+    try:
+        review_push(payload, f"delivery-{repo}-{n}", deps, lease)
+    except Deferred:
+        pass  # queued behind Gemini's quota: reconcile goes on
+
+
+class MadeInOrder:
+    """The gateway, noting the display name of each batch Gemini made, in order."""
+
+    def __init__(self, gemini: Any) -> None:
+        self._gemini = gemini
+        self.made: list[str] = []
+
+    def create_batch(self, *args: Any, display_name: str, **kwargs: Any) -> Any:
+        name = self._gemini.create_batch(*args, display_name=display_name, **kwargs)
+        self.made.append(display_name)
+        return name
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._gemini, name)
+
+
+def _made_order(deps: Any) -> list[str]:
+    """The repository of each group batch, in the order Gemini made them."""
+    order = []
+    for display_name in deps.gemini.made:
+        gid = display_name.rpartition(":")[2]
+        group = deps.ledger.groups.get(gid)
+        order.append(group.fair_key.partition(":")[2] or _repo_of(deps, group))
+    return order
+
+
+def _repo_of(deps: Any, group: Any) -> str:
+    [member] = deps.ledger.groups.members(group)
+    return member.tag.removeprefix("hookledger:review:").partition("@")[0]
+
+
+def _queued_then_drained(deps: Any, simulator: Any, clock: Any, fair_by: str) -> list[str]:
+    sharing = Sharing(max_requests=1, window_s=3600, fair_by=fair_by)
+    deps = replace(deps, sharing=sharing, gemini=MadeInOrder(deps.gemini))
+    simulator.control.set_quotas(gemini_batches_in_flight=0)
+    for n in range(1, 6):
+        _push(deps, simulator, FLOOD, n)
+    _push(deps, simulator, LONE, 6)
+    refused = simulator.control.quotas()["refused"]["gemini_batches_in_flight"]
+    assert refused == 1  # the first group tried; the five after it waited their turn
+    assert simulator.control.batches() == []
+
+    simulator.control.set_quotas(gemini_batches_in_flight=None)
+    reconciler = Reconciler(
+        deps.ledger, deps.gemini, clock, ReconcileSettings(grace_s=0, adopt_orphans=False)
+    )
+    for _ in range(6):  # each run makes a few heads' batches
+        clock.advance(600)
+        reconciler.run()
+        if len(simulator.control.batches()) == 6:
+            break
+    assert deps.ledger.groups.queue.waiting(10) == []
+    assert simulator.control.quotas()["refused"]["gemini_batches_in_flight"] == refused
+    return _made_order(deps)
+
+
+def test_a_repository_flood_takes_one_turn_a_round(deps, simulator, clock):
+    order = _queued_then_drained(deps, simulator, clock, "repository")
+    assert order == [FLOOD, LONE, FLOOD, FLOOD, FLOOD, FLOOD]
+
+
+def test_unkeyed_groups_are_made_oldest_first(deps, simulator, clock):
+    order = _queued_then_drained(deps, simulator, clock, "")
+    assert order == [FLOOD, FLOOD, FLOOD, FLOOD, FLOOD, LONE]
+
+
+def test_a_fresh_group_does_not_jump_the_queue(deps, simulator, clock):
+    """Once groups wait, a group sealed later is queued behind them even when the quota
+    has room: its sealer makes the head's batch first."""
+    sharing = Sharing(max_requests=1, window_s=3600, fair_by="")
+    deps = replace(deps, sharing=sharing, gemini=MadeInOrder(deps.gemini))
+    simulator.control.set_quotas(gemini_batches_in_flight=0)
+    for n in range(1, 3):
+        _push(deps, simulator, FLOOD, n)
+    simulator.control.set_quotas(gemini_batches_in_flight=None)
+    clock.advance(600)  # past the quota's wait
+    _push(deps, simulator, LONE, 3)
+    made = simulator.control.batches()
+    assert len(made) == 3
+    assert _made_order(deps) == [FLOOD, FLOOD, LONE]
+    assert deps.ledger.groups.queue.waiting(10) == []
