@@ -237,3 +237,18 @@ def test_the_github_sweep_costs_a_call_per_100_new_deliveries_and_reads_per_fail
     assert (most["pages"], most["github_calls"], most["opened"]) == (3, 3, most["failed"])
     assert most["firestore_reads"] == 1 + 2 * most["failed"]  # never one per delivery listed
     assert all(run["ok"] for run in result["runs"])
+
+
+def test_fairness_makes_the_lone_push_wait_its_turn_and_reviews_every_push_once() -> None:
+    """One installation's flood, then one push of another's, fair and unfair: every push
+    reviewed once, and the figures the docs quote there for both. (The order itself is
+    held in tests/integration/test_group_queue.py, where no timing decides it.)"""
+    result = run_bench("fairness", "--quick")
+    assert result["ok"] is True
+    for mode in ("fair", "unfair"):
+        figures = result[mode]
+        assert figures["violations"] == [], mode
+        assert figures["batches_made"] == figures["groups"], mode
+        assert 0 < figures["lone_to_batch_ms"] <= figures["lone_to_check_run_ms"], mode
+        assert 0 <= figures["batches_made_after_lone"] < figures["batches_made"], mode
+    assert set(result["side_by_side"]["lone_to_batch_ms"]) == {"fair", "unfair"}
