@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from shared import logs
 from shared.clock import Clock, system_clock
 from shared.crashpoints import crash_point
-from shared.errors import Deferred, PermanentError
+from shared.errors import Deferred, PermanentError, TransientError
 from shared.events import Attempt
 from shared.gemini import (
     BatchStatus,
@@ -165,7 +165,11 @@ def _turn(
             raise Deferred(
                 f"group {group.gid} waits for Gemini's quota, queued", after_s=turn.wait_s
             )
-        step = seal_step(deps, turn.head.gid, delivery_id=delivery_id, attempt=attempt)
+        try:
+            step = seal_step(deps, turn.head.gid, delivery_id=delivery_id, attempt=attempt)
+        except TransientError as exc:  # another sealer is making the head's batch now
+            raise Deferred(f"{said_behind(group.gid, turn.head.gid)}: {exc}",
+                           after_s=BEHIND_WAIT_S) from exc  # fmt: skip
         said.append(f"{said_behind(group.gid, turn.head.gid)}: {step.said}")
         head = deps.ledger.groups.get(turn.head.gid)
         if head.queue_place is not None and head.due_at is not None and head.due_at > deps.clock():

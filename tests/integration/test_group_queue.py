@@ -23,6 +23,7 @@ from tests.integration.test_shared_batches import deps, sha
 
 __all__ = ["deps"]
 
+HOUR = timedelta(hours=1)
 FLOOD = "octo-org/monorepo"
 LONE = "octo-org/handbook"
 
@@ -134,3 +135,29 @@ def test_a_fresh_group_does_not_jump_the_queue(deps, simulator, clock):
     assert len(made) == 3
     assert _made_order(deps) == [FLOOD, FLOOD, LONE]
     assert deps.ledger.groups.queue.waiting(10) == []
+
+
+def test_a_head_another_sealer_is_making_defers_the_group_behind_it(deps, simulator, clock):
+    """The head's claim is live with another sealer: a group behind it creates nothing,
+    and its run is told to come back (`Deferred`), not failed."""
+    from shared.settlement.groups import GROUP_KIND
+    from shared.sharing.seal import SealDeps, seal_step
+    from shared.submission import SubmitDeps, Submitter
+
+    sharing = Sharing(max_requests=1, window_s=3600, fair_by="")
+    deps = replace(deps, sharing=sharing, gemini=MadeInOrder(deps.gemini))
+    simulator.control.set_quotas(gemini_batches_in_flight=0)
+    for n in range(1, 3):
+        _push(deps, simulator, FLOOD, n)
+    simulator.control.set_quotas(gemini_batches_in_flight=None)
+    clock.advance(600)
+    head, behind = deps.ledger.groups.queue.waiting(10)
+    another = SubmitDeps(ledger=deps.ledger, gemini=deps.gemini, kind=GROUP_KIND, clock=clock)
+    making = Submitter(another, head.tag, "another-sealer", Attempt("another", clock() + HOUR))
+    assert making.claim({"group": head.gid}) is None  # the vacant claim is its now
+    sealer = SealDeps(ledger=deps.ledger, gemini=deps.gemini, clock=deps.clock)
+    attempt = Attempt("behind", clock() + timedelta(minutes=10))
+    with pytest.raises(Deferred, match=f"behind group {head.gid}"):
+        seal_step(sealer, behind.gid, delivery_id="d-behind", attempt=attempt)
+    assert deps.gemini.made == []
+    assert [g.gid for g in deps.ledger.groups.queue.waiting(10)] == [head.gid, behind.gid]
