@@ -9,6 +9,7 @@ against the simulator's batch quota, the ledger on the Firestore emulator.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -48,10 +49,8 @@ def _push(deps: Any, simulator: Any, repo: str, n: int) -> None:
         "commits": [{"added": [f"docs/{n}.md"], "modified": [], "removed": []}],
     }
     lease = Attempt(f"run-{repo}-{n}", deps.clock() + timedelta(minutes=10))
-    try:
+    with contextlib.suppress(Deferred):  # queued behind Gemini's quota: reconcile goes on
         review_push(payload, f"delivery-{repo}-{n}", deps, lease)
-    except Deferred:
-        pass  # queued behind Gemini's quota: reconcile goes on
 
 
 class MadeInOrder:
