@@ -49,7 +49,7 @@ from shared.ledger.group_records import OPEN
 from shared.ledger.groups import split_member_key
 from shared.settlement.groups import GROUP_KIND
 from shared.settlement.settler import Settler
-from shared.sharing.turns import BEHIND_WAIT_S, HEADS_PER_STEP, left_queue, said_behind, take_turn
+from shared.sharing.turns import HEADS_PER_STEP, left_queue, said_behind, take_turn
 from shared.submission import SubmitDeps, Submitter
 
 if TYPE_CHECKING:
@@ -167,9 +167,10 @@ def _turn(
             )
         try:
             step = seal_step(deps, turn.head.gid, delivery_id=delivery_id, attempt=attempt)
-        except TransientError as exc:  # another sealer is making the head's batch now
+        except (TransientError, Deferred) as exc:  # another sealer has it, or the quota
+            wait = max(turn.wait_s, getattr(exc, "after_s", 0.0))  # this group's own wait
             raise Deferred(f"{said_behind(group.gid, turn.head.gid)}: {exc}",
-                           after_s=BEHIND_WAIT_S) from exc  # fmt: skip
+                           after_s=wait) from exc  # fmt: skip
         said.append(f"{said_behind(group.gid, turn.head.gid)}: {step.said}")
         head = deps.ledger.groups.get(turn.head.gid)
         if head.queue_place is not None and head.due_at is not None and head.due_at > deps.clock():
@@ -177,7 +178,7 @@ def _turn(
         if step.more or head.queue_place is not None:
             break  # the head goes on in its next step
         group = deps.ledger.groups.get(group.gid)
-    raise Deferred("; ".join(said) or said_behind(group.gid, "others"), after_s=BEHIND_WAIT_S)
+    raise Deferred("; ".join(said) or said_behind(group.gid, "others"), after_s=turn.wait_s)
 
 
 def _due(group: Group, now: datetime) -> bool:

@@ -9,9 +9,11 @@ never waits behind fresher ones, one installation's flood takes one turn a round
 refused create is one per quota wait, not one per waiting group:
 
     nobody queued, no pause      → create now (the common case: two reads)
-    Gemini's quota said "later"  → queue this group; `Deferred` to that time
+    Gemini's quota said "later"  → queue this group; `Deferred` to that time (later still
+                                   for a group behind the head: `behind_wait`)
     this group is the head       → create it
     another group is the head    → queue this group; create the head's batch; look again
+                                   after `behind_wait`
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from shared.ledger.group_queue import GroupQueue
+    from shared.ledger.group_queue import GroupQueue, QueueState
     from shared.ledger.groups import Group
 
 # Queued groups read at once to find the head that still waits (one made or failed since
@@ -29,8 +31,10 @@ HEADS_READ = 5
 # A sealer whose group is not the head makes at most this many heads' batches a step,
 # then lets its delivery come back (`Deferred`) rather than run past its deadline.
 HEADS_PER_STEP = 3
-# A sealer still behind others comes back this much later, to drive the queue again.
+# A sealer still behind others comes back this much later for each round ahead of it,
+# to drive the queue again, and at least once this often.
 BEHIND_WAIT_S = 2.0
+BEHIND_WAIT_CAP_S = 60.0
 
 
 class Turn(NamedTuple):
@@ -51,16 +55,22 @@ def take_turn(queue: GroupQueue, group: Group, now: datetime) -> Turn:
         return Turn(True)
     if group.queue_place is None:
         group = queue.enqueue(group.gid)
+    first = head is None or head.gid == group.gid or group.queue_place < head.queue_place
     if paused:
         assert state.retry_at is not None
-        return Turn(False, None, (state.retry_at - now).total_seconds())
-    if (
-        head is None
-        or head.gid == group.gid
-        or (group.queue_place or "") < (head.queue_place or "")
-    ):
+        wait = (state.retry_at - now).total_seconds()
+        return Turn(False, None, wait if first else max(wait, behind_wait(group, state)))
+    if first:
         return Turn(True)
-    return Turn(False, head)
+    return Turn(False, head, behind_wait(group, state))
+
+
+def behind_wait(group: Group, state: QueueState) -> float:
+    """How long a group behind the head waits before it looks again: BEHIND_WAIT_S a round
+    ahead of it, up to BEHIND_WAIT_CAP_S, so a long queue's tail does not poll it as
+    often as its head does."""
+    rounds = max(1, group.queue_turn - state.served)
+    return min(BEHIND_WAIT_S * rounds, BEHIND_WAIT_CAP_S)
 
 
 def waiting_head(queue: GroupQueue) -> Group | None:

@@ -160,3 +160,28 @@ def test_a_head_another_sealer_is_making_defers_the_group_behind_it(deps, simula
         seal_step(sealer, behind.gid, delivery_id="d-behind", attempt=attempt)
     assert deps.gemini.made == []
     assert [g.gid for g in deps.ledger.groups.queue.waiting(10)] == [head.gid, behind.gid]
+
+
+def test_the_tail_of_a_long_queue_looks_again_less_often_than_its_head(deps, simulator, clock):
+    """While Gemini's quota pauses the queue, the head is looked at again when Gemini
+    said, and each group behind it later, turns.BEHIND_WAIT_S a round ahead of it: a
+    long queue's tail does not poll it every second."""
+    from shared.sharing.seal import SealDeps, seal_step
+    from shared.sharing.turns import BEHIND_WAIT_S
+
+    deps = replace(deps, sharing=Sharing(max_requests=1, window_s=3600, fair_by=""))
+    simulator.control.set_quotas(gemini_batches_in_flight=0, gemini_batch_retry_delay_s=1)
+    for n in range(1, 5):
+        _push(deps, simulator, FLOOD, n)
+    sealer = SealDeps(ledger=deps.ledger, gemini=deps.gemini, clock=deps.clock)
+    attempt = Attempt("looking", clock() + HOUR)
+    head, *behind = deps.ledger.groups.queue.waiting(10)
+    said = seal_step(sealer, head.gid, delivery_id="d-looking", attempt=attempt).said
+    assert said.startswith(f"group {head.gid} waits until")  # Gemini's RetryInfo time
+    waits = []
+    for group in behind:
+        with pytest.raises(Deferred) as deferred:
+            seal_step(sealer, group.gid, delivery_id="d-looking", attempt=attempt)
+        waits.append(deferred.value.after_s)
+    assert waits == [2 * BEHIND_WAIT_S, 3 * BEHIND_WAIT_S, 4 * BEHIND_WAIT_S]
+    assert simulator.control.quotas()["refused"]["gemini_batches_in_flight"] == 1
