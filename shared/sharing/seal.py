@@ -174,7 +174,8 @@ def _turn(
         said.append(f"{said_behind(group.gid, turn.head.gid)}: {step.said}")
         head = deps.ledger.groups.get(turn.head.gid)
         if head.queue_place is not None and head.due_at is not None and head.due_at > deps.clock():
-            return False  # held: reconcile looks again when its hold ends
+            deps.ledger.groups.defer(group.gid, head.due_at)  # held: look again when it ends
+            return False
         if step.more or head.queue_place is not None:
             break  # the head goes on in its next step
         group = deps.ledger.groups.get(group.gid)

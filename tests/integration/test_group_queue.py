@@ -185,3 +185,26 @@ def test_the_tail_of_a_long_queue_looks_again_less_often_than_its_head(deps, sim
         waits.append(deferred.value.after_s)
     assert waits == [2 * BEHIND_WAIT_S, 3 * BEHIND_WAIT_S, 4 * BEHIND_WAIT_S]
     assert simulator.control.quotas()["refused"]["gemini_batches_in_flight"] == 1
+
+
+def test_a_group_behind_a_held_head_waits_for_the_hold_to_end(deps, simulator, clock):
+    """Gemini refuses the deployment while groups wait: the head is held (30 s, doubling),
+    and the group behind it waits as long, instead of coming back every reconcile run."""
+    from shared.sharing.seal import SealDeps, seal_step
+
+    deps = replace(deps, sharing=Sharing(max_requests=1, window_s=3600, fair_by=""))
+    simulator.control.set_quotas(gemini_batches_in_flight=0)
+    for n in range(1, 3):
+        _push(deps, simulator, FLOOD, n)
+    simulator.control.set_quotas(gemini_batches_in_flight=None)
+    simulator.control.refuse_creates(403)
+    clock.advance(600)
+    head, behind = deps.ledger.groups.queue.waiting(10)
+    sealer = SealDeps(ledger=deps.ledger, gemini=deps.gemini, clock=deps.clock)
+    step = seal_step(sealer, behind.gid, delivery_id="d", attempt=Attempt("a", clock() + HOUR))
+    assert not step.more and "held" in step.said
+    held = deps.ledger.groups.get(head.gid)
+    assert held.held_since is not None and held.due_at > clock()
+    assert deps.ledger.groups.get(behind.gid).due_at == held.due_at
+    assert deps.ledger.groups.due(clock(), 10) == []
+    assert simulator.control.batches() == []
