@@ -119,9 +119,9 @@ def test_unkeyed_groups_are_made_oldest_first(deps, simulator, clock):
     assert order == [FLOOD, FLOOD, FLOOD, FLOOD, FLOOD, LONE]
 
 
-def test_a_fresh_group_does_not_jump_the_queue(deps, simulator, clock):
-    """Once groups wait, a group sealed later is queued behind them even when the quota
-    has room: its sealer makes the head's batch first."""
+def _two_queued(deps: Any, simulator: Any, clock: Any) -> Any:
+    """Two of FLOOD's groups queued behind a 429 (mixed: no fair key), then the quota
+    reopened past its wait; the deps, noting each batch made."""
     sharing = Sharing(max_requests=1, window_s=3600, fair_by="")
     deps = replace(deps, sharing=sharing, gemini=MadeInOrder(deps.gemini))
     simulator.control.set_quotas(gemini_batches_in_flight=0)
@@ -129,6 +129,13 @@ def test_a_fresh_group_does_not_jump_the_queue(deps, simulator, clock):
         _push(deps, simulator, FLOOD, n)
     simulator.control.set_quotas(gemini_batches_in_flight=None)
     clock.advance(600)  # past the quota's wait
+    return deps
+
+
+def test_a_fresh_group_does_not_jump_the_queue(deps, simulator, clock):
+    """Once groups wait, a group sealed later is queued behind them even when the quota
+    has room: its sealer makes the head's batch first."""
+    deps = _two_queued(deps, simulator, clock)
     _push(deps, simulator, LONE, 3)
     made = simulator.control.batches()
     assert len(made) == 3
@@ -143,13 +150,7 @@ def test_a_head_another_sealer_is_making_defers_the_group_behind_it(deps, simula
     from shared.sharing.seal import SealDeps, seal_step
     from shared.submission import SubmitDeps, Submitter
 
-    sharing = Sharing(max_requests=1, window_s=3600, fair_by="")
-    deps = replace(deps, sharing=sharing, gemini=MadeInOrder(deps.gemini))
-    simulator.control.set_quotas(gemini_batches_in_flight=0)
-    for n in range(1, 3):
-        _push(deps, simulator, FLOOD, n)
-    simulator.control.set_quotas(gemini_batches_in_flight=None)
-    clock.advance(600)
+    deps = _two_queued(deps, simulator, clock)
     head, behind = deps.ledger.groups.queue.waiting(10)
     another = SubmitDeps(ledger=deps.ledger, gemini=deps.gemini, kind=GROUP_KIND, clock=clock)
     making = Submitter(another, head.tag, "another-sealer", Attempt("another", clock() + HOUR))
@@ -192,13 +193,8 @@ def test_a_group_behind_a_held_head_waits_for_the_hold_to_end(deps, simulator, c
     and the group behind it waits as long, instead of coming back every reconcile run."""
     from shared.sharing.seal import SealDeps, seal_step
 
-    deps = replace(deps, sharing=Sharing(max_requests=1, window_s=3600, fair_by=""))
-    simulator.control.set_quotas(gemini_batches_in_flight=0)
-    for n in range(1, 3):
-        _push(deps, simulator, FLOOD, n)
-    simulator.control.set_quotas(gemini_batches_in_flight=None)
+    deps = _two_queued(deps, simulator, clock)
     simulator.control.refuse_creates(403)
-    clock.advance(600)
     head, behind = deps.ledger.groups.queue.waiting(10)
     sealer = SealDeps(ledger=deps.ledger, gemini=deps.gemini, clock=deps.clock)
     step = seal_step(sealer, behind.gid, delivery_id="d", attempt=Attempt("a", clock() + HOUR))
