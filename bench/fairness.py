@@ -16,9 +16,11 @@ and its batches each running `--run-s`:
               open at once; Gemini holds its first batches until all have joined
               and it has refused a create: groups are waiting. Then its batches run
     lone      one push from the GitHub App's installation
-    measured  from the lone push's send: its group's batch created (registered in the
-              ledger) and its check run completed; the flood's groups, its last batch
-              made, Gemini's refused creates
+    measured  from the lone push's send: accepted by the ingress, its group's batch
+              created (registered in the ledger) and its check run completed; and from
+              the ledger's times, its group's window (joined -> sealed) and its wait in
+              the queue (sealed -> batch); the groups, batches made after the lone
+              push's, Gemini's refused creates, and the time until all settled
 
 Twice: `REVIEW_FAIR_BY=installation` (`fair`: the lone push's group takes the next turn)
 and `off` (`unfair`: every group oldest first, the lone push behind the whole flood),
@@ -53,6 +55,8 @@ from local.chaos.stack import ChaosStack
 from local.functions_server import REPO
 from local.stack import Ports
 from shared.ledger import Ledger
+from shared.ledger.group_records import group_tag
+from shared.ledger.ids import submission_id
 from shared.settlement.groups import GROUP_KIND
 
 MODES = {"fair": "installation", "unfair": "off"}
@@ -117,6 +121,7 @@ def fairness_round(
             sim.set_processing(run_s=load.run_s)
             sent = time.monotonic()
             lone_driver.send(lone)
+            accepted_ms = (time.monotonic() - sent) * 1000
             made = until("the lone push's batch", lambda: _batch_of(ledger, lone), deadline_s)
             made_ms = (time.monotonic() - sent) * 1000
             completed_run(sim, lone)
@@ -134,7 +139,9 @@ def fairness_round(
     figures = {
         "fair_by": MODES[mode],
         "groups_waiting_at_lone_push": waiting,
+        "lone_accepted_ms": round(accepted_ms),
         "lone_to_batch_ms": round(made_ms),
+        "lone_group_ms": _group_spans(client, ledger, lone),
         "lone_to_check_run_ms": round(reviewed_ms),
         "lone_to_all_settled_ms": round(drained_ms),
         "groups": _count(client, "batch_groups"),
@@ -170,6 +177,23 @@ def _made_after(client: Any, name: str) -> int:
 
 def _refused(sim: Any) -> int:
     return int(sim.quotas()["refused"]["gemini_batches_in_flight"])
+
+
+def _group_spans(client: Any, ledger: Ledger, push: Push) -> dict[str, int]:
+    """The lone push's group, from the ledger's own times: joined -> sealed (its window,
+    and its opener's deferred run coming back), sealed -> its batch registered (its wait
+    in the queue of groups, where fairness acts)."""
+    submission = ledger.submissions.get(f"hookledger:review:{FULL_REPO}@{push.sha}")
+    assert submission is not None and submission.operation
+    gid = submission.operation.removeprefix("groups/").rpartition(".")[0]
+    group = client.collection("batch_groups").document(gid).get().to_dict() or {}
+    made = client.collection("submissions").document(submission_id(group_tag(gid))).get()
+    opened, sealed, decided = group["opened_at"], group["sealed_at"], made.get("decided_at")
+
+    def ms(start: Any, end: Any) -> int:
+        return round((end - start).total_seconds() * 1000)
+
+    return {"joined_to_sealed": ms(opened, sealed), "sealed_to_batch": ms(sealed, decided)}
 
 
 def _batch_of(ledger: Ledger, push: Push) -> str | None:
@@ -224,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stack.stop_all()
         shutil.rmtree(data_dir, ignore_errors=True)
-    spans = ("lone_to_batch_ms", "lone_to_check_run_ms")
+    spans = ("lone_accepted_ms", "lone_to_batch_ms", "lone_to_check_run_ms", "lone_group_ms")
     result = {
         "benchmark": "fairness",
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},

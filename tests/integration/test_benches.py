@@ -250,5 +250,7 @@ def test_fairness_makes_the_lone_push_wait_its_turn_and_reviews_every_push_once(
         assert figures["violations"] == [], mode
         assert figures["batches_made"] == figures["groups"], mode
         assert 0 < figures["lone_to_batch_ms"] <= figures["lone_to_check_run_ms"], mode
+        spans = figures["lone_group_ms"]
+        assert spans["joined_to_sealed"] >= 0 and spans["sealed_to_batch"] >= 0, mode
         assert 0 <= figures["batches_made_after_lone"] < figures["batches_made"], mode
     assert set(result["side_by_side"]["lone_to_batch_ms"]) == {"fair", "unfair"}
