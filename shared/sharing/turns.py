@@ -55,7 +55,11 @@ def take_turn(queue: GroupQueue, group: Group, now: datetime) -> Turn:
         return Turn(True)
     if group.queue_place is None:
         group = queue.enqueue(group.gid)
-    first = head is None or head.gid == group.gid or group.queue_place < head.queue_place
+    first = (
+        head is None
+        or head.gid == group.gid
+        or (group.queue_place or "") < (head.queue_place or "")
+    )
     if paused:
         assert state.retry_at is not None
         wait = (state.retry_at - now).total_seconds()
