@@ -41,6 +41,7 @@ import hashlib
 import itertools
 import json
 import random
+import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -103,6 +104,9 @@ MEMBERS_PER_READ = 300
 MAX_KEY_BYTES = 400_000
 # One page of an item's stored requests stays under Firestore's 1 MiB document limit.
 PAGE_BYTES = 900_000
+# This process's joins of one head take turns (striped by head id): its threads would
+# otherwise meet at the group's document and spend CPU on commits Firestore refuses.
+HEAD_LOCKS = tuple(threading.Lock() for _ in range(64))
 # A member is checked on its own this long after its group's window, should its group's
 # fan-out never reach it (shared/settlement settles it through the group's batch).
 MEMBER_BACKSTOP = timedelta(hours=6)
@@ -262,7 +266,11 @@ class Groups(GroupStates):
         tries = itertools.count()
 
         def attempt() -> Joined:
-            head_ref = self._commits.collection(HEADS).document(_head_id(request, next(tries)))
+            head_id = _head_id(request, next(tries))
+            with HEAD_LOCKS[hash(head_id) % len(HEAD_LOCKS)]:  # see HEAD_LOCKS
+                return join_at(self._commits.collection(HEADS).document(head_id))
+
+        def join_at(head_ref: Any) -> Joined:
             sub = self._commits.read(sub_ref, f"submission {request.tag}")
             stored = (sub.to_dict() or {}) if sub.exists else None
             if stored is not None and stored.get("operation"):
