@@ -143,7 +143,7 @@ class Deployment:
     github_sweep_every_s: float = 300.0  # github_sweep.schedule
     # The review's shared batches (apps/review SETTINGS, or var.app_settings when it sets
     # them): sealed at `group_requests` requests or `group_window_s` after opening, with
-    # `group_shards` groups open at once. 0 requests: one batch per push.
+    # up to `group_shards` groups open at once (more as joins meet). 0 requests: one batch per push.
     group_requests: int = 0
     group_window_s: float = 60.0
     group_shards: int = 1
@@ -195,16 +195,25 @@ def review_sharing(app_settings: Mapping[str, Any]) -> dict[str, Any]:
     return defaults | {k: v for k, v in app_settings.items() if k in SHARING_SETTINGS}
 
 
+def open_groups(rate: float, dep: Deployment) -> float:
+    """Groups open at once at `rate` pushes/s: a join opens another only when it meets one
+    at its group's document (shared/ledger/groups.py, `_head_id`), so about one group per
+    write a second a document sustains, at least one and at most `group_shards`."""
+    document = next(d for d in DOCUMENTED if d.key == "firestore_document").value or 1.0
+    return float(min(dep.group_shards, max(1, math.ceil(rate / document))))
+
+
 def batches_per_push(rate: float, dep: Deployment, files_per_push: float) -> float:
     """Gemini batches per push at `rate` pushes/s, sustained. Without sharing, one. With it,
     a group seals when full (rate x files / group_requests a second) or at its window (each
-    of the `group_shards` open groups at least once per window while items arrive), and
-    never more than one batch per push."""
+    of the groups open at `rate` at least once per window while items arrive), and never
+    more than one batch per push."""
     if not dep.sharing:
         return 1.0
     if rate <= 0:
         return 1.0  # the limit as pushes grow rare: each waits its window alone
-    per_s = max(rate * files_per_push / dep.group_requests, dep.group_shards / dep.group_window_s)
+    opened = open_groups(rate, dep) / dep.group_window_s
+    per_s = max(rate * files_per_push / dep.group_requests, opened)
     return min(rate, per_s) / rate
 
 
@@ -499,10 +508,10 @@ def limits(
             doc["firestore_document"].value,
             "writes/s per group",
             doc["firestore_document"].source,
-            "pushes/s / REVIEW_GROUP_SHARDS: each shard's open group takes its share",
+            "pushes/s / the groups open: one more opens as joins meet, up to REVIEW_GROUP_SHARDS",
             "documented",
             "REVIEW_GROUP_SHARDS",
-            lambda r: r * p.group_document_writes / dep.group_shards,
+            lambda r: r * p.group_document_writes / open_groups(r, dep),
         ),
         documented(
             "firestore_commit",
@@ -739,12 +748,12 @@ def pushes_at(m: Measured, dep: Deployment, a: Mapping[str, float]) -> Callable[
 
 def added_wait_s(rate: float, dep: Deployment, files: float) -> float:
     """The longest a push waits for its group to seal at `rate`: the window, or less when
-    its shard's group fills first (group_requests / that shard's requests a second)."""
+    its group fills first (group_requests / each open group's requests a second)."""
     if not dep.sharing:
         return 0.0
     if rate <= 0:
         return dep.group_window_s
-    fill_s = dep.group_requests * dep.group_shards / (rate * files)
+    fill_s = dep.group_requests * open_groups(rate, dep) / (rate * files)
     return min(dep.group_window_s, fill_s)
 
 
@@ -755,7 +764,7 @@ def sharing_at(rate: float, m: Measured, dep: Deployment, a: Mapping[str, float]
     gemini = next(d for d in DOCUMENTED if d.key == "gemini_batches").value or 0
     document = next(d for d in DOCUMENTED if d.key == "firestore_document").value or 0
     in_flight = rate * b * a["gemini_batch_life_s"]
-    writes = rate / dep.group_shards if dep.sharing else 0.0
+    writes = rate / open_groups(rate, dep) if dep.sharing else 0.0
     return {
         "window_s": dep.group_window_s,
         "shards": dep.group_shards,
