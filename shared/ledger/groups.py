@@ -15,7 +15,7 @@ one sealer creates its batch (docs/architecture.md, "Shared batches"). Its colle
   `parts` (`lo`, `hi`, `operation`, `failed`: the batches it is made as, group_records.py),
   `refused` (item index → Gemini's reason), `fail_cursor` (failures settled before it),
   `held_since`, `holds`, `hold_reason` (Gemini refusing the deployment);
-- `group_heads/{kind}~{config}`: the id of the group its items join now;
+- `group_heads/{kind}~{model, config and fair key's hash}~{shard}`: the group joined now;
 - `group_members/{gid}~{index}`: one item: `group`, `tag` (its submission), `operation`,
   `requests` (its count) and `pages` (its stored requests), created by its join;
 - `group_requests/{…}`: one page of one item's requests (key, prompt), written before it
