@@ -53,6 +53,10 @@ StartItems = Callable[[Mapping[str, Any], str, str], Sequence[Mapping[str, Any]]
 """`start_items(context, name, tag)`: outbox items recorded with the winner's commit."""
 
 
+class ClaimBusy(TransientError):
+    """Another attempt holds the submission's live claim: retry later, nothing is wrong."""
+
+
 @dataclass(frozen=True)
 class SubmitDeps:
     """What a submission needs: the ledger, Gemini, the clock, and the kind's choices."""
@@ -214,7 +218,7 @@ class Submitter:
             return self._decided(stored.operation)
         if state is Claim.BUSY:
             assert stored is not None
-            raise TransientError(
+            raise ClaimBusy(
                 f"{self._tag}: delivery {stored.claimed_by} (attempt {stored.attempt}) "
                 f"is submitting this until {stored.lease_until}"
             )

@@ -84,15 +84,18 @@ class GroupQueue:
         query = self._commits.collection(GROUPS).order_by("queue_place").limit(limit)
         return [group_from(s) for s in self._commits.stream(query, "queued groups")]
 
-    def enqueue(self, gid: str) -> Group:
-        """Queue the group in its key's next turn (once: a queued group keeps its place)."""
+    def enqueue(self, gid: str) -> Group | None:
+        """Queue the group in its key's next turn (once: a queued group keeps its place; a
+        group made or finished meanwhile is left out); the group after, None if gone."""
         ref = self._commits.collection(GROUPS).document(gid)
 
-        def attempt() -> Group:
+        def attempt() -> Group | None:
             snapshot = self._commits.read(ref, f"group {gid}")
+            if not snapshot.exists:
+                return None
             group = group_from(snapshot)
-            if group.queue_place is not None:
-                return group
+            if group.queue_place is not None or group.due_at is None or group.settled_parts:
+                return group  # queued already, or made since it was read: nothing waits
             state_snapshot = self._commits.read(self._state_ref, "group queue")
             state = _state_from(state_snapshot)
             key = key_id(group.fair_key)
@@ -140,8 +143,12 @@ class GroupQueue:
         self._retrying(gid, attempt)
 
     def pause(self, until: datetime) -> None:
-        """No create before `until` (Gemini's quota refused one and said when)."""
+        """No create before `until` (Gemini's quota refused one and said when); a pause
+        that already lasts longer is kept."""
         check_time(until, "until")
+        current = self.state().retry_at
+        if current is not None and current >= until:
+            return
         try:
             self._state_ref.set({"retry_at": until}, merge=True, timeout=self._commits.timeout_s)
         except gexc.GoogleAPIError as exc:

@@ -52,7 +52,7 @@ from google.api_core import exceptions as gexc
 
 from shared.clock import Clock
 from shared.kinds import Sharing
-from shared.ledger.commits import Commits
+from shared.ledger.commits import Commits, Conflict
 from shared.ledger.deliveries import Deliveries
 from shared.ledger.errors import ContentionError, InvalidArgument, StoreUnavailable
 from shared.ledger.group_records import (
@@ -104,8 +104,9 @@ MEMBERS_PER_READ = 300
 MAX_KEY_BYTES = 400_000
 # One page of an item's stored requests stays under Firestore's 1 MiB document limit.
 PAGE_BYTES = 900_000
-# This process's joins of one head take turns (striped by head id): its threads would
-# otherwise meet at the group's document and spend CPU on commits Firestore refuses.
+# One join at a time per head in this process (striped by head id): a thread that finds
+# its stripe taken counts it as a meeting and tries among more shards at once, instead of
+# reading the group and sending a commit Firestore would refuse.
 HEAD_LOCKS = tuple(threading.Lock() for _ in range(64))
 # A member is checked on its own this long after its group's window, should its group's
 # fan-out never reach it (shared/settlement settles it through the group's batch).
@@ -267,8 +268,13 @@ class Groups(GroupStates):
 
         def attempt() -> Joined:
             head_id = _head_id(request, next(tries))
-            with HEAD_LOCKS[hash(head_id) % len(HEAD_LOCKS)]:  # see HEAD_LOCKS
+            lock = HEAD_LOCKS[hash(head_id) % len(HEAD_LOCKS)]
+            if not lock.acquire(blocking=False):  # this process is joining it: a meeting
+                raise Conflict(f"group head {head_id}: another join of this process has it")
+            try:
                 return join_at(self._commits.collection(HEADS).document(head_id))
+            finally:
+                lock.release()
 
         def join_at(head_ref: Any) -> Joined:
             sub = self._commits.read(sub_ref, f"submission {request.tag}")

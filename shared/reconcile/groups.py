@@ -20,6 +20,7 @@ from shared.errors import Deferred
 from shared.events import Attempt
 from shared.reconcile.report import Budget, RunReport
 from shared.sharing.seal import SealDeps, seal_step
+from shared.sharing.turns import QuotaWait
 
 log = logs.get_logger("reconcile")
 
@@ -40,8 +41,9 @@ def seal_due(
 ) -> None:
     """Seal (or go on failing the items of) each group due `grace` ago, step by step while
     `budget` lasts; one group's failure is logged and counted, and stops no other. Once
-    Gemini's quota refuses one group, the others wait for the next run: each create would
-    be refused the same way."""
+    Gemini's quota refuses one group (`QuotaWait`), the others wait for the next run: each
+    create would be refused the same way. A group waiting its turn behind others is
+    counted deferred, the run goes on, and it is looked at once more at the end."""
     try:
         due = ledger.groups.due(now - grace, limit)
     except Exception as exc:
@@ -50,7 +52,10 @@ def seal_due(
         return
     deps = SealDeps(ledger=ledger, gemini=gemini, clock=ledger.clock, deliver=deliver)
     run = f"reconcile:{uuid.uuid4().hex[:12]}"
-    for group in due:
+    waiting = list(due)
+    again: set[str] = set()  # groups that waited behind others: looked at once more, last
+    while waiting:
+        group = waiting.pop(0)
         if budget.spent():
             report.stop("groups", group.gid)
             return
@@ -60,12 +65,17 @@ def seal_due(
             while more and not budget.spent():
                 outcome, more = seal_step(deps, group.gid, delivery_id=run, attempt=attempt)
                 logs.event(log, logging.INFO, outcome, group=group.gid)
-        except Deferred as exc:  # Gemini's quota: the group says when to look again
+        except Deferred as exc:  # the quota, or groups ahead of it still being made
             report.add(deferred=1)
             logs.event(
                 log, logging.INFO, f"group {group.gid} waits", group=group.gid, reason=str(exc)
             )
-            return  # the quota refuses every group alike: the rest wait for the next run
+            if isinstance(exc, QuotaWait):
+                return  # the quota refuses every group alike: the rest wait for the next run
+            if group.gid not in again:
+                again.add(group.gid)
+                waiting.append(group)
+            continue
         except Exception as exc:
             report.add(errors=1)
             logs.event(

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from shared import logs
 from shared.clock import Clock, system_clock
 from shared.crashpoints import crash_point
-from shared.errors import Deferred, PermanentError, TransientError
+from shared.errors import Deferred, PermanentError
 from shared.events import Attempt
 from shared.gemini import (
     BatchStatus,
@@ -49,8 +49,14 @@ from shared.ledger.group_records import OPEN
 from shared.ledger.groups import split_member_key
 from shared.settlement.groups import GROUP_KIND
 from shared.settlement.settler import Settler
-from shared.sharing.turns import HEADS_PER_STEP, left_queue, said_behind, take_turn
-from shared.submission import SubmitDeps, Submitter
+from shared.sharing.turns import (
+    HEADS_PER_STEP,
+    QuotaWait,
+    left_queue,
+    said_behind,
+    take_turn,
+)
+from shared.submission import ClaimBusy, SubmitDeps, Submitter
 
 if TYPE_CHECKING:
     from shared.gemini import GeminiGateway
@@ -98,7 +104,8 @@ class Step(NamedTuple):
 
 def seal(deps: SealDeps, gid: str, *, delivery_id: str, attempt: Attempt) -> str:
     """Seal the group `gid` and see its batches registered; what happened. Raises
-    `Deferred` while its window is open or Gemini's quota is full, `TransientError` while
+    `Deferred` while its window is open or groups ahead of it in the quota queue are being
+    made, `QuotaWait` (a `Deferred`) while Gemini's quota is full, `TransientError` while
     another sealer holds it (retry). What one step leaves (a large group's failed items,
     a hold) stays due for reconcile."""
     return seal_step(deps, gid, delivery_id=delivery_id, attempt=attempt).said
@@ -125,9 +132,9 @@ def seal_step(deps: SealDeps, gid: str, *, delivery_id: str, attempt: Attempt) -
         group = groups.seal(gid)
         crash_point("group.sealed")
     said: list[str] = []
-    if not group.settled_parts and not _turn(deps, group, delivery_id, attempt, said):
-        return Step(f"group {gid}: " + "; ".join(said), False)
-    group = groups.get(gid)
+    if not group.settled_parts:
+        _turn(deps, group, delivery_id, attempt, said)
+        group = groups.get(gid)
     for _ in range(CREATES_PER_STEP):
         part = next((p for p in group.parts if p.pending), None)
         if part is None:
@@ -153,33 +160,42 @@ def seal_step(deps: SealDeps, gid: str, *, delivery_id: str, attempt: Attempt) -
 
 def _turn(
     deps: SealDeps, group: Group, delivery_id: str, attempt: Attempt, said: list[str]
-) -> bool:
+) -> None:
     """Wait for this group's turn at Gemini's quota (turns.py), making the batches of the
-    groups ahead of it meanwhile: True once it may create. Raises `Deferred` while
-    Gemini's quota says to wait; False when the head could not be made now (held)."""
+    groups ahead of it meanwhile (what happened to them goes to `said`); returns once it
+    may create. Raises `QuotaWait` while Gemini's quota says to wait, `Deferred` while
+    the groups ahead are still being made. A head held by a refusal, or whose step fails
+    for its own reasons, is passed over: this group goes on."""
+    groups = deps.ledger.groups
     for _ in range(HEADS_PER_STEP):
-        turn = take_turn(deps.ledger.groups.queue, group, deps.clock())
+        turn = take_turn(groups.queue, group, deps.clock())
         if turn.go:
-            return True
+            return
         if turn.head is None:
-            raise Deferred(
-                f"group {group.gid} waits for Gemini's quota, queued", after_s=turn.wait_s
-            )
+            raise QuotaWait(f"group {group.gid} waits for Gemini's quota, queued",
+                            after_s=turn.wait_s)  # fmt: skip
+        behind = said_behind(group.gid, turn.head.gid)
         try:
             step = seal_step(deps, turn.head.gid, delivery_id=delivery_id, attempt=attempt)
-        except (TransientError, Deferred) as exc:  # another sealer has it, or the quota
+        except (ClaimBusy, Deferred) as exc:  # another sealer has the head, or the quota
             wait = max(turn.wait_s, getattr(exc, "after_s", 0.0))  # this group's own wait
-            raise Deferred(f"{said_behind(group.gid, turn.head.gid)}: {exc}",
-                           after_s=wait) from exc  # fmt: skip
-        said.append(f"{said_behind(group.gid, turn.head.gid)}: {step.said}")
-        head = deps.ledger.groups.get(turn.head.gid)
-        if head.queue_place is not None and head.due_at is not None and head.due_at > deps.clock():
-            deps.ledger.groups.defer(group.gid, head.due_at)  # held: look again when it ends
-            return False
-        if step.more or head.queue_place is not None:
-            break  # the head goes on in its next step
-        group = deps.ledger.groups.get(group.gid)
-    raise Deferred("; ".join(said) or said_behind(group.gid, "others"), after_s=turn.wait_s)
+            wait_as = QuotaWait if isinstance(exc, QuotaWait) else Deferred
+            raise wait_as(f"{behind}: {exc}", after_s=wait) from exc
+        except Exception as exc:  # the head's own fault: it must not hold up the rest
+            logs.event(log, logging.WARNING, f"{behind} passes it over: it failed",
+                       group=group.gid, head=turn.head.gid,
+                       reason=f"{type(exc).__name__}: {exc}")  # fmt: skip
+            return
+        said.append(f"{behind}: {step.said}")
+        head = groups.get(turn.head.gid)
+        held = head is not None and head.held_since is not None
+        if not held and (step.more or (head is not None and head.queue_place is not None)):
+            raise Deferred("; ".join(said), after_s=turn.wait_s)  # the head goes on next
+        refreshed = groups.get(group.gid)
+        if refreshed is None:
+            raise PermanentError(f"group {group.gid} does not exist")
+        group = refreshed
+    raise Deferred("; ".join(said), after_s=turn.wait_s)
 
 
 def _due(group: Group, now: datetime) -> bool:
@@ -236,12 +252,13 @@ def _make(
     except GeminiRateLimited as exc:
         wait = exc.retry_after_s or QUOTA_WAIT.total_seconds()
         retry_at = deps.clock() + timedelta(seconds=wait)
-        groups.defer(group.gid, retry_at)  # while the claim is ours
-        groups.queue.pause(retry_at)  # nobody creates before it (turns.py)
-        if group.queue_place is None:
+        try:
+            groups.defer(group.gid, retry_at)  # while the claim is ours
+            groups.queue.pause(retry_at)  # nobody creates before it (turns.py)
             groups.queue.enqueue(group.gid)  # it waits first in its key's turn
-        run.release(created_nothing=True)
-        raise Deferred(
+        finally:
+            run.release(created_nothing=True)
+        raise QuotaWait(
             f"group {group.gid}: Gemini's batch quota is full ({exc})", after_s=wait
         ) from exc
     except (GeminiRefusedDeployment, GeminiNotFound) as exc:  # a key, billing, the model

@@ -14,12 +14,15 @@ refused create is one per quota wait, not one per waiting group:
     this group is the head       → create it
     another group is the head    → queue this group; create the head's batch; look again
                                    after `behind_wait`
+    the head is held, or fails   → it is passed over: this group goes on
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from shared.errors import Deferred
 
 if TYPE_CHECKING:
     from shared.ledger.group_queue import GroupQueue, QueueState
@@ -37,6 +40,11 @@ BEHIND_WAIT_S = 2.0
 BEHIND_WAIT_CAP_S = 60.0
 
 
+class QuotaWait(Deferred):
+    """Gemini's quota said when to ask again: no group is created before then, so a caller
+    going through many groups (reconcile) stops at the first."""
+
+
 class Turn(NamedTuple):
     """`go`: create this group's batch now. Else `head` is the group whose turn it is
     (None: nobody may create before `wait_s`, Gemini's quota said so)."""
@@ -50,11 +58,11 @@ def take_turn(queue: GroupQueue, group: Group, now: datetime) -> Turn:
     """Whether `group` (sealed, a part pending) may create its batch now; see the module."""
     state = queue.state()
     paused = state.retry_at is not None and state.retry_at > now
-    head = waiting_head(queue)
+    head = waiting_head(queue, now)
     if head is None and not paused:
         return Turn(True)
     if group.queue_place is None:
-        group = queue.enqueue(group.gid)
+        group = queue.enqueue(group.gid) or group
     first = (
         head is None
         or head.gid == group.gid
@@ -77,17 +85,22 @@ def behind_wait(group: Group, state: QueueState) -> float:
     return min(BEHIND_WAIT_S * rounds, BEHIND_WAIT_CAP_S)
 
 
-def waiting_head(queue: GroupQueue) -> Group | None:
-    """The queue's first group still waiting for a batch; one that waits no more (made,
-    failed, finished by another sealer) is taken out of the queue on the way."""
+def waiting_head(queue: GroupQueue, now: datetime) -> Group | None:
+    """The queue's first group still waiting for a batch and not held (a group Gemini
+    refuses the deployment or model of waits out its hold without holding up the rest);
+    one that waits no more (made, failed, finished by another sealer) is taken out of the
+    queue on the way."""
     while True:
         queued = queue.waiting(HEADS_READ)
         for group in queued:
-            if group.due_at is not None and not group.settled_parts:
+            if group.due_at is None or group.settled_parts:
+                queue.served(group.gid)
+            elif group.held_since is None or group.due_at <= now:
                 return group
-            queue.served(group.gid)
         if len(queued) < HEADS_READ:
             return None
+        if all(group.held_since is not None for group in queued):
+            return None  # a long run of held groups: read no further this time
 
 
 def left_queue(queue: GroupQueue, group: Group) -> None:

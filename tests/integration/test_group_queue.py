@@ -188,9 +188,10 @@ def test_the_tail_of_a_long_queue_looks_again_less_often_than_its_head(deps, sim
     assert simulator.control.quotas()["refused"]["gemini_batches_in_flight"] == 1
 
 
-def test_a_group_behind_a_held_head_waits_for_the_hold_to_end(deps, simulator, clock):
+def test_a_held_head_is_passed_over_and_each_group_waits_its_own_hold(deps, simulator, clock):
     """Gemini refuses the deployment while groups wait: the head is held (30 s, doubling),
-    and the group behind it waits as long, instead of coming back every reconcile run."""
+    and the group behind it is not held up by it: it tries its own create, is refused and
+    held in turn, so reconcile's due query finds neither until their holds end."""
     from shared.sharing.seal import SealDeps, seal_step
 
     deps = _two_queued(deps, simulator, clock)
@@ -199,8 +200,46 @@ def test_a_group_behind_a_held_head_waits_for_the_hold_to_end(deps, simulator, c
     sealer = SealDeps(ledger=deps.ledger, gemini=deps.gemini, clock=deps.clock)
     step = seal_step(sealer, behind.gid, delivery_id="d", attempt=Attempt("a", clock() + HOUR))
     assert not step.more and "held" in step.said
-    held = deps.ledger.groups.get(head.gid)
-    assert held.held_since is not None and held.due_at > clock()
-    assert deps.ledger.groups.get(behind.gid).due_at == held.due_at
+    for gid in (head.gid, behind.gid):
+        held = deps.ledger.groups.get(gid)
+        assert held.held_since is not None and held.due_at > clock(), gid
     assert deps.ledger.groups.due(clock(), 10) == []
     assert simulator.control.batches() == []
+
+
+def test_a_head_that_fails_for_its_own_reasons_is_passed_over(deps, simulator, clock):
+    """The head's stored requests are gone (its step fails with StoreUnavailable): the
+    group behind it is made all the same, with a WARNING naming the head."""
+    from shared.sharing.seal import SealDeps, seal_step
+
+    deps = _two_queued(deps, simulator, clock)
+    head, behind = deps.ledger.groups.queue.waiting(10)
+    client = deps.ledger.groups._commits.client
+    for page in client.collection("group_requests").stream():
+        if page.to_dict().get("tag") == deps.ledger.groups.members(head)[0].tag:
+            page.reference.delete()
+    sealer = SealDeps(ledger=deps.ledger, gemini=deps.gemini, clock=deps.clock)
+    step = seal_step(sealer, behind.gid, delivery_id="d", attempt=Attempt("a", clock() + HOUR))
+    assert not step.more
+    assert len(deps.gemini.made) == 1 and deps.gemini.made[0].endswith(behind.gid)
+    assert deps.ledger.groups.get(behind.gid).operation is not None
+
+
+def test_one_reconcile_run_drains_a_queue_the_quota_has_room_for(deps, simulator, clock):
+    """A group waiting its turn behind others is counted deferred, the run goes on to the
+    next due group (only Gemini's quota stops it) and comes back to it at the end: six
+    queued groups, one run."""
+    sharing = Sharing(max_requests=1, window_s=3600, fair_by="")
+    deps = replace(deps, sharing=sharing, gemini=MadeInOrder(deps.gemini))
+    simulator.control.set_quotas(gemini_batches_in_flight=0)
+    for n in range(1, 7):
+        _push(deps, simulator, FLOOD, n)
+    simulator.control.set_quotas(gemini_batches_in_flight=None)
+    clock.advance(600)
+    reconciler = Reconciler(
+        deps.ledger, deps.gemini, clock, ReconcileSettings(grace_s=0, adopt_orphans=False)
+    )
+    report = reconciler.run()
+    assert report.sealed + report.deferred >= 6 and report.errors == 0
+    assert len(deps.gemini.made) == 6
+    assert deps.ledger.groups.queue.waiting(10) == []
