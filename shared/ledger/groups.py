@@ -104,10 +104,11 @@ MEMBERS_PER_READ = 300
 MAX_KEY_BYTES = 400_000
 # One page of an item's stored requests stays under Firestore's 1 MiB document limit.
 PAGE_BYTES = 900_000
-# One join at a time per head in this process (striped by head id): a thread that finds
-# its stripe taken counts it as a meeting and tries among more shards at once, instead of
-# reading the group and sending a commit Firestore would refuse.
+# One join at a time per head in this process (striped by head id), so its threads do not
+# read the group and send commits Firestore would refuse. A thread that waits past
+# HEAD_LOCK_WAIT_S for its stripe counts it as a meeting and tries among more shards.
 HEAD_LOCKS = tuple(threading.Lock() for _ in range(64))
+HEAD_LOCK_WAIT_S = 2.0
 # A member is checked on its own this long after its group's window, should its group's
 # fan-out never reach it (shared/settlement settles it through the group's batch).
 MEMBER_BACKSTOP = timedelta(hours=6)
@@ -269,8 +270,8 @@ class Groups(GroupStates):
         def attempt() -> Joined:
             head_id = _head_id(request, next(tries))
             lock = HEAD_LOCKS[hash(head_id) % len(HEAD_LOCKS)]
-            if not lock.acquire(blocking=False):  # this process is joining it: a meeting
-                raise Conflict(f"group head {head_id}: another join of this process has it")
+            if not lock.acquire(timeout=HEAD_LOCK_WAIT_S):  # a queue of joins: a meeting
+                raise Conflict(f"group head {head_id}: this process's other joins hold it")
             try:
                 return join_at(self._commits.collection(HEADS).document(head_id))
             finally:
