@@ -119,13 +119,13 @@ def test_unkeyed_groups_are_made_oldest_first(deps, simulator, clock):
     assert order == [FLOOD, FLOOD, FLOOD, FLOOD, FLOOD, LONE]
 
 
-def _two_queued(deps: Any, simulator: Any, clock: Any) -> Any:
-    """Two of FLOOD's groups queued behind a 429 (mixed: no fair key), then the quota
+def _queued(deps: Any, simulator: Any, clock: Any, groups: int = 2) -> Any:
+    """`groups` of FLOOD's groups queued behind a 429 (mixed: no fair key), then the quota
     reopened past its wait; the deps, noting each batch made."""
     sharing = Sharing(max_requests=1, window_s=3600, fair_by="")
     deps = replace(deps, sharing=sharing, gemini=MadeInOrder(deps.gemini))
     simulator.control.set_quotas(gemini_batches_in_flight=0)
-    for n in range(1, 3):
+    for n in range(1, groups + 1):
         _push(deps, simulator, FLOOD, n)
     simulator.control.set_quotas(gemini_batches_in_flight=None)
     clock.advance(600)  # past the quota's wait
@@ -135,7 +135,7 @@ def _two_queued(deps: Any, simulator: Any, clock: Any) -> Any:
 def test_a_fresh_group_does_not_jump_the_queue(deps, simulator, clock):
     """Once groups wait, a group sealed later is queued behind them even when the quota
     has room: its sealer makes the head's batch first."""
-    deps = _two_queued(deps, simulator, clock)
+    deps = _queued(deps, simulator, clock)
     _push(deps, simulator, LONE, 3)
     made = simulator.control.batches()
     assert len(made) == 3
@@ -150,7 +150,7 @@ def test_a_head_another_sealer_is_making_defers_the_group_behind_it(deps, simula
     from shared.sharing.seal import SealDeps, seal_step
     from shared.submission import SubmitDeps, Submitter
 
-    deps = _two_queued(deps, simulator, clock)
+    deps = _queued(deps, simulator, clock)
     head, behind = deps.ledger.groups.queue.waiting(10)
     another = SubmitDeps(ledger=deps.ledger, gemini=deps.gemini, kind=GROUP_KIND, clock=clock)
     making = Submitter(another, head.tag, "another-sealer", Attempt("another", clock() + HOUR))
@@ -194,7 +194,7 @@ def test_a_held_head_is_passed_over_and_each_group_waits_its_own_hold(deps, simu
     held in turn, so reconcile's due query finds neither until their holds end."""
     from shared.sharing.seal import SealDeps, seal_step
 
-    deps = _two_queued(deps, simulator, clock)
+    deps = _queued(deps, simulator, clock)
     simulator.control.refuse_creates(403)
     head, behind = deps.ledger.groups.queue.waiting(10)
     sealer = SealDeps(ledger=deps.ledger, gemini=deps.gemini, clock=deps.clock)
@@ -212,7 +212,7 @@ def test_a_head_that_fails_for_its_own_reasons_is_passed_over(deps, simulator, c
     group behind it is made all the same, with a WARNING naming the head."""
     from shared.sharing.seal import SealDeps, seal_step
 
-    deps = _two_queued(deps, simulator, clock)
+    deps = _queued(deps, simulator, clock)
     head, behind = deps.ledger.groups.queue.waiting(10)
     client = deps.ledger.groups._commits.client
     for page in client.collection("group_requests").stream():
@@ -229,13 +229,7 @@ def test_one_reconcile_run_drains_a_queue_the_quota_has_room_for(deps, simulator
     """A group waiting its turn behind others is counted deferred, the run goes on to the
     next due group (only Gemini's quota stops it) and comes back to it at the end: six
     queued groups, one run."""
-    sharing = Sharing(max_requests=1, window_s=3600, fair_by="")
-    deps = replace(deps, sharing=sharing, gemini=MadeInOrder(deps.gemini))
-    simulator.control.set_quotas(gemini_batches_in_flight=0)
-    for n in range(1, 7):
-        _push(deps, simulator, FLOOD, n)
-    simulator.control.set_quotas(gemini_batches_in_flight=None)
-    clock.advance(600)
+    deps = _queued(deps, simulator, clock, groups=6)
     reconciler = Reconciler(
         deps.ledger, deps.gemini, clock, ReconcileSettings(grace_s=0, adopt_orphans=False)
     )
