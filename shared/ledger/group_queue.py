@@ -11,8 +11,8 @@ the next round's (docs/architecture.md, "Shared batches"). Of one turn, the grou
 first goes first. Its documents:
 
 - `batch_groups/{gid}`: `queue_place` (`{turn:012d}~{n:012d}`, its turn then its order
-  of queueing: the one field the queue is read by, ascending), `queue_turn`, `queued_at`;
-  all removed once served;
+  of queueing: the one field the queue is read by, ascending) and `queued_at`; both
+  removed once served;
 - `group_queue/turns`: `served` (the turn of the last group served), `queued` (groups
   ever queued: the next one's `n`), `keys` (each key still waiting → its last queued
   turn) and `retry_at` (no create before it: Gemini's quota said when to ask again).
@@ -101,11 +101,7 @@ class GroupQueue:
             key = key_id(group.fair_key)
             turn = max(state.served, state.keys.get(key, state.served)) + 1
             queued = state.queued + 1
-            fields = {
-                "queue_place": place(turn, queued),
-                "queue_turn": turn,
-                "queued_at": self._clock(),
-            }
+            fields = {"queue_place": place(turn, queued), "queued_at": self._clock()}
             keys = {**state.keys, key: turn}
 
             def body(txn: Any) -> None:
@@ -131,8 +127,7 @@ class GroupQueue:
             state = _state_from(state_snapshot)
             served = max(state.served, group.queue_turn)
             keys = {key: turn for key, turn in state.keys.items() if turn > served}
-            gone = {"queue_place": firestore.DELETE_FIELD, "queue_turn": firestore.DELETE_FIELD,
-                    "queued_at": firestore.DELETE_FIELD}  # fmt: skip
+            gone = {"queue_place": firestore.DELETE_FIELD, "queued_at": firestore.DELETE_FIELD}
 
             def body(txn: Any) -> None:
                 txn.update(ref, gone, option=self._commits.unchanged_since(snapshot))

@@ -88,7 +88,11 @@ class Group:
     legacy_members: tuple[Member, ...] = ()  # a group written with its items inline
     fair_key: str = ""  # whose turn it takes when it waits for Gemini's quota
     queue_place: str | None = None  # set while it waits (shared/ledger/group_queue.py)
-    queue_turn: int = 0
+
+    @property
+    def queue_turn(self) -> int:
+        """The turn it waits for: the first part of its `queue_place` (0 when not queued)."""
+        return int(self.queue_place.partition("~")[0]) if self.queue_place else 0
 
     @property
     def tag(self) -> str:
@@ -191,5 +195,4 @@ def group_from(snapshot: Any) -> Group:
         legacy_members=inline,
         fair_key=str(data.get("fair_key") or ""),
         queue_place=data.get("queue_place") or None,
-        queue_turn=int(data.get("queue_turn") or 0),
     )
