@@ -209,11 +209,19 @@ def replay(delivery: Delivery, *, force: bool = False) -> dict[str, Any]:
     apps_records = _app_records(delivery)
     if not apps_records:
         return _replay_one(delivery, delivery, None)
-    # Reopened first: the last app to finish marks it done again (app_fanout `complete`).
+    # Every record reopened before any is handed over: the last app to finish marks the
+    # delivery done again (app_fanout `complete`), and an app finishing early must not
+    # find another's record still done from the last run.
     ledger.deliveries.reopen(delivery.source, delivery.delivery_id)
+    for _, record in apps_records:
+        ledger.deliveries.reopen(record.source, record.delivery_id)
+    answers = []
     try:
-        answers = [_replay_one(record, delivery, name) for name, record in apps_records]
+        for name, record in apps_records:
+            answers.append(_replay_one(record, delivery, name, reopened=True))
     except CliError:
+        for _, record in apps_records[len(answers) :]:
+            ledger.deliveries.mark(record.source, record.delivery_id, record.status)
         ledger.deliveries.mark(delivery.source, delivery.delivery_id, delivery.status)
         raise
     return {
@@ -241,9 +249,12 @@ def _app_records(delivery: Delivery) -> list[tuple[str, Delivery]]:
     return found
 
 
-def _replay_one(delivery: Delivery, holder: Delivery, app: str | None) -> dict[str, Any]:
+def _replay_one(
+    delivery: Delivery, holder: Delivery, app: str | None, *, reopened: bool = False
+) -> dict[str, Any]:
     """Replay `delivery` with the payload `holder` stored (itself, or the delivery an app's
-    record belongs to), sealed for `app` when it is one app's record."""
+    record belongs to), sealed for `app` when it is one app's record; `reopened` when the
+    caller has already put it back to queued."""
     label = f"{delivery.source}:{delivery.delivery_id}"
     if holder.payload is None:
         ref = holder.payload_ref
@@ -264,7 +275,8 @@ def _replay_one(delivery: Delivery, holder: Delivery, app: str | None) -> dict[s
     ledger = runtime.ledger()
     # Queued first: the worker skips a delivery already done/ignored/dead as a duplicate.
     # Reopening keeps a live lease, so the replayed run waits for the attempt holding it.
-    ledger.deliveries.reopen(delivery.source, delivery.delivery_id)
+    if not reopened:
+        ledger.deliveries.reopen(delivery.source, delivery.delivery_id)
     # Named after the state replayed (every replay moves `attempts`), never the original task.
     task_id = task_id_for(
         delivery.source, delivery.delivery_id, "replay", str(delivery.attempts), delivery.status

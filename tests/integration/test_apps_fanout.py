@@ -139,3 +139,42 @@ def test_a_replay_runs_each_app_again_and_one_apps_record_replays_that_app_alone
     wait_until(lambda: runs["beta"] == 3, what="beta alone run again")
     wait_until(lambda: done("d-replay#beta"), what="beta's record done")
     assert runs["alpha"] == 2
+
+
+def test_a_replay_reopens_every_apps_record_before_handing_any_to_the_worker(
+    stack: Callable[..., Stack],  # noqa: F811  the fixture imported above
+    cloudtasks_emulator_manual: EmulatorHandle,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An app finishing early must not find another app's record still done from the last
+    run: that marked the delivery done while the other app's replay was still queued."""
+    from hookledger.cli import deliveries as cli
+    from shared.config import LOCAL_TASKS_SERVICE_ACCOUNT, Config
+    from shared.entrypoints import runtime
+
+    world = stack()
+    for name in ("alpha", "beta"):
+        handler("github", "issues", app=name)(lambda event, ctx, name=name: Done(name))
+    config = Config(worker_url=world.served.url, tasks_service_account=LOCAL_TASKS_SERVICE_ACCOUNT)
+    monkeypatch.setattr(runtime, "config", lambda: config)
+    monkeypatch.setattr(runtime, "ledger", lambda: world.ledger)
+    monkeypatch.setattr(runtime, "task_queue", lambda: world.tasks)
+    deliveries = world.ledger.deliveries
+
+    def status(delivery_id: str) -> str | None:
+        return getattr(deliveries.get("github", delivery_id), "status", None)
+
+    world.hand_off("issues", "d-order")
+    wait_until(lambda: status("d-order") == "done", what="both apps done")
+    seen: list[tuple[str | None, str | None]] = []
+    handing = cli.hand_to_worker
+
+    def hand_and_look(*args, **kwargs):
+        seen.append((status("d-order#alpha"), status("d-order#beta")))
+        return handing(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "hand_to_worker", hand_and_look)
+    cli.replay(deliveries.get("github", "d-order"))
+    assert seen == [("queued", "queued"), ("queued", "queued")]
+    wait_until(lambda: status("d-order") == "done", what="the delivery done again")
+    assert (status("d-order#alpha"), status("d-order#beta")) == ("done", "done")
