@@ -1,25 +1,26 @@
 """The GitHub delivery sweep's cost per run against the deliveries GitHub made since the last.
 
-    python -m bench.sweep [--sizes 0,100,10000] [--failed-share 0.05] [--quick]
+    python -m bench.sweep [--sizes 0,100,10000] [--failed-share 0.05] [--full-pages 10] [--quick]
 
 Starts its own Firestore emulator, the simulator (GitHub's sending side and its App
-webhook deliveries) and a loopback receiver standing for the ingress, on free ports, and
-stops them. For each size N, on an empty database and delivery log: a first sweep run
-sets the checkpoint, GitHub (the simulator) sends N pushes, `failed_share` of them to an
-address where nothing answers (failed: each becomes a recovery), and one measured
-`DeliverySweep.run()` lists them and opens their recoveries. Counted in this process
-(bench/_counting.py): GitHub calls (`/app/hook/` requests), Firestore reads and writes as
-Firestore bills them; and per new delivery. The recoveries are inside their grace during
-the run (as right after an outage), so no redelivery is asked; each later step is one
-GitHub call and about one read and one write per recovery.
+webhook deliveries) and two loopback receivers standing for the ingress, one accepting
+and one refusing with 503, on free ports, and stops them. For each size N, on an empty
+database and delivery log: a first sweep run sets the checkpoint, GitHub (the simulator)
+sends N pushes, `failed_share` of them (the oldest) answered 503 (failed: each becomes a
+recovery), and one measured `DeliverySweep.run()` lists them and opens their
+recoveries. Counted in this process (bench/_counting.py): GitHub calls (`/app/hook/`
+requests), Firestore reads and writes as Firestore bills them; and per new delivery.
+The recoveries are inside their grace during the run (as right after an outage), so no
+redelivery is asked; each later step is one GitHub call and about one read and one write
+per recovery.
 
-The overlap (`SweepSettings.overlap`, 60 s) is listed again by the next run: at a steady
-R deliveries per second that is R x 60 / 100 extra pages per run, reported as
-`overlap_pages_per_run_at` for 1, 10 and 100 deliveries a second. `--quick`: sizes
-0, 10, 250. Progress to stderr, one JSON object to stdout; exit 1 if a measured run
-missed a failed delivery or cost more than one call per 100 listed, or 2 + 2 reads per
-failed delivery (the checkpoint, the open-recoveries query, each open recovery and its
-ledger check).
+A run lists every delivery for `--full-pages` pages (`GITHUB_SWEEP_FULL_PAGES`), then
+only the failed ones (`status=failure`); `listing_every_delivery_calls` is what listing
+them all would have cost. `--quick`: sizes 0, 10, 250 with one full page. Progress to
+stderr, one JSON object to stdout; exit 1 if a measured run missed a failed delivery or
+cost more calls than its full pages and one per 100 failed, or 2 + 2 reads per failed
+delivery (the checkpoint, the open-recoveries query, each open recovery and its ledger
+check).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import socket
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -51,15 +51,23 @@ def progress(message: str) -> None:
 class Accepting(QuietHandler):
     """The ingress, standing: every delivery answered 202 at once."""
 
+    STATUS = 202
+
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length") or 0))
-        self.send_response(202)
+        self.send_response(self.STATUS)
         self.send_header("content-length", "0")
         self.end_headers()
 
 
+class Refusing(Accepting):
+    """The ingress refusing (Cloud Tasks unreachable): 503, in GitHub's `status=failure`."""
+
+    STATUS = 503
+
+
 def send(sim: SimulatorClient, count: int, failed: int, ok_url: str, dead_url: str) -> None:
-    """GitHub sends `count` pushes, the first `failed` of them where nothing answers."""
+    """GitHub sends `count` pushes, the first `failed` of them answered 503."""
 
     def one(n: int) -> None:
         payload = {"ref": "refs/heads/main", "after": f"{n:040x}", "commits": []}
@@ -70,7 +78,7 @@ def send(sim: SimulatorClient, count: int, failed: int, ok_url: str, dead_url: s
         list(pool.map(one, range(count)))
 
 
-def measure(size: int, share: float, env: dict[str, Any]) -> dict[str, Any]:
+def measure(size: int, share: float, full_pages: int, env: dict[str, Any]) -> dict[str, Any]:
     from shared.ledger import Ledger
     from shared.recovery import DeliverySweep, SweepSettings
 
@@ -81,8 +89,9 @@ def measure(size: int, share: float, env: dict[str, Any]) -> dict[str, Any]:
         sim.reset()  # forgets the App too: registered anew
         ledger = Ledger(env["firestore"], clock=lambda: datetime.now(UTC))
         handed: list[Any] = []
+        settings = SweepSettings(full_pages=full_pages)
         sweep = DeliverySweep(
-            ledger, _github(sim), handed.append, lambda: datetime.now(UTC), SweepSettings()
+            ledger, _github(sim), handed.append, lambda: datetime.now(UTC), settings
         )
         sweep.run()  # the checkpoint a steady deployment has
         failed = math.ceil(size * share)
@@ -93,6 +102,8 @@ def measure(size: int, share: float, env: dict[str, Any]) -> dict[str, Any]:
     report = sweep.run()
     used = counter.snapshot() - before
     reads, writes, calls = used["firestore_reads"], used["firestore_writes"], used["github_calls"]
+    every = max(1, math.ceil(size / 100))  # one call per 100 listed, and one for none
+    most = every if every <= full_pages else full_pages + max(1, math.ceil(failed / 100))
     return {
         "new_deliveries": size,
         "failed": failed,
@@ -100,16 +111,16 @@ def measure(size: int, share: float, env: dict[str, Any]) -> dict[str, Any]:
         "opened": report.opened,
         "pages": report.pages,
         "github_calls": calls,
+        "listing_every_delivery_calls": every,
+        "failed_only": report.failed_only,
         "firestore_reads": reads,
         "firestore_writes": writes,
         "github_calls_per_new": round(calls / size, 4) if size else None,
         "firestore_reads_per_new": round(reads / size, 4) if size else None,
         "elapsed_s": report.elapsed_s,
         # The checkpoint and the open-recoveries query (1 read when empty), each open
-        # recovery and its ledger check; one call per 100 listed (and one for none).
-        "ok": report.opened == failed
-        and reads <= 2 + 2 * failed
-        and calls <= max(1, math.ceil(size / 100)),
+        # recovery and its ledger check; the full pages, then one call per 100 failed.
+        "ok": report.opened == failed and reads <= 2 + 2 * failed and calls <= most,
     }
 
 
@@ -117,16 +128,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.sweep", description=__doc__)
     parser.add_argument("--sizes", default="0,100,10000")
     parser.add_argument("--failed-share", type=float, default=0.05)
+    parser.add_argument("--full-pages", type=int, default=None)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
     sizes = [0, 10, 250] if args.quick else [int(s) for s in args.sizes.split(",")]
+    from shared.recovery import SweepSettings
+
+    full_pages = args.full_pages
+    if full_pages is None:
+        full_pages = 1 if args.quick else SweepSettings().full_pages
     from shared import apps
 
     apps.load(("apps.review",))  # it takes `push`: a failed push is one to recover
     counter = OperationCounter()
     counter.install()
-    refusing = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    refusing.bind(("127.0.0.1", 0))  # bound, never listening: every connection refused
     # Each on ports found free as it starts, again on others if one was taken meanwhile.
     firestore_service, (fs_port,) = start_on_free_ports(start_firestore)
     try:  # whatever fails to start, what did start is stopped
@@ -135,19 +150,19 @@ def main(argv: list[str] | None = None) -> int:
         )
     except BaseException:
         firestore_service.stop()
-        refusing.close()
         raise
     try:
-        with serve(Accepting, name="bench-ingress") as ingress:
+        with (
+            serve(Accepting, name="bench-ingress") as ingress,
+            serve(Refusing, name="bench-ingress-refusing") as refusing,
+        ):
             env = _environment(counter, fs_port, sim_port, ingress.url)
-            env["dead_url"] = f"http://127.0.0.1:{refusing.getsockname()[1]}/github"
-            rows = [measure(size, args.failed_share, env) for size in sizes]
+            env["dead_url"] = f"{refusing.url}/github"
+            rows = [measure(size, args.failed_share, full_pages, env) for size in sizes]
     finally:
         simulator.stop()
         firestore_service.stop()
-        refusing.close()
-    overlap = {f"{rate}/s": math.ceil(rate * 60 / 100) for rate in (1, 10, 100)}
-    result = {"bench": "sweep", "runs": rows, "overlap_pages_per_run_at": overlap}
+    result = {"bench": "sweep", "full_pages": full_pages, "runs": rows}
     print(json.dumps(result, indent=2))
     return 0 if all(row["ok"] for row in rows) else 1
 

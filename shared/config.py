@@ -130,6 +130,9 @@ class Config:
     # the ingress and a redelivery before the sweep acts, and a run's time budget.
     github_sweep_grace_s: int = 120
     github_sweep_budget_s: int = 120
+    # Pages of every delivery a sweep listing reads, newest first, before it lists only
+    # the failed ones (GitHub's `status=failure`): 0 lists failed deliveries only.
+    github_sweep_full_pages: int = 10
     # Reconcile's per-operation backoff between checks of a still-pending operation.
     reconcile_backoff_first_s: float = 30.0
     reconcile_backoff_cap_s: float = 30 * 60.0
@@ -313,6 +316,7 @@ PRODUCTION_ENV_NAMES: dict[str, tuple[str, ...]] = {
         # The GitHub delivery sweep it runs on its own schedule (shared/recovery).
         "GITHUB_SWEEP_GRACE_S",
         "GITHUB_SWEEP_BUDGET_S",
+        "GITHUB_SWEEP_FULL_PAGES",
         # Its check pages go through the payload store when over 512 KiB.
         "CLAIMS_DATABASE",
         # Its check-page tasks carry the dispatch deadline too.

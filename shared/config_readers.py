@@ -212,6 +212,9 @@ def _reconcile(r: _Reader, d: Config, backoff: Mapping[str, float]) -> dict[str,
         "github_sweep_budget_s": r.integer(
             "GITHUB_SWEEP_BUDGET_S", d.github_sweep_budget_s, minimum=1
         ),
+        "github_sweep_full_pages": r.integer(
+            "GITHUB_SWEEP_FULL_PAGES", d.github_sweep_full_pages, minimum=0
+        ),
         **backoff,
         "reconcile_backoff_jitter": r.fraction(
             "RECONCILE_BACKOFF_JITTER", d.reconcile_backoff_jitter

@@ -107,6 +107,7 @@ locals {
       GITHUB_COMMENTS            = tostring(var.review.github_comments)
       GITHUB_SWEEP_BUDGET_S      = tostring(var.settings.github_sweep_budget_s)
       GITHUB_SWEEP_GRACE_S       = tostring(var.settings.github_sweep_grace_s)
+      GITHUB_SWEEP_FULL_PAGES    = tostring(var.settings.github_sweep_full_pages)
       GOOGLE_CLOUD_PROJECT       = var.project_id
       OIDC_AUDIENCE              = local.function_urls.reconcile
       RECONCILE_BACKOFF_CAP_S    = tostring(var.settings.reconcile_backoff_cap_s)

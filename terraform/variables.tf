@@ -374,6 +374,7 @@ variable "settings" {
     reconcile_grace_s          = optional(number, 90)
     github_sweep_grace_s       = optional(number, 120)
     github_sweep_budget_s      = optional(number, 120)
+    github_sweep_full_pages    = optional(number, 10)
     retention_days             = optional(number, 14)
     signature_tolerance_s      = optional(number, 300)
     stuck_after_s              = optional(number, 21600)
@@ -420,8 +421,8 @@ variable "settings" {
         var.settings.reconcile_fanout_threshold, var.settings.retention_days, var.settings.stuck_after_s,
         var.settings.github_sweep_budget_s,
       ] : v >= 1 && floor(v) == v
-    ]) && var.settings.reconcile_grace_s >= 0 && var.settings.github_sweep_grace_s >= 0 && var.settings.signature_tolerance_s >= 1 && var.settings.worker_max_retries >= 0
-    error_message = "settings: budgets, concurrency, thresholds and retention are whole numbers >= 1; grace, tolerance and retries are >= 0."
+    ]) && var.settings.reconcile_grace_s >= 0 && var.settings.github_sweep_grace_s >= 0 && var.settings.signature_tolerance_s >= 1 && var.settings.worker_max_retries >= 0 && var.settings.github_sweep_full_pages >= 0 && floor(var.settings.github_sweep_full_pages) == var.settings.github_sweep_full_pages
+    error_message = "settings: budgets, concurrency, thresholds and retention are whole numbers >= 1; grace, tolerance and retries are >= 0; github_sweep_full_pages is a whole number >= 0."
   }
 
   validation {

@@ -200,6 +200,12 @@ CORE: tuple[Variable, ...] = (
         "gets what listing leaves); the next run resumes",
     ),
     Variable(
+        "GITHUB_SWEEP_FULL_PAGES",
+        "github_sweep_full_pages",
+        "pages of every delivery (100 each) a sweep listing reads, newest first, before it "
+        "lists only the failed ones (`status=failure`); 0: failed deliveries only",
+    ),
+    Variable(
         "RECONCILE_BACKOFF_FIRST_S",
         "reconcile_backoff_first_s",
         "first wait (s) before re-checking a still-pending operation; doubles per check",

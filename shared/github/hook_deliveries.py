@@ -3,10 +3,13 @@
 GitHub's "REST API endpoints for GitHub App webhooks" (authenticated with the App JWT,
 not an installation token):
 
-- `GET /app/hook/deliveries?per_page=&cursor=`: the App's deliveries, newest first, each
-  a "hook-delivery-item" (`id`, `guid`, `delivered_at`, `redelivery`, `duration`,
-  `status`, `status_code`, `event`, `action`, `installation_id`, `repository_id`,
-  `throttled_at`); the next page is the `Link` header's `rel="next"` URL (a `cursor`);
+- `GET /app/hook/deliveries?per_page=&cursor=&status=`: the App's deliveries, newest
+  first, each a "hook-delivery-item" (`id`, `guid`, `delivered_at`, `redelivery`,
+  `duration`, `status`, `status_code`, `event`, `action`, `installation_id`,
+  `repository_id`, `throttled_at`); the next page is the `Link` header's `rel="next"` URL
+  (a `cursor`). `status=failure` keeps those with a `status_code` of 400-599, as the
+  parameter's description says; it does not say where an attempt that got no answer at
+  all falls (docs/performance.md, "Scale");
 - `GET /app/hook/deliveries/{delivery_id}`: one delivery with its `request`
   (`headers`, `payload`) and `response`;
 - `POST /app/hook/deliveries/{delivery_id}/attempts`: 202, GitHub sends the delivery
@@ -102,12 +105,21 @@ class HookDeliveriesClient(_RestClient):
         self.calls = 0
 
     def page(
-        self, next_url: str | None = None, *, deadline: Deadline | None = None
+        self,
+        next_url: str | None = None,
+        *,
+        failed_only: bool = False,
+        deadline: Deadline | None = None,
     ) -> DeliveryPage:
-        """The newest page (`next_url` None) or the page a previous one links to."""
+        """The newest page (`next_url` None), of failed deliveries only with `failed_only`,
+        or the page a previous one links to (its link keeps the filter)."""
         where = "GitHub App webhook deliveries"
         if next_url is None:
-            url, params = f"{self._api_url}/app/hook/deliveries", {"per_page": PER_PAGE}
+            url = f"{self._api_url}/app/hook/deliveries"
+            listing: dict[str, Any] = {"per_page": PER_PAGE}
+            if failed_only:
+                listing["status"] = "failure"
+            params: dict[str, Any] | None = listing
         else:
             url, params = self._same_host(next_url, where), None
         response = self._counted("GET", url, where, params=params, deadline=deadline)

@@ -91,6 +91,7 @@ class ScanPosition:
     floor_at: datetime
     top_at: datetime | None  # the newest delivery it saw: the next listing's floor
     failures: int = 0  # runs in a row GitHub failed at `next_url`
+    failed_only: bool = False  # it lists GitHub's failed deliveries only (`status=failure`)
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,7 @@ class Recoveries:
                 scan["floor_at"],
                 scan.get("top_at"),
                 int(scan.get("failures") or 0),
+                bool(scan.get("failed_only")),
             )
         return Checkpoint(
             covered_to=data.get("covered_to"),

@@ -10,7 +10,11 @@ unless someone redelivers it within 3 days. A sweep run, on its own Cloud Schedu
    down to the newest delivery of the last complete listing less an overlap
    (`SweepSettings.overlap`, so a delivery GitHub records late is not missed), after
    finishing a listing an earlier run's budget stopped; the checkpoint,
-   `reconcile_state/github_deliveries`, keeps both;
+   `reconcile_state/github_deliveries`, keeps both. Past its first `full_pages` pages
+   (`GITHUB_SWEEP_FULL_PAGES`, 10) a listing reads only the deliveries GitHub counts as
+   failed (`status=failure`: a `status_code` of 400-599), from the newest again, so its
+   cost grows with failures, not with deliveries; an attempt that got no answer at all is
+   seen only within the full pages (GitHub does not say where `status=failure` puts it);
 2. opens a recovery, `github_recoveries/{guid}` (created once), for each event with no
    successful attempt in the listing that an app takes: a failed or throttled attempt;
 3. takes every open recovery one step (`act.py`): closed when the ledger has the
@@ -25,7 +29,8 @@ unless someone redelivers it within 3 days. A sweep run, on its own Cloud Schedu
    one `github_delivery_unrecoverable` alert when it is about to leave GitHub's 3 days;
    one recovery's failure stops no other's step.
 
-A run costs O(new deliveries) GitHub calls (one per 100 listed, one per recovery step)
+A run costs at most `full_pages` plus O(new failed deliveries) GitHub calls (one per 100
+listed, one per recovery step)
 and Firestore reads (the checkpoint, one per open recovery and its ledger check). The
 listing and the acting each have a budget (`RunBudget`: the listing's from the run's
 start, the acting's from its own start plus what the listing left), so a long catch-up

@@ -24,7 +24,10 @@ class SweepSettings:
     GitHub's 3 days pass an unrecovered delivery raises its alert; `unrecorded_after`: how
     long a handed-off delivery may stay unrecorded in the ledger before it is handed off
     again, and again after that before `github_recovery_unrecorded`; `open_page`: open
-    recoveries read per query (a run reads them all, page by page, within its budget)."""
+    recoveries read per query (a run reads them all, page by page, within its budget);
+    `full_pages`: pages of every delivery a run's listing reads, newest first, before it
+    lists only those GitHub counts as failed (`status=failure`), so a run's GitHub calls
+    grow with failed deliveries, not with all of them (0: failed ones only)."""
 
     grace: timedelta = timedelta(seconds=DEFAULTS.github_sweep_grace_s)
     list_budget_s: float = DEFAULTS.github_sweep_budget_s / 2
@@ -34,11 +37,14 @@ class SweepSettings:
     # 15 min > 480 s dispatch deadline + 7 queue retries (254 s): a live task is recorded by then.
     unrecorded_after: timedelta = timedelta(minutes=15)
     open_page: int = 200
+    full_pages: int = DEFAULTS.github_sweep_full_pages
 
     def __post_init__(self) -> None:
         for name in ("list_budget_s", "act_budget_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"SweepSettings.{name} must be above 0, got {getattr(self, name)}")
+        if self.full_pages < 0:
+            raise ValueError(f"SweepSettings.full_pages must not be negative: {self.full_pages}")
         for name in ("grace", "overlap", "horizon", "unrecorded_after"):
             if getattr(self, name) < timedelta(0):
                 raise ValueError(f"SweepSettings.{name} must not be negative")
@@ -52,6 +58,7 @@ class SweepSettings:
             grace=timedelta(seconds=config.github_sweep_grace_s),
             list_budget_s=whole / 2,
             act_budget_s=whole / 2,
+            full_pages=config.github_sweep_full_pages,
         )
 
 
@@ -109,6 +116,7 @@ class SweepReport:
     firestore_reads: int = 0
     firestore_writes: int = 0
     resumed: bool = False  # continued a listing an earlier run's budget stopped
+    failed_only: bool = False  # past `full_pages`, listed only failed deliveries
     stopped_early: bool = False
     stopped_at: str = ""  # list | act | rate_limited | github | ledger
     retry_after_s: float | None = None

@@ -148,34 +148,50 @@ class DeliverySweep:
         # A listing stopped before its first page resumes as what it is: a fresh listing.
         report.resumed = checkpoint.scan is not None and checkpoint.scan.next_url is not None
         listings = 2 if report.resumed else 1  # the stopped one, then a fresh one
+        full_pages = 0  # pages of every delivery read this run
+        seen: set[int] = set()  # their deliveries: a failed one is listed again after them
         for _ in range(listings):
             position = checkpoint.scan or ScanPosition(None, self._floor(checkpoint), None)
             while True:
                 if budget.listing_spent():
                     report.stop("list")
                     return replace(checkpoint, scan=position, resume_after=None)
+                if not position.failed_only and full_pages >= self._settings.full_pages:
+                    # Past the newest pages, only failed deliveries, from the newest one
+                    # down to the same floor: GitHub's cost grows with failures alone.
+                    position = ScanPosition(None, position.floor_at, position.top_at, 0, True)
+                asked_at = self._clock()
                 try:
-                    page = self._github.page(position.next_url)
+                    page = self._github.page(position.next_url, failed_only=position.failed_only)
                 except GitHubError as exc:
                     return self._stopped_by_github(checkpoint, position, report, exc)
                 report.pages += 1
+                report.failed_only = report.failed_only or position.failed_only
+                full_pages += not position.failed_only
                 for problem in page.malformed:
                     self._failed(report, "", f"a delivery GitHub listed is unreadable: {problem}")
                 top = position.top_at
-                if top is None and page.deliveries:
-                    top = page.deliveries[0].delivered_at
+                if top is None:
+                    # The newest delivery listed; of failed ones only, when it was asked:
+                    # every failure recorded by then is in this listing (late ones: overlap).
+                    newest = page.deliveries[0].delivered_at if page.deliveries else None
+                    top = asked_at if position.failed_only else newest
                 below_floor = False
                 for delivery in page.deliveries:
                     if delivery.delivered_at < position.floor_at:
                         below_floor = True
                         break
+                    if delivery.id in seen:
+                        continue
+                    if not position.failed_only:
+                        seen.add(delivery.id)
                     report.listed += 1
                     self._examine(delivery, listed, report)
                 if below_floor or page.next_url is None:
                     covered = max(filter(None, (checkpoint.covered_to, top)), default=None)
                     checkpoint = Checkpoint(covered, None, None, listed_at=self._clock())
                     break
-                position = ScanPosition(page.next_url, position.floor_at, top)
+                position = replace(position, next_url=page.next_url, top_at=top, failures=0)
         return checkpoint
 
     def _floor(self, checkpoint: Checkpoint) -> datetime:

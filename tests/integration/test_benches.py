@@ -228,13 +228,15 @@ def test_adoption_reads_and_lists_the_same_whatever_gemini_lists() -> None:
     assert len({rows[(n, 3)][0]["firestore_reads"] for n in (0, 100, 1000)}) == 1
 
 
-def test_the_github_sweep_costs_a_call_per_100_new_deliveries_and_reads_per_failed_one() -> None:
+def test_the_github_sweep_costs_its_full_pages_and_a_call_per_100_failed_deliveries() -> None:
     result = run_bench("sweep", "--quick")
     by_size = {run["new_deliveries"]: run for run in result["runs"]}
-    assert set(by_size) == {0, 10, 250}
+    assert (set(by_size), result["full_pages"]) == ({0, 10, 250}, 1)
     idle, most = by_size[0], by_size[250]
     assert (idle["github_calls"], idle["firestore_reads"], idle["firestore_writes"]) == (1, 2, 1)
-    assert (most["pages"], most["github_calls"], most["opened"]) == (3, 3, most["failed"])
+    # One page of every delivery, then one of the 13 failed; listing all would take 3.
+    assert (most["pages"], most["github_calls"], most["opened"]) == (2, 2, most["failed"])
+    assert (most["listing_every_delivery_calls"], most["failed_only"]) == (3, True)
     assert most["firestore_reads"] == 1 + 2 * most["failed"]  # never one per delivery listed
     assert all(run["ok"] for run in result["runs"])
 

@@ -507,3 +507,44 @@ def test_an_installation_event_is_handed_off_as_github_first_sent_it_never_redel
     [recovered] = setup.handed
     first_sent = datetime.fromisoformat(sent["delivered_at"].replace("Z", "+00:00"))
     assert (recovered.sent_at, recovered.task_id) == (first_sent, recovered_task_id("guid-i"))
+
+
+def test_past_its_full_pages_a_listing_reads_only_the_deliveries_github_counts_failed(
+    setup: Setup,
+) -> None:
+    setup.target.respond(503)
+    for n in range(3):  # the oldest: answered 503, in GitHub's `status=failure`
+        setup.push(n)
+    setup.target.respond(200)
+    for n in range(3, 153):  # 150 answered 200: a page and a half
+        setup.push(n)
+
+    every = setup.sweep(full_pages=1).run()
+    # The newest 100 of every delivery, then GitHub's failed ones (one page), each once.
+    assert (every.pages, every.listed, every.opened, every.failed_only) == (2, 103, 3, True)
+    assert {r.guid for r in setup.ledger.recoveries.recent()} == {"guid-0", "guid-1", "guid-2"}
+
+    setup.ledger.recoveries.save_checkpoint(Checkpoint(), run_id="reset", at=setup.clock())
+    failed = setup.sweep(full_pages=0).run()
+    # Failed deliveries only: one page for 153 deliveries; their recoveries open already.
+    assert (failed.pages, failed.listed, failed.failed, failed.opened) == (1, 3, 3, 0)
+
+
+def test_a_delivery_that_got_no_answer_is_listed_only_within_the_full_pages(
+    setup: Setup,
+) -> None:
+    """GitHub documents `status=failure` as a `status_code` of 400-599 and nothing of an
+    attempt that got no answer (the simulator's `status_code` 0): past the full pages,
+    the sweep does not see it (docs/performance.md, "Scale")."""
+    setup.push(0, url=setup.down)
+    setup.target.respond(200)
+    for n in range(1, 101):
+        setup.push(n)
+
+    narrow = setup.sweep(full_pages=1).run()
+    assert (narrow.listed, narrow.opened) == (100, 0)
+
+    setup.ledger.recoveries.save_checkpoint(Checkpoint(), run_id="reset", at=setup.clock())
+    wide = setup.sweep(full_pages=2).run()
+    assert (wide.listed, wide.opened) == (101, 1)
+    assert [r.guid for r in setup.ledger.recoveries.recent()] == ["guid-0"]

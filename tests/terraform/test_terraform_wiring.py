@@ -324,6 +324,7 @@ TERRAFORM_SETTINGS: tuple[tuple[str, str, str], ...] = (
     ("settings.reconcile_grace_s", "RECONCILE_GRACE_S", "reconcile_grace_s"),
     ("settings.github_sweep_grace_s", "GITHUB_SWEEP_GRACE_S", "github_sweep_grace_s"),
     ("settings.github_sweep_budget_s", "GITHUB_SWEEP_BUDGET_S", "github_sweep_budget_s"),
+    ("settings.github_sweep_full_pages", "GITHUB_SWEEP_FULL_PAGES", "github_sweep_full_pages"),
     ("settings.retention_days", "RETENTION_DAYS", "retention_days"),
     ("settings.signature_tolerance_s", "SIGNATURE_TOLERANCE_S", "signature_tolerance_s"),
     ("settings.stuck_after_s", "STUCK_AFTER_S", "stuck_after_s"),

@@ -90,12 +90,23 @@ class FakeGitHub:
         self.calls += 1
         self.moments.advance(self.cost_s[kind])
 
-    def page(self, next_url: str | None = None, *, deadline: Any = None) -> DeliveryPage:
+    def page(
+        self, next_url: str | None = None, *, failed_only: bool = False, deadline: Any = None
+    ) -> DeliveryPage:
+        """Newest first; `failed_only` as `status=failure` (a `status_code` of 400-599),
+        kept in the cursor as GitHub keeps the query in its `Link`."""
         self._cost("page")
-        start = 0 if next_url is None else int(next_url.removeprefix(CURSOR))
+        if next_url is not None:
+            kept, _, at = next_url.removeprefix(CURSOR).rpartition(":")
+            failed_only, start = kept == "failure", int(at)
+        else:
+            start = 0
         newest_first = sorted(self.attempts, key=lambda a: (a.delivered_at, a.id), reverse=True)
+        if failed_only:
+            newest_first = [a for a in newest_first if 400 <= a.status_code <= 599]
         end = start + self.per_page
-        following = f"{CURSOR}{end}" if end < len(newest_first) else None
+        kept = "failure" if failed_only else ""
+        following = f"{CURSOR}{kept}:{end}" if end < len(newest_first) else None
         return DeliveryPage(tuple(newest_first[start:end]), following)
 
     def get(self, delivery_id: int, *, deadline: Any = None) -> DeliveryRequest:

@@ -105,3 +105,23 @@ def test_the_configured_budget_is_split_between_listing_and_acting() -> None:
     settings = SweepSettings.from_config(Config(github_sweep_budget_s=120))
 
     assert (settings.list_budget_s, settings.act_budget_s) == (60, 60)
+
+
+def test_a_listing_of_failed_deliveries_stopped_by_its_budget_resumes_as_one() -> None:
+    world = World()
+    for n in range(400):  # every tenth failed: 40 failures among 400 deliveries
+        at = NOW - timedelta(hours=1) - timedelta(seconds=n)
+        world.github.send(f"d-{n:05d}", "push", at, ok=n % 10 != 0)
+
+    # 25 s at 10 s a page: the newest page of every delivery, then two of failures only.
+    first = world.run(SweepSettings(full_pages=1, list_budget_s=25, act_budget_s=1))
+    assert (first.pages, first.listed, first.failed_only, first.stopped_at) == (3, 29, True, "list")
+    scan = world.ledger.recoveries.saved.scan
+    assert scan is not None and scan.failed_only and scan.next_url is not None
+
+    second = world.run(SweepSettings(full_pages=1, list_budget_s=1000, act_budget_s=1))
+    # The rest of the failures (2 pages), then a fresh listing down to the newest listed
+    # less the 60 s overlap: a page of every delivery (10 s of them), then one of failures.
+    assert (second.resumed, second.pages, second.opened) == (True, 4, 20)
+    assert world.ledger.recoveries.saved.scan is None
+    assert len(world.ledger.recoveries.docs) == 40
