@@ -141,6 +141,7 @@ class Deployment:
     reconcile_every_s: float  # scheduler.schedule
     reconcile_budget_s: float  # settings.reconcile_budget_s
     github_sweep_every_s: float = 300.0  # github_sweep.schedule
+    github_sweep_full_pages: int = 10  # settings.github_sweep_full_pages
     # The review's shared batches (apps/review SETTINGS, or var.app_settings when it sets
     # them): sealed at `group_requests` requests or `group_window_s` after opening, with
     # up to `group_shards` groups open at once (more as joins meet). 0 requests: one batch per push.
@@ -173,6 +174,7 @@ class Deployment:
             reconcile_every_s=cron_every_s(str(d["scheduler.schedule"])),
             reconcile_budget_s=float(d["settings.reconcile_budget_s"]),
             github_sweep_every_s=cron_every_s(str(d["github_sweep.schedule"])),
+            github_sweep_full_pages=int(d["settings.github_sweep_full_pages"]),
             group_requests=int(sharing["REVIEW_GROUP_REQUESTS"]),
             group_window_s=float(sharing["REVIEW_GROUP_WINDOW_S"]),
             group_shards=int(sharing["REVIEW_GROUP_SHARDS"]),
@@ -538,8 +540,7 @@ def limits(
         ),
         documented(
             "github_app_jwt",
-            "listing only failed deliveries (`status=failure`; not built: GitHub does not "
-            "document where a delivery that got no answer falls)",
+            "fewer failed deliveries (past its full pages the sweep lists only those)",
             lambda r: github_sweep_calls_per_hour(r, dep, a),
         ),
         documented("github_endpoint", "(per endpoint: none)", lambda r: r * p.github_rest * 60),
@@ -568,12 +569,18 @@ def limits(
 
 def github_sweep_calls_per_hour(rate: float, dep: Deployment, a: Mapping[str, float]) -> float:
     """The GitHub delivery sweep's App-JWT calls an hour at `rate` pushes/s (one delivery
-    each): every delivery listed once, 100 a page, plus the overlap each run lists again,
-    and two calls per failed delivery (a redelivery, and a read if that fails too)."""
+    each). A run's listing covers its interval plus the overlap: every delivery while they
+    fit in its full pages (100 each; at least one page), else the full pages and then the
+    failed ones only, 100 a page (shared/recovery/sweep.py); and two calls per failed
+    delivery (a redelivery, and a read if that fails too)."""
     runs = 3600 / dep.github_sweep_every_s
-    listed = rate * 3600 + runs * rate * a["github_sweep_overlap_s"]
-    pages = listed / 100 + runs  # a run reads at least one page
-    return pages + rate * 3600 * a["github_failed_share"] * 2
+    window = rate * (dep.github_sweep_every_s + a["github_sweep_overlap_s"])
+    failed = rate * 3600 * a["github_failed_share"]
+    if window <= dep.github_sweep_full_pages * 100:
+        pages = max(1.0, window / 100)
+    else:
+        pages = dep.github_sweep_full_pages + max(1.0, window * a["github_failed_share"] / 100)
+    return runs * pages + failed * 2
 
 
 MAX_RATE = 1e6  # pushes/s: past it, a limit is taken never to bind

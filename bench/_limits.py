@@ -170,7 +170,8 @@ DOCUMENTED: tuple[Documented, ...] = (
         GITHUB_LIMITS,
         "no separate figure is documented for requests made with the App JWT; taken as the "
         "documented minimum of an authenticated client, 5,000 an hour. The GitHub delivery "
-        "sweep lists every delivery (100 a page) and spends about two calls per failed one",
+        "sweep lists up to 10 pages of every delivery a run, then failed ones only (100 a "
+        "page), and spends about two calls per failed one",
     ),
     Documented(
         "github_endpoint",

@@ -221,16 +221,17 @@ variable "project_id" {
 }
 
 # The rate limits are chosen from the capacity model (docs/performance.md "Scale", bench/capacity.py):
-# a push is 2 dispatches (the push, then its completion webhook), so 10 pushes/s is 20/s;
-# 50/s leaves 2.5x headroom and drains a 10x one-minute burst in ~5 min. In flight: 50/s x
-# worker_request_seconds (2) = 100, which the worker's sizing holds (tasks.tf checks it).
+# shared, a push is about one dispatch, so 100 pushes/s is ~100/s; 500/s (Cloud Tasks' most
+# per queue) leaves 5x headroom, so no setting here binds before Cloud Tasks' own limit, and
+# drains a 1,000/s minute in ~80 s. In flight: 500/s x worker_request_seconds (2) = 1,000,
+# which the worker's sizing holds (tasks.tf checks it).
 variable "queue" {
   description = "The Cloud Tasks queue feeding the worker: name, retry policy (attempts, backoff, doublings) and dispatch rate limits."
   type = object({
     max_attempts              = optional(number, 30)
     max_backoff               = optional(string, "600s")
-    max_concurrent_dispatches = optional(number, 100)
-    max_dispatches_per_second = optional(number, 50)
+    max_concurrent_dispatches = optional(number, 1000)
+    max_dispatches_per_second = optional(number, 500)
     max_doublings             = optional(number, 6)
     min_backoff               = optional(string, "2s")
     name                      = optional(string, "hookledger-deliveries")
@@ -455,14 +456,15 @@ variable "tracing" {
   }
 }
 
-# max_instances x concurrency (20 x 8 = 160 requests in flight) holds the queue's 50
-# dispatches/s x worker_request_seconds with room (docs/performance.md "Scale", bench/capacity.py).
+# max_instances x concurrency (125 x 8 = 1,000 requests in flight) holds the queue's 500
+# dispatches/s x worker_request_seconds (docs/performance.md "Scale", bench/capacity.py); a
+# ceiling, not a cost: instances start only with load (min_instances 0).
 variable "worker_function" {
   description = "Sizing of the private worker function: memory, CPU, timeout, requests per instance and instance bounds."
   type = object({
     concurrency     = optional(number, 8)
     cpu             = optional(string, "1")
-    max_instances   = optional(number, 20)
+    max_instances   = optional(number, 125)
     memory          = optional(string, "1Gi")
     min_instances   = optional(number, 0)
     timeout_seconds = optional(number, 540)

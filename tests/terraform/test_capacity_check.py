@@ -117,8 +117,8 @@ def test_the_defaults_pass_and_a_rate_the_worker_cannot_absorb_is_refused() -> N
     )
     values = {name: float(defaults[name]) for name in names}
     assert check(RATE_CHECK, values) and check(CONCURRENCY_CHECK, values)
-    assert not check(RATE_CHECK, {**values, "queue.max_dispatches_per_second": 500})
-    assert not check(CONCURRENCY_CHECK, {**values, "queue.max_concurrent_dispatches": 161})
+    assert not check(RATE_CHECK, {**values, "worker_function.max_instances": 124})
+    assert not check(CONCURRENCY_CHECK, {**values, "queue.max_concurrent_dispatches": 1001})
 
 
 def test_the_defaults_are_the_ones_the_capacity_model_chose() -> None:
@@ -127,12 +127,12 @@ def test_the_defaults_are_the_ones_the_capacity_model_chose() -> None:
     result = model(inputs, deployment)
     # The check's planning figure covers the modelled worker request, with the assumptions.
     assert deployment.worker_request_s >= result["per_push"]["worker_request_s"]
-    # 10 pushes/s sustained: none of our settings binds, and the queue keeps 2x headroom.
-    ten = next(r for r in result["tiers"] if r["pushes_per_s"] == 10 and r["burst_s"] is None)
-    assert ten["first_of_our_settings"]["utilization"] <= 0.5, ten["first_of_our_settings"]
-    assert ten["queue"]["backlog_tasks"]["grows_per_s"] == 0
+    # 100 pushes/s sustained: none of our settings binds, each keeps 2x headroom.
+    hundred = next(r for r in result["tiers"] if r["pushes_per_s"] == 100 and r["burst_s"] is None)
+    assert hundred["first_of_our_settings"]["utilization"] <= 0.5, hundred
+    assert hundred["queue"]["backlog_tasks"]["grows_per_s"] == 0
     # Its 10x burst for a minute drains within 10 minutes.
-    burst = next(r for r in result["tiers"] if r["burst_over"] == 10)
+    burst = next(r for r in result["tiers"] if r["burst_over"] == 100)
     assert burst["queue"]["backlog_tasks"]["drain_s"] <= 600
     # And the variables say where they come from.
     text = (TERRAFORM / "variables.tf").read_text()

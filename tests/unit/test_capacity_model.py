@@ -144,14 +144,29 @@ def test_github_comments_add_the_content_creation_limit() -> None:
 
 
 @pytest.mark.parametrize("rate", [10, 100, 1000])
-def test_the_github_sweep_spends_the_apps_jwt_budget_in_proportion_to_pushes(rate: int) -> None:
+def test_the_github_sweep_spends_the_apps_jwt_budget_in_proportion_to_failures(
+    rate: int,
+) -> None:
     limits = {
         x["limit"]: x["utilization"] for x in row(model(measured(), deployment()), rate)["limits"]
     }
-    # Each run (every 300 s) lists every delivery 100 a page plus 60 s of them again, and
-    # 1% of deliveries fail, at 2 calls each: per hour, against 5,000 App-JWT requests.
-    per_hour = (rate * 3600 + 12 * rate * 60) / 100 + 12 + rate * 3600 * 0.01 * 2
-    assert limits["github_app_jwt"] == pytest.approx(per_hour / 5000, rel=1e-3)
+    # Each run (every 300 s) covers 360 s of deliveries: more than its 10 full pages hold
+    # from 10 pushes/s, so 10 pages, then the failed 1% 100 a page; each failure costs 2
+    # calls. Per hour, against 5,000 App-JWT requests.
+    pages = 10 + max(1, rate * 360 * 0.01 / 100)
+    per_hour = 12 * pages + rate * 3600 * 0.01 * 2
+    assert limits["github_app_jwt"] == pytest.approx(per_hour / 5000, abs=0.005)
+
+
+def test_below_its_full_pages_the_github_sweep_lists_every_delivery() -> None:
+    from bench._capacity import github_sweep_calls_per_hour
+    from bench._limits import ASSUMED
+
+    assumed = {key: item.value for key, item in ASSUMED.items()}
+    # 1 push/s: 360 deliveries a run, 3.6 pages of every delivery, 12 runs an hour, and
+    # 2 calls for each of the 36 failed an hour.
+    calls = github_sweep_calls_per_hour(1, deployment(), assumed)
+    assert calls == pytest.approx(12 * 3.6 + 3600 * 0.01 * 2)
 
 
 def test_assumptions_can_be_overridden() -> None:
