@@ -209,18 +209,19 @@ def replay(delivery: Delivery, *, force: bool = False) -> dict[str, Any]:
     apps_records = _app_records(delivery)
     if not apps_records:
         return _replay_one(delivery, delivery, None)
+    body = _stored_body(delivery, delivery)  # refused before anything is reopened
     # Every record reopened before any is handed over: the last app to finish marks the
     # delivery done again (app_fanout `complete`), and an app finishing early must not
     # find another's record still done from the last run.
     ledger.deliveries.reopen(delivery.source, delivery.delivery_id)
     for _, record in apps_records:
         ledger.deliveries.reopen(record.source, record.delivery_id)
-    answers = []
+    answers: list[dict[str, Any]] = []
     try:
         for name, record in apps_records:
-            answers.append(_replay_one(record, delivery, name, reopened=True))
-    except CliError:
-        for _, record in apps_records[len(answers) :]:
+            answers.append(_hand_over(record, delivery, name, body))
+    except CliError:  # the record that failed put its status back; the rest and the delivery
+        for _, record in apps_records[len(answers) + 1 :]:
             ledger.deliveries.mark(record.source, record.delivery_id, record.status)
         ledger.deliveries.mark(delivery.source, delivery.delivery_id, delivery.status)
         raise
@@ -249,34 +250,43 @@ def _app_records(delivery: Delivery) -> list[tuple[str, Delivery]]:
     return found
 
 
-def _replay_one(
-    delivery: Delivery, holder: Delivery, app: str | None, *, reopened: bool = False
-) -> dict[str, Any]:
+def _replay_one(delivery: Delivery, holder: Delivery, app: str | None) -> dict[str, Any]:
     """Replay `delivery` with the payload `holder` stored (itself, or the delivery an app's
-    record belongs to), sealed for `app` when it is one app's record; `reopened` when the
-    caller has already put it back to queued."""
-    label = f"{delivery.source}:{delivery.delivery_id}"
+    record belongs to), sealed for `app` when it is one app's record."""
+    body = _stored_body(delivery, holder)
+    # Queued first: the worker skips a delivery already done/ignored/dead as a duplicate.
+    # Reopening keeps a live lease, so the replayed run waits for the attempt holding it.
+    runtime.ledger().deliveries.reopen(delivery.source, delivery.delivery_id)
+    return _hand_over(delivery, holder, app, body)
+
+
+def _stored_body(delivery: Delivery, holder: Delivery) -> bytes:
+    """The payload `holder` stored, as the body to replay `delivery` with; CliError when
+    it keeps none."""
     if holder.payload is None:
         ref = holder.payload_ref
         where = f" (only a claim reference {ref})" if ref else ""
+        label = f"{delivery.source}:{delivery.delivery_id}"
         raise CliError(f"delivery {label} has no stored payload{where}; nothing to replay")
-    body = holder.payload if isinstance(holder.payload, bytes) else str(holder.payload).encode()
+    return holder.payload if isinstance(holder.payload, bytes) else str(holder.payload).encode()
+
+
+def _hand_over(
+    delivery: Delivery, holder: Delivery, app: str | None, body: bytes
+) -> dict[str, Any]:
+    """Enqueue the reopened `delivery` for the worker with `body`; its status put back and
+    CliError when the enqueue fails."""
+    label = f"{delivery.source}:{delivery.delivery_id}"
     cfg = runtime.config()
-    now = system_clock()
     envelope = Envelope(
         source=holder.source,
         event=holder.event,
         delivery_id=holder.delivery_id,
-        received_at=now,
+        received_at=system_clock(),
         headers=replay_headers(holder),
         body=body,
         app=app,
     )
-    ledger = runtime.ledger()
-    # Queued first: the worker skips a delivery already done/ignored/dead as a duplicate.
-    # Reopening keeps a live lease, so the replayed run waits for the attempt holding it.
-    if not reopened:
-        ledger.deliveries.reopen(delivery.source, delivery.delivery_id)
     # Named after the state replayed (every replay moves `attempts`), never the original task.
     task_id = task_id_for(
         delivery.source, delivery.delivery_id, "replay", str(delivery.attempts), delivery.status
@@ -287,7 +297,7 @@ def _replay_one(
         )
     except Exception as exc:
         # Put the status back, so the record does not claim a replay is on its way.
-        ledger.deliveries.mark(delivery.source, delivery.delivery_id, delivery.status)
+        runtime.ledger().deliveries.mark(delivery.source, delivery.delivery_id, delivery.status)
         raise CliError(f"delivery {label}: enqueueing the replay failed: {exc}") from exc
     return {
         "id": label,

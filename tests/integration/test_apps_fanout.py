@@ -178,3 +178,32 @@ def test_a_replay_reopens_every_apps_record_before_handing_any_to_the_worker(
     assert seen == [("queued", "queued"), ("queued", "queued")]
     wait_until(lambda: status("d-order") == "done", what="the delivery done again")
     assert (status("d-order#alpha"), status("d-order#beta")) == ("done", "done")
+
+
+def test_replaying_a_fanned_out_delivery_without_its_payload_changes_nothing(
+    stack: Callable[..., Stack],  # noqa: F811  the fixture imported above
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Refused before anything is reopened: no status, and no attempt count, moves."""
+    from hookledger.cli import deliveries as cli
+    from hookledger.cli.output import CliError
+    from shared.entrypoints import runtime
+
+    world = stack()
+    for name in ("alpha", "beta"):
+        handler("github", "issues", app=name)(lambda event, ctx, name=name: Done(name))
+    monkeypatch.setattr(runtime, "ledger", lambda: world.ledger)
+    deliveries = world.ledger.deliveries
+    ids = ("big-2", "big-2#alpha", "big-2#beta")
+    for delivery_id in ids:
+        deliveries.record("github", delivery_id, "issues", payload=None, payload_ref="payloads/p2")
+        deliveries.mark("github", delivery_id, "done")
+
+    def state() -> list[tuple[str, int]]:
+        found = [deliveries.get("github", delivery_id) for delivery_id in ids]
+        return [(d.status, d.attempts) for d in found if d is not None]
+
+    before = state()
+    with pytest.raises(CliError, match="has no stored payload"):
+        cli.replay(deliveries.get("github", "big-2"))
+    assert state() == before == [("done", before[0][1])] * 3
