@@ -159,15 +159,19 @@ class DeliverySweep:
                 if not position.failed_only and full_pages >= self._settings.full_pages:
                     # Past the newest pages, only failed deliveries, from the newest one
                     # down to the same floor: GitHub's cost grows with failures alone.
-                    position = ScanPosition(None, position.floor_at, position.top_at, 0, True)
+                    position = ScanPosition(
+                        None, position.floor_at, position.top_at, failed_only=True
+                    )
                 asked_at = self._clock()
                 try:
                     page = self._github.page(position.next_url, failed_only=position.failed_only)
                 except GitHubError as exc:
                     return self._stopped_by_github(checkpoint, position, report, exc)
                 report.pages += 1
-                report.failed_only = report.failed_only or position.failed_only
-                full_pages += not position.failed_only
+                if position.failed_only:
+                    report.failed_only = True
+                else:
+                    full_pages += 1
                 for problem in page.malformed:
                     self._failed(report, "", f"a delivery GitHub listed is unreadable: {problem}")
                 top = position.top_at
