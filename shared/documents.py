@@ -21,6 +21,7 @@ CORE_COLLECTIONS = frozenset(
         "group_heads",
         "group_requests",
         "group_members",
+        "group_lanes",
         "group_rows",
         "group_alerts",
         "group_queue",

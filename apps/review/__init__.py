@@ -63,7 +63,7 @@ SETTINGS = (
         "REVIEW_GROUP_SHARDS",
         type="int",
         default=16,
-        help="shared batches open at once (each join writes its group's document)",
+        help="shared batches open at once (each join writes one lane of its group)",
         check=lambda n: None if n >= 1 else "must be 1 or more",
     ),
     api.Setting(

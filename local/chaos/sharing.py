@@ -129,7 +129,7 @@ def settled_by_gemini(stored: Stored, batches: Iterable[Mapping[str, Any]]) -> s
                 made = batch_name(part.operation) not in running
             else:
                 made = bool(by_tag.get(group.part_tag(part), set()) & ended)
-            for index in range(part.lo, part.hi):
+            for index in group.items_of(part):  # lanes leave gaps between indices
                 if (made or index in group.refused) and index in tags:
                     done.add(tags[index])
     return done

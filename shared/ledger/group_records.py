@@ -1,6 +1,10 @@
 """A shared batch's group as read from `batch_groups/{gid}`: its items, parts and faults.
 
-A sealed group's batch is made per PART, a range of its items: one part, the whole group,
+A busy group takes its joins in LANES (shared/ledger/group_lanes.py): item `i` of lane `l`
+has index `l * LANE_STRIDE + i`, so a group's indices are dense within each lane, and the
+seal records each lane's count (`lane_counts`); a group of one lane has indices 0..count-1.
+
+A sealed group's batch is made per PART, a range of its items' indices: one part, the whole group,
 unless Gemini refused a create without naming a request, which splits the refused part in
 halves until the bad request is alone (docs/architecture.md, "Shared batches"). An item is
 `refused` when Gemini named its request as invalid: it fails alone, with the reason, and
@@ -23,6 +27,8 @@ GROUP_TAG = "group"  # the token of a group batch's display name, `hookledger:gr
 # An item's operation name: `groups/{gid}.{index}` (never a Gemini name: settled through its
 # group's batch, shared/settlement).
 MEMBER_PREFIX = "groups/"
+# The index of item `i` of lane `l` is `l * LANE_STRIDE + i`; no lane holds this many.
+LANE_STRIDE = 1_000_000
 
 
 def group_tag(gid: str) -> str:
@@ -31,6 +37,17 @@ def group_tag(gid: str) -> str:
 
 def member_name(gid: str, index: int) -> str:
     return f"{MEMBER_PREFIX}{gid}.{index}"
+
+
+def member_key(index: int, key: str) -> str:
+    """A request's key in the group's batch: the item's index, then its own key."""
+    return f"{index}/{key}"
+
+
+def split_member_key(key: str) -> tuple[int, str] | None:
+    """(item index, the item's own key) of a group batch's row key; None when not one."""
+    index, sep, own = key.partition("/")
+    return (int(index), own) if sep and index.isdigit() else None
 
 
 @dataclass(frozen=True)
@@ -61,9 +78,10 @@ class Part:
 
 @dataclass(frozen=True)
 class Group:
-    """A group as its document holds it. Its items are `count` documents of their own
-    (`Groups.members`), so a join writes a few bytes here, not the list of every item;
-    an item's operation is `member_name(gid, index)`."""
+    """A group as its document holds it. Its items are documents of their own
+    (`Groups.members`), so a join writes a few bytes here or on one of its `lanes`, not
+    the list of every item; an item's operation is `member_name(gid, index)`. `count`,
+    `requests` and `bytes` are lane 0's while the group is open, every lane's once sealed."""
 
     gid: str
     kind: str
@@ -88,6 +106,25 @@ class Group:
     legacy_members: tuple[Member, ...] = ()  # a group written with its items inline
     fair_key: str = ""  # whose turn it takes when it waits for Gemini's quota
     queue_place: str | None = None  # set while it waits (shared/ledger/group_queue.py)
+    lanes: int = 1  # the lane documents its joins write (shared/ledger/group_lanes.py)
+    lane_counts: tuple[int, ...] = ()  # each lane's items, recorded by the seal
+
+    @property
+    def indices(self) -> list[int]:
+        """Its items' indices in order: lane by lane once sealed with lanes, else 0..count-1."""
+        if not self.lane_counts:
+            return list(range(self.count))
+        return [lane * LANE_STRIDE + i for lane, n in enumerate(self.lane_counts) for i in range(n)]
+
+    @property
+    def end(self) -> int:
+        """One past its last index: the whole group is the part 0..end."""
+        indices = self.indices
+        return indices[-1] + 1 if indices else 0
+
+    def items_of(self, part: Part) -> list[int]:
+        """The indices of the items a part holds."""
+        return [i for i in self.indices if part.holds(i)]
 
     @property
     def queue_turn(self) -> int:
@@ -108,20 +145,23 @@ class Group:
         if self.stored_parts:
             return self.stored_parts
         failed = (self.error or "refused") if self.status == FAILED else None
-        return (Part(0, self.count, self.operation, failed),)
+        return (Part(0, self.end, self.operation, failed),)
 
     def part_tag(self, part: Part) -> str:
         """The submission tag of a part's batch: the group's own for the whole group."""
-        if (part.lo, part.hi) == (0, self.count):
+        if self.whole(part):
             return self.tag
         return group_tag(f"{self.gid}~{part.lo}-{part.hi}")
+
+    def whole(self, part: Part) -> bool:
+        return (part.lo, part.hi) == (0, self.end)
 
     def part_of(self, index: int) -> Part | None:
         return next((part for part in self.parts if part.holds(index)), None)
 
     def live(self, part: Part) -> list[int]:
         """The indices of a part's items that go into its batch (none refused)."""
-        return [i for i in range(part.lo, part.hi) if i not in self.refused]
+        return [i for i in self.items_of(part) if i not in self.refused]
 
     def failure_of(self, index: int) -> str | None:
         """Why item `index` fails without a batch: its request refused, or its part; None
@@ -139,8 +179,8 @@ class Group:
     @property
     def unfailed_from(self) -> int | None:
         """The first item at or past the fail cursor whose failure is still to settle."""
-        for index in range(self.fail_cursor, self.count):
-            if self.failure_of(index) is not None:
+        for index in self.indices:
+            if index >= self.fail_cursor and self.failure_of(index) is not None:
                 return index
         return None
 
@@ -195,4 +235,6 @@ def group_from(snapshot: Any) -> Group:
         legacy_members=inline,
         fair_key=str(data.get("fair_key") or ""),
         queue_place=data.get("queue_place") or None,
+        lanes=int(data.get("lanes") or 1),
+        lane_counts=tuple(int(n) for n in data.get("lane_counts") or ()),
     )

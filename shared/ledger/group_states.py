@@ -17,6 +17,7 @@ from google.cloud import firestore
 from shared.clock import Clock
 from shared.ledger.commits import REFUSED, Commits, Conflict
 from shared.ledger.errors import ContentionError, InvalidArgument, StoreUnavailable
+from shared.ledger.group_lanes import GroupLanes
 from shared.ledger.group_queue import GroupQueue
 from shared.ledger.group_records import (
     FAILED,
@@ -44,6 +45,7 @@ class GroupStates:
         self._clock = clock
         self._retention = retention
         self.queue = GroupQueue(commits, clock, commit=self._commit, retrying=self._retrying)
+        self.lanes = GroupLanes(commits, retention=retention)
 
     # -- seal -----------------------------------------------------------------------------
 
@@ -53,15 +55,29 @@ class GroupStates:
         return group_from(snapshot) if snapshot.exists else None
 
     def seal(self, gid: str) -> Group:
-        """Close the group to new items (once; a sealed group is returned as it is)."""
+        """Close the group to new items (once; a sealed group is returned as it is), with
+        every lane it has in the same commit, recording each lane's count."""
+        ref = self._commits.collection(GROUPS).document(_check_gid(gid))
 
-        def change(group: Group) -> dict[str, Any] | None:
+        def attempt() -> Group:
+            snapshot = self._commits.read(ref, f"group {gid}")
+            if not snapshot.exists:
+                raise InvalidArgument(f"group {gid} does not exist")
+            group = group_from(snapshot)
             if group.status != OPEN:
-                return None
+                return group
             now = self._clock()
-            return {"status": SEALED, "sealed_at": now, "due_at": now}
+            lanes = self.lanes.read(group)
+            fields = {"status": SEALED, "sealed_at": now, "due_at": now, **lanes.totals()}
 
-        return self._change(gid, change)
+            def body(txn: Any) -> None:
+                txn.update(ref, fields, option=self._commits.unchanged_since(snapshot))
+                lanes.seal(txn)
+
+            self._commit(body, f"group {gid}")
+            return group_from(self._commits.read(ref, f"group {gid}"))
+
+        return self._retrying(gid, attempt)
 
     def registered(self, gid: str, part: Part, operation: str) -> Group:
         """Record a part's batch (idempotent); the group is no longer held."""
@@ -71,7 +87,7 @@ class GroupStates:
             if parts is None:
                 return None
             fields: dict[str, Any] = {"parts": parts, "held_since": None, "holds": 0}
-            if (part.lo, part.hi) == (0, group.count):
+            if group.whole(part):
                 fields["operation"] = operation
             return fields
 
@@ -84,7 +100,7 @@ class GroupStates:
             parts = _with(group, part, failed=reason[:4000])
             if parts is None:
                 return None
-            whole = (part.lo, part.hi) == (0, group.count)
+            whole = group.whole(part)
             return {
                 "parts": parts,
                 "fail_cursor": min(group.fail_cursor, part.lo),
@@ -97,9 +113,10 @@ class GroupStates:
         """Replace a pending part of two or more items by its two halves."""
 
         def change(group: Group) -> dict[str, Any] | None:
-            if part not in group.parts or not part.pending or part.hi - part.lo < 2:
+            items = group.items_of(part)
+            if part not in group.parts or not part.pending or len(items) < 2:
                 return None
-            middle = (part.lo + part.hi) // 2
+            middle = items[len(items) // 2]  # half its items each (lanes leave gaps)
             halves = [Part(part.lo, middle), Part(middle, part.hi)]
             parts: list[Part] = []
             for current in group.parts:

@@ -9,13 +9,16 @@ one sealer creates its batch (docs/architecture.md, "Shared batches"). Its colle
   `generation_config`, `tag` (the batch's display name `hookledger:group:{gid}`),
   `status` (`open` → `sealed`; `failed` when its whole batch never can be made), `opened_at`,
   `seal_at` (the window's end), `count` (its items), `requests`, `bytes`, `key_bytes`
-  (its item names' and request keys' bytes, which its batch's context carries),
+  (its item names' and request keys' bytes, which its batch's context carries): lane 0's
+  while open, the sum once sealed; `lanes`, `lane_counts` (each lane's items, sealed),
   `due_at` (when somebody must seal it, see its batches registered or settle its failed
   items; cleared once nothing is left), `operation` (its batch, once registered whole),
   `parts` (`lo`, `hi`, `operation`, `failed`: the batches it is made as, group_records.py),
   `refused` (item index → Gemini's reason), `fail_cursor` (failures settled before it),
   `held_since`, `holds`, `hold_reason` (Gemini refusing the deployment);
 - `group_heads/{kind}~{model, config and fair key's hash}~{shard}`: the group joined now;
+- `group_lanes/{gid}~{lane}`: lane l > 0 of a busy group (shared/ledger/group_lanes.py):
+  its `status`, `count`, `requests`, `bytes`, `key_bytes`, written instead of the group's;
 - `group_members/{gid}~{index}`: one item: `group`, `tag` (its submission), `operation`,
   `requests` (its count) and `pages` (its stored requests), created by its join;
 - `group_requests/{…}`: one page of one item's requests (key, prompt), written before it
@@ -28,10 +31,10 @@ adds it to the group, and may carry the delivery's `done`; a retried or overlapp
 of the item finds the submission decided and joins nothing. A sealed group takes no
 item: a joiner that finds the head's group sealed or full opens the next one::
 
-    join:  read submission (ours, undecided), head, group ─ commit on "all unchanged":
-             group open & fits → count += 1, its item created │ else → new group, head → it
+    join:  read submission (ours, undecided), head, group, a lane ─ commit on "all unchanged":
+             lane open & fits → its count += 1, item created │ else → new group, head → it
              operation created, submission decided, delivery done (when given)
-    seal:  group open → sealed (conditional) ─ the group's submission claimed
+    seal:  group and its lanes open → sealed (conditional) ─ the group's submission claimed
              (shared/submission.py, keyed by the group's tag) ─ create ─ register
 """
 
@@ -39,12 +42,9 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
-import random
-import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -55,6 +55,15 @@ from shared.kinds import Sharing
 from shared.ledger.commits import Commits, Conflict
 from shared.ledger.deliveries import Deliveries
 from shared.ledger.errors import ContentionError, InvalidArgument, StoreUnavailable
+from shared.ledger.group_lanes import (
+    HEAD_LOCK_WAIT_S,
+    first_lane,
+    head_of,
+    join_lock,
+    lanes_for,
+    pick_lane,
+    saw_lanes,
+)
 from shared.ledger.group_records import (
     FAILED,
     GROUP_TAG,
@@ -67,7 +76,9 @@ from shared.ledger.group_records import (
     group_from,
     group_tag,
     member_from,
+    member_key,
     member_name,
+    split_member_key,
 )
 from shared.ledger.group_states import GROUPS, GroupStates
 from shared.ledger.ids import submission_id
@@ -104,25 +115,9 @@ MEMBERS_PER_READ = 300
 MAX_KEY_BYTES = 400_000
 # One page of an item's stored requests stays under Firestore's 1 MiB document limit.
 PAGE_BYTES = 900_000
-# One join at a time per head in this process (striped by head id), so its threads do not
-# read the group and send commits Firestore would refuse. A thread that waits past
-# HEAD_LOCK_WAIT_S for its stripe counts it as a meeting and tries among more shards.
-HEAD_LOCKS = tuple(threading.Lock() for _ in range(64))
-HEAD_LOCK_WAIT_S = 2.0
 # A member is checked on its own this long after its group's window, should its group's
 # fan-out never reach it (shared/settlement settles it through the group's batch).
 MEMBER_BACKSTOP = timedelta(hours=6)
-
-
-def member_key(index: int, key: str) -> str:
-    """A request's key in the group's batch: the item's place, then its own key."""
-    return f"{index}/{key}"
-
-
-def split_member_key(key: str) -> tuple[int, str] | None:
-    """(item index, the item's own key) of a group batch's row key; None when not one."""
-    index, sep, own = key.partition("/")
-    return (int(index), own) if sep and index.isdigit() else None
 
 
 class Joined(NamedTuple):
@@ -218,7 +213,7 @@ class Groups(GroupStates):
     def members(self, group: Group, indices: Sequence[int] | None = None) -> list[Member]:
         """The group's items at `indices` (default all), in that order, from their own
         documents (a group written with its items inline: from it)."""
-        chosen = list(range(group.count) if indices is None else indices)
+        chosen = list(group.indices if indices is None else indices)
         if group.legacy_members:
             return [group.legacy_members[i] for i in chosen]
         ids = [_member_id(group.gid, i) for i in chosen]
@@ -228,7 +223,7 @@ class Groups(GroupStates):
     def requests(self, group: Group, indices: Sequence[int] | None = None) -> list[tuple[str, str]]:
         """Every request of the group's items (those at `indices`, default all) in join
         order, keyed `member_key(i, key)`."""
-        chosen = list(range(group.count) if indices is None else indices)
+        chosen = list(group.indices if indices is None else indices)
         members = self.members(group, chosen)
         ids = [page for member in members for page in member.pages]
         pages = self._read_all(REQUESTS, ids, f"group {group.gid}: its requests")
@@ -268,16 +263,24 @@ class Groups(GroupStates):
         tries = itertools.count()
 
         def attempt() -> Joined:
-            head_id = _head_id(request, next(tries))
-            lock = HEAD_LOCKS[hash(head_id) % len(HEAD_LOCKS)]
+            head_id = head_of(
+                request.kind,
+                request.model,
+                request.generation_config,
+                request.fair_key,
+                request.sharing.shards,
+                next(tries),
+            )
+            pick = pick_lane(head_id)
+            lock = join_lock(head_id, pick)
             if not lock.acquire(timeout=HEAD_LOCK_WAIT_S):  # a queue of joins: a meeting
                 raise Conflict(f"group head {head_id}: this process's other joins hold it")
             try:
-                return join_at(self._commits.collection(HEADS).document(head_id))
+                return join_at(self._commits.collection(HEADS).document(head_id), pick)
             finally:
                 lock.release()
 
-        def join_at(head_ref: Any) -> Joined:
+        def join_at(head_ref: Any, pick: int) -> Joined:
             sub = self._commits.read(sub_ref, f"submission {request.tag}")
             stored = (sub.to_dict() or {}) if sub.exists else None
             if stored is not None and stored.get("operation"):
@@ -295,18 +298,25 @@ class Groups(GroupStates):
                     self._commits.collection(GROUPS).document(current), f"group {current}"
                 )
             group = group_from(snapshot) if snapshot is not None and snapshot.exists else None
-            opened = group is None or not _fits(group, request)
+            opened = True
+            if group is not None and group.status == OPEN:
+                saw_lanes(head_ref.id, group.lanes)
+                lane = self.lanes.read_lane(group, pick % group.lanes)
+                fits = (request.requests, request.bytes, request.sharing, group.lanes)
+                opened = not lane.takes(*fits)
             if opened:
-                group = self._new_group(request, now)
+                group = self._new_group(request, now, lanes_for(group, now, room(request)))
+                lane = first_lane(group)
             assert group is not None
-            index = group.count
+            index = lane.index()
             name = member_name(group.gid, index)
-            requests = group.requests + request.requests
-            key_bytes = group.key_bytes + request.key_bytes + len(name)
+            requests = lane.requests + request.requests
+            key_bytes = lane.key_bytes + request.key_bytes + len(name)
+            share = group.lanes  # each lane holds its share of the group's limits
             full = (
-                requests >= request.sharing.max_requests
-                or group.bytes + request.bytes >= request.sharing.max_bytes
-                or key_bytes >= MAX_KEY_BYTES
+                requests >= request.sharing.max_requests / share
+                or lane.bytes + request.bytes >= request.sharing.max_bytes / share
+                or key_bytes >= MAX_KEY_BYTES / share
             )
             member = {
                 "group": group.gid,
@@ -332,11 +342,11 @@ class Groups(GroupStates):
             staged = self._deliveries.stage_end(end) if end is not None else None
             group_ref = self._commits.collection(GROUPS).document(group.gid)
             grown = {  # a few bytes, however many items it holds
-                "count": index + 1,
+                "count": lane.count + 1,
                 "requests": requests,
-                "bytes": group.bytes + request.bytes,
+                "bytes": lane.bytes + request.bytes,
                 "key_bytes": key_bytes,
-                **({"due_at": now} if full else {}),
+                **({"due_at": now} if full and not lane.number else {}),
             }
 
             def body(txn: Any) -> None:
@@ -351,6 +361,8 @@ class Groups(GroupStates):
                         )
                     else:
                         txn.create(head_ref, {"group": group.gid, "kind": request.kind})
+                elif lane.number:
+                    self.lanes.grow(txn, group, lane, grown)
                 else:
                     txn.update(group_ref, grown, option=self._commits.unchanged_since(snapshot))
                 txn.create(member_ref, member)
@@ -377,12 +389,11 @@ class Groups(GroupStates):
             if request.end is not None:
                 request.end.applied = staged is not None
             self._operations.log_registered(name, request.kind)
-            joined = replace(group, count=index + 1, requests=requests, key_bytes=key_bytes)
-            return Joined(name, joined, full=full, opened=opened)
+            return Joined(name, group, full=full, opened=opened)
 
         return self._retrying(request.tag, attempt)
 
-    def _new_group(self, request: JoinRequest, now: datetime) -> Group:
+    def _new_group(self, request: JoinRequest, now: datetime, lanes: int) -> Group:
         return Group(
             gid=f"{request.kind}-{uuid.uuid4().hex[:16]}",
             kind=request.kind,
@@ -395,33 +406,16 @@ class Groups(GroupStates):
             count=0,
             requests=0,
             bytes=0,
+            lanes=lanes,
         )
 
 
-def _fits(group: Group, request: JoinRequest) -> bool:
-    """An open group takes the item if it is empty (an item larger than the limits gets a
-    group of its own) or the item keeps it within them."""
-    if group.status != OPEN:
-        return False
-    if not group.count:
-        return True
+def room(request: JoinRequest) -> int:
+    """How many items like this one a group holds (its name about 64 bytes)."""
     sharing = request.sharing
-    return (
-        group.requests + request.requests <= sharing.max_requests
-        and group.bytes + request.bytes <= sharing.max_bytes
-    )
-
-
-def _head_id(request: JoinRequest, tried: int) -> str:
-    """One head per kind, model, generation config (a batch has one of each), fair key and
-    shard. A first try joins shard 0; each contended try doubles the shards it picks
-    among, up to `shards`: at a low rate one group a window takes every item, and more
-    open only as joins meet."""
-    config = json.dumps(request.generation_config or {}, sort_keys=True, default=str)
-    batch = f"{request.model}\x00{config}\x00{request.fair_key}"
-    digest = hashlib.sha256(batch.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    shard = random.randrange(min(request.sharing.shards, 2 ** min(tried, 16)))
-    return f"{request.kind}~{digest}~{shard}"
+    by_requests = sharing.max_requests // max(1, request.requests)
+    by_keys = MAX_KEY_BYTES // (request.key_bytes + 64)
+    return min(by_requests, sharing.max_bytes // max(1, request.bytes), by_keys)
 
 
 def _group_fields(group: Group, request: JoinRequest, retention: timedelta) -> dict[str, Any]:
@@ -436,6 +430,7 @@ def _group_fields(group: Group, request: JoinRequest, retention: timedelta) -> d
         "due_at": group.seal_at,
         "operation": None,
         "fair_key": request.fair_key,
+        "lanes": group.lanes,
         # With its items' request pages, whatever the retention (store_requests).
         "expire_at": group.opened_at + retention,
     }

@@ -352,7 +352,7 @@ def _held(deps: SealDeps, group: Group, part: Part, run: Submitter, exc: Excepti
                 f"group {group.gid}: held past {HOLD_LIMIT}; its items fail",
                 alert=HOLD_ALERT,
                 group=group.gid,
-                items=part.hi - part.lo,
+                items=len(group.items_of(part)),
                 reason=str(exc),
             )
             return f"items {part.lo}..{part.hi - 1} failed: held past {HOLD_LIMIT}"
@@ -384,8 +384,11 @@ def _fail_page(deps: SealDeps, group: Group) -> tuple[int, Group]:
         return 0, group
     settler = Settler(deps.ledger, deps.gemini, deps.deliver, clock=deps.clock)
     settled = 0
-    index = start
-    while index < group.count and settled < FAIL_PAGE:
+    cursor = group.end
+    for index in (i for i in group.indices if i >= start):
+        if settled >= FAIL_PAGE:
+            cursor = index
+            break
         reason = group.failure_of(index)
         if reason is not None:
             name = group.member(index)
@@ -398,6 +401,5 @@ def _fail_page(deps: SealDeps, group: Group) -> tuple[int, Group]:
             settler.settle(name, "reconcile", batch=failed)
             crash_point("group.item_failed")
             settled += 1
-        index += 1
-    deps.ledger.groups.failed_through(group.gid, index)
+    deps.ledger.groups.failed_through(group.gid, cursor)
     return settled, deps.ledger.groups.get(group.gid)

@@ -42,6 +42,7 @@ LEDGER = (
     "group_heads",
     "group_requests",
     "group_members",
+    "group_lanes",
     "group_rows",
     "group_alerts",
     "group_queue",
@@ -148,7 +149,7 @@ def write_every_field(parts: Ledger, clock: FakeClock) -> None:
     )
 
 
-def join_group(parts: Ledger, clock: FakeClock, tag: str, path: str) -> str:
+def join_group(parts: Ledger, clock: FakeClock, tag: str, path: str, max_requests: int = 5) -> str:
     """One item claimed, its requests stored and joined; its group's id."""
     from shared.ledger.groups import JoinRequest
     from shared.sharing import Sharing
@@ -165,7 +166,7 @@ def join_group(parts: Ledger, clock: FakeClock, tag: str, path: str) -> str:
             kind="review",
             model="m",
             generation_config={"temperature": 0},
-            sharing=Sharing(5, 60),
+            sharing=Sharing(max_requests, 60),
             pages=pages,
             requests=1,
             bytes=size,
@@ -205,6 +206,22 @@ def write_groups(parts: Ledger, clock: FakeClock) -> None:
     parts.groups.seal(third)
     parts.groups.queue.enqueue(third)
     parts.groups.queue.served(second)
+    write_lanes(parts, clock)
+
+
+def write_lanes(parts: Ledger, clock: FakeClock) -> None:
+    """A busy group of lanes: a first group joined three times in its first second, so the
+    next opens with six lanes (half a join a second each); three items join it (its opener lane 0, the next two
+    lanes in turn), and it is sealed."""
+    first = join_group(parts, clock, "lane-0", "l0.md", max_requests=1000)
+    for n in (1, 2):
+        assert join_group(parts, clock, f"lane-{n}", f"l{n}.md", max_requests=1000) == first
+    parts.groups.seal(first)
+    gids = {join_group(parts, clock, f"lane-{n}", f"l{n}.md", max_requests=1000) for n in (3, 4, 5)}
+    [busy] = gids
+    group = parts.groups.seal(busy)
+    assert group.lanes == 6 and sum(group.lane_counts) == 3 and group.lane_counts[0], group
+    assert sum(group.lane_counts[1:]), group
 
     def many(writes: Any, record: Any) -> None:
         for n in range(401):

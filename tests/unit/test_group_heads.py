@@ -1,4 +1,4 @@
-"""Which group head a join tries (shared/ledger/groups.py `_head_id`): shard 0 first, so
+"""Which group head a join tries (shared/ledger/group_lanes.py `head_of`): shard 0 first, so
 at a low rate one group a window takes every item; each contended try picks among twice
 as many shards, up to `Sharing.shards`; each fair key has heads of its own."""
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 import random
 
 from shared.kinds import Sharing
-from shared.ledger.groups import JoinRequest, _head_id
+from shared.ledger.group_lanes import head_of
+from shared.ledger.groups import JoinRequest
 
 
 def request(fair_key: str = "", shards: int = 16) -> JoinRequest:
@@ -24,6 +25,10 @@ def request(fair_key: str = "", shards: int = 16) -> JoinRequest:
         context={},
         fair_key=fair_key,
     )
+
+
+def _head_id(r: JoinRequest, tried: int) -> str:
+    return head_of(r.kind, r.model, r.generation_config, r.fair_key, r.sharing.shards, tried)
 
 
 def shard(head: str) -> int:
