@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._limits import ASSUMED, DOCUMENTED, PRICES, Documented
+from shared.ledger.group_lanes import LANE_ITEMS, LANE_WRITES_PER_S, MAX_LANES
 
 REPO = Path(__file__).resolve().parents[1]
 TIERS = (10, 100, 1000)  # pushes per second, sustained
@@ -37,7 +38,7 @@ GEMINI_LIST_PAGE = 100  # batches per batches.list page (shared/gemini: page_siz
 MEMBERS_PER_ITEM = 50  # items one members delivery settles, one batch read (shared/sharing)
 # The 100 pushes/s sharing table: windows (s) x shards (docs/performance.md "Scale").
 SHARING_WINDOWS_S = (60.0, 300.0, 600.0)
-SHARING_SHARDS = (16, 100)
+SHARING_SHARDS = (4, 16)
 
 
 @dataclass(frozen=True)
@@ -199,10 +200,24 @@ def review_sharing(app_settings: Mapping[str, Any]) -> dict[str, Any]:
 
 def open_groups(rate: float, dep: Deployment) -> float:
     """Groups open at once at `rate` pushes/s: a join opens another only when it meets one
-    at its group's document (shared/ledger/groups.py, `_head_id`), so about one group per
-    write a second a document sustains, at least one and at most `group_shards`."""
-    document = next(d for d in DOCUMENTED if d.key == "firestore_document").value or 1.0
-    return float(min(dep.group_shards, max(1, math.ceil(rate / document))))
+    (shared/ledger/group_lanes.py, `head_of`), and a group takes its joins in up to
+    MAX_LANES lanes at LANE_WRITES_PER_S each, so about one group per MAX_LANES x
+    LANE_WRITES_PER_S pushes a second, at least one and at most `group_shards`."""
+    per_group = MAX_LANES * LANE_WRITES_PER_S
+    return float(min(dep.group_shards, max(1, math.ceil(rate / per_group))))
+
+
+def group_lanes(rate: float, dep: Deployment, files: float) -> float:
+    """The lanes each open group has at `rate` (`lanes_for`): one per LANE_WRITES_PER_S of
+    its joins, 1 to MAX_LANES, none holding fewer than LANE_ITEMS pushes."""
+    wanted = math.ceil(rate / open_groups(rate, dep) / LANE_WRITES_PER_S)
+    room = int(dep.group_requests / max(files, 1.0)) // LANE_ITEMS
+    return float(max(1, min(MAX_LANES, room, wanted)))
+
+
+def lane_writes(rate: float, dep: Deployment, files: float) -> float:
+    """Writes a second to each lane document of the open groups (a join writes one)."""
+    return rate / (open_groups(rate, dep) * group_lanes(rate, dep, files))
 
 
 def batches_per_push(rate: float, dep: Deployment, files_per_push: float) -> float:
@@ -505,15 +520,17 @@ def limits(
         ),
         Limit(
             "firestore_group_document",
-            "Firestore sustained writes to one shared batch's group document (every join "
-            "writes its group's count, a few bytes: its item is a document of its own)",
+            "Firestore sustained writes to one document of a shared batch's group (a join "
+            "writes one of its group's lanes, a few bytes: its item is a document of its own)",
             doc["firestore_document"].value,
-            "writes/s per group",
+            "writes/s per lane",
             doc["firestore_document"].source,
-            "pushes/s / the groups open: one more opens as joins meet, up to REVIEW_GROUP_SHARDS",
+            f"pushes/s / (groups open x their lanes): a group opens with a lane per "
+            f"{_num(LANE_WRITES_PER_S)} joins/s, up to {MAX_LANES}; more groups open as "
+            "joins meet, up to REVIEW_GROUP_SHARDS",
             "documented",
             "REVIEW_GROUP_SHARDS",
-            lambda r: r * p.group_document_writes / open_groups(r, dep),
+            lambda r: p.group_document_writes * lane_writes(r, dep, files_per_push(m)),
         ),
         documented(
             "firestore_commit",
@@ -771,7 +788,7 @@ def sharing_at(rate: float, m: Measured, dep: Deployment, a: Mapping[str, float]
     gemini = next(d for d in DOCUMENTED if d.key == "gemini_batches").value or 0
     document = next(d for d in DOCUMENTED if d.key == "firestore_document").value or 0
     in_flight = rate * b * a["gemini_batch_life_s"]
-    writes = rate / open_groups(rate, dep) if dep.sharing else 0.0
+    writes = lane_writes(rate, dep, files) if dep.sharing else 0.0
     return {
         "window_s": dep.group_window_s,
         "shards": dep.group_shards,
@@ -779,6 +796,7 @@ def sharing_at(rate: float, m: Measured, dep: Deployment, a: Mapping[str, float]
         "batches_per_s": round(rate * b, 3),
         "batches_in_flight": round(in_flight, 1),
         "gemini_batches_utilization": round(in_flight / gemini, 3),
+        "group_lanes": group_lanes(rate, dep, files) if dep.sharing else 0.0,
         "group_document_writes_per_s": round(writes, 2),
         "group_document_utilization": round(writes / document, 3),
         "added_wait_s": round(added_wait_s(rate, dep, files), 1),
@@ -931,15 +949,15 @@ def render_sharing(sharing: Mapping[str, Any]) -> list[str]:
         f"Shared batches as deployed: {settings}; "
         f"{_num(sharing['files_per_push'])} requests per push. At 100 pushes/s sustained:",
         "",
-        "| window_s | shards | batches/s | batches in flight (limit 100) "
-        "| writes/s per group document (limit 1) | a push waits for its group up to |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| window_s | shards | batches/s | batches in flight (limit 100) | lanes a group "
+        "| writes/s per lane document (limit 1) | a push waits for its group up to |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in sharing["at_100_pushes_per_s"]:
         lines.append(
             f"| {_num(row['window_s'])} | {_num(row['shards'])} | {_num(row['batches_per_s'])} "
             f"| {_num(row['batches_in_flight'])} ({_pct(row['gemini_batches_utilization'])}) "
-            f"| {_num(row['group_document_writes_per_s'])} "
+            f"| {_num(row['group_lanes'])} | {_num(row['group_document_writes_per_s'])} "
             f"({_pct(row['group_document_utilization'])}) | {_num(row['added_wait_s'])} s |"
         )
     return lines
