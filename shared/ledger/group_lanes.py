@@ -45,11 +45,20 @@ LANE_WRITES_PER_S = 0.5
 # A lane's share of the group's limits holds at least this many items like its opener's:
 # fewer lanes otherwise, or a group would be full when one small lane is.
 LANE_ITEMS = 8
-# Per head in this process: the lanes last seen, and a turn that takes them in rotation
-# (joins spread evenly, so no lane fills long before the others).
+# Per head in this process: the group last seen there with its lanes, and a turn that
+# takes them in rotation (joins spread evenly, so no lane fills long before the others).
 _SEEN_LIMIT = 4096
-_seen: dict[str, tuple[int, itertools.count[int]]] = {}
+_seen: dict[str, Seen] = {}
 _seen_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Seen:
+    """The group a join of this process last saw at a head: its id and lanes."""
+
+    gid: str
+    lanes: int
+    turn: itertools.count[int]
 
 
 @dataclass(frozen=True)
@@ -132,21 +141,31 @@ def lanes_for(previous: Group | None, now: datetime, room: int) -> int:
 
 
 def pick_lane(head_id: str) -> int:
-    """The lane this process's next join to `head_id`'s group takes (modulo its lanes):
-    the next in rotation among those it last saw there."""
+    """This process's next turn at `head_id`: its lane is `lane_of(turn, lanes)`, the next
+    in rotation among the lanes of the group it last saw there."""
     with _seen_lock:
-        lanes, turn = _seen.get(head_id) or (1, itertools.count())
-        return next(turn) % lanes
+        seen = _seen.get(head_id)
+        return next(seen.turn) if seen is not None else 0
 
 
-def saw_lanes(head_id: str, lanes: int) -> None:
-    """Record the lanes of the group `head_id` points at, as a join read it."""
+def lane_of(turn: int, lanes: int) -> int:
+    return turn % lanes
+
+
+def seen_group(head_id: str) -> Seen | None:
+    """The group this process last saw at `head_id`, if any."""
+    return _seen.get(head_id)
+
+
+def saw_group(head_id: str, gid: str, lanes: int) -> None:
+    """Record the group a join found (or opened) at `head_id`."""
     with _seen_lock:
-        if _seen.get(head_id, (0,))[0] == lanes:
+        seen = _seen.get(head_id)
+        if seen is not None and seen.gid == gid:
             return
         if len(_seen) >= _SEEN_LIMIT:
             _seen.clear()
-        _seen[head_id] = (lanes, itertools.count(random.randrange(lanes)))
+        _seen[head_id] = Seen(gid, lanes, itertools.count(random.randrange(lanes)))
 
 
 class LaneSnapshots:
@@ -197,6 +216,11 @@ class GroupLanes:
         if number == 0:
             return first_lane(group)
         snapshot = self._commits.read(self.ref(group.gid, number), f"group {group.gid}: a lane")
+        return self.lane(number, snapshot)
+
+    @staticmethod
+    def lane(number: int, snapshot: Any) -> Lane:
+        """Lane `number` (> 0) as `snapshot` holds it (created by its first join)."""
         return _lane(number, snapshot)
 
     def read(self, group: Group) -> LaneSnapshots:

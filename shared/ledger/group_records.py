@@ -23,6 +23,9 @@ from shared.statuses import GroupStatus
 
 OPEN, SEALED, FAILED = GroupStatus.OPEN, GroupStatus.SEALED, GroupStatus.FAILED
 GROUPS = "batch_groups"  # the groups' collection
+HEADS = "group_heads"  # per kind, model, config, fair key and shard: the group joined now
+MEMBERS = "group_members"  # one document an item
+REQUESTS = "group_requests"  # one page of one item's requests
 GROUP_TAG = "group"  # the token of a group batch's display name, `hookledger:group:{gid}`
 # An item's operation name: `groups/{gid}.{index}` (never a Gemini name: settled through its
 # group's batch, shared/settlement).
@@ -37,6 +40,11 @@ def group_tag(gid: str) -> str:
 
 def member_name(gid: str, index: int) -> str:
     return f"{MEMBER_PREFIX}{gid}.{index}"
+
+
+def member_id(gid: str, index: int) -> str:
+    """An item's document id in `group_members`."""
+    return f"{gid}~{index}"
 
 
 def member_key(index: int, key: str) -> str:

@@ -1,9 +1,10 @@
-"""An item's way into a shared batch: store its requests, join the open group, and see
+"""An item's way into a shared batch: join the open group with its requests, and see
 the group sealed when this item is the one to (docs/architecture.md, "Shared batches").
 
-    claim (the item's submission, as for a batch of its own) ─ store its requests ─ join:
-        ONE commit: the item's operation, its submission decided, the group grown
-        (and the delivery's `done`, unless this item must still see the group sealed)
+    claim (the item's submission, as for a batch of its own) ─ join: ONE commit: the
+        item's operation, its requests page (a larger item's pages are stored first), its
+        submission decided, its lane of the group grown (and the delivery's `done`,
+        unless this item must still see the group sealed)
     filled the group        → seal now (shared/sharing/seal.py)
     opened the group        → `Deferred` to its window's end; that run seals it
     joined before (a retry) → nothing joins twice; if its group is due, seal it
@@ -45,7 +46,9 @@ def join(
     deps = run.deps
     groups = deps.ledger.groups
     try:
-        pages, size = groups.store_requests(run.tag, run.attempt.id, requests)
+        pages = groups.request_pages(run.tag, run.attempt.id, requests)
+        if len(pages.ids) > 1:  # too large for the join's commit: stored before it
+            groups.store_requests(run.tag, run.attempt.id, requests)
         joined = groups.join(
             JoinRequest(
                 tag=run.tag,
@@ -54,9 +57,10 @@ def join(
                 model=model,
                 generation_config=generation_config,
                 sharing=sharing,
-                pages=pages,
+                pages=pages.ids,
+                page_documents=pages.documents if len(pages.ids) == 1 else (),
                 requests=len(requests),
-                bytes=size,
+                bytes=pages.bytes,
                 key_bytes=sum(len(key.encode("utf-8", "surrogatepass")) + 8 for key, _ in requests),
                 context=dict(context),
                 start_items=lambda name: run.start_items(context, name),

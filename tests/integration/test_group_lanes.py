@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from shared.ledger.group_lanes import LANES
-from shared.ledger.group_records import LANE_STRIDE, Group
+from shared.ledger.group_records import LANE_STRIDE
 from shared.sharing import Sharing
 from tests.integration.test_shared_batch_faults import (
     POISON,
@@ -95,24 +95,24 @@ def test_a_join_that_raced_the_seal_on_its_lane_joins_the_next_group(
     """The seal writes every lane in its commit: a join that read its lane before the seal
     fails its condition and joins the next group; the sealed group never counts it."""
     gid = _open_busy_group(busy, simulator)
-    lanes = busy.ledger.groups.lanes
-    real = lanes.read_lane
+    groups = busy.ledger.groups
+    real = groups._commit_join
     raced: list[int] = []
 
-    def read_then_seal(group: Group, number: int) -> Any:
-        lane = real(group, number)
-        if number and not raced:
-            busy.ledger.groups.seal(group.gid)  # between this join's read and its commit
-            raced.append(number)
-        return lane
+    def seal_then_commit(request: Any, place: Any, *args: Any) -> Any:
+        if place.lane.number and not raced:
+            groups.seal(place.group.gid)  # between this join's read and its commit
+            raced.append(place.lane.number)
+        return real(request, place, *args)
 
-    monkeypatch.setattr(lanes, "read_lane", read_then_seal)
+    monkeypatch.setattr(groups, "_commit_join", seal_then_commit)
     n = 5
-    while not raced:
+    while not raced and n < 13:  # eight lanes: a join takes one past the first by then
         n += 1
         _store(simulator, n, f"# {n}\n")
         _push(busy, n)
 
+    assert raced, "no join took a lane past the first"
     sealed = busy.ledger.groups.get(gid)
     assert sealed.status == "sealed" and sum(sealed.lane_counts) == n - 5
     assert _item(busy, n).group not in (None, gid)

@@ -299,10 +299,10 @@ def test_a_group_is_sealed_before_its_names_and_keys_outgrow_a_document(
     claim, one document each): the group is sealed when they reach MAX_KEY_BYTES."""
     from dataclasses import replace
 
-    from shared.ledger import groups
+    from shared.ledger import group_joins
     from shared.sharing import Sharing
 
-    monkeypatch.setattr(groups, "MAX_KEY_BYTES", 100)  # two one-file pushes' names and keys
+    monkeypatch.setattr(group_joins, "MAX_KEY_BYTES", 100)  # two one-file pushes' names and keys
     deps = replace(deps, sharing=Sharing(max_requests=100, window_s=3600))
     for n in range(1, 4):
         _store(simulator, n, f"# {n}\n")

@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from shared.kinds import Sharing
-from shared.ledger.group_lanes import MAX_LANES, Lane, lanes_for, pick_lane, saw_lanes
+from shared.ledger.group_lanes import MAX_LANES, Lane, lane_of, lanes_for, pick_lane, saw_group
 from shared.ledger.group_records import LANE_STRIDE, OPEN, SEALED, Group, Part
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -60,11 +60,11 @@ def test_a_lane_takes_items_within_its_share_of_the_groups_limits() -> None:
 
 def test_a_process_takes_a_heads_lanes_in_turn() -> None:
     assert pick_lane("review~unseen~0") == 0
-    saw_lanes("review~h~0", 3)
-    picks = [pick_lane("review~h~0") for _ in range(6)]
-    assert sorted(picks) == [0, 0, 1, 1, 2, 2] and picks[:3] == picks[3:]
-    saw_lanes("review~h~0", 1)
-    assert {pick_lane("review~h~0") for _ in range(4)} == {0}
+    saw_group("review~h~0", "g1", 3)
+    lanes = [lane_of(pick_lane("review~h~0"), 3) for _ in range(6)]
+    assert sorted(lanes) == [0, 0, 1, 1, 2, 2] and lanes[:3] == lanes[3:]
+    saw_group("review~h~0", "g2", 1)
+    assert {lane_of(pick_lane("review~h~0"), 1) for _ in range(4)} == {0}
 
 
 def test_a_group_sealed_with_lanes_has_its_items_lane_by_lane() -> None:
