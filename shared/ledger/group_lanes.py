@@ -141,11 +141,11 @@ def lanes_for(previous: Group | None, now: datetime, room: int) -> int:
 
 
 def pick_lane(head_id: str) -> int:
-    """This process's next turn at `head_id`: its lane is `lane_of(turn, lanes)`, the next
-    in rotation among the lanes of the group it last saw there."""
+    """The lane this process's next join at `head_id` takes (and locks): the next in
+    rotation among the lanes of the group it last saw there (`lane_of` it for another)."""
     with _seen_lock:
         seen = _seen.get(head_id)
-        return next(seen.turn) if seen is not None else 0
+        return lane_of(next(seen.turn), seen.lanes) if seen is not None else 0
 
 
 def lane_of(turn: int, lanes: int) -> int:

@@ -7,7 +7,15 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from shared.kinds import Sharing
-from shared.ledger.group_lanes import MAX_LANES, Lane, lane_of, lanes_for, pick_lane, saw_group
+from shared.ledger.group_lanes import (
+    MAX_LANES,
+    Lane,
+    join_lock,
+    lane_of,
+    lanes_for,
+    pick_lane,
+    saw_group,
+)
 from shared.ledger.group_records import LANE_STRIDE, OPEN, SEALED, Group, Part
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -65,6 +73,17 @@ def test_a_process_takes_a_heads_lanes_in_turn() -> None:
     assert sorted(lanes) == [0, 0, 1, 1, 2, 2] and lanes[:3] == lanes[3:]
     saw_group("review~h~0", "g2", 1)
     assert {lane_of(pick_lane("review~h~0"), 1) for _ in range(4)} == {0}
+
+
+def test_a_processs_joins_to_one_lane_take_one_lock() -> None:
+    """Joins of one process to a one-lane group queue on one lock, not race its commits."""
+    saw_group("review~one~0", "g", 1)
+    locks = {id(join_lock("review~one~0", pick_lane("review~one~0"))) for _ in range(5)}
+    assert len(locks) == 1
+    saw_group("review~one~0", "g4", 4)
+    picks = [pick_lane("review~one~0") for _ in range(8)]
+    assert set(picks) == {0, 1, 2, 3}
+    assert len({id(join_lock("review~one~0", p)) for p in picks}) <= 4
 
 
 def test_a_group_sealed_with_lanes_has_its_items_lane_by_lane() -> None:
