@@ -251,10 +251,11 @@ class GroupStates:
 
 def _with(group: Group, part: Part, **changes: Any) -> list[dict[str, Any]] | None:
     """The group's parts with `part` changed (None when it is decided already, or gone)."""
-    found = next((p for p in group.parts if (p.lo, p.hi) == (part.lo, part.hi)), None)
+    parts = group.parts  # one tuple: an unsplit group's is made anew at each read
+    found = next((p for p in parts if (p.lo, p.hi) == (part.lo, part.hi)), None)
     if found is None or not found.pending:
         return None
-    return [part_fields(replace(p, **changes) if p is found else p) for p in group.parts]
+    return [part_fields(replace(p, **changes) if p is found else p) for p in parts]
 
 
 def _check_gid(gid: str) -> str:

@@ -112,6 +112,31 @@ def test_pushes_share_one_batch_and_each_is_reviewed_once(deps, simulator):
         assert record.group is not None and record.result_counts["succeeded"] == 2
 
 
+def test_the_step_that_creates_a_groups_batch_records_it_on_the_group(deps, simulator, monkeypatch):
+    """The filler's step creates the batch and records it on the group's part at once:
+    the group's items and request pages are read once, for that create."""
+    groups = deps.ledger.groups
+    read = groups.requests
+    reads: list[str] = []
+
+    def counted(group: Any, indices: Any = None) -> Any:
+        reads.append(group.gid)
+        return read(group, indices)
+
+    monkeypatch.setattr(groups, "requests", counted)
+    files = {1: ["docs/a.md", "docs/b.md"], 2: ["docs/c.md", "docs/d.md"]}
+    for n, paths in files.items():
+        store(simulator, n, paths)
+    with pytest.raises(Deferred):
+        run(deps, 1, files[1], "run-1")
+    run(deps, 2, files[2], "run-2")
+
+    [batch] = simulator.control.batches()
+    [group] = [groups.get(gid) for gid in set(reads)]
+    assert [(p.lo, p.hi, p.operation) for p in group.parts] == [(0, 2, batch["name"])]
+    assert reads == [group.gid]
+
+
 def test_a_retried_push_never_joins_twice(deps, simulator):
     store(simulator, 1, ["docs/a.md"])
     with pytest.raises(Deferred):
