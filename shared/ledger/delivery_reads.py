@@ -36,11 +36,20 @@ class DeliveryReads:
         doc_id = delivery_id(source, delivery_id_)
         return self._read(self.collection().document(doc_id), doc_id)
 
+    def ref(self, source: str, delivery_id_: str) -> Any:
+        """The delivery's document, to read with others in one call (`read_of`)."""
+        return self.collection().document(delivery_id(source, delivery_id_))
+
     def _read(self, ref: Any, doc_id: str) -> DeliveryRead:
-        snapshot = self._commits.read(ref, doc_id)
+        return self.read_of(self._commits.read(ref, doc_id))
+
+    @staticmethod
+    def read_of(snapshot: Any) -> DeliveryRead:
+        """A delivery's document as read (`DeliveryEnd.seen`)."""
         if not snapshot.exists:
             return DeliveryRead(None)
-        return DeliveryRead(delivery_from(snapshot.to_dict() or {}, doc_id), snapshot.update_time)
+        data = snapshot.to_dict() or {}
+        return DeliveryRead(delivery_from(data, snapshot.id), snapshot.update_time)
 
     def listing(
         self,

@@ -154,12 +154,19 @@ class GroupJoins(GroupStates):
     def _join_at(self, request: JoinRequest, head_id: str, pick: int) -> Joined:
         sub_ref = self._commits.collection(SUBMISSIONS).document(submission_id(request.tag))
         seen = seen_group(head_id)
-        refs = [sub_ref]
+        place_refs = []
         if seen is not None:
-            refs.append(self._commits.collection(GROUPS).document(seen.gid))
+            place_refs.append(self._commits.collection(GROUPS).document(seen.gid))
             if lane_of(pick, seen.lanes):
-                refs.append(self.lanes.ref(seen.gid, lane_of(pick, seen.lanes)))
+                place_refs.append(self.lanes.ref(seen.gid, lane_of(pick, seen.lanes)))
+        end = request.end
+        end_ref = None
+        if end is not None and end.seen is None:  # its commit's condition, read with the rest
+            end_ref = self._deliveries.ref(end.source, end.delivery_id)
+        refs = [sub_ref, *place_refs, *([end_ref] if end_ref is not None else [])]
         read = self._read_many(refs, f"item {request.tag}")
+        if end is not None and end_ref is not None:
+            end.seen = self._deliveries.read_of(read[end_ref.path])
         sub = read[sub_ref.path]
         stored = (sub.to_dict() or {}) if sub.exists else None
         if stored is not None and stored.get("operation"):
@@ -169,7 +176,7 @@ class GroupJoins(GroupStates):
                 f"item {request.tag}: attempt {request.attempt} no longer holds its claim"
             )
         now = self._clock()
-        place = self._seen_place(request, pick, read, refs[1:])
+        place = self._seen_place(request, pick, read, place_refs)
         if place is None:
             place = self._head_place(request, head_id, pick, now)
         return self._commit_join(request, place, sub, stored, now)

@@ -138,3 +138,65 @@ def test_a_refusal_naming_no_request_in_a_busy_group_is_narrowed_down_across_lan
     assert _item(busy, 7).status == "failed"
     settle_all(busy, simulator)
     assert [_item(busy, n).status for n in (5, 6, 8, 9)] == ["succeeded"] * 4
+
+
+def test_a_joining_items_delivery_ends_done_in_its_join_read_with_its_place(
+    busy, clock, monkeypatch
+):
+    """A join that neither opens nor fills its group carries the delivery's `done`, its
+    condition read in the join's one read call; a mark the delivery refuses (another
+    attempt holds it) is left to the worker."""
+    from datetime import timedelta
+
+    from shared.ledger import DeliveryEnd
+    from shared.ledger.groups import JoinRequest
+
+    ledger = busy.ledger
+    lease = timedelta(minutes=10)
+    reads: list[int] = []
+    read_many = ledger.groups._read_many
+
+    def counted(refs: Any, subject: str) -> Any:
+        reads.append(len(refs))
+        return read_many(refs, subject)
+
+    monkeypatch.setattr(ledger.groups, "_read_many", counted)
+
+    def join(n: int, end: DeliveryEnd) -> Any:
+        tag = f"lane-end-{n}"
+        until = clock() + lease
+        ledger.submissions.claim(
+            tag, delivery_id=f"d-{n}", attempt=tag, lease_until=until, now=clock()
+        )
+        pages = ledger.groups.request_pages(tag, tag, [(f"{n}.md", "review")])
+        return ledger.groups.join(
+            JoinRequest(
+                tag=tag,
+                attempt=tag,
+                kind="review",
+                model="m",
+                generation_config=None,
+                sharing=BUSY,
+                pages=pages.ids,
+                page_documents=pages.documents,
+                requests=1,
+                bytes=pages.bytes,
+                context={"repo": "o/r"},
+                end=end,
+            )
+        )
+
+    for n in (1, 2, 3):
+        ledger.deliveries.record("github", f"d-{n}", "push", attempt=f"a{n}", lease_for=lease)
+    opener, held, foreign = (
+        DeliveryEnd("github", "d-1", "a1"),
+        DeliveryEnd("github", "d-2", "a2"),
+        DeliveryEnd("github", "d-3", "someone-else"),
+    )
+    assert join(1, opener).opened and not opener.applied  # it must still see its group sealed
+    reads.clear()
+    assert not join(2, held).opened
+    assert held.applied and ledger.deliveries.get("github", "d-2").status == "done"
+    assert reads == [3]  # its submission, its group (lane 0) and its delivery, in one call
+    join(3, foreign)
+    assert not foreign.applied and ledger.deliveries.get("github", "d-3").status == "queued"
