@@ -304,8 +304,8 @@ def per_push(m: Measured, dep: Deployment, a: Mapping[str, float], rate: float =
     """One push at `rate` pushes/s: the measured push and settlement, and with sharing what
     its share `b` of a batch costs (derived): per batch, its create (the opener's deferred
     re-run seals it: one more task and worker request), its completion webhook (ingress,
-    task, worker) and its fetches; per push, the join (no Gemini call; 2 more writes: the
-    group's document and the push's requests page) and its own settling commit."""
+    task, worker) and its fetches; per push, the join (no Gemini call; 2 more writes: a
+    lane of its group and the push's requests page) and its own settling commit."""
     push, settle = m.push, m.settle
     files = files_per_push(m)
     b = batches_per_push(rate, dep, files)

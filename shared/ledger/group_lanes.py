@@ -10,6 +10,9 @@ it picked, on condition it is unchanged since read, and its item's index is
 commit (creating those nobody joined), so a join racing it fails its condition and joins
 the next group; it records each lane's count on the group (`lane_counts`). Each lane holds
 1/lanes of the group's limits, so a group is full when any lane is.
+
+Here too: the head a join tries (`head_of`), this process's lock for a head's lane, and
+per head the group this process last saw there (`seen_group`), which a join reads first.
 """
 
 from __future__ import annotations
