@@ -17,7 +17,7 @@ from google.cloud import firestore
 from shared.clock import Clock
 from shared.ledger.commits import REFUSED, Commits, Conflict
 from shared.ledger.errors import ContentionError, InvalidArgument, StoreUnavailable
-from shared.ledger.group_lanes import GroupLanes
+from shared.ledger.group_lanes import GroupLanes, LaneSnapshots
 from shared.ledger.group_queue import GroupQueue
 from shared.ledger.group_records import (
     FAILED,
@@ -57,27 +57,16 @@ class GroupStates:
     def seal(self, gid: str) -> Group:
         """Close the group to new items (once; a sealed group is returned as it is), with
         every lane it has in the same commit, recording each lane's count."""
-        ref = self._commits.collection(GROUPS).document(_check_gid(gid))
+        read: list[LaneSnapshots] = []
 
-        def attempt() -> Group:
-            snapshot = self._commits.read(ref, f"group {gid}")
-            if not snapshot.exists:
-                raise InvalidArgument(f"group {gid} does not exist")
-            group = group_from(snapshot)
+        def change(group: Group) -> dict[str, Any] | None:
             if group.status != OPEN:
-                return group
+                return None
             now = self._clock()
-            lanes = self.lanes.read(group)
-            fields = {"status": SEALED, "sealed_at": now, "due_at": now, **lanes.totals()}
+            read[:] = [self.lanes.read(group)]
+            return {"status": SEALED, "sealed_at": now, "due_at": now, **read[0].totals()}
 
-            def body(txn: Any) -> None:
-                txn.update(ref, fields, option=self._commits.unchanged_since(snapshot))
-                lanes.seal(txn)
-
-            self._commit(body, f"group {gid}")
-            return group_from(self._commits.read(ref, f"group {gid}"))
-
-        return self._retrying(gid, attempt)
+        return self._change(gid, change, also=lambda txn: read[0].seal(txn))
 
     def registered(self, gid: str, part: Part, operation: str) -> Group:
         """Record a part's batch (idempotent); the group is no longer held."""
@@ -186,9 +175,15 @@ class GroupStates:
         except gexc.GoogleAPIError as exc:
             raise StoreUnavailable(f"group {gid}: {what} failed: {exc}") from exc
 
-    def _change(self, gid: str, change: Callable[[Group], dict[str, Any] | None]) -> Group:
-        """Read the group, apply `change(group)` on condition it is unchanged since; the
-        group as it stands after (unchanged when `change` says None)."""
+    def _change(
+        self,
+        gid: str,
+        change: Callable[[Group], dict[str, Any] | None],
+        also: Callable[[Any], None] | None = None,
+    ) -> Group:
+        """Read the group, apply `change(group)` on condition it is unchanged since (and
+        `also(txn)`'s writes in the same commit); the group as it stands after (unchanged
+        when `change` says None)."""
         ref = self._commits.collection(GROUPS).document(_check_gid(gid))
 
         def attempt() -> Group:
@@ -199,10 +194,13 @@ class GroupStates:
             fields = change(group)
             if fields is None:
                 return group
-            self._commit(
-                lambda txn: txn.update(ref, fields, option=self._commits.unchanged_since(snapshot)),
-                f"group {gid}",
-            )
+
+            def body(txn: Any) -> None:
+                txn.update(ref, fields, option=self._commits.unchanged_since(snapshot))
+                if also is not None:
+                    also(txn)
+
+            self._commit(body, f"group {gid}")
             return group_from(self._commits.read(ref, f"group {gid}"))
 
         return self._retrying(gid, attempt)
