@@ -18,13 +18,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from google.api_core import exceptions as gexc
-
 from shared.clock import Clock
 from shared.kinds import Sharing
 from shared.ledger.commits import Commits, Conflict
 from shared.ledger.deliveries import Deliveries
-from shared.ledger.errors import ContentionError, StoreUnavailable
+from shared.ledger.errors import ContentionError
 from shared.ledger.group_lanes import (
     HEAD_LOCK_WAIT_S,
     Lane,
@@ -311,12 +309,7 @@ class GroupJoins(GroupStates):
         return Joined(name, group, full=full, opened=opened)
 
     def _read_many(self, refs: Sequence[Any], subject: str) -> dict[str, Any]:
-        """Each of `refs` in one call, by path."""
-        try:
-            found = self._commits.client.get_all(list(refs), timeout=self._commits.timeout_s)
-            return {snapshot.reference.path: snapshot for snapshot in found}
-        except gexc.GoogleAPIError as exc:
-            raise StoreUnavailable(f"{subject}: reading its place failed: {exc}") from exc
+        return self._commits.read_many(refs, f"{subject}: its place")
 
     def _new_group(self, request: JoinRequest, now: datetime, lanes: int) -> Group:
         return Group(

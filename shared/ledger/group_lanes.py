@@ -28,11 +28,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from google.api_core import exceptions as gexc
-
 from shared.kinds import Sharing
 from shared.ledger.commits import Commits
-from shared.ledger.errors import StoreUnavailable
 from shared.ledger.group_records import LANE_STRIDE, OPEN, SEALED, Group
 
 LANES = "group_lanes"
@@ -229,15 +226,8 @@ class GroupLanes:
     def read(self, group: Group) -> LaneSnapshots:
         """Lanes 1.. of the group, in one call, for its seal."""
         refs = [self.ref(group.gid, n) for n in range(1, group.lanes)]
-        found: dict[str, Any] = {}
-        if refs:
-            try:
-                for snapshot in self._commits.client.get_all(refs, timeout=self._commits.timeout_s):
-                    found[snapshot.id] = snapshot
-            except gexc.GoogleAPIError as exc:
-                what = f"group {group.gid}: reading its lanes"
-                raise StoreUnavailable(f"{what} failed: {exc}") from exc
-        snapshots = [found[ref.id] for ref in refs]
+        found = self._commits.read_many(refs, f"group {group.gid}: its lanes") if refs else {}
+        snapshots = [found[ref.path] for ref in refs]
         return LaneSnapshots(self._commits, group, snapshots, group.opened_at + self._retention)
 
     def grow(self, txn: Any, group: Group, lane: Lane, grown: dict[str, Any]) -> None:
